@@ -1,0 +1,45 @@
+// The interface between backends and the runtime: a compiled per-device program and the hooks
+// it calls back into the runtime for (memory, collectives, shard_map).
+#ifndef SHARDJIT_BACKENDS_EXECUTABLE_H_
+#define SHARDJIT_BACKENDS_EXECUTABLE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+
+namespace shardjit::backends {
+
+// What a running program needs from the device it runs on. Implemented by the runtime.
+class DeviceContext {
+ public:
+  virtual ~DeviceContext() = default;
+  // Memory for results and temporaries, accounted to this device.
+  virtual ir::Allocator* allocator() = 0;
+  // Runs collective `op` (psum, all_gather, axis_index, ...) for this device: meets the peers of
+  // its group, then returns this device's results.
+  virtual absl::StatusOr<std::vector<ir::Tensor>> RunCollective(
+      const ir::Op& op, const std::vector<ir::Tensor>& operands) = 0;
+  // Runs a shard_map op of a global-view program on whole (global) operands.
+  virtual absl::StatusOr<std::vector<ir::Tensor>> RunShardMap(
+      const ir::Op& op, const std::vector<ir::Tensor>& operands) = 0;
+  // Non-OK once the run was abandoned (another device failed); checked between ops.
+  virtual absl::Status Cancelled() = 0;
+};
+
+// A program compiled for one device.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& args,
+                                                      DeviceContext& device) const = 0;
+  // Backend name for profiles and logs, e.g. "reference".
+  virtual std::string backend() const = 0;
+};
+
+}  // namespace shardjit::backends
+
+#endif  // SHARDJIT_BACKENDS_EXECUTABLE_H_

@@ -1,0 +1,419 @@
+// Reference kernels of constant, iota, reduce_sum/max/min and dot_general. Floating reductions and
+// dots accumulate in f32 and round to the result dtype once; s32 ones wrap.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backends/reference/kernel.h"
+#include "ir/dtype.h"
+#include "ir/tensor.h"
+
+namespace shardjit::backends::reference {
+namespace {
+
+using ir::bf16;
+using ir::DType;
+using ir::Tensor;
+using Results = absl::StatusOr<std::vector<Tensor>>;
+using Dims = std::vector<int64_t>;
+
+Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
+
+// Calls f(T{}) with the storage type of `dtype` (uint8_t for pred).
+template <typename F>
+decltype(auto) Dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32:
+      return f(float{});
+    case DType::kBF16:
+      return f(bf16{});
+    case DType::kS32:
+      return f(int32_t{});
+    case DType::kPred:
+    case DType::kInvalid:
+      break;
+  }
+  return f(uint8_t{});
+}
+
+template <typename T>
+constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
+
+template <typename T>
+float ToF32(T x) {
+  return static_cast<float>(x);
+}
+
+int32_t FloatToS32(float x) {
+  if (std::isnan(x)) return 0;
+  if (x <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
+  if (x >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
+  return static_cast<int32_t>(x);
+}
+
+// f32 to the storage type T (bf16 rounds to nearest even, s32 truncates and saturates).
+template <typename T>
+T FromF32(float x) {
+  if constexpr (std::is_same_v<T, int32_t>) {
+    return FloatToS32(x);
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    return x != 0;
+  } else {
+    return T(x);
+  }
+}
+
+// Walks the index space `dims` row by row: calls row(a, b, n, sa, sb) for each run of n elements
+// at element offsets a + i*sa and b + i*sb. Dims are merged where both sides are contiguous.
+template <typename F>
+void ForEachRow(const Dims& dims, const Dims& strides_a, const Dims& strides_b, F&& row) {
+  Dims d, sa, sb;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0) return;
+    if (dims[i] == 1) continue;
+    if (!d.empty() && sa.back() == strides_a[i] * dims[i] && sb.back() == strides_b[i] * dims[i]) {
+      d.back() *= dims[i];
+      sa.back() = strides_a[i];
+      sb.back() = strides_b[i];
+      continue;
+    }
+    d.push_back(dims[i]);
+    sa.push_back(strides_a[i]);
+    sb.push_back(strides_b[i]);
+  }
+  if (d.empty()) {
+    row(0, 0, 1, 1, 1);
+    return;
+  }
+  int64_t rank = static_cast<int64_t>(d.size());
+  int64_t outer = 1;
+  for (int64_t i = 0; i + 1 < rank; ++i) outer *= d[i];
+  Dims idx(rank, 0);
+  int64_t a = 0, b = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    row(a, b, d.back(), sa.back(), sb.back());
+    for (int64_t k = rank - 2; k >= 0; --k) {
+      a += sa[k];
+      b += sb[k];
+      if (++idx[k] < d[k]) break;
+      a -= sa[k] * d[k];
+      b -= sb[k] * d[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+Results Constant(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* allocator) {
+  const auto& a = op.constant();
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  int64_t n = out.num_elements();
+  if (n == 0) return std::vector<Tensor>{out};
+  if (a.value_size() == 1) {
+    out.SetDouble(0, a.value(0));
+    int64_t elem = ir::DTypeSize(out.dtype());
+    char* p = out.data_as<char>();
+    for (int64_t i = 1; i < n; ++i) std::memcpy(p + i * elem, p, elem);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out.SetDouble(i, a.value(i));
+  }
+  return std::vector<Tensor>{out};
+}
+
+Results Iota(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* allocator) {
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  int64_t dim = op.iota().dimension();
+  int64_t stride = ir::RowMajorStrides(out.dims())[dim];
+  int64_t size = out.dims()[dim];
+  int64_t n = out.num_elements();
+  Dispatch(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.data_as<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = (i / stride) % size;
+      if constexpr (kIsFloat<T>) {
+        o[i] = T(static_cast<float>(v));
+      } else {
+        o[i] = static_cast<T>(v);
+      }
+    }
+  });
+  return std::vector<Tensor>{out};
+}
+
+enum class ReduceKind { kSum, kMax, kMin };
+
+// Reduction of values of type C (f32 for floats, int32 for s32, uint8 for pred).
+template <ReduceKind kKind, typename C>
+struct Reducer {
+  static C Init() {
+    if constexpr (kKind == ReduceKind::kSum) {
+      return C{0};
+    } else if constexpr (std::is_same_v<C, float>) {
+      float inf = std::numeric_limits<float>::infinity();
+      return kKind == ReduceKind::kMax ? -inf : inf;
+    } else if constexpr (std::is_same_v<C, int32_t>) {
+      return kKind == ReduceKind::kMax ? std::numeric_limits<C>::min()
+                                       : std::numeric_limits<C>::max();
+    } else {
+      return kKind == ReduceKind::kMax ? 0 : 1;
+    }
+  }
+  static C Apply(C acc, C x) {
+    if constexpr (kKind == ReduceKind::kSum) {
+      if constexpr (std::is_same_v<C, int32_t>) {
+        return static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(x));
+      } else {
+        return acc + x;
+      }
+    } else {
+      if constexpr (std::is_same_v<C, float>) {
+        if (std::isnan(acc)) return acc;
+        if (std::isnan(x)) return x;
+      }
+      if constexpr (kKind == ReduceKind::kMax) {
+        return x > acc ? x : acc;
+      } else {
+        return x < acc ? x : acc;
+      }
+    }
+  }
+};
+
+template <ReduceKind kKind>
+Results Reduce(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
+  const Tensor& x = in[0];
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  Dims axes = ToDims(op.reduce().axes());
+  // Output offset strides per input dim: 0 on reduced dims.
+  Dims out_strides(x.dims().size(), 0);
+  int64_t stride = 1;
+  for (int64_t i = static_cast<int64_t>(x.dims().size()) - 1; i >= 0; --i) {
+    if (std::find(axes.begin(), axes.end(), i) != axes.end()) continue;
+    out_strides[i] = stride;
+    stride *= x.dims()[i];
+  }
+  Dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<kIsFloat<T>, float, T>;
+    using R = Reducer<kKind, C>;
+    std::vector<C> acc(out.num_elements(), R::Init());
+    const T* src = x.data_as<T>();
+    ForEachRow(x.dims(), ir::RowMajorStrides(x.dims()), out_strides,
+               [&](int64_t xi, int64_t oi, int64_t n, int64_t xs, int64_t os) {
+                 if (os == 0) {
+                   C a = acc[oi];
+                   for (int64_t i = 0; i < n; ++i) a = R::Apply(a, C(src[xi + i * xs]));
+                   acc[oi] = a;
+                 } else {
+                   for (int64_t i = 0; i < n; ++i) {
+                     acc[oi + i * os] = R::Apply(acc[oi + i * os], C(src[xi + i * xs]));
+                   }
+                 }
+               });
+    T* o = out.data_as<T>();
+    for (size_t i = 0; i < acc.size(); ++i) o[i] = T(acc[i]);
+  });
+  return std::vector<Tensor>{out};
+}
+
+// Element offsets of every index of the sub-space spanned by `axes` (row-major over them).
+Dims OffsetTable(const Dims& dims, const Dims& axes) {
+  Dims strides = ir::RowMajorStrides(dims);
+  Dims table{0};
+  for (int64_t a : axes) {
+    Dims next;
+    next.reserve(table.size() * dims[a]);
+    for (int64_t base : table) {
+      for (int64_t i = 0; i < dims[a]; ++i) next.push_back(base + i * strides[a]);
+    }
+    table = std::move(next);
+  }
+  return table;
+}
+
+// The dims of a rank-`rank` operand that are neither batch nor contracting, in order.
+Dims FreeDims(int64_t rank, const Dims& batch, const Dims& contracting) {
+  Dims free;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (std::find(batch.begin(), batch.end(), i) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), i) == contracting.end()) {
+      free.push_back(i);
+    }
+  }
+  return free;
+}
+
+// dot_general as B independent [M,K] x [K,N] products over offset tables of both operands.
+struct DotPlan {
+  Dims lhs_batch, lhs_rows, lhs_k;  // offsets into lhs
+  Dims rhs_batch, rhs_k, rhs_cols;  // offsets into rhs
+  int64_t b() const { return static_cast<int64_t>(lhs_batch.size()); }
+  int64_t m() const { return static_cast<int64_t>(lhs_rows.size()); }
+  int64_t k() const { return static_cast<int64_t>(lhs_k.size()); }
+  int64_t n() const { return static_cast<int64_t>(rhs_cols.size()); }
+};
+
+DotPlan MakeDotPlan(const ir::DotGeneralAttrs& a, const Dims& lhs, const Dims& rhs) {
+  Dims lb = ToDims(a.lhs_batch_dims()), lc = ToDims(a.lhs_contracting_dims());
+  Dims rb = ToDims(a.rhs_batch_dims()), rc = ToDims(a.rhs_contracting_dims());
+  int64_t lrank = static_cast<int64_t>(lhs.size()), rrank = static_cast<int64_t>(rhs.size());
+  return DotPlan{OffsetTable(lhs, lb), OffsetTable(lhs, FreeDims(lrank, lb, lc)),
+                 OffsetTable(lhs, lc), OffsetTable(rhs, rb),
+                 OffsetTable(rhs, rc), OffsetTable(rhs, FreeDims(rrank, rb, rc))};
+}
+
+// Register tile of the f32 micro-kernel and cache blocking of K and M.
+constexpr int64_t kMR = 6;
+constexpr int64_t kNR = 16;
+constexpr int64_t kKC = 256;
+constexpr int64_t kMC = 16 * kMR;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// c[kMR x kNR] (row stride ldc) += a[kc x kMR]^T * b[kc x kNR], both packed k-major.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void MicroKernel(
+    int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
+    int64_t ldc) {
+  float acc[kMR][kNR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + k * kNR;
+    // Fully unrolled so that acc lives in vector registers.
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < kMR; ++r) {
+      float ar = a[k * kMR + r];
+#pragma GCC unroll 16
+      for (int64_t j = 0; j < kNR; ++j) acc[r][j] += ar * bk[j];
+    }
+  }
+  for (int64_t r = 0; r < kMR; ++r) {
+    for (int64_t j = 0; j < kNR; ++j) c[r * ldc + j] += acc[r][j];
+  }
+}
+
+// Packs lhs batch `b` as f32 panels [mp/kMR][K][kMR], zero-padded to mp rows.
+template <typename T>
+void PackLhs(const T* x, const DotPlan& p, int64_t b, int64_t mp, float* dst) {
+  int64_t k_size = p.k();
+  for (int64_t m = 0; m < mp; ++m) {
+    float* panel = dst + (m / kMR) * k_size * kMR + m % kMR;
+    if (m >= p.m()) {
+      for (int64_t k = 0; k < k_size; ++k) panel[k * kMR] = 0.0f;
+      continue;
+    }
+    const T* row = x + p.lhs_batch[b] + p.lhs_rows[m];
+    for (int64_t k = 0; k < k_size; ++k) panel[k * kMR] = ToF32(row[p.lhs_k[k]]);
+  }
+}
+
+// Packs rhs batch `b` as f32 panels [np/kNR][K][kNR], zero-padded to np columns.
+template <typename T>
+void PackRhs(const T* y, const DotPlan& p, int64_t b, int64_t np, float* dst) {
+  int64_t k_size = p.k(), n_size = p.n();
+  for (int64_t k = 0; k < k_size; ++k) {
+    const T* row = y + p.rhs_batch[b] + p.rhs_k[k];
+    for (int64_t n = 0; n < np; ++n) {
+      float v = n < n_size ? ToF32(row[p.rhs_cols[n]]) : 0.0f;
+      dst[(n / kNR) * k_size * kNR + k * kNR + n % kNR] = v;
+    }
+  }
+}
+
+// c[mp x np] += packed lhs x packed rhs, blocked so a K-slice of kMC lhs rows stays in L2 and
+// one rhs panel slice in L1.
+void BlockedMatmul(const float* a, const float* b, int64_t mp, int64_t np, int64_t k_size,
+                   float* c) {
+  for (int64_t kb = 0; kb < k_size; kb += kKC) {
+    int64_t kc = std::min(kKC, k_size - kb);
+    for (int64_t ib = 0; ib < mp; ib += kMC) {
+      int64_t ie = std::min(ib + kMC, mp);
+      for (int64_t jb = 0; jb < np; jb += kNR) {
+        const float* bp = b + jb * k_size + kb * kNR;
+        for (int64_t i = ib; i < ie; i += kMR) {
+          MicroKernel(kc, a + i * k_size + kb * kMR, bp, c + i * np + jb, np);
+        }
+      }
+    }
+  }
+}
+
+template <typename In, typename Out>
+void FloatDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& out) {
+  int64_t m = p.m(), n = p.n(), k = p.k();
+  int64_t mp = RoundUp(m, kMR), np = RoundUp(n, kNR);
+  std::vector<float> a(mp * k), b(k * np), c(mp * np);
+  Out* o = out.data_as<Out>();
+  for (int64_t batch = 0; batch < p.b(); ++batch) {
+    PackLhs(lhs.data_as<In>(), p, batch, mp, a.data());
+    PackRhs(rhs.data_as<In>(), p, batch, np, b.data());
+    std::fill(c.begin(), c.end(), 0.0f);
+    BlockedMatmul(a.data(), b.data(), mp, np, k, c.data());
+    for (int64_t i = 0; i < m; ++i) {
+      Out* row = o + (batch * m + i) * n;
+      for (int64_t j = 0; j < n; ++j) row[j] = FromF32<Out>(c[i * np + j]);
+    }
+  }
+}
+
+// s32 x s32 -> s32 with wrapping accumulation.
+void IntDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& out) {
+  const int32_t* x = lhs.data_as<int32_t>();
+  const int32_t* y = rhs.data_as<int32_t>();
+  int32_t* o = out.data_as<int32_t>();
+  for (int64_t b = 0; b < p.b(); ++b) {
+    for (int64_t i = 0; i < p.m(); ++i) {
+      const int32_t* row = x + p.lhs_batch[b] + p.lhs_rows[i];
+      for (int64_t j = 0; j < p.n(); ++j) {
+        const int32_t* col = y + p.rhs_batch[b] + p.rhs_cols[j];
+        uint32_t acc = 0;
+        for (int64_t k = 0; k < p.k(); ++k) {
+          acc += static_cast<uint32_t>(row[p.lhs_k[k]]) * static_cast<uint32_t>(col[p.rhs_k[k]]);
+        }
+        *o++ = static_cast<int32_t>(acc);
+      }
+    }
+  }
+}
+
+Results DotGeneral(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
+  const Tensor& lhs = in[0];
+  const Tensor& rhs = in[1];
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  if (out.num_elements() == 0) return std::vector<Tensor>{out};
+  DotPlan plan = MakeDotPlan(op.dot_general(), lhs.dims(), rhs.dims());
+  if (lhs.dtype() == DType::kS32 && out.dtype() == DType::kS32) {
+    IntDot(lhs, rhs, plan, out);
+    return std::vector<Tensor>{out};
+  }
+  if (lhs.dtype() == DType::kPred || out.dtype() == DType::kPred) {
+    return absl::InvalidArgumentError("dot_general: pred is not supported");
+  }
+  Dispatch(lhs.dtype(), [&](auto in_tag) {
+    Dispatch(out.dtype(), [&](auto out_tag) {
+      using In = decltype(in_tag);
+      using Out = decltype(out_tag);
+      if constexpr (!std::is_same_v<In, uint8_t> && !std::is_same_v<Out, uint8_t>) {
+        FloatDot<In, Out>(lhs, rhs, plan, out);
+      }
+    });
+  });
+  return std::vector<Tensor>{out};
+}
+
+const bool registered = [] {
+  RegisterKernel("constant", Constant);
+  RegisterKernel("iota", Iota);
+  RegisterKernel("reduce_sum", Reduce<ReduceKind::kSum>);
+  RegisterKernel("reduce_max", Reduce<ReduceKind::kMax>);
+  RegisterKernel("reduce_min", Reduce<ReduceKind::kMin>);
+  RegisterKernel("dot_general", DotGeneral);
+  return true;
+}();
+
+}  // namespace
+}  // namespace shardjit::backends::reference

@@ -1,0 +1,187 @@
+#include "backends/reference/evaluator.h"
+
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backends/reference/kernel.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "ir/primitive.h"
+
+namespace shardjit::backends::reference {
+namespace {
+
+// Values visible to a region: its own, then those of the regions around it.
+class Env {
+ public:
+  explicit Env(const Env* parent) : parent_(parent) {}
+  void Set(int64_t id, ir::Tensor t) { values_[id] = std::move(t); }
+  void Erase(int64_t id) { values_.erase(id); }
+  const ir::Tensor* Find(int64_t id) const {
+    for (const Env* e = this; e != nullptr; e = e->parent_) {
+      auto it = e->values_.find(id);
+      if (it != e->values_.end()) return &it->second;
+    }
+    return nullptr;
+  }
+
+ private:
+  const Env* parent_;
+  std::unordered_map<int64_t, ir::Tensor> values_;
+};
+
+// Per region: the kernel of each op and the values to release after it.
+struct RegionPlan {
+  std::vector<const Kernel*> kernels;
+  std::vector<std::vector<int64_t>> release_after;
+};
+
+class ReferenceExecutable final : public Executable {
+ public:
+  explicit ReferenceExecutable(ir::Function function) : function_(std::move(function)) {}
+
+  absl::Status Prepare() { return PlanRegion(function_.body()); }
+
+  absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& args,
+                                              DeviceContext& device) const override {
+    const ir::Region& body = function_.body();
+    if (args.size() != static_cast<size_t>(body.params_size())) {
+      return absl::InvalidArgumentError(fmt::format("{}: expects {} arguments, got {}",
+                                                    function_.name(), body.params_size(),
+                                                    args.size()));
+    }
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].type() != ir::FromProto(body.params(i).type())) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: argument {} is {}, expected {}", function_.name(), i,
+            args[i].type().ToString(), ir::FromProto(body.params(i).type()).ToString()));
+      }
+    }
+    return RunRegion(body, args, nullptr, device);
+  }
+
+  std::string backend() const override { return "reference"; }
+
+ private:
+  absl::Status PlanRegion(const ir::Region& region) {
+    RegionPlan plan;
+    std::unordered_map<int64_t, int> last_use;
+    std::unordered_set<int64_t> local;
+    for (const ir::Param& p : region.params()) local.insert(p.id());
+    for (int i = 0; i < region.ops_size(); ++i) {
+      const ir::Op& op = region.ops(i);
+      for (int64_t id : op.operands()) last_use[id] = i;
+      for (int64_t id : op.results()) local.insert(id);
+      const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+      if (prim == nullptr) {
+        return absl::InvalidArgumentError(fmt::format("unknown primitive \"{}\"", op.opcode()));
+      }
+      const Kernel* kernel = nullptr;
+      if (prim->kind == ir::PrimitiveKind::kElementwise ||
+          prim->kind == ir::PrimitiveKind::kStructural) {
+        kernel = FindKernel(op.opcode());
+        if (kernel == nullptr) {
+          return absl::UnimplementedError(
+              fmt::format("{}: no reference kernel is registered", op.opcode()));
+        }
+      }
+      plan.kernels.push_back(kernel);
+      if (op.has_fori_loop()) {
+        if (absl::Status s = PlanRegion(op.fori_loop().body()); !s.ok()) return s;
+        // A loop body reads outer values on every iteration: keep them until the loop ends.
+        MarkCaptures(op.fori_loop().body(), i, last_use);
+      }
+      if (op.has_shard_map()) {
+        if (absl::Status s = PlanRegion(op.shard_map().body()); !s.ok()) return s;
+      }
+    }
+    std::unordered_set<int64_t> results(region.results().begin(), region.results().end());
+    plan.release_after.resize(region.ops_size());
+    for (const auto& [id, index] : last_use) {
+      if (local.count(id) && !results.count(id)) plan.release_after[index].push_back(id);
+    }
+    plans_[&region] = std::move(plan);
+    return absl::OkStatus();
+  }
+
+  static void MarkCaptures(const ir::Region& region, int index,
+                           std::unordered_map<int64_t, int>& last_use) {
+    for (const ir::Op& op : region.ops()) {
+      for (int64_t id : op.operands()) {
+        if (last_use.count(id)) last_use[id] = std::max(last_use[id], index);
+      }
+      if (op.has_fori_loop()) MarkCaptures(op.fori_loop().body(), index, last_use);
+    }
+    for (int64_t id : region.results()) {
+      if (last_use.count(id)) last_use[id] = std::max(last_use[id], index);
+    }
+  }
+
+  absl::StatusOr<std::vector<ir::Tensor>> RunRegion(const ir::Region& region,
+                                                    const std::vector<ir::Tensor>& args,
+                                                    const Env* outer,
+                                                    DeviceContext& device) const {
+    const RegionPlan& plan = plans_.at(&region);
+    Env env(outer);
+    for (int i = 0; i < region.params_size(); ++i) env.Set(region.params(i).id(), args[i]);
+    std::vector<ir::Tensor> operands;
+    for (int i = 0; i < region.ops_size(); ++i) {
+      const ir::Op& op = region.ops(i);
+      if (absl::Status s = device.Cancelled(); !s.ok()) return s;
+      operands.clear();
+      for (int64_t id : op.operands()) operands.push_back(*env.Find(id));
+      absl::StatusOr<std::vector<ir::Tensor>> results;
+      if (plan.kernels[i] != nullptr) {
+        results = (*plan.kernels[i])(op, operands, device.allocator());
+      } else if (op.has_fori_loop()) {
+        results = RunLoop(op, std::move(operands), env, device);
+      } else if (op.has_shard_map()) {
+        results = device.RunShardMap(op, operands);
+      } else {
+        results = device.RunCollective(op, operands);
+      }
+      if (!results.ok()) return results.status();
+      if (results->size() != static_cast<size_t>(op.results_size())) {
+        return absl::InternalError(fmt::format("{}: produced {} results, expected {}",
+                                               op.opcode(), results->size(), op.results_size()));
+      }
+      for (int r = 0; r < op.results_size(); ++r) env.Set(op.results(r), std::move((*results)[r]));
+      for (int64_t id : plan.release_after[i]) env.Erase(id);
+    }
+    std::vector<ir::Tensor> out;
+    for (int64_t id : region.results()) out.push_back(*env.Find(id));
+    return out;
+  }
+
+  absl::StatusOr<std::vector<ir::Tensor>> RunLoop(const ir::Op& op,
+                                                  std::vector<ir::Tensor> carry, const Env& env,
+                                                  DeviceContext& device) const {
+    const ir::ForiLoopAttrs& loop = op.fori_loop();
+    for (int64_t i = loop.lower(); i < loop.upper(); ++i) {
+      std::vector<ir::Tensor> args;
+      args.reserve(carry.size() + 1);
+      args.push_back(ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(i)},
+                                             device.allocator()));
+      for (ir::Tensor& t : carry) args.push_back(std::move(t));
+      absl::StatusOr<std::vector<ir::Tensor>> next = RunRegion(loop.body(), args, &env, device);
+      if (!next.ok()) return next.status();
+      carry = std::move(*next);
+    }
+    return carry;
+  }
+
+  ir::Function function_;
+  std::unordered_map<const ir::Region*, RegionPlan> plans_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function) {
+  auto exe = std::make_unique<ReferenceExecutable>(function);
+  if (absl::Status s = exe->Prepare(); !s.ok()) return s;
+  return exe;
+}
+
+}  // namespace shardjit::backends::reference

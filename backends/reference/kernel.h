@@ -1,0 +1,31 @@
+// Registry of reference kernels: plain C++ for every local (non-collective, non-control-flow)
+// primitive. They are the oracle for every fast path and the fallback backend.
+#ifndef SHARDJIT_BACKENDS_REFERENCE_KERNEL_H_
+#define SHARDJIT_BACKENDS_REFERENCE_KERNEL_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+
+namespace shardjit::backends::reference {
+
+// Computes the results of `op` (result types are in op.result_types()) from its operands,
+// allocating results from `allocator`. Inputs have been verified against the shape rule.
+using Kernel = std::function<absl::StatusOr<std::vector<ir::Tensor>>(
+    const ir::Op& op, const std::vector<ir::Tensor>& operands, ir::Allocator* allocator)>;
+
+bool RegisterKernel(std::string name, Kernel kernel);
+// nullptr when no kernel is registered under `name`.
+const Kernel* FindKernel(std::string_view name);
+
+// The result type i of `op`.
+ir::ShapedType ResultType(const ir::Op& op, int i = 0);
+
+}  // namespace shardjit::backends::reference
+
+#endif  // SHARDJIT_BACKENDS_REFERENCE_KERNEL_H_

@@ -1,0 +1,29 @@
+// The variants of the seed notebook's distributed bf16 matmul out = x @ w, with x sharded
+// P('x','y') and w sharded P('x', None) over a 2-D mesh, as shardjit programs.
+#ifndef SHARDJIT_EXAMPLES_SEED_VARIANTS_H_
+#define SHARDJIT_EXAMPLES_SEED_VARIANTS_H_
+
+#include <string>
+#include <vector>
+
+#include "frontend/shardjit.h"
+
+namespace shardjit::examples {
+
+struct SeedVariant {
+  std::string name;
+  std::string description;
+  Jitted program;
+};
+
+// (a) jit of a plain matmul on the sharded inputs (global view);
+// (b) shard_map with two all_gathers;
+// (c) all_gather of w + dynamic_slice by axis_index('y') + psum over y;
+// (d) = (c) with preferred_element_type=f32;
+// (e) a ring all-gather of w from ppermute in a fori_loop, then the local matmul and psum.
+// `k` is the contracting size (the block of w a device multiplies depends on it).
+std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k);
+
+}  // namespace shardjit::examples
+
+#endif  // SHARDJIT_EXAMPLES_SEED_VARIANTS_H_

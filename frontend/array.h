@@ -1,0 +1,51 @@
+// Array: a global array laid out over a mesh by a NamedSharding, one block (shard) per device.
+#ifndef SHARDJIT_FRONTEND_ARRAY_H_
+#define SHARDJIT_FRONTEND_ARRAY_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/sharding.h"
+#include "ir/tensor.h"
+#include "ir/types.h"
+
+namespace shardjit {
+
+using DType = ir::DType;
+using ShapedType = ir::ShapedType;
+using Tensor = ir::Tensor;
+using ir::bf16;
+
+class Array {
+ public:
+  // `shards[p]` is the block of mesh position p, in its device's memory.
+  Array(ShapedType type, NamedSharding sharding, std::vector<Tensor> shards)
+      : type_(std::move(type)), sharding_(std::move(sharding)), shards_(std::move(shards)) {}
+
+  const ShapedType& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const std::vector<int64_t>& shape() const { return type_.dims; }
+  const NamedSharding& sharding() const { return sharding_; }
+  const std::vector<Tensor>& shards() const { return shards_; }
+
+  // The whole array in host memory (blocks of replicated axes are taken from the lowest mesh
+  // position that holds them).
+  absl::StatusOr<Tensor> ToHost() const;
+
+ private:
+  ShapedType type_;
+  NamedSharding sharding_;
+  std::vector<Tensor> shards_;
+};
+
+// Lays out a host tensor over a mesh; errors name a spec that does not divide a dimension.
+absl::StatusOr<Array> device_put(const Tensor& host, const NamedSharding& sharding);
+// Re-lays out an array (any sharding to any sharding, on the same runtime).
+absl::StatusOr<Array> device_put(const Array& array, const NamedSharding& sharding);
+
+// Host tensors from values (converted to `dtype`).
+Tensor HostTensor(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values);
+
+}  // namespace shardjit
+
+#endif  // SHARDJIT_FRONTEND_ARRAY_H_

@@ -1,0 +1,59 @@
+// shard_map and fori_loop: primitives whose body is traced into a region.
+#ifndef SHARDJIT_FRONTEND_CONTROL_FLOW_H_
+#define SHARDJIT_FRONTEND_CONTROL_FLOW_H_
+
+#include <functional>
+#include <vector>
+
+#include "frontend/ops.h"
+#include "frontend/traced_function.h"
+
+namespace shardjit {
+
+// The result of shard_map(f, ...): callable on global-view tracers (for example inside jit).
+class ShardMapped {
+ public:
+  ShardMapped(TracedFunction body, Mesh mesh, std::vector<PartitionSpec> in_specs,
+              std::vector<PartitionSpec> out_specs)
+      : body_(std::move(body)),
+        mesh_(std::move(mesh)),
+        in_specs_(std::move(in_specs)),
+        out_specs_(std::move(out_specs)) {}
+
+  std::vector<Tracer> operator()(const std::vector<Tracer>& args) const;
+  template <typename... T>
+  std::vector<Tracer> operator()(Tracer first, T... rest) const {
+    return (*this)(std::vector<Tracer>{std::move(first), Tracer(rest)...});
+  }
+
+  const Mesh& mesh() const { return mesh_; }
+
+ private:
+  TracedFunction body_;
+  Mesh mesh_;
+  std::vector<PartitionSpec> in_specs_;
+  std::vector<PartitionSpec> out_specs_;
+};
+
+// jax.shard_map: f runs once per device of `mesh` on the local blocks of its arguments (laid
+// out by in_specs); its per-device results are assembled by out_specs. Inside f, collectives
+// name the mesh axes.
+template <typename F>
+ShardMapped shard_map(F f, Mesh mesh, std::vector<PartitionSpec> in_specs,
+                      std::vector<PartitionSpec> out_specs) {
+  return ShardMapped(MakeTracedFunction(std::move(f)), std::move(mesh), std::move(in_specs),
+                     std::move(out_specs));
+}
+
+// for i in [lower, upper): carry = body(i, carry); i is an s32 scalar tracer. The body may read
+// tracers of the enclosing function.
+std::vector<Tracer> fori_loop(
+    int64_t lower, int64_t upper,
+    const std::function<std::vector<Tracer>(Tracer, std::vector<Tracer>)>& body,
+    std::vector<Tracer> init, Loc loc = Loc::current());
+Tracer fori_loop(int64_t lower, int64_t upper, const std::function<Tracer(Tracer, Tracer)>& body,
+                 Tracer init, Loc loc = Loc::current());
+
+}  // namespace shardjit
+
+#endif  // SHARDJIT_FRONTEND_CONTROL_FLOW_H_

@@ -1,0 +1,248 @@
+#include "frontend/jit.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_join.h"
+#include "backends/reference/evaluator.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "runtime/runtime.h"
+
+namespace shardjit {
+
+struct CompiledState {
+  ir::Module module;
+  Mesh mesh;
+  std::vector<ShapedType> arg_types;
+  std::vector<ShapedType> result_types;
+  std::vector<NamedSharding> param_shardings;
+  std::vector<NamedSharding> result_shardings;
+  std::unique_ptr<backends::Executable> executable;
+  runtime::CompileFn compile;
+  std::unique_ptr<runtime::Runtime::ShardMapCache> shard_map_cache;
+};
+
+namespace {
+
+absl::StatusOr<ir::Module> Trace(const TracedFunction& f, const std::vector<ShapedType>& types,
+                                 const std::vector<NamedSharding>& shardings,
+                                 const JitOptions& options) {
+  internal::TraceState state;
+  for (const NamedSharding& s : shardings) {
+    if (absl::Status st = state.UseMesh(s.mesh(), "jit argument"); !st.ok()) return st;
+  }
+  if (f.arity >= 0 && f.arity != static_cast<int>(types.size())) {
+    return absl::InvalidArgumentError(fmt::format("jit: {} takes {} arguments, got {}",
+                                                  options.name, f.arity, types.size()));
+  }
+  std::vector<Tracer> params;
+  for (const ShapedType& t : types) params.push_back(state.AddParam(t));
+  std::vector<Tracer> results = f.fn(params);
+  if (!state.status().ok()) return state.status();
+  std::vector<int64_t> ids;
+  for (const Tracer& r : results) {
+    if (!r.valid() || r.state() != &state) {
+      return absl::InvalidArgumentError(
+          fmt::format("jit: {} returned a value that is not a tracer of this trace", options.name));
+    }
+    ids.push_back(r.id());
+  }
+  ir::Module m;
+  m.set_name(options.name);
+  m.set_view(ir::GLOBAL);
+  *m.mutable_mesh() = state.mesh();
+  m.set_entry(options.name);
+  *m.add_functions() = state.builder().Finish(options.name, ids);
+  for (const NamedSharding& s : shardings) *m.add_param_shardings() = s.spec().proto();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    *m.add_result_shardings() = options.out_shardings && i < options.out_shardings->size()
+                                    ? (*options.out_shardings)[i].proto()
+                                    : ir::PartitionSpec();
+  }
+  if (absl::Status s = ir::VerifyModule(m); !s.ok()) return s;
+  return m;
+}
+
+std::string CacheKey(const std::vector<ShapedType>& types,
+                     const std::vector<NamedSharding>& shardings) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < types.size(); ++i) {
+    parts.push_back(types[i].ToString() + "@" + shardings[i].ToString() + "#" +
+                    fmt::format("{}", static_cast<const void*>(&shardings[i].mesh().runtime())));
+  }
+  return absl::StrJoin(parts, ";");
+}
+
+const ir::Function& Entry(const ir::Module& m) {
+  for (const ir::Function& f : m.functions()) {
+    if (f.name() == m.entry()) return f;
+  }
+  return m.functions(0);
+}
+
+}  // namespace
+
+std::string Lowered::as_text(bool locations) const {
+  std::string text = ir::PrintModule(lowered_, {.locations = locations});
+  if (lowered_.view() == ir::GLOBAL) {
+    text = "# execution: global view, unpartitioned: runs on whole arrays on the host; its "
+           "shard_map ops run per device.\n" + text;
+  }
+  return text;
+}
+
+absl::StatusOr<Compiled> Lowered::compile() const {
+  if (lowered_.mesh().axes().empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "jit {}: no mesh: pass sharded Arrays or use shard_map", lowered_.name()));
+  }
+  if (arg_shardings_.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "jit {}: needs at least one Array argument to find its runtime", lowered_.name()));
+  }
+  auto state = std::make_shared<CompiledState>(CompiledState{
+      lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, nullptr, nullptr, nullptr});
+  state->compile = [](const ir::Function& f) { return backends::reference::Compile(f); };
+  state->shard_map_cache = std::make_unique<runtime::Runtime::ShardMapCache>();
+  const ir::Region& traced_entry = Entry(traced_).body();
+  for (const ir::Param& p : traced_entry.params()) state->arg_types.push_back(ir::FromProto(p.type()));
+  // Global result types: the traced entry's result types (params or op results).
+  for (int64_t r : traced_entry.results()) {
+    for (const ir::Param& p : traced_entry.params()) {
+      if (p.id() == r) state->result_types.push_back(ir::FromProto(p.type()));
+    }
+    for (const ir::Op& op : traced_entry.ops()) {
+      for (int i = 0; i < op.results_size(); ++i) {
+        if (op.results(i) == r) state->result_types.push_back(ir::FromProto(op.result_types(i)));
+      }
+    }
+  }
+  for (const ir::PartitionSpec& s : lowered_.param_shardings()) {
+    state->param_shardings.emplace_back(state->mesh, PartitionSpec(s));
+  }
+  for (const ir::PartitionSpec& s : lowered_.result_shardings()) {
+    state->result_shardings.emplace_back(state->mesh, PartitionSpec(s));
+  }
+  absl::StatusOr<std::unique_ptr<backends::Executable>> exe = state->compile(Entry(lowered_));
+  if (!exe.ok()) return exe.status();
+  state->executable = std::move(*exe);
+  return Compiled(std::move(state));
+}
+
+const ir::Module& Compiled::module() const { return state_->module; }
+
+std::string Compiled::as_text() const { return ir::PrintModule(state_->module); }
+
+absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args) const {
+  const CompiledState& s = *state_;
+  if (args.size() != s.arg_types.size()) {
+    return absl::InvalidArgumentError(fmt::format("{}: expects {} arguments, got {}",
+                                                  s.module.name(), s.arg_types.size(),
+                                                  args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].type() != s.arg_types[i]) {
+      return absl::InvalidArgumentError(fmt::format("{}: argument {} is {}, compiled for {}",
+                                                    s.module.name(), i,
+                                                    args[i].type().ToString(),
+                                                    s.arg_types[i].ToString()));
+    }
+  }
+  runtime::Runtime& rt = s.mesh.runtime();
+  const int64_t n = s.mesh.size();
+  std::vector<Array> results;
+  if (s.module.view() == ir::PER_DEVICE) {
+    std::vector<std::vector<Tensor>> local_args(n);
+    for (size_t i = 0; i < args.size(); ++i) {
+      absl::StatusOr<Array> placed = device_put(args[i], s.param_shardings[i]);
+      if (!placed.ok()) return placed.status();
+      for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed->shards()[p]);
+    }
+    std::vector<const backends::Executable*> programs(n, s.executable.get());
+    absl::StatusOr<std::vector<std::vector<Tensor>>> out =
+        rt.RunSpmd(s.mesh.proto(), programs, std::move(local_args));
+    if (!out.ok()) return out.status();
+    for (size_t r = 0; r < s.result_types.size(); ++r) {
+      std::vector<Tensor> shards;
+      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*out)[p][r]));
+      results.emplace_back(s.result_types[r], s.result_shardings[r], std::move(shards));
+    }
+  } else {
+    std::vector<Tensor> host_args;
+    for (const Array& a : args) {
+      absl::StatusOr<Tensor> h = a.ToHost();
+      if (!h.ok()) return h.status();
+      host_args.push_back(std::move(*h));
+    }
+    absl::StatusOr<std::vector<Tensor>> out =
+        rt.RunGlobal(s.mesh.proto(), *s.executable, host_args, s.compile, *s.shard_map_cache);
+    if (!out.ok()) return out.status();
+    for (size_t r = 0; r < out->size(); ++r) {
+      absl::StatusOr<Array> placed = device_put((*out)[r], s.result_shardings[r]);
+      if (!placed.ok()) return placed.status();
+      results.push_back(std::move(*placed));
+    }
+  }
+  return results;
+}
+
+Jitted::Jitted(TracedFunction f, JitOptions options) : state_(std::make_shared<State>()) {
+  state_->f = std::move(f);
+  state_->options = std::move(options);
+}
+
+absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
+                                         const std::vector<NamedSharding>& shardings) const {
+  absl::StatusOr<ir::Module> traced = Trace(state_->f, types, shardings, state_->options);
+  if (!traced.ok()) return traced.status();
+  ir::Module lowered = *traced;
+  std::vector<passes::StageRecord> stages;
+  passes::Pipeline pipeline = passes::DefaultPipeline(state_->options.pipeline);
+  if (absl::Status s = pipeline.Run(lowered, &stages); !s.ok()) return s;
+  return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings,
+                 state_->options);
+}
+
+absl::StatusOr<Lowered> Jitted::Lower(const std::vector<Array>& args) const {
+  std::vector<ShapedType> types;
+  std::vector<NamedSharding> shardings;
+  for (const Array& a : args) {
+    types.push_back(a.type());
+    shardings.push_back(a.sharding());
+  }
+  return LowerFor(types, shardings);
+}
+
+absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args) const {
+  std::vector<ShapedType> types;
+  std::vector<NamedSharding> shardings;
+  for (const Array& a : args) {
+    types.push_back(a.type());
+    shardings.push_back(a.sharding());
+  }
+  std::string key = CacheKey(types, shardings);
+  std::optional<Compiled> compiled;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->cache.find(key);
+    if (it != state_->cache.end()) compiled = it->second;
+  }
+  if (!compiled) {
+    absl::StatusOr<Lowered> lowered = LowerFor(types, shardings);
+    if (!lowered.ok()) return lowered.status();
+    absl::StatusOr<Compiled> c = lowered->compile();
+    if (!c.ok()) return c.status();
+    compiled = *c;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->cache.emplace(key, *c);
+  }
+  return compiled->Run(args);
+}
+
+size_t Jitted::cache_size() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->cache.size();
+}
+
+}  // namespace shardjit

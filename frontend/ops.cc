@@ -1,0 +1,281 @@
+#include "frontend/ops.h"
+
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+
+namespace shardjit {
+namespace {
+
+using internal::TraceState;
+using internal::TraceOf;
+
+ir::Op MakeOp(const char* opcode) {
+  ir::Op op;
+  op.set_opcode(opcode);
+  return op;
+}
+
+Tracer Unary(const char* opcode, Tracer x, Loc loc) {
+  TraceState* t = TraceOf({x}, opcode);
+  return t ? t->Emit1(MakeOp(opcode), {x}, loc) : Tracer();
+}
+
+// The numpy broadcast shape of a and b, or an error.
+absl::StatusOr<std::vector<int64_t>> BroadcastShape(const char* opcode, const ShapedType& a,
+                                                    const ShapedType& b) {
+  size_t rank = std::max(a.dims.size(), b.dims.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.dims.size() ? 1 : a.dims[i - (rank - a.dims.size())];
+    int64_t db = i < rank - b.dims.size() ? 1 : b.dims[i - (rank - b.dims.size())];
+    if (da != db && da != 1 && db != 1) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: shapes {} and {} do not broadcast", opcode, a.ToString(), b.ToString()));
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Applies a binary (or compare) op after numpy broadcasting.
+Tracer Binary(ir::Op op, Tracer a, Tracer b, Loc loc) {
+  TraceState* t = TraceOf({a, b}, op.opcode().c_str());
+  if (t == nullptr || !a.valid() || !b.valid()) return t ? t->Emit1(op, {a, b}, loc) : Tracer();
+  if (a.shape() != b.shape()) {
+    absl::StatusOr<std::vector<int64_t>> shape =
+        BroadcastShape(op.opcode().c_str(), a.type(), b.type());
+    if (!shape.ok()) {
+      t->RecordError(shape.status(), loc);
+      return Tracer();
+    }
+    if (a.shape() != *shape) a = broadcast_to(a, *shape, loc);
+    if (b.shape() != *shape) b = broadcast_to(b, *shape, loc);
+  }
+  return t->Emit1(std::move(op), {a, b}, loc);
+}
+
+Tracer Binary(const char* opcode, Tracer a, Tracer b, Loc loc) {
+  return Binary(MakeOp(opcode), std::move(a), std::move(b), loc);
+}
+
+Tracer Compare(ir::ComparisonDirection direction, Tracer a, Tracer b, Loc loc) {
+  ir::Op op = MakeOp("compare");
+  op.mutable_compare()->set_direction(direction);
+  return Binary(std::move(op), std::move(a), std::move(b), loc);
+}
+
+// A weakly typed scalar: a constant of x's dtype.
+Tracer Weak(const Tracer& x, double v, Loc loc) {
+  if (!x.valid()) return Tracer();
+  return x.state()->Constant(v, {x.dtype(), {}}, loc);
+}
+
+Tracer Reduce(const char* opcode, Tracer x, std::vector<int64_t> axes, Loc loc) {
+  TraceState* t = TraceOf({x}, opcode);
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp(opcode);
+  for (int64_t a : axes) op.mutable_reduce()->add_axes(a);
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+// Tracers for start indices (constants become s32 scalars).
+std::vector<Tracer> IndexTracers(TraceState* t, const std::vector<Index>& indices, Loc loc) {
+  std::vector<Tracer> out;
+  for (const Index& i : indices) {
+    out.push_back(i.tracer.valid() ? i.tracer
+                                   : t->Constant(static_cast<double>(i.value),
+                                                 {DType::kS32, {}}, loc));
+  }
+  return out;
+}
+
+TraceState* TraceWithIndices(std::vector<Tracer> operands, const std::vector<Index>& indices,
+                             const char* opcode) {
+  for (const Index& i : indices) operands.push_back(i.tracer);
+  return TraceOf(operands, opcode);
+}
+
+}  // namespace
+
+Tracer add(Tracer a, Tracer b, Loc loc) { return Binary("add", a, b, loc); }
+Tracer sub(Tracer a, Tracer b, Loc loc) { return Binary("sub", a, b, loc); }
+Tracer mul(Tracer a, Tracer b, Loc loc) { return Binary("mul", a, b, loc); }
+Tracer div(Tracer a, Tracer b, Loc loc) { return Binary("div", a, b, loc); }
+Tracer rem(Tracer a, Tracer b, Loc loc) { return Binary("rem", a, b, loc); }
+Tracer max(Tracer a, Tracer b, Loc loc) { return Binary("max", a, b, loc); }
+Tracer min(Tracer a, Tracer b, Loc loc) { return Binary("min", a, b, loc); }
+Tracer neg(Tracer x, Loc loc) { return Unary("neg", x, loc); }
+Tracer abs(Tracer x, Loc loc) { return Unary("abs", x, loc); }
+Tracer exp(Tracer x, Loc loc) { return Unary("exp", x, loc); }
+Tracer log(Tracer x, Loc loc) { return Unary("log", x, loc); }
+Tracer tanh(Tracer x, Loc loc) { return Unary("tanh", x, loc); }
+Tracer sqrt(Tracer x, Loc loc) { return Unary("sqrt", x, loc); }
+Tracer rsqrt(Tracer x, Loc loc) { return Unary("rsqrt", x, loc); }
+Tracer logistic(Tracer x, Loc loc) { return Unary("logistic", x, loc); }
+Tracer eq(Tracer a, Tracer b, Loc loc) { return Compare(ir::EQ, a, b, loc); }
+Tracer ne(Tracer a, Tracer b, Loc loc) { return Compare(ir::NE, a, b, loc); }
+Tracer lt(Tracer a, Tracer b, Loc loc) { return Compare(ir::LT, a, b, loc); }
+Tracer le(Tracer a, Tracer b, Loc loc) { return Compare(ir::LE, a, b, loc); }
+Tracer gt(Tracer a, Tracer b, Loc loc) { return Compare(ir::GT, a, b, loc); }
+Tracer ge(Tracer a, Tracer b, Loc loc) { return Compare(ir::GE, a, b, loc); }
+
+Tracer convert_element_type(Tracer x, DType new_dtype, Loc loc) {
+  TraceState* t = TraceOf({x}, "convert_element_type");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("convert_element_type");
+  op.mutable_convert_element_type()->set_new_dtype(ir::ToProto(new_dtype));
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+Tracer select(Tracer pred, Tracer on_true, Tracer on_false, Loc loc) {
+  TraceState* t = TraceOf({pred, on_true, on_false}, "select");
+  return t ? t->Emit1(MakeOp("select"), {pred, on_true, on_false}, loc) : Tracer();
+}
+
+Tracer full(std::vector<int64_t> shape, double value, DType dtype, Loc loc) {
+  TraceState* t = internal::CurrentTrace();
+  return t ? t->Constant(value, {dtype, std::move(shape)}, loc) : Tracer();
+}
+
+Tracer scalar(double value, DType dtype, Loc loc) { return full({}, value, dtype, loc); }
+
+Tracer iota(DType dtype, std::vector<int64_t> shape, int64_t dimension, Loc loc) {
+  TraceState* t = internal::CurrentTrace();
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("iota");
+  op.mutable_iota()->set_dtype(ir::ToProto(dtype));
+  for (int64_t d : shape) op.mutable_iota()->add_shape(d);
+  op.mutable_iota()->set_dimension(dimension);
+  return t->Emit1(std::move(op), {}, loc);
+}
+
+Tracer broadcast_in_dim(Tracer x, std::vector<int64_t> shape,
+                        std::vector<int64_t> broadcast_dimensions, Loc loc) {
+  TraceState* t = TraceOf({x}, "broadcast_in_dim");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("broadcast_in_dim");
+  for (int64_t d : shape) op.mutable_broadcast_in_dim()->add_shape(d);
+  for (int64_t d : broadcast_dimensions) {
+    op.mutable_broadcast_in_dim()->add_broadcast_dimensions(d);
+  }
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+Tracer broadcast_to(Tracer x, std::vector<int64_t> shape, Loc loc) {
+  if (!x.valid()) return Tracer();
+  std::vector<int64_t> dims;
+  int64_t offset = static_cast<int64_t>(shape.size()) - x.rank();
+  for (int64_t i = 0; i < x.rank(); ++i) dims.push_back(offset + i);
+  if (offset < 0) {
+    x.state()->RecordError(absl::InvalidArgumentError(fmt::format(
+                               "broadcast_to: cannot broadcast {} to rank {}",
+                               x.type().ToString(), shape.size())),
+                           loc);
+    return Tracer();
+  }
+  return broadcast_in_dim(x, std::move(shape), std::move(dims), loc);
+}
+
+Tracer reshape(Tracer x, std::vector<int64_t> new_sizes, Loc loc) {
+  TraceState* t = TraceOf({x}, "reshape");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("reshape");
+  for (int64_t d : new_sizes) op.mutable_reshape()->add_new_sizes(d);
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+Tracer transpose(Tracer x, std::vector<int64_t> permutation, Loc loc) {
+  TraceState* t = TraceOf({x}, "transpose");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("transpose");
+  for (int64_t d : permutation) op.mutable_transpose()->add_permutation(d);
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+Tracer slice(Tracer x, std::vector<int64_t> start_indices, std::vector<int64_t> limit_indices,
+             std::vector<int64_t> strides, Loc loc) {
+  TraceState* t = TraceOf({x}, "slice");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("slice");
+  auto* a = op.mutable_slice();
+  for (int64_t d : start_indices) a->add_start_indices(d);
+  for (int64_t d : limit_indices) a->add_limit_indices(d);
+  for (int64_t d : strides) a->add_strides(d);
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+Tracer dynamic_slice(Tracer x, std::vector<Index> start_indices, std::vector<int64_t> slice_sizes,
+                     Loc loc) {
+  TraceState* t = TraceWithIndices({x}, start_indices, "dynamic_slice");
+  if (t == nullptr) return Tracer();
+  std::vector<Tracer> operands = {x};
+  for (Tracer& i : IndexTracers(t, start_indices, loc)) operands.push_back(i);
+  ir::Op op = MakeOp("dynamic_slice");
+  for (int64_t d : slice_sizes) op.mutable_dynamic_slice()->add_slice_sizes(d);
+  return t->Emit1(std::move(op), operands, loc);
+}
+
+Tracer dynamic_update_slice(Tracer x, Tracer update, std::vector<Index> start_indices, Loc loc) {
+  TraceState* t = TraceWithIndices({x, update}, start_indices, "dynamic_update_slice");
+  if (t == nullptr) return Tracer();
+  std::vector<Tracer> operands = {x, update};
+  for (Tracer& i : IndexTracers(t, start_indices, loc)) operands.push_back(i);
+  return t->Emit1(MakeOp("dynamic_update_slice"), operands, loc);
+}
+
+Tracer concatenate(std::vector<Tracer> operands, int64_t dimension, Loc loc) {
+  TraceState* t = TraceOf(operands, "concatenate");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("concatenate");
+  op.mutable_concatenate()->set_dimension(dimension);
+  return t->Emit1(std::move(op), operands, loc);
+}
+
+Tracer reduce_sum(Tracer x, std::vector<int64_t> axes, Loc loc) {
+  return Reduce("reduce_sum", x, std::move(axes), loc);
+}
+Tracer reduce_max(Tracer x, std::vector<int64_t> axes, Loc loc) {
+  return Reduce("reduce_max", x, std::move(axes), loc);
+}
+Tracer reduce_min(Tracer x, std::vector<int64_t> axes, Loc loc) {
+  return Reduce("reduce_min", x, std::move(axes), loc);
+}
+
+Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims, DType preferred_element_type, Loc loc) {
+  TraceState* t = TraceOf({lhs, rhs}, "dot_general");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("dot_general");
+  auto* a = op.mutable_dot_general();
+  for (int64_t d : dims.lhs_contracting) a->add_lhs_contracting_dims(d);
+  for (int64_t d : dims.rhs_contracting) a->add_rhs_contracting_dims(d);
+  for (int64_t d : dims.lhs_batch) a->add_lhs_batch_dims(d);
+  for (int64_t d : dims.rhs_batch) a->add_rhs_batch_dims(d);
+  a->set_preferred_element_type(ir::ToProto(preferred_element_type));
+  return t->Emit1(std::move(op), {lhs, rhs}, loc);
+}
+
+Tracer matmul(Tracer lhs, Tracer rhs, Loc loc) {
+  return dot_general(lhs, rhs, DotDims{{1}, {0}}, DType::kInvalid, loc);
+}
+
+Tracer operator+(Tracer a, Tracer b) { return add(a, b, Loc()); }
+Tracer operator-(Tracer a, Tracer b) { return sub(a, b, Loc()); }
+Tracer operator*(Tracer a, Tracer b) { return mul(a, b, Loc()); }
+Tracer operator/(Tracer a, Tracer b) { return div(a, b, Loc()); }
+Tracer operator%(Tracer a, Tracer b) { return rem(a, b, Loc()); }
+Tracer operator-(Tracer x) { return neg(x, Loc()); }
+Tracer operator<(Tracer a, Tracer b) { return lt(a, b, Loc()); }
+Tracer operator<=(Tracer a, Tracer b) { return le(a, b, Loc()); }
+Tracer operator>(Tracer a, Tracer b) { return gt(a, b, Loc()); }
+Tracer operator>=(Tracer a, Tracer b) { return ge(a, b, Loc()); }
+Tracer operator+(Tracer a, double b) { return add(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator-(Tracer a, double b) { return sub(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator*(Tracer a, double b) { return mul(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator/(Tracer a, double b) { return div(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator%(Tracer a, double b) { return rem(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator+(double a, Tracer b) { return add(Weak(b, a, Loc()), b, Loc()); }
+Tracer operator-(double a, Tracer b) { return sub(Weak(b, a, Loc()), b, Loc()); }
+Tracer operator*(double a, Tracer b) { return mul(Weak(b, a, Loc()), b, Loc()); }
+Tracer operator/(double a, Tracer b) { return div(Weak(b, a, Loc()), b, Loc()); }
+
+}  // namespace shardjit

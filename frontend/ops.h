@@ -1,0 +1,101 @@
+// Local primitives on tracers (jax.lax semantics). Binary arithmetic broadcasts like numpy and
+// takes scalars as weakly typed constants of the tracer's dtype; operand dtypes must agree.
+#ifndef SHARDJIT_FRONTEND_OPS_H_
+#define SHARDJIT_FRONTEND_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "frontend/tracer.h"
+
+namespace shardjit {
+
+using Loc = SourceLocation;
+
+// Elementwise.
+Tracer add(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer sub(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer mul(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer div(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer rem(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer max(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer min(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer neg(Tracer x, Loc loc = Loc::current());
+Tracer abs(Tracer x, Loc loc = Loc::current());
+Tracer exp(Tracer x, Loc loc = Loc::current());
+Tracer log(Tracer x, Loc loc = Loc::current());
+Tracer tanh(Tracer x, Loc loc = Loc::current());
+Tracer sqrt(Tracer x, Loc loc = Loc::current());
+Tracer rsqrt(Tracer x, Loc loc = Loc::current());
+Tracer logistic(Tracer x, Loc loc = Loc::current());
+Tracer convert_element_type(Tracer x, DType new_dtype, Loc loc = Loc::current());
+Tracer eq(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer ne(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer lt(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer le(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer gt(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer ge(Tracer a, Tracer b, Loc loc = Loc::current());
+// pred ? on_true : on_false, elementwise (pred may be a scalar).
+Tracer select(Tracer pred, Tracer on_true, Tracer on_false, Loc loc = Loc::current());
+
+// A scalar or filled constant in the current trace.
+Tracer full(std::vector<int64_t> shape, double value, DType dtype, Loc loc = Loc::current());
+Tracer scalar(double value, DType dtype, Loc loc = Loc::current());
+Tracer iota(DType dtype, std::vector<int64_t> shape, int64_t dimension, Loc loc = Loc::current());
+
+// Shape and data movement.
+Tracer broadcast_in_dim(Tracer x, std::vector<int64_t> shape,
+                        std::vector<int64_t> broadcast_dimensions, Loc loc = Loc::current());
+// numpy-style broadcast of x to `shape` (trailing dims aligned).
+Tracer broadcast_to(Tracer x, std::vector<int64_t> shape, Loc loc = Loc::current());
+Tracer reshape(Tracer x, std::vector<int64_t> new_sizes, Loc loc = Loc::current());
+Tracer transpose(Tracer x, std::vector<int64_t> permutation, Loc loc = Loc::current());
+Tracer slice(Tracer x, std::vector<int64_t> start_indices, std::vector<int64_t> limit_indices,
+             std::vector<int64_t> strides = {}, Loc loc = Loc::current());
+Tracer dynamic_slice(Tracer x, std::vector<Index> start_indices, std::vector<int64_t> slice_sizes,
+                     Loc loc = Loc::current());
+Tracer dynamic_update_slice(Tracer x, Tracer update, std::vector<Index> start_indices,
+                            Loc loc = Loc::current());
+Tracer concatenate(std::vector<Tracer> operands, int64_t dimension, Loc loc = Loc::current());
+
+// Reductions over `axes`.
+Tracer reduce_sum(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
+Tracer reduce_max(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
+Tracer reduce_min(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
+
+// dot_general dimension numbers: ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)).
+struct DotDims {
+  std::vector<int64_t> lhs_contracting;
+  std::vector<int64_t> rhs_contracting;
+  std::vector<int64_t> lhs_batch = {};
+  std::vector<int64_t> rhs_batch = {};
+};
+// kInvalid preferred_element_type: the operands' dtype.
+Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims,
+                   DType preferred_element_type = DType::kInvalid, Loc loc = Loc::current());
+// jnp.matmul for rank-2 operands: contracts lhs dim 1 with rhs dim 0.
+Tracer matmul(Tracer lhs, Tracer rhs, Loc loc = Loc::current());
+
+Tracer operator+(Tracer a, Tracer b);
+Tracer operator-(Tracer a, Tracer b);
+Tracer operator*(Tracer a, Tracer b);
+Tracer operator/(Tracer a, Tracer b);
+Tracer operator%(Tracer a, Tracer b);
+Tracer operator-(Tracer x);
+Tracer operator<(Tracer a, Tracer b);
+Tracer operator<=(Tracer a, Tracer b);
+Tracer operator>(Tracer a, Tracer b);
+Tracer operator>=(Tracer a, Tracer b);
+Tracer operator+(Tracer a, double b);
+Tracer operator-(Tracer a, double b);
+Tracer operator*(Tracer a, double b);
+Tracer operator/(Tracer a, double b);
+Tracer operator%(Tracer a, double b);
+Tracer operator+(double a, Tracer b);
+Tracer operator-(double a, Tracer b);
+Tracer operator*(double a, Tracer b);
+Tracer operator/(double a, Tracer b);
+
+}  // namespace shardjit
+
+#endif  // SHARDJIT_FRONTEND_OPS_H_

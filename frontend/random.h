@@ -1,0 +1,30 @@
+// Host-side random arrays from a seed (counter-based, reproducible on every machine).
+#ifndef SHARDJIT_FRONTEND_RANDOM_H_
+#define SHARDJIT_FRONTEND_RANDOM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/array.h"
+
+namespace shardjit {
+
+// A seed, like jax.random.key.
+struct Key {
+  explicit Key(uint64_t seed) : seed(seed) {}
+  uint64_t seed;
+};
+
+namespace random {
+
+// Standard normal samples (Box-Muller over a SplitMix64 stream) in a floating dtype.
+absl::StatusOr<Tensor> Normal(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32);
+// Uniform samples in [minval, maxval).
+absl::StatusOr<Tensor> Uniform(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32,
+                               double minval = 0.0, double maxval = 1.0);
+
+}  // namespace random
+}  // namespace shardjit
+
+#endif  // SHARDJIT_FRONTEND_RANDOM_H_

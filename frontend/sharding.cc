@@ -1,0 +1,91 @@
+#include "frontend/sharding.h"
+
+#include <set>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "ir/sharding.h"
+#include "ir/types.h"
+
+namespace shardjit {
+
+absl::StatusOr<Mesh> Mesh::Create(Runtime& runtime,
+                                  std::vector<std::pair<std::string, int64_t>> axes,
+                                  std::vector<int64_t> device_ids) {
+  ir::Mesh proto;
+  std::set<std::string> names;
+  int64_t size = 1;
+  for (const auto& [name, n] : axes) {
+    if (name.empty() || !names.insert(name).second) {
+      return absl::InvalidArgumentError(
+          fmt::format("Mesh: axis name \"{}\" is empty or repeated", name));
+    }
+    if (n < 1) {
+      return absl::InvalidArgumentError(fmt::format("Mesh: axis \"{}\" has size {}", name, n));
+    }
+    ir::MeshAxis* a = proto.add_axes();
+    a->set_name(name);
+    a->set_size(n);
+    size *= n;
+  }
+  if (device_ids.empty()) {
+    for (int64_t i = 0; i < size; ++i) device_ids.push_back(i);
+  }
+  if (static_cast<int64_t>(device_ids.size()) != size) {
+    return absl::InvalidArgumentError(fmt::format("Mesh: {} has {} positions but {} device ids",
+                                                  ir::MeshToString(proto), size,
+                                                  device_ids.size()));
+  }
+  std::set<int64_t> seen;
+  for (int64_t id : device_ids) {
+    if (id < 0 || id >= runtime.num_devices() || !seen.insert(id).second) {
+      return absl::InvalidArgumentError(fmt::format(
+          "Mesh: {} needs {} distinct devices in [0, {}); device {} is out of range or repeated",
+          ir::MeshToString(proto), size, runtime.num_devices(), id));
+    }
+    proto.add_device_ids(id);
+  }
+  return Mesh(&runtime, std::move(proto));
+}
+
+int64_t Mesh::size() const { return ir::MeshSize(proto_); }
+
+int64_t Mesh::axis_size(const std::string& name) const {
+  int64_t a = ir::MeshAxisIndex(proto_, name);
+  return a < 0 ? 0 : proto_.axes(a).size();
+}
+
+std::string Mesh::ToString() const { return ir::MeshToString(proto_); }
+
+bool Mesh::operator==(const Mesh& o) const {
+  return runtime_ == o.runtime_ &&
+         google::protobuf::util::MessageDifferencer::Equals(proto_, o.proto_);
+}
+
+PartitionSpec::PartitionSpec(std::vector<SpecEntry> entries) {
+  for (SpecEntry& e : entries) {
+    ir::DimSpec* d = proto_.add_dims();
+    for (std::string& a : e.axes) d->add_axes(std::move(a));
+  }
+}
+
+std::string PartitionSpec::ToString() const { return ir::SpecToString(proto_); }
+
+bool PartitionSpec::operator==(const PartitionSpec& o) const {
+  // Trailing replicated entries do not change the layout.
+  auto trimmed = [](const ir::PartitionSpec& s) {
+    int n = s.dims_size();
+    while (n > 0 && s.dims(n - 1).axes().empty()) --n;
+    std::vector<std::vector<std::string>> dims;
+    for (int i = 0; i < n; ++i) dims.emplace_back(s.dims(i).axes().begin(), s.dims(i).axes().end());
+    return dims;
+  };
+  return trimmed(proto_) == trimmed(o.proto_);
+}
+
+std::string NamedSharding::ToString() const {
+  return fmt::format("NamedSharding(mesh={}, spec={})", mesh_.ToString(), spec_.ToString());
+}
+
+}  // namespace shardjit

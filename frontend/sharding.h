@@ -1,0 +1,98 @@
+// Mesh, PartitionSpec and NamedSharding: how a global array is laid out over virtual devices.
+#ifndef SHARDJIT_FRONTEND_SHARDING_H_
+#define SHARDJIT_FRONTEND_SHARDING_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "runtime/runtime.h"
+
+namespace shardjit {
+
+using Runtime = runtime::Runtime;
+using RuntimeOptions = runtime::RuntimeOptions;
+
+// A logical mesh of a runtime's devices with named axes (jax.make_mesh).
+class Mesh {
+ public:
+  // Axes major to minor, e.g. {{"x", 2}, {"y", 2}}. Devices default to 0..size-1 row-major.
+  static absl::StatusOr<Mesh> Create(Runtime& runtime,
+                                     std::vector<std::pair<std::string, int64_t>> axes,
+                                     std::vector<int64_t> device_ids = {});
+
+  const ir::Mesh& proto() const { return proto_; }
+  Runtime& runtime() const { return *runtime_; }
+  int64_t size() const;
+  // Size of axis `name`, 0 if there is none.
+  int64_t axis_size(const std::string& name) const;
+  std::string ToString() const;
+  bool operator==(const Mesh& o) const;
+
+ private:
+  Mesh(Runtime* runtime, ir::Mesh proto) : runtime_(runtime), proto_(std::move(proto)) {}
+  Runtime* runtime_;
+  ir::Mesh proto_;
+};
+
+struct NoneType {};
+// Marks a replicated dimension in a PartitionSpec: P("x", None).
+inline constexpr NoneType None{};
+
+// Several mesh axes for one dimension: P(Axes{"x", "y"}, None).
+struct Axes {
+  Axes(std::initializer_list<std::string> names) : names(names) {}
+  std::vector<std::string> names;
+};
+
+// One dimension's entry of a PartitionSpec.
+struct SpecEntry {
+  SpecEntry(NoneType) {}
+  SpecEntry(const char* axis) : axes{axis} {}
+  SpecEntry(std::string axis) : axes{std::move(axis)} {}
+  SpecEntry(Axes a) : axes(std::move(a.names)) {}
+  std::vector<std::string> axes;
+};
+
+// jax.sharding.PartitionSpec.
+class PartitionSpec {
+ public:
+  PartitionSpec() = default;
+  explicit PartitionSpec(std::vector<SpecEntry> entries);
+  explicit PartitionSpec(ir::PartitionSpec proto) : proto_(std::move(proto)) {}
+  const ir::PartitionSpec& proto() const { return proto_; }
+  std::string ToString() const;
+  bool operator==(const PartitionSpec& o) const;
+
+ private:
+  ir::PartitionSpec proto_;
+};
+
+template <typename... Args>
+PartitionSpec P(Args&&... args) {
+  return PartitionSpec(std::vector<SpecEntry>{SpecEntry(std::forward<Args>(args))...});
+}
+
+// A mesh and a PartitionSpec.
+class NamedSharding {
+ public:
+  NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(mesh)), spec_(std::move(spec)) {}
+  const Mesh& mesh() const { return mesh_; }
+  const PartitionSpec& spec() const { return spec_; }
+  std::string ToString() const;
+  bool operator==(const NamedSharding& o) const {
+    return mesh_ == o.mesh_ && spec_ == o.spec_;
+  }
+
+ private:
+  Mesh mesh_;
+  PartitionSpec spec_;
+};
+
+}  // namespace shardjit
+
+#endif  // SHARDJIT_FRONTEND_SHARDING_H_

@@ -1,0 +1,53 @@
+// Builds a Function op by op, inferring result types with each primitive's shape rule (the same
+// rule the verifier applies). Regions (loop and shard_map bodies) are built by opening a nested
+// region, adding to it, and closing it into the op's attributes.
+#ifndef SHARDJIT_IR_BUILDER_H_
+#define SHARDJIT_IR_BUILDER_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/types.h"
+
+namespace shardjit::ir {
+
+class FunctionBuilder {
+ public:
+  // `mesh` may be null (no collectives or shard_map then); `per_device`: the function is a
+  // per-device program, so collectives are allowed at top level.
+  FunctionBuilder(const Mesh* mesh, bool per_device);
+
+  // Adds a parameter to the innermost open region.
+  int64_t AddParam(const ShapedType& type);
+  // Appends `op` (opcode, attributes and, optionally, name scope/location set; operands given)
+  // to the innermost open region. Returns its result ids, or the shape rule's error.
+  absl::StatusOr<std::vector<int64_t>> AddOp(Op op, const std::vector<int64_t>& operands);
+
+  // Opens a nested region; `spmd` marks a mapped (shard_map) body.
+  void OpenRegion(bool spmd);
+  // Closes the innermost region with the given results and returns it.
+  Region CloseRegion(const std::vector<int64_t>& results);
+
+  const ShapedType& TypeOf(int64_t id) const { return types_.at(id); }
+  bool in_spmd() const { return spmd_.back(); }
+  int depth() const { return static_cast<int>(open_.size()); }
+  const Mesh* mesh() const { return mesh_; }
+
+  // Finishes the top-level region with `results`; value ids are canonicalised.
+  Function Finish(const std::string& name, const std::vector<int64_t>& results);
+
+ private:
+  const Mesh* mesh_;
+  std::vector<Region> open_;
+  std::vector<bool> spmd_;
+  std::unordered_map<int64_t, ShapedType> types_;
+  int64_t next_id_ = 0;
+};
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_BUILDER_H_

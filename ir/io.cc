@@ -1,0 +1,79 @@
+#include "ir/io.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "google/protobuf/text_format.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+
+namespace shardjit::ir {
+
+ModuleFormat FormatFromPath(const std::string& path) {
+  if (absl::EndsWith(path, ".pb") || absl::EndsWith(path, ".binpb")) return ModuleFormat::kBinary;
+  if (absl::EndsWith(path, ".pbtxt")) return ModuleFormat::kPbtxt;
+  return ModuleFormat::kText;
+}
+
+absl::StatusOr<Module> ParseModuleAs(const std::string& data, ModuleFormat format) {
+  Module m;
+  switch (format) {
+    case ModuleFormat::kBinary:
+      if (!m.ParseFromString(data)) {
+        return absl::InvalidArgumentError("not a binary ir.Module proto");
+      }
+      return m;
+    case ModuleFormat::kPbtxt:
+      if (!google::protobuf::TextFormat::ParseFromString(data, &m)) {
+        return absl::InvalidArgumentError("not a text-format ir.Module proto");
+      }
+      return m;
+    case ModuleFormat::kText:
+      return ParseModule(data);
+  }
+  return absl::InternalError("unknown format");
+}
+
+absl::StatusOr<std::string> SerializeModuleAs(const Module& module, ModuleFormat format) {
+  std::string out;
+  switch (format) {
+    case ModuleFormat::kBinary:
+      if (!module.SerializeToString(&out)) return absl::InternalError("serialization failed");
+      return out;
+    case ModuleFormat::kPbtxt:
+      if (!google::protobuf::TextFormat::PrintToString(module, &out)) {
+        return absl::InternalError("text-format printing failed");
+      }
+      return out;
+    case ModuleFormat::kText:
+      return PrintModule(module, {.locations = true});
+  }
+  return absl::InternalError("unknown format");
+}
+
+absl::StatusOr<Module> ReadModuleFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(fmt::format("cannot open module file \"{}\"", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  absl::StatusOr<Module> m = ParseModuleAs(buffer.str(), FormatFromPath(path));
+  if (!m.ok()) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", path, m.status().message()));
+  }
+  return m;
+}
+
+absl::Status WriteModuleFile(const Module& module, const std::string& path) {
+  absl::StatusOr<std::string> data = SerializeModuleAs(module, FormatFromPath(path));
+  if (!data.ok()) return data.status();
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return absl::PermissionDeniedError(fmt::format("cannot write \"{}\"", path));
+  out << *data;
+  return out ? absl::OkStatus() : absl::DataLossError(fmt::format("write to \"{}\" failed", path));
+}
+
+}  // namespace shardjit::ir

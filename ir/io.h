@@ -1,0 +1,25 @@
+// Reading and writing modules as binary protos, text protos (pbtxt) or IR text.
+#ifndef SHARDJIT_IR_IO_H_
+#define SHARDJIT_IR_IO_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+
+namespace shardjit::ir {
+
+enum class ModuleFormat { kBinary, kPbtxt, kText };
+
+// By extension: .pb/.binpb binary, .pbtxt text proto, anything else IR text.
+ModuleFormat FormatFromPath(const std::string& path);
+
+absl::StatusOr<Module> ReadModuleFile(const std::string& path);
+absl::Status WriteModuleFile(const Module& module, const std::string& path);
+
+absl::StatusOr<Module> ParseModuleAs(const std::string& data, ModuleFormat format);
+absl::StatusOr<std::string> SerializeModuleAs(const Module& module, ModuleFormat format);
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_IO_H_

@@ -1,0 +1,563 @@
+#include "ir/parser.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/reflection.h"
+#include "ir/primitive.h"
+#include "ir/types.h"
+
+namespace shardjit::ir {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+enum class Tok { kIdent, kNumber, kString, kPunct, kEnd };
+
+struct Token {
+  Tok kind = Tok::kEnd;
+  std::string text;
+  int line = 1;
+};
+
+class Lexer {
+ public:
+  explicit Lexer(std::string_view text) {
+    size_t i = 0;
+    int line = 1;
+    while (i < text.size()) {
+      char c = text[i];
+      if (c == '\n') ++line;
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        ++i;
+        continue;
+      }
+      if (c == '#') {  // comment to end of line
+        while (i < text.size() && text[i] != '\n') ++i;
+        continue;
+      }
+      Token t;
+      t.line = line;
+      size_t start = i;
+      if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+        while (i < text.size() &&
+               (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) {
+          ++i;
+        }
+        t.kind = Tok::kIdent;
+        t.text = std::string(text.substr(start, i - start));
+      } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+                 (c == '-' && i + 1 < text.size() &&
+                  (std::isdigit(static_cast<unsigned char>(text[i + 1])) || text[i + 1] == 'i'))) {
+        ++i;
+        if (c == '-' && text[i] == 'i') {  // -inf
+          while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+        } else {
+          while (i < text.size()) {
+            char d = text[i];
+            bool exp_sign = (d == '+' || d == '-') && (text[i - 1] == 'e' || text[i - 1] == 'E');
+            if (std::isdigit(static_cast<unsigned char>(d)) || d == '.' || d == 'e' ||
+                d == 'E' || exp_sign) {
+              ++i;
+            } else {
+              break;
+            }
+          }
+        }
+        t.kind = Tok::kNumber;
+        t.text = std::string(text.substr(start, i - start));
+      } else if (c == '"') {
+        ++i;
+        t.kind = Tok::kString;
+        while (i < text.size() && text[i] != '"') {
+          if (text[i] == '\\' && i + 1 < text.size()) {
+            ++i;
+            t.text += text[i] == 'n' ? '\n' : text[i];
+          } else {
+            if (text[i] == '\n') ++line;
+            t.text += text[i];
+          }
+          ++i;
+        }
+        ++i;  // closing quote
+      } else {
+        t.kind = Tok::kPunct;
+        t.text = std::string(1, c);
+        ++i;
+      }
+      tokens_.push_back(std::move(t));
+    }
+    Token end;
+    end.line = line;
+    tokens_.push_back(end);
+  }
+
+  const Token& Peek(int ahead = 0) const {
+    size_t i = std::min(pos_ + ahead, tokens_.size() - 1);
+    return tokens_[i];
+  }
+  Token Next() {
+    Token t = Peek();
+    if (pos_ < tokens_.size() - 1) ++pos_;
+    return t;
+  }
+  bool IsPunct(std::string_view p, int ahead = 0) const {
+    return Peek(ahead).kind == Tok::kPunct && Peek(ahead).text == p;
+  }
+  bool IsIdent(std::string_view s, int ahead = 0) const {
+    return Peek(ahead).kind == Tok::kIdent && Peek(ahead).text == s;
+  }
+
+ private:
+  std::vector<Token> tokens_;
+  size_t pos_ = 0;
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : lex_(text) {}
+
+  absl::StatusOr<ir::Module> ParseModuleText() {
+    ir::Module m;
+    if (absl::Status s = ExpectIdent("module"); !s.ok()) return s;
+    absl::StatusOr<std::string> name = Name();
+    if (!name.ok()) return name.status();
+    m.set_name(*name);
+    if (absl::Status s = Header(m); !s.ok()) return s;
+    while (lex_.IsIdent("func")) {
+      lex_.Next();
+      ir::Function* f = m.add_functions();
+      absl::StatusOr<std::string> fname = Name();
+      if (!fname.ok()) return fname.status();
+      f->set_name(*fname);
+      if (absl::Status s = Expect("="); !s.ok()) return s;
+      next_id_ = 0;
+      scopes_.clear();
+      if (absl::Status s = Region(f->mutable_body()); !s.ok()) return s;
+    }
+    if (lex_.Peek().kind != Tok::kEnd) return Error("expected `func` or end of input");
+    return m;
+  }
+
+  absl::StatusOr<ir::Region> TopRegion() {
+    ir::Region r;
+    if (absl::Status s = Region(&r); !s.ok()) return s;
+    if (lex_.Peek().kind != Tok::kEnd) return Error("unexpected text after the region");
+    return r;
+  }
+
+ private:
+  template <typename... Args>
+  absl::Status Error(fmt::format_string<Args...> f, Args&&... args) {
+    const Token& t = lex_.Peek();
+    return absl::InvalidArgumentError(
+        fmt::format("IR text line {}: {} (at \"{}\")", t.line,
+                    fmt::format(f, std::forward<Args>(args)...),
+                    t.kind == Tok::kEnd ? "end of input" : t.text));
+  }
+
+  absl::Status Expect(std::string_view p) {
+    if (!lex_.IsPunct(p)) return Error("expected \"{}\"", p);
+    lex_.Next();
+    return absl::OkStatus();
+  }
+  absl::Status ExpectIdent(std::string_view s) {
+    if (!lex_.IsIdent(s)) return Error("expected \"{}\"", s);
+    lex_.Next();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> Name() {
+    const Token& t = lex_.Peek();
+    if (t.kind != Tok::kIdent && t.kind != Tok::kString) return Error("expected a name");
+    return lex_.Next().text;
+  }
+  absl::StatusOr<int64_t> Int() {
+    const Token& t = lex_.Peek();
+    if (t.kind != Tok::kNumber) return Error("expected an integer");
+    char* end = nullptr;
+    std::string text = lex_.Next().text;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    if (*end != '\0') return Error("bad integer \"{}\"", text);
+    return static_cast<int64_t>(v);
+  }
+  absl::StatusOr<double> Double() {
+    const Token& t = lex_.Peek();
+    if (t.kind == Tok::kIdent && (t.text == "inf" || t.text == "nan")) {
+      return std::strtod(lex_.Next().text.c_str(), nullptr);
+    }
+    if (t.kind != Tok::kNumber) return Error("expected a number");
+    std::string text = lex_.Next().text;
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (*end != '\0') return Error("bad number \"{}\"", text);
+    return v;
+  }
+
+  // ( item , item ... ) with `item` parsing one element.
+  template <typename F>
+  absl::Status Tuple(F item) {
+    if (absl::Status s = Expect("("); !s.ok()) return s;
+    while (!lex_.IsPunct(")")) {
+      if (absl::Status s = item(); !s.ok()) return s;
+      if (lex_.IsPunct(",")) {
+        lex_.Next();
+      } else if (!lex_.IsPunct(")")) {
+        return Error("expected \",\" or \")\"");
+      }
+    }
+    lex_.Next();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<TensorType> Type() {
+    if (lex_.Peek().kind != Tok::kIdent) return Error("expected a type like f32[2,3]");
+    std::string dtype = lex_.Next().text;
+    std::optional<DType> d = ParseDType(dtype);
+    if (!d) return Error("unknown dtype \"{}\"", dtype);
+    TensorType t;
+    t.set_dtype(ToProto(*d));
+    if (absl::Status s = Expect("["); !s.ok()) return s;
+    while (!lex_.IsPunct("]")) {
+      absl::StatusOr<int64_t> v = Int();
+      if (!v.ok()) return v.status();
+      t.add_dims(*v);
+      if (lex_.IsPunct(",")) lex_.Next();
+    }
+    lex_.Next();
+    return t;
+  }
+
+  absl::StatusOr<int64_t> Define(const std::string& name) {
+    for (const auto& scope : scopes_) {
+      if (scope.count(name)) return Error("value \"{}\" is defined twice", name);
+    }
+    int64_t id = next_id_++;
+    scopes_.back()[name] = id;
+    return id;
+  }
+  absl::StatusOr<int64_t> Use(const std::string& name) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto found = it->find(name);
+      if (found != it->end()) return found->second;
+    }
+    return Error("value \"{}\" is not defined", name);
+  }
+
+  absl::Status Region(ir::Region* r) {
+    if (absl::Status s = Expect("{"); !s.ok()) return s;
+    if (absl::Status s = ExpectIdent("lambda"); !s.ok()) return s;
+    if (absl::Status s = Expect(";"); !s.ok()) return s;
+    scopes_.emplace_back();
+    while (!lex_.IsPunct(".")) {
+      absl::StatusOr<std::string> name = Name();
+      if (!name.ok()) return name.status();
+      if (absl::Status s = Expect(":"); !s.ok()) return s;
+      absl::StatusOr<TensorType> type = Type();
+      if (!type.ok()) return type.status();
+      absl::StatusOr<int64_t> id = Define(*name);
+      if (!id.ok()) return id.status();
+      Param* p = r->add_params();
+      p->set_id(*id);
+      *p->mutable_type() = *type;
+    }
+    lex_.Next();
+    if (absl::Status s = ExpectIdent("let"); !s.ok()) return s;
+    while (!lex_.IsIdent("in")) {
+      if (absl::Status s = OpLine(r->add_ops()); !s.ok()) return s;
+    }
+    lex_.Next();
+    if (absl::Status s = Tuple([&]() -> absl::Status {
+          absl::StatusOr<std::string> name = Name();
+          if (!name.ok()) return name.status();
+          absl::StatusOr<int64_t> id = Use(*name);
+          if (!id.ok()) return id.status();
+          r->add_results(*id);
+          return absl::OkStatus();
+        });
+        !s.ok()) {
+      return s;
+    }
+    scopes_.pop_back();
+    return Expect("}");
+  }
+
+  bool AtOpStart() const {
+    return lex_.IsIdent("in") || lex_.IsPunct("@") ||
+           (lex_.Peek().kind == Tok::kIdent && lex_.IsPunct(":", 1)) ||
+           (lex_.IsIdent("_") && lex_.IsPunct("=", 1)) || lex_.Peek().kind == Tok::kEnd;
+  }
+
+  absl::Status OpLine(ir::Op* op) {
+    std::vector<std::string> result_names;
+    if (lex_.IsIdent("_") && lex_.IsPunct("=", 1)) {
+      lex_.Next();
+    } else {
+      while (!lex_.IsPunct("=")) {
+        absl::StatusOr<std::string> name = Name();
+        if (!name.ok()) return name.status();
+        if (absl::Status s = Expect(":"); !s.ok()) return s;
+        absl::StatusOr<TensorType> type = Type();
+        if (!type.ok()) return type.status();
+        result_names.push_back(*name);
+        *op->add_result_types() = *type;
+      }
+    }
+    if (absl::Status s = Expect("="); !s.ok()) return s;
+    if (lex_.Peek().kind != Tok::kIdent) return Error("expected an opcode");
+    op->set_opcode(lex_.Next().text);
+    if (lex_.IsPunct("[")) {
+      lex_.Next();
+      if (absl::Status s = Attrs(op); !s.ok()) return s;
+    }
+    while (!AtOpStart()) {
+      absl::StatusOr<std::string> name = Name();
+      if (!name.ok()) return name.status();
+      absl::StatusOr<int64_t> id = Use(*name);
+      if (!id.ok()) return id.status();
+      op->add_operands(*id);
+    }
+    while (lex_.IsPunct("@")) {
+      lex_.Next();
+      if (lex_.IsIdent("scope")) {
+        lex_.Next();
+        if (absl::Status s = Expect("("); !s.ok()) return s;
+        absl::StatusOr<std::string> scope = Name();
+        if (!scope.ok()) return scope.status();
+        op->set_name_scope(*scope);
+        if (absl::Status s = Expect(")"); !s.ok()) return s;
+      } else if (lex_.IsIdent("loc")) {
+        lex_.Next();
+        if (absl::Status s = Expect("("); !s.ok()) return s;
+        absl::StatusOr<std::string> file = Name();
+        if (!file.ok()) return file.status();
+        if (absl::Status s = Expect(","); !s.ok()) return s;
+        absl::StatusOr<int64_t> line = Int();
+        if (!line.ok()) return line.status();
+        op->mutable_loc()->set_file(*file);
+        op->mutable_loc()->set_line(static_cast<int32_t>(*line));
+        if (absl::Status s = Expect(")"); !s.ok()) return s;
+      } else {
+        return Error("expected @scope or @loc");
+      }
+    }
+    // Results are defined after the op's regions, in print order.
+    for (const std::string& name : result_names) {
+      absl::StatusOr<int64_t> id = Define(name);
+      if (!id.ok()) return id.status();
+      op->add_results(*id);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Attrs(ir::Op* op) {
+    const FieldDescriptor* chosen = AttrField(op->opcode());
+    if (chosen == nullptr) return Error("\"{}\" is not a primitive with attributes", op->opcode());
+    Message* attrs = op->GetReflection()->MutableMessage(op, chosen);
+    while (!lex_.IsPunct("]")) {
+      absl::StatusOr<std::string> name = Name();
+      if (!name.ok()) return name.status();
+      const FieldDescriptor* f = attrs->GetDescriptor()->FindFieldByName(*name);
+      if (f == nullptr) return Error("{} has no attribute \"{}\"", op->opcode(), *name);
+      if (absl::Status s = Expect("="); !s.ok()) return s;
+      if (absl::Status s = FieldValue(attrs, f); !s.ok()) return s;
+    }
+    lex_.Next();
+    return absl::OkStatus();
+  }
+
+  // The attribute field of a registered primitive; nullptr when it has none or is unknown.
+  static const FieldDescriptor* AttrField(const std::string& opcode) {
+    const Primitive* p = FindPrimitive(opcode);
+    if (p == nullptr || p->attrs_case == ir::Op::ATTRS_NOT_SET) return nullptr;
+    return ir::Op::descriptor()->FindFieldByNumber(p->attrs_case);
+  }
+
+  absl::Status FieldValue(Message* m, const FieldDescriptor* f) {
+    if (!f->is_repeated()) return Scalar(m, f);
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+        f->message_type() == ir::Region::descriptor()) {
+      return Scalar(m, f);
+    }
+    return Tuple([&] { return Scalar(m, f); });
+  }
+
+  absl::Status Scalar(Message* m, const FieldDescriptor* f) {
+    const Reflection* r = m->GetReflection();
+    bool rep = f->is_repeated();
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT64:
+      case FieldDescriptor::CPPTYPE_INT32: {
+        absl::StatusOr<int64_t> v = Int();
+        if (!v.ok()) return v.status();
+        if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
+          rep ? r->AddInt64(m, f, *v) : r->SetInt64(m, f, *v);
+        } else {
+          rep ? r->AddInt32(m, f, static_cast<int32_t>(*v))
+              : r->SetInt32(m, f, static_cast<int32_t>(*v));
+        }
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_BOOL: {
+        bool v;
+        if (lex_.IsIdent("True")) {
+          v = true;
+        } else if (lex_.IsIdent("False")) {
+          v = false;
+        } else {
+          return Error("expected True or False");
+        }
+        lex_.Next();
+        rep ? r->AddBool(m, f, v) : r->SetBool(m, f, v);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_DOUBLE: {
+        absl::StatusOr<double> v = Double();
+        if (!v.ok()) return v.status();
+        rep ? r->AddDouble(m, f, *v) : r->SetDouble(m, f, *v);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_STRING: {
+        absl::StatusOr<std::string> v = Name();
+        if (!v.ok()) return v.status();
+        rep ? r->AddString(m, f, *v) : r->SetString(m, f, *v);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_ENUM: {
+        if (lex_.Peek().kind != Tok::kIdent) return Error("expected an enum value");
+        std::string text = lex_.Next().text;
+        int v = -1;
+        if (f->enum_type() == DTypeProto_descriptor()) {
+          if (text == "None") {
+            v = 0;
+          } else if (std::optional<DType> d = ParseDType(text)) {
+            v = static_cast<int>(*d);
+          }
+        } else if (const auto* ev = f->enum_type()->FindValueByName(text)) {
+          v = ev->number();
+        }
+        if (v < 0) return Error("bad value \"{}\" for {}", text, f->name());
+        rep ? r->AddEnumValue(m, f, v) : r->SetEnumValue(m, f, v);
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        return MessageValue(rep ? r->AddMessage(m, f) : r->MutableMessage(m, f));
+      default:
+        return Error("unsupported attribute field {}", f->name());
+    }
+  }
+
+  absl::Status MessageValue(Message* m) {
+    const auto* d = m->GetDescriptor();
+    if (d == ir::Region::descriptor()) return Region(static_cast<ir::Region*>(m));
+    if (d == PartitionSpec::descriptor()) return Spec(static_cast<PartitionSpec*>(m));
+    if (d->field_count() == 1 && d->field(0)->is_repeated()) return FieldValue(m, d->field(0));
+    int i = 0;
+    return Tuple([&]() -> absl::Status {
+      if (i >= d->field_count()) return Error("too many entries for {}", d->name());
+      return FieldValue(m, d->field(i++));
+    });
+  }
+
+  absl::Status Spec(PartitionSpec* spec) {
+    if (!lex_.IsIdent("P")) return Error("expected a PartitionSpec P(...)");
+    lex_.Next();
+    return Tuple([&]() -> absl::Status {
+      DimSpec* dim = spec->add_dims();
+      if (lex_.IsIdent("None")) {
+        lex_.Next();
+        return absl::OkStatus();
+      }
+      if (lex_.IsPunct("(")) {
+        return Tuple([&]() -> absl::Status {
+          absl::StatusOr<std::string> axis = Name();
+          if (!axis.ok()) return axis.status();
+          dim->add_axes(*axis);
+          return absl::OkStatus();
+        });
+      }
+      absl::StatusOr<std::string> axis = Name();
+      if (!axis.ok()) return axis.status();
+      dim->add_axes(*axis);
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status Header(ir::Module& m) {
+    if (absl::Status s = Expect("["); !s.ok()) return s;
+    while (!lex_.IsPunct("]")) {
+      absl::StatusOr<std::string> key = Name();
+      if (!key.ok()) return key.status();
+      if (absl::Status s = Expect("="); !s.ok()) return s;
+      absl::Status s;
+      if (*key == "view") {
+        absl::StatusOr<std::string> v = Name();
+        if (!v.ok()) return v.status();
+        if (*v == "global") {
+          m.set_view(GLOBAL);
+        } else if (*v == "per_device") {
+          m.set_view(PER_DEVICE);
+        } else {
+          return Error("view must be global or per_device");
+        }
+      } else if (*key == "mesh") {
+        s = Expect("{");
+        while (s.ok() && !lex_.IsPunct("}")) {
+          absl::StatusOr<std::string> axis = Name();
+          if (!axis.ok()) return axis.status();
+          if (absl::Status e = Expect(":"); !e.ok()) return e;
+          absl::StatusOr<int64_t> size = Int();
+          if (!size.ok()) return size.status();
+          MeshAxis* a = m.mutable_mesh()->add_axes();
+          a->set_name(*axis);
+          a->set_size(*size);
+          if (lex_.IsPunct(",")) lex_.Next();
+        }
+        if (s.ok()) s = Expect("}");
+      } else if (*key == "devices") {
+        s = Tuple([&]() -> absl::Status {
+          absl::StatusOr<int64_t> v = Int();
+          if (!v.ok()) return v.status();
+          m.mutable_mesh()->add_device_ids(*v);
+          return absl::OkStatus();
+        });
+      } else if (*key == "entry") {
+        absl::StatusOr<std::string> v = Name();
+        if (!v.ok()) return v.status();
+        m.set_entry(*v);
+      } else if (*key == "param_shardings" || *key == "result_shardings") {
+        auto* list = *key == "param_shardings" ? m.mutable_param_shardings()
+                                               : m.mutable_result_shardings();
+        s = Tuple([&] { return Spec(list->Add()); });
+      } else {
+        return Error("unknown module attribute \"{}\"", *key);
+      }
+      if (!s.ok()) return s;
+    }
+    lex_.Next();
+    return absl::OkStatus();
+  }
+
+  Lexer lex_;
+  int64_t next_id_ = 0;
+  std::vector<std::map<std::string, int64_t>> scopes_;
+};
+
+}  // namespace
+}  // namespace shardjit::ir
+
+namespace shardjit::ir {
+
+absl::StatusOr<Module> ParseModule(std::string_view text) { return Parser(text).ParseModuleText(); }
+
+absl::StatusOr<Region> ParseRegion(std::string_view text) { return Parser(text).TopRegion(); }
+
+}  // namespace shardjit::ir

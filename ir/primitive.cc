@@ -1,0 +1,89 @@
+#include "ir/primitive.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+
+namespace shardjit::ir {
+namespace {
+
+std::map<std::string, Primitive, std::less<>>& Registry() {
+  static auto* registry = new std::map<std::string, Primitive, std::less<>>();
+  return *registry;
+}
+
+std::string AttrsCaseName(Op::AttrsCase c) {
+  if (c == Op::ATTRS_NOT_SET) return "none";
+  const auto* field = Op::descriptor()->FindFieldByNumber(static_cast<int>(c));
+  return field ? field->name() : "?";
+}
+
+}  // namespace
+
+bool RegisterPrimitive(Primitive primitive) {
+  std::string name = primitive.name;
+  return Registry().emplace(std::move(name), std::move(primitive)).second;
+}
+
+const Primitive* FindPrimitive(std::string_view name) {
+  auto it = Registry().find(name);
+  return it == Registry().end() ? nullptr : &it->second;
+}
+
+std::vector<const Primitive*> AllPrimitives() {
+  std::vector<const Primitive*> all;
+  for (const auto& [name, p] : Registry()) all.push_back(&p);
+  return all;
+}
+
+std::string TypesToString(const std::vector<ShapedType>& types) {
+  return absl::StrJoin(types, ", ", [](std::string* out, const ShapedType& t) {
+    out->append(t.ToString());
+  });
+}
+
+absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx,
+                                                         const std::vector<ShapedType>& operands,
+                                                         const Op& op) {
+  const Primitive* prim = FindPrimitive(op.opcode());
+  if (prim == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("unknown primitive \"{}\"", op.opcode()));
+  }
+  int n = static_cast<int>(operands.size());
+  if (n < prim->min_operands || (prim->max_operands >= 0 && n > prim->max_operands)) {
+    std::string expected = prim->max_operands < 0
+                               ? fmt::format("at least {}", prim->min_operands)
+                           : prim->min_operands == prim->max_operands
+                               ? fmt::format("{}", prim->min_operands)
+                               : fmt::format("{} to {}", prim->min_operands, prim->max_operands);
+    return absl::InvalidArgumentError(fmt::format("{}: expects {} operands, got {} ({})",
+                                                  op.opcode(), expected, n,
+                                                  TypesToString(operands)));
+  }
+  if (op.attrs_case() != prim->attrs_case) {
+    return absl::InvalidArgumentError(fmt::format("{}: expects attributes of kind {}, got {}",
+                                                  op.opcode(), AttrsCaseName(prim->attrs_case),
+                                                  AttrsCaseName(op.attrs_case())));
+  }
+  for (const ShapedType& t : operands) {
+    if (t.dtype == DType::kInvalid ||
+        std::any_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d < 0; })) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: invalid operand type {}", op.opcode(), t.ToString()));
+    }
+  }
+  if (prim->kind == PrimitiveKind::kCollective && !ctx.in_spmd) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: collectives need a mapped axis: use inside shard_map or a per-device module "
+        "(operands {})",
+        op.opcode(), TypesToString(operands)));
+  }
+  return prim->shape_rule(ctx, operands, op);
+}
+
+}  // namespace shardjit::ir

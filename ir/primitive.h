@@ -1,0 +1,66 @@
+// The primitive registry: one entry per primitive with its name (the IR text opcode), kind, arity,
+// attribute message and shape/dtype rule. The builder, the tracer and the verifier all infer
+// result types through InferResultTypes, so there is one shape rule per primitive.
+#ifndef SHARDJIT_IR_PRIMITIVE_H_
+#define SHARDJIT_IR_PRIMITIVE_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/types.h"
+
+namespace shardjit::ir {
+
+enum class PrimitiveKind {
+  kElementwise,   // same-shape maps: add, exp, compare, select, convert_element_type, ...
+  kStructural,    // local compute and data movement: dot_general, reshape, slice, iota, ...
+  kCollective,    // communicates across devices of a mesh axis
+  kControlFlow,   // holds a region: fori_loop, shard_map
+};
+
+// What a shape rule may know besides the operand types.
+struct ShapeContext {
+  // The module's mesh (may be empty).
+  const Mesh* mesh = nullptr;
+  // True inside a shard_map body or in a per-device module: collectives are allowed.
+  bool in_spmd = false;
+  // Types of values visible at the op (needed for region results); may be null where no op
+  // has a region.
+  std::function<absl::StatusOr<ShapedType>(int64_t id)> value_type;
+};
+
+using ShapeRule = std::function<absl::StatusOr<std::vector<ShapedType>>(
+    const ShapeContext& ctx, const std::vector<ShapedType>& operands, const Op& op)>;
+
+struct Primitive {
+  std::string name;
+  PrimitiveKind kind = PrimitiveKind::kStructural;
+  int min_operands = 0;
+  int max_operands = 0;  // -1: unbounded
+  Op::AttrsCase attrs_case = Op::ATTRS_NOT_SET;
+  ShapeRule shape_rule;
+};
+
+// Registers a primitive; called from static initialisers in ir/prims/*.cc.
+bool RegisterPrimitive(Primitive primitive);
+// nullptr when unknown.
+const Primitive* FindPrimitive(std::string_view name);
+// Every registered primitive, sorted by name.
+std::vector<const Primitive*> AllPrimitives();
+
+// Checks arity and attribute kind, then applies the primitive's shape rule. Errors name the op
+// and the operand types.
+absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx,
+                                                         const std::vector<ShapedType>& operands,
+                                                         const Op& op);
+
+// "bf16[2,2], f32[]": for error messages.
+std::string TypesToString(const std::vector<ShapedType>& types);
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_PRIMITIVE_H_

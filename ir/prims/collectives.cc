@@ -1,0 +1,154 @@
+// Shape rules of the collectives (JAX lax.parallel semantics): psum, pmean, pmax, pmin,
+// all_gather, psum_scatter, ppermute, all_to_all, axis_index, axis_size.
+#include <set>
+
+#include "ir/prims/rule_util.h"
+
+namespace shardjit::ir::prims {
+namespace {
+
+absl::StatusOr<Types> AllReduce(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.all_reduce();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  if (!size.ok()) return size.status();
+  if (absl::StatusOr<int64_t> g = GroupSize(op, operands, *size, a.axis_index_groups()); !g.ok()) {
+    return g.status();
+  }
+  ShapedType out = operands[0];
+  if (out.dtype == DType::kPred) {
+    return RuleError(op, operands, "operand must be numeric (convert pred first)");
+  }
+  // pmean divides like jnp's true division: integers give f32.
+  if (op.opcode() == "pmean" && !IsFloating(out.dtype)) out.dtype = DType::kF32;
+  return Types{out};
+}
+
+absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.all_gather();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  if (!size.ok()) return size.status();
+  absl::StatusOr<int64_t> n = GroupSize(op, operands, *size, a.axis_index_groups());
+  if (!n.ok()) return n.status();
+  ShapedType out = operands[0];
+  int64_t limit = a.tiled() ? out.rank() - 1 : out.rank();
+  if (a.axis() < 0 || a.axis() > limit) {
+    return RuleError(op, operands, "axis {} is out of range [0, {}] (tiled={})", a.axis(), limit,
+                     a.tiled() ? "True" : "False");
+  }
+  if (a.tiled()) {
+    out.dims[a.axis()] *= *n;
+  } else {
+    out.dims.insert(out.dims.begin() + a.axis(), *n);
+  }
+  return Types{out};
+}
+
+absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.psum_scatter();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  if (!size.ok()) return size.status();
+  absl::StatusOr<int64_t> n = GroupSize(op, operands, *size, a.axis_index_groups());
+  if (!n.ok()) return n.status();
+  ShapedType out = operands[0];
+  int64_t d = a.scatter_dimension();
+  if (d < 0 || d >= out.rank()) {
+    return RuleError(op, operands, "scatter_dimension {} is out of range for rank {}", d,
+                     out.rank());
+  }
+  if (out.dtype == DType::kPred) return RuleError(op, operands, "operand must be numeric");
+  if (a.tiled()) {
+    if (out.dims[d] % *n != 0) {
+      return RuleError(op, operands, "scatter_dimension {} (size {}) is not divisible by the axis size {}",
+                       d, out.dims[d], *n);
+    }
+    out.dims[d] /= *n;
+  } else {
+    if (out.dims[d] != *n) {
+      return RuleError(op, operands,
+                       "scatter_dimension {} (size {}) must equal the axis size {} when tiled=False",
+                       d, out.dims[d], *n);
+    }
+    out.dims.erase(out.dims.begin() + d);
+  }
+  return Types{out};
+}
+
+absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.ppermute();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  if (!size.ok()) return size.status();
+  std::set<int64_t> sources, targets;
+  for (const PermutePair& p : a.perm()) {
+    for (int64_t i : {p.source(), p.target()}) {
+      if (i < 0 || i >= *size) {
+        return RuleError(op, operands, "perm pair ({},{}) is out of range for axis size {}",
+                         p.source(), p.target(), *size);
+      }
+    }
+    if (!sources.insert(p.source()).second) {
+      return RuleError(op, operands, "perm has source {} twice", p.source());
+    }
+    if (!targets.insert(p.target()).second) {
+      return RuleError(op, operands, "perm has target {} twice", p.target());
+    }
+  }
+  return Types{operands[0]};
+}
+
+absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.all_to_all();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  if (!size.ok()) return size.status();
+  absl::StatusOr<int64_t> n = GroupSize(op, operands, *size, a.axis_index_groups());
+  if (!n.ok()) return n.status();
+  ShapedType out = operands[0];
+  int64_t split = a.split_axis(), concat = a.concat_axis();
+  int64_t rank = out.rank();
+  if (split < 0 || split >= rank) {
+    return RuleError(op, operands, "split_axis {} is out of range for rank {}", split, rank);
+  }
+  int64_t concat_limit = a.tiled() ? rank - 1 : rank - 1;
+  if (concat < 0 || concat > concat_limit) {
+    return RuleError(op, operands, "concat_axis {} is out of range for rank {}", concat, rank);
+  }
+  if (a.tiled()) {
+    if (out.dims[split] % *n != 0) {
+      return RuleError(op, operands, "split_axis {} (size {}) is not divisible by the axis size {}",
+                       split, out.dims[split], *n);
+    }
+    out.dims[split] /= *n;
+    out.dims[concat] *= *n;
+  } else {
+    if (out.dims[split] != *n) {
+      return RuleError(op, operands,
+                       "split_axis {} (size {}) must equal the axis size {} when tiled=False",
+                       split, out.dims[split], *n);
+    }
+    out.dims.erase(out.dims.begin() + split);
+    out.dims.insert(out.dims.begin() + concat, *n);
+  }
+  return Types{out};
+}
+
+absl::StatusOr<Types> AxisScalar(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, op.axis().axes());
+  if (!size.ok()) return size.status();
+  return Types{{DType::kS32, {}}};
+}
+
+const bool registered = [] {
+  for (const char* name : {"psum", "pmean", "pmax", "pmin"}) {
+    RegisterPrimitive({name, PrimitiveKind::kCollective, 1, 1, Op::kAllReduce, AllReduce});
+  }
+  RegisterPrimitive({"all_gather", PrimitiveKind::kCollective, 1, 1, Op::kAllGather, AllGather});
+  RegisterPrimitive(
+      {"psum_scatter", PrimitiveKind::kCollective, 1, 1, Op::kPsumScatter, PsumScatter});
+  RegisterPrimitive({"ppermute", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Ppermute});
+  RegisterPrimitive({"all_to_all", PrimitiveKind::kCollective, 1, 1, Op::kAllToAll, AllToAll});
+  RegisterPrimitive({"axis_index", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});
+  RegisterPrimitive({"axis_size", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});
+  return true;
+}();
+
+}  // namespace
+}  // namespace shardjit::ir::prims

@@ -1,0 +1,116 @@
+// Shape rules of constant, iota, reduce_sum/max/min and dot_general.
+#include "absl/strings/str_join.h"
+#include "ir/prims/rule_util.h"
+
+namespace shardjit::ir::prims {
+namespace {
+
+absl::StatusOr<Types> Constant(const ShapeContext&, const Types& operands, const Op& op) {
+  const auto& a = op.constant();
+  ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
+  if (out.dtype == DType::kInvalid) return RuleError(op, operands, "dtype is not set");
+  for (int64_t d : out.dims) {
+    if (d < 0) return RuleError(op, operands, "shape has a negative dimension");
+  }
+  if (a.value_size() != 1 && a.value_size() != out.num_elements()) {
+    return RuleError(op, operands, "has {} values for shape {} ({} elements; or 1 to splat)",
+                     a.value_size(), out.ToString(), out.num_elements());
+  }
+  return Types{out};
+}
+
+absl::StatusOr<Types> Iota(const ShapeContext&, const Types& operands, const Op& op) {
+  const auto& a = op.iota();
+  ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
+  if (out.dtype == DType::kInvalid || out.dtype == DType::kPred) {
+    return RuleError(op, operands, "dtype must be numeric");
+  }
+  if (a.dimension() < 0 || a.dimension() >= out.rank()) {
+    return RuleError(op, operands, "dimension {} is out of range for shape {}", a.dimension(),
+                     out.ToString());
+  }
+  return Types{out};
+}
+
+absl::StatusOr<Types> Reduce(const ShapeContext&, const Types& operands, const Op& op) {
+  const ShapedType& x = operands[0];
+  std::vector<int64_t> axes = ToVector(op.reduce().axes());
+  if (absl::Status s = CheckDimList(op, operands, "axes", axes, x.rank()); !s.ok()) return s;
+  if (x.dtype == DType::kPred && op.opcode() == "reduce_sum") {
+    return RuleError(op, operands, "cannot sum pred values");
+  }
+  ShapedType out{x.dtype, {}};
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) out.dims.push_back(x.dims[i]);
+  }
+  return Types{out};
+}
+
+absl::StatusOr<Types> DotGeneral(const ShapeContext&, const Types& operands, const Op& op) {
+  const auto& a = op.dot_general();
+  const ShapedType& lhs = operands[0];
+  const ShapedType& rhs = operands[1];
+  std::vector<int64_t> lc = ToVector(a.lhs_contracting_dims());
+  std::vector<int64_t> rc = ToVector(a.rhs_contracting_dims());
+  std::vector<int64_t> lb = ToVector(a.lhs_batch_dims());
+  std::vector<int64_t> rb = ToVector(a.rhs_batch_dims());
+  if (lhs.dtype != rhs.dtype) {
+    return RuleError(op, operands, "operand dtypes differ ({} vs {})", DTypeName(lhs.dtype),
+                     DTypeName(rhs.dtype));
+  }
+  if (lhs.dtype == DType::kPred) return RuleError(op, operands, "operands must be numeric");
+  if (lc.size() != rc.size()) {
+    return RuleError(op, operands, "contracting dims ({}) and ({}) differ in count",
+                     absl::StrJoin(lc, ","), absl::StrJoin(rc, ","));
+  }
+  if (lb.size() != rb.size()) {
+    return RuleError(op, operands, "batch dims ({}) and ({}) differ in count",
+                     absl::StrJoin(lb, ","), absl::StrJoin(rb, ","));
+  }
+  std::vector<int64_t> lall = lb, rall = rb;
+  lall.insert(lall.end(), lc.begin(), lc.end());
+  rall.insert(rall.end(), rc.begin(), rc.end());
+  if (absl::Status s = CheckDimList(op, operands, "lhs batch+contracting dims", lall, lhs.rank());
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckDimList(op, operands, "rhs batch+contracting dims", rall, rhs.rank());
+      !s.ok()) {
+    return s;
+  }
+  for (size_t i = 0; i < lall.size(); ++i) {
+    if (lhs.dims[lall[i]] != rhs.dims[rall[i]]) {
+      return RuleError(op, operands,
+                       "{} dim sizes differ: lhs dim {} is {}, rhs dim {} is {}",
+                       i < lb.size() ? "batch" : "contracting", lall[i], lhs.dims[lall[i]],
+                       rall[i], rhs.dims[rall[i]]);
+    }
+  }
+  DType out_dtype = a.preferred_element_type() == DTYPE_INVALID
+                        ? lhs.dtype
+                        : FromProto(a.preferred_element_type());
+  if (out_dtype == DType::kPred) return RuleError(op, operands, "bad preferred_element_type");
+  ShapedType out{out_dtype, {}};
+  for (int64_t d : lb) out.dims.push_back(lhs.dims[d]);
+  for (int64_t i = 0; i < lhs.rank(); ++i) {
+    if (std::find(lall.begin(), lall.end(), i) == lall.end()) out.dims.push_back(lhs.dims[i]);
+  }
+  for (int64_t i = 0; i < rhs.rank(); ++i) {
+    if (std::find(rall.begin(), rall.end(), i) == rall.end()) out.dims.push_back(rhs.dims[i]);
+  }
+  return Types{out};
+}
+
+const bool registered = [] {
+  RegisterPrimitive({"constant", PrimitiveKind::kStructural, 0, 0, Op::kConstant, Constant});
+  RegisterPrimitive({"iota", PrimitiveKind::kStructural, 0, 0, Op::kIota, Iota});
+  for (const char* name : {"reduce_sum", "reduce_max", "reduce_min"}) {
+    RegisterPrimitive({name, PrimitiveKind::kStructural, 1, 1, Op::kReduce, Reduce});
+  }
+  RegisterPrimitive(
+      {"dot_general", PrimitiveKind::kStructural, 2, 2, Op::kDotGeneral, DotGeneral});
+  return true;
+}();
+
+}  // namespace
+}  // namespace shardjit::ir::prims

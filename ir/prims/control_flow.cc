@@ -1,0 +1,97 @@
+// Shape rules of the primitives that hold a region: fori_loop and shard_map. The verifier checks
+// the ops inside the region; these rules check the region's interface.
+#include "ir/prims/rule_util.h"
+#include "ir/sharding.h"
+
+namespace shardjit::ir::prims {
+namespace {
+
+absl::StatusOr<Types> RegionResultTypes(const ShapeContext& ctx, const Op& op,
+                                        const Types& operands, const Region& body) {
+  if (!ctx.value_type) return RuleError(op, operands, "region results cannot be typed here");
+  Types out;
+  for (int64_t id : body.results()) {
+    absl::StatusOr<ShapedType> t = ctx.value_type(id);
+    if (!t.ok()) return t.status();
+    out.push_back(*t);
+  }
+  return out;
+}
+
+absl::StatusOr<Types> ForiLoop(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const Region& body = op.fori_loop().body();
+  if (body.params_size() != static_cast<int>(operands.size()) + 1) {
+    return RuleError(op, operands, "body takes {} params; expected the index and {} carries",
+                     body.params_size(), operands.size());
+  }
+  if (FromProto(body.params(0).type()) != ShapedType{DType::kS32, {}}) {
+    return RuleError(op, operands, "body's first param (the index) must be s32[], got {}",
+                     FromProto(body.params(0).type()).ToString());
+  }
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (FromProto(body.params(i + 1).type()) != operands[i]) {
+      return RuleError(op, operands, "body param {} is {}, but carry {} is {}", i + 1,
+                       FromProto(body.params(i + 1).type()).ToString(), i,
+                       operands[i].ToString());
+    }
+  }
+  absl::StatusOr<Types> results = RegionResultTypes(ctx, op, operands, body);
+  if (!results.ok()) return results.status();
+  if (*results != operands) {
+    return RuleError(op, operands, "body returns ({}), which differs from the carry types",
+                     TypesToString(*results));
+  }
+  return operands;
+}
+
+absl::StatusOr<Types> ShardMap(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.shard_map();
+  if (ctx.in_spmd) return RuleError(op, operands, "shard_map cannot be nested in a mapped region");
+  if (ctx.mesh == nullptr || ctx.mesh->axes().empty()) {
+    return RuleError(op, operands, "the module has no mesh");
+  }
+  const Mesh& mesh = *ctx.mesh;
+  if (a.in_specs_size() != static_cast<int>(operands.size()) ||
+      a.body().params_size() != static_cast<int>(operands.size())) {
+    return RuleError(op, operands, "{} operands, {} in_specs, {} body params", operands.size(),
+                     a.in_specs_size(), a.body().params_size());
+  }
+  for (size_t i = 0; i < operands.size(); ++i) {
+    absl::StatusOr<std::vector<int64_t>> local = LocalDims(
+        mesh, a.in_specs(i), operands[i].dims, fmt::format("shard_map in_specs[{}]", i));
+    if (!local.ok()) {
+      return RuleError(op, operands, "{}", local.status().message());
+    }
+    ShapedType expected{operands[i].dtype, *local};
+    if (FromProto(a.body().params(i).type()) != expected) {
+      return RuleError(op, operands, "body param {} is {}, expected the block type {}", i,
+                       FromProto(a.body().params(i).type()).ToString(), expected.ToString());
+    }
+  }
+  absl::StatusOr<Types> locals = RegionResultTypes(ctx, op, operands, a.body());
+  if (!locals.ok()) return locals.status();
+  if (a.out_specs_size() != static_cast<int>(locals->size())) {
+    return RuleError(op, operands, "{} out_specs for {} body results", a.out_specs_size(),
+                     locals->size());
+  }
+  Types out;
+  for (size_t i = 0; i < locals->size(); ++i) {
+    const ShapedType& local = (*locals)[i];
+    if (absl::Status s = ValidateSpec(mesh, a.out_specs(i), local.rank(),
+                                      fmt::format("shard_map out_specs[{}]", i));
+        !s.ok()) {
+      return RuleError(op, operands, "{}", s.message());
+    }
+    out.push_back({local.dtype, GlobalDims(mesh, a.out_specs(i), local.dims)});
+  }
+  return out;
+}
+
+const bool registered = [] {
+  RegisterPrimitive({"fori_loop", PrimitiveKind::kControlFlow, 0, -1, Op::kForiLoop, ForiLoop});
+  RegisterPrimitive({"shard_map", PrimitiveKind::kControlFlow, 0, -1, Op::kShardMap, ShardMap});
+  return true;
+}();
+
+}  // namespace
+}  // namespace shardjit::ir::prims

@@ -1,0 +1,128 @@
+// Shape rules of the elementwise primitives (JAX lax semantics: operands of one type, no implicit
+// broadcasting or promotion; the frontend inserts broadcasts for scalars).
+#include <string>
+
+#include "ir/prims/rule_util.h"
+
+namespace shardjit::ir::prims {
+namespace {
+
+enum class Allowed { kNumeric, kFloating, kSigned, kAny };
+
+bool DTypeAllowed(DType d, Allowed allowed) {
+  switch (allowed) {
+    case Allowed::kNumeric:
+      return d != DType::kPred;
+    case Allowed::kFloating:
+      return IsFloating(d);
+    case Allowed::kSigned:
+      return d != DType::kPred;
+    case Allowed::kAny:
+      return true;
+  }
+  return false;
+}
+
+std::string_view AllowedName(Allowed allowed) {
+  switch (allowed) {
+    case Allowed::kNumeric:
+    case Allowed::kSigned:
+      return "a numeric dtype";
+    case Allowed::kFloating:
+      return "a floating dtype";
+    case Allowed::kAny:
+      return "any dtype";
+  }
+  return "";
+}
+
+absl::Status CheckSameTypes(const Op& op, const Types& operands, size_t first) {
+  for (size_t i = first + 1; i < operands.size(); ++i) {
+    if (operands[i] != operands[first]) {
+      return RuleError(op, operands, "operand types differ ({} vs {})",
+                       operands[first].ToString(), operands[i].ToString());
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RegisterMap(std::string name, int arity, Allowed allowed) {
+  RegisterPrimitive({
+      .name = name,
+      .kind = PrimitiveKind::kElementwise,
+      .min_operands = arity,
+      .max_operands = arity,
+      .attrs_case = Op::ATTRS_NOT_SET,
+      .shape_rule = [allowed](const ShapeContext&, const Types& operands,
+                              const Op& op) -> absl::StatusOr<Types> {
+        if (absl::Status s = CheckSameTypes(op, operands, 0); !s.ok()) return s;
+        if (!DTypeAllowed(operands[0].dtype, allowed)) {
+          return RuleError(op, operands, "needs {}, got {}", AllowedName(allowed),
+                           DTypeName(operands[0].dtype));
+        }
+        return Types{operands[0]};
+      },
+  });
+}
+
+const bool registered = [] {
+  for (const char* name : {"add", "sub", "mul", "div", "rem", "max", "min"}) {
+    RegisterMap(name, 2, Allowed::kNumeric);
+  }
+  RegisterMap("neg", 1, Allowed::kSigned);
+  RegisterMap("abs", 1, Allowed::kSigned);
+  for (const char* name : {"exp", "log", "tanh", "sqrt", "rsqrt", "logistic"}) {
+    RegisterMap(name, 1, Allowed::kFloating);
+  }
+  RegisterPrimitive({
+      .name = "compare",
+      .kind = PrimitiveKind::kElementwise,
+      .min_operands = 2,
+      .max_operands = 2,
+      .attrs_case = Op::kCompare,
+      .shape_rule = [](const ShapeContext&, const Types& operands,
+                       const Op& op) -> absl::StatusOr<Types> {
+        if (absl::Status s = CheckSameTypes(op, operands, 0); !s.ok()) return s;
+        if (op.compare().direction() == DIRECTION_INVALID) {
+          return RuleError(op, operands, "direction is not set");
+        }
+        return Types{{DType::kPred, operands[0].dims}};
+      },
+  });
+  RegisterPrimitive({
+      .name = "select",
+      .kind = PrimitiveKind::kElementwise,
+      .min_operands = 3,
+      .max_operands = 3,
+      .attrs_case = Op::ATTRS_NOT_SET,
+      .shape_rule = [](const ShapeContext&, const Types& operands,
+                       const Op& op) -> absl::StatusOr<Types> {
+        if (operands[0].dtype != DType::kPred) {
+          return RuleError(op, operands, "predicate must be pred, got {}",
+                           DTypeName(operands[0].dtype));
+        }
+        if (absl::Status s = CheckSameTypes(op, operands, 1); !s.ok()) return s;
+        if (operands[0].rank() != 0 && operands[0].dims != operands[1].dims) {
+          return RuleError(op, operands, "predicate shape must be [] or match the branches");
+        }
+        return Types{operands[1]};
+      },
+  });
+  RegisterPrimitive({
+      .name = "convert_element_type",
+      .kind = PrimitiveKind::kElementwise,
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs_case = Op::kConvertElementType,
+      .shape_rule = [](const ShapeContext&, const Types& operands,
+                       const Op& op) -> absl::StatusOr<Types> {
+        DType to = FromProto(op.convert_element_type().new_dtype());
+        if (to == DType::kInvalid) return RuleError(op, operands, "new_dtype is not set");
+        return Types{{to, operands[0].dims}};
+      },
+  });
+  return true;
+}();
+
+}  // namespace
+}  // namespace shardjit::ir::prims

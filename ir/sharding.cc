@@ -1,0 +1,113 @@
+#include "ir/sharding.h"
+
+#include <set>
+#include <string>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "ir/types.h"
+
+namespace shardjit::ir {
+
+int64_t MeshSize(const Mesh& mesh) {
+  int64_t n = 1;
+  for (const MeshAxis& a : mesh.axes()) n *= a.size();
+  return n;
+}
+
+int64_t MeshAxisIndex(const Mesh& mesh, std::string_view name) {
+  for (int i = 0; i < mesh.axes_size(); ++i) {
+    if (mesh.axes(i).name() == name) return i;
+  }
+  return -1;
+}
+
+std::vector<int64_t> MeshCoords(const Mesh& mesh, int64_t position) {
+  std::vector<int64_t> coords(mesh.axes_size());
+  for (int i = mesh.axes_size() - 1; i >= 0; --i) {
+    coords[i] = position % mesh.axes(i).size();
+    position /= mesh.axes(i).size();
+  }
+  return coords;
+}
+
+int64_t MeshPosition(const Mesh& mesh, const std::vector<int64_t>& coords) {
+  int64_t p = 0;
+  for (int i = 0; i < mesh.axes_size(); ++i) p = p * mesh.axes(i).size() + coords[i];
+  return p;
+}
+
+absl::Status ValidateSpec(const Mesh& mesh, const PartitionSpec& spec, int64_t rank,
+                          std::string_view what) {
+  if (spec.dims_size() > rank) {
+    return absl::InvalidArgumentError(fmt::format("{}: spec {} has {} entries for an array of rank {}",
+                                                  what, SpecToString(spec), spec.dims_size(), rank));
+  }
+  std::set<std::string> seen;
+  for (const DimSpec& d : spec.dims()) {
+    for (const std::string& axis : d.axes()) {
+      if (MeshAxisIndex(mesh, axis) < 0) {
+        return absl::InvalidArgumentError(fmt::format("{}: axis \"{}\" of spec {} is not in mesh {}",
+                                                      what, axis, SpecToString(spec),
+                                                      MeshToString(mesh)));
+      }
+      if (!seen.insert(axis).second) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: spec {} uses axis \"{}\" twice", what, SpecToString(spec), axis));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t NumBlocks(const Mesh& mesh, const PartitionSpec& spec, int64_t dim) {
+  if (dim >= spec.dims_size()) return 1;
+  int64_t n = 1;
+  for (const std::string& axis : spec.dims(dim).axes()) {
+    n *= mesh.axes(MeshAxisIndex(mesh, axis)).size();
+  }
+  return n;
+}
+
+absl::StatusOr<std::vector<int64_t>> LocalDims(const Mesh& mesh, const PartitionSpec& spec,
+                                               const std::vector<int64_t>& global_dims,
+                                               std::string_view what) {
+  if (absl::Status s = ValidateSpec(mesh, spec, global_dims.size(), what); !s.ok()) return s;
+  std::vector<int64_t> local = global_dims;
+  for (size_t d = 0; d < global_dims.size(); ++d) {
+    int64_t n = NumBlocks(mesh, spec, d);
+    if (global_dims[d] % n != 0) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: spec {} splits dim {} (size {}) into {} blocks, which does not divide it", what,
+          SpecToString(spec), d, global_dims[d], n));
+    }
+    local[d] = global_dims[d] / n;
+  }
+  return local;
+}
+
+std::vector<int64_t> GlobalDims(const Mesh& mesh, const PartitionSpec& spec,
+                                const std::vector<int64_t>& local_dims) {
+  std::vector<int64_t> global = local_dims;
+  for (size_t d = 0; d < local_dims.size(); ++d) global[d] *= NumBlocks(mesh, spec, d);
+  return global;
+}
+
+std::vector<int64_t> BlockIndex(const Mesh& mesh, const PartitionSpec& spec, int64_t rank,
+                                const std::vector<int64_t>& coords) {
+  std::vector<int64_t> block(rank, 0);
+  for (int64_t d = 0; d < rank && d < spec.dims_size(); ++d) {
+    int64_t index = 0;
+    for (const std::string& axis : spec.dims(d).axes()) {
+      int64_t a = MeshAxisIndex(mesh, axis);
+      index = index * mesh.axes(a).size() + coords[a];
+    }
+    block[d] = index;
+  }
+  return block;
+}
+
+PartitionSpec ReplicatedSpec() { return PartitionSpec(); }
+
+}  // namespace shardjit::ir

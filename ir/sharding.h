@@ -1,0 +1,43 @@
+// Mesh and PartitionSpec arithmetic shared by the shard_map shape rule, the frontend's
+// NamedSharding and the runtime: local block shapes, mesh coordinates and block offsets.
+#ifndef SHARDJIT_IR_SHARDING_H_
+#define SHARDJIT_IR_SHARDING_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+
+namespace shardjit::ir {
+
+int64_t MeshSize(const Mesh& mesh);
+// Index of axis `name` in the mesh, or -1.
+int64_t MeshAxisIndex(const Mesh& mesh, std::string_view name);
+// Row-major coordinates of mesh position `position` (0 <= position < MeshSize).
+std::vector<int64_t> MeshCoords(const Mesh& mesh, int64_t position);
+// Inverse of MeshCoords.
+int64_t MeshPosition(const Mesh& mesh, const std::vector<int64_t>& coords);
+
+// Checks that the spec names only mesh axes, each at most once, and has at most `rank` entries.
+// `what` prefixes the error, e.g. "shard_map in_specs[0]".
+absl::Status ValidateSpec(const Mesh& mesh, const PartitionSpec& spec, int64_t rank,
+                          std::string_view what);
+// How many blocks dimension `dim` is split into (1 when the spec does not list it).
+int64_t NumBlocks(const Mesh& mesh, const PartitionSpec& spec, int64_t dim);
+// The block shape of a global array; an error names the dimension a spec does not divide.
+absl::StatusOr<std::vector<int64_t>> LocalDims(const Mesh& mesh, const PartitionSpec& spec,
+                                               const std::vector<int64_t>& global_dims,
+                                               std::string_view what);
+std::vector<int64_t> GlobalDims(const Mesh& mesh, const PartitionSpec& spec,
+                                const std::vector<int64_t>& local_dims);
+// Per dimension, which block the device at mesh coordinates `coords` holds.
+std::vector<int64_t> BlockIndex(const Mesh& mesh, const PartitionSpec& spec, int64_t rank,
+                                const std::vector<int64_t>& coords);
+// A spec with no axes (fully replicated).
+PartitionSpec ReplicatedSpec();
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_SHARDING_H_

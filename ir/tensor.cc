@@ -1,0 +1,103 @@
+#include "ir/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace shardjit::ir {
+namespace {
+
+class AlignedHostAllocator final : public Allocator {
+ public:
+  void* Allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
+  void Deallocate(void* ptr, size_t) override { std::free(ptr); }
+};
+
+}  // namespace
+
+Allocator* HostAllocator() {
+  static auto* allocator = new AlignedHostAllocator();
+  return allocator;
+}
+
+Tensor Tensor::Empty(const ShapedType& type, Allocator* allocator) {
+  if (allocator == nullptr) allocator = HostAllocator();
+  Tensor t;
+  t.type_ = type;
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->bytes = static_cast<size_t>(type.byte_size());
+  t.storage_->allocator = allocator;
+  t.storage_->ptr = allocator->Allocate(t.storage_->bytes);
+  return t;
+}
+
+Tensor Tensor::Zeros(const ShapedType& type, Allocator* allocator) {
+  Tensor t = Empty(type, allocator);
+  if (t.byte_size() > 0) std::memset(t.data(), 0, t.byte_size());
+  return t;
+}
+
+Tensor Tensor::FromDoubles(const ShapedType& type, const std::vector<double>& values,
+                           Allocator* allocator) {
+  Tensor t = Empty(type, allocator);
+  int64_t n = t.num_elements();
+  for (int64_t i = 0; i < n; ++i) t.SetDouble(i, values.size() == 1 ? values[0] : values[i]);
+  return t;
+}
+
+double Tensor::GetDouble(int64_t i) const {
+  switch (dtype()) {
+    case DType::kF32:
+      return data_as<float>()[i];
+    case DType::kBF16:
+      return bf16::ToFloat(data_as<bf16>()[i].bits);
+    case DType::kS32:
+      return data_as<int32_t>()[i];
+    case DType::kPred:
+      return data_as<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::kInvalid:
+      break;
+  }
+  return 0;
+}
+
+void Tensor::SetDouble(int64_t i, double v) {
+  switch (dtype()) {
+    case DType::kF32:
+      data_as<float>()[i] = static_cast<float>(v);
+      break;
+    case DType::kBF16:
+      data_as<bf16>()[i] = bf16(static_cast<float>(v));
+      break;
+    case DType::kS32:
+      data_as<int32_t>()[i] = static_cast<int32_t>(v);
+      break;
+    case DType::kPred:
+      data_as<uint8_t>()[i] = v != 0;
+      break;
+    case DType::kInvalid:
+      break;
+  }
+}
+
+std::vector<double> Tensor::ToDoubles() const {
+  std::vector<double> out(num_elements());
+  for (int64_t i = 0; i < num_elements(); ++i) out[i] = GetDouble(i);
+  return out;
+}
+
+Tensor Tensor::Reshaped(const std::vector<int64_t>& dims) const {
+  Tensor t = *this;
+  t.type_.dims = dims;
+  return t;
+}
+
+Tensor Tensor::Copy(Allocator* allocator) const {
+  Tensor t = Empty(type_, allocator);
+  if (byte_size() > 0) std::memcpy(t.data(), data(), byte_size());
+  return t;
+}
+
+}  // namespace shardjit::ir

@@ -1,0 +1,81 @@
+// Tensor: a dense row-major array (dtype, shape, shared immutable-by-convention storage). The
+// storage is released through the Allocator that made it, which is how the runtime accounts
+// memory per device. Copies of a Tensor share storage.
+#ifndef SHARDJIT_IR_TENSOR_H_
+#define SHARDJIT_IR_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ir/types.h"
+
+namespace shardjit::ir {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // 64-byte aligned; may return nullptr for 0 bytes.
+  virtual void* Allocate(size_t bytes) = 0;
+  virtual void Deallocate(void* ptr, size_t bytes) = 0;
+};
+
+// Plain aligned heap memory, not accounted to any device.
+Allocator* HostAllocator();
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Uninitialised storage.
+  static Tensor Empty(const ShapedType& type, Allocator* allocator = nullptr);
+  static Tensor Zeros(const ShapedType& type, Allocator* allocator = nullptr);
+  // From values converted to `dtype` (bf16 rounds to nearest even; pred is v != 0).
+  static Tensor FromDoubles(const ShapedType& type, const std::vector<double>& values,
+                            Allocator* allocator = nullptr);
+
+  bool defined() const { return storage_ != nullptr; }
+  const ShapedType& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const std::vector<int64_t>& dims() const { return type_.dims; }
+  int64_t num_elements() const { return type_.num_elements(); }
+  int64_t byte_size() const { return type_.byte_size(); }
+
+  void* data() { return storage_ ? storage_->ptr : nullptr; }
+  const void* data() const { return storage_ ? storage_->ptr : nullptr; }
+  template <typename T>
+  T* data_as() {
+    return static_cast<T*>(data());
+  }
+  template <typename T>
+  const T* data_as() const {
+    return static_cast<const T*>(data());
+  }
+
+  // Element i (row-major) as a double, and the inverse: slow, for tests and tools.
+  double GetDouble(int64_t i) const;
+  void SetDouble(int64_t i, double v);
+  std::vector<double> ToDoubles() const;
+
+  // The same storage viewed with another shape of the same element count.
+  Tensor Reshaped(const std::vector<int64_t>& dims) const;
+  // A fresh copy in `allocator`'s memory.
+  Tensor Copy(Allocator* allocator = nullptr) const;
+  // Same storage object (zero-copy aliasing check).
+  bool SharesStorageWith(const Tensor& other) const { return storage_ == other.storage_; }
+
+ private:
+  struct Storage {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    Allocator* allocator = nullptr;
+    ~Storage() { allocator->Deallocate(ptr, bytes); }
+  };
+  std::shared_ptr<Storage> storage_;
+  ShapedType type_;
+};
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_TENSOR_H_

@@ -1,0 +1,58 @@
+#include "ir/types.h"
+
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+
+namespace shardjit::ir {
+
+int64_t ShapedType::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string ShapedType::ToString() const {
+  return fmt::format("{}[{}]", DTypeName(dtype), absl::StrJoin(dims, ","));
+}
+
+ShapedType FromProto(const TensorType& t) {
+  return ShapedType{FromProto(t.dtype()), {t.dims().begin(), t.dims().end()}};
+}
+
+TensorType ToProto(const ShapedType& t) {
+  TensorType p;
+  p.set_dtype(ToProto(t.dtype));
+  for (int64_t d : t.dims) p.add_dims(d);
+  return p;
+}
+
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * dims[i + 1];
+  }
+  return strides;
+}
+
+std::string MeshToString(const Mesh& mesh) {
+  std::vector<std::string> parts;
+  for (const MeshAxis& a : mesh.axes()) parts.push_back(fmt::format("{}:{}", a.name(), a.size()));
+  return "{" + absl::StrJoin(parts, ", ") + "}";
+}
+
+std::string SpecToString(const PartitionSpec& spec) {
+  std::vector<std::string> parts;
+  for (const DimSpec& d : spec.dims()) {
+    if (d.axes().empty()) {
+      parts.push_back("None");
+    } else if (d.axes_size() == 1) {
+      parts.push_back(d.axes(0));
+    } else {
+      parts.push_back("(" + absl::StrJoin(d.axes(), ",") + ")");
+    }
+  }
+  return "P(" + absl::StrJoin(parts, ", ") + ")";
+}
+
+}  // namespace shardjit::ir

@@ -1,0 +1,43 @@
+// ShapedType: a dtype and a static shape, the C++ form of ir.TensorType used by shape rules.
+#ifndef SHARDJIT_IR_TYPES_H_
+#define SHARDJIT_IR_TYPES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/ir.pb.h"
+
+namespace shardjit::ir {
+
+struct ShapedType {
+  DType dtype = DType::kInvalid;
+  std::vector<int64_t> dims;
+
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  int64_t num_elements() const;
+  int64_t byte_size() const { return num_elements() * DTypeSize(dtype); }
+  // "bf16[1024,1024]", "f32[]".
+  std::string ToString() const;
+
+  bool operator==(const ShapedType& o) const { return dtype == o.dtype && dims == o.dims; }
+  bool operator!=(const ShapedType& o) const { return !(*this == o); }
+};
+
+ShapedType FromProto(const TensorType& t);
+TensorType ToProto(const ShapedType& t);
+inline DType FromProto(DTypeProto d) { return static_cast<DType>(d); }
+inline DTypeProto ToProto(DType d) { return static_cast<DTypeProto>(d); }
+
+// Row-major strides in elements.
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims);
+
+// "{x:2, y:2}".
+std::string MeshToString(const Mesh& mesh);
+// "P(x, None)", "P((x,y), None)".
+std::string SpecToString(const PartitionSpec& spec);
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_TYPES_H_

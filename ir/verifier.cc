@@ -1,0 +1,229 @@
+#include "ir/verifier.h"
+
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "ir/primitive.h"
+#include "ir/printer.h"
+#include "ir/sharding.h"
+#include "ir/types.h"
+
+namespace shardjit::ir {
+namespace {
+
+class FunctionVerifier {
+ public:
+  FunctionVerifier(const Module& module, const Function& function)
+      : module_(module), function_(function) {}
+
+  absl::Status Run() {
+    return VerifyRegion(function_.body(), module_.view() == PER_DEVICE, "");
+  }
+
+ private:
+  absl::Status Define(int64_t id, const ShapedType& type, std::vector<int64_t>& scope,
+                      const std::string& where) {
+    if (!ever_defined_.insert(id).second) {
+      return Error(where, fmt::format("value {} is defined twice", ValueName(id)));
+    }
+    visible_[id] = type;
+    scope.push_back(id);
+    return absl::OkStatus();
+  }
+
+  absl::Status Error(const std::string& where, const std::string& message) {
+    return absl::InvalidArgumentError(
+        fmt::format("verifier: function {}{}: {}", function_.name(), where, message));
+  }
+
+  absl::StatusOr<ShapedType> Lookup(int64_t id) const {
+    auto it = visible_.find(id);
+    if (it == visible_.end()) {
+      return absl::InvalidArgumentError(
+          fmt::format("value {} is not defined before its use", ValueName(id)));
+    }
+    return it->second;
+  }
+
+  absl::Status VerifyRegion(const Region& region, bool in_spmd, const std::string& where) {
+    std::vector<int64_t> scope;
+    for (const Param& p : region.params()) {
+      if (absl::Status s = Define(p.id(), FromProto(p.type()), scope, where); !s.ok()) return s;
+    }
+    absl::Status status;
+    for (int i = 0; i < region.ops_size() && status.ok(); ++i) {
+      const Op& op = region.ops(i);
+      status = VerifyOp(op, in_spmd, fmt::format("{}, op #{} ({})", where, i, op.opcode()), scope);
+    }
+    for (int64_t id : region.results()) {
+      if (!status.ok()) break;
+      if (!visible_.count(id)) {
+        status = Error(where, fmt::format("result {} is not defined", ValueName(id)));
+      }
+    }
+    // Region results are typed by the enclosing op's shape rule before the scope closes.
+    pending_scopes_.push_back(std::move(scope));
+    return status;
+  }
+
+  void CloseScope() {
+    for (int64_t id : pending_scopes_.back()) visible_.erase(id);
+    pending_scopes_.pop_back();
+  }
+
+  absl::Status VerifyOp(const Op& op, bool in_spmd, const std::string& where,
+                        std::vector<int64_t>& scope) {
+    std::vector<ShapedType> operands;
+    for (int64_t id : op.operands()) {
+      absl::StatusOr<ShapedType> t = Lookup(id);
+      if (!t.ok()) return Error(where, std::string(t.status().message()));
+      operands.push_back(*t);
+    }
+    int regions = 0;
+    bool closed_region = false;
+    std::unordered_map<int64_t, ShapedType> outer_of_closed_region;
+    absl::Status status;
+    if (op.has_fori_loop()) {
+      status = VerifyRegion(op.fori_loop().body(), in_spmd, where + " body");
+      ++regions;
+    } else if (op.has_shard_map()) {
+      // A shard_map body is closed: it sees only its own (per-device) parameters.
+      std::swap(outer_of_closed_region, visible_);
+      visible_.clear();
+      status = VerifyRegion(op.shard_map().body(), /*in_spmd=*/true, where + " body");
+      ++regions;
+      closed_region = true;
+    }
+    absl::StatusOr<std::vector<ShapedType>> inferred;
+    if (status.ok()) {
+      ShapeContext ctx{&module_.mesh(), in_spmd,
+                       [this](int64_t id) { return Lookup(id); }};
+      inferred = InferResultTypes(ctx, operands, op);
+    }
+    for (int r = 0; r < regions; ++r) CloseScope();
+    if (closed_region) visible_ = std::move(outer_of_closed_region);
+    if (!status.ok()) return status;
+    if (!inferred.ok()) return Error(where, std::string(inferred.status().message()));
+    if (op.results_size() != static_cast<int>(inferred->size()) ||
+        op.result_types_size() != op.results_size()) {
+      return Error(where, fmt::format("has {} results ({} types); the shape rule gives {}",
+                                      op.results_size(), op.result_types_size(),
+                                      inferred->size()));
+    }
+    for (int i = 0; i < op.results_size(); ++i) {
+      ShapedType declared = FromProto(op.result_types(i));
+      if (declared != (*inferred)[i]) {
+        return Error(where, fmt::format("result {} is declared {} but the shape rule gives {}",
+                                        ValueName(op.results(i)), declared.ToString(),
+                                        (*inferred)[i].ToString()));
+      }
+      if (absl::Status s = Define(op.results(i), declared, scope, where); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  const Module& module_;
+  const Function& function_;
+  std::unordered_map<int64_t, ShapedType> visible_;
+  std::unordered_set<int64_t> ever_defined_;
+  std::vector<std::vector<int64_t>> pending_scopes_;
+};
+
+absl::Status VerifyHeader(const Module& module) {
+  auto error = [&](const std::string& m) {
+    return absl::InvalidArgumentError(fmt::format("verifier: module {}: {}", module.name(), m));
+  };
+  if (module.view() != GLOBAL && module.view() != PER_DEVICE) return error("view is not set");
+  std::set<std::string> names;
+  for (const MeshAxis& a : module.mesh().axes()) {
+    if (a.name().empty() || !names.insert(a.name()).second) {
+      return error(fmt::format("mesh {} has an empty or repeated axis name",
+                               MeshToString(module.mesh())));
+    }
+    if (a.size() < 1) {
+      return error(fmt::format("mesh axis \"{}\" has size {}", a.name(), a.size()));
+    }
+  }
+  if (module.mesh().device_ids_size() != 0) {
+    if (module.mesh().device_ids_size() != MeshSize(module.mesh())) {
+      return error(fmt::format("mesh {} has {} devices but lists {} device ids",
+                               MeshToString(module.mesh()), MeshSize(module.mesh()),
+                               module.mesh().device_ids_size()));
+    }
+    std::set<int64_t> ids(module.mesh().device_ids().begin(), module.mesh().device_ids().end());
+    if (static_cast<int>(ids.size()) != module.mesh().device_ids_size()) {
+      return error("mesh device ids repeat");
+    }
+  }
+  const Function* entry = nullptr;
+  std::set<std::string> fnames;
+  for (const Function& f : module.functions()) {
+    if (!fnames.insert(f.name()).second) {
+      return error(fmt::format("function {} is defined twice", f.name()));
+    }
+    if (f.name() == module.entry()) entry = &f;
+  }
+  if (entry == nullptr) return error(fmt::format("entry function \"{}\" not found", module.entry()));
+  const Region& body = entry->body();
+  if (module.param_shardings_size() != 0 &&
+      module.param_shardings_size() != body.params_size()) {
+    return error(fmt::format("{} param_shardings for {} entry params",
+                             module.param_shardings_size(), body.params_size()));
+  }
+  if (module.result_shardings_size() != 0 &&
+      module.result_shardings_size() != body.results_size()) {
+    return error(fmt::format("{} result_shardings for {} entry results",
+                             module.result_shardings_size(), body.results_size()));
+  }
+  for (int i = 0; i < module.param_shardings_size(); ++i) {
+    if (absl::Status s = ValidateSpec(module.mesh(), module.param_shardings(i),
+                                      body.params(i).type().dims_size(),
+                                      fmt::format("param_shardings[{}]", i));
+        !s.ok()) {
+      return error(std::string(s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Renumber(Region& region, std::unordered_map<int64_t, int64_t>& map, int64_t& next) {
+  auto fresh = [&](int64_t old) {
+    map[old] = next;
+    return next++;
+  };
+  for (Param& p : *region.mutable_params()) p.set_id(fresh(p.id()));
+  for (Op& op : *region.mutable_ops()) {
+    for (int64_t& id : *op.mutable_operands()) id = map.count(id) ? map[id] : id;
+    if (op.has_fori_loop()) Renumber(*op.mutable_fori_loop()->mutable_body(), map, next);
+    if (op.has_shard_map()) Renumber(*op.mutable_shard_map()->mutable_body(), map, next);
+    for (int64_t& id : *op.mutable_results()) id = fresh(id);
+  }
+  for (int64_t& id : *region.mutable_results()) id = map.count(id) ? map[id] : id;
+}
+
+}  // namespace
+
+absl::Status VerifyFunction(const Module& module, const Function& function) {
+  return FunctionVerifier(module, function).Run();
+}
+
+absl::Status VerifyModule(const Module& module) {
+  if (absl::Status s = VerifyHeader(module); !s.ok()) return s;
+  for (const Function& f : module.functions()) {
+    if (absl::Status s = VerifyFunction(module, f); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void CanonicalizeValueIds(Function& function) {
+  std::unordered_map<int64_t, int64_t> map;
+  int64_t next = 0;
+  Renumber(*function.mutable_body(), map, next);
+}
+
+}  // namespace shardjit::ir

@@ -1,0 +1,86 @@
+#include "passes/pipeline.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "ir/io.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/dce.h"
+#include "passes/lower_shard_map.h"
+
+namespace shardjit::passes {
+namespace {
+
+absl::Status Dump(const ir::Module& module, const std::string& dir, int index,
+                  const std::string& name) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::PermissionDeniedError(fmt::format("cannot create dump folder {}", dir));
+  std::string base = fmt::format("{}/{:02d}-{}-{}", dir, index, module.name(), name);
+  if (absl::Status s = ir::WriteModuleFile(module, base + ".txt"); !s.ok()) return s;
+  return ir::WriteModuleFile(module, base + ".pbtxt");
+}
+
+}  // namespace
+
+Pipeline::Pipeline(PipelineOptions options) : options_(std::move(options)) {
+  if (options_.dump_dir.empty()) {
+    if (const char* env = std::getenv("SHARDJIT_DUMP_TO")) options_.dump_dir = env;
+  }
+}
+
+Pipeline& Pipeline::Add(std::unique_ptr<Pass> pass) {
+  passes_.push_back(std::move(pass));
+  return *this;
+}
+
+absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages) const {
+  if (stages) stages->push_back({"input", false, false, absl::ZeroDuration(), ir::PrintModule(module)});
+  if (!options_.dump_dir.empty()) {
+    if (absl::Status s = Dump(module, options_.dump_dir, 0, "input"); !s.ok()) return s;
+  }
+  int index = 0;
+  for (const auto& pass : passes_) {
+    ++index;
+    StageRecord record{pass->name(), false, false, absl::ZeroDuration(), "(unchanged)"};
+    if (options_.disabled.count(pass->name())) {
+      record.skipped = true;
+      record.text = "(disabled)";
+      if (stages) stages->push_back(std::move(record));
+      continue;
+    }
+    absl::Time start = absl::Now();
+    absl::StatusOr<bool> changed = pass->Run(module);
+    record.time = absl::Now() - start;
+    if (!changed.ok()) {
+      return absl::Status(changed.status().code(),
+                          fmt::format("pass {}: {}", pass->name(), changed.status().message()));
+    }
+    record.changed = *changed;
+    if (*changed && options_.verify_each) {
+      if (absl::Status s = ir::VerifyModule(module); !s.ok()) {
+        return absl::InternalError(
+            fmt::format("pass {} produced an invalid module: {}", pass->name(), s.message()));
+      }
+    }
+    if (*changed) record.text = ir::PrintModule(module);
+    if (!options_.dump_dir.empty()) {
+      if (absl::Status s = Dump(module, options_.dump_dir, index, pass->name()); !s.ok()) return s;
+    }
+    if (stages) stages->push_back(std::move(record));
+  }
+  return absl::OkStatus();
+}
+
+Pipeline DefaultPipeline(PipelineOptions options) {
+  Pipeline p(std::move(options));
+  p.Add(std::make_unique<DeadCodeElimination>());
+  p.Add(std::make_unique<LowerShardMap>());
+  return p;
+}
+
+}  // namespace shardjit::passes

@@ -1,0 +1,215 @@
+#include "runtime/collective_ops.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "ir/types.h"
+
+namespace shardjit::runtime {
+namespace {
+
+using ir::DType;
+using ir::Tensor;
+
+void CopyBoxRec(const char* src, const std::vector<int64_t>& src_strides, char* dst,
+                const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& extent,
+                size_t dim, int64_t elem) {
+  if (dim + 1 == extent.size()) {
+    std::memcpy(dst, src, extent[dim] * elem);
+    return;
+  }
+  for (int64_t i = 0; i < extent[dim]; ++i) {
+    CopyBoxRec(src + i * src_strides[dim] * elem, src_strides, dst + i * dst_strides[dim] * elem,
+               dst_strides, extent, dim + 1, elem);
+  }
+}
+
+// `t` with a size-1 dimension inserted at `axis` (same storage).
+Tensor ExpandDims(const Tensor& t, int64_t axis) {
+  std::vector<int64_t> dims = t.dims();
+  dims.insert(dims.begin() + axis, 1);
+  return t.Reshaped(dims);
+}
+
+// Elementwise reduction of `boxes` (all of one type) into a tensor of `out_type`.
+template <typename T, typename Acc>
+void ReduceInto(const std::vector<Tensor>& boxes, const std::string& kind, Tensor& out,
+                int64_t count) {
+  int64_t n = out.num_elements();
+  std::vector<Acc> acc(n);
+  auto load = [](const Tensor& t, int64_t i) -> Acc {
+    if constexpr (std::is_same_v<T, ir::bf16>) {
+      return ir::bf16::ToFloat(t.data_as<ir::bf16>()[i].bits);
+    } else {
+      return static_cast<Acc>(t.data_as<T>()[i]);
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) acc[i] = load(boxes[0], i);
+  for (size_t b = 1; b < boxes.size(); ++b) {
+    for (int64_t i = 0; i < n; ++i) {
+      Acc v = load(boxes[b], i);
+      if (kind == "psum" || kind == "pmean" || kind == "psum_scatter") {
+        if constexpr (std::is_integral_v<Acc>) {
+          acc[i] = static_cast<Acc>(static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(v));
+        } else {
+          acc[i] += v;
+        }
+      } else if (kind == "pmax") {
+        if constexpr (std::is_floating_point_v<Acc>) {
+          acc[i] = (std::isnan(acc[i]) || std::isnan(v)) ? NAN : std::max(acc[i], v);
+        } else {
+          acc[i] = std::max(acc[i], v);
+        }
+      } else {
+        if constexpr (std::is_floating_point_v<Acc>) {
+          acc[i] = (std::isnan(acc[i]) || std::isnan(v)) ? NAN : std::min(acc[i], v);
+        } else {
+          acc[i] = std::min(acc[i], v);
+        }
+      }
+    }
+  }
+  bool mean = kind == "pmean";
+  for (int64_t i = 0; i < n; ++i) {
+    if (out.dtype() == DType::kF32) {
+      float v = static_cast<float>(acc[i]);
+      out.data_as<float>()[i] = mean ? v / static_cast<float>(count) : v;
+    } else {
+      double v = static_cast<double>(acc[i]);
+      out.SetDouble(i, mean ? v / static_cast<double>(count) : v);
+    }
+  }
+}
+
+absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::string& kind,
+                              const ir::ShapedType& out_type, ir::Allocator* allocator) {
+  Tensor out = Tensor::Empty(out_type, allocator);
+  int64_t count = static_cast<int64_t>(boxes.size());
+  switch (boxes[0].dtype()) {
+    case DType::kF32:
+      ReduceInto<float, float>(boxes, kind, out, count);
+      break;
+    case DType::kBF16:
+      ReduceInto<ir::bf16, float>(boxes, kind, out, count);
+      break;
+    case DType::kS32:
+      ReduceInto<int32_t, int32_t>(boxes, kind, out, count);
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          fmt::format("{}: cannot reduce {} values", kind, ir::DTypeName(boxes[0].dtype())));
+  }
+  return out;
+}
+
+// Tiled gather: member j's operand lands at offset j*size along `axis`.
+Tensor Concat(const std::vector<Tensor>& inputs, int64_t axis, ir::Allocator* allocator) {
+  ir::ShapedType type = inputs[0].type();
+  int64_t block = type.dims[axis];
+  type.dims[axis] *= static_cast<int64_t>(inputs.size());
+  Tensor out = Tensor::Empty(type, allocator);
+  std::vector<int64_t> zero(type.rank(), 0);
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    std::vector<int64_t> offset = zero;
+    offset[axis] = static_cast<int64_t>(j) * block;
+    CopyBox(inputs[j], zero, out, offset, inputs[j].dims());
+  }
+  return out;
+}
+
+// The `index`-th of `n` equal blocks of `t` along `axis`, as a contiguous tensor.
+Tensor Block(const Tensor& t, int64_t axis, int64_t n, int64_t index, ir::Allocator* allocator) {
+  std::vector<int64_t> extent = t.dims();
+  extent[axis] /= n;
+  std::vector<int64_t> src_offset(t.dims().size(), 0);
+  src_offset[axis] = index * extent[axis];
+  Tensor out = Tensor::Empty({t.dtype(), extent}, allocator);
+  CopyBox(t, src_offset, out, std::vector<int64_t>(extent.size(), 0), extent);
+  return out;
+}
+
+absl::StatusOr<Tensor> AllToAll(const ir::Op& op, const GroupOperands& group,
+                                ir::Allocator* allocator) {
+  const ir::AllToAllAttrs& a = op.all_to_all();
+  int64_t split = a.split_axis(), concat = a.concat_axis();
+  std::vector<Tensor> inputs = group.inputs;
+  if (!a.tiled() && split != concat) {
+    // As JAX lowers it: insert a size-1 axis for the gathered dimension, then run tiled.
+    if (split < concat) {
+      ++concat;
+    } else {
+      ++split;
+    }
+    for (Tensor& t : inputs) t = ExpandDims(t, concat);
+  }
+  int64_t n = static_cast<int64_t>(inputs.size());
+  std::vector<Tensor> blocks;
+  for (const Tensor& t : inputs) blocks.push_back(Block(t, split, n, group.my_index, allocator));
+  Tensor out = Concat(blocks, concat, allocator);
+  return out.Reshaped(ir::FromProto(op.result_types(0)).dims);
+}
+
+}  // namespace
+
+void CopyBox(const Tensor& src, const std::vector<int64_t>& src_offset, Tensor& dst,
+             const std::vector<int64_t>& dst_offset, const std::vector<int64_t>& extent) {
+  for (int64_t e : extent) {
+    if (e == 0) return;
+  }
+  int64_t elem = ir::DTypeSize(src.dtype());
+  if (extent.empty()) {
+    std::memcpy(dst.data(), src.data(), elem);
+    return;
+  }
+  std::vector<int64_t> ss = ir::RowMajorStrides(src.dims());
+  std::vector<int64_t> ds = ir::RowMajorStrides(dst.dims());
+  int64_t s0 = 0, d0 = 0;
+  for (size_t i = 0; i < extent.size(); ++i) {
+    s0 += src_offset[i] * ss[i];
+    d0 += dst_offset[i] * ds[i];
+  }
+  CopyBoxRec(static_cast<const char*>(src.data()) + s0 * elem, ss,
+             static_cast<char*>(dst.data()) + d0 * elem, ds, extent, 0, elem);
+}
+
+absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
+                                         ir::Allocator* allocator) {
+  const std::string& name = op.opcode();
+  ir::ShapedType out_type = ir::FromProto(op.result_types(0));
+  int64_t n = static_cast<int64_t>(group.inputs.size());
+  if (name == "psum" || name == "pmean" || name == "pmax" || name == "pmin") {
+    return Reduce(group.inputs, name, out_type, allocator);
+  }
+  if (name == "all_gather") {
+    const ir::AllGatherAttrs& a = op.all_gather();
+    if (a.tiled()) return Concat(group.inputs, a.axis(), allocator);
+    std::vector<Tensor> expanded;
+    for (const Tensor& t : group.inputs) expanded.push_back(ExpandDims(t, a.axis()));
+    return Concat(expanded, a.axis(), allocator);
+  }
+  if (name == "psum_scatter") {
+    const ir::PsumScatterAttrs& a = op.psum_scatter();
+    std::vector<Tensor> blocks;
+    for (const Tensor& t : group.inputs) {
+      blocks.push_back(Block(t, a.scatter_dimension(), n, group.my_index, allocator));
+    }
+    return Reduce(blocks, name, out_type, allocator);
+  }
+  if (name == "ppermute") {
+    int64_t me = group.axis_indices[group.my_index];
+    for (const ir::PermutePair& p : op.ppermute().perm()) {
+      if (p.target() != me) continue;
+      for (int64_t j = 0; j < n; ++j) {
+        // Operands are immutable: the result aliases the source's buffer (zero copy).
+        if (group.axis_indices[j] == p.source()) return group.inputs[j];
+      }
+    }
+    return Tensor::Zeros(out_type, allocator);
+  }
+  if (name == "all_to_all") return AllToAll(op, group, allocator);
+  return absl::UnimplementedError(fmt::format("{}: not a data collective", name));
+}
+
+}  // namespace shardjit::runtime

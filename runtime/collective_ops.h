@@ -1,0 +1,35 @@
+// The data semantics of each collective (JAX lax.parallel), as pure functions: given the operands
+// of every member of a device's group (in group order) and the device's index in the group,
+// compute that device's result. The fabric (runtime/fabric.h) gathers the operands.
+#ifndef SHARDJIT_RUNTIME_COLLECTIVE_OPS_H_
+#define SHARDJIT_RUNTIME_COLLECTIVE_OPS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+
+namespace shardjit::runtime {
+
+struct GroupOperands {
+  // The operand of each member, in group order.
+  std::vector<ir::Tensor> inputs;
+  // The member whose result is computed.
+  int64_t my_index = 0;
+  // For ppermute: the combined axis index of each member (perm pairs refer to these).
+  std::vector<int64_t> axis_indices;
+};
+
+// psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, all_to_all.
+absl::StatusOr<ir::Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
+                                             ir::Allocator* allocator);
+
+// Copies the box of size `extent` at `src_offset` of `src` to `dst_offset` of `dst` (same rank).
+void CopyBox(const ir::Tensor& src, const std::vector<int64_t>& src_offset, ir::Tensor& dst,
+             const std::vector<int64_t>& dst_offset, const std::vector<int64_t>& extent);
+
+}  // namespace shardjit::runtime
+
+#endif  // SHARDJIT_RUNTIME_COLLECTIVE_OPS_H_

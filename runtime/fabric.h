@@ -1,0 +1,73 @@
+// The in-process collective fabric. Devices of one run meet at a rendezvous per collective: the
+// k-th collective a device executes meets the k-th of every member of its group. Operands are
+// read from the peers' buffers directly. Devices that disagree on the op, its operand types or
+// the group fail the run with an error naming them; a member that never arrives fails the run
+// after the timeout. Any failure cancels the run, waking every waiting device.
+#ifndef SHARDJIT_RUNTIME_FABRIC_H_
+#define SHARDJIT_RUNTIME_FABRIC_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+
+namespace shardjit::runtime {
+
+// Shared state of one SPMD run over a mesh.
+class RunState {
+ public:
+  RunState(ir::Mesh mesh, absl::Duration timeout);
+
+  const ir::Mesh& mesh() const { return mesh_; }
+
+  // Executes collective `op` for mesh position `position`. axis_index and axis_size are
+  // answered locally; the others rendezvous with the group.
+  absl::StatusOr<std::vector<ir::Tensor>> Collective(int64_t position, const ir::Op& op,
+                                                     const std::vector<ir::Tensor>& operands,
+                                                     ir::Allocator* allocator);
+
+  // Fails the run with `status` (the first failure wins) and wakes every waiting device.
+  void Cancel(const absl::Status& status);
+  // OK while the run goes on; the failure otherwise.
+  absl::Status status() const;
+
+ private:
+  struct Arrival {
+    std::string signature;  // op, attributes and operand type: must agree within a group
+    std::vector<int64_t> members;
+    std::vector<ir::Tensor> operands;
+    std::string description;  // for error messages
+  };
+  // All arrivals for the k-th collective of the run, by mesh position.
+  struct Slot {
+    std::map<int64_t, Arrival> arrivals;
+    std::map<int64_t, int> readers_left;  // per group (keyed by first member)
+  };
+
+  absl::StatusOr<std::vector<ir::Tensor>> Rendezvous(int64_t position, const ir::Op& op,
+                                                     const std::vector<ir::Tensor>& operands,
+                                                     ir::Allocator* allocator);
+
+  const ir::Mesh mesh_;
+  const absl::Duration timeout_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> cancelled_{false};
+  absl::Status status_;
+  std::vector<int64_t> next_seq_;  // per mesh position
+  std::map<int64_t, Slot> slots_;
+};
+
+}  // namespace shardjit::runtime
+
+#endif  // SHARDJIT_RUNTIME_FABRIC_H_

@@ -1,0 +1,79 @@
+// The runtime: N virtual devices (independent of the number of cores), one worker thread each,
+// and the entry points that run compiled programs on them: one program per mesh position run
+// concurrently (SPMD or MPMD), or a global-view program whose shard_map ops fan out to devices.
+#ifndef SHARDJIT_RUNTIME_RUNTIME_H_
+#define SHARDJIT_RUNTIME_RUNTIME_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "backends/executable.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+#include "runtime/device.h"
+
+namespace shardjit::runtime {
+
+struct RuntimeOptions {
+  // Number of virtual devices (like jax_num_cpu_devices); 1 to 64 run on any core count.
+  int num_devices = 1;
+  // How long a device waits at a collective for the rest of its group before the run fails.
+  absl::Duration collective_timeout = absl::Seconds(60);
+};
+
+// Compiles a per-device function; the backend in use.
+using CompileFn =
+    std::function<absl::StatusOr<std::unique_ptr<backends::Executable>>(const ir::Function&)>;
+
+class Runtime {
+ public:
+  explicit Runtime(RuntimeOptions options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int num_devices() const { return static_cast<int>(devices_.size()); }
+  const RuntimeOptions& options() const { return options_; }
+  Device& device(int id) { return *devices_[id]; }
+  MemoryStats memory(int id) const { return devices_[id]->memory(); }
+
+  // Runs programs[p] on the device at mesh position p with args[p], all concurrently, and
+  // returns each position's results. On failure, the first error (with the device named).
+  absl::StatusOr<std::vector<std::vector<ir::Tensor>>> RunSpmd(
+      const ir::Mesh& mesh, const std::vector<const backends::Executable*>& programs,
+      std::vector<std::vector<ir::Tensor>> args);
+
+  // Runs a global-view program on the calling thread with whole arrays; its shard_map ops are
+  // compiled with `compile` (cached per op in `cache`) and run on the mesh's devices.
+  struct ShardMapCache;
+  absl::StatusOr<std::vector<ir::Tensor>> RunGlobal(const ir::Mesh& mesh,
+                                                    const backends::Executable& program,
+                                                    const std::vector<ir::Tensor>& args,
+                                                    const CompileFn& compile,
+                                                    ShardMapCache& cache);
+
+ private:
+  class Worker;
+  class SpmdContext;
+  class GlobalContext;
+
+  RuntimeOptions options_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  // One SPMD run at a time: two runs sharing devices in different orders could deadlock.
+  std::mutex run_mu_;
+};
+
+// Compiled shard_map bodies of one global-view program, keyed by op.
+struct Runtime::ShardMapCache {
+  std::mutex mu;
+  std::vector<std::pair<const ir::Op*, std::unique_ptr<backends::Executable>>> entries;
+};
+
+}  // namespace shardjit::runtime
+
+#endif  // SHARDJIT_RUNTIME_RUNTIME_H_
