@@ -164,6 +164,12 @@ class Parser {
                     fmt::format(f, std::forward<Args>(args)...),
                     t.kind == Tok::kEnd ? "end of input" : t.text));
   }
+  // An error about the name just read.
+  template <typename... Args>
+  absl::Status NameError(fmt::format_string<Args...> f, Args&&... args) {
+    return absl::InvalidArgumentError(fmt::format(
+        "IR text line {}: {}", last_name_line_, fmt::format(f, std::forward<Args>(args)...)));
+  }
 
   absl::Status Expect(std::string_view p) {
     if (!lex_.IsPunct(p)) return Error("expected \"{}\"", p);
@@ -178,6 +184,7 @@ class Parser {
   absl::StatusOr<std::string> Name() {
     const Token& t = lex_.Peek();
     if (t.kind != Tok::kIdent && t.kind != Tok::kString) return Error("expected a name");
+    last_name_line_ = t.line;
     return lex_.Next().text;
   }
   absl::StatusOr<int64_t> Int() {
@@ -238,7 +245,7 @@ class Parser {
 
   absl::StatusOr<int64_t> Define(const std::string& name) {
     for (const auto& scope : scopes_) {
-      if (scope.count(name)) return Error("value \"{}\" is defined twice", name);
+      if (scope.count(name)) return NameError("value \"{}\" is defined twice", name);
     }
     int64_t id = next_id_++;
     scopes_.back()[name] = id;
@@ -249,7 +256,7 @@ class Parser {
       auto found = it->find(name);
       if (found != it->end()) return found->second;
     }
-    return Error("value \"{}\" is not defined", name);
+    return NameError("value \"{}\" is not defined", name);
   }
 
   absl::Status Region(ir::Region* r) {
@@ -547,6 +554,7 @@ class Parser {
   }
 
   Lexer lex_;
+  int last_name_line_ = 1;
   int64_t next_id_ = 0;
   std::vector<std::map<std::string, int64_t>> scopes_;
 };

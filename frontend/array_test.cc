@@ -1,0 +1,126 @@
+// Mesh, PartitionSpec, device_put and Array round trips, memory accounting and random arrays.
+#include <cmath>
+
+#include "frontend/shardjit.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shardjit {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<double> Iota(int64_t n, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(i) * scale - 7.0;
+  return v;
+}
+
+TEST(MeshTest, CreatesAndValidates) {
+  Runtime rt({.num_devices = 8});
+  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", 2}, {"y", 4}});
+  ASSERT_TRUE(mesh.ok());
+  EXPECT_EQ(mesh->size(), 8);
+  EXPECT_EQ(mesh->axis_size("y"), 4);
+  EXPECT_EQ(mesh->ToString(), "{x:2, y:4}");
+  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", 4}, {"y", 4}}).status().message()),
+              HasSubstr("needs 16 distinct devices in [0, 8)"));
+  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", 2}, {"x", 2}}).status().message()),
+              HasSubstr("axis name \"x\" is empty or repeated"));
+  absl::StatusOr<Mesh> custom = Mesh::Create(rt, {{"i", 2}}, {5, 3});
+  ASSERT_TRUE(custom.ok());
+  EXPECT_EQ(custom->proto().device_ids(0), 5);
+}
+
+TEST(PartitionSpecTest, PrintsAndCompares) {
+  EXPECT_EQ(P("x", None).ToString(), "P(x, None)");
+  EXPECT_EQ(P(Axes{"x", "y"}, None).ToString(), "P((x,y), None)");
+  EXPECT_EQ(P("x"), P("x", None));
+  EXPECT_FALSE(P("x") == P(None, "x"));
+}
+
+class DevicePutTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DevicePutTest, EveryShardingRoundTripsAndBlocksAreRight) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  const DType dtype = GetParam();
+  Tensor host = HostTensor(dtype, {4, 8}, Iota(32, dtype == DType::kS32 ? 1.0 : 0.5));
+  std::vector<PartitionSpec> specs = {P("x", "y"), P("y", "x"), P("x", None), P(None, "y"),
+                                      P(Axes{"x", "y"}, None), P(None, Axes{"y", "x"}), P()};
+  for (const PartitionSpec& from : specs) {
+    absl::StatusOr<Array> a = device_put(host, NamedSharding(mesh, from));
+    ASSERT_TRUE(a.ok()) << a.status();
+    for (const PartitionSpec& to : specs) {
+      absl::StatusOr<Array> b = device_put(*a, NamedSharding(mesh, to));
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(b->ToHost()->ToDoubles(), host.ToDoubles()) << from.ToString() << " -> "
+                                                            << to.ToString();
+    }
+  }
+  // P(x, y): device at mesh position (1, 0) holds rows 2..3, columns 0..2.
+  Array a = *device_put(host, NamedSharding(mesh, P("x", "y")));
+  const Tensor& block = a.shards()[2];
+  EXPECT_EQ(block.dims(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(block.GetDouble(0), host.GetDouble(2 * 8 + 0));
+  EXPECT_EQ(block.GetDouble(7), host.GetDouble(3 * 8 + 3));
+  // P((x,y)): the combined axis splits rows into 4 blocks in x-major order.
+  Array c = *device_put(host, NamedSharding(mesh, P(Axes{"x", "y"})));
+  EXPECT_EQ(c.shards()[1].GetDouble(0), host.GetDouble(1 * 8));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, DevicePutTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kS32, DType::kPred));
+
+TEST(DevicePutTest, RejectsSpecsThatDoNotDivideOrNameUnknownAxes) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  Tensor host = HostTensor(DType::kF32, {3, 4}, {0});
+  EXPECT_THAT(std::string(device_put(host, NamedSharding(mesh, P("x"))).status().message()),
+              HasSubstr("device_put of f32[3,4]: spec P(x) splits dim 0 (size 3) into 2 blocks"));
+  EXPECT_THAT(std::string(device_put(host, NamedSharding(mesh, P("z"))).status().message()),
+              HasSubstr("axis \"z\" of spec P(z) is not in mesh {x:2, y:2}"));
+  EXPECT_THAT(std::string(device_put(host, NamedSharding(mesh, P("x", "x"))).status().message()),
+              HasSubstr("uses axis \"x\" twice"));
+  EXPECT_THAT(
+      std::string(device_put(host, NamedSharding(mesh, P(None, None, "y"))).status().message()),
+      HasSubstr("has 3 entries for an array of rank 2"));
+}
+
+TEST(MemoryTest, DevicesAccountTheirBlocks) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  int64_t before = rt.memory(1).current_bytes;
+  {
+    Array a = *device_put(HostTensor(DType::kF32, {8, 4}, {1}), NamedSharding(mesh, P("x")));
+    EXPECT_EQ(rt.memory(1).current_bytes - before, 4 * 4 * 4);
+    EXPECT_GE(rt.memory(1).peak_bytes, rt.memory(1).current_bytes);
+  }
+  EXPECT_EQ(rt.memory(1).current_bytes, before);
+}
+
+TEST(RandomTest, NormalIsDeterministicAndStandard) {
+  Tensor a = *random::Normal(Key(7), {100000});
+  Tensor b = *random::Normal(Key(7), {100000});
+  Tensor c = *random::Normal(Key(8), {100000});
+  EXPECT_EQ(a.ToDoubles(), b.ToDoubles());
+  EXPECT_NE(a.ToDoubles(), c.ToDoubles());
+  double mean = 0, sq = 0;
+  for (double v : a.ToDoubles()) {
+    mean += v;
+    sq += v * v;
+  }
+  mean /= 100000;
+  EXPECT_NEAR(mean, 0.0, 0.02);
+  EXPECT_NEAR(std::sqrt(sq / 100000 - mean * mean), 1.0, 0.02);
+  Tensor u = *random::Uniform(Key(1), {1000}, DType::kF32, -2, 3);
+  for (double v : u.ToDoubles()) {
+    EXPECT_GE(v, -2);
+    EXPECT_LT(v, 3);
+  }
+  EXPECT_THAT(std::string(random::Normal(Key(1), {2}, DType::kS32).status().message()),
+              HasSubstr("random::Normal: dtype must be f32 or bf16"));
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,0 +1,212 @@
+// jit end to end: the north-star program, caching, lowering text, global-view programs
+// (with and without shard_map inside), fori_loop and broadcasting, against host oracles.
+#include <cmath>
+
+#include "frontend/shardjit.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shardjit {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// out[m, n] = x[m, k] @ w[k, n] in double precision.
+std::vector<double> MatmulOracle(const Tensor& x, const Tensor& w) {
+  int64_t m = x.dims()[0], k = x.dims()[1], n = w.dims()[1];
+  std::vector<double> xd = x.ToDoubles(), wd = w.ToDoubles(), out(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) out[i * n + j] += xd[i * k + p] * wd[p * n + j];
+    }
+  }
+  return out;
+}
+
+void ExpectNear(const Tensor& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.num_elements(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got.GetDouble(i), want[i], tol * (1 + std::abs(want[i]))) << "element " << i;
+  }
+}
+
+class NorthStarTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(NorthStarTest, Matmul3MatchesF64) {
+  auto [sx, sy] = GetParam();
+  Runtime rt({.num_devices = static_cast<int>(sx * sy)});
+  Mesh mesh = *Mesh::Create(rt, {{"x", sx}, {"y", sy}});
+  const int64_t m = 24, k = 40, n = 12;
+  Tensor x_host = *random::Normal(Key(1), {m, k}, DType::kBF16);
+  Tensor w_host = *random::Normal(Key(2), {k, n}, DType::kBF16);
+  Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
+  Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
+  const int64_t k_per_y = k / sy;
+  auto matmul3 = jit(shard_map(
+      [k_per_y, n](Tracer x, Tracer w) {
+        Tracer w_full = all_gather(w, "x", /*axis=*/0, /*tiled=*/true);
+        Tracer w_slice =
+            dynamic_slice(w_full, {axis_index("y") * static_cast<double>(k_per_y), 0},
+                          {k_per_y, n});
+        return psum(dot_general(x, w_slice, DotDims{{1}, {0}}, DType::kF32), "y");
+      },
+      mesh, {P("x", "y"), P("x", None)}, {P("x", None)}));
+  absl::StatusOr<std::vector<Array>> out = matmul3(x, w);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].type(), (ShapedType{DType::kF32, {m, n}}));
+  EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
+  ExpectNear(*(*out)[0].ToHost(), MatmulOracle(x_host, w_host), 1e-5);
+
+  absl::StatusOr<Lowered> lowered = matmul3.lower(x, w);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  std::string text = lowered->as_text();
+  for (const char* op : {"all_gather", "dynamic_slice", "dot_general", "psum", "axis_index"}) {
+    EXPECT_THAT(text, HasSubstr(op));
+  }
+  EXPECT_THAT(text, HasSubstr("view=per_device"));
+  EXPECT_THAT(text, HasSubstr("param_shardings=(P(x,y),P(x,None))"));
+  EXPECT_EQ(matmul3.cache_size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, NorthStarTest,
+                         ::testing::Values(std::pair<int64_t, int64_t>{1, 1},
+                                           std::pair<int64_t, int64_t>{2, 2},
+                                           std::pair<int64_t, int64_t>{4, 2},
+                                           std::pair<int64_t, int64_t>{2, 4},
+                                           std::pair<int64_t, int64_t>{4, 4}));
+
+TEST(JitTest, CachesByTypeAndSharding) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  auto f = jit([](Tracer a) { return a * 2.0 + 1.0; });
+  Array a = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
+  Array b = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P()));
+  Array c = *device_put(HostTensor(DType::kF32, {6}, {0}), NamedSharding(mesh, P("x")));
+  EXPECT_EQ((*f(a))[0].ToHost()->ToDoubles(), (std::vector<double>{3, 5, 7, 9}));
+  ASSERT_TRUE(f(a).ok());
+  EXPECT_EQ(f.cache_size(), 1u);
+  ASSERT_TRUE(f(b).ok());
+  ASSERT_TRUE(f(c).ok());
+  EXPECT_EQ(f.cache_size(), 3u);
+}
+
+TEST(JitTest, GlobalViewRunsUnpartitionedAndSaysSo) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  Tensor x_host = *random::Normal(Key(3), {8, 6});
+  Tensor w_host = *random::Normal(Key(4), {6, 4});
+  Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
+  Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
+  auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); },
+               {.out_shardings = std::vector<PartitionSpec>{P("x", None)}});
+  absl::StatusOr<std::vector<Array>> out = f(x, w);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
+  ExpectNear(*(*out)[0].ToHost(), MatmulOracle(x_host, w_host), 1e-5);
+  std::string text = f.lower(x, w)->as_text();
+  EXPECT_THAT(text, HasSubstr("global view, unpartitioned"));
+  EXPECT_THAT(text, HasSubstr("view=global"));
+}
+
+TEST(JitTest, GlobalViewWithShardMapAndOpsAround) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"i", 4}});
+  Tensor host = HostTensor(DType::kF32, {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Array a = *device_put(host, NamedSharding(mesh, P("i")));
+  auto inner = shard_map([](Tracer b) { return psum(b, "i"); }, mesh, {P("i")}, {P()});
+  auto f = jit([&](Tracer a) {
+    Tracer doubled = a * 2.0;
+    return inner(doubled)[0] + 1.0;
+  });
+  absl::StatusOr<std::vector<Array>> out = f(a);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // psum of the four blocks [2,4],[6,8],[10,12],[14,16] = [32, 40], plus one.
+  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{33, 41}));
+}
+
+TEST(JitTest, ForiLoopCarriesAndReadsOuterValues) {
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *Mesh::Create(rt, {{"i", 1}});
+  Array a = *device_put(HostTensor(DType::kF32, {3}, {1, 2, 3}), NamedSharding(mesh, P()));
+  auto f = jit([](Tracer a) {
+    Tracer ten = full({3}, 10, DType::kF32);
+    std::vector<Tracer> out = fori_loop(
+        0, 4,
+        [&](Tracer i, std::vector<Tracer> c) {
+          Tracer fi = broadcast_to(convert_element_type(i, DType::kF32), {3});
+          return std::vector<Tracer>{c[0] + fi, c[1] + ten};
+        },
+        {a, a});
+    return std::vector<Tracer>{out[0], out[1]};
+  });
+  absl::StatusOr<std::vector<Array>> out = f(a);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{7, 8, 9}));
+  EXPECT_EQ((*out)[1].ToHost()->ToDoubles(), (std::vector<double>{41, 42, 43}));
+}
+
+TEST(JitTest, BroadcastingComparisonsSelectAndReductions) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Array m = *device_put(HostTensor(DType::kF32, {2, 3}, {1, -2, 3, -4, 5, -6}),
+                        NamedSharding(mesh, P("x")));
+  Array bias = *device_put(HostTensor(DType::kF32, {3}, {10, 20, 30}), NamedSharding(mesh, P()));
+  auto f = jit([](Tracer m, Tracer bias) {
+    Tracer shifted = m + bias;                              // [2,3] + [3]
+    Tracer relu = select(m > full({2, 3}, 0, DType::kF32), m, full({2, 3}, 0, DType::kF32));
+    return std::vector<Tracer>{shifted, reduce_sum(relu, {1}), reduce_max(m, {0, 1})};
+  });
+  absl::StatusOr<std::vector<Array>> out = f(m, bias);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{11, 18, 33, 6, 25, 24}));
+  EXPECT_EQ((*out)[1].ToHost()->ToDoubles(), (std::vector<double>{4, 5}));
+  EXPECT_EQ((*out)[2].ToHost()->ToDoubles(), (std::vector<double>{5}));
+}
+
+TEST(JitTest, NamedScopesAndLocationsReachTheIr) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Array a = *device_put(HostTensor(DType::kF32, {4}, {0}), NamedSharding(mesh, P("x")));
+  auto f = jit(shard_map(
+      [](Tracer b) {
+        NamedScope outer("layer");
+        NamedScope inner("reduce");
+        return psum(b, "x");
+      },
+      mesh, {P("x")}, {P("x")}));
+  absl::StatusOr<Lowered> lowered = f.lower(a);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_THAT(lowered->as_text(), HasSubstr("@scope(\"layer/reduce\")"));
+  EXPECT_THAT(lowered->as_text(), Not(HasSubstr("@loc")));
+  EXPECT_THAT(lowered->as_text(/*locations=*/true), HasSubstr("jit_test.cc"));
+  // The pipeline records every stage.
+  ASSERT_GE(lowered->stages().size(), 3u);
+  EXPECT_EQ(lowered->stages()[0].pass, "input");
+  EXPECT_EQ(lowered->stages().back().pass, "lower-shard-map");
+  EXPECT_TRUE(lowered->stages().back().changed);
+}
+
+TEST(JitTest, PredAndIntegerPrograms) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Array a = *device_put(HostTensor(DType::kS32, {4}, {7, -7, 9, 2}), NamedSharding(mesh, P("x")));
+  auto f = jit(shard_map(
+      [](Tracer b) {
+        Tracer q = b / scalar(2, DType::kS32);   // truncates toward zero
+        Tracer r = b % 3.0;                     // sign of the dividend
+        Tracer flags = psum(b > q, "x");        // pred is summed as s32
+        return std::vector<Tracer>{q, r, flags};
+      },
+      mesh, {P("x")}, {P("x"), P("x"), P("x")}));
+  absl::StatusOr<std::vector<Array>> out = f(a);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{3, -3, 4, 1}));
+  EXPECT_EQ((*out)[1].ToHost()->ToDoubles(), (std::vector<double>{1, -1, 0, 2}));
+  // b > q: [1, 0] on device 0, [1, 1] on device 1; summed over x: [2, 1] on both.
+  EXPECT_EQ((*out)[2].ToHost()->ToDoubles(), (std::vector<double>{2, 1, 2, 1}));
+}
+
+}  // namespace
+}  // namespace shardjit

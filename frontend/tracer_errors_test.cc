@@ -1,0 +1,112 @@
+// Tracing errors come back from jit as statuses that name the op, the shapes or the attribute at
+// fault and where it was traced; nothing crashes or hangs.
+#include "frontend/shardjit.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shardjit {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TracerErrorTest : public ::testing::Test {
+ protected:
+  TracerErrorTest()
+      : rt_({.num_devices = 4}), mesh_(*Mesh::Create(rt_, {{"x", 2}, {"y", 2}})) {
+    a_ = *device_put(HostTensor(DType::kF32, {4, 6}, {1}), NamedSharding(mesh_, P("x", "y")));
+  }
+
+  template <typename F>
+  std::string ErrorOf(F f, std::vector<PartitionSpec> in = {P("x", "y")},
+                      std::vector<PartitionSpec> out = {P("x", "y")}) {
+    absl::StatusOr<std::vector<Array>> r = jit(shard_map(f, mesh_, in, out))(a_);
+    EXPECT_FALSE(r.ok());
+    return std::string(r.status().message());
+  }
+
+  Runtime rt_;
+  Mesh mesh_;
+  Array a_ = *device_put(HostTensor(DType::kF32, {1}, {0}), NamedSharding(mesh_, P()));
+};
+
+TEST_F(TracerErrorTest, ShapeMismatch) {
+  std::string e = ErrorOf([](Tracer b) { return add(b, full({3, 2}, 1, DType::kF32)); });
+  EXPECT_THAT(e, HasSubstr("add: shapes f32[2,3] and f32[3,2] do not broadcast"));
+  EXPECT_THAT(e, HasSubstr("tracer_errors_test.cc"));
+}
+
+TEST_F(TracerErrorTest, DtypeMismatch) {
+  EXPECT_THAT(ErrorOf([](Tracer b) { return b * convert_element_type(b, DType::kBF16); }),
+              HasSubstr("mul: operand types differ (f32[2,3] vs bf16[2,3])"));
+}
+
+TEST_F(TracerErrorTest, UnknownAxis) {
+  EXPECT_THAT(ErrorOf([](Tracer b) { return psum(b, "z"); }),
+              HasSubstr("psum: axis \"z\" is not in mesh {x:2, y:2}; operands f32[2,3]"));
+}
+
+TEST_F(TracerErrorTest, AxisUsedOutsideShardMap) {
+  absl::StatusOr<std::vector<Array>> r = jit([](Tracer b) { return psum(b, "x"); })(a_);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("psum: collectives need a mapped axis: use inside shard_map"));
+  absl::StatusOr<std::vector<Array>> r2 = jit([](Tracer b) { return b + axis_index("x"); })(a_);
+  EXPECT_THAT(std::string(r2.status().message()), HasSubstr("axis_index: collectives need"));
+}
+
+TEST_F(TracerErrorTest, SpecDoesNotDivide) {
+  EXPECT_THAT(ErrorOf([](Tracer b) { return b; }, {P(None, Axes{"x", "y"})}, {P("x")}),
+              HasSubstr("shard_map in_specs[0] for argument f32[4,6]: spec P(None, (x,y)) "
+                        "splits dim 1 (size 6) into 4 blocks"));
+}
+
+TEST_F(TracerErrorTest, SpecWithUnknownAxis) {
+  EXPECT_THAT(ErrorOf([](Tracer b) { return b; }, {P("q")}, {P("q")}),
+              HasSubstr("axis \"q\" of spec P(q) is not in mesh"));
+}
+
+TEST_F(TracerErrorTest, PpermutePairs) {
+  EXPECT_THAT(ErrorOf([](Tracer b) { return ppermute(b, "x", {{0, 1}, {0, 0}}); }),
+              HasSubstr("ppermute: perm has source 0 twice"));
+  EXPECT_THAT(ErrorOf([](Tracer b) { return ppermute(b, "x", {{0, 1}, {1, 1}}); }),
+              HasSubstr("ppermute: perm has target 1 twice"));
+  EXPECT_THAT(ErrorOf([](Tracer b) { return ppermute(b, "x", {{0, 5}}); }),
+              HasSubstr("ppermute: perm pair (0,5) is out of range for axis size 2"));
+}
+
+TEST_F(TracerErrorTest, BadAllGatherAxis) {
+  EXPECT_THAT(ErrorOf([](Tracer b) { return all_gather(b, "x", 2, /*tiled=*/true); }),
+              HasSubstr("all_gather: axis 2 is out of range [0, 1] (tiled=True); operands "
+                        "f32[2,3]"));
+}
+
+TEST_F(TracerErrorTest, WrongArity) {
+  EXPECT_THAT(ErrorOf([](Tracer b, Tracer c) { return b; }),
+              HasSubstr("shard_map: called with 1 arguments, but has 1 in_specs and a body of 2"));
+}
+
+TEST_F(TracerErrorTest, OutSpecsCount) {
+  EXPECT_THAT(ErrorOf([](Tracer b) { return b; }, {P("x", "y")}, {P("x"), P("y")}),
+              HasSubstr("shard_map: 2 out_specs for 1 body results"));
+}
+
+TEST_F(TracerErrorTest, FirstErrorWinsAndLaterOpsAreSkipped) {
+  std::string e = ErrorOf([](Tracer b) {
+    Tracer bad = reshape(b, {7});
+    return exp(bad) + b;
+  });
+  EXPECT_THAT(e, HasSubstr("reshape: new_sizes (7) has 7 elements, operand has 6"));
+}
+
+TEST_F(TracerErrorTest, MismatchedArgumentTypesAtRunTime) {
+  auto f = jit([](Tracer b) { return b; });
+  absl::StatusOr<Lowered> lowered = f.lower(a_);
+  ASSERT_TRUE(lowered.ok());
+  absl::StatusOr<Compiled> compiled = lowered->compile();
+  ASSERT_TRUE(compiled.ok());
+  Array other = *device_put(HostTensor(DType::kF32, {2}, {1}), NamedSharding(mesh_, P()));
+  EXPECT_THAT(std::string((*compiled)(other).status().message()),
+              HasSubstr("argument 0 is f32[2], compiled for f32[4,6]"));
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,0 +1,160 @@
+// The verifier (and through it every shape rule) rejects malformed modules with an error that
+// names the op and the shapes or attribute at fault.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/builder.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+
+namespace shardjit::ir {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+absl::Status VerifyText(const std::string& view, const std::string& params,
+                        const std::string& body, const std::string& result,
+                        const std::string& header_extra = "") {
+  std::string text = "module m [view=" + view +
+                     " mesh={x:2,y:2} devices=(0,1,2,3) entry=main" + header_extra +
+                     "]\nfunc main = { lambda ; " + params + ". let\n" + body + "  in (" +
+                     result + ") }\n";
+  absl::StatusOr<Module> m = ParseModule(text);
+  if (!m.ok()) return m.status();
+  return VerifyModule(*m);
+}
+
+struct BadModule {
+  std::string name;
+  std::string view, params, body, result;
+  std::vector<std::string> fragments;
+};
+
+class VerifierErrorTest : public ::testing::TestWithParam<BadModule> {};
+
+TEST_P(VerifierErrorTest, RejectsWithAClearMessage) {
+  const BadModule& c = GetParam();
+  absl::Status s = VerifyText(c.view, c.params, c.body, c.result);
+  ASSERT_FALSE(s.ok()) << c.name;
+  for (const std::string& f : c.fragments) {
+    EXPECT_THAT(std::string(s.message()), HasSubstr(f)) << c.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ShapeRules, VerifierErrorTest,
+    ::testing::Values(
+        BadModule{"DtypeMismatch", "per_device", "a:f32[2,3] b:bf16[2,3]",
+                  "    c:f32[2,3] = add a b\n", "c",
+                  {"add: operand types differ (f32[2,3] vs bf16[2,3])", "op #0"}},
+        BadModule{"ShapeMismatch", "per_device", "a:f32[2,3] b:f32[3,2]",
+                  "    c:f32[2,3] = mul a b\n", "c", {"mul: operand types differ"}},
+        BadModule{"WrongDeclaredType", "per_device", "a:f32[2,3]", "    b:f32[3,2] = neg a\n",
+                  "b", {"declared f32[3,2] but the shape rule gives f32[2,3]"}},
+        BadModule{"UnknownAxis", "per_device", "a:bf16[1024,1024]",
+                  "    b:bf16[1024,1024] = psum[axes=(z)] a\n", "b",
+                  {"psum: axis \"z\" is not in mesh {x:2, y:2}", "bf16[1024,1024]"}},
+        BadModule{"CollectiveOutsideShardMap", "global", "a:f32[4]",
+                  "    b:f32[4] = psum[axes=(x)] a\n", "b",
+                  {"psum: collectives need a mapped axis", "f32[4]"}},
+        BadModule{"AllGatherBadAxis", "per_device", "a:f32[2,3]",
+                  "    b:f32[2,6] = all_gather[axes=(x) axis=2 tiled=True] a\n", "b",
+                  {"all_gather: axis 2 is out of range [0, 1]", "f32[2,3]"}},
+        BadModule{"PpermuteDuplicateSource", "per_device", "a:f32[2]",
+                  "    b:f32[2] = ppermute[axes=(x) perm=((0,1),(0,0))] a\n", "b",
+                  {"ppermute: perm has source 0 twice"}},
+        BadModule{"PpermuteDuplicateTarget", "per_device", "a:f32[2]",
+                  "    b:f32[2] = ppermute[axes=(x) perm=((0,1),(1,1))] a\n", "b",
+                  {"ppermute: perm has target 1 twice"}},
+        BadModule{"PpermuteOutOfRange", "per_device", "a:f32[2]",
+                  "    b:f32[2] = ppermute[axes=(x) perm=((0,2))] a\n", "b",
+                  {"ppermute: perm pair (0,2) is out of range for axis size 2"}},
+        BadModule{"GroupsDoNotCover", "per_device", "a:f32[2]",
+                  "    b:f32[2] = psum[axes=(x,y) axis_index_groups=((0,1),(1,2))] a\n", "b",
+                  {"psum: axis_index_groups must cover all indices"}},
+        BadModule{"PsumScatterUntiledSize", "per_device", "a:f32[3,2]",
+                  "    b:f32[2] = psum_scatter[axes=(x) scatter_dimension=0 tiled=False] a\n",
+                  "b", {"psum_scatter: scatter_dimension 0 (size 3) must equal the axis size 2"}},
+        BadModule{"AllToAllNotDivisible", "per_device", "a:f32[3,2]",
+                  "    b:f32[3,2] = all_to_all[axes=(x) split_axis=0 concat_axis=1 tiled=True] a\n",
+                  "b", {"all_to_all: split_axis 0 (size 3) is not divisible by the axis size 2"}},
+        BadModule{"DotContractingMismatch", "per_device", "a:f32[2,3] b:f32[4,5]",
+                  "    c:f32[2,5] = dot_general[lhs_contracting_dims=(1) "
+                  "rhs_contracting_dims=(0)] a b\n",
+                  "c", {"dot_general: contracting dim sizes differ", "f32[2,3], f32[4,5]"}},
+        BadModule{"DynamicSliceIndexType", "per_device", "a:f32[4] b:f32[]",
+                  "    c:f32[2] = dynamic_slice[slice_sizes=(2)] a b\n", "c",
+                  {"dynamic_slice: start index 0 must be s32[], got f32[]"}},
+        BadModule{"ReshapeCount", "per_device", "a:f32[2,3]",
+                  "    b:f32[4] = reshape[new_sizes=(4)] a\n", "b",
+                  {"reshape: new_sizes (4) has 4 elements, operand has 6"}},
+        BadModule{"SpecDoesNotDivide", "global", "a:f32[3,4]",
+                  "    c:f32[3,4] = shard_map[in_specs=(P(x)) out_specs=(P(x)) body={ lambda ; "
+                  "b:f32[1,4]. let\n    in (b) }] a\n",
+                  "c", {"splits dim 0 (size 3) into 2 blocks, which does not divide it"}},
+        BadModule{"ShardMapBodyCapturesOuterValue", "global", "a:f32[4] b:f32[4]",
+                  "    e:f32[4] = shard_map[in_specs=(P(x)) out_specs=(P(x)) body={ lambda ; "
+                  "c:f32[2]. let\n      d:f32[2] = add c b\n    in (d) }] a\n",
+                  "e", {"value b is not defined before its use"}},
+        BadModule{"LoopBodyWrongCarry", "per_device", "a:f32[2]",
+                  "    e:f32[2] = fori_loop[lower=0 upper=2 body={ lambda ; b:s32[] c:f32[2]. "
+                  "let\n      d:f32[2,1] = reshape[new_sizes=(2,1)] c\n    in (d) }] a\n",
+                  "e", {"fori_loop: body returns (f32[2,1]), which differs from the carry types"}}),
+    [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
+
+TEST(VerifierTest, RejectsUseBeforeDefinition) {
+  Module m;
+  m.set_name("m");
+  m.set_view(PER_DEVICE);
+  m.set_entry("main");
+  Function* f = m.add_functions();
+  f->set_name("main");
+  Op* op = f->mutable_body()->add_ops();
+  op->set_opcode("neg");
+  op->add_operands(7);
+  op->add_results(0);
+  *op->add_result_types() = ToProto(ShapedType{DType::kF32, {2}});
+  absl::Status s = VerifyModule(m);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("value h is not defined before its use"));
+}
+
+TEST(VerifierTest, RejectsBadHeader) {
+  EXPECT_THAT(std::string(VerifyText("per_device", "a:f32[2]", "", "a",
+                                     " param_shardings=(P(x),P(y))")
+                              .message()),
+              HasSubstr("2 param_shardings for 1 entry params"));
+  EXPECT_THAT(std::string(VerifyText("per_device", "a:f32[2]", "", "a",
+                                     " param_shardings=(P(q))")
+                              .message()),
+              HasSubstr("axis \"q\" of spec P(q) is not in mesh"));
+  absl::StatusOr<Module> m =
+      ParseModule("module m [view=per_device mesh={x:2} devices=(0,0) entry=main]\n"
+                  "func main = { lambda ; a:f32[2]. let\n  in (a) }\n");
+  ASSERT_TRUE(m.ok());
+  EXPECT_THAT(std::string(VerifyModule(*m).message()), HasSubstr("mesh device ids repeat"));
+}
+
+TEST(BuilderTest, InfersTypesWithTheSameRules) {
+  Mesh mesh;
+  MeshAxis* axis = mesh.add_axes();
+  axis->set_name("x");
+  axis->set_size(4);
+  FunctionBuilder b(&mesh, /*per_device=*/true);
+  int64_t a = b.AddParam({DType::kBF16, {8, 3}});
+  Op gather;
+  gather.set_opcode("all_gather");
+  gather.mutable_all_gather()->add_axes("x");
+  gather.mutable_all_gather()->set_axis(1);
+  absl::StatusOr<std::vector<int64_t>> r = b.AddOp(gather, {a});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(b.TypeOf((*r)[0]), (ShapedType{DType::kBF16, {8, 4, 3}}));
+  Op bad;
+  bad.set_opcode("add");
+  absl::StatusOr<std::vector<int64_t>> e = b.AddOp(bad, {a, (*r)[0]});
+  EXPECT_THAT(std::string(e.status().message()), HasSubstr("add: operand types differ"));
+}
+
+}  // namespace
+}  // namespace shardjit::ir
