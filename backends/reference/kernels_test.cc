@@ -105,8 +105,7 @@ double RoundTo(DType dtype, double v) {
 }
 
 // Expects `got` to have `type` and values within tol * max(1, |want|) of `want` (NaN == NaN).
-void ExpectValues(const Tensor& got, const ShapedType& type, const Values& want,
-                  double tol = 0) {
+void ExpectValues(const Tensor& got, const ShapedType& type, const Values& want, double tol = 0) {
   ASSERT_EQ(got.type(), type);
   ASSERT_EQ(static_cast<int64_t>(want.size()), got.num_elements());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -159,8 +158,7 @@ int64_t NumElements(const Dims& dims) {
 double IntBinary(const std::string& name, int64_t a, int64_t b) {
   if (name == "add") return a + b;
   if (name == "sub") return a - b;
-  if (name == "mul") return static_cast<double>(static_cast<int32_t>(
-      static_cast<uint32_t>(a) * static_cast<uint32_t>(b)));
+  if (name == "mul") return static_cast<int32_t>(static_cast<uint32_t>(a * b));
   if (name == "div") return b == 0 ? -1 : a == kIntMin && b == -1 ? kIntMin : a / b;
   if (name == "rem") return b == 0 ? a : b == -1 ? 0 : a % b;
   if (name == "max") return std::max(a, b);
@@ -187,9 +185,9 @@ TEST(Elementwise, BinaryOpsMatchOracle) {
         Values a = RandomValues(n, dtype, 1, 1000), b = RandomValues(n, dtype, 2, 1000);
         Values want(n);
         for (int64_t i = 0; i < n; ++i) {
-          want[i] = dtype == kS32 ? IntBinary(name, a[i], b[i])
-                                  : FloatBinary(name, static_cast<float>(a[i]),
-                                                static_cast<float>(b[i]));
+          want[i] = dtype == kS32
+                        ? IntBinary(name, a[i], b[i])
+                        : FloatBinary(name, static_cast<float>(a[i]), static_cast<float>(b[i]));
           want[i] = RoundTo(dtype, dtype == kS32 ? want[i] : static_cast<float>(want[i]));
         }
         Tensor out = Eval(MakeOp(name), {Make(dtype, dims, a), Make(dtype, dims, b)});
@@ -321,14 +319,14 @@ TEST(Elementwise, Select) {
       f = Make(dtype, {2, 2}, {-1, -2, -3, -4});
     }
     Values tv = t.ToDoubles(), fv = f.ToDoubles();
-    ExpectValues(Eval(MakeOp("select"), {Make(kPred, {2, 2}, {1, 0, 0, 1}), t, f}),
-                 {dtype, {2, 2}}, {tv[0], fv[1], fv[2], tv[3]});
+    ExpectValues(Eval(MakeOp("select"), {Make(kPred, {2, 2}, {1, 0, 0, 1}), t, f}), {dtype, {2, 2}},
+                 {tv[0], fv[1], fv[2], tv[3]});
     ExpectValues(Eval(MakeOp("select"), {Make(kPred, {}, {1}), t, f}), {dtype, {2, 2}}, tv);
     ExpectValues(Eval(MakeOp("select"), {Make(kPred, {}, {0}), t, f}), {dtype, {2, 2}}, fv);
   }
-  ExpectValues(Eval(MakeOp("select"), {Make(kPred, {}, {0}), Make(kF32, {}, {1}),
-                                      Make(kF32, {}, {2})}),
-               {kF32, {}}, {2});
+  ExpectValues(
+      Eval(MakeOp("select"), {Make(kPred, {}, {0}), Make(kF32, {}, {1}), Make(kF32, {}, {2})}),
+      {kF32, {}}, {2});
 }
 
 // Values exactly representable in `dtype` for the conversion test.
@@ -339,8 +337,8 @@ Values ConversionInputs(DType dtype) {
     case DType::kPred:
       return {0, 1, 1, 0};
     default:
-      return Make(dtype, {14}, {0, 1, -1, 2.5, -2.5, -0.7, 0.5, 1e10, -1e10, kNaN, kInf, -kInf,
-                                1.00390625, 3e9})
+      return Make(dtype, {14},
+                  {0, 1, -1, 2.5, -2.5, -0.7, 0.5, 1e10, -1e10, kNaN, kInf, -kInf, 1.00390625, 3e9})
           .ToDoubles();
   }
 }
@@ -379,7 +377,8 @@ TEST(Elementwise, ConvertElementTypeAllPairs) {
 // ---- Data movement ----
 
 // out[idx] = x[source(idx)] for every index of `out_dims`.
-Values Gather(const Tensor& x, const Dims& out_dims, const std::function<Dims(const Dims&)>& source) {
+Values Gather(const Tensor& x, const Dims& out_dims,
+              const std::function<Dims(const Dims&)>& source) {
   Values v = x.ToDoubles(), out;
   for (int64_t i = 0; i < NumElements(out_dims); ++i) {
     out.push_back(v[Ravel(source(Unravel(i, out_dims)), x.dims())]);
@@ -398,7 +397,7 @@ TEST(ShapeOps, BroadcastInDim) {
   struct Case {
     Dims in, shape, bdims;
   };
-  const Case cases[] = {{{3, 1}, {2, 3, 4}, {1, 2}}, {{}, {2, 3}, {}},       {{3}, {3, 2}, {0}},
+  const Case cases[] = {{{3, 1}, {2, 3, 4}, {1, 2}}, {{}, {2, 3}, {}},         {{3}, {3, 2}, {0}},
                         {{1, 5}, {4, 5}, {0, 1}},    {{2, 3}, {2, 3}, {0, 1}}, {{3}, {0, 3}, {1}}};
   for (DType dtype : {kF32, kBF16, kS32, kPred}) {
     for (const Case& c : cases) {
@@ -423,9 +422,12 @@ TEST(ShapeOps, Reshape) {
 }
 
 TEST(ShapeOps, Transpose) {
-  const std::pair<Dims, Dims> cases[] = {
-      {{2, 3, 4}, {2, 0, 1}}, {{2, 3, 4}, {1, 2, 0}}, {{5, 1, 3}, {0, 2, 1}},
-      {{33, 17}, {1, 0}},     {{}, {}},               {{0, 3}, {1, 0}}};
+  const std::pair<Dims, Dims> cases[] = {{{2, 3, 4}, {2, 0, 1}},
+                                         {{2, 3, 4}, {1, 2, 0}},
+                                         {{5, 1, 3}, {0, 2, 1}},
+                                         {{33, 17}, {1, 0}},
+                                         {{}, {}},
+                                         {{0, 3}, {1, 0}}};
   for (DType dtype : {kF32, kBF16, kS32, kPred}) {
     for (const auto& [dims, perm] : cases) {
       Tensor x = Make(dtype, dims, RandomValues(NumElements(dims), dtype, 5));
@@ -447,9 +449,11 @@ TEST(ShapeOps, Slice) {
   struct Case {
     Dims dims, start, limit, strides;
   };
-  const Case cases[] = {{{5, 7}, {1, 2}, {5, 7}, {2, 3}}, {{5, 7}, {1, 0}, {4, 7}, {}},
+  const Case cases[] = {{{5, 7}, {1, 2}, {5, 7}, {2, 3}},
+                        {{5, 7}, {1, 0}, {4, 7}, {}},
                         {{4, 6, 3}, {0, 2, 0}, {4, 5, 3}, {1, 1, 1}},
-                        {{4, 6}, {2, 3}, {2, 6}, {1, 2}}, {{9}, {0}, {9}, {4}}};
+                        {{4, 6}, {2, 3}, {2, 6}, {1, 2}},
+                        {{9}, {0}, {9}, {4}}};
   for (DType dtype : {kF32, kBF16, kPred}) {
     for (const Case& c : cases) {
       Tensor x = Make(dtype, c.dims, RandomValues(NumElements(c.dims), dtype, 6));
@@ -476,9 +480,12 @@ TEST(ShapeOps, DynamicSliceClampsStarts) {
   struct Case {
     Dims dims, sizes, starts, clamped;
   };
-  const Case cases[] = {{{6, 5}, {3, 2}, {-2, 4}, {0, 3}}, {{6, 5}, {3, 2}, {5, 1}, {3, 1}},
-                        {{6, 5}, {2, 5}, {1, 0}, {1, 0}},  {{6, 5}, {0, 5}, {9, 0}, {6, 0}},
-                        {{7}, {7}, {3}, {0}},              {{}, {}, {}, {}}};
+  const Case cases[] = {{{6, 5}, {3, 2}, {-2, 4}, {0, 3}},
+                        {{6, 5}, {3, 2}, {5, 1}, {3, 1}},
+                        {{6, 5}, {2, 5}, {1, 0}, {1, 0}},
+                        {{6, 5}, {0, 5}, {9, 0}, {6, 0}},
+                        {{7}, {7}, {3}, {0}},
+                        {{}, {}, {}, {}}};
   for (DType dtype : {kF32, kBF16, kS32}) {
     for (const Case& c : cases) {
       Tensor x = Make(dtype, c.dims, RandomValues(NumElements(c.dims), dtype, 7));
@@ -500,8 +507,10 @@ TEST(ShapeOps, DynamicUpdateSliceClampsStarts) {
   struct Case {
     Dims dims, update, starts, clamped;
   };
-  const Case cases[] = {{{6, 5}, {3, 2}, {-2, 4}, {0, 3}}, {{6, 5}, {3, 2}, {5, 1}, {3, 1}},
-                        {{6, 5}, {2, 5}, {1, 0}, {1, 0}},  {{6, 5}, {0, 2}, {1, 1}, {1, 1}},
+  const Case cases[] = {{{6, 5}, {3, 2}, {-2, 4}, {0, 3}},
+                        {{6, 5}, {3, 2}, {5, 1}, {3, 1}},
+                        {{6, 5}, {2, 5}, {1, 0}, {1, 0}},
+                        {{6, 5}, {0, 2}, {1, 1}, {1, 1}},
                         {{3, 4, 5}, {1, 4, 2}, {2, 7, 1}, {2, 0, 1}}};
   for (DType dtype : {kF32, kBF16, kS32, kPred}) {
     for (const Case& c : cases) {
@@ -736,19 +745,19 @@ void CheckDot(const DotCase& c, DType in, DType preferred) {
 
 TEST(Compute, DotGeneral) {
   const DotCase cases[] = {
-      {{7, 13}, {13, 5}, {1}, {0}, {}, {}},                 // plain matmul
-      {{13, 7}, {13, 5}, {0}, {0}, {}, {}},                 // transposed lhs
-      {{7, 13}, {5, 13}, {1}, {1}, {}, {}},                 // transposed rhs
-      {{1, 1}, {1, 1}, {1}, {0}, {}, {}},                   // 1x1x1
-      {{33, 65}, {65, 17}, {1}, {0}, {}, {}},               // odd sizes
-      {{200, 600}, {600, 40}, {1}, {0}, {}, {}},            // several M and K blocks
-      {{4, 3, 5}, {5, 3, 6}, {2}, {0}, {1}, {1}},           // batch dims not leading
-      {{2, 3, 4, 5}, {5, 7, 3}, {1, 3}, {2, 0}, {}, {}},    // two contracting dims
+      {{7, 13}, {13, 5}, {1}, {0}, {}, {}},                    // plain matmul
+      {{13, 7}, {13, 5}, {0}, {0}, {}, {}},                    // transposed lhs
+      {{7, 13}, {5, 13}, {1}, {1}, {}, {}},                    // transposed rhs
+      {{1, 1}, {1, 1}, {1}, {0}, {}, {}},                      // 1x1x1
+      {{33, 65}, {65, 17}, {1}, {0}, {}, {}},                  // odd sizes
+      {{200, 600}, {600, 40}, {1}, {0}, {}, {}},               // several M and K blocks
+      {{4, 3, 5}, {5, 3, 6}, {2}, {0}, {1}, {1}},              // batch dims not leading
+      {{2, 3, 4, 5}, {5, 7, 3}, {1, 3}, {2, 0}, {}, {}},       // two contracting dims
       {{3, 2, 4, 5}, {4, 5, 6, 3}, {3}, {1}, {0, 2}, {3, 0}},  // two batch dims, permuted
-      {{6}, {6}, {0}, {0}, {}, {}},                         // vector dot: rank-0 result
-      {{3, 4}, {5, 6}, {}, {}, {}, {}},                     // outer product
-      {{3, 0}, {0, 4}, {1}, {0}, {}, {}},                   // empty contraction
-      {{0, 4}, {4, 3}, {1}, {0}, {}, {}},                   // empty result
+      {{6}, {6}, {0}, {0}, {}, {}},                            // vector dot: rank-0 result
+      {{3, 4}, {5, 6}, {}, {}, {}, {}},                        // outer product
+      {{3, 0}, {0, 4}, {1}, {0}, {}, {}},                      // empty contraction
+      {{0, 4}, {4, 3}, {1}, {0}, {}, {}},                      // empty result
   };
   for (const DotCase& c : cases) {
     CheckDot(c, kF32, DType::kInvalid);

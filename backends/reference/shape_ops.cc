@@ -101,8 +101,7 @@ Dims ClampedStarts(const std::vector<Tensor>& operands, size_t first, const Dims
   return starts;
 }
 
-Results BroadcastInDim(const ir::Op& op, const std::vector<Tensor>& in,
-                       ir::Allocator* allocator) {
+Results BroadcastInDim(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const Tensor& x = in[0];
   Tensor out = Tensor::Empty(ResultType(op), allocator);
   Dims bdims = ToDims(op.broadcast_in_dim().broadcast_dimensions());
@@ -170,8 +169,7 @@ Results DynamicUpdateSlice(const ir::Op& op, const std::vector<Tensor>& in,
   Dims strides = ir::RowMajorStrides(x.dims());
   Dims starts = ClampedStarts(in, 2, x.dims(), update.dims());
   char* dst = out.data_as<char>() + Offset(starts, strides) * elem;
-  CopyStrided(dst, strides, update.data(), ir::RowMajorStrides(update.dims()), update.dims(),
-              elem);
+  CopyStrided(dst, strides, update.data(), ir::RowMajorStrides(update.dims()), update.dims(), elem);
   return std::vector<Tensor>{out};
 }
 

@@ -1,0 +1,78 @@
+// The seed variants give the f64 product up to their dtypes' rounding on 2x2 and 4x4 meshes, and
+// lower to the collectives the notebook wrote.
+#include <cmath>
+
+#include "examples/seed_variants.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace shardjit::examples {
+namespace {
+
+using ::testing::HasSubstr;
+
+class SeedVariantsTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(SeedVariantsTest, EveryVariantMatchesF64) {
+  auto [sx, sy] = GetParam();
+  const int64_t m = 64, k = 96, n = 32;
+  Runtime rt({.num_devices = static_cast<int>(sx * sy)});
+  Mesh mesh = *Mesh::Create(rt, {{"x", sx}, {"y", sy}});
+  Tensor x_host = *random::Normal(Key(11), {m, k}, DType::kBF16);
+  Tensor w_host = *random::Normal(Key(12), {k, n}, DType::kBF16);
+  Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
+  Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
+  std::vector<double> xd = x_host.ToDoubles(), wd = w_host.ToDoubles(), want(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) want[i * n + j] += xd[i * k + p] * wd[p * n + j];
+    }
+  }
+  for (SeedVariant& v : SeedVariants(mesh, k)) {
+    absl::StatusOr<std::vector<Array>> out = v.program(x, w);
+    ASSERT_TRUE(out.ok()) << v.name << ": " << out.status();
+    Tensor got = *(*out)[0].ToHost();
+    const bool f32 = v.name == "d" || v.name == "e";
+    EXPECT_EQ(got.dtype(), f32 ? DType::kF32 : DType::kBF16) << v.name;
+    // bf16 output: one rounding (a, b), or a rounding per partial sum plus one (c).
+    const double rel = f32 ? 1e-5 : v.name == "c" ? 3 * std::ldexp(1.0, -8) : std::ldexp(1.0, -8);
+    const double abs_tol = f32 ? 1e-4 : v.name == "c" ? 0.1 : 1e-3;
+    for (int64_t i = 0; i < m * n; ++i) {
+      ASSERT_NEAR(got.GetDouble(i), want[i], abs_tol + rel * std::abs(want[i]))
+          << "variant " << v.name << " element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, SeedVariantsTest,
+                         ::testing::Values(std::pair<int64_t, int64_t>{2, 2},
+                                           std::pair<int64_t, int64_t>{4, 4},
+                                           std::pair<int64_t, int64_t>{1, 4},
+                                           std::pair<int64_t, int64_t>{4, 1}));
+
+TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  std::vector<ShapedType> types = {{DType::kBF16, {2048, 2048}}, {DType::kBF16, {2048, 1024}}};
+  std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
+                                          NamedSharding(mesh, P("x", None))};
+  std::map<std::string, std::vector<std::string>> expected = {
+      {"a", {"view=global", "dot_general"}},
+      {"b", {"all_gather[axes=(y) axis=1 tiled=True]", "all_gather[axes=(x) axis=0 tiled=True]",
+             "dot_general"}},
+      {"c", {"all_gather", "axis_index[axes=(y)]", "dynamic_slice[slice_sizes=(1024,1024)]",
+             "dot_general", "psum[axes=(y)]"}},
+      {"d", {"preferred_element_type=f32", "f32[1024,1024] = psum[axes=(y)]"}},
+      {"e", {"fori_loop[lower=0 upper=1", "ppermute[axes=(x) perm=((0,1),(1,0))]",
+             "dynamic_update_slice", "psum[axes=(y)]"}}};
+  for (SeedVariant& v : SeedVariants(mesh, 2048)) {
+    absl::StatusOr<Lowered> lowered = v.program.LowerFor(types, shardings);
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    for (const std::string& fragment : expected[v.name]) {
+      EXPECT_THAT(lowered->as_text(), HasSubstr(fragment)) << "variant " << v.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardjit::examples
