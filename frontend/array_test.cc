@@ -1,5 +1,6 @@
 // Mesh, PartitionSpec, device_put and Array round trips, memory accounting and random arrays.
 #include <cmath>
+#include <optional>
 
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
@@ -120,6 +121,23 @@ TEST(RandomTest, NormalIsDeterministicAndStandard) {
   }
   EXPECT_THAT(std::string(random::Normal(Key(1), {2}, DType::kS32).status().message()),
               HasSubstr("random::Normal: dtype must be f32 or bf16"));
+}
+
+}  // namespace
+}  // namespace shardjit
+
+namespace shardjit {
+namespace {
+
+TEST(MemoryTest, ArraysMayOutliveTheirRuntime) {
+  std::optional<Array> kept;
+  {
+    Runtime rt({.num_devices = 2});
+    Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+    kept = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
+  }
+  EXPECT_EQ(kept->shards()[1].ToDoubles(), (std::vector<double>{3, 4}));
+  kept.reset();
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ Tensor Tensor::Empty(const ShapedType& type, Allocator* allocator) {
   t.storage_ = std::make_shared<Storage>();
   t.storage_->bytes = static_cast<size_t>(type.byte_size());
   t.storage_->allocator = allocator;
+  t.storage_->keep_alive = allocator->KeepAlive();
   t.storage_->ptr = allocator->Allocate(t.storage_->bytes);
   return t;
 }

@@ -19,6 +19,8 @@ class Allocator {
   // 64-byte aligned; may return nullptr for 0 bytes.
   virtual void* Allocate(size_t bytes) = 0;
   virtual void Deallocate(void* ptr, size_t bytes) = 0;
+  // Keeps the allocator alive while memory it made is live (null for immortal allocators).
+  virtual std::shared_ptr<Allocator> KeepAlive() { return nullptr; }
 };
 
 // Plain aligned heap memory, not accounted to any device.
@@ -70,6 +72,7 @@ class Tensor {
     void* ptr = nullptr;
     size_t bytes = 0;
     Allocator* allocator = nullptr;
+    std::shared_ptr<Allocator> keep_alive;
     ~Storage() { allocator->Deallocate(ptr, bytes); }
   };
   std::shared_ptr<Storage> storage_;

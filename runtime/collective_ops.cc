@@ -33,45 +33,44 @@ Tensor ExpandDims(const Tensor& t, int64_t axis) {
   return t.Reshaped(dims);
 }
 
-// Elementwise reduction of `boxes` (all of one type) into a tensor of `out_type`.
+enum class ReduceKind { kSum, kMean, kMax, kMin };
+
 template <typename T, typename Acc>
-void ReduceInto(const std::vector<Tensor>& boxes, const std::string& kind, Tensor& out,
-                int64_t count) {
-  int64_t n = out.num_elements();
-  std::vector<Acc> acc(n);
-  auto load = [](const Tensor& t, int64_t i) -> Acc {
-    if constexpr (std::is_same_v<T, ir::bf16>) {
-      return ir::bf16::ToFloat(t.data_as<ir::bf16>()[i].bits);
+Acc Load(const Tensor& t, int64_t i) {
+  if constexpr (std::is_same_v<T, ir::bf16>) {
+    return ir::bf16::ToFloat(t.data_as<ir::bf16>()[i].bits);
+  } else {
+    return static_cast<Acc>(t.data_as<T>()[i]);
+  }
+}
+
+template <typename Acc>
+Acc Combine(ReduceKind kind, Acc a, Acc b) {
+  if (kind == ReduceKind::kSum || kind == ReduceKind::kMean) {
+    if constexpr (std::is_integral_v<Acc>) {
+      return static_cast<Acc>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));  // wraps
     } else {
-      return static_cast<Acc>(t.data_as<T>()[i]);
-    }
-  };
-  for (int64_t i = 0; i < n; ++i) acc[i] = load(boxes[0], i);
-  for (size_t b = 1; b < boxes.size(); ++b) {
-    for (int64_t i = 0; i < n; ++i) {
-      Acc v = load(boxes[b], i);
-      if (kind == "psum" || kind == "pmean" || kind == "psum_scatter") {
-        if constexpr (std::is_integral_v<Acc>) {
-          acc[i] = static_cast<Acc>(static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(v));
-        } else {
-          acc[i] += v;
-        }
-      } else if (kind == "pmax") {
-        if constexpr (std::is_floating_point_v<Acc>) {
-          acc[i] = (std::isnan(acc[i]) || std::isnan(v)) ? NAN : std::max(acc[i], v);
-        } else {
-          acc[i] = std::max(acc[i], v);
-        }
-      } else {
-        if constexpr (std::is_floating_point_v<Acc>) {
-          acc[i] = (std::isnan(acc[i]) || std::isnan(v)) ? NAN : std::min(acc[i], v);
-        } else {
-          acc[i] = std::min(acc[i], v);
-        }
-      }
+      return a + b;
     }
   }
-  bool mean = kind == "pmean";
+  if constexpr (std::is_floating_point_v<Acc>) {
+    if (std::isnan(a) || std::isnan(b)) return NAN;
+  }
+  return kind == ReduceKind::kMax ? std::max(a, b) : std::min(a, b);
+}
+
+// Elementwise reduction of `boxes` (in group order) into `out`, accumulating in Acc (f32 for
+// bf16, as XLA does) and rounding once.
+template <typename T, typename Acc>
+void ReduceInto(const std::vector<Tensor>& boxes, ReduceKind kind, Tensor& out) {
+  const int64_t n = out.num_elements();
+  std::vector<Acc> acc(n);
+  for (int64_t i = 0; i < n; ++i) acc[i] = Load<T, Acc>(boxes[0], i);
+  for (size_t b = 1; b < boxes.size(); ++b) {
+    for (int64_t i = 0; i < n; ++i) acc[i] = Combine(kind, acc[i], Load<T, Acc>(boxes[b], i));
+  }
+  const bool mean = kind == ReduceKind::kMean;
+  const int64_t count = static_cast<int64_t>(boxes.size());
   for (int64_t i = 0; i < n; ++i) {
     if (out.dtype() == DType::kF32) {
       float v = static_cast<float>(acc[i]);
@@ -86,16 +85,19 @@ void ReduceInto(const std::vector<Tensor>& boxes, const std::string& kind, Tenso
 absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::string& kind,
                               const ir::ShapedType& out_type, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(out_type, allocator);
-  int64_t count = static_cast<int64_t>(boxes.size());
+  ReduceKind k = kind == "pmax"   ? ReduceKind::kMax
+                 : kind == "pmin" ? ReduceKind::kMin
+                 : kind == "pmean" ? ReduceKind::kMean
+                                   : ReduceKind::kSum;
   switch (boxes[0].dtype()) {
     case DType::kF32:
-      ReduceInto<float, float>(boxes, kind, out, count);
+      ReduceInto<float, float>(boxes, k, out);
       break;
     case DType::kBF16:
-      ReduceInto<ir::bf16, float>(boxes, kind, out, count);
+      ReduceInto<ir::bf16, float>(boxes, k, out);
       break;
     case DType::kS32:
-      ReduceInto<int32_t, int32_t>(boxes, kind, out, count);
+      ReduceInto<int32_t, int32_t>(boxes, k, out);
       break;
     default:
       return absl::InvalidArgumentError(

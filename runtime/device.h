@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "ir/tensor.h"
 
@@ -15,10 +16,13 @@ struct MemoryStats {
 };
 
 // Aligned heap memory whose live bytes are counted.
-class AccountingAllocator final : public ir::Allocator {
+class AccountingAllocator final : public ir::Allocator,
+                                  public std::enable_shared_from_this<AccountingAllocator> {
  public:
   void* Allocate(size_t bytes) override;
   void Deallocate(void* ptr, size_t bytes) override;
+  // Arrays may outlive their runtime: their memory keeps the allocator alive.
+  std::shared_ptr<ir::Allocator> KeepAlive() override { return shared_from_this(); }
   MemoryStats stats() const { return {current_.load(), peak_.load()}; }
   // Restarts peak tracking from the current figure.
   void ResetPeak() { peak_.store(current_.load()); }
@@ -32,12 +36,12 @@ class Device {
  public:
   explicit Device(int id) : id_(id) {}
   int id() const { return id_; }
-  AccountingAllocator* allocator() { return &allocator_; }
-  MemoryStats memory() const { return allocator_.stats(); }
+  AccountingAllocator* allocator() { return allocator_.get(); }
+  MemoryStats memory() const { return allocator_->stats(); }
 
  private:
   int id_;
-  AccountingAllocator allocator_;
+  std::shared_ptr<AccountingAllocator> allocator_ = std::make_shared<AccountingAllocator>();
 };
 
 }  // namespace shardjit::runtime

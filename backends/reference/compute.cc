@@ -14,6 +14,14 @@
 #include "ir/dtype.h"
 #include "ir/tensor.h"
 
+// Vectorised clones of the micro-kernel for the CPU found at run time. Sanitizer runtimes are not
+// ready when ifunc resolvers run, so sanitized builds use the baseline version only.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SHARDJIT_TARGET_CLONES
+#else
+#define SHARDJIT_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 namespace shardjit::backends::reference {
 namespace {
 
@@ -277,7 +285,7 @@ constexpr int64_t kMC = 16 * kMR;
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // c[kMR x kNR] (row stride ldc) += a[kc x kMR]^T * b[kc x kNR], both packed k-major.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void MicroKernel(
+SHARDJIT_TARGET_CLONES void MicroKernel(
     int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
     int64_t ldc) {
   float acc[kMR][kNR] = {};
