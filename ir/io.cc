@@ -7,11 +7,24 @@
 #include "absl/strings/match.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
+#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
 namespace shardjit::ir {
+namespace {
+
+// Keeps the first text-format parse error instead of logging it.
+class CollectErrors final : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first.empty()) first = fmt::format("line {}:{}: {}", line + 1, column + 1, message);
+  }
+  std::string first;
+};
+
+}  // namespace
 
 ModuleFormat FormatFromPath(const std::string& path) {
   if (absl::EndsWith(path, ".pb") || absl::EndsWith(path, ".binpb")) return ModuleFormat::kBinary;
@@ -27,11 +40,15 @@ absl::StatusOr<Module> ParseModuleAs(const std::string& data, ModuleFormat forma
         return absl::InvalidArgumentError("not a binary ir.Module proto");
       }
       return m;
-    case ModuleFormat::kPbtxt:
-      if (!google::protobuf::TextFormat::ParseFromString(data, &m)) {
-        return absl::InvalidArgumentError("not a text-format ir.Module proto");
+    case ModuleFormat::kPbtxt: {
+      CollectErrors errors;
+      google::protobuf::TextFormat::Parser parser;
+      parser.RecordErrorsTo(&errors);
+      if (!parser.ParseFromString(data, &m)) {
+        return absl::InvalidArgumentError("not a text-format ir.Module proto: " + errors.first);
       }
       return m;
+    }
     case ModuleFormat::kText:
       return ParseModule(data);
   }

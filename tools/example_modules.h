@@ -1,0 +1,23 @@
+// Built-in example programs for the tools: the seed variants (examples/seed_variants.h) traced
+// for bf16 x[2048,2048] sharded P('x','y') and w[2048,1024] sharded P('x',None) on a 2x2 mesh.
+#ifndef SHARDJIT_TOOLS_EXAMPLE_MODULES_H_
+#define SHARDJIT_TOOLS_EXAMPLE_MODULES_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+
+namespace shardjit::tools {
+
+// "seed_a" ... "seed_e".
+std::vector<std::string> ExampleNames();
+
+// The traced (global-view, not yet lowered) module of example `name`; needs no data.
+absl::StatusOr<ir::Module> TracedExample(std::string_view name);
+
+}  // namespace shardjit::tools
+
+#endif  // SHARDJIT_TOOLS_EXAMPLE_MODULES_H_

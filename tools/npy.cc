@@ -1,0 +1,342 @@
+#include "tools/npy.h"
+
+#include <cctype>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "ir/dtype.h"
+#include "ir/types.h"
+
+namespace shardjit::tools {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicSize = 6;
+constexpr size_t kAlignment = 64;
+
+// A value of the header dict: a string, a bool, or a tuple of non-negative ints.
+struct HeaderValue {
+  enum Kind { kString, kBool, kTuple } kind = kString;
+  std::string str;
+  bool boolean = false;
+  std::vector<int64_t> ints;
+};
+
+// Parses the Python dict literal of a .npy header, e.g.
+// {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view text) : text_(text) {}
+
+  absl::StatusOr<std::map<std::string, HeaderValue>> ParseDict() {
+    std::map<std::string, HeaderValue> dict;
+    if (!Consume('{')) return Error("expected '{'");
+    while (!Consume('}')) {
+      absl::StatusOr<std::string> key = String();
+      if (!key.ok()) return key.status();
+      if (!Consume(':')) return Error(fmt::format("expected ':' after '{}'", *key));
+      absl::StatusOr<HeaderValue> value = Value(*key);
+      if (!value.ok()) return value.status();
+      if (!dict.emplace(*key, std::move(*value)).second) {
+        return Error(fmt::format("key '{}' appears twice", *key));
+      }
+      if (!Consume(',')) {
+        if (!Consume('}')) return Error("expected ',' or '}'");
+        break;
+      }
+    }
+    SkipSpace();
+    if (pos_ != text_.size()) return Error("unexpected text after the dict");
+    return dict;
+  }
+
+ private:
+  void SkipSpace() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool Consume(char c) {
+    SkipSpace();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool ConsumeWord(std::string_view word) {
+    SkipSpace();
+    if (text_.substr(pos_, word.size()) != word) return false;
+    pos_ += word.size();
+    return true;
+  }
+  absl::Status Error(const std::string& what) const {
+    return absl::InvalidArgumentError(
+        fmt::format("malformed .npy header: {} at offset {} of \"{}\"", what, pos_, text_));
+  }
+
+  absl::StatusOr<std::string> String() {
+    SkipSpace();
+    if (pos_ >= text_.size() || (text_[pos_] != '\'' && text_[pos_] != '"')) {
+      return Error("expected a quoted string");
+    }
+    char quote = text_[pos_++];
+    size_t end = text_.find(quote, pos_);
+    if (end == std::string_view::npos) return Error("unterminated string");
+    std::string s(text_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return s;
+  }
+
+  absl::StatusOr<HeaderValue> Value(const std::string& key) {
+    SkipSpace();
+    HeaderValue v;
+    if (pos_ < text_.size() && (text_[pos_] == '\'' || text_[pos_] == '"')) {
+      absl::StatusOr<std::string> s = String();
+      if (!s.ok()) return s.status();
+      v.str = std::move(*s);
+      return v;
+    }
+    if (ConsumeWord("True")) {
+      v.kind = HeaderValue::kBool;
+      v.boolean = true;
+      return v;
+    }
+    if (ConsumeWord("False")) {
+      v.kind = HeaderValue::kBool;
+      return v;
+    }
+    if (Consume('(')) {
+      v.kind = HeaderValue::kTuple;
+      while (!Consume(')')) {
+        absl::StatusOr<int64_t> n = Int();
+        if (!n.ok()) return n.status();
+        v.ints.push_back(*n);
+        if (!Consume(',')) {
+          if (!Consume(')')) return Error("expected ',' or ')' in a tuple");
+          break;
+        }
+      }
+      return v;
+    }
+    if (pos_ < text_.size() && text_[pos_] == '[') {
+      return absl::InvalidArgumentError(fmt::format(
+          "unsupported .npy dtype: '{}' is a structured dtype (a list of fields)", key));
+    }
+    return Error(fmt::format("unsupported value for '{}'", key));
+  }
+
+  absl::StatusOr<int64_t> Int() {
+    SkipSpace();
+    size_t start = pos_;
+    int64_t n = 0;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+      if (n > (std::numeric_limits<int64_t>::max() - 9) / 10) return Error("integer too large");
+      n = n * 10 + (text_[pos_++] - '0');
+    }
+    if (pos_ == start) return Error("expected a non-negative integer");
+    if (pos_ < text_.size() && text_[pos_] == 'L') ++pos_;  // Python 2 long suffix.
+    return n;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+// The dtype of a descr; an error lists what is supported.
+absl::StatusOr<ir::DType> DTypeFromDescr(const std::string& descr) {
+  if (!descr.empty() && descr[0] == '>') {
+    return absl::InvalidArgumentError(fmt::format(
+        "unsupported .npy dtype '{}': big-endian data is not supported", descr));
+  }
+  std::string_view d = descr;
+  if (!d.empty() && (d[0] == '<' || d[0] == '|' || d[0] == '=')) d.remove_prefix(1);
+  if (d == "f4") return ir::DType::kF32;
+  if (d == "i4") return ir::DType::kS32;
+  if (d == "b1") return ir::DType::kPred;
+  if (d == "V2" || d == "bfloat16" || d == "bf16") return ir::DType::kBF16;
+  return absl::InvalidArgumentError(fmt::format(
+      "unsupported .npy dtype '{}' (supported: '<f4' float32, '<i4' int32, '|b1' bool, "
+      "'<V2' bfloat16 as saved from ml_dtypes.bfloat16)",
+      descr));
+}
+
+std::string DescrOf(ir::DType dtype) {
+  switch (dtype) {
+    case ir::DType::kF32:
+    case ir::DType::kBF16:  // Written as float32.
+      return "<f4";
+    case ir::DType::kS32:
+      return "<i4";
+    case ir::DType::kPred:
+      return "|b1";
+    case ir::DType::kInvalid:
+      break;
+  }
+  return "";
+}
+
+uint32_t ReadLittleEndian(std::string_view bytes) {
+  uint32_t v = 0;
+  for (size_t i = bytes.size(); i-- > 0;) v = (v << 8) | static_cast<unsigned char>(bytes[i]);
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<ir::Tensor> ParseNpy(std::string_view data) {
+  if (data.size() < kMagicSize || data.substr(0, kMagicSize) != std::string_view(kMagic, 6)) {
+    return absl::InvalidArgumentError("not a .npy file (bad magic: expected \\x93NUMPY)");
+  }
+  if (data.size() < kMagicSize + 2) return absl::InvalidArgumentError("truncated .npy preamble");
+  const int major = static_cast<unsigned char>(data[6]);
+  const int minor = static_cast<unsigned char>(data[7]);
+  size_t len_bytes;
+  if (major == 1) {
+    len_bytes = 2;
+  } else if (major == 2 || major == 3) {
+    len_bytes = 4;
+  } else {
+    return absl::InvalidArgumentError(
+        fmt::format("unsupported .npy format version {}.{} (supported: 1.0, 2.0, 3.0)", major,
+                    minor));
+  }
+  const size_t preamble = kMagicSize + 2 + len_bytes;
+  if (data.size() < preamble) return absl::InvalidArgumentError("truncated .npy preamble");
+  const size_t header_len = ReadLittleEndian(data.substr(kMagicSize + 2, len_bytes));
+  if (data.size() < preamble + header_len) {
+    return absl::InvalidArgumentError(fmt::format(
+        "truncated .npy header: it declares {} bytes but the file has {}", header_len,
+        data.size() - preamble));
+  }
+  absl::StatusOr<std::map<std::string, HeaderValue>> dict =
+      HeaderParser(data.substr(preamble, header_len)).ParseDict();
+  if (!dict.ok()) return dict.status();
+
+  auto get = [&](const std::string& key,
+                 HeaderValue::Kind kind) -> absl::StatusOr<const HeaderValue*> {
+    auto it = dict->find(key);
+    if (it == dict->end()) {
+      return absl::InvalidArgumentError(fmt::format("malformed .npy header: no '{}' key", key));
+    }
+    if (it->second.kind != kind) {
+      return absl::InvalidArgumentError(
+          fmt::format("malformed .npy header: '{}' has the wrong type", key));
+    }
+    return &it->second;
+  };
+  absl::StatusOr<const HeaderValue*> descr = get("descr", HeaderValue::kString);
+  if (!descr.ok()) return descr.status();
+  absl::StatusOr<const HeaderValue*> fortran = get("fortran_order", HeaderValue::kBool);
+  if (!fortran.ok()) return fortran.status();
+  absl::StatusOr<const HeaderValue*> shape = get("shape", HeaderValue::kTuple);
+  if (!shape.ok()) return shape.status();
+  if (dict->size() != 3) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : *dict) keys.push_back(k);
+    return absl::InvalidArgumentError(fmt::format(
+        "malformed .npy header: expected keys descr, fortran_order, shape; got {}",
+        absl::StrJoin(keys, ", ")));
+  }
+  absl::StatusOr<ir::DType> dtype = DTypeFromDescr((*descr)->str);
+  if (!dtype.ok()) return dtype.status();
+  if ((*fortran)->boolean) {
+    return absl::InvalidArgumentError(
+        "fortran_order=True .npy files are not supported: save a C-ordered array "
+        "(np.ascontiguousarray)");
+  }
+
+  ir::ShapedType type{*dtype, (*shape)->ints};
+  const int64_t item = ir::DTypeSize(*dtype);
+  int64_t elements = 1;
+  for (int64_t d : type.dims) {
+    if (d != 0 && elements > std::numeric_limits<int64_t>::max() / item / d) {
+      return absl::InvalidArgumentError(
+          fmt::format("shape {} is too large", type.ToString()));
+    }
+    elements *= d;
+  }
+  const size_t expected = static_cast<size_t>(elements * item);
+  const size_t actual = data.size() - preamble - header_len;
+  if (actual != expected) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: the data has {} bytes but {} needs {}",
+        actual < expected ? "truncated .npy file" : "trailing bytes in .npy file", actual,
+        type.ToString(), expected));
+  }
+  ir::Tensor t = ir::Tensor::Empty(type);
+  if (expected > 0) std::memcpy(t.data(), data.data() + preamble + header_len, expected);
+  if (*dtype == ir::DType::kPred) {
+    uint8_t* b = t.data_as<uint8_t>();
+    for (int64_t i = 0; i < elements; ++i) b[i] = b[i] != 0;
+  }
+  return t;
+}
+
+std::string SerializeNpy(const ir::Tensor& tensor) {
+  std::vector<std::string> dims;
+  for (int64_t d : tensor.dims()) dims.push_back(std::to_string(d));
+  std::string shape = "(" + absl::StrJoin(dims, ", ") + (dims.size() == 1 ? ",)" : ")");
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+                                   DescrOf(tensor.dtype()), shape);
+  // Pad with spaces and end with '\n' so that the data starts 64-byte aligned.
+  size_t len_bytes = 2;
+  int major = 1;
+  if (header.size() + kAlignment > 65535) {  // Version 1.0 has a 16-bit header length.
+    len_bytes = 4;
+    major = 2;
+  }
+  const size_t unpadded = kMagicSize + 2 + len_bytes + header.size() + 1;
+  header.append((kAlignment - unpadded % kAlignment) % kAlignment, ' ');
+  header.push_back('\n');
+
+  std::string out(kMagic, kMagicSize);
+  out.push_back(static_cast<char>(major));
+  out.push_back(0);
+  for (size_t i = 0; i < len_bytes; ++i) out.push_back(static_cast<char>(header.size() >> (8 * i)));
+  out += header;
+  if (tensor.dtype() == ir::DType::kBF16) {
+    const ir::bf16* src = tensor.data_as<ir::bf16>();
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) {
+      float f = static_cast<float>(src[i]);
+      out.append(reinterpret_cast<const char*>(&f), sizeof(f));
+    }
+  } else if (tensor.byte_size() > 0) {
+    out.append(static_cast<const char*>(tensor.data()), tensor.byte_size());
+  }
+  return out;
+}
+
+absl::StatusOr<ir::Tensor> ReadNpy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(fmt::format("cannot open .npy file \"{}\"", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  absl::StatusOr<ir::Tensor> t = ParseNpy(buffer.str());
+  if (!t.ok()) {
+    return absl::Status(t.status().code(), fmt::format("{}: {}", path, t.status().message()));
+  }
+  return t;
+}
+
+absl::Status WriteNpy(const ir::Tensor& tensor, const std::string& path) {
+  if (DescrOf(tensor.dtype()).empty()) {
+    return absl::InvalidArgumentError(
+        fmt::format("cannot write a tensor of type {} as .npy", tensor.type().ToString()));
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return absl::PermissionDeniedError(fmt::format("cannot write \"{}\"", path));
+  out << SerializeNpy(tensor);
+  out.close();
+  return out ? absl::OkStatus()
+             : absl::DataLossError(fmt::format("write to \"{}\" failed", path));
+}
+
+}  // namespace shardjit::tools

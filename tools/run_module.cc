@@ -1,0 +1,161 @@
+#include "tools/run_module.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "backends/reference/evaluator.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "frontend/array.h"
+#include "frontend/sharding.h"
+#include "ir/sharding.h"
+#include "ir/verifier.h"
+#include "runtime/runtime.h"
+
+namespace shardjit::tools {
+namespace {
+
+absl::StatusOr<const ir::Function*> EntryFunction(const ir::Module& module) {
+  for (const ir::Function& f : module.functions()) {
+    if (f.name() == module.entry()) return &f;
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("module {} has no entry function \"{}\"", module.name(), module.entry()));
+}
+
+// The type of value `id` of a function body: a parameter or an op result.
+absl::StatusOr<ir::ShapedType> ValueType(const ir::Region& body, int64_t id) {
+  for (const ir::Param& p : body.params()) {
+    if (p.id() == id) return ir::FromProto(p.type());
+  }
+  for (const ir::Op& op : body.ops()) {
+    for (int i = 0; i < op.results_size(); ++i) {
+      if (op.results(i) == id) return ir::FromProto(op.result_types(i));
+    }
+  }
+  return absl::InvalidArgumentError(fmt::format("entry result {} is not defined", id));
+}
+
+// The spec at `i` (replicated when the module lists fewer).
+ir::PartitionSpec SpecAt(const google::protobuf::RepeatedPtrField<ir::PartitionSpec>& specs,
+                         int i) {
+  return i < specs.size() ? specs[i] : ir::ReplicatedSpec();
+}
+
+std::string InputName(int i, const std::vector<std::string>& names) {
+  return i < static_cast<int>(names.size()) ? fmt::format("input {} ({})", i, names[i])
+                                            : fmt::format("input {}", i);
+}
+
+}  // namespace
+
+absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module) {
+  absl::StatusOr<const ir::Function*> entry = EntryFunction(module);
+  if (!entry.ok()) return entry.status();
+  const ir::Region& body = (*entry)->body();
+  const bool per_device = module.view() == ir::PER_DEVICE;
+  GlobalSignature sig;
+  for (int i = 0; i < body.params_size(); ++i) {
+    ir::ShapedType t = ir::FromProto(body.params(i).type());
+    if (per_device) t.dims = ir::GlobalDims(module.mesh(), SpecAt(module.param_shardings(), i), t.dims);
+    sig.params.push_back(std::move(t));
+  }
+  for (int i = 0; i < body.results_size(); ++i) {
+    absl::StatusOr<ir::ShapedType> t = ValueType(body, body.results(i));
+    if (!t.ok()) return t.status();
+    if (per_device) {
+      t->dims = ir::GlobalDims(module.mesh(), SpecAt(module.result_shardings(), i), t->dims);
+    }
+    sig.results.push_back(std::move(*t));
+  }
+  return sig;
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
+                                                  const std::vector<ir::Tensor>& inputs,
+                                                  int num_devices,
+                                                  const std::vector<std::string>& input_names) {
+  if (absl::Status s = ir::VerifyModule(module); !s.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("module {} does not verify: {}", module.name(), s.message()));
+  }
+  absl::StatusOr<GlobalSignature> sig = ModuleGlobalSignature(module);
+  if (!sig.ok()) return sig.status();
+  if (inputs.size() != sig->params.size()) {
+    return absl::InvalidArgumentError(fmt::format("module {} takes {} inputs, got {}",
+                                                  module.name(), sig->params.size(),
+                                                  inputs.size()));
+  }
+  for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
+    if (inputs[i].type() != sig->params[i]) {
+      return absl::InvalidArgumentError(fmt::format("{}: expected {}, got {}",
+                                                    InputName(i, input_names),
+                                                    sig->params[i].ToString(),
+                                                    inputs[i].type().ToString()));
+    }
+  }
+
+  // The frontend mesh over the module's devices (one device when the module has no mesh).
+  const ir::Mesh& mesh_proto = module.mesh();
+  std::vector<std::pair<std::string, int64_t>> axes;
+  for (const ir::MeshAxis& a : mesh_proto.axes()) axes.emplace_back(a.name(), a.size());
+  std::vector<int64_t> device_ids(mesh_proto.device_ids().begin(), mesh_proto.device_ids().end());
+  if (num_devices <= 0) {
+    num_devices = static_cast<int>(ir::MeshSize(mesh_proto));
+    for (int64_t id : device_ids) num_devices = std::max<int>(num_devices, id + 1);
+  }
+  runtime::Runtime rt({.num_devices = num_devices});
+  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, axes, device_ids);
+  if (!mesh.ok()) {
+    return absl::InvalidArgumentError(fmt::format("cannot place the module's mesh on a runtime of {} devices: {}",
+                                                  num_devices, mesh.status().message()));
+  }
+
+  absl::StatusOr<const ir::Function*> entry = EntryFunction(module);
+  if (!entry.ok()) return entry.status();
+  absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
+      backends::reference::Compile(**entry);
+  if (!exe.ok()) return exe.status();
+
+  std::vector<ir::Tensor> outputs;
+  if (module.view() == ir::PER_DEVICE) {
+    const int64_t n = mesh->size();
+    std::vector<std::vector<ir::Tensor>> local_args(n);
+    for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
+      NamedSharding sharding(*mesh, PartitionSpec(SpecAt(module.param_shardings(), i)));
+      absl::StatusOr<Array> placed = device_put(inputs[i], sharding);
+      if (!placed.ok()) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: {}", InputName(i, input_names), placed.status().message()));
+      }
+      for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed->shards()[p]);
+    }
+    std::vector<const backends::Executable*> programs(n, exe->get());
+    absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
+        rt.RunSpmd(mesh->proto(), programs, std::move(local_args));
+    if (!out.ok()) return out.status();
+    for (size_t r = 0; r < sig->results.size(); ++r) {
+      std::vector<ir::Tensor> shards;
+      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*out)[p][r]));
+      NamedSharding sharding(*mesh, PartitionSpec(SpecAt(module.result_shardings(), r)));
+      absl::StatusOr<ir::Tensor> host = Array(sig->results[r], sharding, std::move(shards)).ToHost();
+      if (!host.ok()) return host.status();
+      outputs.push_back(std::move(*host));
+    }
+  } else {
+    runtime::CompileFn compile = [](const ir::Function& f) {
+      return backends::reference::Compile(f);
+    };
+    runtime::Runtime::ShardMapCache cache;
+    absl::StatusOr<std::vector<ir::Tensor>> out =
+        rt.RunGlobal(mesh->proto(), **exe, inputs, compile, cache);
+    if (!out.ok()) return out.status();
+    // Host copies: nothing returned may live in the memory of a device of `rt`.
+    for (const ir::Tensor& t : *out) outputs.push_back(t.Copy());
+  }
+  return outputs;
+}
+
+}  // namespace shardjit::tools

@@ -1,0 +1,39 @@
+// Runs a module file's entry on an in-process runtime of virtual devices, with whole (global)
+// arrays in and out. A per-device module (view=per_device) gets each input split into blocks by
+// its param sharding and runs its entry on every mesh position (Runtime::RunSpmd); its outputs
+// are assembled from the blocks by the result shardings. A global-view module runs on the host
+// with whole arrays (Runtime::RunGlobal), its shard_map ops fanning out to the devices.
+#ifndef SHARDJIT_TOOLS_RUN_MODULE_H_
+#define SHARDJIT_TOOLS_RUN_MODULE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+#include "ir/types.h"
+
+namespace shardjit::tools {
+
+// The global types of a module's entry parameters and results (for a per-device module, the
+// local types scaled up by the param/result shardings).
+struct GlobalSignature {
+  std::vector<ir::ShapedType> params;
+  std::vector<ir::ShapedType> results;
+};
+
+absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module);
+
+// Verifies `module` and runs it on `inputs` (global arrays, one per entry parameter) with a
+// runtime of `num_devices` devices (<= 0: as many as the mesh's device ids need). Errors about
+// an input name it by index and, when given, by `input_names[i]`, with the expected and actual
+// types.
+absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
+                                                  const std::vector<ir::Tensor>& inputs,
+                                                  int num_devices = 0,
+                                                  const std::vector<std::string>& input_names = {});
+
+}  // namespace shardjit::tools
+
+#endif  // SHARDJIT_TOOLS_RUN_MODULE_H_

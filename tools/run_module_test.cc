@@ -1,0 +1,196 @@
+// End-to-end tests of running module files: RunModule on per-device and global-view modules
+// (hand-written IR text and modules lowered by jit), its error messages, and the irrun binary.
+#include "tools/run_module.h"
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "frontend/shardjit.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/io.h"
+#include "ir/parser.h"
+#include "tools/npy.h"
+
+namespace shardjit::tools {
+namespace {
+
+using ::testing::HasSubstr;
+
+// psum over x of the local blocks of a f32[4,3] array split by rows over {x:2}.
+constexpr char kPsumModule[] = R"(module psum_x [view=per_device mesh={x:2} devices=(0,1) entry=main param_shardings=(P(x)) result_shardings=(P())]
+func main = { lambda ; a:f32[2,3]. let
+    b:f32[2,3] = psum[axes=(x)] a
+  in (b) }
+)";
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+std::vector<double> Iota(int64_t n) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(i);
+  return v;
+}
+
+Tensor F32(std::vector<int64_t> dims, const std::vector<double>& values) {
+  return Tensor::FromDoubles({DType::kF32, std::move(dims)}, values);
+}
+
+TEST(RunModuleTest, HandWrittenPerDeviceModule) {
+  absl::StatusOr<ir::Module> module = ir::ParseModule(kPsumModule);
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<GlobalSignature> sig = ModuleGlobalSignature(*module);
+  ASSERT_TRUE(sig.ok()) << sig.status();
+  EXPECT_EQ(sig->params[0].ToString(), "f32[4,3]");
+  EXPECT_EQ(sig->results[0].ToString(), "f32[2,3]");
+
+  absl::StatusOr<std::vector<Tensor>> out = RunModule(*module, {F32({4, 3}, Iota(12))});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].type().ToString(), "f32[2,3]");
+  // Rows 0-1 plus rows 2-3.
+  EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{6, 8, 10, 12, 14, 16}));
+}
+
+TEST(RunModuleTest, LoweredShardMapModuleThroughAFile) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  auto f = jit(shard_map(
+      [](Tracer x, Tracer y) { return std::vector<Tracer>{psum(x, "x"), y * 2.0}; }, mesh,
+      {P("x", None), P("x")}, {P(None, None), P("x")}));
+  absl::StatusOr<Lowered> lowered =
+      f.LowerFor({{DType::kF32, {4, 2}}, {DType::kS32, {6}}},
+                 {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P("x"))});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE);
+  for (const char* name : {"lowered.txt", "lowered.pbtxt", "lowered.pb"}) {
+    std::string path = TempPath(name);
+    ASSERT_TRUE(ir::WriteModuleFile(lowered->module(), path).ok());
+    absl::StatusOr<ir::Module> module = ir::ReadModuleFile(path);
+    ASSERT_TRUE(module.ok()) << module.status();
+
+    absl::StatusOr<std::vector<Tensor>> out = RunModule(
+        *module, {F32({4, 2}, {1, 2, 3, 4, 10, 20, 30, 40}),
+                  Tensor::FromDoubles({DType::kS32, {6}}, {1, -2, 3, -4, 5, -6})});
+    ASSERT_TRUE(out.ok()) << name << ": " << out.status();
+    ASSERT_EQ(out->size(), 2u);
+    EXPECT_EQ((*out)[0].type().ToString(), "f32[2,2]");
+    EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{11, 22, 33, 44}));
+    EXPECT_EQ((*out)[1].type().ToString(), "s32[6]");
+    EXPECT_EQ((*out)[1].ToDoubles(), (std::vector<double>{2, -4, 6, -8, 10, -12}));
+  }
+}
+
+TEST(RunModuleTest, GlobalViewModule) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  auto f = jit([](Tracer a, Tracer b) { return matmul(a, b); });
+  absl::StatusOr<Lowered> lowered =
+      f.LowerFor({{DType::kF32, {2, 3}}, {DType::kF32, {3, 2}}},
+                 {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P())});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  ASSERT_EQ(lowered->module().view(), ir::GLOBAL);
+  absl::StatusOr<std::vector<Tensor>> out = RunModule(
+      lowered->module(), {F32({2, 3}, {1, 2, 3, 4, 5, 6}), F32({3, 2}, {1, 0, 0, 1, 1, 1})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{4, 5, 10, 11}));
+}
+
+TEST(RunModuleTest, ErrorsNameTheInputAndBothTypes) {
+  ir::Module module = *ir::ParseModule(kPsumModule);
+  absl::StatusOr<std::vector<Tensor>> out =
+      RunModule(module, {F32({3, 3}, Iota(9))}, 0, {"x.npy"});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("input 0 (x.npy): expected f32[4,3], got f32[3,3]"));
+
+  out = RunModule(module, {Tensor::FromDoubles({DType::kS32, {4, 3}}, Iota(12))});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("input 0: expected f32[4,3], got s32[4,3]"));
+
+  out = RunModule(module, {});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("takes 1 inputs, got 0"));
+
+  out = RunModule(module, {F32({4, 3}, Iota(12))}, /*num_devices=*/1);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("on a runtime of 1 devices"));
+
+  ir::Module bad = module;
+  bad.mutable_functions(0)->mutable_body()->mutable_ops(0)->mutable_all_reduce()->set_axes(0, "z");
+  out = RunModule(bad, {F32({4, 3}, Iota(12))});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("does not verify"));
+}
+
+// Runs a command line, returning its exit status; stderr goes to `*err`.
+int RunCommand(const std::string& command, std::string* err) {
+  std::string err_path = TempPath("stderr.txt");
+  int status = std::system((command + " 2>" + err_path).c_str());
+  std::ifstream in(err_path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  *err = buffer.str();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(IrrunTest, RunsAModuleFileOnNpyFiles) {
+  const std::string irrun = "tools/irrun";
+  const std::string module = TempPath("psum.ir");
+  const std::string x = TempPath("x.npy");
+  const std::string bad = TempPath("bad.npy");
+  const std::string out = TempPath("out.npy");
+  std::ofstream(module) << kPsumModule;
+  ASSERT_TRUE(WriteNpy(F32({4, 3}, Iota(12)), x).ok());
+  ASSERT_TRUE(WriteNpy(F32({2, 3}, Iota(6)), bad).ok());
+
+  std::string err;
+  ASSERT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x + " --outputs=" + out, &err), 0) << err;
+  absl::StatusOr<Tensor> result = ReadNpy(out);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->type().ToString(), "f32[2,3]");
+  EXPECT_EQ(result->ToDoubles(), (std::vector<double>{6, 8, 10, 12, 14, 16}));
+
+  // Same with an explicit device count larger than the mesh.
+  ASSERT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x + " --outputs=" + out + " --devices=3",
+                &err),
+            0)
+      << err;
+
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + bad + " --outputs=" + out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("input 0 (" + bad + "): expected f32[4,3], got f32[2,3]"));
+
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x + "," + x + " --outputs=" + out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("takes 1 inputs, --inputs gives 2"));
+
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x + " --outputs=" + out + "," + out, &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("returns 1 outputs, --outputs gives 2"));
+
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + module + " --outputs=" + out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("not a .npy file"));
+
+  EXPECT_EQ(RunCommand(irrun + " " + TempPath("missing.ir") + " --inputs=" + x + " --outputs=" + out,
+                &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("cannot open module file"));
+
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x + " --outputs=" + out + " --bogus", &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("usage: irrun"));
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x, &err), 2);
+  EXPECT_THAT(err, HasSubstr("no --outputs"));
+}
+
+}  // namespace
+}  // namespace shardjit::tools
