@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "backends/reference/dtype_dispatch.h"
 #include "backends/reference/kernel.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
@@ -32,23 +33,6 @@ using Results = absl::StatusOr<std::vector<Tensor>>;
 using Dims = std::vector<int64_t>;
 
 Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
-
-// Calls f(T{}) with the storage type of `dtype` (uint8_t for pred).
-template <typename F>
-decltype(auto) Dispatch(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(float{});
-    case DType::kBF16:
-      return f(bf16{});
-    case DType::kS32:
-      return f(int32_t{});
-    case DType::kPred:
-    case DType::kInvalid:
-      break;
-  }
-  return f(uint8_t{});
-}
 
 template <typename T>
 constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, bf16>;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "backends/reference/dtype_dispatch.h"
 #include "backends/reference/kernel.h"
 #include "fmt/format.h"
 #include "ir/dtype.h"
@@ -21,23 +22,6 @@ using ir::bf16;
 using ir::DType;
 using ir::Tensor;
 using Results = absl::StatusOr<std::vector<Tensor>>;
-
-// Calls f(T{}) with the storage type of `dtype` (uint8_t for pred).
-template <typename F>
-decltype(auto) Dispatch(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(float{});
-    case DType::kBF16:
-      return f(bf16{});
-    case DType::kS32:
-      return f(int32_t{});
-    case DType::kPred:
-    case DType::kInvalid:
-      break;
-  }
-  return f(uint8_t{});
-}
 
 absl::Status BadDType(const ir::Op& op, DType dtype) {
   return absl::InvalidArgumentError(
