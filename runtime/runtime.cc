@@ -205,11 +205,10 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
                                 fmt::format("device {}: {}", id, r.status().message())));
       }
       args[p].clear();
-      {
-        std::lock_guard<std::mutex> lock(done_mu);
-        results[p] = std::move(r);
-        --remaining;
-      }
+      // Notify under the lock: once the caller sees remaining == 0 it destroys done_cv.
+      std::lock_guard<std::mutex> lock(done_mu);
+      results[p] = std::move(r);
+      --remaining;
       done_cv.notify_one();
     });
   }
