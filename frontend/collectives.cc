@@ -69,9 +69,10 @@ Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t
   if (t == nullptr) return Tracer();
   ir::Op op;
   op.set_opcode("ppermute");
-  for (const std::string& a : axes.names) op.mutable_ppermute()->add_axes(a);
+  ir::PpermuteAttrs* attrs = op.mutable_ppermute();
+  for (const std::string& a : axes.names) attrs->add_axes(a);
   for (const auto& [source, target] : perm) {
-    ir::PermutePair* p = op.mutable_ppermute()->add_perm();
+    ir::PermutePair* p = attrs->add_perm();
     p->set_source(source);
     p->set_target(target);
   }
@@ -96,7 +97,8 @@ Tracer axis_index(AxisNames axes, Loc loc) {
   if (t == nullptr) return Tracer();
   ir::Op op;
   op.set_opcode("axis_index");
-  for (const std::string& a : axes.names) op.mutable_axis()->add_axes(a);
+  ir::AxisAttrs* attrs = op.mutable_axis();
+  for (const std::string& a : axes.names) attrs->add_axes(a);
   return t->Emit1(std::move(op), {}, loc);
 }
 
@@ -105,7 +107,8 @@ Tracer axis_size(AxisNames axes, Loc loc) {
   if (t == nullptr) return Tracer();
   ir::Op op;
   op.set_opcode("axis_size");
-  for (const std::string& a : axes.names) op.mutable_axis()->add_axes(a);
+  ir::AxisAttrs* attrs = op.mutable_axis();
+  for (const std::string& a : axes.names) attrs->add_axes(a);
   return t->Emit1(std::move(op), {}, loc);
 }
 

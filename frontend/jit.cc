@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "backends/reference/evaluator.h"
+#include "backends/reference/kernel.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/printer.h"
@@ -198,7 +199,8 @@ absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
   if (!traced.ok()) return traced.status();
   ir::Module lowered = *traced;
   std::vector<passes::StageRecord> stages;
-  passes::Pipeline pipeline = passes::DefaultPipeline(state_->options.pipeline);
+  passes::Pipeline pipeline =
+      passes::DefaultPipeline(state_->options.pipeline, {.evaluate = backends::reference::EvaluateLocalOp});
   if (absl::Status s = pipeline.Run(lowered, &stages); !s.ok()) return s;
   return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings,
                  state_->options);

@@ -62,9 +62,12 @@ TEST_P(NorthStarTest, Matmul3MatchesF64) {
   absl::StatusOr<Lowered> lowered = matmul3.lower(x, w);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   std::string text = lowered->as_text();
-  for (const char* op : {"all_gather", "dynamic_slice", "dot_general", "psum", "axis_index"}) {
+  for (const char* op : {"dynamic_slice", "dot_general", "axis_index"}) {
     EXPECT_THAT(text, HasSubstr(op));
   }
+  // Collectives over size-1 axes are identities that canonicalize removes.
+  EXPECT_EQ(text.find("all_gather") != std::string::npos, sx > 1);
+  EXPECT_EQ(text.find("psum") != std::string::npos, sy > 1);
   EXPECT_THAT(text, HasSubstr("view=per_device"));
   EXPECT_THAT(text, HasSubstr("param_shardings=(P(x,y),P(x,None))"));
   EXPECT_EQ(matmul3.cache_size(), 1u);

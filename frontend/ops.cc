@@ -74,7 +74,8 @@ Tracer Reduce(const char* opcode, Tracer x, std::vector<int64_t> axes, Loc loc) 
   TraceState* t = TraceOf({x}, opcode);
   if (t == nullptr) return Tracer();
   ir::Op op = MakeOp(opcode);
-  for (int64_t a : axes) op.mutable_reduce()->add_axes(a);
+  auto* attrs = op.mutable_reduce();
+  for (int64_t a : axes) attrs->add_axes(a);
   return t->Emit1(std::move(op), {x}, loc);
 }
 
@@ -154,10 +155,9 @@ Tracer broadcast_in_dim(Tracer x, std::vector<int64_t> shape,
   TraceState* t = TraceOf({x}, "broadcast_in_dim");
   if (t == nullptr) return Tracer();
   ir::Op op = MakeOp("broadcast_in_dim");
-  for (int64_t d : shape) op.mutable_broadcast_in_dim()->add_shape(d);
-  for (int64_t d : broadcast_dimensions) {
-    op.mutable_broadcast_in_dim()->add_broadcast_dimensions(d);
-  }
+  auto* attrs = op.mutable_broadcast_in_dim();
+  for (int64_t d : shape) attrs->add_shape(d);
+  for (int64_t d : broadcast_dimensions) attrs->add_broadcast_dimensions(d);
   return t->Emit1(std::move(op), {x}, loc);
 }
 
@@ -180,7 +180,8 @@ Tracer reshape(Tracer x, std::vector<int64_t> new_sizes, Loc loc) {
   TraceState* t = TraceOf({x}, "reshape");
   if (t == nullptr) return Tracer();
   ir::Op op = MakeOp("reshape");
-  for (int64_t d : new_sizes) op.mutable_reshape()->add_new_sizes(d);
+  auto* attrs = op.mutable_reshape();
+  for (int64_t d : new_sizes) attrs->add_new_sizes(d);
   return t->Emit1(std::move(op), {x}, loc);
 }
 
@@ -188,7 +189,8 @@ Tracer transpose(Tracer x, std::vector<int64_t> permutation, Loc loc) {
   TraceState* t = TraceOf({x}, "transpose");
   if (t == nullptr) return Tracer();
   ir::Op op = MakeOp("transpose");
-  for (int64_t d : permutation) op.mutable_transpose()->add_permutation(d);
+  auto* attrs = op.mutable_transpose();
+  for (int64_t d : permutation) attrs->add_permutation(d);
   return t->Emit1(std::move(op), {x}, loc);
 }
 
@@ -211,7 +213,8 @@ Tracer dynamic_slice(Tracer x, std::vector<Index> start_indices, std::vector<int
   std::vector<Tracer> operands = {x};
   for (Tracer& i : IndexTracers(t, start_indices, loc)) operands.push_back(i);
   ir::Op op = MakeOp("dynamic_slice");
-  for (int64_t d : slice_sizes) op.mutable_dynamic_slice()->add_slice_sizes(d);
+  auto* attrs = op.mutable_dynamic_slice();
+  for (int64_t d : slice_sizes) attrs->add_slice_sizes(d);
   return t->Emit1(std::move(op), operands, loc);
 }
 

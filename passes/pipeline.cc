@@ -9,7 +9,6 @@
 #include "ir/io.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "passes/dce.h"
 #include "passes/lower_shard_map.h"
 
 namespace shardjit::passes {
@@ -76,9 +75,9 @@ absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages)
   return absl::OkStatus();
 }
 
-Pipeline DefaultPipeline(PipelineOptions options) {
+Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicalize) {
   Pipeline p(std::move(options));
-  p.Add(std::make_unique<DeadCodeElimination>());
+  p.Add(std::make_unique<Canonicalize>(std::move(canonicalize)));
   p.Add(std::make_unique<LowerShardMap>());
   return p;
 }

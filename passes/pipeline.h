@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "passes/canonicalize.h"
 #include "passes/pass.h"
 
 namespace shardjit::passes {
@@ -48,8 +49,8 @@ class Pipeline {
   std::vector<std::unique_ptr<Pass>> passes_;
 };
 
-// The default lowering pipeline of jit: dce, lower-shard-map.
-Pipeline DefaultPipeline(PipelineOptions options = {});
+// The default lowering pipeline of jit: canonicalize, lower-shard-map.
+Pipeline DefaultPipeline(PipelineOptions options = {}, CanonicalizeOptions canonicalize = {});
 
 }  // namespace shardjit::passes
 

@@ -55,6 +55,12 @@ absl::Status RunState::status() const {
 absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
     ir::Allocator* allocator) {
+  for (const std::string& name : CollectiveAxes(op)) {
+    if (ir::MeshAxisIndex(mesh_, name) < 0) {
+      return absl::InvalidArgumentError(fmt::format("{}: axis \"{}\" is not in mesh {}",
+                                                    op.opcode(), name, ir::MeshToString(mesh_)));
+    }
+  }
   if (op.opcode() == "axis_index" || op.opcode() == "axis_size") {
     int64_t value = 1;
     if (op.opcode() == "axis_index") {

@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "backends/reference/kernel.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/io.h"
@@ -206,7 +207,7 @@ int Main(int argc, char** argv) {
     passes::PipelineOptions options;
     options.verify_each = flags.verify;
     options.dump_dir = flags.dump_to;
-    if (absl::Status s = passes::DefaultPipeline(options).Run(*module, &stages); !s.ok()) {
+    if (absl::Status s = passes::DefaultPipeline(options, {.evaluate = backends::reference::EvaluateLocalOp}).Run(*module, &stages); !s.ok()) {
       return InputError(fmt::format("{}: {}", source, s.message()));
     }
   }

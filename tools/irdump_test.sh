@@ -47,7 +47,7 @@ expect_grep 'ppermute' "$TMP/out"
 # --stages: one header per stage, "(unchanged)" for passes that changed nothing, timings.
 expect_status 0 "$IRDUMP" --example=seed_c --stages
 expect_grep '^# --- stage 0: input ---$' "$TMP/out"
-expect_grep '^# --- stage 1: dce (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 1: canonicalize (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^(unchanged)$' "$TMP/out"
 expect_grep '^# --- stage 2: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep 'shard_map\[' "$TMP/out"

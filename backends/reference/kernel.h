@@ -23,6 +23,11 @@ bool RegisterKernel(std::string name, Kernel kernel);
 // nullptr when no kernel is registered under `name`.
 const Kernel* FindKernel(std::string_view name);
 
+// Runs the kernel of local op `op` in host memory (e.g. to fold constants); NotFound when the op
+// has no reference kernel.
+absl::StatusOr<std::vector<ir::Tensor>> EvaluateLocalOp(const ir::Op& op,
+                                                        const std::vector<ir::Tensor>& operands);
+
 // The result type i of `op`.
 ir::ShapedType ResultType(const ir::Op& op, int i = 0);
 

@@ -11,7 +11,7 @@ absl::StatusOr<Types> AllReduce(const ShapeContext& ctx, const Types& operands, 
   const auto& a = op.all_reduce();
   absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
   if (!size.ok()) return size.status();
-  if (absl::StatusOr<int64_t> g = GroupSize(op, operands, *size, a.axis_index_groups()); !g.ok()) {
+  if (absl::StatusOr<int64_t> g = GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/false); !g.ok()) {
     return g.status();
   }
   ShapedType out = operands[0];
@@ -27,7 +27,8 @@ absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, 
   const auto& a = op.all_gather();
   absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
   if (!size.ok()) return size.status();
-  absl::StatusOr<int64_t> n = GroupSize(op, operands, *size, a.axis_index_groups());
+  absl::StatusOr<int64_t> n =
+      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
   if (!n.ok()) return n.status();
   ShapedType out = operands[0];
   int64_t limit = a.tiled() ? out.rank() - 1 : out.rank();
@@ -47,7 +48,8 @@ absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands
   const auto& a = op.psum_scatter();
   absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
   if (!size.ok()) return size.status();
-  absl::StatusOr<int64_t> n = GroupSize(op, operands, *size, a.axis_index_groups());
+  absl::StatusOr<int64_t> n =
+      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
   if (!n.ok()) return n.status();
   ShapedType out = operands[0];
   int64_t d = a.scatter_dimension();
@@ -99,7 +101,8 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
   const auto& a = op.all_to_all();
   absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
   if (!size.ok()) return size.status();
-  absl::StatusOr<int64_t> n = GroupSize(op, operands, *size, a.axis_index_groups());
+  absl::StatusOr<int64_t> n =
+      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
   if (!n.ok()) return n.status();
   ShapedType out = operands[0];
   int64_t split = a.split_axis(), concat = a.concat_axis();

@@ -51,13 +51,14 @@ absl::StatusOr<int64_t> CombinedAxisSize(
 
 absl::StatusOr<int64_t> GroupSize(
     const Op& op, const Types& operands, int64_t axis_size,
-    const google::protobuf::RepeatedPtrField<AxisIndexGroup>& groups) {
+    const google::protobuf::RepeatedPtrField<AxisIndexGroup>& groups, bool equal_sizes) {
   if (groups.empty()) return axis_size;
   std::vector<int> count(axis_size, 0);
   int64_t group_size = groups[0].indices_size();
   for (const AxisIndexGroup& g : groups) {
-    if (g.indices_size() != group_size || group_size == 0) {
-      return RuleError(op, operands, "axis_index_groups must all have the same nonzero size");
+    if (g.indices_size() == 0) return RuleError(op, operands, "axis_index_groups has an empty group");
+    if (equal_sizes && g.indices_size() != group_size) {
+      return RuleError(op, operands, "axis_index_groups must all have the same size");
     }
     for (int64_t i : g.indices()) {
       if (i < 0 || i >= axis_size) {

@@ -36,10 +36,12 @@ absl::StatusOr<int64_t> CombinedAxisSize(const ShapeContext& ctx, const Op& op,
                                          const Types& operands,
                                          const google::protobuf::RepeatedPtrField<std::string>& axes);
 
-// Validates axis_index_groups against the combined axis size and returns the group size (the
-// axis size when there are no groups). `equal_sizes`: all groups must have the same size.
+// Validates axis_index_groups against the combined axis size (every index in exactly one
+// non-empty group; with `equal_sizes`, all groups of one size) and returns the size of the first
+// group (the axis size when there are no groups).
 absl::StatusOr<int64_t> GroupSize(const Op& op, const Types& operands, int64_t axis_size,
-                                  const google::protobuf::RepeatedPtrField<AxisIndexGroup>& groups);
+                                  const google::protobuf::RepeatedPtrField<AxisIndexGroup>& groups,
+                                  bool equal_sizes);
 
 }  // namespace shardjit::ir::prims
 

@@ -1,0 +1,198 @@
+// Gemm: validation, the dispatch list (best level first, ending in plain C++) and the split of
+// one call over threads.
+#include "backends/x86/gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backends/x86/gemm_driver.h"
+#include "backends/x86/gemm_internal.h"
+#include "backends/x86/gemm_reference.h"
+#include "backends/x86/kernel_cache.h"
+#include "fmt/format.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+// Below this many flops per thread a call stays on one thread.
+constexpr int64_t kMinFlopsPerThread = int64_t{1} << 21;
+
+std::string Describe(const GemmArgs& g) {
+  return fmt::format("(m={}, n={}, k={}, {}{})", g.shape.m, g.shape.n, g.shape.k,
+                     g.type == GemmType::kBf16Bf16F32 ? "bf16" : "f32",
+                     g.out_bf16 ? " -> bf16" : " -> f32");
+}
+
+// Checks `args` and resolves the defaulted strides.
+absl::Status Normalize(const GemmArgs& args, GemmArgs* g) {
+  *g = args;
+  const GemmShape& s = g->shape;
+  auto error = [&](const std::string& what) {
+    return absl::InvalidArgumentError(fmt::format("gemm: {} {}", what, Describe(args)));
+  };
+  if (s.m < 0 || s.n < 0 || s.k < 0) return error("negative dimension");
+  if (g->num_threads < 1) return error(fmt::format("num_threads {} < 1", g->num_threads));
+  if (g->a_row_stride == 0) g->a_row_stride = s.k;
+  if (g->b_row_stride == 0) g->b_row_stride = s.n;
+  if (g->ldc == 0) g->ldc = s.n;
+  if (g->a_row_stride < 0 || g->a_col_stride < 0 || g->b_row_stride < 0 || g->b_col_stride < 0) {
+    return error("negative stride");
+  }
+  if (s.m > 1 && g->ldc < s.n) return error(fmt::format("ldc {} < n", g->ldc));
+  if (s.m > 0 && s.n > 0 && g->c == nullptr) return error("null C");
+  if (s.m > 0 && s.n > 0 && s.k > 0 && (g->a == nullptr || g->b == nullptr)) {
+    return error("null A or B");
+  }
+  return absl::OkStatus();
+}
+
+size_t InBytes(const GemmArgs& g) { return g.type == GemmType::kBf16Bf16F32 ? 2 : 4; }
+size_t OutBytes(const GemmArgs& g) { return g.out_bf16 ? 2 : 4; }
+
+const void* Offset(const void* p, int64_t elements, size_t bytes) {
+  return static_cast<const char*>(p) + elements * static_cast<int64_t>(bytes);
+}
+
+// Splits `g` into independent sub-products: over N in whole panels of nr columns when there are
+// enough of them (each thread then packs only its own B), else over M in strips of mr rows.
+std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr) {
+  const int64_t flops = 2 * g.shape.m * g.shape.n * g.shape.k;
+  const int64_t threads = std::min<int64_t>(g.num_threads, std::max<int64_t>(1, flops / kMinFlopsPerThread));
+  const int64_t n_panels = (g.shape.n + nr - 1) / nr, m_panels = (g.shape.m + mr - 1) / mr;
+  const bool split_n = n_panels >= 2 * threads && (n_panels >= 4 * threads || m_panels < 2 * threads);
+  const int64_t panels = split_n ? n_panels : m_panels;
+  const int64_t parts = std::min(threads, panels);
+  if (parts <= 1) return {g};
+  std::vector<GemmArgs> out;
+  int64_t begin = 0;
+  for (int64_t t = 0; t < parts; ++t) {
+    const int64_t count = panels / parts + (t < panels % parts ? 1 : 0);
+    GemmArgs sub = g;
+    sub.num_threads = 1;
+    if (split_n) {
+      const int64_t n0 = begin * nr, n1 = std::min(g.shape.n, (begin + count) * nr);
+      sub.shape.n = n1 - n0;
+      sub.b = Offset(g.b, n0 * g.b_col_stride, InBytes(g));
+      sub.c = const_cast<void*>(Offset(g.c, n0, OutBytes(g)));
+    } else {
+      const int64_t m0 = begin * mr, m1 = std::min(g.shape.m, (begin + count) * mr);
+      sub.shape.m = m1 - m0;
+      sub.a = Offset(g.a, m0 * g.a_row_stride, InBytes(g));
+      sub.c = const_cast<void*>(Offset(g.c, m0 * g.ldc, OutBytes(g)));
+    }
+    out.push_back(sub);
+    begin += count;
+  }
+  return out;
+}
+
+// C = accumulate ? C : 0 when there is nothing to add.
+void ZeroOrKeep(const GemmArgs& g) {
+  if (g.accumulate) return;
+  for (int64_t i = 0; i < g.shape.m; ++i) {
+    std::memset(static_cast<char*>(g.c) + i * g.ldc * OutBytes(g), 0, g.shape.n * OutBytes(g));
+  }
+}
+
+// Runs `work(part, scratch)` for every part, parts[1..] on new threads.
+template <typename Work>
+absl::Status RunParts(const std::vector<GemmArgs>& parts, Work work) {
+  // Kept by the calling thread (a runtime worker), so buffers are reused across calls.
+  thread_local std::vector<std::unique_ptr<GemmScratch>> pool;
+  while (pool.size() < parts.size()) pool.push_back(std::make_unique<GemmScratch>());
+  std::vector<GemmScratch*> scratch;
+  for (size_t t = 0; t < parts.size(); ++t) scratch.push_back(pool[t].get());
+  std::vector<absl::Status> status(parts.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < parts.size(); ++t) {
+    threads.emplace_back([&, t] { status[t] = work(parts[t], scratch[t]); });
+  }
+  status[0] = work(parts[0], scratch[0]);
+  for (std::thread& th : threads) th.join();
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Runs normalized, non-trivial `g` at level `isa`.
+absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_override) {
+  if (isa == IsaLevel::kReference && plan_override == nullptr) {
+    return RunParts(Partition(g, 1, 1 << 30), [](const GemmArgs& part, GemmScratch*) {
+      GemmReference(part);
+      return absl::OkStatus();
+    });
+  }
+  const GemmPlan plan = plan_override ? *plan_override : MakePlan(isa, g.type, HostCaches());
+  std::vector<GemmArgs> parts = Partition(g, plan.mr, plan.nr);
+  std::vector<KernelSet> kernels(parts.size());
+  for (size_t t = 0; t < parts.size(); ++t) {
+    if (absl::Status s = kernels[t].Prepare(plan, parts[t].shape.m, parts[t].shape.n); !s.ok()) {
+      return s;
+    }
+  }
+  const GemmArgs* base = parts.data();
+  return RunParts(parts, [&](const GemmArgs& part, GemmScratch* scratch) {
+    return RunBlocked(part, plan, kernels[&part - base], scratch);
+  });
+}
+
+// Normalizes and handles the empty cases; *done is true when nothing is left to run.
+absl::Status Prepare(const GemmArgs& args, GemmArgs* g, bool* done) {
+  if (absl::Status s = Normalize(args, g); !s.ok()) return s;
+  *done = g->shape.m == 0 || g->shape.n == 0 || g->shape.k == 0;
+  if (*done && g->shape.m > 0 && g->shape.n > 0) ZeroOrKeep(*g);
+  return absl::OkStatus();
+}
+
+// Generation failures fall back to the next level; anything else is final.
+bool MayFallBack(const absl::Status& s) {
+  return absl::IsInternal(s) || absl::IsUnimplemented(s);
+}
+
+}  // namespace
+
+IsaLevel GemmIsaFor(const GemmArgs& args) {
+  IsaLevel isa = ActiveIsa();
+  if (isa == IsaLevel::kAvx512Bf16 && args.type != GemmType::kBf16Bf16F32) {
+    return IsaLevel::kAvx512;
+  }
+  return isa;
+}
+
+absl::Status Gemm(const GemmArgs& args) {
+  GemmArgs g;
+  bool done = false;
+  if (absl::Status s = Prepare(args, &g, &done); !s.ok() || done) return s;
+  for (int level = static_cast<int>(GemmIsaFor(g)); level >= 0; --level) {
+    absl::Status s = RunAt(g, static_cast<IsaLevel>(level), nullptr);
+    if (s.ok() || !MayFallBack(s) || level == 0) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GemmAtIsa(const GemmArgs& args, IsaLevel isa) {
+  if (isa > DetectedIsa()) {
+    return absl::FailedPreconditionError(
+        fmt::format("gemm: this CPU lacks {} (has {})", IsaName(isa), IsaName(DetectedIsa())));
+  }
+  return internal::GemmWithPlan(args, isa, nullptr);
+}
+
+KernelCacheStats GetKernelCacheStats() { return KernelCache::Global().stats(); }
+
+namespace internal {
+
+absl::Status GemmWithPlan(const GemmArgs& args, IsaLevel isa, const GemmPlan* plan) {
+  GemmArgs g;
+  bool done = false;
+  if (absl::Status s = Prepare(args, &g, &done); !s.ok() || done) return s;
+  return RunAt(g, isa, plan);
+}
+
+}  // namespace internal
+}  // namespace shardjit::backends::x86

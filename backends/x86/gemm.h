@@ -1,0 +1,65 @@
+// GEMM for the x86 backend: C[m,n] = (accumulate ? C : 0) + A[m,k] * B[k,n] with f32
+// accumulation. A and B are read through arbitrary element strides, so transposed or batched
+// operands need no materialised copy. Dispatch picks the best kernel for ActiveIsa() and falls back
+// level by level down to plain C++.
+#ifndef SHARDJIT_BACKENDS_X86_GEMM_H_
+#define SHARDJIT_BACKENDS_X86_GEMM_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "backends/x86/cpu_features.h"
+
+namespace shardjit::backends::x86 {
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// Input element types -> f32 accumulation.
+enum class GemmType { kBf16Bf16F32, kF32F32F32 };
+
+struct GemmArgs {
+  GemmShape shape;
+  GemmType type = GemmType::kF32F32F32;
+  // A[i,l] is a[i * a_row_stride + l * a_col_stride] (f32 or ir::bf16 per `type`). A row stride
+  // of 0 means dense row-major (k).
+  const void* a = nullptr;
+  int64_t a_row_stride = 0;
+  int64_t a_col_stride = 1;
+  // B[l,j] is b[l * b_row_stride + j * b_col_stride]. A row stride of 0 means dense (n).
+  const void* b = nullptr;
+  int64_t b_row_stride = 0;
+  int64_t b_col_stride = 1;
+  // C[i,j] is c[i * ldc + j]: f32, or bf16 when out_bf16 (rounded once, to nearest even, from the
+  // f32 sum). ldc 0 means n.
+  void* c = nullptr;
+  int64_t ldc = 0;
+  bool out_bf16 = false;
+  // Adds to the existing C instead of overwriting it.
+  bool accumulate = false;
+  // Worker threads for this call (split over M or N); 1 runs on the calling thread.
+  int num_threads = 1;
+};
+
+// Computes the product described by `args`. InvalidArgument for bad shapes, strides or pointers.
+absl::Status Gemm(const GemmArgs& args);
+
+// Runs only the implementation of level `isa` (no fallback); FailedPrecondition if this CPU lacks
+// it or it has no kernel for `args`. For tests and benchmarks.
+absl::Status GemmAtIsa(const GemmArgs& args, IsaLevel isa);
+
+// The level Gemm would use for `args` now (ignoring code generation failures).
+IsaLevel GemmIsaFor(const GemmArgs& args);
+
+// Statistics of the process-wide cache of generated micro-kernels.
+struct KernelCacheStats {
+  int64_t kernels = 0;        // kernels generated so far
+  int64_t generation_ns = 0;  // total time spent generating them
+  int64_t code_bytes = 0;     // total size of their code
+};
+KernelCacheStats GetKernelCacheStats();
+
+}  // namespace shardjit::backends::x86
+
+#endif  // SHARDJIT_BACKENDS_X86_GEMM_H_

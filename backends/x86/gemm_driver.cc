@@ -1,0 +1,189 @@
+#include "backends/x86/gemm_driver.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "backends/x86/gemm_pack.h"
+#include "backends/x86/kernel_cache.h"
+#include "ir/dtype.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t RoundDown(int64_t x, int64_t m) { return x / m * m; }
+int64_t CeilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+// Largest packed copy of A kept across column blocks.
+constexpr int64_t kMaxKeptABytes = int64_t{64} << 20;
+
+// dst (f32, ld_dst) = widen(src) over rows x cols.
+void Widen(const uint16_t* src, int64_t ld_src, float* dst, int64_t ld_dst, int64_t rows,
+           int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) dst[i * ld_dst + j] = ir::bf16::ToFloat(src[i * ld_src + j]);
+  }
+}
+
+// dst (bf16, ld_dst) = round(src) over rows x cols.
+void Narrow(const float* src, int64_t ld_src, uint16_t* dst, int64_t ld_dst, int64_t rows,
+            int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      dst[i * ld_dst + j] = ir::bf16::FromFloat(src[i * ld_src + j]);
+    }
+  }
+}
+
+}  // namespace
+
+GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
+  GemmPlan plan;
+  plan.isa = isa;
+  if (isa >= IsaLevel::kAvx512) {
+    const bool pairs = isa >= IsaLevel::kAvx512Bf16 && type == GemmType::kBf16Bf16F32;
+    plan.isa = pairs ? IsaLevel::kAvx512Bf16 : IsaLevel::kAvx512;
+    plan.layout = pairs ? PanelLayout::kBf16Pairs : PanelLayout::kF32;
+    plan.mr = 6;
+    plan.nr = 64;
+    plan.lanes = 16;
+  } else {
+    plan.isa = IsaLevel::kAvx2;
+    plan.layout = PanelLayout::kF32;
+    plan.mr = 6;
+    plan.nr = 16;
+    plan.lanes = 8;
+  }
+  // Packed bytes per k value and row/column.
+  const int64_t elt = plan.layout == PanelLayout::kBf16Pairs ? 2 : 4;
+  // The A strip (mr x kc) takes about a quarter of L1; the rest streams B.
+  plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (4 * plan.mr * elt), 64), 128, 1024);
+  // The B block (kc x nc) takes about half of L2.
+  plan.nc = std::max<int64_t>(plan.nr, RoundDown(caches.l2 / (2 * plan.kc * elt), plan.nr));
+  // An A block (mc x kc) takes about a quarter of L2.
+  plan.mc = std::max<int64_t>(plan.mr, RoundDown(caches.l2 / (4 * plan.kc * elt), plan.mr));
+  return plan;
+}
+
+absl::Status KernelSet::Prepare(const GemmPlan& plan, int64_t m, int64_t n) {
+  plan_ = &plan;
+  const int partial_rows = static_cast<int>(m % plan.mr);
+  const int tail_vecs = static_cast<int>(CeilDiv(n % plan.nr, plan.lanes));
+  for (bool partial : {false, true}) {
+    for (bool tail : {false, true}) {
+      if ((partial && partial_rows == 0) || (tail && tail_vecs == 0)) continue;
+      KernelKey& key = keys_[Index(partial, tail)];
+      key = KernelKey{plan.layout, plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
+                      tail ? tail_vecs : 0};
+      if (plan.portable_kernels) continue;
+      absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
+      if (!fn.ok()) return fn.status();
+      fns_[Index(partial, tail)] = *fn;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void KernelSet::Call(int rows, int tail_vecs, MicroKernelArgs* args) const {
+  const int i = Index(rows != plan_->mr, tail_vecs != 0);
+  if (plan_->portable_kernels) {
+    args->key = &keys_[i];
+    PortableMicroKernel(args);
+  } else {
+    fns_[i](args);
+  }
+}
+
+void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
+
+void* AlignedBuffer::Get(size_t bytes) {
+  if (bytes > size_) {
+    size_ = RoundUp(static_cast<int64_t>(bytes), 4096);
+    data_.reset(std::aligned_alloc(4096, size_));
+    if (data_ == nullptr) size_ = 0;
+  }
+  return data_.get();
+}
+
+absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet& kernels,
+                GemmScratch* scratch) {
+  const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
+  const MatrixView a{g.a, g.a_row_stride, g.a_col_stride, bf16_in};
+  const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, bf16_in};
+  const int64_t m = g.shape.m, n = g.shape.n, k = g.shape.k;
+  const int mr = plan.mr, nr = plan.nr;
+
+  const int64_t kc_max = std::min(plan.kc, k);
+  const int64_t steps_max = KSteps(plan.layout, kc_max);
+  const int64_t nc_max = std::min(plan.nc, RoundUp(n, nr));
+  const int64_t mc_max = std::min(plan.mc, RoundUp(m, mr));
+  auto* b_buf = static_cast<uint8_t*>(scratch->b.Get(steps_max * nc_max * 4));
+  // With several column blocks, A is packed once, during the first, and kept for the others.
+  const int64_t a_block_bytes = steps_max * RoundUp(m, mr) * 4;
+  const int64_t k_blocks = CeilDiv(k, plan.kc);
+  const bool keep_a = n > plan.nc && a_block_bytes * k_blocks <= kMaxKeptABytes;
+  auto* a_buf =
+      static_cast<uint8_t*>(scratch->a.Get(keep_a ? a_block_bytes * k_blocks : steps_max * mc_max * 4));
+  // bf16 output: kernels write f32 rows to a staging area, narrowed after the last k block. With
+  // one k block it holds one row block, else every row of the column block.
+  const bool single_k = k <= plan.kc;
+  const int64_t ld_stage = RoundUp(nc_max, 16) + 16;
+  float* stage = nullptr;
+  if (g.out_bf16) {
+    stage = static_cast<float*>(scratch->c.Get((single_k ? mc_max : m) * ld_stage * 4));
+  }
+  if (b_buf == nullptr || a_buf == nullptr || (g.out_bf16 && stage == nullptr)) {
+    return absl::ResourceExhaustedError("gemm: cannot allocate packing buffers");
+  }
+
+  MicroKernelArgs args;
+  for (int64_t jc = 0; jc < n; jc += plan.nc) {
+    const int64_t nc = std::min(plan.nc, n - jc);
+    const int tail_cols = static_cast<int>(nc % nr);
+    const int tail_vecs = static_cast<int>(CeilDiv(tail_cols, plan.lanes));
+    if (tail_cols != 0) SetTailMasks(tail_cols, &args);
+    args.n_panels = nc / nr;
+    for (int64_t pc = 0; pc < k; pc += plan.kc) {
+      const int64_t kc = std::min(plan.kc, k - pc);
+      const int64_t steps = KSteps(plan.layout, kc);
+      const bool first = pc == 0, last = pc + kc >= k;
+      PackB(b, pc, kc, jc, nc, plan.layout, nr, b_buf);
+      args.b = b_buf;
+      args.b_panel_stride = steps * nr * 4;
+      args.k_steps = steps;
+      args.accumulate = !first || g.accumulate;
+      for (int64_t ic = 0; ic < m; ic += plan.mc) {
+        const int64_t mc = std::min(plan.mc, m - ic);
+        uint8_t* a_block = a_buf;
+        if (keep_a) a_block += (pc / plan.kc) * a_block_bytes + ic * steps * 4;
+        if (!keep_a || jc == 0) PackA(a, ic, mc, pc, kc, plan.layout, mr, a_block);
+        float* c_block;
+        int64_t ldc;
+        if (g.out_bf16) {
+          c_block = stage + (single_k ? 0 : ic) * ld_stage;
+          ldc = ld_stage;
+          if (first && g.accumulate) {
+            Widen(static_cast<const uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, c_block, ldc, mc,
+                  nc);
+          }
+        } else {
+          c_block = static_cast<float*>(g.c) + ic * g.ldc + jc;
+          ldc = g.ldc;
+        }
+        args.ldc = ldc * 4;
+        for (int64_t ir = 0; ir < mc; ir += mr) {
+          const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
+          args.a = a_block + (ir / mr) * steps * mr * 4;
+          args.c = c_block + ir * ldc;
+          kernels.Call(rows, tail_vecs, &args);
+        }
+        if (g.out_bf16 && last) {
+          Narrow(c_block, ldc, static_cast<uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, mc, nc);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardjit::backends::x86

@@ -1,0 +1,74 @@
+// The cache-blocked GEMM driver: loops over NC columns, KC depth and MC rows, packs the operands
+// (gemm_pack.h) and calls micro-kernels (gemm_kernel.h) per MR-row strip. Single-threaded;
+// gemm.cc splits work across threads and chooses the plan.
+#ifndef SHARDJIT_BACKENDS_X86_GEMM_DRIVER_H_
+#define SHARDJIT_BACKENDS_X86_GEMM_DRIVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "backends/x86/cpu_features.h"
+#include "backends/x86/gemm.h"
+#include "backends/x86/gemm_kernel.h"
+
+namespace shardjit::backends::x86 {
+
+// Kernel family and cache blocking of one ISA level.
+struct GemmPlan {
+  IsaLevel isa = IsaLevel::kReference;  // level of the generated kernels
+  PanelLayout layout = PanelLayout::kF32;
+  int mr = 0, nr = 0;  // register tile
+  int lanes = 0;       // f32 lanes per vector (tail masks)
+  int64_t mc = 0;      // rows of A packed at once (multiple of mr)
+  int64_t kc = 0;      // depth per packed block (even for bf16 pairs)
+  int64_t nc = 0;      // columns of B packed at once (multiple of nr): kc x nc stays in L2
+  bool portable_kernels = false;  // run PortableMicroKernel instead of generated code
+};
+
+// The plan of `isa` (> kReference) for `type`, blocked for `caches`.
+GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches);
+
+// The micro-kernels one RunBlocked call needs, fetched (and generated) up front so that a
+// generation failure is reported before C is touched.
+class KernelSet {
+ public:
+  absl::Status Prepare(const GemmPlan& plan, int64_t m, int64_t n);
+  void Call(int rows, int tail_vecs, MicroKernelArgs* args) const;
+
+ private:
+  static int Index(bool partial_rows, bool tail) { return (partial_rows ? 2 : 0) + (tail ? 1 : 0); }
+
+  const GemmPlan* plan_ = nullptr;
+  KernelKey keys_[4];
+  MicroKernelFn fns_[4] = {};
+};
+
+// Grow-only page-aligned buffer.
+class AlignedBuffer {
+ public:
+  // At least `bytes` bytes; nullptr when out of memory.
+  void* Get(size_t bytes);
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Free> data_;
+  size_t size_ = 0;
+};
+
+// Per-thread packing buffers and the f32 staging area of bf16 outputs.
+struct GemmScratch {
+  AlignedBuffer a, b, c;
+};
+
+// Runs `args` (validated, row strides and ldc resolved) with `plan`, on this thread.
+// ResourceExhausted when the scratch buffers cannot be allocated (before C is touched).
+absl::Status RunBlocked(const GemmArgs& args, const GemmPlan& plan, const KernelSet& kernels,
+                GemmScratch* scratch);
+
+}  // namespace shardjit::backends::x86
+
+#endif  // SHARDJIT_BACKENDS_X86_GEMM_DRIVER_H_

@@ -1,0 +1,65 @@
+#include "backends/x86/gemm_kernel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "fmt/format.h"
+#include "ir/dtype.h"
+
+namespace shardjit::backends::x86 {
+
+std::string KernelKey::Name() const {
+  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}", IsaName(isa),
+                     layout == PanelLayout::kF32 ? "f32" : "bf16_pairs", mr, nr, rows, tail_vecs);
+}
+
+void SetTailMasks(int cols, MicroKernelArgs* args) {
+  for (int v = 0; v < 8; ++v) {
+    int valid = std::clamp(cols - v * 16, 0, 16);
+    args->vec_mask[v] = valid == 16 ? 0xffffu : (1u << valid) - 1;
+  }
+  for (int j = 0; j < 64; ++j) args->lane_mask[j] = j < cols ? -1 : 0;
+}
+
+namespace {
+
+// Sum over one k step of A row i and B column j.
+float StepProduct(PanelLayout layout, const uint8_t* a, const uint8_t* b) {
+  if (layout == PanelLayout::kF32) {
+    float x, y;
+    std::memcpy(&x, a, 4);
+    std::memcpy(&y, b, 4);
+    return x * y;
+  }
+  uint16_t x[2], y[2];
+  std::memcpy(x, a, 4);
+  std::memcpy(y, b, 4);
+  return ir::bf16::ToFloat(x[0]) * ir::bf16::ToFloat(y[0]) +
+         ir::bf16::ToFloat(x[1]) * ir::bf16::ToFloat(y[1]);
+}
+
+}  // namespace
+
+void PortableMicroKernel(const MicroKernelArgs* args) {
+  const KernelKey& key = *args->key;
+  const int64_t panels = args->n_panels + (key.tail_vecs > 0 ? 1 : 0);
+  const auto* a = static_cast<const uint8_t*>(args->a);
+  for (int64_t p = 0; p < panels; ++p) {
+    const bool tail = p == args->n_panels;
+    const auto* b = static_cast<const uint8_t*>(args->b) + p * args->b_panel_stride;
+    auto* c = reinterpret_cast<uint8_t*>(args->c) + p * key.nr * 4;
+    for (int i = 0; i < key.rows; ++i) {
+      float* c_row = reinterpret_cast<float*>(c + i * args->ldc);
+      for (int j = 0; j < key.nr; ++j) {
+        if (tail && args->lane_mask[j] == 0) continue;
+        float acc = args->accumulate ? c_row[j] : 0.0f;
+        for (int64_t s = 0; s < args->k_steps; ++s) {
+          acc += StepProduct(key.layout, a + (s * key.mr + i) * 4, b + (s * key.nr + j) * 4);
+        }
+        c_row[j] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace shardjit::backends::x86

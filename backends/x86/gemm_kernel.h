@@ -1,0 +1,72 @@
+// The micro-kernel ABI shared by the JIT generators, the portable C++ kernel and the blocking
+// driver. A micro-kernel computes `rows` rows of C over a strip of packed B panels:
+//   for each panel p (n_panels full ones, then an optional masked tail panel):
+//     C[0:rows, p*NR : p*NR+NR] = (accumulate ? C : 0) + Apanel * Bpanel[p]
+// with f32 accumulation, A and B read from packed panels (gemm_pack.h).
+#ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
+#define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/hash/hash.h"
+#include "backends/x86/cpu_features.h"
+
+namespace shardjit::backends::x86 {
+
+// Layout of a packed k step. kF32: one f32 per row/column and step. kBf16Pairs: two bf16 (k, k+1)
+// per row/column and step, as vdpbf16ps consumes them. Either way a step holds 4 bytes per
+// row (A) or column (B).
+enum class PanelLayout : int { kF32 = 0, kBf16Pairs = 1 };
+
+// Identifies one generated kernel.
+struct KernelKey {
+  PanelLayout layout = PanelLayout::kF32;
+  IsaLevel isa = IsaLevel::kReference;
+  int mr = 0;         // rows of a packed A panel (its k-step stride is 4 * mr bytes)
+  int nr = 0;         // columns of a packed B panel (its k-step stride is 4 * nr bytes)
+  int rows = 0;       // rows computed, 1..mr
+  int tail_vecs = 0;  // vectors computed in the masked tail panel; 0: no tail panel
+
+  bool operator==(const KernelKey& o) const {
+    return layout == o.layout && isa == o.isa && mr == o.mr && nr == o.nr && rows == o.rows &&
+           tail_vecs == o.tail_vecs;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const KernelKey& k) {
+    return H::combine(std::move(h), k.layout, k.isa, k.mr, k.nr, k.rows, k.tail_vecs);
+  }
+  // "gemm_avx512_bf16_pairs_6x64_r6_t2".
+  std::string Name() const;
+};
+
+// Arguments of one call; field offsets are read by generated code (offsetof).
+struct MicroKernelArgs {
+  const void* a = nullptr;     // packed A panel: k_steps x mr x 4 bytes
+  const void* b = nullptr;     // first packed B panel: k_steps x nr x 4 bytes
+  float* c = nullptr;          // C[0,0] of the strip
+  int64_t ldc = 0;             // bytes between rows of C
+  int64_t k_steps = 0;         // >= 1: k (kF32) or ceil(k / 2) (kBf16Pairs)
+  int64_t n_panels = 0;        // full panels, >= 0
+  int64_t b_panel_stride = 0;  // bytes between packed B panels
+  int64_t accumulate = 0;      // 0 or 1
+  // Tail panel masks (used only when the kernel has tail_vecs > 0): per vector of the tail
+  // panel, an AVX-512 opmask (bit j: column j valid) and AVX2 per-lane masks (-1 valid, 0 not).
+  uint32_t vec_mask[8] = {};
+  int32_t lane_mask[64] = {};
+  // The kernel's own key, for the portable kernel; generated code ignores it.
+  const KernelKey* key = nullptr;
+};
+
+using MicroKernelFn = void (*)(const MicroKernelArgs*);
+
+// Fills vec_mask and lane_mask for a tail panel of `cols` valid columns.
+void SetTailMasks(int cols, MicroKernelArgs* args);
+
+// The micro-kernel in plain C++ (any key): the oracle of the generated ones, and a stand-in that
+// lets tests run the driver and packing of every ISA on any host.
+void PortableMicroKernel(const MicroKernelArgs* args);
+
+}  // namespace shardjit::backends::x86
+
+#endif  // SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_

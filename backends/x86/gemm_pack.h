@@ -1,0 +1,38 @@
+// Packing of GEMM operands into the panels the micro-kernels read (gemm_kernel.h): A into
+// panels of mr rows, B into panels of nr columns, k-step major, zero-padded in rows, columns and
+// (for bf16 pairs) an odd last k. bf16 sources packed as kF32 are widened.
+#ifndef SHARDJIT_BACKENDS_X86_GEMM_PACK_H_
+#define SHARDJIT_BACKENDS_X86_GEMM_PACK_H_
+
+#include <cstdint>
+
+#include "backends/x86/gemm_kernel.h"
+
+namespace shardjit::backends::x86 {
+
+// A strided f32 or bf16 matrix: element (r, c) is data[r * row_stride + c * col_stride].
+struct MatrixView {
+  const void* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t col_stride = 0;
+  bool bf16 = false;
+};
+
+// k steps of `k` values in `layout`: k, or ceil(k / 2) for bf16 pairs.
+inline int64_t KSteps(PanelLayout layout, int64_t k) {
+  return layout == PanelLayout::kBf16Pairs ? (k + 1) / 2 : k;
+}
+
+// Packs rows [row0, row0 + rows) and k [k0, k0 + kc) of `a` into ceil(rows / mr) panels of
+// KSteps(kc) * mr * 4 bytes each, starting at `dst`.
+void PackA(const MatrixView& a, int64_t row0, int64_t rows, int64_t k0, int64_t kc,
+           PanelLayout layout, int mr, void* dst);
+
+// Packs k [k0, k0 + kc) and columns [col0, col0 + cols) of `b` into ceil(cols / nr) panels of
+// KSteps(kc) * nr * 4 bytes each, starting at `dst`.
+void PackB(const MatrixView& b, int64_t k0, int64_t kc, int64_t col0, int64_t cols,
+           PanelLayout layout, int nr, void* dst);
+
+}  // namespace shardjit::backends::x86
+
+#endif  // SHARDJIT_BACKENDS_X86_GEMM_PACK_H_

@@ -1,0 +1,41 @@
+#include "backends/x86/gemm_reference.h"
+
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+inline float Load(const void* p, int64_t i, bool bf16) {
+  return bf16 ? ir::bf16::ToFloat(static_cast<const uint16_t*>(p)[i])
+              : static_cast<const float*>(p)[i];
+}
+
+}  // namespace
+
+void GemmReference(const GemmArgs& g) {
+  const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
+  std::vector<float> row(g.shape.n);
+  for (int64_t i = 0; i < g.shape.m; ++i) {
+    for (int64_t j = 0; j < g.shape.n; ++j) {
+      row[j] = g.accumulate ? Load(g.c, i * g.ldc + j, g.out_bf16) : 0.0f;
+    }
+    for (int64_t l = 0; l < g.shape.k; ++l) {
+      const float a = Load(g.a, i * g.a_row_stride + l * g.a_col_stride, bf16_in);
+      const int64_t b0 = l * g.b_row_stride;
+      for (int64_t j = 0; j < g.shape.n; ++j) {
+        row[j] += a * Load(g.b, b0 + j * g.b_col_stride, bf16_in);
+      }
+    }
+    for (int64_t j = 0; j < g.shape.n; ++j) {
+      if (g.out_bf16) {
+        static_cast<uint16_t*>(g.c)[i * g.ldc + j] = ir::bf16::FromFloat(row[j]);
+      } else {
+        static_cast<float*>(g.c)[i * g.ldc + j] = row[j];
+      }
+    }
+  }
+}
+
+}  // namespace shardjit::backends::x86

@@ -1,0 +1,511 @@
+// Tests of Gemm at every ISA level this host has (capped with SetMaxIsa), of the driver and
+// packing of every level through the portable micro-kernel, and against the reference
+// dot_general kernel.
+#include "backends/x86/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/reference/kernel.h"
+#include "backends/x86/cpu_features.h"
+#include "backends/x86/gemm_internal.h"
+#include "backends/x86/gemm_kernel_avx2.h"
+#include "backends/x86/gemm_kernel_avx512.h"
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "ir/dtype.h"
+#include "ir/tensor.h"
+#include "ir/types.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+constexpr int64_t kSizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 65, 127, 128, 129, 200, 257};
+constexpr int kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
+
+// Restores the ISA cap when it leaves scope.
+class ScopedMaxIsa {
+ public:
+  explicit ScopedMaxIsa(IsaLevel isa) : saved_(MaxIsa()) { SetMaxIsa(isa); }
+  ~ScopedMaxIsa() { SetMaxIsa(saved_); }
+
+ private:
+  IsaLevel saved_;
+};
+
+std::vector<IsaLevel> HostLevels() {
+  std::vector<IsaLevel> levels;
+  for (int l = 0; l <= static_cast<int>(DetectedIsa()); ++l) levels.push_back(IsaLevel(l));
+  return levels;
+}
+
+// One GEMM problem with its operands stored as doubles (exact in the input dtype) and laid out
+// per the strides in `args`.
+struct Case {
+  GemmShape shape;
+  bool bf16_in = false, out_bf16 = false, accumulate = false;
+  bool trans_a = false, trans_b = false;
+  int64_t pad = 0;  // extra elements per row of A, B and C (non-dense strides)
+  int threads = 1;
+
+  std::string Name() const {
+    return fmt::format("m={} n={} k={} {}->{} acc={} ta={} tb={} pad={} threads={}", shape.m,
+                       shape.n, shape.k, bf16_in ? "bf16" : "f32", out_bf16 ? "bf16" : "f32",
+                       accumulate, trans_a, trans_b, pad, threads);
+  }
+};
+
+// Storage of one operand in either dtype.
+struct Buffer {
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  void* data(bool is_bf16) {
+    return is_bf16 ? static_cast<void*>(bf16.data()) : static_cast<void*>(f32.data());
+  }
+};
+
+// Values exact in bf16: small multiples of 1/8, mixed signs.
+double RandomValue(std::mt19937& rng, bool bf16) {
+  std::uniform_int_distribution<int> d(-24, 24);
+  double v = d(rng) / 8.0;
+  if (!bf16) v += std::uniform_real_distribution<double>(-0.06, 0.06)(rng);
+  return v;
+}
+
+struct Problem {
+  Case c;
+  GemmArgs args;
+  Buffer a, b, c_init;
+  std::vector<double> a_val, b_val, c_val;  // logical [m,k], [k,n], [m,n]
+  std::vector<double> want, scale;          // oracle and error scale per element of C
+
+  explicit Problem(const Case& cs, uint32_t seed) : c(cs) {
+    const int64_t m = c.shape.m, n = c.shape.n, k = c.shape.k;
+    std::mt19937 rng(seed);
+    args.shape = c.shape;
+    args.type = c.bf16_in ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32;
+    args.out_bf16 = c.out_bf16;
+    args.accumulate = c.accumulate;
+    args.num_threads = c.threads;
+    // A: [m,k] row-major or stored transposed as [k,m]; rows padded by `pad`.
+    args.a_row_stride = c.trans_a ? 1 : k + c.pad;
+    args.a_col_stride = c.trans_a ? m + c.pad : 1;
+    args.b_row_stride = c.trans_b ? 1 : n + c.pad;
+    args.b_col_stride = c.trans_b ? k + c.pad : 1;
+    args.ldc = n + c.pad;
+    Fill(&a, &a_val, m, k, args.a_row_stride, args.a_col_stride, c.bf16_in, rng);
+    Fill(&b, &b_val, k, n, args.b_row_stride, args.b_col_stride, c.bf16_in, rng);
+    Fill(&c_init, &c_val, m, n, args.ldc, 1, c.out_bf16, rng);
+    args.a = a.data(c.bf16_in);
+    args.b = b.data(c.bf16_in);
+    want.assign(m * n, 0.0);
+    scale.assign(m * n, 0.0);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = c.accumulate ? c_val[i * n + j] : 0.0;
+        double abs_sum = std::abs(sum);
+        for (int64_t l = 0; l < k; ++l) {
+          double p = a_val[i * k + l] * b_val[l * n + j];
+          sum += p;
+          abs_sum += std::abs(p);
+        }
+        want[i * n + j] = sum;
+        scale[i * n + j] = abs_sum;
+      }
+    }
+  }
+
+  static void Fill(Buffer* buf, std::vector<double>* val, int64_t rows, int64_t cols,
+                   int64_t rs, int64_t cs, bool bf16, std::mt19937& rng) {
+    // Room past the last element for the padding checks.
+    const int64_t span = (rows == 0 || cols == 0 ? 1 : (rows - 1) * rs + (cols - 1) * cs + 1) + 64;
+    buf->f32.assign(span, std::nanf(""));
+    buf->bf16.assign(span, 0x7fc0);  // NaN: padding must never be read
+    val->assign(rows * cols, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        double v = RandomValue(rng, bf16);
+        if (bf16) {
+          buf->bf16[r * rs + c * cs] = ir::bf16::FromFloat(static_cast<float>(v));
+          v = ir::bf16::ToFloat(buf->bf16[r * rs + c * cs]);
+        } else {
+          buf->f32[r * rs + c * cs] = static_cast<float>(v);
+          v = static_cast<float>(v);
+        }
+        (*val)[r * cols + c] = v;
+      }
+    }
+  }
+
+  // Runs `run` on a fresh copy of C and checks every element (padding must stay untouched).
+  template <typename Run>
+  void Check(const std::string& label, Run run) {
+    Buffer c_buf = c_init;
+    GemmArgs g = args;
+    g.c = c_buf.data(c.out_bf16);
+    absl::Status s = run(g);
+    ASSERT_TRUE(s.ok()) << label << " " << c.Name() << ": " << s;
+    const int64_t m = c.shape.m, n = c.shape.n, k = c.shape.k;
+    const double rel = 1e-5 * std::sqrt(static_cast<double>(std::max<int64_t>(k, 1)));
+    int failures = 0;
+    for (int64_t i = 0; i < m && failures < 5; ++i) {
+      for (int64_t j = 0; j < n + c.pad && failures < 5; ++j) {
+        const int64_t at = i * args.ldc + j;
+        const double got = c.out_bf16 ? ir::bf16::ToFloat(c_buf.bf16[at]) : c_buf.f32[at];
+        if (j >= n) {
+          const double init = c.out_bf16 ? ir::bf16::ToFloat(c_init.bf16[at]) : c_init.f32[at];
+          if (!(std::isnan(got) && std::isnan(init)) && got != init) {
+            ++failures;
+            ADD_FAILURE() << label << " " << c.Name() << ": padding written at " << i << "," << j;
+          }
+          continue;
+        }
+        const double w = want[i * n + j];
+        const double tol = rel * scale[i * n + j] + (c.out_bf16 ? std::abs(w) / 256 : 0) + 1e-30;
+        if (!(std::abs(got - w) <= tol)) {
+          ++failures;
+          ADD_FAILURE() << label << " " << c.Name() << ": C[" << i << "," << j << "] = " << got
+                        << ", want " << w << " (tol " << tol << ")";
+        }
+      }
+    }
+  }
+};
+
+// A sample of the (m, n, k) cube over kSizes with rotating layouts and options.
+std::vector<Case> SampledCases() {
+  std::vector<Case> cases;
+  int v = 0;
+  auto add = [&](int64_t m, int64_t n, int64_t k) {
+    for (bool bf16_in : {true, false}) {
+      Case c;
+      c.shape = {m, n, k};
+      c.bf16_in = bf16_in;
+      c.trans_a = v % 3 == 1;
+      c.trans_b = v % 4 == 2;
+      c.accumulate = v % 5 == 3;
+      c.out_bf16 = v % 3 == 2;
+      c.pad = v % 7 == 4 ? 3 : 0;
+      c.threads = v % 4 == 1 ? 2 : 1;
+      cases.push_back(c);
+      ++v;
+    }
+  };
+  for (int i = 0; i < kNumSizes; ++i) {
+    add(kSizes[i], kSizes[(i * 7 + 3) % kNumSizes], kSizes[(i * 5 + 11) % kNumSizes]);
+    add(kSizes[(i * 3 + 5) % kNumSizes], kSizes[i], kSizes[(i * 11 + 2) % kNumSizes]);
+  }
+  add(257, 257, 257);
+  add(200, 129, 1);
+  add(1, 257, 129);
+  add(128, 128, 128);
+  return cases;
+}
+
+TEST(Gemm, EveryHostLevelMatchesOracle) {
+  std::vector<Case> cases = SampledCases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Problem p(cases[i], 1000 + i);
+    for (IsaLevel isa : HostLevels()) {
+      ScopedMaxIsa cap(isa);
+      p.Check(std::string(IsaName(isa)), [](const GemmArgs& g) { return Gemm(g); });
+    }
+  }
+}
+
+TEST(Gemm, AllOptionCombinations) {
+  int seed = 0;
+  for (bool bf16_in : {false, true}) {
+    for (bool out_bf16 : {false, true}) {
+      for (bool accumulate : {false, true}) {
+        for (int t = 0; t < 4; ++t) {
+          Case c;
+          c.shape = {33, 65, 31};
+          c.bf16_in = bf16_in;
+          c.out_bf16 = out_bf16;
+          c.accumulate = accumulate;
+          c.trans_a = t & 1;
+          c.trans_b = t & 2;
+          c.pad = 2;
+          Problem p(c, ++seed);
+          for (IsaLevel isa : HostLevels()) {
+            ScopedMaxIsa cap(isa);
+            p.Check(std::string(IsaName(isa)), [](const GemmArgs& g) { return Gemm(g); });
+          }
+        }
+      }
+    }
+  }
+}
+
+// Small cache blocks, so that small problems cross several MC, KC and NC blocks.
+GemmPlan SmallPlan(IsaLevel isa, GemmType type, bool portable) {
+  GemmPlan plan = MakePlan(isa, type, HostCaches());
+  plan.mc = 2 * plan.mr;
+  plan.kc = 10;
+  plan.nc = 2 * plan.nr;
+  plan.portable_kernels = portable;
+  return plan;
+}
+
+TEST(Gemm, SmallBlocksAtHostLevels) {
+  const GemmShape shapes[] = {{31, 200, 33}, {13, 129, 21}, {7, 65, 10}, {25, 17, 1}};
+  int seed = 0;
+  for (const GemmShape& s : shapes) {
+    for (int v = 0; v < 4; ++v) {
+      Case c;
+      c.shape = s;
+      c.bf16_in = v & 1;
+      c.out_bf16 = v == 1 || v == 2;
+      c.accumulate = v >= 2;
+      c.trans_b = v == 3;
+      c.threads = 1 + (v & 1);
+      Problem p(c, 500 + ++seed);
+      for (IsaLevel isa : HostLevels()) {
+        if (isa == IsaLevel::kReference) continue;
+        GemmPlan plan = SmallPlan(isa, p.args.type, /*portable=*/false);
+        p.Check(std::string(IsaName(isa)) + " small blocks", [&](const GemmArgs& g) {
+          return internal::GemmWithPlan(g, isa, &plan);
+        });
+      }
+    }
+  }
+}
+
+// The driver and packing of every level (bf16 pairs too) with the portable micro-kernel, so that
+// hosts without AVX-512 still test them.
+TEST(Gemm, PortableKernelsAtEveryLevel) {
+  const GemmShape shapes[] = {{31, 200, 33}, {13, 129, 21}, {6, 64, 2}, {1, 1, 1}, {65, 17, 64}};
+  int seed = 0;
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16}) {
+    for (const GemmShape& s : shapes) {
+      for (int v = 0; v < 4; ++v) {
+        Case c;
+        c.shape = s;
+        c.bf16_in = v != 1;
+        c.out_bf16 = v == 2;
+        c.accumulate = v == 3;
+        c.trans_a = v == 2;
+        c.trans_b = v == 3;
+        Problem p(c, 900 + ++seed);
+        for (bool small : {false, true}) {
+          GemmPlan plan = small ? SmallPlan(isa, p.args.type, true)
+                                : MakePlan(isa, p.args.type, HostCaches());
+          plan.portable_kernels = true;
+          p.Check(fmt::format("{} portable small={}", IsaName(isa), small),
+                  [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
+        }
+      }
+    }
+  }
+}
+
+// Every generator emits code for its keys on any host (running it needs the ISA).
+TEST(Gemm, GeneratorsEmitOnAnyHost) {
+  for (PanelLayout layout : {PanelLayout::kF32, PanelLayout::kBf16Pairs}) {
+    for (int rows = 1; rows <= 6; ++rows) {
+      for (int tail = 0; tail <= 4; ++tail) {
+        KernelKey key{layout,
+                      layout == PanelLayout::kF32 ? IsaLevel::kAvx512 : IsaLevel::kAvx512Bf16,
+                      6, 64, rows, tail};
+        ASSERT_TRUE(GemmKernelAvx512::Supports(key)) << key.Name();
+        GemmKernelAvx512 gen(key);
+        EXPECT_TRUE(gen.Create().ok()) << key.Name();
+        EXPECT_GT(gen.code_size(), 100u);
+      }
+    }
+  }
+  for (int rows = 1; rows <= 6; ++rows) {
+    for (int tail = 0; tail <= 2; ++tail) {
+      KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, tail};
+      ASSERT_TRUE(GemmKernelAvx2::Supports(key)) << key.Name();
+      GemmKernelAvx2 gen(key);
+      EXPECT_TRUE(gen.Create().ok()) << key.Name();
+    }
+  }
+  EXPECT_FALSE(GemmKernelAvx2::Supports({PanelLayout::kBf16Pairs, IsaLevel::kAvx2, 6, 16, 6, 0}));
+  EXPECT_FALSE(GemmKernelAvx512::Supports({PanelLayout::kF32, IsaLevel::kAvx512, 8, 64, 8, 0}));
+}
+
+TEST(Gemm, CappedToReferenceStillWorks) {
+  ScopedMaxIsa cap(IsaLevel::kReference);
+  EXPECT_EQ(ActiveIsa(), IsaLevel::kReference);
+  Case c;
+  c.shape = {17, 33, 65};
+  c.bf16_in = true;
+  c.out_bf16 = true;
+  c.accumulate = true;
+  c.threads = 2;
+  GemmArgs seen;
+  Problem p(c, 7);
+  EXPECT_EQ(GemmIsaFor(p.args), IsaLevel::kReference);
+  p.Check("reference", [](const GemmArgs& g) { return Gemm(g); });
+}
+
+TEST(Gemm, ThreadsSplitMAndN) {
+  const GemmShape shapes[] = {{300, 40, 50}, {20, 700, 50}, {129, 257, 65}};
+  int seed = 0;
+  for (const GemmShape& s : shapes) {
+    for (int threads : {2, 3, 5}) {
+      Case c;
+      c.shape = s;
+      c.threads = threads;
+      c.bf16_in = threads == 3;
+      c.out_bf16 = threads == 5;
+      Problem p(c, 300 + ++seed);
+      for (IsaLevel isa : HostLevels()) {
+        ScopedMaxIsa cap(isa);
+        p.Check(std::string(IsaName(isa)), [](const GemmArgs& g) { return Gemm(g); });
+      }
+    }
+  }
+}
+
+TEST(Gemm, AtIsaChecksTheCpu) {
+  Case c;
+  c.shape = {5, 6, 7};
+  Problem p(c, 1);
+  for (IsaLevel isa : HostLevels()) {
+    p.Check(std::string(IsaName(isa)), [&](const GemmArgs& g) { return GemmAtIsa(g, isa); });
+  }
+  if (DetectedIsa() < IsaLevel::kAvx512Bf16) {
+    std::vector<float> out(30);
+    GemmArgs g = p.args;
+    g.c = out.data();
+    EXPECT_TRUE(absl::IsFailedPrecondition(GemmAtIsa(g, IsaLevel::kAvx512Bf16)));
+  }
+}
+
+TEST(Gemm, EmptyDimensions) {
+  std::vector<float> a(12, 1.0f), b(12, 1.0f), c(12, 5.0f);
+  GemmArgs g;
+  g.shape = {3, 4, 0};
+  g.a = a.data();
+  g.b = b.data();
+  g.c = c.data();
+  g.accumulate = true;
+  ASSERT_TRUE(Gemm(g).ok());
+  EXPECT_EQ(c[11], 5.0f);
+  g.accumulate = false;
+  ASSERT_TRUE(Gemm(g).ok());
+  EXPECT_EQ(c[11], 0.0f);
+  g.shape = {0, 4, 3};
+  EXPECT_TRUE(Gemm(g).ok());
+}
+
+TEST(Gemm, InvalidArguments) {
+  std::vector<float> buf(64);
+  GemmArgs g;
+  g.shape = {4, 4, 4};
+  g.a = g.b = g.c = buf.data();
+  g.ldc = 2;
+  absl::Status s = Gemm(g);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("gemm: ldc 2 < n"), std::string::npos) << s;
+  g.ldc = 0;
+  g.shape.m = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
+  g.shape.m = 4;
+  g.b = nullptr;
+  EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
+  g.b = buf.data();
+  g.num_threads = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
+}
+
+TEST(Gemm, KernelCacheRecordsGeneration) {
+  if (DetectedIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "no JIT level on this host";
+  Case c;
+  c.shape = {19, 23, 29};
+  Problem p(c, 3);
+  p.Check("default", [](const GemmArgs& g) { return Gemm(g); });
+  KernelCacheStats before = GetKernelCacheStats();
+  EXPECT_GT(before.kernels, 0);
+  EXPECT_GT(before.generation_ns, 0);
+  EXPECT_GT(before.code_bytes, 0);
+  p.Check("cached", [](const GemmArgs& g) { return Gemm(g); });
+  EXPECT_EQ(GetKernelCacheStats().kernels, before.kernels);
+}
+
+TEST(CpuFeatures, IsaNamesRoundTrip) {
+  for (IsaLevel isa : {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512,
+                       IsaLevel::kAvx512Bf16}) {
+    EXPECT_EQ(ParseIsa(IsaName(isa)), isa);
+  }
+  EXPECT_EQ(ParseIsa("AVX2"), IsaLevel::kAvx2);
+  EXPECT_EQ(ParseIsa("sse4"), std::nullopt);
+  const CacheSizes& caches = HostCaches();
+  EXPECT_GE(caches.l1d, 16 << 10);
+  EXPECT_GE(caches.l2, caches.l1d);
+  EXPECT_GE(caches.l3, 1 << 20);
+}
+
+TEST(CpuFeatures, CapLowersActiveIsa) {
+  ScopedMaxIsa cap(IsaLevel::kAvx2);
+  EXPECT_LE(ActiveIsa(), IsaLevel::kAvx2);
+  SetMaxIsa(IsaLevel::kAvx512Bf16);
+  EXPECT_EQ(ActiveIsa(), DetectedIsa());
+}
+
+// Gemm against the reference backend's dot_general on [m,k] x [k,n] (plain and rhs-transposed).
+TEST(Gemm, MatchesReferenceDotGeneral) {
+  const reference::Kernel* dot = reference::FindKernel("dot_general");
+  ASSERT_NE(dot, nullptr);
+  struct DotCase {
+    int64_t m, n, k;
+    bool rhs_transposed;
+    ir::DType dtype;
+  };
+  const DotCase cases[] = {{33, 65, 17, false, ir::DType::kBF16},
+                           {64, 31, 129, true, ir::DType::kBF16},
+                           {7, 200, 65, false, ir::DType::kF32},
+                           {128, 16, 257, true, ir::DType::kF32}};
+  for (const DotCase& dc : cases) {
+    std::mt19937 rng(dc.m * 7 + dc.n);
+    const bool bf16 = dc.dtype == ir::DType::kBF16;
+    std::vector<double> lv(dc.m * dc.k), rv(dc.k * dc.n);
+    for (double& v : lv) v = RandomValue(rng, bf16);
+    for (double& v : rv) v = RandomValue(rng, bf16);
+    std::vector<int64_t> rdims = dc.rhs_transposed ? std::vector<int64_t>{dc.n, dc.k}
+                                                   : std::vector<int64_t>{dc.k, dc.n};
+    ir::Tensor lhs = ir::Tensor::FromDoubles({dc.dtype, {dc.m, dc.k}}, lv);
+    ir::Tensor rhs = ir::Tensor::FromDoubles({dc.dtype, rdims}, rv);
+    ir::Op op;
+    op.set_opcode("dot_general");
+    op.mutable_dot_general()->add_lhs_contracting_dims(1);
+    op.mutable_dot_general()->add_rhs_contracting_dims(dc.rhs_transposed ? 1 : 0);
+    op.mutable_dot_general()->set_preferred_element_type(ir::ToProto(ir::DType::kF32));
+    *op.add_result_types() = ir::ToProto(ir::ShapedType{ir::DType::kF32, {dc.m, dc.n}});
+    absl::StatusOr<std::vector<ir::Tensor>> ref = (*dot)(op, {lhs, rhs}, ir::HostAllocator());
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const float* want = (*ref)[0].data_as<float>();
+
+    GemmArgs g;
+    g.shape = {dc.m, dc.n, dc.k};
+    g.type = bf16 ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32;
+    g.a = lhs.data();
+    g.b = rhs.data();
+    g.b_row_stride = dc.rhs_transposed ? 1 : dc.n;
+    g.b_col_stride = dc.rhs_transposed ? dc.k : 1;
+    std::vector<float> out(dc.m * dc.n);
+    g.c = out.data();
+    for (IsaLevel isa : HostLevels()) {
+      ScopedMaxIsa cap(isa);
+      std::fill(out.begin(), out.end(), -1.0f);
+      ASSERT_TRUE(Gemm(g).ok());
+      const double tol = 1e-5 * std::sqrt(static_cast<double>(dc.k));
+      for (int64_t i = 0; i < dc.m * dc.n; ++i) {
+        ASSERT_NEAR(out[i], want[i], tol * (std::abs(want[i]) + 3.0 * dc.k))
+            << IsaName(isa) << " element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardjit::backends::x86

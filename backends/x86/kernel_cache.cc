@@ -1,0 +1,58 @@
+#include "backends/x86/kernel_cache.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "backends/x86/gemm_kernel_avx2.h"
+#include "backends/x86/gemm_kernel_avx512.h"
+
+namespace shardjit::backends::x86 {
+
+KernelCache& KernelCache::Global() {
+  static KernelCache* cache = new KernelCache();
+  return *cache;
+}
+
+absl::StatusOr<std::unique_ptr<JitGenerator>> KernelCache::Generate(const KernelKey& key) {
+  std::unique_ptr<JitGenerator> gen;
+  if (key.isa >= IsaLevel::kAvx512 && GemmKernelAvx512::Supports(key)) {
+    gen = std::make_unique<GemmKernelAvx512>(key);
+  } else if (key.isa == IsaLevel::kAvx2 && GemmKernelAvx2::Supports(key)) {
+    gen = std::make_unique<GemmKernelAvx2>(key);
+  } else {
+    return absl::UnimplementedError(absl::StrCat("gemm: no generator for ", key.Name()));
+  }
+  if (absl::Status s = gen->Create(); !s.ok()) return s;
+  return gen;
+}
+
+absl::StatusOr<MicroKernelFn> KernelCache::Get(const KernelKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::unique_ptr<JitGenerator>> gen = Generate(key);
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+    Entry entry;
+    if (gen.ok()) {
+      entry.generator = *std::move(gen);
+      ++stats_.kernels;
+      stats_.generation_ns += ns;
+      stats_.code_bytes += static_cast<int64_t>(entry.generator->code_size());
+    } else {
+      entry.status = gen.status();
+    }
+    it = entries_.emplace(key, std::move(entry)).first;
+  }
+  if (!it->second.status.ok()) return it->second.status;
+  return reinterpret_cast<MicroKernelFn>(const_cast<void*>(it->second.generator->code()));
+}
+
+KernelCacheStats KernelCache::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace shardjit::backends::x86

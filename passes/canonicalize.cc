@@ -1,0 +1,226 @@
+#include "passes/canonicalize.h"
+
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "ir/primitive.h"
+#include "ir/sharding.h"
+#include "ir/types.h"
+#include "passes/dce.h"
+
+namespace shardjit::passes {
+namespace {
+
+using Replacements = std::unordered_map<int64_t, int64_t>;
+
+int64_t Resolve(const Replacements& r, int64_t id) {
+  auto it = r.find(id);
+  return it == r.end() ? id : it->second;
+}
+
+// The splatted value of a constant op, if it is one value for every element.
+std::optional<double> SplatValue(const ir::Op* op) {
+  if (op == nullptr || !op->has_constant()) return std::nullopt;
+  const auto& values = op->constant().value();
+  if (values.empty()) return std::nullopt;
+  for (double v : values) {
+    if (v != values[0]) return std::nullopt;
+  }
+  return values[0];
+}
+
+ir::Tensor ConstantTensor(const ir::Op& op) {
+  const ir::ConstantAttrs& c = op.constant();
+  return ir::Tensor::FromDoubles(ir::FromProto(op.result_types(0)),
+                                 {c.value().begin(), c.value().end()});
+}
+
+class Canonicalizer {
+ public:
+  Canonicalizer(const ir::Module& module, const CanonicalizeOptions& options)
+      : mesh_(module.mesh()), options_(options) {}
+
+  bool changed() const { return changed_; }
+
+  void Region(ir::Region& region) {
+    std::map<std::string, const ir::Op*> seen;  // CSE key -> first op computing it
+    for (ir::Op& op : *region.mutable_ops()) {
+      for (int64_t& id : *op.mutable_operands()) id = Resolve(replacements_, id);
+      if (op.has_fori_loop()) Region(*op.mutable_fori_loop()->mutable_body());
+      if (op.has_shard_map()) Region(*op.mutable_shard_map()->mutable_body());
+      if (std::optional<int64_t> same = Identity(op)) {
+        Replace(op.results(0), *same);
+        continue;
+      }
+      Fold(op);
+      for (int i = 0; i < op.results_size(); ++i) {
+        producer_[op.results(i)] = &op;
+        types_[op.results(i)] = ir::FromProto(op.result_types(i));
+      }
+      if (op.has_fori_loop() || op.has_shard_map()) continue;
+      ir::Op key_op = op;
+      key_op.clear_results();
+      key_op.clear_name_scope();
+      key_op.clear_loc();
+      std::string key = key_op.SerializeAsString();
+      auto [it, inserted] = seen.emplace(key, &op);
+      if (!inserted) {
+        for (int i = 0; i < op.results_size(); ++i) Replace(op.results(i), it->second->results(i));
+      }
+    }
+    for (int64_t& id : *region.mutable_results()) id = Resolve(replacements_, id);
+  }
+
+ private:
+  void Replace(int64_t from, int64_t to) {
+    replacements_[from] = to;
+    changed_ = true;
+  }
+
+  const ir::Op* Producer(int64_t id) const {
+    auto it = producer_.find(id);
+    return it == producer_.end() ? nullptr : it->second;
+  }
+
+  // Whether operand `operand` of `op` already has the op's result type.
+  bool SameType(const ir::Op& op, int operand) const {
+    if (op.operands_size() <= operand) return false;
+    auto it = types_.find(op.operands(operand));
+    return it != types_.end() && it->second == ir::FromProto(op.result_types(0));
+  }
+
+  int64_t AxesSize(const google::protobuf::RepeatedPtrField<std::string>& axes) const {
+    int64_t n = 1;
+    for (const std::string& a : axes) {
+      int64_t i = ir::MeshAxisIndex(mesh_, a);
+      n *= i < 0 ? 0 : mesh_.axes(i).size();
+    }
+    return n;
+  }
+
+  // The value `op` equals without computing anything, if any.
+  std::optional<int64_t> Identity(const ir::Op& op) const {
+    const std::string& name = op.opcode();
+    if (op.results_size() != 1) return std::nullopt;
+    auto same_as = [&](int operand) -> std::optional<int64_t> {
+      if (SameType(op, operand)) return op.operands(operand);
+      return std::nullopt;
+    };
+    if (name == "mul" || name == "add" || name == "sub" || name == "div") {
+      std::optional<double> rhs = SplatValue(Producer(op.operands(1)));
+      std::optional<double> lhs = SplatValue(Producer(op.operands(0)));
+      bool integral = ir::FromProto(op.result_types(0)).dtype == ir::DType::kS32;
+      if ((name == "mul" || name == "div") && rhs == 1.0) return same_as(0);
+      if (name == "mul" && lhs == 1.0) return same_as(1);
+      if (name == "sub" && rhs == 0.0) return same_as(0);
+      // x + 0 is not x for floats when x is -0.0.
+      if (name == "add" && integral && rhs == 0.0) return same_as(0);
+      if (name == "add" && integral && lhs == 0.0) return same_as(1);
+      return std::nullopt;
+    }
+    if (name == "convert_element_type" || name == "reshape") return same_as(0);
+    if (name == "transpose") {
+      const auto& perm = op.transpose().permutation();
+      for (int i = 0; i < perm.size(); ++i) {
+        if (perm[i] != i) return std::nullopt;
+      }
+      return same_as(0);
+    }
+    if (name == "broadcast_in_dim") {
+      const auto& dims = op.broadcast_in_dim().broadcast_dimensions();
+      for (int i = 0; i < dims.size(); ++i) {
+        if (dims[i] != i) return std::nullopt;
+      }
+      return same_as(0);
+    }
+    if (name == "slice") {
+      for (int64_t s : op.slice().strides()) {
+        if (s != 1) return std::nullopt;
+      }
+      return same_as(0);
+    }
+    if (name == "psum" || name == "pmax" || name == "pmin" || name == "pmean") {
+      if (AxesSize(op.all_reduce().axes()) == 1) return same_as(0);
+    }
+    if (name == "all_gather" && op.all_gather().tiled() && AxesSize(op.all_gather().axes()) == 1) {
+      return same_as(0);
+    }
+    return std::nullopt;
+  }
+
+  // Replaces `op` by a constant when all its operands are constants.
+  void Fold(ir::Op& op) {
+    if (!options_.evaluate || op.has_constant() || op.results_size() != 1) return;
+    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+    if (prim == nullptr || (prim->kind != ir::PrimitiveKind::kElementwise &&
+                            prim->kind != ir::PrimitiveKind::kStructural)) {
+      return;
+    }
+    ir::ShapedType type = ir::FromProto(op.result_types(0));
+    if (type.num_elements() > options_.max_folded_elements) return;
+    std::vector<ir::Tensor> operands;
+    for (int64_t id : op.operands()) {
+      const ir::Op* p = Producer(id);
+      if (p == nullptr || !p->has_constant()) return;
+      operands.push_back(ConstantTensor(*p));
+    }
+    absl::StatusOr<std::vector<ir::Tensor>> result = options_.evaluate(op, operands);
+    if (!result.ok() || result->size() != 1) return;
+    ir::Op folded;
+    folded.set_opcode("constant");
+    folded.add_results(op.results(0));
+    *folded.add_result_types() = op.result_types(0);
+    folded.set_name_scope(op.name_scope());
+    if (op.has_loc()) *folded.mutable_loc() = op.loc();
+    ir::ConstantAttrs* c = folded.mutable_constant();
+    c->set_dtype(ir::ToProto(type.dtype));
+    for (int64_t d : type.dims) c->add_shape(d);
+    std::vector<double> values = (*result)[0].ToDoubles();
+    std::optional<double> splat = values.empty() ? std::nullopt : std::optional(values[0]);
+    for (double v : values) {
+      if (v != values[0]) splat.reset();
+    }
+    if (splat) {
+      c->add_value(*splat);
+    } else {
+      for (double v : values) c->add_value(v);
+    }
+    op = std::move(folded);
+    changed_ = true;
+  }
+
+ public:
+  void AddParams(const ir::Region& region) {
+    for (const ir::Param& p : region.params()) types_[p.id()] = ir::FromProto(p.type());
+    for (const ir::Op& op : region.ops()) {
+      if (op.has_fori_loop()) AddParams(op.fori_loop().body());
+      if (op.has_shard_map()) AddParams(op.shard_map().body());
+    }
+  }
+
+ private:
+  const ir::Mesh& mesh_;
+  const CanonicalizeOptions& options_;
+  Replacements replacements_;
+  std::unordered_map<int64_t, const ir::Op*> producer_;
+  std::unordered_map<int64_t, ir::ShapedType> types_;
+  bool changed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<bool> Canonicalize::Run(ir::Module& module) {
+  bool changed = false;
+  for (ir::Function& f : *module.mutable_functions()) {
+    Canonicalizer c(module, options_);
+    c.AddParams(f.body());
+    c.Region(*f.mutable_body());
+    changed |= c.changed();
+  }
+  absl::StatusOr<bool> dce = DeadCodeElimination().Run(module);
+  if (!dce.ok()) return dce.status();
+  return changed || *dce;
+}
+
+}  // namespace shardjit::passes
