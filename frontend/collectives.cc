@@ -47,6 +47,8 @@ Tracer all_gather(Tracer x, AxisNames axes, int64_t axis, bool tiled, AxisIndexG
   ir::Op op;
   op.set_opcode("all_gather");
   SetAxesAndGroups(op.mutable_all_gather(), axes, groups);
+  // Negative axes count from the end, as in JAX (the untiled result has one more dimension).
+  if (axis < 0 && x.valid()) axis += x.rank() + (tiled ? 0 : 1);
   op.mutable_all_gather()->set_axis(axis);
   op.mutable_all_gather()->set_tiled(tiled);
   return t->Emit1(std::move(op), {x}, loc);
@@ -59,6 +61,7 @@ Tracer psum_scatter(Tracer x, AxisNames axes, int64_t scatter_dimension, bool ti
   ir::Op op;
   op.set_opcode("psum_scatter");
   SetAxesAndGroups(op.mutable_psum_scatter(), axes, groups);
+  if (scatter_dimension < 0 && x.valid()) scatter_dimension += x.rank();
   op.mutable_psum_scatter()->set_scatter_dimension(scatter_dimension);
   op.mutable_psum_scatter()->set_tiled(tiled);
   return t->Emit1(std::move(op), {x}, loc);
@@ -86,6 +89,8 @@ Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_a
   ir::Op op;
   op.set_opcode("all_to_all");
   SetAxesAndGroups(op.mutable_all_to_all(), axes, groups);
+  if (split_axis < 0 && x.valid()) split_axis += x.rank();
+  if (concat_axis < 0 && x.valid()) concat_axis += x.rank();
   op.mutable_all_to_all()->set_split_axis(split_axis);
   op.mutable_all_to_all()->set_concat_axis(concat_axis);
   op.mutable_all_to_all()->set_tiled(tiled);

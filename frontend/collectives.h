@@ -16,6 +16,7 @@ Tracer pmean(Tracer x, AxisNames axes, AxisIndexGroups groups = {}, Loc loc = Lo
 Tracer pmax(Tracer x, AxisNames axes, AxisIndexGroups groups = {}, Loc loc = Loc::current());
 Tracer pmin(Tracer x, AxisNames axes, AxisIndexGroups groups = {}, Loc loc = Loc::current());
 // tiled=false stacks the blocks in a new dimension at `axis`; tiled=true concatenates along it.
+// Negative axis and dimension arguments count from the end, as in JAX.
 Tracer all_gather(Tracer x, AxisNames axes, int64_t axis = 0, bool tiled = false,
                   AxisIndexGroups groups = {}, Loc loc = Loc::current());
 Tracer psum_scatter(Tracer x, AxisNames axes, int64_t scatter_dimension = 0, bool tiled = false,

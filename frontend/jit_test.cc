@@ -213,3 +213,31 @@ TEST(JitTest, PredAndIntegerPrograms) {
 
 }  // namespace
 }  // namespace shardjit
+
+namespace shardjit {
+namespace {
+
+TEST(JitTest, NegativeCollectiveAxesCountFromTheEnd) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Array a = *device_put(HostTensor(DType::kF32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}),
+                        NamedSharding(mesh, P("x")));
+  auto f = jit(shard_map(
+      [](Tracer b) {  // b: f32[1,4] per device
+        return std::vector<Tracer>{all_gather(b, "x", -1), all_gather(b, "x", -1, true),
+                                   psum_scatter(b, "x", -1, true)};
+      },
+      mesh, {P("x")}, {P("x"), P("x"), P("x")}));
+  absl::StatusOr<Lowered> lowered = f.lower(a);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_THAT(lowered->as_text(), HasSubstr("f32[1,4,2] = all_gather[axes=(x) axis=2 tiled=False]"));
+  EXPECT_THAT(lowered->as_text(), HasSubstr("f32[1,8] = all_gather[axes=(x) axis=1 tiled=True]"));
+  EXPECT_THAT(lowered->as_text(), HasSubstr("psum_scatter[axes=(x) scatter_dimension=1"));
+  absl::StatusOr<std::vector<Array>> out = f(a);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // psum over the two rows [1..4] + [5..8] = [6, 8, 10, 12]; device i keeps columns 2i, 2i+1.
+  EXPECT_EQ((*out)[2].ToHost()->ToDoubles(), (std::vector<double>{6, 8, 10, 12}));
+}
+
+}  // namespace
+}  // namespace shardjit

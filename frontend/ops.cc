@@ -234,6 +234,14 @@ Tracer concatenate(std::vector<Tracer> operands, int64_t dimension, Loc loc) {
   return t->Emit1(std::move(op), operands, loc);
 }
 
+Tracer with_sharding_constraint(Tracer x, PartitionSpec spec, Loc loc) {
+  TraceState* t = TraceOf({x}, "with_sharding_constraint");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("with_sharding_constraint");
+  *op.mutable_with_sharding_constraint()->mutable_sharding() = spec.proto();
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
 Tracer reduce_sum(Tracer x, std::vector<int64_t> axes, Loc loc) {
   return Reduce("reduce_sum", x, std::move(axes), loc);
 }

@@ -57,6 +57,9 @@ Tracer dynamic_slice(Tracer x, std::vector<Index> start_indices, std::vector<int
 Tracer dynamic_update_slice(Tracer x, Tracer update, std::vector<Index> start_indices,
                             Loc loc = Loc::current());
 Tracer concatenate(std::vector<Tracer> operands, int64_t dimension, Loc loc = Loc::current());
+// jax.lax.with_sharding_constraint: x itself, which the SPMD partitioner lays out by `spec` (on
+// the trace's mesh) at this point of a global-view program.
+Tracer with_sharding_constraint(Tracer x, PartitionSpec spec, Loc loc = Loc::current());
 
 // Reductions over `axes`.
 Tracer reduce_sum(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
