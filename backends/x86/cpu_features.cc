@@ -108,8 +108,8 @@ std::string_view IsaName(IsaLevel isa) {
 
 std::optional<IsaLevel> ParseIsa(std::string_view name) {
   std::string lower = absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
-  for (IsaLevel isa : {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512,
-                       IsaLevel::kAvx512Bf16}) {
+  for (IsaLevel isa :
+       {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16}) {
     if (lower == IsaName(isa)) return isa;
   }
   if (lower == "avx512_core") return IsaLevel::kAvx512;

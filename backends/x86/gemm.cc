@@ -18,9 +18,6 @@
 namespace shardjit::backends::x86 {
 namespace {
 
-// Below this many flops per thread a call stays on one thread.
-constexpr int64_t kMinFlopsPerThread = int64_t{1} << 21;
-
 std::string Describe(const GemmArgs& g) {
   return fmt::format("(m={}, n={}, k={}, {}{})", g.shape.m, g.shape.n, g.shape.k,
                      g.type == GemmType::kBf16Bf16F32 ? "bf16" : "f32",
@@ -59,11 +56,13 @@ const void* Offset(const void* p, int64_t elements, size_t bytes) {
 
 // Splits `g` into independent sub-products: over N in whole panels of nr columns when there are
 // enough of them (each thread then packs only its own B), else over M in strips of mr rows.
-std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr) {
+std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr, int64_t min_flops_per_thread) {
   const int64_t flops = 2 * g.shape.m * g.shape.n * g.shape.k;
-  const int64_t threads = std::min<int64_t>(g.num_threads, std::max<int64_t>(1, flops / kMinFlopsPerThread));
+  const int64_t threads = std::min<int64_t>(
+      g.num_threads, std::max<int64_t>(1, flops / std::max<int64_t>(1, min_flops_per_thread)));
   const int64_t n_panels = (g.shape.n + nr - 1) / nr, m_panels = (g.shape.m + mr - 1) / mr;
-  const bool split_n = n_panels >= 2 * threads && (n_panels >= 4 * threads || m_panels < 2 * threads);
+  const bool split_n =
+      n_panels >= 2 * threads && (n_panels >= 4 * threads || m_panels < 2 * threads);
   const int64_t panels = split_n ? n_panels : m_panels;
   const int64_t parts = std::min(threads, panels);
   if (parts <= 1) return {g};
@@ -122,13 +121,15 @@ absl::Status RunParts(const std::vector<GemmArgs>& parts, Work work) {
 // Runs normalized, non-trivial `g` at level `isa`.
 absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_override) {
   if (isa == IsaLevel::kReference && plan_override == nullptr) {
-    return RunParts(Partition(g, 1, 1 << 30), [](const GemmArgs& part, GemmScratch*) {
+    const int64_t min_flops = GemmPlan().min_flops_per_thread;
+    return RunParts(Partition(g, 1, 1 << 30, min_flops), [](const GemmArgs& part, GemmScratch*) {
       GemmReference(part);
       return absl::OkStatus();
     });
   }
   const GemmPlan plan = plan_override ? *plan_override : MakePlan(isa, g.type, HostCaches());
-  std::vector<GemmArgs> parts = Partition(g, plan.mr, plan.nr);
+  if (absl::Status s = ValidatePlan(plan); !s.ok()) return s;
+  std::vector<GemmArgs> parts = Partition(g, plan.mr, plan.nr, plan.min_flops_per_thread);
   std::vector<KernelSet> kernels(parts.size());
   for (size_t t = 0; t < parts.size(); ++t) {
     if (absl::Status s = kernels[t].Prepare(plan, parts[t].shape.m, parts[t].shape.n); !s.ok()) {
@@ -150,9 +151,7 @@ absl::Status Prepare(const GemmArgs& args, GemmArgs* g, bool* done) {
 }
 
 // Generation failures fall back to the next level; anything else is final.
-bool MayFallBack(const absl::Status& s) {
-  return absl::IsInternal(s) || absl::IsUnimplemented(s);
-}
+bool MayFallBack(const absl::Status& s) { return absl::IsInternal(s) || absl::IsUnimplemented(s); }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "backends/x86/gemm_pack.h"
+#include "fmt/format.h"
 #include "backends/x86/kernel_cache.h"
 #include "ir/dtype.h"
 
@@ -65,6 +66,15 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
   return plan;
 }
 
+absl::Status ValidatePlan(const GemmPlan& p) {
+  const bool ok = p.mr > 0 && p.nr > 0 && p.lanes > 0 && p.mc > 0 && p.mc % p.mr == 0 &&
+                  p.nc > 0 && p.nc % p.nr == 0 && p.kc > 0 &&
+                  (p.layout != PanelLayout::kBf16Pairs || p.kc % 2 == 0);
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("gemm: bad blocking mr={} nr={} mc={} kc={} nc={}",
+                                                p.mr, p.nr, p.mc, p.kc, p.nc));
+}
+
 absl::Status KernelSet::Prepare(const GemmPlan& plan, int64_t m, int64_t n) {
   plan_ = &plan;
   const int partial_rows = static_cast<int>(m % plan.mr);
@@ -73,8 +83,9 @@ absl::Status KernelSet::Prepare(const GemmPlan& plan, int64_t m, int64_t n) {
     for (bool tail : {false, true}) {
       if ((partial && partial_rows == 0) || (tail && tail_vecs == 0)) continue;
       KernelKey& key = keys_[Index(partial, tail)];
-      key = KernelKey{plan.layout, plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
-                      tail ? tail_vecs : 0};
+      key = KernelKey{
+          plan.layout,         plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
+          tail ? tail_vecs : 0};
       if (plan.portable_kernels) continue;
       absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
       if (!fn.ok()) return fn.status();
@@ -106,7 +117,7 @@ void* AlignedBuffer::Get(size_t bytes) {
 }
 
 absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet& kernels,
-                GemmScratch* scratch) {
+                        GemmScratch* scratch) {
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   const MatrixView a{g.a, g.a_row_stride, g.a_col_stride, bf16_in};
   const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, bf16_in};
@@ -122,8 +133,8 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet
   const int64_t a_block_bytes = steps_max * RoundUp(m, mr) * 4;
   const int64_t k_blocks = CeilDiv(k, plan.kc);
   const bool keep_a = n > plan.nc && a_block_bytes * k_blocks <= kMaxKeptABytes;
-  auto* a_buf =
-      static_cast<uint8_t*>(scratch->a.Get(keep_a ? a_block_bytes * k_blocks : steps_max * mc_max * 4));
+  auto* a_buf = static_cast<uint8_t*>(
+      scratch->a.Get(keep_a ? a_block_bytes * k_blocks : steps_max * mc_max * 4));
   // bf16 output: kernels write f32 rows to a staging area, narrowed after the last k block. With
   // one k block it holds one row block, else every row of the column block.
   const bool single_k = k <= plan.kc;
@@ -163,8 +174,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet
           c_block = stage + (single_k ? 0 : ic) * ld_stage;
           ldc = ld_stage;
           if (first && g.accumulate) {
-            Widen(static_cast<const uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, c_block, ldc, mc,
-                  nc);
+            Widen(static_cast<const uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, c_block, ldc, mc, nc);
           }
         } else {
           c_block = static_cast<float*>(g.c) + ic * g.ldc + jc;

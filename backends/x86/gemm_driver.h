@@ -25,10 +25,16 @@ struct GemmPlan {
   int64_t kc = 0;      // depth per packed block (even for bf16 pairs)
   int64_t nc = 0;      // columns of B packed at once (multiple of nr): kc x nc stays in L2
   bool portable_kernels = false;  // run PortableMicroKernel instead of generated code
+  // A call uses at most flops / min_flops_per_thread threads (thread start-up costs ~50 us).
+  int64_t min_flops_per_thread = int64_t{1} << 23;
 };
 
 // The plan of `isa` (> kReference) for `type`, blocked for `caches`.
 GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches);
+
+// InvalidArgument unless mc and nc are positive multiples of mr and nr and kc is positive (and
+// even for bf16 pairs).
+absl::Status ValidatePlan(const GemmPlan& plan);
 
 // The micro-kernels one RunBlocked call needs, fetched (and generated) up front so that a
 // generation failure is reported before C is touched.
@@ -67,7 +73,7 @@ struct GemmScratch {
 // Runs `args` (validated, row strides and ldc resolved) with `plan`, on this thread.
 // ResourceExhausted when the scratch buffers cannot be allocated (before C is touched).
 absl::Status RunBlocked(const GemmArgs& args, const GemmPlan& plan, const KernelSet& kernels,
-                GemmScratch* scratch);
+                        GemmScratch* scratch);
 
 }  // namespace shardjit::backends::x86
 

@@ -88,8 +88,8 @@ void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
 
 // Packs lines [line0, line0 + lines) over k [k0, k0 + kc) into panels of `width` lines.
 template <typename T>
-void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t line0,
-               int64_t lines, int64_t k0, int64_t kc, PanelLayout layout, int width, void* dst) {
+void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t line0, int64_t lines,
+               int64_t k0, int64_t kc, PanelLayout layout, int width, void* dst) {
   const int64_t steps = KSteps(layout, kc);
   for (int64_t p = 0; p * width < lines; ++p) {
     const int count = static_cast<int>(std::min<int64_t>(width, lines - p * width));
@@ -103,8 +103,8 @@ void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t lin
   }
 }
 
-void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t line0,
-          int64_t lines, int64_t k0, int64_t kc, PanelLayout layout, int width, void* dst) {
+void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t line0, int64_t lines,
+          int64_t k0, int64_t kc, PanelLayout layout, int width, void* dst) {
   if (v.bf16) {
     PackLines(static_cast<const uint16_t*>(v.data), line_stride, k_stride, line0, lines, k0, kc,
               layout, width, dst);

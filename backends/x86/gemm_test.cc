@@ -120,8 +120,8 @@ struct Problem {
     }
   }
 
-  static void Fill(Buffer* buf, std::vector<double>* val, int64_t rows, int64_t cols,
-                   int64_t rs, int64_t cs, bool bf16, std::mt19937& rng) {
+  static void Fill(Buffer* buf, std::vector<double>* val, int64_t rows, int64_t cols, int64_t rs,
+                   int64_t cs, bool bf16, std::mt19937& rng) {
     // Room past the last element for the padding checks.
     const int64_t span = (rows == 0 || cols == 0 ? 1 : (rows - 1) * rs + (cols - 1) * cs + 1) + 64;
     buf->f32.assign(span, std::nanf(""));
@@ -199,6 +199,7 @@ std::vector<Case> SampledCases() {
   for (int i = 0; i < kNumSizes; ++i) {
     add(kSizes[i], kSizes[(i * 7 + 3) % kNumSizes], kSizes[(i * 5 + 11) % kNumSizes]);
     add(kSizes[(i * 3 + 5) % kNumSizes], kSizes[i], kSizes[(i * 11 + 2) % kNumSizes]);
+    add(kSizes[(i * 13 + 7) % kNumSizes], kSizes[(i * 5 + 1) % kNumSizes], kSizes[i]);
   }
   add(257, 257, 257);
   add(200, 129, 1);
@@ -250,6 +251,7 @@ GemmPlan SmallPlan(IsaLevel isa, GemmType type, bool portable) {
   plan.kc = 10;
   plan.nc = 2 * plan.nr;
   plan.portable_kernels = portable;
+  plan.min_flops_per_thread = 0;
   return plan;
 }
 
@@ -269,9 +271,8 @@ TEST(Gemm, SmallBlocksAtHostLevels) {
       for (IsaLevel isa : HostLevels()) {
         if (isa == IsaLevel::kReference) continue;
         GemmPlan plan = SmallPlan(isa, p.args.type, /*portable=*/false);
-        p.Check(std::string(IsaName(isa)) + " small blocks", [&](const GemmArgs& g) {
-          return internal::GemmWithPlan(g, isa, &plan);
-        });
+        p.Check(std::string(IsaName(isa)) + " small blocks",
+                [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
       }
     }
   }
@@ -292,11 +293,13 @@ TEST(Gemm, PortableKernelsAtEveryLevel) {
         c.accumulate = v == 3;
         c.trans_a = v == 2;
         c.trans_b = v == 3;
+        c.threads = v == 1 ? 2 : 1;
         Problem p(c, 900 + ++seed);
         for (bool small : {false, true}) {
-          GemmPlan plan = small ? SmallPlan(isa, p.args.type, true)
-                                : MakePlan(isa, p.args.type, HostCaches());
+          GemmPlan plan =
+              small ? SmallPlan(isa, p.args.type, true) : MakePlan(isa, p.args.type, HostCaches());
           plan.portable_kernels = true;
+          plan.min_flops_per_thread = 0;
           p.Check(fmt::format("{} portable small={}", IsaName(isa), small),
                   [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
         }
@@ -310,9 +313,10 @@ TEST(Gemm, GeneratorsEmitOnAnyHost) {
   for (PanelLayout layout : {PanelLayout::kF32, PanelLayout::kBf16Pairs}) {
     for (int rows = 1; rows <= 6; ++rows) {
       for (int tail = 0; tail <= 4; ++tail) {
-        KernelKey key{layout,
-                      layout == PanelLayout::kF32 ? IsaLevel::kAvx512 : IsaLevel::kAvx512Bf16,
-                      6, 64, rows, tail};
+        KernelKey key{
+            layout, layout == PanelLayout::kF32 ? IsaLevel::kAvx512 : IsaLevel::kAvx512Bf16,
+            6,      64,
+            rows,   tail};
         ASSERT_TRUE(GemmKernelAvx512::Supports(key)) << key.Name();
         GemmKernelAvx512 gen(key);
         EXPECT_TRUE(gen.Create().ok()) << key.Name();
@@ -341,14 +345,13 @@ TEST(Gemm, CappedToReferenceStillWorks) {
   c.out_bf16 = true;
   c.accumulate = true;
   c.threads = 2;
-  GemmArgs seen;
   Problem p(c, 7);
   EXPECT_EQ(GemmIsaFor(p.args), IsaLevel::kReference);
   p.Check("reference", [](const GemmArgs& g) { return Gemm(g); });
 }
 
 TEST(Gemm, ThreadsSplitMAndN) {
-  const GemmShape shapes[] = {{300, 40, 50}, {20, 700, 50}, {129, 257, 65}};
+  const GemmShape shapes[] = {{300, 40, 50}, {20, 700, 50}, {129, 257, 65}, {400, 100, 200}};
   int seed = 0;
   for (const GemmShape& s : shapes) {
     for (int threads : {2, 3, 5}) {
@@ -357,10 +360,18 @@ TEST(Gemm, ThreadsSplitMAndN) {
       c.threads = threads;
       c.bf16_in = threads == 3;
       c.out_bf16 = threads == 5;
+      c.trans_b = seed % 2 == 1;
+      c.accumulate = seed % 3 == 1;
       Problem p(c, 300 + ++seed);
       for (IsaLevel isa : HostLevels()) {
         ScopedMaxIsa cap(isa);
         p.Check(std::string(IsaName(isa)), [](const GemmArgs& g) { return Gemm(g); });
+        if (isa == IsaLevel::kReference) continue;
+        // Every call splits, however small.
+        GemmPlan plan = MakePlan(isa, p.args.type, HostCaches());
+        plan.min_flops_per_thread = 0;
+        p.Check(std::string(IsaName(isa)) + " always split",
+                [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
       }
     }
   }
@@ -418,6 +429,20 @@ TEST(Gemm, InvalidArguments) {
   EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
 }
 
+TEST(Gemm, RejectsBadBlocking) {
+  Case c;
+  c.shape = {5, 6, 7};
+  Problem p(c, 2);
+  GemmPlan plan = MakePlan(IsaLevel::kAvx2, p.args.type, HostCaches());
+  plan.portable_kernels = true;
+  plan.nc = plan.nr + 1;
+  std::vector<float> out(64);
+  GemmArgs g = p.args;
+  g.c = out.data();
+  absl::Status s = internal::GemmWithPlan(g, IsaLevel::kAvx2, &plan);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+}
+
 TEST(Gemm, KernelCacheRecordsGeneration) {
   if (DetectedIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "no JIT level on this host";
   Case c;
@@ -433,8 +458,8 @@ TEST(Gemm, KernelCacheRecordsGeneration) {
 }
 
 TEST(CpuFeatures, IsaNamesRoundTrip) {
-  for (IsaLevel isa : {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512,
-                       IsaLevel::kAvx512Bf16}) {
+  for (IsaLevel isa :
+       {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16}) {
     EXPECT_EQ(ParseIsa(IsaName(isa)), isa);
   }
   EXPECT_EQ(ParseIsa("AVX2"), IsaLevel::kAvx2);
@@ -471,8 +496,8 @@ TEST(Gemm, MatchesReferenceDotGeneral) {
     std::vector<double> lv(dc.m * dc.k), rv(dc.k * dc.n);
     for (double& v : lv) v = RandomValue(rng, bf16);
     for (double& v : rv) v = RandomValue(rng, bf16);
-    std::vector<int64_t> rdims = dc.rhs_transposed ? std::vector<int64_t>{dc.n, dc.k}
-                                                   : std::vector<int64_t>{dc.k, dc.n};
+    std::vector<int64_t> rdims =
+        dc.rhs_transposed ? std::vector<int64_t>{dc.n, dc.k} : std::vector<int64_t>{dc.k, dc.n};
     ir::Tensor lhs = ir::Tensor::FromDoubles({dc.dtype, {dc.m, dc.k}}, lv);
     ir::Tensor rhs = ir::Tensor::FromDoubles({dc.dtype, rdims}, rv);
     ir::Op op;

@@ -1,0 +1,139 @@
+// Writes generated GEMM micro-kernels, with packed inputs and the results of the portable
+// micro-kernel, for run_kernels.py to execute in an AVX-512 emulator. This is how the AVX-512
+// kernels are checked on hosts without AVX-512.
+//   bazel run //backends/x86/emulation:dump_kernels -- /tmp/gemm_cases
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/x86/gemm_kernel.h"
+#include "backends/x86/gemm_kernel_avx2.h"
+#include "backends/x86/gemm_kernel_avx512.h"
+#include "ir/dtype.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+// Guest addresses of the emulator's memory regions (run_kernels.py uses the same).
+constexpr uint64_t kGuestA = 0x20000000, kGuestB = 0x30000000, kGuestC = 0x40000000;
+
+bool WriteFile(const std::string& path, const void* data, size_t bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
+  return std::fclose(f) == 0 && ok;
+}
+
+std::vector<KernelKey> Keys() {
+  std::vector<KernelKey> keys;
+  for (PanelLayout layout : {PanelLayout::kF32, PanelLayout::kBf16Pairs}) {
+    const IsaLevel isa = layout == PanelLayout::kF32 ? IsaLevel::kAvx512 : IsaLevel::kAvx512Bf16;
+    for (int rows = 1; rows <= 6; ++rows) {
+      for (int tail = 0; tail <= 4; ++tail) keys.push_back({layout, isa, 6, 64, rows, tail});
+    }
+  }
+  for (int rows = 1; rows <= 6; ++rows) {
+    for (int tail = 0; tail <= 2; ++tail) {
+      keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, tail});
+    }
+  }
+  return keys;
+}
+
+int Main(const std::string& out) {
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> small(-3, 3), c_value(-8, 8);
+  // Small integers: every product and sum is exact, so results must match bit for bit.
+  auto value = [&](PanelLayout layout) -> uint32_t {
+    if (layout == PanelLayout::kF32) {
+      float f = static_cast<float>(small(rng));
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      return u;
+    }
+    uint32_t lo = ir::bf16::FromFloat(static_cast<float>(small(rng)));
+    uint32_t hi = ir::bf16::FromFloat(static_cast<float>(small(rng)));
+    return lo | hi << 16;
+  };
+  FILE* index = std::fopen((out + "/index.txt").c_str(), "w");
+  if (index == nullptr) return 1;
+  int id = 0;
+  for (const KernelKey& key : Keys()) {
+    std::unique_ptr<JitGenerator> gen;
+    if (key.isa == IsaLevel::kAvx2) {
+      gen = std::make_unique<GemmKernelAvx2>(key);
+    } else {
+      gen = std::make_unique<GemmKernelAvx512>(key);
+    }
+    if (!gen->Create().ok()) {
+      std::fprintf(stderr, "generation failed: %s\n", key.Name().c_str());
+      return 1;
+    }
+    const int lanes = key.isa == IsaLevel::kAvx2 ? 8 : 16;
+    for (int n_panels : {0, 1, 2}) {
+      if (n_panels == 0 && key.tail_vecs == 0) continue;
+      for (int k_steps : {1, 5, 8}) {
+        for (int accumulate : {0, 1}) {
+          const int tail_cols =
+              key.tail_vecs == 0 ? 0 : (key.tail_vecs - 1) * lanes + 1 + rng() % lanes;
+          const int64_t ldc = (n_panels + 1) * key.nr + 7;
+          const int64_t b_stride = k_steps * key.nr * 4 + 256;
+          std::vector<uint32_t> a(k_steps * key.mr), b((n_panels + 1) * b_stride / 4);
+          for (uint32_t& x : a) x = value(key.layout);
+          for (uint32_t& x : b) x = value(key.layout);
+          std::vector<float> c(key.rows * ldc + 16);
+          for (float& x : c) x = static_cast<float>(c_value(rng));
+          std::vector<float> want = c;
+          MicroKernelArgs args;
+          args.a = a.data();
+          args.b = b.data();
+          args.c = want.data();
+          args.ldc = ldc * 4;
+          args.k_steps = k_steps;
+          args.n_panels = n_panels;
+          args.b_panel_stride = b_stride;
+          args.accumulate = accumulate;
+          if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
+          args.key = &key;
+          PortableMicroKernel(&args);
+          args.a = reinterpret_cast<const void*>(kGuestA);
+          args.b = reinterpret_cast<const void*>(kGuestB);
+          args.c = reinterpret_cast<float*>(kGuestC);
+          args.key = nullptr;
+          const std::string dir = out + "/" + std::to_string(id);
+          mkdir(dir.c_str(), 0755);
+          const bool ok = WriteFile(dir + "/code.bin", gen->code(), gen->code_size()) &&
+                          WriteFile(dir + "/a.bin", a.data(), a.size() * 4) &&
+                          WriteFile(dir + "/b.bin", b.data(), b.size() * 4) &&
+                          WriteFile(dir + "/c.bin", c.data(), c.size() * 4) &&
+                          WriteFile(dir + "/want.bin", want.data(), want.size() * 4) &&
+                          WriteFile(dir + "/args.bin", &args, sizeof(args));
+          if (!ok) return 1;
+          std::fprintf(index, "%d %s panels=%d k_steps=%d accumulate=%d tail_cols=%d\n", id,
+                       key.Name().c_str(), n_panels, k_steps, accumulate, tail_cols);
+          ++id;
+        }
+      }
+    }
+  }
+  std::fclose(index);
+  std::printf("%d cases in %s\n", id, out.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardjit::backends::x86
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: dump_kernels OUT_DIR\n");
+    return 2;
+  }
+  mkdir(argv[1], 0755);
+  return shardjit::backends::x86::Main(argv[1]);
+}

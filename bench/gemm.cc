@@ -1,0 +1,175 @@
+// GEMM benchmarks of the x86 backend (bf16 and f32 inputs, f32 output, 1 and 2 threads) and
+// micro-benchmarks of this CPU's peak: loops of independent vdpbf16ps / vfmadd231ps.
+// Every benchmark reports counters["GFLOPS"]. Run with
+//   bazel run -c opt //bench:gemm -- --benchmark_filter=... [--benchmark_format=json]
+// SHARDJIT_GEMM_BLOCKING=mc,kc,nc overrides the cache blocking (for tuning).
+#include "backends/x86/gemm.h"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "backends/x86/cpu_features.h"
+#include "backends/x86/gemm_internal.h"
+#include "fmt/format.h"
+#include "ir/dtype.h"
+#include "xbyak/xbyak.h"
+
+namespace shardjit::bench {
+namespace {
+
+using backends::x86::GemmArgs;
+using backends::x86::GemmType;
+using backends::x86::IsaLevel;
+namespace x86 = backends::x86;
+
+// The plan override of SHARDJIT_GEMM_BLOCKING, if set.
+bool BlockingOverride(int64_t* mc, int64_t* kc, int64_t* nc) {
+  const char* env = std::getenv("SHARDJIT_GEMM_BLOCKING");
+  if (env == nullptr) return false;
+  std::vector<std::string> parts = absl::StrSplit(env, ',');
+  return parts.size() == 3 && absl::SimpleAtoi(parts[0], mc) && absl::SimpleAtoi(parts[1], kc) &&
+         absl::SimpleAtoi(parts[2], nc);
+}
+
+void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64_t n, int threads) {
+  const bool bf16 = type == GemmType::kBf16Bf16F32;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> a32, b32;
+  std::vector<uint16_t> a16, b16;
+  for (int64_t i = 0; i < m * k; ++i) {
+    float v = dist(rng);
+    bf16 ? a16.push_back(ir::bf16::FromFloat(v)) : a32.push_back(v);
+  }
+  for (int64_t i = 0; i < k * n; ++i) {
+    float v = dist(rng);
+    bf16 ? b16.push_back(ir::bf16::FromFloat(v)) : b32.push_back(v);
+  }
+  std::vector<float> c(m * n);
+  GemmArgs g;
+  g.shape = {m, n, k};
+  g.type = type;
+  g.a = bf16 ? static_cast<const void*>(a16.data()) : a32.data();
+  g.b = bf16 ? static_cast<const void*>(b16.data()) : b32.data();
+  g.c = c.data();
+  g.num_threads = threads;
+
+  const IsaLevel isa = x86::GemmIsaFor(g);
+  x86::GemmPlan plan;
+  const bool custom = isa != IsaLevel::kReference && BlockingOverride(&plan.mc, &plan.kc, &plan.nc);
+  if (custom) {
+    x86::GemmPlan base = x86::MakePlan(isa, type, x86::HostCaches());
+    base.mc = plan.mc;
+    base.kc = plan.kc;
+    base.nc = plan.nc;
+    plan = base;
+  }
+  auto run = [&] { return custom ? x86::internal::GemmWithPlan(g, isa, &plan) : x86::Gemm(g); };
+  if (absl::Status s = run(); !s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    absl::Status s = run();
+    benchmark::DoNotOptimize(s);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2e-9 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(x86::IsaName(isa)));
+}
+
+// `iters` x (accumulators independent instructions), then ret. Sources are the registers above
+// the accumulators.
+class PeakLoop : public Xbyak::CodeGenerator {
+ public:
+  enum class Kind { kDpbf16Zmm, kFmaZmm, kFmaYmm };
+
+  PeakLoop(Kind kind, int accumulators) {
+    mov(rax, rdi);
+    Xbyak::Label loop;
+    L(loop);
+    for (int i = 0; i < accumulators; ++i) {
+      switch (kind) {
+        case Kind::kDpbf16Zmm:
+          vdpbf16ps(Xbyak::Zmm(i), Xbyak::Zmm(30), Xbyak::Zmm(31));
+          break;
+        case Kind::kFmaZmm:
+          vfmadd231ps(Xbyak::Zmm(i), Xbyak::Zmm(30), Xbyak::Zmm(31));
+          break;
+        case Kind::kFmaYmm:
+          vfmadd231ps(Xbyak::Ymm(i), Xbyak::Ymm(14), Xbyak::Ymm(15));
+          break;
+      }
+    }
+    dec(rax);
+    jnz(loop);
+    vzeroupper();
+    ret();
+    ready();
+  }
+};
+
+void BM_Peak(benchmark::State& state, PeakLoop::Kind kind, IsaLevel needs, int accumulators,
+             double flops_per_instruction) {
+  if (x86::DetectedIsa() < needs) {
+    state.SkipWithError(fmt::format("needs {}", x86::IsaName(needs)).c_str());
+    return;
+  }
+  PeakLoop code(kind, accumulators);
+  auto fn = code.getCode<void (*)(int64_t)>();
+  constexpr int64_t kIters = 1 << 16;
+  for (auto _ : state) fn(kIters);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(1e-9 * kIters * accumulators * flops_per_instruction,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
+struct Shape {
+  int64_t m, k, n;
+};
+
+void RegisterAll() {
+  using Kind = PeakLoop::Kind;
+  // vdpbf16ps zmm: 16 lanes x 2 products x 2 flops; vfmadd231ps zmm: 16 x 2; ymm: 8 x 2.
+  benchmark::RegisterBenchmark("BM_Peak/vdpbf16ps_zmm/acc:24", BM_Peak, Kind::kDpbf16Zmm,
+                               IsaLevel::kAvx512Bf16, 24, 64.0);
+  benchmark::RegisterBenchmark("BM_Peak/vfmadd231ps_zmm/acc:24", BM_Peak, Kind::kFmaZmm,
+                               IsaLevel::kAvx512, 24, 32.0);
+  benchmark::RegisterBenchmark("BM_Peak/vfmadd231ps_ymm/acc:12", BM_Peak, Kind::kFmaYmm,
+                               IsaLevel::kAvx2, 12, 16.0);
+  const Shape shapes[] = {{128, 128, 128},    {256, 256, 256},    {512, 512, 512},
+                          {1024, 1024, 1024}, {2048, 2048, 1024}, {1024, 2048, 1024},
+                          {1000, 1000, 1000}, {777, 1234, 555}};
+  for (GemmType type : {GemmType::kBf16Bf16F32, GemmType::kF32F32F32}) {
+    for (const Shape& s : shapes) {
+      for (int threads : {1, 2}) {
+        std::string name =
+            fmt::format("BM_Gemm/{}/M:{}/K:{}/N:{}/threads:{}",
+                        type == GemmType::kBf16Bf16F32 ? "bf16" : "f32", s.m, s.k, s.n, threads);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, type, s.m, s.k, s.n, threads)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardjit::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  shardjit::bench::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
