@@ -3,7 +3,7 @@
 // an f64 reference (the notebook's diagnostics) and timed (median of repeated runs).
 //
 //   bazel run -c opt //examples:seed_matmul -- [--m=2048 --k=2048 --n=1024 --runs=10
-//                                              --meshes=2x2,4x4]
+//                                              --meshes=2x2,4x4 --backend=x86|reference]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,6 +26,7 @@ struct Flags {
   int runs = 10;
   int warmup = 2;
   std::vector<std::pair<int64_t, int64_t>> meshes = {{2, 2}, {4, 4}};
+  Backend backend = DefaultBackend();
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
@@ -34,7 +35,10 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
     std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
     if (kv.size() != 2) return false;
     int64_t v = 0;
-    if (kv[0] == "--meshes") {
+    if (kv[0] == "--backend") {
+      if (kv[1] != "x86" && kv[1] != "reference") return false;
+      flags.backend = kv[1] == "x86" ? Backend::kX86 : Backend::kReference;
+    } else if (kv[0] == "--meshes") {
       flags.meshes.clear();
       for (absl::string_view m : absl::StrSplit(kv[1], ',')) {
         std::vector<std::string> xy = absl::StrSplit(m, 'x');
@@ -109,8 +113,8 @@ int Run(const Flags& flags) {
     std::fprintf(stderr, "random: %s\n", std::string(x_host.status().message()).c_str());
     return 1;
   }
-  std::printf("shardjit seed matmul: bf16 x[%ld,%ld] @ w[%ld,%ld], reference backend\n",
-              flags.m, flags.k, flags.k, flags.n);
+  std::printf("shardjit seed matmul: bf16 x[%ld,%ld] @ w[%ld,%ld], %s backend\n", flags.m,
+              flags.k, flags.k, flags.n, flags.backend == Backend::kX86 ? "x86" : "reference");
   std::vector<double> reference = ReferenceMatmul(*x_host, *w_host);
   for (const auto& [sx, sy] : flags.meshes) {
     absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", sx}, {"y", sy}});
@@ -128,7 +132,7 @@ int Run(const Flags& flags) {
     std::printf("\nmesh %s (%ld devices)\n", mesh->ToString().c_str(), mesh->size());
     std::printf("%-3s %-6s %10s %10s %10s %8s %12s  %s\n", "", "dtype", "max diff", "mean diff",
                 "median", "% >0.1", "median ms", "variant");
-    for (SeedVariant& v : SeedVariants(*mesh, flags.k)) {
+    for (SeedVariant& v : SeedVariants(*mesh, flags.k, flags.backend)) {
       absl::StatusOr<std::vector<Array>> out;
       for (int i = 0; i < flags.warmup; ++i) out = v.program(*x, *w);
       std::vector<double> times;
@@ -167,7 +171,7 @@ int main(int argc, char** argv) {
   if (!shardjit::examples::ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr,
                  "usage: seed_matmul [--m=2048] [--k=2048] [--n=1024] [--runs=10] [--warmup=2] "
-                 "[--meshes=2x2,4x4]\n");
+                 "[--meshes=2x2,4x4] [--backend=x86|reference]\n");
     return 2;
   }
   return shardjit::examples::Run(flags);

@@ -17,7 +17,7 @@ Tracer LocalMatmulAndPsum(Tracer x_shard, Tracer w_full, int64_t k_per_y, DType 
 
 }  // namespace
 
-std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k) {
+std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backend) {
   const int64_t size_x = mesh.axis_size("x");
   const int64_t k_per_y = k / mesh.axis_size("y");
   const int64_t k_per_x = k / size_x;
@@ -25,7 +25,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k) {
 
   variants.push_back({"a", "jit(matmul) on sharded inputs (global view)",
                       jit([](Tracer x, Tracer w) { return matmul(x, w); },
-                          {.name = "basic_matmul"})});
+                          {.name = "basic_matmul", .backend = backend})});
 
   variants.push_back(
       {"b", "shard_map: all_gather x over y and w over x, local matmul",
@@ -38,7 +38,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k) {
                  return matmul(x_full, w_full);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "xla_matmul"})});
+           {.name = "xla_matmul", .backend = backend})});
 
   variants.push_back(
       {"c", "all_gather w, dynamic_slice by axis_index(y), matmul, psum over y",
@@ -48,7 +48,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k) {
                  return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kInvalid);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "xla_matmul2"})});
+           {.name = "xla_matmul2", .backend = backend})});
 
   variants.push_back(
       {"d", "(c) with preferred_element_type=f32",
@@ -58,7 +58,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k) {
                  return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kF32);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "xla_matmul3"})});
+           {.name = "xla_matmul3", .backend = backend})});
 
   variants.push_back(
       {"e", "ring all_gather of w (ppermute in fori_loop), matmul f32, psum over y",
@@ -84,7 +84,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k) {
                  return LocalMatmulAndPsum(x, carry[0], k_per_y, DType::kF32);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "ring_allgather_matmul"})});
+           {.name = "ring_allgather_matmul", .backend = backend})});
   return variants;
 }
 

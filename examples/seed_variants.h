@@ -22,7 +22,8 @@ struct SeedVariant {
 // (d) = (c) with preferred_element_type=f32;
 // (e) a ring all-gather of w from ppermute in a fori_loop, then the local matmul and psum.
 // `k` is the contracting size (the block of w a device multiplies depends on it).
-std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k);
+std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k,
+                                      Backend backend = DefaultBackend());
 
 }  // namespace shardjit::examples
 

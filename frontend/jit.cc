@@ -1,9 +1,14 @@
 #include "frontend/jit.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "backends/reference/evaluator.h"
 #include "backends/reference/kernel.h"
+#include "backends/x86/compile.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/printer.h"
@@ -11,6 +16,11 @@
 #include "runtime/runtime.h"
 
 namespace shardjit {
+
+Backend DefaultBackend() {
+  const char* env = std::getenv("SHARDJIT_BACKEND");
+  return env != nullptr && std::string(env) == "reference" ? Backend::kReference : Backend::kX86;
+}
 
 struct CompiledState {
   ir::Module module;
@@ -104,7 +114,19 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   }
   auto state = std::make_shared<CompiledState>(CompiledState{
       lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, nullptr, nullptr, nullptr});
-  state->compile = [](const ir::Function& f) { return backends::reference::Compile(f); };
+  // A device gets the cores that the mesh leaves it; a global-view program runs on the
+  // calling thread with every core.
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const int per_device = std::max<int64_t>(1, cores / state->mesh.size());
+  auto compile_for = [backend = options_.backend](int threads) -> runtime::CompileFn {
+    if (backend == Backend::kReference) {
+      return [](const ir::Function& f) { return backends::reference::Compile(f); };
+    }
+    return [threads](const ir::Function& f) {
+      return backends::x86::Compile(f, {.num_threads = threads});
+    };
+  };
+  state->compile = compile_for(per_device);
   state->shard_map_cache = std::make_unique<runtime::Runtime::ShardMapCache>();
   const ir::Region& traced_entry = Entry(traced_).body();
   for (const ir::Param& p : traced_entry.params()) state->arg_types.push_back(ir::FromProto(p.type()));
@@ -125,7 +147,8 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   for (const ir::PartitionSpec& s : lowered_.result_shardings()) {
     state->result_shardings.emplace_back(state->mesh, PartitionSpec(s));
   }
-  absl::StatusOr<std::unique_ptr<backends::Executable>> exe = state->compile(Entry(lowered_));
+  absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
+      compile_for(lowered_.view() == ir::GLOBAL ? cores : per_device)(Entry(lowered_));
   if (!exe.ok()) return exe.status();
   state->executable = std::move(*exe);
   return Compiled(std::move(state));

@@ -18,6 +18,15 @@
 
 namespace shardjit {
 
+// Which kernels run the compiled program.
+enum class Backend {
+  kX86,        // generated x86 kernels for the CPU found at run time, reference kernels elsewhere
+  kReference,  // plain C++ kernels only (the oracle)
+};
+
+// The backend named by $SHARDJIT_BACKEND ("x86" or "reference"), x86 by default.
+Backend DefaultBackend();
+
 struct JitOptions {
   // The module and entry function name.
   std::string name = "main";
@@ -26,6 +35,7 @@ struct JitOptions {
   std::optional<std::vector<PartitionSpec>> out_shardings;
   // Lowering pipeline options (dumps, disabled passes).
   passes::PipelineOptions pipeline;
+  Backend backend = DefaultBackend();
 };
 
 struct CompiledState;

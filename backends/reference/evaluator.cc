@@ -32,15 +32,20 @@ class Env {
   std::unordered_map<int64_t, ir::Tensor> values_;
 };
 
-// Per region: the kernel of each op and the values to release after it.
+// Per region: the kernel of each op (and the reference kernel it falls back to) and the values
+// to release after it.
 struct RegionPlan {
   std::vector<const Kernel*> kernels;
+  std::vector<const Kernel*> fallbacks;
   std::vector<std::vector<int64_t>> release_after;
 };
 
 class ReferenceExecutable final : public Executable {
  public:
-  explicit ReferenceExecutable(ir::Function function) : function_(std::move(function)) {}
+  ReferenceExecutable(ir::Function function, KernelOverrides overrides, std::string backend)
+      : function_(std::move(function)),
+        overrides_(std::move(overrides)),
+        backend_(std::move(backend)) {}
 
   absl::Status Prepare() { return PlanRegion(function_.body()); }
 
@@ -62,7 +67,7 @@ class ReferenceExecutable final : public Executable {
     return RunRegion(body, args, nullptr, device);
   }
 
-  std::string backend() const override { return "reference"; }
+  std::string backend() const override { return backend_; }
 
  private:
   absl::Status PlanRegion(const ir::Region& region) {
@@ -79,15 +84,19 @@ class ReferenceExecutable final : public Executable {
         return absl::InvalidArgumentError(fmt::format("unknown primitive \"{}\"", op.opcode()));
       }
       const Kernel* kernel = nullptr;
+      const Kernel* fallback = nullptr;
       if (prim->kind == ir::PrimitiveKind::kElementwise ||
           prim->kind == ir::PrimitiveKind::kStructural) {
-        kernel = FindKernel(op.opcode());
+        fallback = FindKernel(op.opcode());
+        auto it = overrides_.find(op.opcode());
+        kernel = it != overrides_.end() ? &it->second : fallback;
         if (kernel == nullptr) {
           return absl::UnimplementedError(
               fmt::format("{}: no reference kernel is registered", op.opcode()));
         }
       }
       plan.kernels.push_back(kernel);
+      plan.fallbacks.push_back(fallback != kernel ? fallback : nullptr);
       if (op.has_fori_loop()) {
         if (absl::Status s = PlanRegion(op.fori_loop().body()); !s.ok()) return s;
         // A loop body reads outer values on every iteration: keep them until the loop ends.
@@ -135,6 +144,10 @@ class ReferenceExecutable final : public Executable {
       absl::StatusOr<std::vector<ir::Tensor>> results;
       if (plan.kernels[i] != nullptr) {
         results = (*plan.kernels[i])(op, operands, device.allocator());
+        if (!results.ok() && absl::IsUnimplemented(results.status()) &&
+            plan.fallbacks[i] != nullptr) {
+          results = (*plan.fallbacks[i])(op, operands, device.allocator());
+        }
       } else if (op.has_fori_loop()) {
         results = RunLoop(op, std::move(operands), env, device);
       } else if (op.has_shard_map()) {
@@ -173,13 +186,18 @@ class ReferenceExecutable final : public Executable {
   }
 
   ir::Function function_;
+  KernelOverrides overrides_;
+  std::string backend_;
   std::unordered_map<const ir::Region*, RegionPlan> plans_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function) {
-  auto exe = std::make_unique<ReferenceExecutable>(function);
+absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function,
+                                                    KernelOverrides overrides,
+                                                    std::string backend) {
+  auto exe =
+      std::make_unique<ReferenceExecutable>(function, std::move(overrides), std::move(backend));
   if (absl::Status s = exe->Prepare(); !s.ok()) return s;
   return exe;
 }

@@ -1,0 +1,19 @@
+#include "backends/x86/compile.h"
+
+#include "backends/reference/evaluator.h"
+#include "backends/x86/dot_general.h"
+
+namespace shardjit::backends::x86 {
+
+absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function,
+                                                    CompileOptions options) {
+  reference::KernelOverrides overrides;
+  overrides["dot_general"] = [threads = options.num_threads](
+                                 const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                                 ir::Allocator* allocator) {
+    return DotGeneral(op, operands, allocator, threads);
+  };
+  return reference::Compile(function, std::move(overrides), "x86");
+}
+
+}  // namespace shardjit::backends::x86

@@ -1,0 +1,112 @@
+// The x86 dot_general against the reference kernel over layouts, batch dims, dtypes and every
+// ISA level of this host; layouts it cannot map fall back (UnimplementedError).
+#include <random>
+
+#include "backends/reference/kernel.h"
+#include "backends/x86/cpu_features.h"
+#include "backends/x86/dot_general.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/primitive.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+struct DotCase {
+  Dims lhs, rhs, lc, rc, lb, rb;
+};
+
+ir::Op DotOp(const DotCase& c, ir::DType in, ir::DType preferred) {
+  ir::Op op;
+  op.set_opcode("dot_general");
+  auto* a = op.mutable_dot_general();
+  for (int64_t d : c.lc) a->add_lhs_contracting_dims(d);
+  for (int64_t d : c.rc) a->add_rhs_contracting_dims(d);
+  for (int64_t d : c.lb) a->add_lhs_batch_dims(d);
+  for (int64_t d : c.rb) a->add_rhs_batch_dims(d);
+  a->set_preferred_element_type(ir::ToProto(preferred));
+  ir::ShapeContext ctx;
+  absl::StatusOr<std::vector<ir::ShapedType>> types =
+      ir::InferResultTypes(ctx, {{in, c.lhs}, {in, c.rhs}}, op);
+  EXPECT_TRUE(types.ok()) << types.status();
+  *op.add_result_types() = ir::ToProto((*types)[0]);
+  return op;
+}
+
+ir::Tensor Random(ir::DType dtype, const Dims& dims, int seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> dist;
+  ir::Tensor t = ir::Tensor::Empty({dtype, dims});
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.SetDouble(i, dist(gen));
+  return t;
+}
+
+class DotGeneralTest : public ::testing::TestWithParam<IsaLevel> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks the ISA";
+    SetMaxIsa(GetParam());
+  }
+  void TearDown() override { SetMaxIsa(IsaLevel::kAvx512Bf16); }
+};
+
+TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
+  const std::vector<DotCase> cases = {
+      {{7, 13}, {13, 5}, {1}, {0}, {}, {}},                   // plain matmul, odd sizes
+      {{13, 7}, {13, 5}, {0}, {0}, {}, {}},                   // lhs contracting dim first
+      {{7, 13}, {5, 13}, {1}, {1}, {}, {}},                   // rhs transposed
+      {{3, 9, 17}, {3, 17, 33}, {2}, {1}, {0}, {0}},          // batched
+      {{9, 3, 17}, {17, 3, 4}, {2}, {0}, {1}, {1}},           // batch dim in the middle
+      {{4, 6, 5}, {6, 5, 7}, {1, 2}, {0, 1}, {}, {}},         // two contracting dims
+      {{2, 3, 64}, {64, 65}, {2}, {0}, {}, {}},               // two lhs free dims merge
+      {{1, 1}, {1, 1}, {1}, {0}, {}, {}},
+      {{130, 257}, {257, 129}, {1}, {0}, {}, {}},
+  };
+  for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16}) {
+    for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16}) {
+      for (const DotCase& c : cases) {
+        ir::Op op = DotOp(c, in, out);
+        std::vector<ir::Tensor> operands = {Random(in, c.lhs, 1), Random(in, c.rhs, 2)};
+        absl::StatusOr<std::vector<ir::Tensor>> got =
+            DotGeneral(op, operands, ir::HostAllocator(), /*num_threads=*/2);
+        ASSERT_TRUE(got.ok()) << got.status();
+        absl::StatusOr<std::vector<ir::Tensor>> want =
+            reference::EvaluateLocalOp(op, operands);
+        ASSERT_TRUE(want.ok());
+        const ir::Tensor& g = (*got)[0];
+        const ir::Tensor& w = (*want)[0];
+        ASSERT_EQ(g.type(), w.type());
+        int64_t k = 1;
+        for (int64_t d : c.lc) k *= c.lhs[d];
+        // Both sum in f32 (in different orders); bf16 results may then round differently.
+        double tol = out == ir::DType::kBF16 ? 1.0 / 64 : 1e-5 * std::sqrt(double(k));
+        for (int64_t i = 0; i < g.num_elements(); ++i) {
+          ASSERT_NEAR(g.GetDouble(i), w.GetDouble(i), tol * (1 + std::abs(w.GetDouble(i))))
+              << "element " << i;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, DotGeneralTest,
+                         ::testing::Values(IsaLevel::kReference, IsaLevel::kAvx2,
+                                           IsaLevel::kAvx512, IsaLevel::kAvx512Bf16));
+
+TEST(DotGeneralFallback, UnmappableLayoutsAndIntegersAreUnimplemented) {
+  // Free dims {0, 2} of lhs do not merge into one strided index.
+  DotCase c{{4, 6, 5}, {6, 3}, {1}, {0}, {}, {}};
+  ir::Op op = DotOp(c, ir::DType::kF32, ir::DType::kF32);
+  std::vector<ir::Tensor> operands = {Random(ir::DType::kF32, c.lhs, 1),
+                                      Random(ir::DType::kF32, c.rhs, 2)};
+  EXPECT_TRUE(absl::IsUnimplemented(DotGeneral(op, operands, ir::HostAllocator(), 1).status()));
+  ir::Op int_op = DotOp({{2, 3}, {3, 2}, {1}, {0}, {}, {}}, ir::DType::kS32, ir::DType::kS32);
+  std::vector<ir::Tensor> ints = {ir::Tensor::Zeros({ir::DType::kS32, {2, 3}}),
+                                  ir::Tensor::Zeros({ir::DType::kS32, {3, 2}})};
+  EXPECT_TRUE(absl::IsUnimplemented(DotGeneral(int_op, ints, ir::HostAllocator(), 1).status()));
+}
+
+}  // namespace
+}  // namespace shardjit::backends::x86
