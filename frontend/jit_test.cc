@@ -102,8 +102,10 @@ TEST(JitTest, GlobalViewRunsUnpartitionedAndSaysSo) {
   Tensor w_host = *random::Normal(Key(4), {6, 4});
   Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
   Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
+  // Without the SPMD partitioner (which would otherwise partition this program).
   auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); },
-               {.out_shardings = std::vector<PartitionSpec>{P("x", None)}});
+               {.out_shardings = std::vector<PartitionSpec>{P("x", None)},
+                .pipeline = {.disabled = {"spmd-partition"}}});
   absl::StatusOr<std::vector<Array>> out = f(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
@@ -111,6 +113,26 @@ TEST(JitTest, GlobalViewRunsUnpartitionedAndSaysSo) {
   std::string text = f.lower(x, w)->as_text();
   EXPECT_THAT(text, HasSubstr("global view, unpartitioned"));
   EXPECT_THAT(text, HasSubstr("view=global"));
+}
+
+TEST(JitTest, GlobalViewIsPartitionedWhenEveryOpHasARule) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  Tensor x_host = *random::Normal(Key(3), {8, 6});
+  Tensor w_host = *random::Normal(Key(4), {6, 4});
+  Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
+  Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
+  auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); },
+               {.out_shardings = std::vector<PartitionSpec>{P("x", None)}});
+  absl::StatusOr<std::vector<Array>> out = f(x, w);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
+  ExpectNear(*(*out)[0].ToHost(), MatmulOracle(x_host, w_host), 1e-5);
+  std::string text = f.lower(x, w)->as_text();
+  EXPECT_THAT(text, Not(HasSubstr("unpartitioned")));
+  EXPECT_THAT(text, HasSubstr("view=per_device"));
+  // f32 partial sums would cost more than gathering x's columns: both operands are gathered.
+  EXPECT_THAT(text, HasSubstr("all_gather[axes=(y) axis=1 tiled=True]"));
 }
 
 TEST(JitTest, GlobalViewWithShardMapAndOpsAround) {

@@ -341,6 +341,9 @@ class Parser {
         if (!scope.ok()) return scope.status();
         op->set_name_scope(*scope);
         if (absl::Status s = Expect(")"); !s.ok()) return s;
+      } else if (lex_.IsIdent("sharding")) {
+        lex_.Next();
+        if (absl::Status s = Tuple([&] { return Spec(op->add_sharding()); }); !s.ok()) return s;
       } else if (lex_.IsIdent("loc")) {
         lex_.Next();
         if (absl::Status s = Expect("("); !s.ok()) return s;
@@ -353,7 +356,7 @@ class Parser {
         op->mutable_loc()->set_line(static_cast<int32_t>(*line));
         if (absl::Status s = Expect(")"); !s.ok()) return s;
       } else {
-        return Error("expected @scope or @loc");
+        return Error("expected @scope, @sharding or @loc");
       }
     }
     // Results are defined after the op's regions, in print order.

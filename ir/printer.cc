@@ -83,6 +83,11 @@ class Printer {
     }
     for (int64_t id : op.operands()) out += " " + ValueName(id);
     if (!op.name_scope().empty()) out += " @scope(" + Quote(op.name_scope()) + ")";
+    if (op.sharding_size() > 0) {
+      std::vector<std::string> specs;
+      for (const PartitionSpec& s : op.sharding()) specs.push_back(MessageValue(s, indent));
+      out += " @sharding(" + absl::StrJoin(specs, ",") + ")";
+    }
     if (options_.locations && op.has_loc()) {
       out += fmt::format(" @loc({}, {})", Quote(op.loc().file()), op.loc().line());
     }

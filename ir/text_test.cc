@@ -110,6 +110,10 @@ std::vector<Case> Cases() {
                    "    c:f32[4,2] = all_to_all[axes=(y) split_axis=0 concat_axis=1 tiled=False] "
                    "a\n",
                    "b, c"});
+  cases.push_back({"with_sharding_constraint", "a:f32[4,6]",
+                   "    b:f32[4,6] = with_sharding_constraint[sharding=P(x,None)] a\n"
+                   "    c:f32[4,6] = with_sharding_constraint[sharding=P((x,y))] b\n",
+                   "c", "global"});
   cases.push_back({"axis_index", "", "    a:s32[] = axis_index[axes=(x,y)]\n", "a"});
   cases.push_back({"axis_size", "", "    a:s32[] = axis_size[axes=(y)]\n", "a"});
   return cases;
@@ -164,6 +168,26 @@ TEST(TextRoundTripTest, SourceLocationsRoundTripWhenPrinted) {
   ASSERT_TRUE(back.ok());
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*m, *back));
   EXPECT_THAT(PrintModule(*m), ::testing::Not(HasSubstr("@loc")));
+}
+
+TEST(TextRoundTripTest, ShardingAnnotationsRoundTrip) {
+  const std::string text = ModuleText(
+      {"", "a:f32[4,6] b:f32[4,6]",
+       "    c:f32[4,6] = add a b @scope(\"s\") @sharding(P(x,None))\n"
+       "    d:f32[6] = reduce_sum[axes=(0)] c @sharding(P((y,x)))\n"
+       "    e:f32[] = reduce_sum[axes=(0)] d @sharding(P())\n"
+       "    i:f32[4,6] j:f32[] = fori_loop[lower=0 upper=2 body={ lambda ; f:s32[] g:f32[4,6] "
+       "h:f32[]. let\n"
+       "        in (g, h) }] c e @sharding(P(None,y),P())\n",
+       "i, j", "global"});
+  absl::StatusOr<Module> m = ParseModule(text);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(VerifyModule(*m).ok()) << VerifyModule(*m);
+  const Op& add = m->functions(0).body().ops(0);
+  ASSERT_EQ(add.sharding_size(), 1);
+  EXPECT_EQ(add.sharding(0).dims(0).axes(0), "x");
+  EXPECT_EQ(m->functions(0).body().ops(3).sharding_size(), 2);
+  EXPECT_EQ(PrintModule(*m), text);
 }
 
 TEST(TextRoundTripTest, ValueNamesSkipKeywords) {

@@ -115,6 +115,18 @@ class FunctionVerifier {
                                       op.results_size(), op.result_types_size(),
                                       inferred->size()));
     }
+    if (op.sharding_size() != 0 && op.sharding_size() != op.results_size()) {
+      return Error(where, fmt::format("has {} results but {} @sharding specs", op.results_size(),
+                                      op.sharding_size()));
+    }
+    for (int i = 0; i < op.sharding_size(); ++i) {
+      if (absl::Status s = ValidateSpec(module_.mesh(), op.sharding(i),
+                                        op.result_types(i).dims_size(),
+                                        fmt::format("@sharding of result {}", ValueName(op.results(i))));
+          !s.ok()) {
+        return Error(where, std::string(s.message()));
+      }
+    }
     for (int i = 0; i < op.results_size(); ++i) {
       ShapedType declared = FromProto(op.result_types(i));
       if (declared != (*inferred)[i]) {

@@ -152,6 +152,8 @@ class Canonicalizer {
   // Replaces `op` by a constant when all its operands are constants.
   void Fold(ir::Op& op) {
     if (!options_.evaluate || op.has_constant() || op.results_size() != 1) return;
+    // Folding would drop the layout the constraint asks for.
+    if (op.has_with_sharding_constraint()) return;
     const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
     if (prim == nullptr || (prim->kind != ir::PrimitiveKind::kElementwise &&
                             prim->kind != ir::PrimitiveKind::kStructural)) {

@@ -10,6 +10,8 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/lower_shard_map.h"
+#include "passes/sharding_propagation.h"
+#include "passes/spmd_partition.h"
 
 namespace shardjit::passes {
 namespace {
@@ -78,6 +80,8 @@ absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages)
 Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicalize) {
   Pipeline p(std::move(options));
   p.Add(std::make_unique<Canonicalize>(std::move(canonicalize)));
+  p.Add(std::make_unique<ShardingPropagation>());
+  p.Add(std::make_unique<SpmdPartition>());
   p.Add(std::make_unique<LowerShardMap>());
   return p;
 }

@@ -49,7 +49,8 @@ class Pipeline {
   std::vector<std::unique_ptr<Pass>> passes_;
 };
 
-// The default lowering pipeline of jit: canonicalize, lower-shard-map.
+// The default lowering pipeline of jit: canonicalize, sharding-propagation, spmd-partition (which
+// leaves modules it has no rules for unchanged: they run unpartitioned), lower-shard-map.
 Pipeline DefaultPipeline(PipelineOptions options = {}, CanonicalizeOptions canonicalize = {});
 
 }  // namespace shardjit::passes

@@ -25,12 +25,17 @@ TEST(PipelineTest, RecordsStagesAndLowersShardMap) {
   ir::Module m = *ir::ParseModule(kWrapper);
   std::vector<StageRecord> stages;
   ASSERT_TRUE(DefaultPipeline().Run(m, &stages).ok());
-  ASSERT_EQ(stages.size(), 3u);
+  ASSERT_EQ(stages.size(), 5u);
   EXPECT_EQ(stages[1].pass, "canonicalize");
   EXPECT_EQ(stages[1].text, "(unchanged)");
-  EXPECT_EQ(stages[2].pass, "lower-shard-map");
-  EXPECT_TRUE(stages[2].changed);
-  EXPECT_EQ(stages[2].text,
+  // A shard_map has no partitioning rule: the SPMD passes leave the module to lower-shard-map.
+  EXPECT_EQ(stages[2].pass, "sharding-propagation");
+  EXPECT_FALSE(stages[2].changed);
+  EXPECT_EQ(stages[3].pass, "spmd-partition");
+  EXPECT_FALSE(stages[3].changed);
+  EXPECT_EQ(stages[4].pass, "lower-shard-map");
+  EXPECT_TRUE(stages[4].changed);
+  EXPECT_EQ(stages[4].text,
             "module m [view=per_device mesh={x:2} devices=(0,1) entry=main "
             "param_shardings=(P(x)) result_shardings=(P(x))]\n"
             "func main = { lambda ; a:f32[2]. let\n"
@@ -42,7 +47,7 @@ TEST(PipelineTest, DisablesPassesByName) {
   ir::Module m = *ir::ParseModule(kWrapper);
   std::vector<StageRecord> stages;
   ASSERT_TRUE(DefaultPipeline({.disabled = {"lower-shard-map"}}).Run(m, &stages).ok());
-  EXPECT_TRUE(stages[2].skipped);
+  EXPECT_TRUE(stages[4].skipped);
   EXPECT_EQ(m.view(), ir::GLOBAL);
 }
 
@@ -50,7 +55,8 @@ TEST(PipelineTest, DumpsEveryStage) {
   std::string dir = ::testing::TempDir() + "/dumps";
   ir::Module m = *ir::ParseModule(kWrapper);
   ASSERT_TRUE(DefaultPipeline({.dump_dir = dir}).Run(m).ok());
-  for (const char* name : {"00-m-input", "01-m-canonicalize", "02-m-lower-shard-map"}) {
+  for (const char* name : {"00-m-input", "01-m-canonicalize", "02-m-sharding-propagation",
+                           "03-m-spmd-partition", "04-m-lower-shard-map"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + name + ".txt")) << name;
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + name + ".pbtxt")) << name;
   }

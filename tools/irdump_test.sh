@@ -34,12 +34,13 @@ for op in all_gather dynamic_slice dot_general psum axis_index 'view=per_device'
 done
 cp "$TMP/out" "$TMP/seed_c.txt"
 
-# Every example lowers and verifies; seed_a stays a global-view module.
+# Every example lowers and verifies; seed_a (global view) is partitioned into a per-device module.
 for e in a b c d e; do
   expect_status 0 "$IRDUMP" --example=seed_$e
 done
 expect_status 0 "$IRDUMP" --example=seed_a
-expect_grep 'view=global' "$TMP/out"
+expect_grep 'view=per_device' "$TMP/out"
+expect_grep 'axis_index\[axes=(y)\]' "$TMP/out"
 expect_status 0 "$IRDUMP" --example=seed_e
 expect_grep 'fori_loop' "$TMP/out"
 expect_grep 'ppermute' "$TMP/out"
@@ -49,13 +50,15 @@ expect_status 0 "$IRDUMP" --example=seed_c --stages
 expect_grep '^# --- stage 0: input ---$' "$TMP/out"
 expect_grep '^# --- stage 1: canonicalize (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^(unchanged)$' "$TMP/out"
-expect_grep '^# --- stage 2: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 2: sharding-propagation (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 3: spmd-partition (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 4: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep 'shard_map\[' "$TMP/out"
 
 # --dump_to writes the module before and after each pass as .txt and .pbtxt.
 expect_status 0 "$IRDUMP" --example=seed_c --dump_to="$TMP/dump"
-[ "$(ls "$TMP/dump" | wc -l)" -eq 6 ] || fail "expected 6 dump files: $(ls "$TMP/dump")"
-[ -f "$TMP/dump/02-xla_matmul2-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
+[ "$(ls "$TMP/dump" | wc -l)" -eq 10 ] || fail "expected 10 dump files: $(ls "$TMP/dump")"
+[ -f "$TMP/dump/04-xla_matmul2-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
 
 # --out in every format, read back and printed as the same text.
 for ext in txt pbtxt pb; do

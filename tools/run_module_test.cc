@@ -92,7 +92,9 @@ TEST(RunModuleTest, LoweredShardMapModuleThroughAFile) {
 TEST(RunModuleTest, GlobalViewModule) {
   Runtime rt({.num_devices = 2});
   Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
-  auto f = jit([](Tracer a, Tracer b) { return matmul(a, b); });
+  // Kept global (unpartitioned) by disabling the SPMD partitioner.
+  auto f = jit([](Tracer a, Tracer b) { return matmul(a, b); },
+               {.pipeline = {.disabled = {"spmd-partition"}}});
   absl::StatusOr<Lowered> lowered =
       f.LowerFor({{DType::kF32, {2, 3}}, {DType::kF32, {3, 2}}},
                  {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P())});

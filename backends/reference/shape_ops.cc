@@ -1,6 +1,6 @@
 // Reference kernels of the data-movement primitives: broadcast_in_dim, reshape, transpose, slice,
-// dynamic_slice, dynamic_update_slice and concatenate. All are strided copies; runs that are
-// contiguous on both sides are copied with memcpy.
+// dynamic_slice, dynamic_update_slice, concatenate and with_sharding_constraint (the identity).
+// The others are strided copies; runs that are contiguous on both sides are copied with memcpy.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -189,6 +189,11 @@ Results Concatenate(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocat
   return std::vector<Tensor>{out};
 }
 
+// with_sharding_constraint only matters to the SPMD partitioner: the identity.
+Results Identity(const ir::Op&, const std::vector<Tensor>& in, ir::Allocator*) {
+  return std::vector<Tensor>{in[0]};
+}
+
 const bool registered = [] {
   RegisterKernel("broadcast_in_dim", BroadcastInDim);
   RegisterKernel("reshape", Reshape);
@@ -197,6 +202,7 @@ const bool registered = [] {
   RegisterKernel("dynamic_slice", DynamicSlice);
   RegisterKernel("dynamic_update_slice", DynamicUpdateSlice);
   RegisterKernel("concatenate", Concatenate);
+  RegisterKernel("with_sharding_constraint", Identity);
   return true;
 }();
 

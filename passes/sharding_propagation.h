@@ -1,0 +1,42 @@
+// sharding-propagation: gives every op result of a global-view module a layout (Op.sharding,
+// printed `@sharding(P(x,None))`), which spmd-partition then realises.
+//
+// Seeds: the entry's param_shardings (fixed), with_sharding_constraint results (fixed), and the
+// result_shardings (wanted by the returned values). Layouts flow forwards and backwards through
+// each op by its partitioning rule (passes/spmd/rules.h): elementwise ops share a layout;
+// broadcast_in_dim, transpose and reshape map dimensions (a reshape keeps the layout of
+// dimensions that are unchanged or split/merged evenly, else replicates them); slices replicate
+// the dimensions they cut; reduce_* drops reduced dimensions (which may stay sharded: partial
+// results are then combined); dot_general shares batch dimensions, maps free dimensions to the
+// result and may keep contracting dimensions sharded by the same axes on both sides (the result is
+// then partial: psum or psum_scatter); concatenate shares every dimension but the concatenated
+// one; constants and iota take the layout their users want, else replicated.
+//
+// Cost model (conflicts): an op's layout is the candidate of its rule that communicates the fewest
+// bytes per device (passes/spmd/cost.h), counting the resharding of its known operands to the
+// candidate's layouts, its own reduction, and the resharding of its results to every layout
+// their users want; ties go to fewer collectives, then to smaller blocks.
+//
+// Iteration: a backward sweep collects the layouts each undecided value's users want; a forward
+// sweep decides every op with a decided operand; when nothing more is decided, sources
+// (constants, iota) take their wanted layout. This repeats until every value has a layout (each
+// round decides at least one value, so it ends).
+//
+// Left unchanged: per-device modules, modules without mesh axes or with more than one function,
+// and modules with an op that spmd-partition has no rule for (their layouts would have no use).
+#ifndef SHARDJIT_PASSES_SHARDING_PROPAGATION_H_
+#define SHARDJIT_PASSES_SHARDING_PROPAGATION_H_
+
+#include "passes/pass.h"
+
+namespace shardjit::passes {
+
+class ShardingPropagation final : public Pass {
+ public:
+  std::string name() const override { return "sharding-propagation"; }
+  absl::StatusOr<bool> Run(ir::Module& module) override;
+};
+
+}  // namespace shardjit::passes
+
+#endif  // SHARDJIT_PASSES_SHARDING_PROPAGATION_H_

@@ -1,0 +1,166 @@
+#include "passes/spmd/rules.h"
+
+#include <tuple>
+
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+#include "ir/primitive.h"
+#include "passes/spmd/cost.h"
+#include "passes/spmd/rules_internal.h"
+
+namespace shardjit::passes::spmd {
+namespace internal {
+
+void AddUnique(std::vector<Spec>& list, const Spec& spec) {
+  for (const Spec& s : list) {
+    if (s == spec) return;
+  }
+  list.push_back(spec);
+}
+
+std::vector<Strategy> FromResultLayouts(
+    const OpView& view, const std::function<std::optional<Spec>(int, const Spec&)>& from_operand,
+    const std::function<Strategy(const Spec&)>& for_result) {
+  std::vector<Spec> layouts;
+  for (size_t i = 0; i < view.operand_specs.size(); ++i) {
+    if (!view.operand_specs[i]) continue;
+    if (std::optional<Spec> r = from_operand(static_cast<int>(i), *view.operand_specs[i])) {
+      AddUnique(layouts, *r);
+    }
+  }
+  for (const Spec& want : view.result_wants[0]) AddUnique(layouts, want);
+  AddUnique(layouts, Replicated(view.result_types[0].rank()));
+  std::vector<Strategy> out;
+  for (const Spec& r : layouts) out.push_back(for_result(r));
+  return out;
+}
+
+// Same-shape maps: every operand of the result's rank shares its layout; scalars (select's
+// predicate) are replicated.
+std::vector<Strategy> ElementwiseRule(const OpView& view) {
+  const int64_t rank = view.result_types[0].rank();
+  return FromResultLayouts(
+      view,
+      [&](int i, const Spec& s) -> std::optional<Spec> {
+        if (view.operand_types[i].rank() != rank) return std::nullopt;
+        return s;
+      },
+      [&](const Spec& r) {
+        Strategy st;
+        for (const ir::ShapedType& t : view.operand_types) {
+          st.operands.push_back(t.rank() == rank ? r : Replicated(t.rank()));
+        }
+        st.results = {r};
+        return st;
+      });
+}
+
+}  // namespace internal
+
+namespace {
+
+const internal::RuleTable& Table() {
+  static const auto* table = [] {
+    auto* t = new internal::RuleTable();
+    internal::AddDataMovementRules(*t);
+    internal::AddContractionRules(*t);
+    return t;
+  }();
+  return *table;
+}
+
+const internal::Rule* FindRule(const ir::Op& op) {
+  static const internal::Rule* const kElementwise = new internal::Rule(internal::ElementwiseRule);
+  auto it = Table().find(op.opcode());
+  if (it != Table().end()) return &it->second;
+  const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+  if (prim != nullptr && prim->kind == ir::PrimitiveKind::kElementwise) return kElementwise;
+  return nullptr;
+}
+
+bool ValidFor(const ir::Mesh& mesh, const std::vector<Spec>& specs,
+              const std::vector<ir::ShapedType>& types) {
+  if (specs.size() != types.size()) return false;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!IsValid(mesh, specs[i], types[i].dims)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool HasRule(const ir::Op& op) { return FindRule(op) != nullptr; }
+
+absl::Status CheckRules(const ir::Region& region) {
+  for (int i = 0; i < region.ops_size(); ++i) {
+    const ir::Op& op = region.ops(i);
+    if (HasRule(op)) continue;
+    std::vector<std::string> types;
+    for (const ir::TensorType& t : op.result_types()) types.push_back(ir::FromProto(t).ToString());
+    return absl::UnimplementedError(fmt::format("no partitioning rule for {} (op #{}, results {})",
+                                                op.opcode(), i, absl::StrJoin(types, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<Strategy> Candidates(const OpView& view) {
+  const internal::Rule* rule = FindRule(*view.op);
+  return rule == nullptr ? std::vector<Strategy>{} : (*rule)(view);
+}
+
+bool StrategyCost::operator<(const StrategyCost& o) const {
+  return std::tie(comm.bytes, comm.collectives, block_bytes) <
+         std::tie(o.comm.bytes, o.comm.collectives, o.block_bytes);
+}
+
+StrategyCost Cost(const OpView& view, const Strategy& st) {
+  const ir::Mesh& mesh = *view.mesh;
+  StrategyCost cost;
+  for (size_t i = 0; i < st.operands.size(); ++i) {
+    if (view.operand_specs[i]) {
+      cost.comm += ReshardCost(mesh, view.operand_types[i], *view.operand_specs[i], st.operands[i]);
+    }
+    cost.block_bytes += BlockBytes(mesh, st.operands[i], view.operand_types[i]);
+  }
+  const int64_t n = AxesSize(mesh, st.reduce_axes);
+  if (n > 1) {
+    const int64_t bytes = BlockBytes(mesh, st.results[0], view.result_types[0]);
+    cost.comm += st.scatter_dim >= 0 ? CommCost{ReduceScatterBytes(bytes * n, n), 1}
+                                     : CommCost{AllReduceBytes(bytes, n), 1};
+  }
+  for (size_t r = 0; r < st.results.size(); ++r) {
+    cost.block_bytes += BlockBytes(mesh, st.results[r], view.result_types[r]);
+    for (const Spec& want : view.result_wants[r]) {
+      cost.comm += ReshardCost(mesh, view.result_types[r], st.results[r], want);
+    }
+  }
+  return cost;
+}
+
+absl::StatusOr<Strategy> ChooseStrategy(const OpView& view) {
+  if (!HasRule(*view.op)) {
+    return absl::UnimplementedError(fmt::format("no partitioning rule for {}", view.op->opcode()));
+  }
+  std::optional<Strategy> best;
+  StrategyCost best_cost;
+  for (Strategy& st : Candidates(view)) {
+    if (!ValidFor(*view.mesh, st.operands, view.operand_types) ||
+        !ValidFor(*view.mesh, st.results, view.result_types)) {
+      continue;
+    }
+    StrategyCost cost = Cost(view, st);
+    if (!best || cost < best_cost) {
+      best = std::move(st);
+      best_cost = cost;
+    }
+  }
+  if (!best) {
+    return absl::InternalError(fmt::format("{}: no valid partitioning strategy (results {})",
+                                           view.op->opcode(),
+                                           ir::TypesToString(view.result_types)));
+  }
+  return *best;
+}
+
+}  // namespace shardjit::passes::spmd

@@ -1,0 +1,35 @@
+// The rule families of passes/spmd/rules.cc and helpers they share.
+#ifndef SHARDJIT_PASSES_SPMD_RULES_INTERNAL_H_
+#define SHARDJIT_PASSES_SPMD_RULES_INTERNAL_H_
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "passes/spmd/rules.h"
+
+namespace shardjit::passes::spmd::internal {
+
+using Rule = std::function<std::vector<Strategy>(const OpView&)>;
+using RuleTable = std::map<std::string, Rule, std::less<>>;
+
+// Elementwise maps are handled by primitive kind; these add rules by opcode.
+void AddDataMovementRules(RuleTable& table);  // constant, iota, broadcast_in_dim, reshape, ...
+void AddContractionRules(RuleTable& table);   // reduce_sum/max/min, dot_general
+std::vector<Strategy> ElementwiseRule(const OpView& view);
+
+// Appends `spec` to `list` unless it is there already.
+void AddUnique(std::vector<Spec>& list, const Spec& spec);
+
+// Strategies of a single-result op built from candidate result layouts: each known operand's
+// layout mapped by `from_operand` (nullopt: no candidate), each layout the users want, and the
+// replicated layout; `for_result` turns a result layout into a strategy.
+std::vector<Strategy> FromResultLayouts(
+    const OpView& view, const std::function<std::optional<Spec>(int, const Spec&)>& from_operand,
+    const std::function<Strategy(const Spec&)>& for_result);
+
+}  // namespace shardjit::passes::spmd::internal
+
+#endif  // SHARDJIT_PASSES_SPMD_RULES_INTERNAL_H_
