@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "frontend/array.h"
 #include "frontend/traced_function.h"
+#include "passes/cost_analysis.h"
 #include "passes/pipeline.h"
 
 namespace shardjit {
@@ -75,6 +76,10 @@ class Lowered {
   // The lowered module as IR text; global-view modules say how they run.
   std::string as_text(bool locations = false) const;
   absl::StatusOr<Compiled> compile() const;
+  // Flops and bytes communicated per device by the lowered module (passes/cost_analysis.h).
+  absl::StatusOr<passes::CostReport> cost_analysis() const {
+    return passes::AnalyzeCost(lowered_);
+  }
 
  private:
   ir::Module traced_;

@@ -89,6 +89,13 @@ std::vector<Case> Cases() {
                    "          c:f32[2,2] = psum[axes=(y)] b @scope(\"reduce/y\")\n"
                    "        in (c) }] a\n",
                    "d", "global"});
+  cases.push_back({"fusion", "a:f32[2,3] b:f32[]",
+                   "    h:bf16[2,3] = fusion[body={ lambda ; c:f32[2,3] d:f32[]. let\n"
+                   "          e:f32[2,3] = broadcast_in_dim[shape=(2,3)] d\n"
+                   "          f:f32[2,3] = max c e\n"
+                   "          g:bf16[2,3] = convert_element_type[new_dtype=bf16] f\n"
+                   "        in (g) }] a b\n",
+                   "h"});
   for (const char* op : {"psum", "pmean", "pmax", "pmin"}) {
     cases.push_back({op, "a:f32[2,3]",
                      std::string("    b:f32[2,3] = ") + op +

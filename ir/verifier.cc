@@ -98,6 +98,13 @@ class FunctionVerifier {
       status = VerifyRegion(op.shard_map().body(), /*in_spmd=*/true, where + " body");
       ++regions;
       closed_region = true;
+    } else if (op.has_fusion()) {
+      // A fusion body is closed too: one loop over its params.
+      std::swap(outer_of_closed_region, visible_);
+      visible_.clear();
+      status = VerifyRegion(op.fusion().body(), in_spmd, where + " body");
+      ++regions;
+      closed_region = true;
     }
     absl::StatusOr<std::vector<ShapedType>> inferred;
     if (status.ok()) {
@@ -213,6 +220,7 @@ void Renumber(Region& region, std::unordered_map<int64_t, int64_t>& map, int64_t
     for (int64_t& id : *op.mutable_operands()) id = map.count(id) ? map[id] : id;
     if (op.has_fori_loop()) Renumber(*op.mutable_fori_loop()->mutable_body(), map, next);
     if (op.has_shard_map()) Renumber(*op.mutable_shard_map()->mutable_body(), map, next);
+    if (op.has_fusion()) Renumber(*op.mutable_fusion()->mutable_body(), map, next);
     for (int64_t& id : *op.mutable_results()) id = fresh(id);
   }
   for (int64_t& id : *region.mutable_results()) id = map.count(id) ? map[id] : id;

@@ -114,7 +114,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadModule{"LoopBodyWrongCarry", "per_device", "a:f32[2]",
                   "    e:f32[2] = fori_loop[lower=0 upper=2 body={ lambda ; b:s32[] c:f32[2]. "
                   "let\n      d:f32[2,1] = reshape[new_sizes=(2,1)] c\n    in (d) }] a\n",
-                  "e", {"fori_loop: body returns (f32[2,1]), which differs from the carry types"}}),
+                  "e", {"fori_loop: body returns (f32[2,1]), which differs from the carry types"}},
+        BadModule{"FusionBodyCapturesOuterValue", "per_device", "a:f32[4] b:f32[4]",
+                  "    e:f32[4] = fusion[body={ lambda ; c:f32[4]. let\n"
+                  "      d:f32[4] = add c b\n    in (d) }] a\n",
+                  "e", {"value b is not defined before its use"}},
+        BadModule{"FusionParamType", "per_device", "a:f32[4]",
+                  "    d:f32[4] = fusion[body={ lambda ; b:bf16[4]. let\n"
+                  "      c:bf16[4] = neg b\n    in (c) }] a\n",
+                  "d", {"fusion: body param 0 is bf16[4], but operand 0 is f32[4]"}},
+        BadModule{"FusionNotElementwise", "per_device", "a:f32[4]",
+                  "    d:f32[2,2] = fusion[body={ lambda ; b:f32[4]. let\n"
+                  "      c:f32[2,2] = reshape[new_sizes=(2,2)] b\n    in (c) }] a\n",
+                  "d", {"fusion: body op reshape is not elementwise"}},
+        BadModule{"FusionResultShape", "per_device", "a:f32[4] b:f32[]",
+                  "    e:f32[2] = fusion[body={ lambda ; c:f32[4] d:f32[]. let\n"
+                  "      f:f32[2] = broadcast_in_dim[shape=(2)] d\n    in (f) }] a b\n",
+                  "e", {"fusion: body returns f32[2], but the operands' broadcast shape is f32[4]"}}),
     [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
 
 TEST(VerifierTest, RejectsUseBeforeDefinition) {

@@ -49,6 +49,7 @@ class Canonicalizer {
       for (int64_t& id : *op.mutable_operands()) id = Resolve(replacements_, id);
       if (op.has_fori_loop()) Region(*op.mutable_fori_loop()->mutable_body());
       if (op.has_shard_map()) Region(*op.mutable_shard_map()->mutable_body());
+      if (op.has_fusion()) Region(*op.mutable_fusion()->mutable_body());
       if (std::optional<int64_t> same = Identity(op)) {
         Replace(op.results(0), *same);
         continue;
@@ -198,6 +199,7 @@ class Canonicalizer {
     for (const ir::Op& op : region.ops()) {
       if (op.has_fori_loop()) AddParams(op.fori_loop().body());
       if (op.has_shard_map()) AddParams(op.shard_map().body());
+      if (op.has_fusion()) AddParams(op.fusion().body());
     }
   }
 

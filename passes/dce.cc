@@ -11,6 +11,7 @@ void AddOpUses(const ir::Op& op, std::unordered_set<int64_t>& used) {
   for (int64_t id : op.operands()) used.insert(id);
   if (op.has_fori_loop()) AddUses(op.fori_loop().body(), used);
   if (op.has_shard_map()) AddUses(op.shard_map().body(), used);
+  if (op.has_fusion()) AddUses(op.fusion().body(), used);
 }
 
 void AddUses(const ir::Region& region, std::unordered_set<int64_t>& used) {
@@ -35,6 +36,7 @@ bool Sweep(ir::Region& region, std::unordered_set<int64_t> used) {
     keep[i] = true;
     if (op.has_fori_loop()) changed |= Sweep(*op.mutable_fori_loop()->mutable_body(), used);
     if (op.has_shard_map()) changed |= Sweep(*op.mutable_shard_map()->mutable_body(), {});
+    if (op.has_fusion()) changed |= Sweep(*op.mutable_fusion()->mutable_body(), {});
     AddOpUses(op, used);
   }
   if (changed) {

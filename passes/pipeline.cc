@@ -9,6 +9,8 @@
 #include "ir/io.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/collective_simplify.h"
+#include "passes/fuse_elementwise.h"
 #include "passes/lower_shard_map.h"
 #include "passes/sharding_propagation.h"
 #include "passes/spmd_partition.h"
@@ -83,6 +85,8 @@ Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicali
   p.Add(std::make_unique<ShardingPropagation>());
   p.Add(std::make_unique<SpmdPartition>());
   p.Add(std::make_unique<LowerShardMap>());
+  p.Add(std::make_unique<CollectiveSimplify>());
+  p.Add(std::make_unique<FuseElementwise>());
   return p;
 }
 

@@ -50,7 +50,8 @@ class Pipeline {
 };
 
 // The default lowering pipeline of jit: canonicalize, sharding-propagation, spmd-partition (which
-// leaves modules it has no rules for unchanged: they run unpartitioned), lower-shard-map.
+// leaves modules it has no rules for unchanged: they run unpartitioned), lower-shard-map,
+// collective-simplify, fuse-elementwise (on the per-device code).
 Pipeline DefaultPipeline(PipelineOptions options = {}, CanonicalizeOptions canonicalize = {});
 
 }  // namespace shardjit::passes

@@ -25,7 +25,7 @@ TEST(PipelineTest, RecordsStagesAndLowersShardMap) {
   ir::Module m = *ir::ParseModule(kWrapper);
   std::vector<StageRecord> stages;
   ASSERT_TRUE(DefaultPipeline().Run(m, &stages).ok());
-  ASSERT_EQ(stages.size(), 5u);
+  ASSERT_EQ(stages.size(), 7u);
   EXPECT_EQ(stages[1].pass, "canonicalize");
   EXPECT_EQ(stages[1].text, "(unchanged)");
   // A shard_map has no partitioning rule: the SPMD passes leave the module to lower-shard-map.
@@ -41,6 +41,12 @@ TEST(PipelineTest, RecordsStagesAndLowersShardMap) {
             "func main = { lambda ; a:f32[2]. let\n"
             "    b:f32[2] = psum[axes=(x)] a\n"
             "  in (b) }\n");
+  // The psum over x of a block that varies along x stays.
+  EXPECT_EQ(stages[5].pass, "collective-simplify");
+  EXPECT_FALSE(stages[5].changed);
+  // A lone collective has nothing to fuse.
+  EXPECT_EQ(stages[6].pass, "fuse-elementwise");
+  EXPECT_FALSE(stages[6].changed);
 }
 
 TEST(PipelineTest, DisablesPassesByName) {
@@ -56,7 +62,8 @@ TEST(PipelineTest, DumpsEveryStage) {
   ir::Module m = *ir::ParseModule(kWrapper);
   ASSERT_TRUE(DefaultPipeline({.dump_dir = dir}).Run(m).ok());
   for (const char* name : {"00-m-input", "01-m-canonicalize", "02-m-sharding-propagation",
-                           "03-m-spmd-partition", "04-m-lower-shard-map"}) {
+                           "03-m-spmd-partition", "04-m-lower-shard-map",
+                           "05-m-collective-simplify"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + name + ".txt")) << name;
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + name + ".pbtxt")) << name;
   }

@@ -237,6 +237,11 @@ TEST(SeedMatmulTest, CommunicatesNoMoreThanTheHandWrittenVariantC) {
     absl::StatusOr<Lowered> c = v.program.LowerFor(types, shardings);
     ASSERT_TRUE(c.ok()) << c.status();
     variant_c = passes::spmd::CommunicatedBytes(c->module());
+    // Ring volumes (passes/cost_analysis.h): all_gather (1/2) * 4 MiB, psum 2 * (1/2) * 2 MiB.
+    absl::StatusOr<passes::CostReport> cost = c->cost_analysis();
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    EXPECT_EQ(cost->flops, int64_t{2} * 1024 * 1024 * 1024);
+    EXPECT_EQ(cost->bytes_communicated, 4 << 20);
   }
   // all_gather of w over x: 4 MiB out - 2 MiB in; psum over y of bf16[1024,1024]: 2 MiB.
   EXPECT_EQ(variant_c, 4 << 20);

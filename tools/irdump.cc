@@ -2,12 +2,13 @@
 //
 //   irdump MODULE_FILE | --example=seed_a..seed_e
 //          [--format=text|pbtxt|binary] [--verify=true|false] [--locations]
-//          [--lower] [--stages] [--dump_to=DIR] [--out=FILE]
+//          [--lower] [--stages] [--cost] [--dump_to=DIR] [--out=FILE]
 //
 // A module file is binary (.pb/.binpb), text proto (.pbtxt) or IR text (anything else). An
 // example is lowered by the default pipeline (jit's); a file is printed as loaded unless --lower,
 // --stages or --dump_to ask for the pipeline (passes::DefaultPipeline) to run on it. The module
-// printed, and written by --out (format by extension), is the final one.
+// printed, and written by --out (format by extension), is the final one. --cost prints the
+// final module's cost report (passes/cost_analysis.h) instead of the module.
 //
 // Exit status: 0 ok, 1 bad input (unreadable or unparsable file, failed verification or pass),
 // 2 bad flags.
@@ -30,6 +31,7 @@
 #include "ir/io.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/cost_analysis.h"
 #include "passes/pipeline.h"
 #include "tools/example_modules.h"
 
@@ -46,6 +48,7 @@ constexpr char kUsage[] =
     "  --locations        print source locations in IR text\n"
     "  --lower            run the lowering pipeline on a module file (examples always are)\n"
     "  --stages           print the module after every pipeline stage (IR text), with timings\n"
+    "  --cost             print the final module's flops and bytes communicated per device\n"
     "  --dump_to=DIR      write the module after every stage to DIR as .txt and .pbtxt\n"
     "  --out=FILE         write the final module to FILE (format by extension); with --out the\n"
     "                     module is printed only when --format is given\n"
@@ -59,6 +62,7 @@ struct Flags {
   bool locations = false;
   bool lower = false;
   bool stages = false;
+  bool cost = false;
   std::string dump_to;
   std::string out;
 };
@@ -136,6 +140,8 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
       error = bool_flag(flags.lower);
     } else if (name == "stages") {
       error = bool_flag(flags.stages);
+    } else if (name == "cost") {
+      error = bool_flag(flags.cost);
     } else if (name == "dump_to") {
       if (!(error = need_value())) flags.dump_to = *value;
     } else if (name == "out") {
@@ -156,6 +162,9 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
   }
   if (flags.stages && flags.format && *flags.format != ir::ModuleFormat::kText) {
     return std::string("--stages prints IR text; it takes no other --format");
+  }
+  if (flags.cost && (flags.stages || flags.format)) {
+    return std::string("--cost prints a report; it takes no --stages or --format");
   }
   if (flags.format == ir::ModuleFormat::kBinary && flags.out.empty() && isatty(STDOUT_FILENO)) {
     return std::string(
@@ -217,7 +226,11 @@ int Main(int argc, char** argv) {
       return InputError(std::string(s.message()));
     }
   }
-  if (flags.stages) {
+  if (flags.cost) {
+    absl::StatusOr<passes::CostReport> report = passes::AnalyzeCost(*module);
+    if (!report.ok()) return InputError(fmt::format("{}: {}", source, report.status().message()));
+    fmt::print("{}", report->ToString());
+  } else if (flags.stages) {
     PrintStages(stages);
   } else if (flags.out.empty() || flags.format) {
     ir::ModuleFormat format = flags.format.value_or(ir::ModuleFormat::kText);

@@ -53,12 +53,24 @@ expect_grep '^(unchanged)$' "$TMP/out"
 expect_grep '^# --- stage 2: sharding-propagation (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage 3: spmd-partition (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage 4: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage [0-9]*: collective-simplify (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+num_stages=$(grep -c '^# --- stage ' "$TMP/out")
 expect_grep 'shard_map\[' "$TMP/out"
 
 # --dump_to writes the module before and after each pass as .txt and .pbtxt.
 expect_status 0 "$IRDUMP" --example=seed_c --dump_to="$TMP/dump"
-[ "$(ls "$TMP/dump" | wc -l)" -eq 10 ] || fail "expected 10 dump files: $(ls "$TMP/dump")"
+[ "$(ls "$TMP/dump" | wc -l)" -eq $((2 * num_stages)) ] ||
+  fail "expected $((2 * num_stages)) dump files: $(ls "$TMP/dump")"
 [ -f "$TMP/dump/04-xla_matmul2-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
+
+# --cost: flops and bytes per device of seed_c (passes/cost_analysis.h): one 1024^3 bf16 dot,
+# an all_gather over 2 devices of a 4 MiB result and a ring psum over 2 devices of 2 MiB.
+expect_status 0 "$IRDUMP" --example=seed_c --cost
+expect_grep '^flops: 2147483648$' "$TMP/out"
+expect_grep '^bytes communicated: 4194304$' "$TMP/out"
+expect_grep '^  all_gather\[axes=(x)\] bf16\[1024,1024\] n=2 x1: 2097152 bytes$' "$TMP/out"
+expect_grep '^  psum\[axes=(y)\] bf16\[1024,1024\] n=2 x1: 2097152 bytes$' "$TMP/out"
+expect_status 2 "$IRDUMP" --example=seed_c --cost --stages
 
 # --out in every format, read back and printed as the same text.
 for ext in txt pbtxt pb; do

@@ -2,6 +2,7 @@
 
 #include "backends/reference/evaluator.h"
 #include "backends/x86/dot_general.h"
+#include "backends/x86/elementwise.h"
 
 namespace shardjit::backends::x86 {
 
@@ -13,6 +14,8 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
                                  ir::Allocator* allocator) {
     return DotGeneral(op, operands, allocator, threads);
   };
+  // Declined fusions (Unimplemented) run the reference fusion kernel.
+  overrides["fusion"] = FusionKernel;
   return reference::Compile(function, std::move(overrides), "x86");
 }
 

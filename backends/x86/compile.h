@@ -1,5 +1,6 @@
-// The x86 backend: per-device programs whose dot_general runs on the generated GEMM kernels
-// (chosen for the CPU found at run time); other primitives use the reference kernels.
+// The x86 backend: per-device programs whose dot_general runs on the generated GEMM kernels and
+// whose fusions run as generated elementwise loops (chosen for the CPU found at run time); other
+// primitives use the reference kernels.
 #ifndef SHARDJIT_BACKENDS_X86_COMPILE_H_
 #define SHARDJIT_BACKENDS_X86_COMPILE_H_
 

@@ -1,0 +1,156 @@
+#include "backends/x86/elementwise.h"
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "backends/x86/cpu_features.h"
+#include "backends/x86/elementwise_kernel.h"
+#include "backends/x86/elementwise_plan.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+// Generated kernels by "<isa>|<plan key>"; failures are cached too.
+class ElementwiseCache {
+ public:
+  static ElementwiseCache& Global() {
+    static ElementwiseCache* cache = new ElementwiseCache();
+    return *cache;
+  }
+
+  absl::StatusOr<const ElementwiseKernelAvx2*> Get(const ElementwisePlan& plan, IsaLevel isa) {
+    if (isa < IsaLevel::kAvx2) {
+      return absl::UnimplementedError(
+          fmt::format("elementwise kernel: ISA capped to {}", IsaName(isa)));
+    }
+    // AVX2 code is the only generator: the host this was written on has no AVX-512.
+    std::string key = fmt::format("avx2|{}", plan.Key());
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) {
+      Entry entry;
+      auto gen = std::make_unique<ElementwiseKernelAvx2>(plan);
+      entry.status = gen->status();
+      if (entry.status.ok()) entry.status = gen->Create();
+      if (entry.status.ok()) {
+        entry.kernel = std::move(gen);
+        ++stats_.kernels;
+      }
+      it = entries_.emplace(key, std::move(entry)).first;
+    }
+    if (!it->second.status.ok()) return it->second.status;
+    return it->second.kernel.get();
+  }
+
+  void RecordRun() {
+    absl::MutexLock lock(&mu_);
+    ++stats_.runs;
+  }
+
+  // Counts a fallback; logs its reason the first time it is seen.
+  void RecordFallback(const absl::Status& reason) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.fallbacks;
+    if (logged_.insert(std::string(reason.message())).second) {
+      std::fprintf(stderr, "[shardjit] fusion falls back to the reference kernel: %s\n",
+                   std::string(reason.message()).c_str());
+    }
+  }
+
+  ElementwiseStats stats() {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
+
+ private:
+  struct Entry {
+    std::unique_ptr<ElementwiseKernelAvx2> kernel;
+    absl::Status status;
+  };
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> logged_ ABSL_GUARDED_BY(mu_);
+  ElementwiseStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// The cached kernel of a fusion op's body for the active ISA.
+absl::StatusOr<const ElementwiseKernelAvx2*> KernelFor(const ir::Op& op) {
+  absl::StatusOr<ElementwisePlan> plan = PlanFusionBody(op.fusion().body());
+  if (!plan.ok()) return plan.status();
+  return ElementwiseCache::Global().Get(*plan, ActiveIsa());
+}
+
+template <typename T>
+T Combine(ReduceKind kind, T a, T b) {
+  if (kind == ReduceKind::kSum) return a + b;
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  return kind == ReduceKind::kMax ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+void ReduceLoop(ReduceKind kind, ir::DType dtype, const void* a, const void* b, void* out,
+                int64_t n) {
+  if (dtype == ir::DType::kF32) {
+    const float* x = static_cast<const float*>(a);
+    const float* y = static_cast<const float*>(b);
+    float* z = static_cast<float*>(out);
+    for (int64_t i = 0; i < n; ++i) z[i] = Combine(kind, x[i], y[i]);
+    return;
+  }
+  const ir::bf16* x = static_cast<const ir::bf16*>(a);
+  const ir::bf16* y = static_cast<const ir::bf16*>(b);
+  ir::bf16* z = static_cast<ir::bf16*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    z[i] = ir::bf16(Combine(kind, static_cast<float>(x[i]), static_cast<float>(y[i])));
+  }
+}
+
+}  // namespace
+
+ElementwiseStats GetElementwiseStats() { return ElementwiseCache::Global().stats(); }
+
+absl::StatusOr<std::vector<ir::Tensor>> FusionKernel(const ir::Op& op,
+                                                     const std::vector<ir::Tensor>& operands,
+                                                     ir::Allocator* allocator) {
+  absl::StatusOr<const ElementwiseKernelAvx2*> kernel = KernelFor(op);
+  if (!kernel.ok()) {
+    ElementwiseCache::Global().RecordFallback(kernel.status());
+    return absl::UnimplementedError(fmt::format("fusion: {}", kernel.status().message()));
+  }
+  ir::Tensor out = ir::Tensor::Empty(ir::FromProto(op.result_types(0)), allocator);
+  std::vector<const void*> inputs;
+  inputs.reserve(operands.size());
+  for (const ir::Tensor& t : operands) inputs.push_back(t.data());
+  (*kernel)->Run(inputs, out.data(), out.num_elements());
+  ElementwiseCache::Global().RecordRun();
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+absl::Status ReduceBuffers(ReduceKind kind, ir::DType dtype, const void* a, const void* b,
+                           void* out, int64_t n) {
+  if (dtype != ir::DType::kF32 && dtype != ir::DType::kBF16) {
+    return absl::InvalidArgumentError(
+        fmt::format("ReduceBuffers: dtype {} is not f32 or bf16", ir::DTypeName(dtype)));
+  }
+  if (n <= 0) return absl::OkStatus();
+  const EwOp op = kind == ReduceKind::kSum   ? EwOp::kAdd
+                  : kind == ReduceKind::kMax ? EwOp::kMax
+                                             : EwOp::kMin;
+  absl::StatusOr<const ElementwiseKernelAvx2*> kernel =
+      ElementwiseCache::Global().Get(BinaryPlan(op, dtype), ActiveIsa());
+  if (!kernel.ok()) {
+    ReduceLoop(kind, dtype, a, b, out, n);
+    return absl::OkStatus();
+  }
+  (*kernel)->Run({a, b}, out, n);
+  return absl::OkStatus();
+}
+
+}  // namespace shardjit::backends::x86

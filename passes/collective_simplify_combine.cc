@@ -1,0 +1,192 @@
+// The psum combiner of collective-simplify: independent psums over the same axes of one dtype
+// become one psum of the concatenation of their flattened operands, sliced and reshaped back.
+// A group can be combined when every operand is computed before the first use of any member's
+// result (which also rules out one member depending on another); the combined psum goes right
+// after the last operand is computed.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "passes/collective_simplify_internal.h"
+
+namespace shardjit::passes::collective_simplify {
+namespace {
+
+struct Member {
+  int index;      // of the psum in the region
+  int64_t def;    // index of the op computing its operand; -1 when defined outside the ops
+  int64_t first_use;
+  int64_t bytes;
+};
+
+struct Group {
+  std::vector<Member> members;
+  int64_t def = -1;
+  int64_t first_use = INT64_MAX;
+  int64_t bytes = 0;
+
+  void Add(const Member& m) {
+    members.push_back(m);
+    def = std::max(def, m.def);
+    first_use = std::min(first_use, m.first_use);
+    bytes += m.bytes;
+  }
+};
+
+// Values read by `op`, its nested regions included.
+void AddReads(const ir::Op& op, std::vector<int64_t>& reads) {
+  reads.insert(reads.end(), op.operands().begin(), op.operands().end());
+  for (const ir::Region* r : Regions(op)) {
+    reads.insert(reads.end(), r->results().begin(), r->results().end());
+    for (const ir::Op& inner : r->ops()) AddReads(inner, reads);
+  }
+}
+
+class Combiner {
+ public:
+  Combiner(const TypeMap& types, int64_t& next_id) : types_(types), next_id_(next_id) {}
+
+  // The ops computing `group`'s results; they replace its psums.
+  std::vector<ir::Op> Emit(const ir::Region& region, const Group& group) {
+    std::vector<ir::Op> out;
+    const ir::Op& first = region.ops(group.members[0].index);
+    const ir::DType dtype = types_.at(first.operands(0)).dtype;
+    std::vector<int64_t> flat;
+    int64_t total = 0;
+    for (const Member& m : group.members) {
+      const ir::Op& psum = region.ops(m.index);
+      const ir::ShapedType& type = types_.at(psum.operands(0));
+      int64_t id = psum.operands(0);
+      if (type.rank() != 1) {
+        ir::Op reshape = New(first, "reshape", {id}, next_id_++, {dtype, {type.num_elements()}});
+        reshape.mutable_reshape()->add_new_sizes(type.num_elements());
+        id = reshape.results(0);
+        out.push_back(std::move(reshape));
+      }
+      flat.push_back(id);
+      total += type.num_elements();
+    }
+    ir::Op concat = New(first, "concatenate", flat, next_id_++, {dtype, {total}});
+    concat.mutable_concatenate()->set_dimension(0);
+    ir::Op psum = New(first, "psum", {concat.results(0)}, next_id_++, {dtype, {total}});
+    *psum.mutable_all_reduce() = first.all_reduce();
+    const int64_t sum = psum.results(0);
+    out.push_back(std::move(concat));
+    out.push_back(std::move(psum));
+    int64_t offset = 0;
+    for (const Member& m : group.members) {
+      const ir::Op& member = region.ops(m.index);
+      const ir::ShapedType& type = types_.at(member.operands(0));
+      const int64_t n = type.num_elements();
+      const bool flat_result = type.rank() == 1;
+      ir::Op slice = New(member, "slice", {sum}, flat_result ? member.results(0) : next_id_++,
+                         {dtype, {n}});
+      slice.mutable_slice()->add_start_indices(offset);
+      slice.mutable_slice()->add_limit_indices(offset + n);
+      slice.mutable_slice()->add_strides(1);
+      offset += n;
+      const int64_t sliced = slice.results(0);
+      out.push_back(std::move(slice));
+      if (flat_result) continue;
+      ir::Op reshape = New(member, "reshape", {sliced}, member.results(0), type);
+      for (int64_t d : type.dims) reshape.mutable_reshape()->add_new_sizes(d);
+      out.push_back(std::move(reshape));
+    }
+    return out;
+  }
+
+ private:
+  static ir::Op New(const ir::Op& origin, const std::string& opcode,
+                    const std::vector<int64_t>& operands, int64_t result,
+                    const ir::ShapedType& type) {
+    ir::Op op;
+    op.set_opcode(opcode);
+    for (int64_t id : operands) op.add_operands(id);
+    op.add_results(result);
+    *op.add_result_types() = ir::ToProto(type);
+    op.set_name_scope(origin.name_scope());
+    if (origin.has_loc()) *op.mutable_loc() = origin.loc();
+    return op;
+  }
+
+  const TypeMap& types_;
+  int64_t& next_id_;
+};
+
+// Groups of the psums of `region` that can be combined (two or more members each).
+std::vector<Group> FindGroups(const ir::Region& region, const TypeMap& types, int64_t max_bytes) {
+  const int64_t size = region.ops_size();
+  std::unordered_map<int64_t, int64_t> def, first_use;
+  for (int64_t i = 0; i < size; ++i) {
+    const ir::Op& op = region.ops(i);
+    std::vector<int64_t> reads;
+    AddReads(op, reads);
+    for (int64_t id : reads) first_use.emplace(id, i);
+    for (int64_t id : op.results()) def[id] = i;
+  }
+  for (int64_t id : region.results()) first_use.emplace(id, size);
+  // Open groups by (axes, dtype), in program order.
+  std::map<std::string, Group> open;
+  std::vector<Group> done;
+  auto close = [&](Group& g) {
+    if (g.members.size() > 1) done.push_back(std::move(g));
+    g = Group();
+  };
+  for (int64_t i = 0; i < size; ++i) {
+    const ir::Op& op = region.ops(i);
+    if (op.opcode() != "psum" || !op.all_reduce().axis_index_groups().empty()) continue;
+    const ir::ShapedType& type = types.at(op.operands(0));
+    auto d = def.find(op.operands(0));
+    auto u = first_use.find(op.results(0));
+    Member m{static_cast<int>(i), d == def.end() ? -1 : d->second,
+             u == first_use.end() ? size : u->second, type.byte_size()};
+    if (m.bytes > max_bytes) continue;
+    std::string key = absl::StrJoin(op.all_reduce().axes(), ",") + ":" +
+                      std::to_string(static_cast<int>(type.dtype));
+    Group& g = open[key];
+    if (!g.members.empty() && (g.bytes + m.bytes > max_bytes ||
+                               std::max(g.def, m.def) >= std::min(g.first_use, m.first_use))) {
+      close(g);
+    }
+    g.Add(m);
+  }
+  for (auto& [key, g] : open) close(g);
+  return done;
+}
+
+}  // namespace
+
+bool CombinePsums(ir::Region& region, const TypeMap& types, int64_t max_bytes, int64_t& next_id) {
+  bool changed = false;
+  for (ir::Op& op : *region.mutable_ops()) {
+    if (op.has_fori_loop()) {
+      changed |= CombinePsums(*op.mutable_fori_loop()->mutable_body(), types, max_bytes, next_id);
+    }
+  }
+  std::vector<Group> groups = FindGroups(region, types, max_bytes);
+  if (groups.empty()) return changed;
+  Combiner combiner(types, next_id);
+  // Ops to insert before each index, and the psums they replace.
+  std::map<int64_t, std::vector<ir::Op>> insert;
+  std::vector<bool> removed(region.ops_size(), false);
+  for (const Group& g : groups) {
+    std::vector<ir::Op> ops = combiner.Emit(region, g);
+    std::vector<ir::Op>& at = insert[g.def + 1];
+    for (ir::Op& op : ops) at.push_back(std::move(op));
+    for (const Member& m : g.members) removed[m.index] = true;
+  }
+  google::protobuf::RepeatedPtrField<ir::Op> ops;
+  for (int64_t i = 0; i < region.ops_size(); ++i) {
+    if (auto it = insert.find(i); it != insert.end()) {
+      for (ir::Op& op : it->second) *ops.Add() = std::move(op);
+    }
+    if (!removed[i]) *ops.Add() = std::move(*region.mutable_ops(i));
+  }
+  region.mutable_ops()->Swap(&ops);
+  return true;
+}
+
+}  // namespace shardjit::passes::collective_simplify

@@ -1,0 +1,214 @@
+#include "passes/cost_analysis.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "ir/primitive.h"
+#include "ir/sharding.h"
+#include "ir/types.h"
+
+namespace shardjit::passes {
+namespace {
+
+using AxisNames = google::protobuf::RepeatedPtrField<std::string>;
+using Groups = google::protobuf::RepeatedPtrField<ir::AxisIndexGroup>;
+
+class Analyzer {
+ public:
+  Analyzer(const ir::Mesh& mesh, const CostOptions& options) : mesh_(mesh), options_(options) {}
+
+  absl::Status Region(const ir::Region& region, int64_t count) {
+    for (const ir::Param& p : region.params()) types_[p.id()] = ir::FromProto(p.type());
+    for (const ir::Op& op : region.ops()) {
+      for (int i = 0; i < op.results_size(); ++i) {
+        types_[op.results(i)] = ir::FromProto(op.result_types(i));
+      }
+      if (absl::Status s = Op(op, count); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  CostReport& report() { return report_; }
+
+ private:
+  absl::Status Op(const ir::Op& op, int64_t count) {
+    if (op.has_fori_loop()) {
+      const int64_t trips = std::max<int64_t>(0, op.fori_loop().upper() - op.fori_loop().lower());
+      return Region(op.fori_loop().body(), count * trips);
+    }
+    if (op.has_shard_map()) return Region(op.shard_map().body(), count);
+    report_.flops += count * Flops(op);
+    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+    if (prim == nullptr || prim->kind != ir::PrimitiveKind::kCollective || op.has_axis()) {
+      return absl::OkStatus();
+    }
+    absl::StatusOr<CollectiveCost> c = Collective(op);
+    if (!c.ok()) return c.status();
+    c->count = count;
+    c->bytes_sent *= count;
+    report_.bytes_communicated += c->bytes_sent;
+    report_.collectives.push_back(std::move(*c));
+    return absl::OkStatus();
+  }
+
+  static bool Floating(const ir::ShapedType& t) { return ir::IsFloating(t.dtype); }
+
+  int64_t Flops(const ir::Op& op) const {
+    if (op.results_size() == 0) return 0;
+    const ir::ShapedType result = ir::FromProto(op.result_types(0));
+    if (op.has_dot_general()) {
+      int64_t k = 1;
+      const ir::ShapedType& lhs = types_.at(op.operands(0));
+      for (int64_t d : op.dot_general().lhs_contracting_dims()) k *= lhs.dims[d];
+      return 2 * result.num_elements() * k;
+    }
+    if (op.has_reduce()) return types_.at(op.operands(0)).num_elements();
+    if (op.has_fusion()) {
+      int64_t per_element = 0;
+      std::unordered_map<int64_t, ir::ShapedType> body_types;
+      for (const ir::Param& p : op.fusion().body().params()) {
+        body_types[p.id()] = ir::FromProto(p.type());
+      }
+      for (const ir::Op& inner : op.fusion().body().ops()) {
+        for (int i = 0; i < inner.results_size(); ++i) {
+          body_types[inner.results(i)] = ir::FromProto(inner.result_types(i));
+        }
+        if (IsFloatingElementwise(inner, body_types)) ++per_element;
+      }
+      return per_element * result.num_elements();
+    }
+    return IsFloatingElementwise(op, types_) ? result.num_elements() : 0;
+  }
+
+  static bool IsFloatingElementwise(const ir::Op& op,
+                                    const std::unordered_map<int64_t, ir::ShapedType>& types) {
+    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+    if (prim == nullptr || prim->kind != ir::PrimitiveKind::kElementwise) return false;
+    if (op.results_size() > 0 && Floating(ir::FromProto(op.result_types(0)))) return true;
+    for (int64_t id : op.operands()) {
+      auto it = types.find(id);
+      if (it != types.end() && Floating(it->second)) return true;
+    }
+    return false;
+  }
+
+  // This device's index along the combined `axes`, or -1 when no device is chosen.
+  int64_t AxisIndex(const AxisNames& axes) const {
+    if (options_.device < 0) return -1;
+    std::vector<int64_t> coords = ir::MeshCoords(mesh_, options_.device);
+    int64_t index = 0;
+    for (const std::string& a : axes) {
+      int64_t i = ir::MeshAxisIndex(mesh_, a);
+      index = index * mesh_.axes(i).size() + coords[i];
+    }
+    return index;
+  }
+
+  absl::StatusOr<int64_t> GroupSize(const ir::Op& op, const AxisNames& axes,
+                                    const Groups& groups) const {
+    int64_t n = 1;
+    for (const std::string& a : axes) {
+      int64_t i = ir::MeshAxisIndex(mesh_, a);
+      if (i < 0) {
+        return absl::InvalidArgumentError(fmt::format(
+            "cost analysis: {}: axis \"{}\" is not in mesh {}", op.opcode(), a,
+            ir::MeshToString(mesh_)));
+      }
+      n *= mesh_.axes(i).size();
+    }
+    if (groups.empty()) return n;
+    const int64_t me = AxisIndex(axes);
+    int64_t largest = 0;
+    for (const ir::AxisIndexGroup& g : groups) {
+      const auto& idx = g.indices();
+      if (std::find(idx.begin(), idx.end(), me) != idx.end()) return g.indices_size();
+      largest = std::max<int64_t>(largest, g.indices_size());
+    }
+    return largest;
+  }
+
+  absl::StatusOr<CollectiveCost> Collective(const ir::Op& op) const {
+    const AxisNames* axes = nullptr;
+    Groups no_groups;
+    const Groups* groups = &no_groups;
+    if (op.has_all_reduce()) {
+      axes = &op.all_reduce().axes();
+      groups = &op.all_reduce().axis_index_groups();
+    } else if (op.has_all_gather()) {
+      axes = &op.all_gather().axes();
+      groups = &op.all_gather().axis_index_groups();
+    } else if (op.has_psum_scatter()) {
+      axes = &op.psum_scatter().axes();
+      groups = &op.psum_scatter().axis_index_groups();
+    } else if (op.has_all_to_all()) {
+      axes = &op.all_to_all().axes();
+      groups = &op.all_to_all().axis_index_groups();
+    } else if (op.has_ppermute()) {
+      axes = &op.ppermute().axes();
+    } else {
+      return absl::UnimplementedError(
+          fmt::format("cost analysis: no cost rule for collective {}", op.opcode()));
+    }
+    absl::StatusOr<int64_t> n = GroupSize(op, *axes, *groups);
+    if (!n.ok()) return n.status();
+    const ir::ShapedType& operand = types_.at(op.operands(0));
+    const int64_t in = operand.byte_size();
+    const int64_t out = ir::FromProto(op.result_types(0)).byte_size();
+    CollectiveCost c{op.opcode(), "(" + absl::StrJoin(*axes, ",") + ")", operand.ToString(), *n};
+    if (*n > 0) {
+      if (op.has_all_reduce()) {
+        c.bytes_sent = 2 * in * (*n - 1) / *n;
+      } else if (op.has_all_gather()) {
+        c.bytes_sent = out * (*n - 1) / *n;
+      } else if (op.has_ppermute()) {
+        const int64_t me = AxisIndex(*axes);
+        bool source = false;
+        for (const ir::PermutePair& p : op.ppermute().perm()) {
+          source = source || me < 0 || p.source() == me;
+        }
+        c.bytes_sent = source ? in : 0;
+      } else {
+        c.bytes_sent = in * (*n - 1) / *n;  // psum_scatter, all_to_all
+      }
+    }
+    return c;
+  }
+
+  const ir::Mesh& mesh_;
+  const CostOptions& options_;
+  std::unordered_map<int64_t, ir::ShapedType> types_;
+  CostReport report_;
+};
+
+}  // namespace
+
+std::string CostReport::ToString() const {
+  std::string s = fmt::format("flops: {}\nbytes communicated: {}\n", flops, bytes_communicated);
+  for (const CollectiveCost& c : collectives) {
+    s += fmt::format("  {}[axes={}] {} n={} x{}: {} bytes\n", c.op, c.axes, c.operand,
+                     c.group_size, c.count, c.bytes_sent);
+  }
+  return s;
+}
+
+absl::StatusOr<CostReport> AnalyzeCost(const ir::Module& module, const CostOptions& options) {
+  if (options.device >= ir::MeshSize(module.mesh())) {
+    return absl::InvalidArgumentError(fmt::format(
+        "cost analysis: device {} is not a position of mesh {}", options.device,
+        ir::MeshToString(module.mesh())));
+  }
+  for (const ir::Function& f : module.functions()) {
+    if (f.name() != module.entry()) continue;
+    Analyzer analyzer(module.mesh(), options);
+    if (absl::Status s = analyzer.Region(f.body(), 1); !s.ok()) return s;
+    return std::move(analyzer.report());
+  }
+  return absl::NotFoundError(
+      fmt::format("cost analysis: module {} has no entry function \"{}\"", module.name(),
+                  module.entry()));
+}
+
+}  // namespace shardjit::passes

@@ -1,0 +1,61 @@
+// Cost analysis: the floating-point operations and the bytes one device sends running a module's
+// entry function (a per-device program; for a global-view module, ops outside shard_map count in
+// full on whole arrays and a shard_map body counts once, as one device runs it).
+//
+// flops: dot_general 2 * batch * M * N * K (2 per multiply-add); an elementwise op with a
+// floating operand or result 1 per result element (integer index arithmetic is free); fusion the
+// floating ops of its body per element; reduce_sum/max/min 1 per operand element; everything
+// else (data movement, collectives) 0. A fori_loop body counts once per trip.
+//
+// Bytes sent per device, for a collective over a group of n devices (ring algorithms):
+//   all_gather                 (n-1)/n * result bytes
+//   psum / pmean / pmax / pmin 2 * (n-1)/n * operand bytes  (reduce-scatter, then all-gather)
+//   psum_scatter               (n-1)/n * operand bytes
+//   all_to_all                 (n-1)/n * operand bytes
+//   ppermute                   operand bytes if the device is a source of the permutation
+// n is the size of the named axes, or of the device's axis_index_group.
+#ifndef SHARDJIT_PASSES_COST_ANALYSIS_H_
+#define SHARDJIT_PASSES_COST_ANALYSIS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+
+namespace shardjit::passes {
+
+// One collective op of the program.
+struct CollectiveCost {
+  std::string op;       // the opcode, e.g. "psum"
+  std::string axes;     // as in IR text, e.g. "(x)" or "(x,y)"
+  std::string operand;  // the operand type, e.g. "bf16[1024,1024]"
+  int64_t group_size = 0;
+  // How many times it runs (fori_loop trip counts multiplied).
+  int64_t count = 1;
+  // Bytes the device sends, over all `count` runs.
+  int64_t bytes_sent = 0;
+};
+
+struct CostReport {
+  int64_t flops = 0;
+  int64_t bytes_communicated = 0;
+  // In program order (loop bodies where their loop is).
+  std::vector<CollectiveCost> collectives;
+  // "flops: N\nbytes communicated: N\n" and one line per collective.
+  std::string ToString() const;
+};
+
+struct CostOptions {
+  // The mesh position of the device to analyse; -1: each collective at the device that sends
+  // the most (it matters for ppermute and uneven axis_index_groups only).
+  int64_t device = -1;
+};
+
+// Errors: no entry function, or a collective over an axis the mesh lacks.
+absl::StatusOr<CostReport> AnalyzeCost(const ir::Module& module, const CostOptions& options = {});
+
+}  // namespace shardjit::passes
+
+#endif  // SHARDJIT_PASSES_COST_ANALYSIS_H_

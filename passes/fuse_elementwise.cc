@@ -1,0 +1,199 @@
+#include "passes/fuse_elementwise.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/verifier.h"
+
+namespace shardjit::passes {
+namespace {
+
+bool IsFusible(const ir::Op& op) {
+  static const std::unordered_set<std::string_view> kOps = {
+      "add", "sub",  "mul",      "div",  "max",   "min",                  "neg",     "abs",
+      "exp", "log",  "tanh",     "sqrt", "rsqrt", "convert_element_type", "compare", "select",
+      "logistic"};
+  if (op.results_size() != 1 || op.result_types(0).dims_size() == 0) return false;
+  if (op.opcode() == "broadcast_in_dim") {
+    return op.broadcast_in_dim().broadcast_dimensions().empty();
+  }
+  return kOps.count(op.opcode()) > 0;
+}
+
+void CountCaptures(const ir::Region& region, std::unordered_map<int64_t, int>& uses);
+
+void CountNested(const ir::Op& op, std::unordered_map<int64_t, int>& uses) {
+  if (op.has_fori_loop()) CountCaptures(op.fori_loop().body(), uses);
+  if (op.has_shard_map()) CountCaptures(op.shard_map().body(), uses);
+  if (op.has_fusion()) CountCaptures(op.fusion().body(), uses);
+}
+
+// Counts every use inside `region` (and deeper) once per operand slot.
+void CountCaptures(const ir::Region& region, std::unordered_map<int64_t, int>& uses) {
+  for (const ir::Op& op : region.ops()) {
+    for (int64_t id : op.operands()) ++uses[id];
+    CountNested(op, uses);
+  }
+  for (int64_t id : region.results()) ++uses[id];
+}
+
+void CollectTypes(const ir::Region& region, std::unordered_map<int64_t, ir::TensorType>& types) {
+  for (const ir::Param& p : region.params()) types[p.id()] = p.type();
+  for (const ir::Op& op : region.ops()) {
+    for (int r = 0; r < op.results_size() && r < op.result_types_size(); ++r) {
+      types[op.results(r)] = op.result_types(r);
+    }
+    if (op.has_fori_loop()) CollectTypes(op.fori_loop().body(), types);
+    if (op.has_shard_map()) CollectTypes(op.shard_map().body(), types);
+    if (op.has_fusion()) CollectTypes(op.fusion().body(), types);
+  }
+}
+
+class Fuser {
+ public:
+  // `types`: the type of every value of the function.
+  Fuser(const FuseElementwiseOptions& options, const std::unordered_map<int64_t, ir::TensorType>& types)
+      : options_(options), next_id_(0), types_(types) {
+    for (const auto& [id, type] : types) next_id_ = std::max(next_id_, id + 1);
+  }
+
+  // Fuses in `region` and the loop and shard_map bodies inside it; returns whether it changed.
+  bool Region(ir::Region& region) {
+    bool changed = false;
+    for (ir::Op& op : *region.mutable_ops()) {
+      if (op.has_fori_loop()) changed |= Region(*op.mutable_fori_loop()->mutable_body());
+      if (op.has_shard_map()) changed |= Region(*op.mutable_shard_map()->mutable_body());
+    }
+    std::unordered_map<int64_t, int> uses;
+    CountCaptures(region, uses);
+    std::unordered_map<int64_t, int> producer;  // value -> op index
+    for (int i = 0; i < region.ops_size(); ++i) {
+      for (int64_t id : region.ops(i).results()) producer[id] = i;
+    }
+    std::vector<int> group_of(region.ops_size(), -1);
+    std::vector<std::vector<int>> groups;
+    for (int root = region.ops_size() - 1; root >= 0; --root) {
+      if (group_of[root] >= 0 || !IsFusible(region.ops(root))) continue;
+      std::vector<int> members = Grow(region, root, uses, producer, group_of);
+      if (static_cast<int>(members.size()) < options_.min_group_size) continue;
+      for (int m : members) group_of[m] = static_cast<int>(groups.size());
+      groups.push_back(std::move(members));
+    }
+    if (groups.empty()) return changed;
+    google::protobuf::RepeatedPtrField<ir::Op> out;
+    for (int i = 0; i < region.ops_size(); ++i) {
+      int g = group_of[i];
+      if (g < 0) {
+        *out.Add() = std::move(*region.mutable_ops(i));
+      } else if (groups[g].back() == i) {
+        *out.Add() = MakeFusion(region, groups[g]);
+      }
+    }
+    region.mutable_ops()->Swap(&out);
+    return true;
+  }
+
+ private:
+  // The ops of the group rooted at `root`, in program order (root last): producers are added
+  // while every use of their result is by a member.
+  std::vector<int> Grow(const ir::Region& region, int root,
+                        const std::unordered_map<int64_t, int>& uses,
+                        const std::unordered_map<int64_t, int>& producer,
+                        const std::vector<int>& group_of) {
+    const auto& root_dims = region.ops(root).result_types(0).dims();
+    std::set<int> members = {root};
+    for (bool grew = true; grew;) {
+      grew = false;
+      std::unordered_map<int64_t, int> inner_uses;
+      for (int m : members) {
+        for (int64_t id : region.ops(m).operands()) ++inner_uses[id];
+      }
+      for (const auto& [id, count] : inner_uses) {
+        auto p = producer.find(id);
+        if (p == producer.end() || members.count(p->second) || group_of[p->second] >= 0) continue;
+        const ir::Op& op = region.ops(p->second);
+        if (!IsFusible(op) || uses.at(id) != count) continue;
+        if (!std::equal(op.result_types(0).dims().begin(), op.result_types(0).dims().end(),
+                        root_dims.begin(), root_dims.end())) {
+          continue;
+        }
+        members.insert(p->second);
+        grew = true;
+      }
+    }
+    return {members.begin(), members.end()};
+  }
+
+  // One fusion op computing the group's root (which keeps its result id outside).
+  ir::Op MakeFusion(ir::Region& region, const std::vector<int>& members) {
+    std::unordered_set<int64_t> defined;
+    for (int m : members) defined.insert(region.ops(m).results(0));
+    ir::Op& root = *region.mutable_ops(members.back());
+    ir::Op fusion;
+    fusion.set_opcode("fusion");
+    fusion.add_results(root.results(0));
+    *fusion.add_result_types() = root.result_types(0);
+    fusion.set_name_scope(root.name_scope());
+    if (root.has_loc()) *fusion.mutable_loc() = root.loc();
+    *fusion.mutable_sharding() = root.sharding();
+    ir::Region& body = *fusion.mutable_fusion()->mutable_body();
+    std::unordered_map<int64_t, int64_t> param_of;
+    for (int m : members) {
+      const ir::Op& op = region.ops(m);
+      for (int i = 0; i < op.operands_size(); ++i) {
+        int64_t id = op.operands(i);
+        if (defined.count(id) || param_of.count(id)) continue;
+        ir::Param& p = *body.add_params();
+        p.set_id(next_id_++);
+        *p.mutable_type() = types_.at(id);
+        param_of[id] = p.id();
+        fusion.add_operands(id);
+      }
+    }
+    const int64_t inner_root = next_id_++;
+    for (int m : members) {
+      ir::Op op = std::move(*region.mutable_ops(m));
+      for (int64_t& id : *op.mutable_operands()) {
+        auto it = param_of.find(id);
+        if (it != param_of.end()) {
+          id = it->second;
+        } else if (id == fusion.results(0)) {
+          id = inner_root;
+        }
+      }
+      if (m == members.back()) {
+        op.set_results(0, inner_root);
+        op.clear_sharding();
+      }
+      *body.add_ops() = std::move(op);
+    }
+    body.add_results(inner_root);
+    return fusion;
+  }
+
+  const FuseElementwiseOptions& options_;
+  int64_t next_id_;
+  const std::unordered_map<int64_t, ir::TensorType>& types_;
+};
+
+}  // namespace
+
+absl::StatusOr<bool> FuseElementwise::Run(ir::Module& module) {
+  bool changed = false;
+  for (ir::Function& f : *module.mutable_functions()) {
+    std::unordered_map<int64_t, ir::TensorType> types;
+    CollectTypes(f.body(), types);
+    Fuser fuser(options_, types);
+    if (fuser.Region(*f.mutable_body())) {
+      ir::CanonicalizeValueIds(f);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+}  // namespace shardjit::passes
