@@ -394,7 +394,7 @@ absl::StatusOr<bool> CollectiveSimplify::Run(ir::Module& module) {
       TypeMap types;
       AddTypes(f.body(), types);
       ForEachSpmdRegion(module, f, [&](ir::Region& region, std::vector<AxisMask>) {
-        combined |= CombinePsums(region, types, options_.combine_max_bytes, next_id);
+        combined |= CombineCollectives(region, types, options_.combine_max_bytes, next_id);
       });
     }
   }

@@ -8,9 +8,12 @@
 //     of such a value -> x. A value is invariant across A when it is computed only from
 //     constants, iotas, axis_index of other axes, parameters whose sharding names none of A, and
 //     collectives that reduce or gather over A;
-//   - combiner: independent psums over the same axes of one dtype are combined into one psum of
-//     the concatenation of their flattened operands, sliced and reshaped back.
-// Collectives with axis_index_groups are left alone.
+//   - combiners: independent psums over the same axes of one dtype are combined into one psum of
+//     the concatenation of their flattened operands, sliced and reshaped back; independent tiled
+//     all_gathers on dimension 0 over the same axes and groups, of one dtype, into one all_gather
+//     of their operands flattened to [1, n] rows and concatenated, whose column ranges ([devices,
+//     n] each) are reshaped back to the results.
+// Collectives with axis_index_groups are left alone (except by the all_gather combiner).
 #ifndef SHARDJIT_PASSES_COLLECTIVE_SIMPLIFY_H_
 #define SHARDJIT_PASSES_COLLECTIVE_SIMPLIFY_H_
 
@@ -27,7 +30,8 @@ struct CollectiveSimplifyOptions {
   bool remove_self_all_gather = true;
   // psum/pmax/pmin/pmean of values invariant across their axes -> local arithmetic.
   bool reduce_invariant = true;
-  // Combine independent psums while their operands total at most this many bytes; 0 disables.
+  // Combine independent psums (and, separately, tiled all_gathers on dimension 0) while their
+  // operands total at most this many bytes; 0 disables.
   int64_t combine_max_bytes = int64_t{4} << 20;
 };
 

@@ -1,5 +1,8 @@
-// The psum combiner of collective-simplify: independent psums over the same axes of one dtype
-// become one psum of the concatenation of their flattened operands, sliced and reshaped back.
+// The combiners of collective-simplify: independent psums over the same axes of one dtype become
+// one psum of the concatenation of their flattened operands, sliced and reshaped back; independent
+// tiled all_gathers on dimension 0 over the same axes and groups, of one dtype, become one
+// all_gather of their operands flattened to rows [1, n_i] and concatenated ([1, N] gathers to
+// [devices, N]), whose column ranges reshape back to each result.
 // A group can be combined when every operand is computed before the first use of any member's
 // result (which also rules out one member depending on another); the combined psum goes right
 // after the last operand is computed.
@@ -49,8 +52,11 @@ class Combiner {
  public:
   Combiner(const TypeMap& types, int64_t& next_id) : types_(types), next_id_(next_id) {}
 
-  // The ops computing `group`'s results; they replace its psums.
+  // The ops computing `group`'s results; they replace its collectives.
   std::vector<ir::Op> Emit(const ir::Region& region, const Group& group) {
+    if (region.ops(group.members[0].index).opcode() == "all_gather") {
+      return EmitAllGather(region, group);
+    }
     std::vector<ir::Op> out;
     const ir::Op& first = region.ops(group.members[0].index);
     const ir::DType dtype = types_.at(first.operands(0)).dtype;
@@ -99,6 +105,52 @@ class Combiner {
   }
 
  private:
+  std::vector<ir::Op> EmitAllGather(const ir::Region& region, const Group& group) {
+    std::vector<ir::Op> out;
+    const ir::Op& first = region.ops(group.members[0].index);
+    const ir::DType dtype = types_.at(first.operands(0)).dtype;
+    std::vector<int64_t> rows;
+    int64_t total = 0;
+    for (const Member& m : group.members) {
+      const ir::ShapedType& type = types_.at(region.ops(m.index).operands(0));
+      const int64_t n = type.num_elements();
+      ir::Op reshape =
+          New(first, "reshape", {region.ops(m.index).operands(0)}, next_id_++, {dtype, {1, n}});
+      reshape.mutable_reshape()->add_new_sizes(1);
+      reshape.mutable_reshape()->add_new_sizes(n);
+      rows.push_back(reshape.results(0));
+      out.push_back(std::move(reshape));
+      total += n;
+    }
+    const ir::ShapedType& first_result = types_.at(first.results(0));
+    const ir::ShapedType& first_operand = types_.at(first.operands(0));
+    const int64_t devices = first_result.dims[0] / first_operand.dims[0];
+    ir::Op concat = New(first, "concatenate", rows, next_id_++, {dtype, {1, total}});
+    concat.mutable_concatenate()->set_dimension(1);
+    ir::Op gather =
+        New(first, "all_gather", {concat.results(0)}, next_id_++, {dtype, {devices, total}});
+    *gather.mutable_all_gather() = first.all_gather();
+    const int64_t gathered = gather.results(0);
+    out.push_back(std::move(concat));
+    out.push_back(std::move(gather));
+    int64_t offset = 0;
+    for (const Member& m : group.members) {
+      const ir::Op& member = region.ops(m.index);
+      const int64_t n = types_.at(member.operands(0)).num_elements();
+      ir::Op slice = New(member, "slice", {gathered}, next_id_++, {dtype, {devices, n}});
+      for (int64_t v : {int64_t{0}, offset}) slice.mutable_slice()->add_start_indices(v);
+      for (int64_t v : {devices, offset + n}) slice.mutable_slice()->add_limit_indices(v);
+      for (int d = 0; d < 2; ++d) slice.mutable_slice()->add_strides(1);
+      offset += n;
+      const ir::ShapedType& type = types_.at(member.results(0));
+      ir::Op reshape = New(member, "reshape", {slice.results(0)}, member.results(0), type);
+      for (int64_t d : type.dims) reshape.mutable_reshape()->add_new_sizes(d);
+      out.push_back(std::move(slice));
+      out.push_back(std::move(reshape));
+    }
+    return out;
+  }
+
   static ir::Op New(const ir::Op& origin, const std::string& opcode,
                     const std::vector<int64_t>& operands, int64_t result,
                     const ir::ShapedType& type) {
@@ -116,7 +168,25 @@ class Combiner {
   int64_t& next_id_;
 };
 
-// Groups of the psums of `region` that can be combined (two or more members each).
+// The group key of a combinable collective: its kind, axes (and groups) and dtype; empty when it
+// cannot be combined.
+std::string GroupKey(const ir::Op& op, const ir::ShapedType& operand) {
+  const std::string dtype = std::to_string(static_cast<int>(operand.dtype));
+  if (op.opcode() == "psum" && op.all_reduce().axis_index_groups().empty()) {
+    return "psum:" + absl::StrJoin(op.all_reduce().axes(), ",") + ":" + dtype;
+  }
+  if (op.opcode() == "all_gather" && op.all_gather().tiled() && op.all_gather().axis() == 0 &&
+      operand.rank() >= 1) {
+    std::string groups;
+    for (const ir::AxisIndexGroup& g : op.all_gather().axis_index_groups()) {
+      groups += "(" + absl::StrJoin(g.indices(), ",") + ")";
+    }
+    return "all_gather:" + absl::StrJoin(op.all_gather().axes(), ",") + ":" + groups + ":" + dtype;
+  }
+  return "";
+}
+
+// Groups of the collectives of `region` that can be combined (two or more members each).
 std::vector<Group> FindGroups(const ir::Region& region, const TypeMap& types, int64_t max_bytes) {
   const int64_t size = region.ops_size();
   std::unordered_map<int64_t, int64_t> def, first_use;
@@ -137,15 +207,15 @@ std::vector<Group> FindGroups(const ir::Region& region, const TypeMap& types, in
   };
   for (int64_t i = 0; i < size; ++i) {
     const ir::Op& op = region.ops(i);
-    if (op.opcode() != "psum" || !op.all_reduce().axis_index_groups().empty()) continue;
+    if (op.operands_size() != 1) continue;
     const ir::ShapedType& type = types.at(op.operands(0));
+    const std::string key = GroupKey(op, type);
+    if (key.empty()) continue;
     auto d = def.find(op.operands(0));
     auto u = first_use.find(op.results(0));
     Member m{static_cast<int>(i), d == def.end() ? -1 : d->second,
              u == first_use.end() ? size : u->second, type.byte_size()};
     if (m.bytes > max_bytes) continue;
-    std::string key = absl::StrJoin(op.all_reduce().axes(), ",") + ":" +
-                      std::to_string(static_cast<int>(type.dtype));
     Group& g = open[key];
     if (!g.members.empty() && (g.bytes + m.bytes > max_bytes ||
                                std::max(g.def, m.def) >= std::min(g.first_use, m.first_use))) {
@@ -159,11 +229,13 @@ std::vector<Group> FindGroups(const ir::Region& region, const TypeMap& types, in
 
 }  // namespace
 
-bool CombinePsums(ir::Region& region, const TypeMap& types, int64_t max_bytes, int64_t& next_id) {
+bool CombineCollectives(ir::Region& region, const TypeMap& types, int64_t max_bytes,
+                        int64_t& next_id) {
   bool changed = false;
   for (ir::Op& op : *region.mutable_ops()) {
     if (op.has_fori_loop()) {
-      changed |= CombinePsums(*op.mutable_fori_loop()->mutable_body(), types, max_bytes, next_id);
+      changed |=
+          CombineCollectives(*op.mutable_fori_loop()->mutable_body(), types, max_bytes, next_id);
     }
   }
   std::vector<Group> groups = FindGroups(region, types, max_bytes);

@@ -24,10 +24,11 @@ void AddTypes(const ir::Region& region, TypeMap& types);
 // The largest value id defined in `region`, nested regions included (-1 when none).
 int64_t MaxValueId(const ir::Region& region);
 
-// Combines independent psums of `region` and of the fori_loop bodies in it (see
-// CollectiveSimplifyOptions::combine_max_bytes); new values get ids from `next_id`. Returns
-// whether anything changed.
-bool CombinePsums(ir::Region& region, const TypeMap& types, int64_t max_bytes, int64_t& next_id);
+// Combines independent psums, and independent tiled all_gathers on dimension 0, of `region` and
+// of the fori_loop bodies in it (see CollectiveSimplifyOptions::combine_max_bytes); new values get
+// ids from `next_id`. Returns whether anything changed.
+bool CombineCollectives(ir::Region& region, const TypeMap& types, int64_t max_bytes,
+                        int64_t& next_id);
 
 }  // namespace shardjit::passes::collective_simplify
 

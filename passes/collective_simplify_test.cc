@@ -263,6 +263,31 @@ TEST(CollectiveSimplifyTest, CombinesIndependentPsums) {
   EXPECT_EQ(Simplified(kTwoPsums, {.combine_max_bytes = 32}), "(unchanged)");
 }
 
+TEST(CollectiveSimplifyTest, CombinesIndependentTiledAllGathers) {
+  const std::string two_gathers = X2("P(x),P(x)", "P(),P()") +
+                                  "func main = { lambda ; a:f32[2,3] b:f32[4]. let\n"
+                                  "    c:f32[4,3] = all_gather[axes=(x) axis=0 tiled=True] a\n"
+                                  "    d:f32[8] = all_gather[axes=(x) axis=0 tiled=True] b\n"
+                                  "    e:f32[4,3] = mul c c\n"
+                                  "  in (e, d) }\n";
+  // Each device contributes one row [a, b] of 6 + 4 values; the gathered rows' column ranges
+  // reshape back to the two results.
+  EXPECT_EQ(Simplified(two_gathers),
+            X2("P(x),P(x)", "P(),P()") +
+                "func main = { lambda ; a:f32[2,3] b:f32[4]. let\n"
+                "    c:f32[1,6] = reshape[new_sizes=(1,6)] a\n"
+                "    d:f32[1,4] = reshape[new_sizes=(1,4)] b\n"
+                "    e:f32[1,10] = concatenate[dimension=1] c d\n"
+                "    f:f32[2,10] = all_gather[axes=(x) axis=0 tiled=True] e\n"
+                "    g:f32[2,6] = slice[start_indices=(0,0) limit_indices=(2,6) strides=(1,1)] f\n"
+                "    h:f32[4,3] = reshape[new_sizes=(4,3)] g\n"
+                "    i:f32[2,4] = slice[start_indices=(0,6) limit_indices=(2,10) strides=(1,1)] f\n"
+                "    j:f32[8] = reshape[new_sizes=(8)] i\n"
+                "    k:f32[4,3] = mul h h\n"
+                "  in (k, j) }\n");
+  ExpectSameNumbers(two_gathers);
+}
+
 TEST(CollectiveSimplifyTest, DoesNotCombineAcrossAxesOrDtypes) {
   EXPECT_EQ(Simplified(X2Y2("P(x,y),P(x,y),P(x)", "P(),P(),P()") +
                        "func main = { lambda ; a:f32[2,2] b:f32[2,2] c:s32[2]. let\n"

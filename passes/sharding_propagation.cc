@@ -25,19 +25,44 @@ bool SameSpecs(const google::protobuf::RepeatedPtrField<ir::PartitionSpec>& a,
   return true;
 }
 
+struct Value {
+  ir::ShapedType type;
+  std::optional<Spec> spec;
+  std::vector<Spec> wants;  // layouts the users want (while undecided)
+};
+using Values = std::unordered_map<int64_t, Value>;
+
+// The rank of the region's i-th result (a param or an op result).
+int64_t ResultRank(const ir::Region& region, int i) {
+  const int64_t id = region.results(i);
+  for (const ir::Param& p : region.params()) {
+    if (p.id() == id) return p.type().dims_size();
+  }
+  for (const ir::Op& op : region.ops()) {
+    for (int r = 0; r < op.results_size(); ++r) {
+      if (op.results(r) == id) return op.result_types(r).dims_size();
+    }
+  }
+  return 0;
+}
+
+// Propagates layouts through one region. `outer` holds the decided values of the enclosing
+// regions, which the region may read and whose layouts it cannot change.
 class Propagator {
  public:
-  Propagator(const ir::Module& module, const ir::Region& body) : module_(module), body_(body) {}
-
-  absl::Status Run() {
+  Propagator(const ir::Mesh& mesh, const ir::Region& body, Values outer,
+             const std::vector<Spec>& param_specs, std::vector<std::optional<Spec>> result_wants)
+      : mesh_(mesh),
+        body_(body),
+        values_(std::move(outer)),
+        result_wants_(std::move(result_wants)) {
     for (int i = 0; i < body_.params_size(); ++i) {
       ir::ShapedType type = ir::FromProto(body_.params(i).type());
-      Value& v = values_[body_.params(i).id()];
-      v.type = type;
-      v.spec = i < module_.param_shardings_size()
-                   ? spmd::FromProto(module_.param_shardings(i), type.rank())
-                   : spmd::Replicated(type.rank());
+      values_[body_.params(i).id()] = {type, param_specs[i], {}};
     }
+  }
+
+  absl::Status Run() {
     for (const ir::Op& op : body_.ops()) {
       for (int r = 0; r < op.results_size(); ++r) {
         Value& v = values_[op.results(r)];
@@ -59,21 +84,44 @@ class Propagator {
     return absl::OkStatus();
   }
 
+  // Writes the decided layouts into `region` (the region this propagator ran on), then
+  // propagates into each fori_loop body: the index is replicated and every carry keeps the
+  // loop's layout in the body's params and results. Returns whether any layout changed.
+  absl::StatusOr<bool> Annotate(ir::Region& region) {
+    bool changed = false;
+    for (ir::Op& op : *region.mutable_ops()) {
+      google::protobuf::RepeatedPtrField<ir::PartitionSpec> specs;
+      for (int64_t id : op.results()) *specs.Add() = spmd::ToProto(SpecOf(id));
+      if (!SameSpecs(specs, op.sharding())) {
+        *op.mutable_sharding() = std::move(specs);
+        changed = true;
+      }
+      if (!op.has_fori_loop()) continue;
+      std::vector<Spec> params = {spmd::Replicated(0)};
+      std::vector<std::optional<Spec>> wants;
+      for (int64_t id : op.results()) {
+        params.push_back(SpecOf(id));
+        wants.push_back(SpecOf(id));
+      }
+      ir::Region& body = *op.mutable_fori_loop()->mutable_body();
+      Propagator inner(mesh_, body, values_, params, std::move(wants));
+      if (absl::Status s = inner.Run(); !s.ok()) return s;
+      absl::StatusOr<bool> inner_changed = inner.Annotate(body);
+      if (!inner_changed.ok()) return inner_changed;
+      changed = changed || *inner_changed;
+    }
+    return changed;
+  }
+
+ private:
   // The decided layout of `id` (replicated if undecided, which Run leaves none of).
   Spec SpecOf(int64_t id) const {
     const Value& v = values_.at(id);
     return v.spec ? *v.spec : spmd::Replicated(v.type.rank());
   }
 
- private:
-  struct Value {
-    ir::ShapedType type;
-    std::optional<Spec> spec;
-    std::vector<Spec> wants;  // layouts the users want (while undecided)
-  };
-
   spmd::OpView View(const ir::Op& op) const {
-    spmd::OpView view{&op, &module_.mesh(), {}, {}, {}, {}};
+    spmd::OpView view{&op, &mesh_, {}, {}, {}, {}};
     for (int64_t id : op.operands()) {
       const Value& v = values_.at(id);
       view.operand_types.push_back(v.type);
@@ -90,9 +138,8 @@ class Propagator {
   // Recomputes the layouts users want of each undecided value, from the returned values back.
   absl::Status Backward() {
     for (auto& [id, v] : values_) v.wants.clear();
-    for (int i = 0; i < body_.results_size() && i < module_.result_shardings_size(); ++i) {
-      Value& v = values_.at(body_.results(i));
-      AddWant(v.wants, spmd::FromProto(module_.result_shardings(i), v.type.rank()));
+    for (int i = 0; i < body_.results_size() && i < static_cast<int>(result_wants_.size()); ++i) {
+      if (result_wants_[i]) AddWant(values_.at(body_.results(i)).wants, *result_wants_[i]);
     }
     for (int i = body_.ops_size() - 1; i >= 0; --i) {
       const ir::Op& op = body_.ops(i);
@@ -128,9 +175,10 @@ class Propagator {
     return decided;
   }
 
-  const ir::Module& module_;
+  const ir::Mesh& mesh_;
   const ir::Region& body_;
-  std::unordered_map<int64_t, Value> values_;
+  Values values_;
+  std::vector<std::optional<Spec>> result_wants_;
 };
 
 }  // namespace
@@ -141,19 +189,21 @@ absl::StatusOr<bool> ShardingPropagation::Run(ir::Module& module) {
     return false;
   }
   ir::Region& body = *module.mutable_functions(0)->mutable_body();
-  if (!spmd::CheckRules(body).ok()) return false;
-  Propagator propagator(module, body);
-  if (absl::Status s = propagator.Run(); !s.ok()) return s;
-  bool changed = false;
-  for (ir::Op& op : *body.mutable_ops()) {
-    google::protobuf::RepeatedPtrField<ir::PartitionSpec> specs;
-    for (int64_t id : op.results()) *specs.Add() = spmd::ToProto(propagator.SpecOf(id));
-    if (!SameSpecs(specs, op.sharding())) {
-      *op.mutable_sharding() = std::move(specs);
-      changed = true;
-    }
+  if (!spmd::CheckRules(body).ok() || spmd::OnlyWrapsShardMap(body)) return false;
+  std::vector<Spec> params;
+  for (int i = 0; i < body.params_size(); ++i) {
+    const int64_t rank = body.params(i).type().dims_size();
+    params.push_back(i < module.param_shardings_size()
+                         ? spmd::FromProto(module.param_shardings(i), rank)
+                         : spmd::Replicated(rank));
   }
-  return changed;
+  std::vector<std::optional<Spec>> wants(body.results_size());
+  for (int i = 0; i < body.results_size() && i < module.result_shardings_size(); ++i) {
+    wants[i] = spmd::FromProto(module.result_shardings(i), ResultRank(body, i));
+  }
+  Propagator propagator(module.mesh(), body, {}, params, std::move(wants));
+  if (absl::Status s = propagator.Run(); !s.ok()) return s;
+  return propagator.Annotate(body);
 }
 
 }  // namespace shardjit::passes

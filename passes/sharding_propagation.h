@@ -10,7 +10,9 @@
 // results are then combined); dot_general shares batch dimensions, maps free dimensions to the
 // result and may keep contracting dimensions sharded by the same axes on both sides (the result is
 // then partial: psum or psum_scatter); concatenate shares every dimension but the concatenated
-// one; constants and iota take the layout their users want, else replicated.
+// one; constants and iota take the layout their users want, else replicated; shard_map results
+// are fixed to its out_specs and its operands want its in_specs; a fori_loop carry has one
+// layout at entry, exit and in the body (its entry layout, or the one its users want if cheaper).
 //
 // Cost model (conflicts): an op's layout is the candidate of its rule that communicates the fewest
 // bytes per device (passes/spmd/cost.h), counting the resharding of its known operands to the
@@ -22,8 +24,13 @@
 // (constants, iota) take their wanted layout. This repeats until every value has a layout (each
 // round decides at least one value, so it ends).
 //
+// fori_loop bodies are propagated once the enclosing region is decided: the index is replicated,
+// the carries' params are fixed to the loop's layouts (which the body's results want), and values
+// of the enclosing regions keep theirs. shard_map bodies are per-device code: not annotated.
+//
 // Left unchanged: per-device modules, modules without mesh axes or with more than one function,
-// and modules with an op that spmd-partition has no rule for (their layouts would have no use).
+// modules that only wrap one shard_map (lower-shard-map's), and modules with an op that
+// spmd-partition has no rule for (their layouts would have no use).
 #ifndef SHARDJIT_PASSES_SHARDING_PROPAGATION_H_
 #define SHARDJIT_PASSES_SHARDING_PROPAGATION_H_
 

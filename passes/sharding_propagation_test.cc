@@ -189,6 +189,48 @@ TEST(ShardingPropagationTest, SlicesReplicateTheDimensionsTheyCut) {
   EXPECT_THAT(text, HasSubstr("a b b @sharding(P(None,y))"));
 }
 
+TEST(ShardingPropagationTest, ShardMapResultsTakeTheOutSpecsAndOperandsWantTheInSpecs) {
+  // The shard_map fixes its result to its out_spec, which the bias add follows; the neg that
+  // feeds it takes its in_spec.
+  Program p{.params = "a:f32[4,8] w:f32[8]",
+            .param_shardings = "P(),P()",
+            .result_shardings = "P()",
+            .body = "    b:f32[4,8] = neg a\n"
+                    "    e:f32[4,8] = shard_map[in_specs=(P(x,None)) out_specs=(P(None,y)) "
+                    "body={ lambda ; c:f32[2,8]. let\n"
+                    "        d:f32[2,8] = psum[axes=(x)] c\n"
+                    "        f:f32[2,4] = slice[start_indices=(0,0) limit_indices=(2,4) "
+                    "strides=(1,1)] d\n"
+                    "        g:f32[4,4] = concatenate[dimension=0] f f\n"
+                    "        in (g) }] b\n"
+                    "    h:f32[4,8] = broadcast_in_dim[shape=(4,8) broadcast_dimensions=(1)] w\n"
+                    "    i:f32[4,8] = add e h\n",
+            .results = "i"};
+  std::string text = Propagated(p);
+  EXPECT_THAT(text, HasSubstr("neg a @sharding(P(x,None))"));
+  EXPECT_THAT(text, HasSubstr("in (g) }] c @sharding(P(None,y))"));
+  EXPECT_THAT(text, HasSubstr("add h i @sharding(P(None,y))"));
+}
+
+TEST(ShardingPropagationTest, LoopCarriesKeepTheirEntryLayoutInTheBody) {
+  // x = tanh(x @ w) with x split by rows: the carry keeps P(x,None) in the body, and the body's
+  // ops are annotated too; w (read from outside) keeps its layout.
+  Program p{.params = "a:f32[8,4] w:f32[4,4]",
+            .param_shardings = "P(x,None),P()",
+            .result_shardings = "P()",
+            .body = "    f:f32[8,4] = fori_loop[lower=0 upper=3 body={ lambda ; b:s32[] "
+                    "c:f32[8,4]. let\n"
+                    "        d:f32[8,4] = dot_general[lhs_contracting_dims=(1) "
+                    "rhs_contracting_dims=(0) preferred_element_type=None] c w\n"
+                    "        e:f32[8,4] = tanh d\n"
+                    "        in (e) }] a\n",
+            .results = "f"};
+  std::string text = Propagated(p);
+  EXPECT_THAT(text, HasSubstr("d b @sharding(P(x,None))"));
+  EXPECT_THAT(text, HasSubstr("tanh e @sharding(P(x,None))"));
+  EXPECT_THAT(text, HasSubstr("in (f) }] a @sharding(P(x,None))"));
+}
+
 TEST(ShardingPropagationTest, ExpectUnchanged) {
   bool changed = true;
   // A per-device module.
@@ -200,16 +242,29 @@ TEST(ShardingPropagationTest, ExpectUnchanged) {
                      .view = "per_device"};
   EXPECT_EQ(Propagated(per_device, &changed), Text(per_device));
   EXPECT_FALSE(changed);
-  // An op without a partitioning rule (fori_loop).
+  // An op without a partitioning rule (a fusion, inside a loop body).
   changed = true;
   Program loop{.params = "a:f32[4]",
                .param_shardings = "P(x)",
                .result_shardings = "P(x)",
-               .body = "    d:f32[4] = fori_loop[lower=0 upper=2 body={ lambda ; b:s32[] "
+               .body = "    f:f32[4] = fori_loop[lower=0 upper=2 body={ lambda ; b:s32[] "
                        "c:f32[4]. let\n"
-                       "        in (c) }] a\n",
-               .results = "d"};
+                       "          e:f32[4] = fusion[body={ lambda ; d:f32[4]. let\n"
+                       "              in (d) }] c\n"
+                       "        in (e) }] a\n",
+               .results = "f"};
   EXPECT_EQ(Propagated(loop, &changed), Text(loop));
+  EXPECT_FALSE(changed);
+  // A module that only wraps one shard_map (lower-shard-map's job).
+  changed = true;
+  Program wrapper{.params = "a:f32[4]",
+                  .param_shardings = "P(x)",
+                  .result_shardings = "P()",
+                  .body = "    c:f32[4] = shard_map[in_specs=(P(x)) out_specs=(P(x)) body={ lambda "
+                          "; b:f32[2]. let\n"
+                          "        in (b) }] a\n",
+                  .results = "c"};
+  EXPECT_EQ(Propagated(wrapper, &changed), Text(wrapper));
   EXPECT_FALSE(changed);
   // Already annotated: a second run changes nothing.
   Program p{.params = "a:f32[4]",

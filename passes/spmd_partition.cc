@@ -10,6 +10,7 @@
 #include "ir/printer.h"
 #include "ir/sharding.h"
 #include "passes/spmd/emitter.h"
+#include "passes/spmd/inline.h"
 #include "passes/spmd/local_ops.h"
 #include "passes/spmd/rules.h"
 
@@ -53,9 +54,7 @@ class Partitioner {
       int64_t id = emitter_.AddParam(spmd::BlockType(mesh(), *spec, type));
       values_[body.params(i).id()] = {id, *spec, type};
     }
-    for (int i = 0; i < body.ops_size(); ++i) {
-      if (absl::Status s = Op(i, body.ops(i)); !s.ok()) return s;
-    }
+    if (absl::Status s = Ops(body); !s.ok()) return s;
     emitter_.SetOrigin(ir::Op());
     std::vector<int64_t> results;
     for (int i = 0; i < body.results_size(); ++i) {
@@ -97,33 +96,45 @@ class Partitioner {
     return id;
   }
 
-  absl::Status Op(int index, const ir::Op& op) {
-    spmd::OpView view{&op, &mesh(), {}, {}, {}, {}};
-    for (int64_t id : op.operands()) {
-      view.operand_types.push_back(values_.at(id).type);
-      view.operand_specs.push_back(values_.at(id).spec);
+  // The global result types of `op` and the layouts it is annotated with.
+  struct Results {
+    std::vector<ir::ShapedType> types;
+    std::vector<Spec> specs;
+  };
+
+  absl::Status Ops(const ir::Region& region) {
+    for (int i = 0; i < region.ops_size(); ++i) {
+      if (absl::Status s = Op(i, region.ops(i)); !s.ok()) return s;
     }
-    std::vector<Spec> annotated;
+    return absl::OkStatus();
+  }
+
+  absl::Status Op(int index, const ir::Op& op) {
+    Results res;
     for (int r = 0; r < op.results_size(); ++r) {
       ir::ShapedType type = ir::FromProto(op.result_types(r));
       absl::StatusOr<Spec> spec = CheckedSpec(
           mesh(), op.sharding(r), type,
           fmt::format("op #{} ({}) result {}", index, op.opcode(), ir::ValueName(op.results(r))));
       if (!spec.ok()) return spec.status();
-      view.result_types.push_back(type);
-      view.result_wants.push_back({*spec});
-      annotated.push_back(*spec);
+      res.types.push_back(type);
+      res.specs.push_back(*spec);
     }
+    if (op.has_shard_map()) return ShardMap(op, res);
+    if (op.has_fori_loop()) return ForiLoop(op, res);
+    spmd::OpView view{&op, &mesh(), {}, res.types, {}, {}};
+    for (int64_t id : op.operands()) {
+      view.operand_types.push_back(values_.at(id).type);
+      view.operand_specs.push_back(values_.at(id).spec);
+    }
+    for (const Spec& s : res.specs) view.result_wants.push_back({s});
     absl::StatusOr<spmd::Strategy> st = spmd::ChooseStrategy(view);
     if (!st.ok()) return st.status();
     emitter_.SetOrigin(op);
-    std::vector<int64_t> operands;
-    for (int i = 0; i < op.operands_size(); ++i) {
-      absl::StatusOr<int64_t> id = Reshard(op.operands(i), st->operands[i]);
-      if (!id.ok()) return id.status();
-      operands.push_back(*id);
-    }
-    absl::StatusOr<std::vector<int64_t>> local = spmd::EmitLocalOp(emitter_, view, *st, operands);
+    absl::StatusOr<std::vector<int64_t>> operands = ReshardAll(op.operands(), st->operands);
+    if (!operands.ok()) return operands.status();
+    absl::StatusOr<std::vector<int64_t>> local =
+        spmd::EmitLocalOp(emitter_, view, *st, *operands);
     if (!local.ok()) return local.status();
     if (!st->reduce_axes.empty()) {
       absl::StatusOr<int64_t> combined = emitter_.Combine((*local)[0], CombineOpcode(op.opcode()),
@@ -131,11 +142,81 @@ class Partitioner {
       if (!combined.ok()) return combined.status();
       (*local)[0] = *combined;
     }
+    return Bind(op, *local, st->results, res);
+  }
+
+  // shard_map: the operands are resharded to the in_specs and the body is inlined on the blocks;
+  // its results are laid out by the out_specs.
+  absl::Status ShardMap(const ir::Op& op, const Results& res) {
+    const ir::ShardMapAttrs& a = op.shard_map();
+    std::vector<Spec> in, out;
+    for (int i = 0; i < op.operands_size(); ++i) {
+      in.push_back(spmd::FromProto(a.in_specs(i), values_.at(op.operands(i)).type.rank()));
+    }
     for (int r = 0; r < op.results_size(); ++r) {
-      absl::StatusOr<int64_t> id =
-          emitter_.Reshard((*local)[r], view.result_types[r], st->results[r], annotated[r]);
+      out.push_back(spmd::FromProto(a.out_specs(r), res.types[r].rank()));
+    }
+    emitter_.SetOrigin(op);
+    absl::StatusOr<std::vector<int64_t>> args = ReshardAll(op.operands(), in);
+    if (!args.ok()) return args.status();
+    absl::StatusOr<std::vector<int64_t>> local = spmd::InlineRegion(emitter_, a.body(), *args);
+    if (!local.ok()) return local.status();
+    emitter_.SetOrigin(op);
+    return Bind(op, *local, out, res);
+  }
+
+  // fori_loop: every carry keeps the op's layout at entry, in the body's params and results; the
+  // index is replicated and values of the enclosing regions keep their layouts.
+  absl::Status ForiLoop(const ir::Op& op, const Results& res) {
+    const ir::Region& body = op.fori_loop().body();
+    emitter_.SetOrigin(op);
+    absl::StatusOr<std::vector<int64_t>> init = ReshardAll(op.operands(), res.specs);
+    if (!init.ok()) return init.status();
+    emitter_.OpenRegion(/*spmd=*/false);
+    const auto saved = reshards_;
+    const ir::ShapedType index_type = ir::FromProto(body.params(0).type());
+    values_[body.params(0).id()] = {emitter_.AddParam(index_type), spmd::Replicated(0),
+                                    index_type};
+    for (int i = 0; i < op.operands_size(); ++i) {
+      const int64_t id = emitter_.AddParam(spmd::BlockType(mesh(), res.specs[i], res.types[i]));
+      values_[body.params(i + 1).id()] = {id, res.specs[i], res.types[i]};
+    }
+    absl::Status status = Ops(body);
+    emitter_.SetOrigin(op);
+    absl::StatusOr<std::vector<int64_t>> carries =
+        status.ok() ? ReshardAll(body.results(), res.specs) : status;
+    reshards_ = saved;
+    ir::Region region = emitter_.CloseRegion(carries.ok() ? *carries : std::vector<int64_t>{});
+    if (!carries.ok()) return carries.status();
+    ir::Op loop;
+    loop.set_opcode("fori_loop");
+    loop.mutable_fori_loop()->set_lower(op.fori_loop().lower());
+    loop.mutable_fori_loop()->set_upper(op.fori_loop().upper());
+    *loop.mutable_fori_loop()->mutable_body() = std::move(region);
+    absl::StatusOr<std::vector<int64_t>> ids = emitter_.Add(std::move(loop), *init);
+    if (!ids.ok()) return ids.status();
+    return Bind(op, *ids, res.specs, res);
+  }
+
+  absl::StatusOr<std::vector<int64_t>> ReshardAll(
+      const google::protobuf::RepeatedField<int64_t>& ids, const std::vector<Spec>& to) {
+    std::vector<int64_t> out;
+    for (int i = 0; i < ids.size(); ++i) {
+      absl::StatusOr<int64_t> id = Reshard(ids[i], to[i]);
       if (!id.ok()) return id.status();
-      values_[op.results(r)] = {*id, annotated[r], view.result_types[r]};
+      out.push_back(*id);
+    }
+    return out;
+  }
+
+  // Records the op's results: the local blocks `local`, laid out by `from`, resharded to the
+  // op's annotated layouts.
+  absl::Status Bind(const ir::Op& op, const std::vector<int64_t>& local,
+                    const std::vector<Spec>& from, const Results& res) {
+    for (int r = 0; r < op.results_size(); ++r) {
+      absl::StatusOr<int64_t> id = emitter_.Reshard(local[r], res.types[r], from[r], res.specs[r]);
+      if (!id.ok()) return id.status();
+      values_[op.results(r)] = {*id, res.specs[r], res.types[r]};
     }
     return absl::OkStatus();
   }
@@ -148,6 +229,24 @@ class Partitioner {
   std::vector<Spec> result_specs_;
 };
 
+// FailedPreconditionError naming the first op of `region` (or of a fori_loop body in it) without
+// a layout.
+absl::Status CheckAnnotated(const ir::Region& region) {
+  for (int i = 0; i < region.ops_size(); ++i) {
+    const ir::Op& op = region.ops(i);
+    if (op.sharding_size() != op.results_size()) {
+      return absl::FailedPreconditionError(fmt::format(
+          "op #{} ({}) has no @sharding (run sharding-propagation first)", i, op.opcode()));
+    }
+    if (!op.has_fori_loop()) continue;
+    if (absl::Status s = CheckAnnotated(op.fori_loop().body()); !s.ok()) {
+      return absl::FailedPreconditionError(
+          fmt::format("{}, in the body of op #{} (fori_loop)", s.message(), i));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status SpmdPartition::CheckPartitionable(const ir::Module& module) {
@@ -159,15 +258,11 @@ absl::Status SpmdPartition::CheckPartitionable(const ir::Module& module) {
     return absl::FailedPreconditionError("not a module of one (entry) function");
   }
   const ir::Region& body = module.functions(0).body();
-  if (absl::Status s = spmd::CheckRules(body); !s.ok()) return s;
-  for (int i = 0; i < body.ops_size(); ++i) {
-    if (body.ops(i).sharding_size() != body.ops(i).results_size()) {
-      return absl::FailedPreconditionError(
-          fmt::format("op #{} ({}) has no @sharding (run sharding-propagation first)", i,
-                      body.ops(i).opcode()));
-    }
+  if (spmd::OnlyWrapsShardMap(body)) {
+    return absl::FailedPreconditionError("only wraps one shard_map (lower-shard-map lowers it)");
   }
-  return absl::OkStatus();
+  if (absl::Status s = spmd::CheckRules(body); !s.ok()) return s;
+  return CheckAnnotated(body);
 }
 
 absl::StatusOr<bool> SpmdPartition::Run(ir::Module& module) {

@@ -200,14 +200,24 @@ TEST(SpmdPartitionTest, ExpectUnchanged) {
       // An op without a layout (sharding-propagation did not run).
       Global("P(x)", "P(x)") +
           "func main = { lambda ; a:f32[4]. let\n    b:f32[4] = neg a\n  in (b) }\n",
-      // An op without a partitioning rule: the module keeps running unpartitioned.
+      // An op without a partitioning rule (a fusion, in a loop body): the module keeps running
+      // unpartitioned.
       Global("P(x)", "P(x)") +
           "func main = { lambda ; a:f32[4]. let\n"
           "    b:f32[4] = neg a @sharding(P(x))\n"
-          "    e:f32[4] = fori_loop[lower=0 upper=2 body={ lambda ; c:s32[] d:f32[4]. let\n"
-          "        in (d) }] b @sharding(P(x))\n"
+          "    g:f32[4] = fori_loop[lower=0 upper=2 body={ lambda ; c:s32[] d:f32[4]. let\n"
+          "          f:f32[4] = fusion[body={ lambda ; e:f32[4]. let\n"
+          "              in (e) }] d @sharding(P(x))\n"
+          "        in (f) }] b @sharding(P(x))\n"
+          "  in (g) }\n",
+      // A loop body without layouts.
+      Global("P(x)", "P(x)") +
+          "func main = { lambda ; a:f32[4]. let\n"
+          "    e:f32[4] = fori_loop[lower=0 upper=2 body={ lambda ; b:s32[] c:f32[4]. let\n"
+          "          d:f32[4] = neg c\n"
+          "        in (d) }] a @sharding(P(x))\n"
           "  in (e) }\n",
-      // A shard_map inside a global program.
+      // A module that only wraps one shard_map: lower-shard-map lowers it.
       Global("P(x)", "P(x)") +
           "func main = { lambda ; a:f32[4]. let\n"
           "    c:f32[4] = shard_map[in_specs=(P(x)) out_specs=(P(x)) body={ lambda ; b:f32[2]. "
@@ -225,20 +235,115 @@ TEST(SpmdPartitionTest, SaysWhyAModuleStaysUnpartitioned) {
   absl::StatusOr<ir::Module> loop = ir::ParseModule(
       Global("P(x)", "P(x)") +
       "func main = { lambda ; a:f32[4]. let\n"
-      "    d:f32[4] = fori_loop[lower=0 upper=2 body={ lambda ; b:s32[] c:f32[4]. let\n"
-      "        in (c) }] a @sharding(P(x))\n"
-      "  in (d) }\n");
+      "    e:f32[4] = fori_loop[lower=0 upper=2 body={ lambda ; b:s32[] c:f32[4]. let\n"
+      "          d:f32[4] = fusion[body={ lambda ; f:f32[4]. let\n"
+      "              in (f) }] c\n"
+      "        in (d) }] a @sharding(P(x))\n"
+      "  in (e) }\n");
   ASSERT_TRUE(loop.ok()) << loop.status();
   absl::Status s = SpmdPartition::CheckPartitionable(*loop);
   EXPECT_TRUE(absl::IsUnimplemented(s)) << s;
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("no partitioning rule for fori_loop (op #0, results f32[4])"));
+              HasSubstr("no partitioning rule for fusion (op #0, results f32[4]), in the body of "
+                        "op #0 (fori_loop)"));
   absl::StatusOr<ir::Module> bare = ir::ParseModule(
       Global("P(x)", "P(x)") +
       "func main = { lambda ; a:f32[4]. let\n    b:f32[4] = neg a\n  in (b) }\n");
   ASSERT_TRUE(bare.ok());
   EXPECT_THAT(std::string(SpmdPartition::CheckPartitionable(*bare).message()),
               HasSubstr("op #0 (neg) has no @sharding"));
+}
+
+TEST(SpmdPartitionTest, InlinesAShardMapBetweenGlobalOps) {
+  // The operand is resharded to the in_spec, the body runs on the local block, and the bias add
+  // takes the result laid out by the out_spec (P(x): replicated over y).
+  EXPECT_EQ(Partitioned(Global("P(None,x),P()", "P(x)") +
+                        "func main = { lambda ; a:f32[8,4] b:f32[8]. let\n"
+                        "    c:f32[8,4] = neg a @sharding(P(None,x))\n"
+                        "    g:f32[8] = shard_map[in_specs=(P(x,y)) out_specs=(P(x)) body={ "
+                        "lambda ; d:f32[4,2]. let\n"
+                        "          e:f32[4] = reduce_sum[axes=(1)] d\n"
+                        "          f:f32[4] = psum[axes=(y)] e\n"
+                        "        in (f) }] c @sharding(P(x))\n"
+                        "    h:f32[8] = add g b @sharding(P(x))\n"
+                        "  in (h) }\n"),
+            PerDevice("P(None,x),P()", "P(x)") +
+                "func main = { lambda ; a:f32[8,2] b:f32[8]. let\n"
+                "    c:f32[8,2] = neg a\n"
+                "    d:f32[4,4] = all_to_all[axes=(x) split_axis=0 concat_axis=1 tiled=True] c\n"
+                "    e:s32[] = constant[dtype=s32 value=(0)]\n"
+                "    f:s32[] = axis_index[axes=(y)]\n"
+                "    g:s32[] = constant[dtype=s32 value=(2)]\n"
+                "    h:s32[] = mul f g\n"
+                "    i:f32[4,2] = dynamic_slice[slice_sizes=(4,2)] d e h\n"
+                "    j:f32[4] = reduce_sum[axes=(1)] i\n"
+                "    k:f32[4] = psum[axes=(y)] j\n"
+                "    l:s32[] = axis_index[axes=(x)]\n"
+                "    m:s32[] = constant[dtype=s32 value=(4)]\n"
+                "    n:s32[] = mul l m\n"
+                "    o:f32[4] = dynamic_slice[slice_sizes=(4)] b n\n"
+                "    p:f32[4] = add k o\n"
+                "  in (p) }\n");
+}
+
+TEST(SpmdPartitionTest, PartitionsALoopBodyWithTheCarrysLayout) {
+  // x = tanh(x @ w) three times, x split by rows and w replicated: no communication; the body's
+  // result keeps the carry's layout.
+  EXPECT_EQ(Partitioned(Global("P(x,None),P()", "P(x,None)") +
+                        "func main = { lambda ; a:f32[8,4] b:f32[4,4]. let\n"
+                        "    f:f32[8,4] = fori_loop[lower=0 upper=3 body={ lambda ; c:s32[] "
+                        "d:f32[8,4]. let\n"
+                        "          e:f32[8,4] = dot_general[lhs_contracting_dims=(1) "
+                        "rhs_contracting_dims=(0) preferred_element_type=None] d b "
+                        "@sharding(P(x,None))\n"
+                        "          g:f32[8,4] = tanh e @sharding(P(x,None))\n"
+                        "        in (g) }] a @sharding(P(x,None))\n"
+                        "  in (f) }\n"),
+            PerDevice("P(x,None),P()", "P(x,None)") +
+                "func main = { lambda ; a:f32[4,4] b:f32[4,4]. let\n"
+                "    g:f32[4,4] = fori_loop[lower=0 upper=3 body={ lambda ; c:s32[] d:f32[4,4]. "
+                "let\n"
+                "          e:f32[4,4] = dot_general[lhs_contracting_dims=(1) "
+                "rhs_contracting_dims=(0) preferred_element_type=None] d b\n"
+                "          f:f32[4,4] = tanh e\n"
+                "        in (f) }] a\n"
+                "  in (g) }\n");
+}
+
+TEST(SpmdPartitionTest, ReshardsLoopCarriesAndReadsOfOuterValuesInTheBody) {
+  // The carry enters as P(None,y) but the loop keeps it as P(x,None); the body reads the outer
+  // P(y) vector, which keeps its layout, and its result is resharded back to the carry's layout.
+  EXPECT_EQ(Partitioned(Global("P(None,y),P(y)", "P()") +
+                        "func main = { lambda ; a:f32[8,4] b:f32[4]. let\n"
+                        "    g:f32[8,4] = fori_loop[lower=0 upper=2 body={ lambda ; c:s32[] "
+                        "d:f32[8,4]. let\n"
+                        "          e:f32[8,4] = broadcast_in_dim[shape=(8,4) "
+                        "broadcast_dimensions=(1)] b @sharding(P(None,y))\n"
+                        "          f:f32[8,4] = add d e @sharding(P(None,y))\n"
+                        "        in (f) }] a @sharding(P(x,None))\n"
+                        "  in (g) }\n"),
+            Header("per_device", "x:2,y:2", "0,1,2,3", "P(None,y),P(y)", "P()") +
+                "func main = { lambda ; a:f32[8,2] b:f32[2]. let\n"
+                "    c:f32[8,4] = all_gather[axes=(y) axis=1 tiled=True] a\n"
+                "    d:s32[] = axis_index[axes=(x)]\n"
+                "    e:s32[] = constant[dtype=s32 value=(4)]\n"
+                "    f:s32[] = mul d e\n"
+                "    g:s32[] = constant[dtype=s32 value=(0)]\n"
+                "    h:f32[4,4] = dynamic_slice[slice_sizes=(4,4)] c f g\n"
+                "    t:f32[4,4] = fori_loop[lower=0 upper=2 body={ lambda ; i:s32[] j:f32[4,4]. "
+                "let\n"
+                "          k:f32[8,2] = broadcast_in_dim[shape=(8,2) broadcast_dimensions=(1)] b\n"
+                "          l:f32[8,4] = all_gather[axes=(x) axis=0 tiled=True] j\n"
+                "          m:s32[] = axis_index[axes=(y)]\n"
+                "          n:s32[] = constant[dtype=s32 value=(2)]\n"
+                "          o:s32[] = mul m n\n"
+                "          p:f32[8,2] = dynamic_slice[slice_sizes=(8,2)] l g o\n"
+                "          q:f32[8,2] = add p k\n"
+                "          r:f32[8,4] = all_gather[axes=(y) axis=1 tiled=True] q\n"
+                "          s:f32[4,4] = dynamic_slice[slice_sizes=(4,4)] r f g\n"
+                "        in (s) }] h\n"
+                "    u:f32[8,4] = all_gather[axes=(x) axis=0 tiled=True] t\n"
+                "  in (u) }\n");
 }
 
 TEST(SpmdPartitionTest, MegatronMlpAfterPropagation) {

@@ -31,7 +31,8 @@ struct Family {
   std::function<std::vector<Tracer>(const std::vector<Tracer>&)> fn;
 };
 
-std::vector<Family> Families() {
+// Program families; those with a shard_map name only the axis "x", which every mesh here has.
+std::vector<Family> Families(const Mesh& mesh) {
   std::vector<Family> f;
   f.push_back({"matmul_chain",
                [](const auto& dim) {
@@ -99,6 +100,44 @@ std::vector<Family> Families() {
                  Tracer cols = concatenate({a[0], a[0] * 3.0}, 1);
                  return std::vector<Tracer>{both + c, tanh(cols)};
                }});
+  f.push_back({"fori_loop_tanh_matmul",
+               [](const auto& dim) {
+                 int64_t m = dim(), d = dim();
+                 return std::vector<Dims>{{m, d}, {d, d}, {d}};
+               },
+               [](const std::vector<Tracer>& a) {
+                 // x = tanh(x @ w + i * b / 8) three times, and a two-carry loop.
+                 Tracer w = a[1] * 0.25, b = a[2];
+                 Tracer x = fori_loop(
+                     0, 3,
+                     [&](Tracer i, Tracer x) {
+                       return tanh(matmul(x, w) + convert_element_type(i, DType::kF32) * b / 8.0);
+                     },
+                     a[0]);
+                 std::vector<Tracer> pair = fori_loop(
+                     1, 3,
+                     [&](Tracer, std::vector<Tracer> c) {
+                       return std::vector<Tracer>{c[0] + c[1], transpose(c[1], {1, 0}) * 0.5};
+                     },
+                     {a[1], w});
+                 return std::vector<Tracer>{x, pair[0], pair[1]};
+               }});
+  f.push_back({"shard_map_psum_then_bias",
+               [](const auto& dim) {
+                 int64_t m = dim(), k = dim(), n = dim();
+                 return std::vector<Dims>{{m, k}, {k, n}, {n}};
+               },
+               [mesh](const std::vector<Tracer>& a) {
+                 // A partial matmul per x block, summed by psum (out_spec P(): replicated), and
+                 // the local rows of the input (out_spec P(x)): a two-result shard_map.
+                 auto body = [](Tracer x, Tracer w) {
+                   return std::vector<Tracer>{psum(matmul(x, w), "x"), x};
+                 };
+                 std::vector<Tracer> s =
+                     shard_map(body, mesh, {P(None, "x"), P("x")}, {P(), P(None, "x")})(
+                         a[0] * 2.0, a[1]);
+                 return std::vector<Tracer>{tanh(s[0] + a[2]), s[1] - a[0]};
+               }});
   return f;
 }
 
@@ -139,7 +178,7 @@ TEST_P(PartitionDifferentialTest, PartitionedMatchesUnpartitioned) {
   Mesh mesh = *Mesh::Create(rt, shape.axes);
   std::mt19937 rng(1234 + devices);
   int partitioned = 0, cases = 0;
-  for (const Family& family : Families()) {
+  for (const Family& family : Families(mesh)) {
     for (int round = 0; round < 6; ++round) {
       auto dim = [&] { return 16 * std::uniform_int_distribution<int64_t>(1, 3)(rng); };
       std::vector<Dims> shapes = family.shapes(dim);

@@ -154,6 +154,18 @@ absl::StatusOr<int64_t> Emitter::Combine(int64_t id, const std::string& collecti
   return Add1(std::move(op), {id});
 }
 
+void Emitter::OpenRegion(bool spmd) {
+  saved_.push_back({s32_, offsets_});
+  builder_.OpenRegion(spmd);
+}
+
+ir::Region Emitter::CloseRegion(const std::vector<int64_t>& results) {
+  s32_ = std::move(saved_.back().s32);
+  offsets_ = std::move(saved_.back().offsets);
+  saved_.pop_back();
+  return builder_.CloseRegion(results);
+}
+
 ir::Function Emitter::Finish(const std::string& name, const std::vector<int64_t>& results) {
   return builder_.Finish(name, results);
 }

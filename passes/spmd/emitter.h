@@ -47,14 +47,25 @@ class Emitter {
   absl::StatusOr<int64_t> Combine(int64_t id, const std::string& collective, const AxisList& axes,
                                   int64_t scatter_dim);
 
+  // Opens a nested region (a loop body; `spmd`: a mapped body); values added from now on are
+  // visible only inside it. The offset and constant caches are restored when it closes.
+  void OpenRegion(bool spmd);
+  ir::Region CloseRegion(const std::vector<int64_t>& results);
+
   ir::Function Finish(const std::string& name, const std::vector<int64_t>& results);
 
  private:
+  struct Caches {
+    std::map<int64_t, int64_t> s32;
+    std::map<std::pair<AxisList, int64_t>, int64_t> offsets;
+  };
+
   const ir::Mesh& mesh_;
   ir::FunctionBuilder builder_;
   ir::Op origin_;
   std::map<int64_t, int64_t> s32_;
   std::map<std::pair<AxisList, int64_t>, int64_t> offsets_;
+  std::vector<Caches> saved_;
 };
 
 }  // namespace shardjit::passes::spmd

@@ -65,6 +65,7 @@ const internal::RuleTable& Table() {
     auto* t = new internal::RuleTable();
     internal::AddDataMovementRules(*t);
     internal::AddContractionRules(*t);
+    internal::AddRegionRules(*t);
     return t;
   }();
   return *table;
@@ -95,6 +96,12 @@ bool HasRule(const ir::Op& op) { return FindRule(op) != nullptr; }
 absl::Status CheckRules(const ir::Region& region) {
   for (int i = 0; i < region.ops_size(); ++i) {
     const ir::Op& op = region.ops(i);
+    if (op.has_fori_loop()) {
+      if (absl::Status s = CheckRules(op.fori_loop().body()); !s.ok()) {
+        return absl::UnimplementedError(
+            fmt::format("{}, in the body of op #{} (fori_loop)", s.message(), i));
+      }
+    }
     if (HasRule(op)) continue;
     std::vector<std::string> types;
     for (const ir::TensorType& t : op.result_types()) types.push_back(ir::FromProto(t).ToString());
@@ -107,6 +114,21 @@ absl::Status CheckRules(const ir::Region& region) {
 std::vector<Strategy> Candidates(const OpView& view) {
   const internal::Rule* rule = FindRule(*view.op);
   return rule == nullptr ? std::vector<Strategy>{} : (*rule)(view);
+}
+
+bool OnlyWrapsShardMap(const ir::Region& region) {
+  if (region.ops_size() != 1 || !region.ops(0).has_shard_map()) return false;
+  const ir::Op& op = region.ops(0);
+  if (op.operands_size() != region.params_size() || op.results_size() != region.results_size()) {
+    return false;
+  }
+  for (int i = 0; i < op.operands_size(); ++i) {
+    if (op.operands(i) != region.params(i).id()) return false;
+  }
+  for (int i = 0; i < op.results_size(); ++i) {
+    if (op.results(i) != region.results(i)) return false;
+  }
+  return true;
 }
 
 bool StrategyCost::operator<(const StrategyCost& o) const {

@@ -45,8 +45,12 @@ struct OpView {
 
 // Whether `op` has a partitioning rule.
 bool HasRule(const ir::Op& op);
-// UnimplementedError naming the first op of `region` without a rule.
+// UnimplementedError naming the first op of `region` (fori_loop bodies included; shard_map
+// bodies are per-device code and need none) without a rule.
 absl::Status CheckRules(const ir::Region& region);
+// Whether `region` only passes its params to one shard_map and returns its results: such a
+// module is lower-shard-map's (its layouts are the shard_map's specs), not the partitioner's.
+bool OnlyWrapsShardMap(const ir::Region& region);
 
 // The strategies the op's rule proposes (before validity checks); empty without a rule.
 std::vector<Strategy> Candidates(const OpView& view);

@@ -1,0 +1,49 @@
+// Rules of the ops that hold a region: shard_map and fori_loop.
+#include "passes/spmd/rules_internal.h"
+
+namespace shardjit::passes::spmd::internal {
+namespace {
+
+// Operands take the in_specs; results are laid out by the out_specs (axes an out_spec does not
+// name are replicated: the body's values are assumed equal along them, as JAX's
+// check_vma=False).
+std::vector<Strategy> ShardMapRule(const OpView& view) {
+  const ir::ShardMapAttrs& a = view.op->shard_map();
+  Strategy st;
+  for (size_t i = 0; i < view.operand_types.size(); ++i) {
+    st.operands.push_back(FromProto(a.in_specs(i), view.operand_types[i].rank()));
+  }
+  for (size_t r = 0; r < view.result_types.size(); ++r) {
+    st.results.push_back(FromProto(a.out_specs(r), view.result_types[r].rank()));
+  }
+  return {st};
+}
+
+// Each carry has one layout at entry, in the body's params and results, and at exit. Candidates:
+// every carry keeps its entry layout (else the first layout its users want, else replicated), or
+// every carry takes the first layout its users want (else its entry layout).
+std::vector<Strategy> ForiLoopRule(const OpView& view) {
+  Strategy entry, wanted;
+  for (size_t i = 0; i < view.operand_types.size(); ++i) {
+    const std::vector<Spec>& wants = view.result_wants[i];
+    const std::optional<Spec>& in = view.operand_specs[i];
+    const Spec fallback = Replicated(view.operand_types[i].rank());
+    const Spec e = in ? *in : (wants.empty() ? fallback : wants[0]);
+    const Spec w = wants.empty() ? e : wants[0];
+    entry.operands.push_back(e);
+    entry.results.push_back(e);
+    wanted.operands.push_back(w);
+    wanted.results.push_back(w);
+  }
+  if (entry.results == wanted.results) return {entry};
+  return {entry, wanted};
+}
+
+}  // namespace
+
+void AddRegionRules(RuleTable& table) {
+  table["shard_map"] = ShardMapRule;
+  table["fori_loop"] = ForiLoopRule;
+}
+
+}  // namespace shardjit::passes::spmd::internal
