@@ -7,7 +7,9 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "ir/primitive.h"
 #include "passes/spmd/cost.h"
+#include "passes/spmd/rules.h"
 #include "passes/sharding_propagation.h"
 #include "passes/spmd_partition.h"
 
@@ -392,6 +394,23 @@ TEST(SpmdPartitionTest, LayoutsThatDoNotDivideAreErrors) {
                           "  in (b) }\n"),
               HasSubstr("error: op #0 (neg) result b: spec P(y, x) splits dim 0 (size 3) into 2 "
                         "blocks"));
+}
+
+}  // namespace
+}  // namespace shardjit::passes
+
+namespace shardjit::passes {
+namespace {
+
+// Every primitive that may appear in a global-view program has a partitioning rule (collectives
+// need a mapped axis, and fusion is formed after partitioning).
+TEST(SpmdRulesTest, EveryGlobalViewPrimitiveHasARule) {
+  for (const ir::Primitive* p : ir::AllPrimitives()) {
+    if (p->kind == ir::PrimitiveKind::kCollective || p->name == "fusion") continue;
+    ir::Op op;
+    op.set_opcode(p->name);
+    EXPECT_TRUE(spmd::HasRule(op)) << "no partitioning rule for " << p->name;
+  }
 }
 
 }  // namespace
