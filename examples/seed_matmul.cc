@@ -3,7 +3,10 @@
 // an f64 reference (the notebook's diagnostics) and timed (median of repeated runs).
 //
 //   bazel run -c opt //examples:seed_matmul -- [--m=2048 --k=2048 --n=1024 --runs=10
-//                                              --meshes=2x2,4x4 --backend=x86|reference]
+//                                              --meshes=2x2,4x4 --backend=x86|reference
+//                                              --trace=path.json]
+//
+// --trace writes a Chrome trace (open in Perfetto) of one extra run of each variant.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +30,7 @@ struct Flags {
   int warmup = 2;
   std::vector<std::pair<int64_t, int64_t>> meshes = {{2, 2}, {4, 4}};
   Backend backend = DefaultBackend();
+  std::string trace;  // Chrome trace of one run per variant; empty: none
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
@@ -38,6 +42,9 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
     if (kv[0] == "--backend") {
       if (kv[1] != "x86" && kv[1] != "reference") return false;
       flags.backend = kv[1] == "x86" ? Backend::kX86 : Backend::kReference;
+    } else if (kv[0] == "--trace") {
+      if (kv[1].empty()) return false;
+      flags.trace = kv[1];
     } else if (kv[0] == "--meshes") {
       flags.meshes.clear();
       for (absl::string_view m : absl::StrSplit(kv[1], ',')) {
@@ -106,7 +113,10 @@ Diff Compare(const Tensor& got, const std::vector<double>& want) {
 int Run(const Flags& flags) {
   int64_t devices = 1;
   for (const auto& [a, b] : flags.meshes) devices = std::max(devices, a * b);
-  Runtime rt({.num_devices = static_cast<int>(devices)});
+  Runtime rt({.num_devices = static_cast<int>(devices), .profile = !flags.trace.empty()});
+  // Only --trace's profiler pauses between runs ($SHARDJIT_PROFILE alone records everything).
+  runtime::Profiler* profiler = flags.trace.empty() ? nullptr : rt.profiler();
+  if (profiler != nullptr) profiler->SetPaused(true);
   absl::StatusOr<Tensor> x_host = random::Normal(Key(1), {flags.m, flags.k}, DType::kBF16);
   absl::StatusOr<Tensor> w_host = random::Normal(Key(2), {flags.k, flags.n}, DType::kBF16);
   if (!x_host.ok() || !w_host.ok()) {
@@ -148,6 +158,21 @@ int Run(const Flags& flags) {
         std::printf("(%s) FAILED: %s\n", v.name.c_str(), std::string(out.status().message()).c_str());
         return 1;
       }
+      if (profiler != nullptr) {
+        // One traced run, under a host span naming the variant and mesh.
+        profiler->SetPaused(false);
+        const int64_t start_ns = backends::SpanClockNs();
+        out = v.program(*x, *w);
+        const std::string name = fmt::format("({}) {}", v.name, mesh->ToString());
+        profiler->Record(runtime::Profiler::kHost,
+                         {name, "variant", start_ns, backends::SpanClockNs() - start_ns, {}});
+        profiler->SetPaused(true);
+        if (!out.ok()) {
+          std::printf("(%s) FAILED: %s\n", v.name.c_str(),
+                      std::string(out.status().message()).c_str());
+          return 1;
+        }
+      }
       absl::StatusOr<Tensor> result = (*out)[0].ToHost();
       if (!result.ok()) return 1;
       Diff d = Compare(*result, reference);
@@ -160,6 +185,13 @@ int Run(const Flags& flags) {
     for (int64_t p = 0; p < mesh->size(); ++p) peak = std::max(peak, rt.memory(p).peak_bytes);
     std::printf("peak device memory: %.1f MiB\n", static_cast<double>(peak) / (1 << 20));
   }
+  if (profiler != nullptr) {
+    if (absl::Status s = profiler->WriteChromeTrace(flags.trace); !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::printf("\ntrace: %s (%zu spans)\n", flags.trace.c_str(), profiler->Events().size());
+  }
   return 0;
 }
 
@@ -171,7 +203,7 @@ int main(int argc, char** argv) {
   if (!shardjit::examples::ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr,
                  "usage: seed_matmul [--m=2048] [--k=2048] [--n=1024] [--runs=10] [--warmup=2] "
-                 "[--meshes=2x2,4x4] [--backend=x86|reference]\n");
+                 "[--meshes=2x2,4x4] [--backend=x86|reference] [--trace=path.json]\n");
     return 2;
   }
   return shardjit::examples::Run(flags);

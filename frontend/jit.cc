@@ -147,8 +147,15 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   for (const ir::PartitionSpec& s : lowered_.result_shardings()) {
     state->result_shardings.emplace_back(state->mesh, PartitionSpec(s));
   }
+  const int64_t compile_start_ns = backends::SpanClockNs();
   absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
       compile_for(lowered_.view() == ir::GLOBAL ? cores : per_device)(Entry(lowered_));
+  if (runtime::Profiler* profiler = state->mesh.runtime().profiler(); profiler != nullptr) {
+    const std::string name = fmt::format("compile {}", lowered_.name());
+    profiler->Record(runtime::Profiler::kHost,
+                     {name, "compile", compile_start_ns,
+                      backends::SpanClockNs() - compile_start_ns, {}});
+  }
   if (!exe.ok()) return exe.status();
   state->executable = std::move(*exe);
   return Compiled(std::move(state));

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "backends/x86/elementwise.h"
 #include "fmt/format.h"
 #include "ir/types.h"
 
@@ -82,6 +83,67 @@ void ReduceInto(const std::vector<Tensor>& boxes, ReduceKind kind, Tensor& out) 
   }
 }
 
+// `t` (f32 or bf16) widened to f32 in `out`.
+void WidenToF32(const Tensor& t, float* out) {
+  const int64_t n = t.num_elements();
+  if (t.dtype() == DType::kF32) {
+    std::memcpy(out, t.data(), n * sizeof(float));
+    return;
+  }
+  const uint16_t* bits = static_cast<const uint16_t*>(t.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
+    std::memcpy(&out[i], &u, sizeof(float));
+  }
+}
+
+// ReduceInto for f32 and bf16 on the x86 backend's buffer kernels: the same f32 accumulation in
+// group order and one rounding at the end. bf16 members are widened first, since the kernels
+// would round a bf16 accumulator at every step.
+absl::Status ReduceFloat(const std::vector<Tensor>& boxes, ReduceKind kind, Tensor& out) {
+  namespace x86 = backends::x86;
+  const int64_t n = out.num_elements();
+  const x86::ReduceKind k = kind == ReduceKind::kMax   ? x86::ReduceKind::kMax
+                            : kind == ReduceKind::kMin ? x86::ReduceKind::kMin
+                                                       : x86::ReduceKind::kSum;
+  const bool f32 = out.dtype() == DType::kF32;
+  std::vector<float> scratch;
+  float* acc = f32 ? out.data_as<float>() : nullptr;
+  if (!f32) {
+    scratch.resize(2 * n);
+    acc = scratch.data();
+  }
+  WidenToF32(boxes[0], acc);
+  for (size_t b = 1; b < boxes.size(); ++b) {
+    const float* operand = boxes[b].data_as<float>();
+    if (!f32) {
+      WidenToF32(boxes[b], scratch.data() + n);
+      operand = scratch.data() + n;
+    }
+    // ReduceBuffers keeps its second input on ties (max(-0, +0)), as std::max(acc, x) does.
+    if (absl::Status s = x86::ReduceBuffers(k, DType::kF32, operand, acc, acc, n); !s.ok()) {
+      return s;
+    }
+  }
+  const int64_t count = static_cast<int64_t>(boxes.size());
+  if (f32) {
+    if (kind == ReduceKind::kMean) {
+      for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] / static_cast<float>(count);
+    }
+    return absl::OkStatus();
+  }
+  ir::bf16* dst = out.data_as<ir::bf16>();
+  for (int64_t i = 0; i < n; ++i) {
+    // As Tensor::SetDouble rounds: through float, once.
+    const float v = kind == ReduceKind::kMean
+                        ? static_cast<float>(static_cast<double>(acc[i]) /
+                                             static_cast<double>(count))
+                        : acc[i];
+    dst[i] = ir::bf16(v);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::string& kind,
                               const ir::ShapedType& out_type, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(out_type, allocator);
@@ -89,7 +151,12 @@ absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::strin
                  : kind == "pmin" ? ReduceKind::kMin
                  : kind == "pmean" ? ReduceKind::kMean
                                    : ReduceKind::kSum;
-  switch (boxes[0].dtype()) {
+  const DType dtype = boxes[0].dtype();
+  if ((dtype == DType::kF32 || dtype == DType::kBF16) && out.dtype() == dtype) {
+    if (absl::Status s = ReduceFloat(boxes, k, out); !s.ok()) return s;
+    return out;
+  }
+  switch (dtype) {
     case DType::kF32:
       ReduceInto<float, float>(boxes, k, out);
       break;

@@ -54,7 +54,7 @@ absl::Status RunState::status() const {
 
 absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
-    ir::Allocator* allocator) {
+    ir::Allocator* allocator, backends::SpanRecorder* recorder) {
   for (const std::string& name : CollectiveAxes(op)) {
     if (ir::MeshAxisIndex(mesh_, name) < 0) {
       return absl::InvalidArgumentError(fmt::format("{}: axis \"{}\" is not in mesh {}",
@@ -73,12 +73,13 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     return std::vector<ir::Tensor>{ir::Tensor::FromDoubles(
         {ir::DType::kS32, {}}, {static_cast<double>(value)}, allocator)};
   }
-  return Rendezvous(position, op, operands, allocator);
+  return Rendezvous(position, op, operands, allocator, recorder);
 }
 
 absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
-    ir::Allocator* allocator) {
+    ir::Allocator* allocator, backends::SpanRecorder* recorder) {
+  const int64_t arrival_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
   absl::StatusOr<CollectiveGroup> group =
       GroupOf(mesh_, position, CollectiveAxes(op), CollectiveGroups(op));
   if (!group.ok()) return group.status();
@@ -139,6 +140,10 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
       return error;
     }
   }
+  if (recorder != nullptr) {
+    recorder->Record({op.opcode(), "wait", arrival_ns, backends::SpanClockNs() - arrival_ns,
+                      op.name_scope()});
+  }
   if (cancelled_) {
     return absl::CancelledError(fmt::format("device {}: run cancelled: {}", device,
                                             status_.message()));
@@ -170,7 +175,13 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     if (slot.arrivals.empty()) slots_.erase(seq);
   }
   lock.unlock();
+  const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
   absl::StatusOr<ir::Tensor> result = ComputeCollective(op, inputs, allocator);
+  if (recorder != nullptr) {
+    const std::string name = op.opcode() + " data";
+    recorder->Record(
+        {name, "collective", data_ns, backends::SpanClockNs() - data_ns, op.name_scope()});
+  }
   if (!result.ok()) return result.status();
   return std::vector<ir::Tensor>{std::move(*result)};
 }

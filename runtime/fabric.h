@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "backends/executable.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 
@@ -31,10 +32,12 @@ class RunState {
   const ir::Mesh& mesh() const { return mesh_; }
 
   // Executes collective `op` for mesh position `position`. axis_index and axis_size are
-  // answered locally; the others rendezvous with the group.
+  // answered locally; the others rendezvous with the group. With a `recorder`, the wait at the
+  // rendezvous (arrival until the group is complete) and the data step are recorded as spans.
   absl::StatusOr<std::vector<ir::Tensor>> Collective(int64_t position, const ir::Op& op,
                                                      const std::vector<ir::Tensor>& operands,
-                                                     ir::Allocator* allocator);
+                                                     ir::Allocator* allocator,
+                                                     backends::SpanRecorder* recorder = nullptr);
 
   // Fails the run with `status` (the first failure wins) and wakes every waiting device.
   void Cancel(const absl::Status& status);
@@ -56,7 +59,8 @@ class RunState {
 
   absl::StatusOr<std::vector<ir::Tensor>> Rendezvous(int64_t position, const ir::Op& op,
                                                      const std::vector<ir::Tensor>& operands,
-                                                     ir::Allocator* allocator);
+                                                     ir::Allocator* allocator,
+                                                     backends::SpanRecorder* recorder);
 
   const ir::Mesh mesh_;
   const absl::Duration timeout_;

@@ -1,6 +1,8 @@
 #include "runtime/runtime.h"
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <set>
 #include <thread>
@@ -60,13 +62,15 @@ class Runtime::Worker {
 // The context of one device in an SPMD run.
 class Runtime::SpmdContext final : public backends::DeviceContext {
  public:
-  SpmdContext(RunState& run, int64_t position, Device& device)
-      : run_(run), position_(position), device_(device) {}
+  SpmdContext(RunState& run, int64_t position, Device& device,
+              backends::SpanRecorder* recorder)
+      : run_(run), position_(position), device_(device), recorder_(recorder) {}
   ir::Allocator* allocator() override { return device_.allocator(); }
   absl::StatusOr<std::vector<ir::Tensor>> RunCollective(
       const ir::Op& op, const std::vector<ir::Tensor>& operands) override {
-    return run_.Collective(position_, op, operands, device_.allocator());
+    return run_.Collective(position_, op, operands, device_.allocator(), recorder_);
   }
+  backends::SpanRecorder* profiler() override { return recorder_; }
   absl::StatusOr<std::vector<ir::Tensor>> RunShardMap(const ir::Op& op,
                                                       const std::vector<ir::Tensor>&) override {
     return absl::InvalidArgumentError(
@@ -78,6 +82,7 @@ class Runtime::SpmdContext final : public backends::DeviceContext {
   RunState& run_;
   int64_t position_;
   Device& device_;
+  backends::SpanRecorder* recorder_;
 };
 
 // The context of a global-view program running on the caller's thread.
@@ -92,6 +97,9 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
         fmt::format("{}: collectives need a mapped axis (use shard_map)", op.opcode()));
   }
   absl::Status Cancelled() override { return absl::OkStatus(); }
+  backends::SpanRecorder* profiler() override {
+    return rt_.profiler() != nullptr ? rt_.profiler()->ForDevice(Profiler::kHost) : nullptr;
+  }
 
   absl::StatusOr<std::vector<ir::Tensor>> RunShardMap(
       const ir::Op& op, const std::vector<ir::Tensor>& operands) override {
@@ -167,9 +175,20 @@ Runtime::Runtime(RuntimeOptions options) : options_(options) {
     devices_.push_back(std::make_unique<Device>(i));
     workers_.push_back(std::make_unique<Worker>());
   }
+  if (const char* path = std::getenv("SHARDJIT_PROFILE"); path != nullptr && *path != '\0') {
+    profile_path_ = path;
+  }
+  if (options_.profile || !profile_path_.empty()) profiler_ = std::make_unique<Profiler>(n);
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  workers_.clear();  // finish queued work before the trace is written
+  if (profiler_ != nullptr && !profile_path_.empty()) {
+    if (absl::Status s = profiler_->WriteChromeTrace(profile_path_); !s.ok()) {
+      std::fprintf(stderr, "shardjit: %s\n", std::string(s.message()).c_str());
+    }
+  }
+}
 
 absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     const ir::Mesh& mesh, const std::vector<const backends::Executable*>& programs,
@@ -198,7 +217,8 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   for (int64_t p = 0; p < n; ++p) {
     int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
     workers_[id]->Post([&, p, id] {
-      SpmdContext ctx(run, p, *devices_[id]);
+      SpmdContext ctx(run, p, *devices_[id],
+                      profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr);
       absl::StatusOr<std::vector<ir::Tensor>> r = programs[p]->Run(args[p], ctx);
       if (!r.ok()) {
         run.Cancel(absl::Status(r.status().code(),

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,7 @@
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 #include "runtime/device.h"
+#include "runtime/profiler.h"
 
 namespace shardjit::runtime {
 
@@ -23,6 +25,9 @@ struct RuntimeOptions {
   int num_devices = 1;
   // How long a device waits at a collective for the rest of its group before the run fails.
   absl::Duration collective_timeout = absl::Seconds(60);
+  // Records per-device spans (runtime/profiler.h). Also on when $SHARDJIT_PROFILE names a file,
+  // which then receives the Chrome trace when the runtime is destroyed.
+  bool profile = false;
 };
 
 // Compiles a per-device function; the backend in use.
@@ -40,6 +45,8 @@ class Runtime {
   const RuntimeOptions& options() const { return options_; }
   Device& device(int id) { return *devices_[id]; }
   MemoryStats memory(int id) const { return devices_[id]->memory(); }
+  // The profiler, or null when profiling is off.
+  Profiler* profiler() { return profiler_.get(); }
 
   // Runs programs[p] on the device at mesh position p with args[p], all concurrently, and
   // returns each position's results. On failure, the first error (with the device named).
@@ -64,6 +71,8 @@ class Runtime {
   RuntimeOptions options_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<Profiler> profiler_;
+  std::string profile_path_;  // from $SHARDJIT_PROFILE
   // One SPMD run at a time: two runs sharing devices in different orders could deadlock.
   std::mutex run_mu_;
 };

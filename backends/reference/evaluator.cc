@@ -64,6 +64,8 @@ class ReferenceExecutable final : public Executable {
             args[i].type().ToString(), ir::FromProto(body.params(i).type()).ToString()));
       }
     }
+    // Kernel generation deeper down reports to this device's recorder.
+    ScopedThreadSpanRecorder scoped(device.profiler());
     return RunRegion(body, args, nullptr, device);
   }
 
@@ -135,13 +137,16 @@ class ReferenceExecutable final : public Executable {
     const RegionPlan& plan = plans_.at(&region);
     Env env(outer);
     for (int i = 0; i < region.params_size(); ++i) env.Set(region.params(i).id(), args[i]);
+    SpanRecorder* recorder = device.profiler();
     std::vector<ir::Tensor> operands;
     for (int i = 0; i < region.ops_size(); ++i) {
       const ir::Op& op = region.ops(i);
       if (absl::Status s = device.Cancelled(); !s.ok()) return s;
       operands.clear();
       for (int64_t id : op.operands()) operands.push_back(*env.Find(id));
+      const int64_t start_ns = recorder != nullptr ? SpanClockNs() : 0;
       absl::StatusOr<std::vector<ir::Tensor>> results;
+      std::string_view category = "kernel";
       if (plan.kernels[i] != nullptr) {
         results = (*plan.kernels[i])(op, operands, device.allocator());
         if (!results.ok() && absl::IsUnimplemented(results.status()) &&
@@ -149,11 +154,18 @@ class ReferenceExecutable final : public Executable {
           results = (*plan.fallbacks[i])(op, operands, device.allocator());
         }
       } else if (op.has_fori_loop()) {
+        category = "control";
         results = RunLoop(op, std::move(operands), env, device);
       } else if (op.has_shard_map()) {
+        category = "control";
         results = device.RunShardMap(op, operands);
       } else {
+        category = "collective";
         results = device.RunCollective(op, operands);
+      }
+      if (recorder != nullptr) {
+        recorder->Record({op.opcode(), category, start_ns, SpanClockNs() - start_ns,
+                          op.name_scope()});
       }
       if (!results.ok()) return results.status();
       if (results->size() != static_cast<size_t>(op.results_size())) {

@@ -3,6 +3,7 @@
 #include "backends/reference/evaluator.h"
 #include "backends/x86/dot_general.h"
 #include "backends/x86/elementwise.h"
+#include "backends/x86/transpose.h"
 
 namespace shardjit::backends::x86 {
 
@@ -16,6 +17,8 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
   };
   // Declined fusions (Unimplemented) run the reference fusion kernel.
   overrides["fusion"] = FusionKernel;
+  // Transposes that keep the innermost dim (Unimplemented) run the reference kernel.
+  overrides["transpose"] = TransposeKernel;
   return reference::Compile(function, std::move(overrides), "x86");
 }
 

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "backends/executable.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/elementwise_kernel.h"
 #include "backends/x86/elementwise_plan.h"
@@ -35,6 +36,7 @@ class ElementwiseCache {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) {
+      const int64_t start_ns = SpanClockNs();
       Entry entry;
       auto gen = std::make_unique<ElementwiseKernelAvx2>(plan);
       entry.status = gen->status();
@@ -42,6 +44,10 @@ class ElementwiseCache {
       if (entry.status.ok()) {
         entry.kernel = std::move(gen);
         ++stats_.kernels;
+      }
+      if (SpanRecorder* recorder = ThreadSpanRecorder(); recorder != nullptr) {
+        const std::string name = "elementwise kernel " + plan.Key();
+        recorder->Record({name, "compile", start_ns, SpanClockNs() - start_ns, {}});
       }
       it = entries_.emplace(key, std::move(entry)).first;
     }

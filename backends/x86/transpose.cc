@@ -1,0 +1,113 @@
+#include "backends/x86/transpose.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "ir/types.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// Tile edge in elements: a tile of each side stays in L1 (32x32 f32 = 4 KiB).
+constexpr int64_t kTile = 32;
+
+// dst[r * dst_row + c] = src[r + c * src_col] for r < rows, c < cols, tile by tile.
+template <typename T>
+void Transpose2d(T* dst, int64_t dst_row, const T* src, int64_t src_col, int64_t rows,
+                 int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        T* d = dst + r * dst_row;
+        const T* s = src + r;
+        for (int64_t c = c0; c < c1; ++c) d[c] = s[c * src_col];
+      }
+    }
+  }
+}
+
+template <typename T>
+void Run(const Dims& dims, const Dims& dst_strides, const Dims& src_strides, int64_t row_dim,
+         const void* src, void* dst) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t rows = dims[row_dim], cols = dims[rank - 1];
+  // The other dims index the batch of 2-D transposes.
+  Dims batch, bds, bss;
+  for (int64_t i = 0; i + 1 < rank; ++i) {
+    if (i == row_dim) continue;
+    batch.push_back(dims[i]);
+    bds.push_back(dst_strides[i]);
+    bss.push_back(src_strides[i]);
+  }
+  int64_t count = 1;
+  for (int64_t b : batch) count *= b;
+  Dims idx(batch.size(), 0);
+  int64_t doff = 0, soff = 0;
+  for (int64_t n = 0; n < count; ++n) {
+    Transpose2d(static_cast<T*>(dst) + doff, dst_strides[row_dim],
+                static_cast<const T*>(src) + soff, src_strides[rank - 1], rows, cols);
+    for (int64_t k = static_cast<int64_t>(batch.size()) - 1; k >= 0; --k) {
+      doff += bds[k];
+      soff += bss[k];
+      if (++idx[k] < batch[k]) break;
+      doff -= bds[k] * batch[k];
+      soff -= bss[k] * batch[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ir::Tensor>> TransposeKernel(const ir::Op& op,
+                                                        const std::vector<ir::Tensor>& operands,
+                                                        ir::Allocator* allocator) {
+  const ir::Tensor& x = operands[0];
+  const auto& perm = op.transpose().permutation();
+  const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
+  const int64_t elem = ir::DTypeSize(x.dtype());
+  if (elem != 1 && elem != 2 && elem != 4) return absl::UnimplementedError("transpose: dtype");
+  // Output index space with the strides of both sides; size-1 dims dropped, adjacent dims that
+  // are contiguous on both sides merged.
+  const Dims x_strides = ir::RowMajorStrides(x.dims());
+  const Dims out_strides = ir::RowMajorStrides(out_type.dims);
+  Dims dims, ds, ss;
+  for (int i = 0; i < perm.size(); ++i) {
+    const int64_t d = out_type.dims[i];
+    if (d == 0) return absl::UnimplementedError("transpose: empty");
+    if (d == 1) continue;
+    const int64_t s = x_strides[perm[i]];
+    if (!dims.empty() && ds.back() == out_strides[i] * d && ss.back() == s * d) {
+      dims.back() *= d;
+      ds.back() = out_strides[i];
+      ss.back() = s;
+      continue;
+    }
+    dims.push_back(d);
+    ds.push_back(out_strides[i]);
+    ss.push_back(s);
+  }
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (rank < 2 || ss.back() == 1) return absl::UnimplementedError("transpose: contiguous runs");
+  int64_t row_dim = -1;
+  for (int64_t i = 0; i + 1 < rank; ++i) {
+    if (ss[i] == 1) row_dim = i;
+  }
+  if (row_dim < 0) return absl::UnimplementedError("transpose: no unit-stride input dim");
+  ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
+  if (elem == 4) {
+    Run<uint32_t>(dims, ds, ss, row_dim, x.data(), out.data());
+  } else if (elem == 2) {
+    Run<uint16_t>(dims, ds, ss, row_dim, x.data(), out.data());
+  } else {
+    Run<uint8_t>(dims, ds, ss, row_dim, x.data(), out.data());
+  }
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+}  // namespace shardjit::backends::x86

@@ -1,0 +1,249 @@
+// The profiler end to end: a jit(shard_map(dot_general; psum)) run with profiling on writes a
+// Chrome trace whose JSON parses, names every device, and holds kernel, collective and wait spans
+// per device with sane, per-device ordered times.
+#include "runtime/profiler.h"
+
+#include <cctype>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "frontend/shardjit.h"
+#include "gtest/gtest.h"
+
+namespace shardjit {
+namespace {
+
+// A minimal JSON value and recursive-descent parser: enough to check the trace's structure.
+struct Json {
+  std::variant<std::nullptr_t, bool, double, std::string, std::vector<Json>,
+               std::map<std::string, Json>>
+      v;
+  const Json& operator[](const std::string& key) const {
+    static const Json kNull;
+    const auto* obj = std::get_if<std::map<std::string, Json>>(&v);
+    if (obj == nullptr) return kNull;
+    auto it = obj->find(key);
+    return it == obj->end() ? kNull : it->second;
+  }
+  const std::vector<Json>* array() const { return std::get_if<std::vector<Json>>(&v); }
+  const std::string* str() const { return std::get_if<std::string>(&v); }
+  const double* num() const { return std::get_if<double>(&v); }
+};
+
+class Parser {
+ public:
+  explicit Parser(const std::string& s) : s_(s) {}
+  bool Parse(Json& out) {
+    if (!Value(out)) return false;
+    Skip();
+    return i_ == s_.size();
+  }
+
+ private:
+  void Skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool Eat(char c) {
+    Skip();
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  bool String(std::string& out) {
+    if (!Eat('"')) return false;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      if (s_[i_] == '\\') {
+        if (++i_ >= s_.size()) return false;
+        char c = s_[i_];
+        if (c == 'u') {
+          if (i_ + 4 >= s_.size()) return false;
+          out += static_cast<char>(std::stoi(s_.substr(i_ + 1, 4), nullptr, 16));
+          i_ += 4;
+        } else {
+          out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+        }
+      } else {
+        out += s_[i_];
+      }
+      ++i_;
+    }
+    return Eat('"');
+  }
+  bool Value(Json& out) {
+    Skip();
+    if (i_ >= s_.size()) return false;
+    char c = s_[i_];
+    if (c == '{') {
+      ++i_;
+      std::map<std::string, Json> obj;
+      if (!Eat('}')) {
+        do {
+          std::string key;
+          Json value;
+          if (!String(key) || !Eat(':') || !Value(value)) return false;
+          obj[key] = std::move(value);
+        } while (Eat(','));
+        if (!Eat('}')) return false;
+      }
+      out.v = std::move(obj);
+      return true;
+    }
+    if (c == '[') {
+      ++i_;
+      std::vector<Json> arr;
+      if (!Eat(']')) {
+        do {
+          Json value;
+          if (!Value(value)) return false;
+          arr.push_back(std::move(value));
+        } while (Eat(','));
+        if (!Eat(']')) return false;
+      }
+      out.v = std::move(arr);
+      return true;
+    }
+    if (c == '"') {
+      std::string str;
+      if (!String(str)) return false;
+      out.v = std::move(str);
+      return true;
+    }
+    for (const char* word : {"true", "false", "null"}) {
+      if (s_.compare(i_, std::strlen(word), word) == 0) {
+        i_ += std::strlen(word);
+        if (word[0] == 'n') {
+          out.v = nullptr;
+        } else {
+          out.v = word[0] == 't';
+        }
+        return true;
+      }
+    }
+    size_t used = 0;
+    try {
+      out.v = std::stod(s_.substr(i_, 32), &used);
+    } catch (...) {
+      return false;
+    }
+    i_ += used;
+    return used > 0;
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ProfilerTest, ShardMapPsumTrace) {
+  constexpr int kDevices = 4;
+  Runtime rt({.num_devices = kDevices, .profile = true});
+  ASSERT_NE(rt.profiler(), nullptr);
+  Mesh mesh = *Mesh::Create(rt, {{"x", kDevices}});
+  Tensor x_host = *random::Normal(Key(1), {8, 16}, DType::kF32);
+  Tensor w_host = *random::Normal(Key(2), {16, 4}, DType::kF32);
+  Array x = *device_put(x_host, NamedSharding(mesh, P(None, "x")));
+  Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
+  auto f = jit(shard_map(
+      [](Tracer x, Tracer w) {
+        return psum(dot_general(x, w, DotDims{{1}, {0}}, DType::kF32), "x");
+      },
+      mesh, {P(None, "x"), P("x", None)}, {P()}));
+  absl::StatusOr<std::vector<Array>> out = f(x, w);
+  ASSERT_TRUE(out.ok()) << out.status();
+
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/trace.json";
+  ASSERT_TRUE(rt.profiler()->WriteChromeTrace(path).ok());
+  Json trace;
+  const std::string text = ReadFile(path);
+  ASSERT_TRUE(Parser(text).Parse(trace)) << text;
+  const std::vector<Json>* events = trace["traceEvents"].array();
+  ASSERT_NE(events, nullptr);
+
+  std::set<std::string> process_names;
+  // Per device: the (category, name) pairs seen, and the last start time.
+  std::map<int, std::set<std::pair<std::string, std::string>>> seen;
+  std::map<int, double> last_ts;
+  for (const Json& e : *events) {
+    const std::string* ph = e["ph"].str();
+    ASSERT_NE(ph, nullptr);
+    ASSERT_NE(e["pid"].num(), nullptr);
+    const int pid = static_cast<int>(*e["pid"].num());
+    if (*ph == "M") {
+      if (*e["name"].str() == "process_name") process_names.insert(*e["args"]["name"].str());
+      continue;
+    }
+    ASSERT_EQ(*ph, "X");
+    ASSERT_NE(e["name"].str(), nullptr);
+    ASSERT_NE(e["cat"].str(), nullptr);
+    ASSERT_NE(e["ts"].num(), nullptr);
+    ASSERT_NE(e["dur"].num(), nullptr);
+    EXPECT_EQ(*e["tid"].num(), 0);
+    EXPECT_GE(*e["ts"].num(), 0);
+    EXPECT_GE(*e["dur"].num(), 0);
+    if (last_ts.count(pid)) {
+      EXPECT_GE(*e["ts"].num(), last_ts[pid]) << "pid " << pid;
+    }
+    last_ts[pid] = *e["ts"].num();
+    seen[pid].insert({*e["cat"].str(), *e["name"].str()});
+  }
+  for (int d = 0; d < kDevices; ++d) {
+    SCOPED_TRACE(d);
+    EXPECT_TRUE(process_names.count("device " + std::to_string(d)));
+    EXPECT_TRUE(seen[d].count({"kernel", "dot_general"}));
+    EXPECT_TRUE(seen[d].count({"collective", "psum"}));
+    EXPECT_TRUE(seen[d].count({"wait", "psum"}));
+    EXPECT_TRUE(seen[d].count({"collective", "psum data"}));
+  }
+}
+
+TEST(ProfilerTest, WaitSpansNestInsideTheirCollective) {
+  Runtime rt({.num_devices = 2, .profile = true});
+  Mesh mesh = *Mesh::Create(rt, {{"i", 2}});
+  Array x = *device_put(*random::Normal(Key(3), {4, 8}, DType::kBF16),
+                        NamedSharding(mesh, P("i", None)));
+  auto f = jit(shard_map([](Tracer b) { return psum(b, "i"); }, mesh, {P("i", None)},
+                         {P(None, None)}));
+  ASSERT_TRUE(f(x).ok());
+  std::map<int64_t, const runtime::Profiler::Event*> outer;
+  std::vector<runtime::Profiler::Event> events = rt.profiler()->Events();
+  int waits = 0;
+  for (const auto& e : events) {
+    if (e.category == "collective" && e.name == "psum") outer[e.device] = &e;
+  }
+  for (const auto& e : events) {
+    if (e.category != "wait") continue;
+    ++waits;
+    ASSERT_TRUE(outer.count(e.device));
+    EXPECT_GE(e.start_ns, outer[e.device]->start_ns);
+    EXPECT_LE(e.start_ns + e.duration_ns,
+              outer[e.device]->start_ns + outer[e.device]->duration_ns);
+  }
+  EXPECT_EQ(waits, 2);
+}
+
+TEST(ProfilerTest, OffByDefault) {
+  Runtime rt({.num_devices = 2});
+  if (std::getenv("SHARDJIT_PROFILE") == nullptr) {
+    EXPECT_EQ(rt.profiler(), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace shardjit
