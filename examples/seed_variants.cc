@@ -23,7 +23,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
   const int64_t k_per_x = k / size_x;
   std::vector<SeedVariant> variants;
 
-  variants.push_back({"a", "jit(matmul) on sharded inputs (global view)",
+  variants.push_back({"a", "jit(matmul) on sharded inputs (global view, SPMD-partitioned)",
                       jit([](Tracer x, Tracer w) { return matmul(x, w); },
                           {.name = "basic_matmul", .backend = backend})});
 

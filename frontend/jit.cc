@@ -29,6 +29,9 @@ struct CompiledState {
   std::vector<ShapedType> result_types;
   std::vector<NamedSharding> param_shardings;
   std::vector<NamedSharding> result_shardings;
+  // JitOptions.out_shardings, when given (results are re-laid out to them if the program's
+  // layouts differ, e.g. a shard_map's out_specs).
+  std::vector<NamedSharding> requested_shardings;
   std::unique_ptr<backends::Executable> executable;
   runtime::CompileFn compile;
   std::unique_ptr<runtime::Runtime::ShardMapCache> shard_map_cache;
@@ -66,21 +69,29 @@ absl::StatusOr<ir::Module> Trace(const TracedFunction& f, const std::vector<Shap
   m.set_entry(options.name);
   *m.add_functions() = state.builder().Finish(options.name, ids);
   for (const NamedSharding& s : shardings) *m.add_param_shardings() = s.spec().proto();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    *m.add_result_shardings() = options.out_shardings && i < options.out_shardings->size()
-                                    ? (*options.out_shardings)[i].proto()
-                                    : ir::PartitionSpec();
+  // Without out_shardings the result layouts are left to the compiler (as in JAX): sharding
+  // propagation picks them, and unpartitioned programs return replicated results.
+  if (options.out_shardings) {
+    if (options.out_shardings->size() != ids.size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("jit: {} has {} results but out_shardings has {} entries", options.name,
+                      ids.size(), options.out_shardings->size()));
+    }
+    for (const PartitionSpec& spec : *options.out_shardings) *m.add_result_shardings() = spec.proto();
   }
   if (absl::Status s = ir::VerifyModule(m); !s.ok()) return s;
   return m;
 }
 
+// Everything about the arguments that changes the compiled program: types, specs, and the mesh
+// (axes, device assignment and runtime).
 std::string CacheKey(const std::vector<ShapedType>& types,
                      const std::vector<NamedSharding>& shardings) {
   std::vector<std::string> parts;
   for (size_t i = 0; i < types.size(); ++i) {
-    parts.push_back(types[i].ToString() + "@" + shardings[i].ToString() + "#" +
-                    fmt::format("{}", static_cast<const void*>(&shardings[i].mesh().runtime())));
+    const Mesh& mesh = shardings[i].mesh();
+    parts.push_back(fmt::format("{}@{}@{}#{}", types[i].ToString(), shardings[i].spec().ToString(),
+                                mesh.proto().SerializeAsString(), mesh.runtime().id()));
   }
   return absl::StrJoin(parts, ";");
 }
@@ -113,7 +124,7 @@ absl::StatusOr<Compiled> Lowered::compile() const {
         "jit {}: needs at least one Array argument to find its runtime", lowered_.name()));
   }
   auto state = std::make_shared<CompiledState>(CompiledState{
-      lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, nullptr, nullptr, nullptr});
+      lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr});
   // A device gets the cores that the mesh leaves it; a global-view program runs on the
   // calling thread with every core.
   const int cores = std::max(1u, std::thread::hardware_concurrency());
@@ -144,8 +155,15 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   for (const ir::PartitionSpec& s : lowered_.param_shardings()) {
     state->param_shardings.emplace_back(state->mesh, PartitionSpec(s));
   }
-  for (const ir::PartitionSpec& s : lowered_.result_shardings()) {
-    state->result_shardings.emplace_back(state->mesh, PartitionSpec(s));
+  for (size_t r = 0; r < state->result_types.size(); ++r) {
+    const bool given = static_cast<int>(r) < lowered_.result_shardings_size();
+    state->result_shardings.emplace_back(
+        state->mesh, given ? PartitionSpec(lowered_.result_shardings(r)) : P());
+  }
+  if (options_.out_shardings) {
+    for (const PartitionSpec& spec : *options_.out_shardings) {
+      state->requested_shardings.emplace_back(state->mesh, spec);
+    }
   }
   const int64_t compile_start_ns = backends::SpanClockNs();
   absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
@@ -214,6 +232,12 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args)
       if (!placed.ok()) return placed.status();
       results.push_back(std::move(*placed));
     }
+  }
+  for (size_t r = 0; r < s.requested_shardings.size() && r < results.size(); ++r) {
+    if (results[r].sharding() == s.requested_shardings[r]) continue;
+    absl::StatusOr<Array> placed = device_put(results[r], s.requested_shardings[r]);
+    if (!placed.ok()) return placed.status();
+    results[r] = std::move(*placed);
   }
   return results;
 }

@@ -266,3 +266,61 @@ TEST(JitTest, NegativeCollectiveAxesCountFromTheEnd) {
 
 }  // namespace
 }  // namespace shardjit
+
+namespace shardjit {
+namespace {
+
+TEST(JitTest, OutShardingsAreCheckedAndApplied) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Array a = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
+  auto two = jit([](Tracer b) { return std::vector<Tracer>{b, b}; },
+                 {.out_shardings = std::vector<PartitionSpec>{P("x")}});
+  EXPECT_THAT(std::string(two(a).status().message()),
+              HasSubstr("has 2 results but out_shardings has 1 entries"));
+  // A shard_map's out_specs differ from the requested layout: the result is re-laid out.
+  auto f = jit(shard_map([](Tracer b) { return b * 2.0; }, mesh, {P("x")}, {P("x")}),
+               {.out_shardings = std::vector<PartitionSpec>{P()}});
+  absl::StatusOr<std::vector<Array>> out = f(a);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].sharding().spec(), P());
+  EXPECT_EQ((*out)[0].shards()[1].ToDoubles(), (std::vector<double>{2, 4, 6, 8}));
+}
+
+}  // namespace
+}  // namespace shardjit
+
+namespace shardjit {
+namespace {
+
+TEST(JitTest, CacheKeyIncludesTheDeviceAssignment) {
+  Runtime rt({.num_devices = 4});
+  Mesh low = *Mesh::Create(rt, {{"x", 2}}, {0, 1});
+  Mesh high = *Mesh::Create(rt, {{"x", 2}}, {3, 2});
+  auto f = jit(shard_map([](Tracer b) { return psum(b, "x"); }, low, {P("x")}, {P()}));
+  auto g = jit([](Tracer b) { return b + 1.0; });
+  Array a = *device_put(HostTensor(DType::kF32, {2}, {1, 2}), NamedSharding(low, P("x")));
+  Array b = *device_put(HostTensor(DType::kF32, {2}, {1, 2}), NamedSharding(high, P("x")));
+  ASSERT_TRUE(g(a).ok());
+  absl::StatusOr<std::vector<Array>> out = g(b);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(g.cache_size(), 2u);
+  EXPECT_EQ((*out)[0].sharding().mesh(), high);
+  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{2, 3}));
+  ASSERT_TRUE(f(a).ok());
+}
+
+TEST(JitTest, InfiniteCollectiveTimeoutWaits) {
+  Runtime rt({.num_devices = 4, .collective_timeout = absl::InfiniteDuration()});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 4}});
+  Array a = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
+  auto f = jit(shard_map([](Tracer b) { return psum(b, "x"); }, mesh, {P("x")}, {P()}));
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<std::vector<Array>> out = f(a);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{10}));
+  }
+}
+
+}  // namespace
+}  // namespace shardjit

@@ -1,6 +1,8 @@
 #include "ir/parser.h"
 
 #include <cctype>
+#include <cerrno>
+#include <limits>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -21,7 +23,7 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-enum class Tok { kIdent, kNumber, kString, kPunct, kEnd };
+enum class Tok { kIdent, kNumber, kString, kPunct, kError, kEnd };
 
 struct Token {
   Tok kind = Tok::kEnd;
@@ -88,7 +90,11 @@ class Lexer {
           }
           ++i;
         }
-        ++i;  // closing quote
+        if (i >= text.size()) {  // no closing quote
+          t.kind = Tok::kError;
+          t.text = "unterminated string";
+        }
+        ++i;
       } else {
         t.kind = Tok::kPunct;
         t.text = std::string(1, c);
@@ -192,8 +198,9 @@ class Parser {
     if (t.kind != Tok::kNumber) return Error("expected an integer");
     char* end = nullptr;
     std::string text = lex_.Next().text;
+    errno = 0;
     long long v = std::strtoll(text.c_str(), &end, 10);
-    if (*end != '\0') return Error("bad integer \"{}\"", text);
+    if (*end != '\0' || errno == ERANGE) return Error("bad integer \"{}\"", text);
     return static_cast<int64_t>(v);
   }
   absl::StatusOr<double> Double() {
@@ -352,6 +359,9 @@ class Parser {
         if (absl::Status s = Expect(","); !s.ok()) return s;
         absl::StatusOr<int64_t> line = Int();
         if (!line.ok()) return line.status();
+        if (*line < 0 || *line > std::numeric_limits<int32_t>::max()) {
+          return Error("bad integer: line {} of @loc is out of range", *line);
+        }
         op->mutable_loc()->set_file(*file);
         op->mutable_loc()->set_line(static_cast<int32_t>(*line));
         if (absl::Status s = Expect(")"); !s.ok()) return s;
@@ -411,6 +421,10 @@ class Parser {
         if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
           rep ? r->AddInt64(m, f, *v) : r->SetInt64(m, f, *v);
         } else {
+          if (*v < std::numeric_limits<int32_t>::min() ||
+              *v > std::numeric_limits<int32_t>::max()) {
+            return Error("{} = {} does not fit in 32 bits", f->name(), *v);
+          }
           rep ? r->AddInt32(m, f, static_cast<int32_t>(*v))
               : r->SetInt32(m, f, static_cast<int32_t>(*v));
         }

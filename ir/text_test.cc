@@ -241,3 +241,32 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace shardjit::ir
+
+namespace shardjit::ir {
+namespace {
+
+TEST(ParseErrorTest, RejectsOutOfRangeNumbersAndUnterminatedStrings) {
+  const std::string header = "module m [view=per_device mesh={x:2} devices=(0,1) entry=main]\n";
+  EXPECT_THAT(std::string(ParseModule(header +
+                                      "func main = { lambda ; a:f32[99999999999999999999]. let\n"
+                                      "  in (a) }\n")
+                              .status()
+                              .message()),
+              HasSubstr("bad integer \"99999999999999999999\""));
+  EXPECT_THAT(std::string(ParseModule(header +
+                                      "func main = { lambda ; a:f32[2]. let\n"
+                                      "    b:f32[2] = neg a @loc(\"f.cc\", 4294967296)\n"
+                                      "  in (b) }\n")
+                              .status()
+                              .message()),
+              HasSubstr("bad integer"));
+  EXPECT_THAT(std::string(ParseModule(header +
+                                      "func main = { lambda ; a:f32[2]. let\n"
+                                      "    b:f32[2] = neg a @scope(\"open\n  in (b) }\n")
+                              .status()
+                              .message()),
+              HasSubstr("unterminated string"));
+}
+
+}  // namespace
+}  // namespace shardjit::ir

@@ -82,7 +82,10 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
   const int64_t arrival_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
   absl::StatusOr<CollectiveGroup> group =
       GroupOf(mesh_, position, CollectiveAxes(op), CollectiveGroups(op));
-  if (!group.ok()) return group.status();
+  if (!group.ok()) {
+    Cancel(group.status());  // its peers would otherwise wait for it until the timeout
+    return group.status();
+  }
   const int64_t device = mesh_.device_ids_size() ? mesh_.device_ids(position) : position;
   auto device_of = [&](int64_t p) { return mesh_.device_ids_size() ? mesh_.device_ids(p) : p; };
 
@@ -124,8 +127,15 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
       std::this_thread::yield();
       lock.lock();
     }
-    bool done = cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout_),
-                             [&] { return cancelled_.load() || all_here(); });
+    auto ready = [&] { return cancelled_.load() || all_here(); };
+    bool done = true;
+    if (timeout_ == absl::InfiniteDuration()) {
+      cv_.wait(lock, ready);
+    } else {
+      // Capped so that now() + timeout cannot overflow.
+      done = cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(timeout_, absl::Hours(24 * 365))),
+                          ready);
+    }
     if (!cancelled_ && !done) {
       std::vector<int64_t> missing;
       for (int64_t member : group->members) {

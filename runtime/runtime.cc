@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,14 @@
 #include "runtime/fabric.h"
 
 namespace shardjit::runtime {
+namespace {
+
+uint64_t NextRuntimeId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+}  // namespace
 
 // A thread that runs one device's tasks in order.
 class Runtime::Worker {
@@ -110,7 +119,13 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
     std::vector<std::vector<ir::Tensor>> args(n);
     for (int64_t p = 0; p < n; ++p) {
       std::vector<int64_t> coords = ir::MeshCoords(mesh_, p);
-      Device& device = rt_.device(mesh_.device_ids(p));
+      const int64_t id = mesh_.device_ids_size() ? mesh_.device_ids(p) : p;
+      if (id < 0 || id >= rt_.num_devices()) {
+        return absl::InvalidArgumentError(
+            fmt::format("shard_map: mesh position {} names device {}, but the runtime has {}", p,
+                        id, rt_.num_devices()));
+      }
+      Device& device = rt_.device(static_cast<int>(id));
       for (size_t i = 0; i < operands.size(); ++i) {
         const ir::Tensor& global = operands[i];
         absl::StatusOr<std::vector<int64_t>> local =
@@ -169,7 +184,7 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
   ShardMapCache& cache_;
 };
 
-Runtime::Runtime(RuntimeOptions options) : options_(options) {
+Runtime::Runtime(RuntimeOptions options) : options_(options), id_(NextRuntimeId()) {
   int n = std::max(1, options_.num_devices);
   for (int i = 0; i < n; ++i) {
     devices_.push_back(std::make_unique<Device>(i));

@@ -42,6 +42,8 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   int num_devices() const { return static_cast<int>(devices_.size()); }
+  // Unique in the process (never reused, unlike an address).
+  uint64_t id() const { return id_; }
   const RuntimeOptions& options() const { return options_; }
   Device& device(int id) { return *devices_[id]; }
   MemoryStats memory(int id) const { return devices_[id]->memory(); }
@@ -69,6 +71,7 @@ class Runtime {
   class GlobalContext;
 
   RuntimeOptions options_;
+  uint64_t id_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Profiler> profiler_;

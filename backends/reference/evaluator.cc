@@ -32,6 +32,12 @@ class Env {
   std::unordered_map<int64_t, ir::Tensor> values_;
 };
 
+// The error for an unverified function reading a value it never defined.
+absl::Status Undefined(const std::string& where, int64_t id) {
+  return absl::InvalidArgumentError(
+      fmt::format("{}: value {} is not defined (verify the module first)", where, id));
+}
+
 // Per region: the kernel of each op (and the reference kernel it falls back to) and the values
 // to release after it.
 struct RegionPlan {
@@ -143,7 +149,11 @@ class ReferenceExecutable final : public Executable {
       const ir::Op& op = region.ops(i);
       if (absl::Status s = device.Cancelled(); !s.ok()) return s;
       operands.clear();
-      for (int64_t id : op.operands()) operands.push_back(*env.Find(id));
+      for (int64_t id : op.operands()) {
+        const ir::Tensor* t = env.Find(id);
+        if (t == nullptr) return Undefined(op.opcode(), id);
+        operands.push_back(*t);
+      }
       const int64_t start_ns = recorder != nullptr ? SpanClockNs() : 0;
       absl::StatusOr<std::vector<ir::Tensor>> results;
       std::string_view category = "kernel";
@@ -176,7 +186,11 @@ class ReferenceExecutable final : public Executable {
       for (int64_t id : plan.release_after[i]) env.Erase(id);
     }
     std::vector<ir::Tensor> out;
-    for (int64_t id : region.results()) out.push_back(*env.Find(id));
+    for (int64_t id : region.results()) {
+      const ir::Tensor* t = env.Find(id);
+      if (t == nullptr) return Undefined("region result", id);
+      out.push_back(*t);
+    }
     return out;
   }
 
