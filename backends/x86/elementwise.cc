@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "backends/executable.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/elementwise_kernel.h"
@@ -33,7 +33,7 @@ class ElementwiseCache {
     }
     // AVX2 code is the only generator: the host this was written on has no AVX-512.
     std::string key = fmt::format("avx2|{}", plan.Key());
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) {
       const int64_t start_ns = SpanClockNs();
@@ -56,13 +56,13 @@ class ElementwiseCache {
   }
 
   void RecordRun() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ++stats_.runs;
   }
 
   // Counts a fallback; logs its reason the first time it is seen.
   void RecordFallback(const absl::Status& reason) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     ++stats_.fallbacks;
     if (logged_.insert(std::string(reason.message())).second) {
       std::fprintf(stderr, "[shardjit] fusion falls back to the reference kernel: %s\n",
@@ -71,7 +71,7 @@ class ElementwiseCache {
   }
 
   ElementwiseStats stats() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
 
@@ -80,7 +80,7 @@ class ElementwiseCache {
     std::unique_ptr<ElementwiseKernelAvx2> kernel;
     absl::Status status;
   };
-  absl::Mutex mu_;
+  std::mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> logged_ ABSL_GUARDED_BY(mu_);
   ElementwiseStats stats_ ABSL_GUARDED_BY(mu_);

@@ -26,7 +26,7 @@ absl::StatusOr<std::unique_ptr<JitGenerator>> KernelCache::Generate(const Kernel
 }
 
 absl::StatusOr<MicroKernelFn> KernelCache::Get(const KernelKey& key) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     const int64_t start_ns = SpanClockNs();
@@ -53,7 +53,7 @@ absl::StatusOr<MicroKernelFn> KernelCache::Get(const KernelKey& key) {
 }
 
 KernelCacheStats KernelCache::stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 

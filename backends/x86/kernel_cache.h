@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "backends/x86/gemm.h"
 #include "backends/x86/gemm_kernel.h"
 #include "backends/x86/jit_generator.h"
@@ -32,7 +32,7 @@ class KernelCache {
 
   static absl::StatusOr<std::unique_ptr<JitGenerator>> Generate(const KernelKey& key);
 
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::flat_hash_map<KernelKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
   KernelCacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
