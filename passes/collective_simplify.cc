@@ -39,6 +39,18 @@ void AddTypes(const ir::Region& region, TypeMap& types) {
   }
 }
 
+ir::Op DerivedOp(const ir::Op& origin, const std::string& opcode,
+                 const std::vector<int64_t>& operands, int64_t result, const ir::ShapedType& type) {
+  ir::Op op;
+  op.set_opcode(opcode);
+  for (int64_t id : operands) op.add_operands(id);
+  op.add_results(result);
+  *op.add_result_types() = ir::ToProto(type);
+  op.set_name_scope(origin.name_scope());
+  if (origin.has_loc()) *op.mutable_loc() = origin.loc();
+  return op;
+}
+
 int64_t MaxValueId(const ir::Region& region) {
   int64_t max = -1;
   for (const ir::Param& p : region.params()) max = std::max(max, p.id());
@@ -62,9 +74,8 @@ class Facts {
       : mesh_(mesh) {
     AddTypes(root, types_);
     for (int i = 0; i < root.params_size(); ++i) {
-      varying_[root.params(i).id()] = i < static_cast<int>(param_varying.size())
-                                          ? param_varying[i]
-                                          : AllAxes();
+      varying_[root.params(i).id()] =
+          i < static_cast<int>(param_varying.size()) ? param_varying[i] : AllAxes();
     }
     Region(root);
   }
@@ -218,25 +229,12 @@ class Matcher {
       const int64_t size = ds.dynamic_slice().slice_sizes(d);
       // Starts are clamped into range, so a whole dimension starts at 0 whatever the index.
       if (size == in.dims[d]) continue;
-      if (found >= 0 || size * n != in.dims[d] ||
-          !IsBlockStart(ds.operands(1 + d), axes, size)) {
+      if (found >= 0 || size * n != in.dims[d] || !IsBlockStart(ds.operands(1 + d), axes, size)) {
         return -1;
       }
       found = d;
     }
     return found;
-  }
-
-  ir::Op NewOp(const ir::Op& origin, const std::string& opcode, std::vector<int64_t> operands,
-               int64_t result, const ir::ShapedType& type) const {
-    ir::Op op;
-    op.set_opcode(opcode);
-    for (int64_t id : operands) op.add_operands(id);
-    op.add_results(result);
-    *op.add_result_types() = ir::ToProto(type);
-    op.set_name_scope(origin.name_scope());
-    if (origin.has_loc()) *op.mutable_loc() = origin.loc();
-    return op;
   }
 
   // psum(x) -> x * size, pmax/pmin(x) -> x, pmean(x) -> x (floats) when x is invariant.
@@ -250,11 +248,11 @@ class Matcher {
       return true;
     }
     if (op.opcode() != "psum") return false;
-    ir::Op size = NewOp(op, "constant", {}, next_id_++, type);
+    ir::Op size = DerivedOp(op, "constant", {}, next_id_++, type);
     size.mutable_constant()->set_dtype(ir::ToProto(type.dtype));
     for (int64_t d : type.dims) size.mutable_constant()->add_shape(d);
     size.mutable_constant()->add_value(static_cast<double>(facts_.Size(op.all_reduce().axes())));
-    ir::Op mul = NewOp(op, "mul", {x, size.results(0)}, op.results(0), type);
+    ir::Op mul = DerivedOp(op, "mul", {x, size.results(0)}, op.results(0), type);
     plan_.rewrite[op.results(0)] = {std::move(size), std::move(mul)};
     return true;
   }
@@ -270,8 +268,8 @@ class Matcher {
     }
     const int64_t dim = OwnBlockDim(ds, psum.all_reduce().axes());
     if (dim < 0) return;
-    ir::Op scatter = NewOp(psum, "psum_scatter", {psum.operands(0)}, ds.results(0),
-                           ir::FromProto(ds.result_types(0)));
+    ir::Op scatter = DerivedOp(psum, "psum_scatter", {psum.operands(0)}, ds.results(0),
+                               ir::FromProto(ds.result_types(0)));
     *scatter.mutable_psum_scatter()->mutable_axes() = psum.all_reduce().axes();
     scatter.mutable_psum_scatter()->set_scatter_dimension(dim);
     scatter.mutable_psum_scatter()->set_tiled(true);

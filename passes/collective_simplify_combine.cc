@@ -19,8 +19,8 @@ namespace shardjit::passes::collective_simplify {
 namespace {
 
 struct Member {
-  int index;      // of the psum in the region
-  int64_t def;    // index of the op computing its operand; -1 when defined outside the ops
+  int index;    // of the psum in the region
+  int64_t def;  // index of the op computing its operand; -1 when defined outside the ops
   int64_t first_use;
   int64_t bytes;
 };
@@ -67,7 +67,8 @@ class Combiner {
       const ir::ShapedType& type = types_.at(psum.operands(0));
       int64_t id = psum.operands(0);
       if (type.rank() != 1) {
-        ir::Op reshape = New(first, "reshape", {id}, next_id_++, {dtype, {type.num_elements()}});
+        ir::Op reshape =
+            DerivedOp(first, "reshape", {id}, next_id_++, {dtype, {type.num_elements()}});
         reshape.mutable_reshape()->add_new_sizes(type.num_elements());
         id = reshape.results(0);
         out.push_back(std::move(reshape));
@@ -75,9 +76,9 @@ class Combiner {
       flat.push_back(id);
       total += type.num_elements();
     }
-    ir::Op concat = New(first, "concatenate", flat, next_id_++, {dtype, {total}});
+    ir::Op concat = DerivedOp(first, "concatenate", flat, next_id_++, {dtype, {total}});
     concat.mutable_concatenate()->set_dimension(0);
-    ir::Op psum = New(first, "psum", {concat.results(0)}, next_id_++, {dtype, {total}});
+    ir::Op psum = DerivedOp(first, "psum", {concat.results(0)}, next_id_++, {dtype, {total}});
     *psum.mutable_all_reduce() = first.all_reduce();
     const int64_t sum = psum.results(0);
     out.push_back(std::move(concat));
@@ -88,8 +89,8 @@ class Combiner {
       const ir::ShapedType& type = types_.at(member.operands(0));
       const int64_t n = type.num_elements();
       const bool flat_result = type.rank() == 1;
-      ir::Op slice = New(member, "slice", {sum}, flat_result ? member.results(0) : next_id_++,
-                         {dtype, {n}});
+      ir::Op slice = DerivedOp(member, "slice", {sum}, flat_result ? member.results(0) : next_id_++,
+                               {dtype, {n}});
       slice.mutable_slice()->add_start_indices(offset);
       slice.mutable_slice()->add_limit_indices(offset + n);
       slice.mutable_slice()->add_strides(1);
@@ -97,7 +98,7 @@ class Combiner {
       const int64_t sliced = slice.results(0);
       out.push_back(std::move(slice));
       if (flat_result) continue;
-      ir::Op reshape = New(member, "reshape", {sliced}, member.results(0), type);
+      ir::Op reshape = DerivedOp(member, "reshape", {sliced}, member.results(0), type);
       for (int64_t d : type.dims) reshape.mutable_reshape()->add_new_sizes(d);
       out.push_back(std::move(reshape));
     }
@@ -114,8 +115,8 @@ class Combiner {
     for (const Member& m : group.members) {
       const ir::ShapedType& type = types_.at(region.ops(m.index).operands(0));
       const int64_t n = type.num_elements();
-      ir::Op reshape =
-          New(first, "reshape", {region.ops(m.index).operands(0)}, next_id_++, {dtype, {1, n}});
+      ir::Op reshape = DerivedOp(first, "reshape", {region.ops(m.index).operands(0)}, next_id_++,
+                                 {dtype, {1, n}});
       reshape.mutable_reshape()->add_new_sizes(1);
       reshape.mutable_reshape()->add_new_sizes(n);
       rows.push_back(reshape.results(0));
@@ -125,10 +126,10 @@ class Combiner {
     const ir::ShapedType& first_result = types_.at(first.results(0));
     const ir::ShapedType& first_operand = types_.at(first.operands(0));
     const int64_t devices = first_result.dims[0] / first_operand.dims[0];
-    ir::Op concat = New(first, "concatenate", rows, next_id_++, {dtype, {1, total}});
+    ir::Op concat = DerivedOp(first, "concatenate", rows, next_id_++, {dtype, {1, total}});
     concat.mutable_concatenate()->set_dimension(1);
     ir::Op gather =
-        New(first, "all_gather", {concat.results(0)}, next_id_++, {dtype, {devices, total}});
+        DerivedOp(first, "all_gather", {concat.results(0)}, next_id_++, {dtype, {devices, total}});
     *gather.mutable_all_gather() = first.all_gather();
     const int64_t gathered = gather.results(0);
     out.push_back(std::move(concat));
@@ -137,31 +138,18 @@ class Combiner {
     for (const Member& m : group.members) {
       const ir::Op& member = region.ops(m.index);
       const int64_t n = types_.at(member.operands(0)).num_elements();
-      ir::Op slice = New(member, "slice", {gathered}, next_id_++, {dtype, {devices, n}});
+      ir::Op slice = DerivedOp(member, "slice", {gathered}, next_id_++, {dtype, {devices, n}});
       for (int64_t v : {int64_t{0}, offset}) slice.mutable_slice()->add_start_indices(v);
       for (int64_t v : {devices, offset + n}) slice.mutable_slice()->add_limit_indices(v);
       for (int d = 0; d < 2; ++d) slice.mutable_slice()->add_strides(1);
       offset += n;
       const ir::ShapedType& type = types_.at(member.results(0));
-      ir::Op reshape = New(member, "reshape", {slice.results(0)}, member.results(0), type);
+      ir::Op reshape = DerivedOp(member, "reshape", {slice.results(0)}, member.results(0), type);
       for (int64_t d : type.dims) reshape.mutable_reshape()->add_new_sizes(d);
       out.push_back(std::move(slice));
       out.push_back(std::move(reshape));
     }
     return out;
-  }
-
-  static ir::Op New(const ir::Op& origin, const std::string& opcode,
-                    const std::vector<int64_t>& operands, int64_t result,
-                    const ir::ShapedType& type) {
-    ir::Op op;
-    op.set_opcode(opcode);
-    for (int64_t id : operands) op.add_operands(id);
-    op.add_results(result);
-    *op.add_result_types() = ir::ToProto(type);
-    op.set_name_scope(origin.name_scope());
-    if (origin.has_loc()) *op.mutable_loc() = origin.loc();
-    return op;
   }
 
   const TypeMap& types_;

@@ -24,6 +24,10 @@ void AddTypes(const ir::Region& region, TypeMap& types);
 // The largest value id defined in `region`, nested regions included (-1 when none).
 int64_t MaxValueId(const ir::Region& region);
 
+// An op `opcode(operands) -> result: type` that inherits `origin`'s name scope and location.
+ir::Op DerivedOp(const ir::Op& origin, const std::string& opcode,
+                 const std::vector<int64_t>& operands, int64_t result, const ir::ShapedType& type);
+
 // Combines independent psums, and independent tiled all_gathers on dimension 0, of `region` and
 // of the fori_loop bodies in it (see CollectiveSimplifyOptions::combine_max_bytes); new values get
 // ids from `next_id`. Returns whether anything changed.
