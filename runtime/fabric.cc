@@ -70,8 +70,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
         value *= mesh_.axes(ir::MeshAxisIndex(mesh_, name)).size();
       }
     }
-    return std::vector<ir::Tensor>{ir::Tensor::FromDoubles(
-        {ir::DType::kS32, {}}, {static_cast<double>(value)}, allocator)};
+    return std::vector<ir::Tensor>{
+        ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(value)}, allocator)};
   }
   return Rendezvous(position, op, operands, allocator, recorder);
 }
@@ -96,15 +96,16 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
   mine.signature = Signature(op, operands);
   mine.members = group->members;
   mine.operands = operands;
-  mine.description = Describe(op, operands);
+  mine.op = &op;
   // Anyone of my group already here must agree with me.
   for (int64_t member : group->members) {
     auto it = slot.arrivals.find(member);
     if (it == slot.arrivals.end() || member == position) continue;
     if (it->second.signature != mine.signature || it->second.members != mine.members) {
-      absl::Status error = absl::FailedPreconditionError(fmt::format(
-          "collective #{} mismatch: device {} runs {} but device {} runs {}", seq, device,
-          mine.description, device_of(member), it->second.description));
+      absl::Status error = absl::FailedPreconditionError(
+          fmt::format("collective #{} mismatch: device {} runs {} but device {} runs {}", seq,
+                      device, Describe(op, operands), device_of(member),
+                      Describe(*it->second.op, it->second.operands)));
       lock.unlock();
       Cancel(error);
       return error;
@@ -133,8 +134,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
       cv_.wait(lock, ready);
     } else {
       // Capped so that now() + timeout cannot overflow.
-      done = cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(timeout_, absl::Hours(24 * 365))),
-                          ready);
+      done = cv_.wait_for(
+          lock, absl::ToChronoNanoseconds(std::min(timeout_, absl::Hours(24 * 365))), ready);
     }
     if (!cancelled_ && !done) {
       std::vector<int64_t> missing;
@@ -143,7 +144,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
       }
       absl::Status error = absl::DeadlineExceededError(fmt::format(
           "collective #{} ({}) on device {}: devices [{}] of its group did not arrive within {}",
-          seq, mine.description, device, absl::StrJoin(missing, ","),
+          seq, Describe(op, operands), device, absl::StrJoin(missing, ","),
           absl::FormatDuration(timeout_)));
       lock.unlock();
       Cancel(error);
@@ -151,12 +152,12 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     }
   }
   if (recorder != nullptr) {
-    recorder->Record({op.opcode(), "wait", arrival_ns, backends::SpanClockNs() - arrival_ns,
-                      op.name_scope()});
+    recorder->Record(
+        {op.opcode(), "wait", arrival_ns, backends::SpanClockNs() - arrival_ns, op.name_scope()});
   }
   if (cancelled_) {
-    return absl::CancelledError(fmt::format("device {}: run cancelled: {}", device,
-                                            status_.message()));
+    return absl::CancelledError(
+        fmt::format("device {}: run cancelled: {}", device, status_.message()));
   }
   // Everyone arrived and agreed: check every member's arrival against mine once more (a member
   // may have arrived after me with a different op).
@@ -168,7 +169,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     if (a.signature != mine.signature || a.members != mine.members) {
       absl::Status error = absl::FailedPreconditionError(fmt::format(
           "collective #{} mismatch: device {} runs {} but device {} runs {}", seq, device,
-          mine.description, device_of(member), a.description));
+          Describe(op, operands), device_of(member), Describe(*a.op, a.operands)));
       lock.unlock();
       Cancel(error);
       return error;
@@ -177,8 +178,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
   }
   // The last reader of the group drops the arrivals so operands are not kept alive.
   int64_t key = group->members.front();
-  auto [it, inserted] =
-      slot.readers_left.emplace(key, static_cast<int>(group->members.size()));
+  auto [it, inserted] = slot.readers_left.emplace(key, static_cast<int>(group->members.size()));
   if (--it->second == 0) {
     for (int64_t member : group->members) slot.arrivals.erase(member);
     slot.readers_left.erase(it);

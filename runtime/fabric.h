@@ -49,7 +49,7 @@ class RunState {
     std::string signature;  // op, attributes and operand type: must agree within a group
     std::vector<int64_t> members;
     std::vector<ir::Tensor> operands;
-    std::string description;  // for error messages
+    const ir::Op* op = nullptr;  // lives as long as the run; described only in errors
   };
   // All arrivals for the k-th collective of the run, by mesh position.
   struct Slot {
