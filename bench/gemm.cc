@@ -59,7 +59,9 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   g.a = bf16 ? static_cast<const void*>(a16.data()) : a32.data();
   g.b = bf16 ? static_cast<const void*>(b16.data()) : b32.data();
   g.c = c.data();
-  g.num_threads = threads;
+  // One helper thread, as a runtime on this machine has: the 2-thread figures include waking it.
+  static backends::ThreadPool pool(1);
+  g.parallel = {&pool, threads};
 
   const IsaLevel isa = x86::GemmIsaFor(g);
   x86::GemmPlan plan;

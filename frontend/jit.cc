@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
@@ -125,19 +124,12 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   }
   auto state = std::make_shared<CompiledState>(CompiledState{
       lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr});
-  // A device gets the cores that the mesh leaves it; a global-view program runs on the
-  // calling thread with every core.
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  const int per_device = std::max<int64_t>(1, cores / state->mesh.size());
-  auto compile_for = [backend = options_.backend](int threads) -> runtime::CompileFn {
-    if (backend == Backend::kReference) {
-      return [](const ir::Function& f) { return backends::reference::Compile(f); };
-    }
-    return [threads](const ir::Function& f) {
-      return backends::x86::Compile(f, {.num_threads = threads});
-    };
-  };
-  state->compile = compile_for(per_device);
+  // Kernels split over the threads the runtime gives each device (RuntimeOptions::num_threads).
+  if (options_.backend == Backend::kReference) {
+    state->compile = [](const ir::Function& f) { return backends::reference::Compile(f); };
+  } else {
+    state->compile = [](const ir::Function& f) { return backends::x86::Compile(f); };
+  }
   state->shard_map_cache = std::make_unique<runtime::Runtime::ShardMapCache>();
   const ir::Region& traced_entry = Entry(traced_).body();
   for (const ir::Param& p : traced_entry.params()) state->arg_types.push_back(ir::FromProto(p.type()));
@@ -167,7 +159,7 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   }
   const int64_t compile_start_ns = backends::SpanClockNs();
   absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
-      compile_for(lowered_.view() == ir::GLOBAL ? cores : per_device)(Entry(lowered_));
+      state->compile(Entry(lowered_));
   if (runtime::Profiler* profiler = state->mesh.runtime().profiler(); profiler != nullptr) {
     const std::string name = fmt::format("compile {}", lowered_.name());
     profiler->Record(runtime::Profiler::kHost,

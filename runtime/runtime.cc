@@ -190,6 +190,8 @@ Runtime::Runtime(RuntimeOptions options) : options_(options), id_(NextRuntimeId(
     devices_.push_back(std::make_unique<Device>(i));
     workers_.push_back(std::make_unique<Worker>());
   }
+  num_threads_ = options_.num_threads > 0 ? options_.num_threads : backends::AvailableCores();
+  pool_ = std::make_unique<backends::ThreadPool>(num_threads_ - 1);
   if (const char* path = std::getenv("SHARDJIT_PROFILE"); path != nullptr && *path != '\0') {
     profile_path_ = path;
   }
@@ -229,9 +231,12 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   std::mutex done_mu;
   std::condition_variable done_cv;
   int64_t remaining = n;
+  const backends::Parallelism per_device{pool_.get(),
+                                         static_cast<int>(std::max<int64_t>(1, num_threads_ / n))};
   for (int64_t p = 0; p < n; ++p) {
     int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
     workers_[id]->Post([&, p, id] {
+      backends::ScopedParallelism parallelism(per_device);
       SpmdContext ctx(run, p, *devices_[id],
                       profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr);
       absl::StatusOr<std::vector<ir::Tensor>> r = programs[p]->Run(args[p], ctx);
@@ -263,6 +268,7 @@ absl::StatusOr<std::vector<ir::Tensor>> Runtime::RunGlobal(const ir::Mesh& mesh,
                                                            const CompileFn& compile,
                                                            ShardMapCache& cache) {
   GlobalContext ctx(*this, mesh, compile, cache);
+  backends::ScopedParallelism parallelism({pool_.get(), num_threads_});
   return program.Run(args, ctx);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "backends/executable.h"
+#include "backends/thread_pool.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 #include "runtime/device.h"
@@ -25,6 +26,11 @@ struct RuntimeOptions {
   int num_devices = 1;
   // How long a device waits at a collective for the rest of its group before the run fails.
   absl::Duration collective_timeout = absl::Seconds(60);
+  // Threads kernels may use in all (0: the cores this process may run on). The devices of a run
+  // share them: each gets max(1, num_threads / devices in the run), its own worker included, so
+  // a GEMM on a device that has cores to spare splits over the runtime's helper threads and
+  // devices that outnumber the cores never oversubscribe them.
+  int num_threads = 0;
   // Records per-device spans (runtime/profiler.h). Also on when $SHARDJIT_PROFILE names a file,
   // which then receives the Chrome trace when the runtime is destroyed.
   bool profile = false;
@@ -74,6 +80,8 @@ class Runtime {
   uint64_t id_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  int num_threads_;                            // resolved options_.num_threads
+  std::unique_ptr<backends::ThreadPool> pool_;  // num_threads_ - 1 helpers
   std::unique_ptr<Profiler> profiler_;
   std::string profile_path_;  // from $SHARDJIT_PROFILE
   // One SPMD run at a time: two runs sharing devices in different orders could deadlock.

@@ -7,14 +7,9 @@
 
 namespace shardjit::backends::x86 {
 
-absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function,
-                                                    CompileOptions options) {
+absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function) {
   reference::KernelOverrides overrides;
-  overrides["dot_general"] = [threads = options.num_threads](
-                                 const ir::Op& op, const std::vector<ir::Tensor>& operands,
-                                 ir::Allocator* allocator) {
-    return DotGeneral(op, operands, allocator, threads);
-  };
+  overrides["dot_general"] = DotGeneral;
   // Declined fusions (Unimplemented) run the reference fusion kernel.
   overrides["fusion"] = FusionKernel;
   // Transposes that keep the innermost dim (Unimplemented) run the reference kernel.

@@ -12,13 +12,8 @@
 
 namespace shardjit::backends::x86 {
 
-struct CompileOptions {
-  // Threads one GEMM may use: the cores a device has to itself (1 when devices outnumber cores).
-  int num_threads = 1;
-};
-
-absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function,
-                                                    CompileOptions options = {});
+// A GEMM splits over the threads the runtime gives the device (backends::CurrentParallelism()).
+absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function);
 
 }  // namespace shardjit::backends::x86
 

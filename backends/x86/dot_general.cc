@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
 #include "ir/types.h"
 
@@ -53,7 +54,7 @@ Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin
 
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    const std::vector<ir::Tensor>& operands,
-                                                   ir::Allocator* allocator, int num_threads) {
+                                                   ir::Allocator* allocator) {
   const ir::Tensor& lhs = operands[0];
   const ir::Tensor& rhs = operands[1];
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
@@ -99,7 +100,7 @@ absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
     g.c = static_cast<char*>(out.data()) + b * m->size * n->size * out_elem;
     g.ldc = n->size;
     g.out_bf16 = out_type.dtype == ir::DType::kBF16;
-    g.num_threads = num_threads;
+    g.parallel = backends::CurrentParallelism();
     if (absl::Status s = Gemm(g); !s.ok()) return s;
   }
   return std::vector<ir::Tensor>{std::move(out)};

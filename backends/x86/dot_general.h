@@ -12,10 +12,10 @@ namespace shardjit::backends::x86 {
 
 // Computes dot_general for bf16 or f32 operands (f32 or bf16 results) whose free dims and
 // contracting dims each merge into one strided index. UnimplementedError otherwise (the caller
-// falls back to the reference kernel).
+// falls back to the reference kernel). Runs on the threads of backends::CurrentParallelism().
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    const std::vector<ir::Tensor>& operands,
-                                                   ir::Allocator* allocator, int num_threads);
+                                                   ir::Allocator* allocator);
 
 }  // namespace shardjit::backends::x86
 

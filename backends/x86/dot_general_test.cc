@@ -3,6 +3,7 @@
 #include <random>
 
 #include "backends/reference/kernel.h"
+#include "backends/thread_pool.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/dot_general.h"
 #include "gmock/gmock.h"
@@ -64,13 +65,15 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
       {{1, 1}, {1, 1}, {1}, {0}, {}, {}},
       {{130, 257}, {257, 129}, {1}, {0}, {}, {}},
   };
+  backends::ThreadPool pool(1);
   for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16}) {
     for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16}) {
       for (const DotCase& c : cases) {
         ir::Op op = DotOp(c, in, out);
         std::vector<ir::Tensor> operands = {Random(in, c.lhs, 1), Random(in, c.rhs, 2)};
+        backends::ScopedParallelism two_threads({&pool, 2});
         absl::StatusOr<std::vector<ir::Tensor>> got =
-            DotGeneral(op, operands, ir::HostAllocator(), /*num_threads=*/2);
+            DotGeneral(op, operands, ir::HostAllocator());
         ASSERT_TRUE(got.ok()) << got.status();
         absl::StatusOr<std::vector<ir::Tensor>> want =
             reference::EvaluateLocalOp(op, operands);
@@ -101,11 +104,11 @@ TEST(DotGeneralFallback, UnmappableLayoutsAndIntegersAreUnimplemented) {
   ir::Op op = DotOp(c, ir::DType::kF32, ir::DType::kF32);
   std::vector<ir::Tensor> operands = {Random(ir::DType::kF32, c.lhs, 1),
                                       Random(ir::DType::kF32, c.rhs, 2)};
-  EXPECT_TRUE(absl::IsUnimplemented(DotGeneral(op, operands, ir::HostAllocator(), 1).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(DotGeneral(op, operands, ir::HostAllocator()).status()));
   ir::Op int_op = DotOp({{2, 3}, {3, 2}, {1}, {0}, {}, {}}, ir::DType::kS32, ir::DType::kS32);
   std::vector<ir::Tensor> ints = {ir::Tensor::Zeros({ir::DType::kS32, {2, 3}}),
                                   ir::Tensor::Zeros({ir::DType::kS32, {3, 2}})};
-  EXPECT_TRUE(absl::IsUnimplemented(DotGeneral(int_op, ints, ir::HostAllocator(), 1).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(DotGeneral(int_op, ints, ir::HostAllocator()).status()));
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,7 +31,9 @@ absl::Status Normalize(const GemmArgs& args, GemmArgs* g) {
     return absl::InvalidArgumentError(fmt::format("gemm: {} {}", what, Describe(args)));
   };
   if (s.m < 0 || s.n < 0 || s.k < 0) return error("negative dimension");
-  if (g->num_threads < 1) return error(fmt::format("num_threads {} < 1", g->num_threads));
+  if (g->parallel.threads < 1) {
+    return error(fmt::format("parallel.threads {} < 1", g->parallel.threads));
+  }
   if (g->a_row_stride == 0) g->a_row_stride = s.k;
   if (g->b_row_stride == 0) g->b_row_stride = s.n;
   if (g->ldc == 0) g->ldc = s.n;
@@ -59,7 +60,8 @@ const void* Offset(const void* p, int64_t elements, size_t bytes) {
 std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr, int64_t min_flops_per_thread) {
   const int64_t flops = 2 * g.shape.m * g.shape.n * g.shape.k;
   const int64_t threads = std::min<int64_t>(
-      g.num_threads, std::max<int64_t>(1, flops / std::max<int64_t>(1, min_flops_per_thread)));
+      g.parallel.available(),
+      std::max<int64_t>(1, flops / std::max<int64_t>(1, min_flops_per_thread)));
   const int64_t n_panels = (g.shape.n + nr - 1) / nr, m_panels = (g.shape.m + mr - 1) / mr;
   const bool split_n =
       n_panels >= 2 * threads && (n_panels >= 4 * threads || m_panels < 2 * threads);
@@ -71,7 +73,7 @@ std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr, int64_t min_f
   for (int64_t t = 0; t < parts; ++t) {
     const int64_t count = panels / parts + (t < panels % parts ? 1 : 0);
     GemmArgs sub = g;
-    sub.num_threads = 1;
+    sub.parallel = {};
     if (split_n) {
       const int64_t n0 = begin * nr, n1 = std::min(g.shape.n, (begin + count) * nr);
       sub.shape.n = n1 - n0;
@@ -97,21 +99,16 @@ void ZeroOrKeep(const GemmArgs& g) {
   }
 }
 
-// Runs `work(part, scratch)` for every part, parts[1..] on new threads.
+// Runs `work(part, scratch)` for every part over the threads of `parallel`.
 template <typename Work>
-absl::Status RunParts(const std::vector<GemmArgs>& parts, Work work) {
-  // Kept by the calling thread (a runtime worker), so buffers are reused across calls.
-  thread_local std::vector<std::unique_ptr<GemmScratch>> pool;
-  while (pool.size() < parts.size()) pool.push_back(std::make_unique<GemmScratch>());
-  std::vector<GemmScratch*> scratch;
-  for (size_t t = 0; t < parts.size(); ++t) scratch.push_back(pool[t].get());
+absl::Status RunParts(const std::vector<GemmArgs>& parts, const backends::Parallelism& parallel,
+                      Work work) {
   std::vector<absl::Status> status(parts.size());
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < parts.size(); ++t) {
-    threads.emplace_back([&, t] { status[t] = work(parts[t], scratch[t]); });
-  }
-  status[0] = work(parts[0], scratch[0]);
-  for (std::thread& th : threads) th.join();
+  parallel.ParallelFor(static_cast<int>(parts.size()), [&](int t) {
+    // Packing buffers live with the thread that runs the part and are reused across calls.
+    thread_local GemmScratch scratch;
+    status[t] = work(parts[t], &scratch);
+  });
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;
   }
@@ -122,7 +119,8 @@ absl::Status RunParts(const std::vector<GemmArgs>& parts, Work work) {
 absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_override) {
   if (isa == IsaLevel::kReference && plan_override == nullptr) {
     const int64_t min_flops = GemmPlan().min_flops_per_thread;
-    return RunParts(Partition(g, 1, 1 << 30, min_flops), [](const GemmArgs& part, GemmScratch*) {
+    return RunParts(Partition(g, 1, 1 << 30, min_flops), g.parallel,
+                    [](const GemmArgs& part, GemmScratch*) {
       GemmReference(part);
       return absl::OkStatus();
     });
@@ -137,7 +135,7 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
     }
   }
   const GemmArgs* base = parts.data();
-  return RunParts(parts, [&](const GemmArgs& part, GemmScratch* scratch) {
+  return RunParts(parts, g.parallel, [&](const GemmArgs& part, GemmScratch* scratch) {
     return RunBlocked(part, plan, kernels[&part - base], scratch);
   });
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "backends/thread_pool.h"
 #include "backends/x86/cpu_features.h"
 
 namespace shardjit::backends::x86 {
@@ -38,8 +39,9 @@ struct GemmArgs {
   bool out_bf16 = false;
   // Adds to the existing C instead of overwriting it.
   bool accumulate = false;
-  // Worker threads for this call (split over M or N); 1 runs on the calling thread.
-  int num_threads = 1;
+  // The threads this call may split its work over (panels of M or N): by default the calling
+  // thread alone; kernels of a running program pass backends::CurrentParallelism().
+  backends::Parallelism parallel;
 };
 
 // Computes the product described by `args`. InvalidArgument for bad shapes, strides or pointers.

@@ -25,6 +25,12 @@
 namespace shardjit::backends::x86 {
 namespace {
 
+// Helpers for the multi-threaded cases (up to 5 threads per call).
+backends::ThreadPool& TestPool() {
+  static backends::ThreadPool* pool = new backends::ThreadPool(4);
+  return *pool;
+}
+
 constexpr int64_t kSizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 65, 127, 128, 129, 200, 257};
 constexpr int kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
 
@@ -91,7 +97,7 @@ struct Problem {
     args.type = c.bf16_in ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32;
     args.out_bf16 = c.out_bf16;
     args.accumulate = c.accumulate;
-    args.num_threads = c.threads;
+    args.parallel = {&TestPool(), c.threads};
     // A: [m,k] row-major or stored transposed as [k,m]; rows padded by `pad`.
     args.a_row_stride = c.trans_a ? 1 : k + c.pad;
     args.a_col_stride = c.trans_a ? m + c.pad : 1;
@@ -425,7 +431,7 @@ TEST(Gemm, InvalidArguments) {
   g.b = nullptr;
   EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
   g.b = buf.data();
-  g.num_threads = 0;
+  g.parallel.threads = 0;
   EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
 }
 
