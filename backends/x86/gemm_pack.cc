@@ -1,9 +1,15 @@
 #include "backends/x86/gemm_pack.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
+#include "backends/x86/cpu_features.h"
 #include "ir/dtype.h"
+
+// Functions compiled for AVX2; called only when ActiveIsa() has it.
+#define SHARDJIT_AVX2 __attribute__((target("avx2,fma")))
 
 namespace shardjit::backends::x86 {
 namespace {
@@ -19,11 +25,119 @@ struct Lines {
   int64_t line_stride, k_stride;
 };
 
+// 8 f32 lanes from 8 consecutive source elements (bf16 widened).
+SHARDJIT_AVX2 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+SHARDJIT_AVX2 inline __m256 Load8(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+// Transposes 8 vectors of 8 lanes: lane j of r[i] moves to lane i of r[j].
+SHARDJIT_AVX2 inline void Transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// Stores the first `count` (1 to 8) lanes of `v` at `p`.
+SHARDJIT_AVX2 inline void StoreFirst(float* p, __m256 v, int count) {
+  if (count == 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  __m128 part = _mm256_castps256_ps128(v);
+  if (count >= 4) {
+    _mm_storeu_ps(p, part);
+    part = _mm256_extractf128_ps(v, 1);
+    p += 4;
+    count -= 4;
+  }
+  if (count >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+    part = _mm_movehl_ps(part, part);
+    p += 2;
+    count -= 2;
+  }
+  if (count == 1) _mm_store_ss(p, part);
+}
+
+// PackF32Panel for sources contiguous along k (row-major A, column-major B): 8x8 blocks are
+// loaded along k and transposed in registers.
+template <typename T>
+SHARDJIT_AVX2 void PackAlongKAvx2(const Lines<T>& src, int64_t steps, int count, int width,
+                                  float* out) {
+  for (int n0 = 0; n0 < count; n0 += 8) {
+    const int lines = std::min(8, count - n0);
+    const T* base = src.data + n0 * src.line_stride;
+    int64_t s = 0;
+    for (; s + 8 <= steps; s += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) {
+        if (i >= lines) {
+          r[i] = _mm256_setzero_ps();
+          continue;
+        }
+        const T* line = base + i * src.line_stride + s;
+        // Up to eight streams at once: help the prefetchers a few lines ahead.
+        if ((s & (64 / sizeof(T) - 1)) == 0) _mm_prefetch(line + 256 / sizeof(T), _MM_HINT_T0);
+        r[i] = Load8(line);
+      }
+      Transpose8x8(r);
+      for (int i = 0; i < 8; ++i) StoreFirst(out + (s + i) * width + n0, r[i], lines);
+    }
+    for (; s < steps; ++s) {
+      for (int i = 0; i < lines; ++i) out[s * width + n0 + i] = ToF32(base[i * src.line_stride + s]);
+    }
+  }
+}
+
+// Packs `lines` lines of a source contiguous along the lines (row-major B, column-major A) into
+// kF32 panels of `width`, one k row at a time across all panels: the source is read in long
+// contiguous runs rather than one short run per page.
+template <typename T>
+SHARDJIT_AVX2 void PackAcrossKAvx2(const Lines<T>& src, int64_t steps, int64_t lines, int width,
+                                   float* out) {
+  const int64_t panel_floats = steps * width;
+  // Rows are a page or more apart, too far for the hardware prefetchers: fetch a few rows ahead.
+  constexpr int64_t kAhead = 4, kLine = 64 / sizeof(T);
+  for (int64_t s = 0; s < steps; ++s) {
+    const T* row = src.data + s * src.k_stride;
+    if (s + kAhead < steps) {
+      const T* ahead = row + kAhead * src.k_stride;
+      for (int64_t n = 0; n < lines; n += kLine) _mm_prefetch(ahead + n, _MM_HINT_T0);
+    }
+    for (int64_t p = 0; p * width < lines; ++p) {
+      const int count = static_cast<int>(std::min<int64_t>(width, lines - p * width));
+      float* o = out + p * panel_floats + s * width;
+      const T* in = row + p * width;
+      int n = 0;
+      for (; n + 8 <= count; n += 8) _mm256_storeu_ps(o + n, Load8(in + n));
+      for (; n < count; ++n) o[n] = ToF32(in[n]);
+      for (; n < width; ++n) o[n] = 0.0f;
+    }
+  }
+}
+
 // One kF32 panel: out[s * width + n] for `steps` k values and `count` of `width` lines, the rest
 // zero. Loop order follows the contiguous source dimension.
 template <typename T>
 void PackF32Panel(const Lines<T>& src, int64_t steps, int count, int width, float* out) {
-  if (src.k_stride == 1) {
+  const bool avx2 = ActiveIsa() >= IsaLevel::kAvx2;
+  if (avx2 && src.k_stride == 1) {
+    PackAlongKAvx2(src, steps, count, width, out);
+  } else if (src.k_stride == 1) {
     for (int n = 0; n < count; ++n) {
       const T* line = src.data + n * src.line_stride;
       for (int64_t s = 0; s < steps; ++s) out[s * width + n] = ToF32(line[s]);
@@ -91,6 +205,12 @@ template <typename T>
 void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t line0, int64_t lines,
                int64_t k0, int64_t kc, PanelLayout layout, int width, void* dst) {
   const int64_t steps = KSteps(layout, kc);
+  if (layout == PanelLayout::kF32 && line_stride == 1 && k_stride != 1 &&
+      ActiveIsa() >= IsaLevel::kAvx2) {
+    PackAcrossKAvx2(Lines<T>{data + line0 + k0 * k_stride, 1, k_stride}, steps, lines, width,
+                    static_cast<float*>(dst));
+    return;
+  }
   for (int64_t p = 0; p * width < lines; ++p) {
     const int count = static_cast<int>(std::min<int64_t>(width, lines - p * width));
     const Lines<T> src{data + (line0 + p * width) * line_stride + k0 * k_stride, line_stride,
