@@ -34,8 +34,11 @@ std::string Describe(const ir::Op& op, const std::vector<ir::Tensor>& operands) 
 
 }  // namespace
 
-RunState::RunState(ir::Mesh mesh, absl::Duration timeout)
-    : mesh_(std::move(mesh)), timeout_(timeout), next_seq_(ir::MeshSize(mesh_), 0) {}
+RunState::RunState(ir::Mesh mesh, absl::Duration timeout, CoreSemaphore* cores)
+    : mesh_(std::move(mesh)),
+      timeout_(timeout),
+      cores_(cores),
+      next_seq_(ir::MeshSize(mesh_), 0) {}
 
 void RunState::Cancel(const absl::Status& status) {
   {
@@ -89,6 +92,15 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
   const int64_t device = mesh_.device_ids_size() ? mesh_.device_ids(position) : position;
   auto device_of = [&](int64_t p) { return mesh_.device_ids_size() ? mesh_.device_ids(p) : p; };
 
+  // Takes the core back after a wait, once mu_ is released (declared first: destroyed last).
+  struct Reacquire {
+    CoreSemaphore* cores = nullptr;
+    void Now() {
+      if (cores != nullptr) cores->Acquire();
+      cores = nullptr;
+    }
+    ~Reacquire() { Now(); }
+  } reacquire;
   std::unique_lock<std::mutex> lock(mu_);
   const int64_t seq = next_seq_[position]++;
   Slot& slot = slots_[seq];
@@ -122,6 +134,10 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     cv_.notify_all();
     lock.lock();
   } else {
+    if (cores_ != nullptr) {
+      cores_->Release();
+      reacquire.cores = cores_;
+    }
     // Short yielding spin first (cheap when a peer is about to arrive), then block.
     for (int spin = 0; spin < 64 && !all_here() && !cancelled_; ++spin) {
       lock.unlock();
@@ -185,6 +201,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     if (slot.arrivals.empty()) slots_.erase(seq);
   }
   lock.unlock();
+  reacquire.Now();
   const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
   absl::StatusOr<ir::Tensor> result = ComputeCollective(op, inputs, allocator);
   if (recorder != nullptr) {

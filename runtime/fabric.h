@@ -2,7 +2,8 @@
 // k-th collective a device executes meets the k-th of every member of its group. Operands are
 // read from the peers' buffers directly. Devices that disagree on the op, its operand types or
 // the group fail the run with an error naming them; a member that never arrives fails the run
-// after the timeout. Any failure cancels the run, waking every waiting device.
+// after the timeout. Any failure cancels the run, waking every waiting device. A device that has
+// to wait gives its core back (CoreSemaphore) for as long as it waits.
 #ifndef SHARDJIT_RUNTIME_FABRIC_H_
 #define SHARDJIT_RUNTIME_FABRIC_H_
 
@@ -21,13 +22,15 @@
 #include "backends/executable.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
+#include "runtime/core_semaphore.h"
 
 namespace shardjit::runtime {
 
 // Shared state of one SPMD run over a mesh.
 class RunState {
  public:
-  RunState(ir::Mesh mesh, absl::Duration timeout);
+  // Devices of the run hold a core of `cores` (if not null) while they compute.
+  RunState(ir::Mesh mesh, absl::Duration timeout, CoreSemaphore* cores = nullptr);
 
   const ir::Mesh& mesh() const { return mesh_; }
 
@@ -64,6 +67,7 @@ class RunState {
 
   const ir::Mesh mesh_;
   const absl::Duration timeout_;
+  CoreSemaphore* const cores_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> cancelled_{false};

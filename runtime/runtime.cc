@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -192,6 +193,7 @@ Runtime::Runtime(RuntimeOptions options) : options_(options), id_(NextRuntimeId(
   }
   num_threads_ = options_.num_threads > 0 ? options_.num_threads : backends::AvailableCores();
   pool_ = std::make_unique<backends::ThreadPool>(num_threads_ - 1);
+  cores_ = std::make_unique<CoreSemaphore>(num_threads_);
   if (const char* path = std::getenv("SHARDJIT_PROFILE"); path != nullptr && *path != '\0') {
     profile_path_ = path;
   }
@@ -225,7 +227,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     }
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  RunState run(mesh, options_.collective_timeout);
+  RunState run(mesh, options_.collective_timeout, cores_.get());
   std::vector<absl::StatusOr<std::vector<ir::Tensor>>> results(
       n, absl::UnknownError("not run"));
   std::mutex done_mu;
@@ -237,6 +239,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
     workers_[id]->Post([&, p, id] {
       backends::ScopedParallelism parallelism(per_device);
+      std::optional<CoreHold> core(std::in_place, cores_.get());
       SpmdContext ctx(run, p, *devices_[id],
                       profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr);
       absl::StatusOr<std::vector<ir::Tensor>> r = programs[p]->Run(args[p], ctx);
@@ -245,6 +248,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
                                 fmt::format("device {}: {}", id, r.status().message())));
       }
       args[p].clear();
+      core.reset();
       // Notify under the lock: once the caller sees remaining == 0 it destroys done_cv.
       std::lock_guard<std::mutex> lock(done_mu);
       results[p] = std::move(r);

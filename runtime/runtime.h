@@ -16,6 +16,7 @@
 #include "backends/thread_pool.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
+#include "runtime/core_semaphore.h"
 #include "runtime/device.h"
 #include "runtime/profiler.h"
 
@@ -28,8 +29,9 @@ struct RuntimeOptions {
   absl::Duration collective_timeout = absl::Seconds(60);
   // Threads kernels may use in all (0: the cores this process may run on). The devices of a run
   // share them: each gets max(1, num_threads / devices in the run), its own worker included, so
-  // a GEMM on a device that has cores to spare splits over the runtime's helper threads and
-  // devices that outnumber the cores never oversubscribe them.
+  // a GEMM on a device that has cores to spare splits over the runtime's helper threads. Devices
+  // that outnumber them take turns: at most num_threads compute at once, and a device waiting at
+  // a collective gives its turn away (runtime/core_semaphore.h).
   int num_threads = 0;
   // Records per-device spans (runtime/profiler.h). Also on when $SHARDJIT_PROFILE names a file,
   // which then receives the Chrome trace when the runtime is destroyed.
@@ -82,6 +84,7 @@ class Runtime {
   std::vector<std::unique_ptr<Worker>> workers_;
   int num_threads_;                            // resolved options_.num_threads
   std::unique_ptr<backends::ThreadPool> pool_;  // num_threads_ - 1 helpers
+  std::unique_ptr<CoreSemaphore> cores_;        // num_threads_ cores shared by devices
   std::unique_ptr<Profiler> profiler_;
   std::string profile_path_;  // from $SHARDJIT_PROFILE
   // One SPMD run at a time: two runs sharing devices in different orders could deadlock.

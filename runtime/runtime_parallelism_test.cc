@@ -1,6 +1,8 @@
 // The runtime's thread budget: a device's kernels may split over max(1, threads / devices in the
-// run) threads (its worker and the runtime's helpers), never more, and a global-view program on
-// the calling thread gets them all.
+// run) threads (its worker and the runtime's helpers), never more, a global-view program on the
+// calling thread gets them all, and at most `threads` devices compute at once.
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -10,6 +12,7 @@
 #include "backends/executable.h"
 #include "backends/thread_pool.h"
 #include "gtest/gtest.h"
+#include "runtime/core_semaphore.h"
 #include "runtime/runtime.h"
 
 namespace shardjit::runtime {
@@ -87,6 +90,60 @@ TEST(RuntimeParallelism, MoreDevicesThanThreadsRunOneThreadEach) {
   ASSERT_TRUE(RunOn(rt, 16, probe).ok());
   EXPECT_EQ(probe.available(), std::set<int>{1});
   EXPECT_EQ(probe.max_threads_used(), 1);
+}
+
+// Counts how many devices are inside Run at once.
+class OverlapExecutable final : public backends::Executable {
+ public:
+  absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>&,
+                                              backends::DeviceContext&) const override {
+    const int now = inside_.fetch_add(1) + 1;
+    for (int seen = max_inside_.load(); now > seen && !max_inside_.compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    inside_.fetch_sub(1);
+    return std::vector<ir::Tensor>{};
+  }
+  std::string backend() const override { return "overlap"; }
+  int max_inside() const { return max_inside_.load(); }
+
+ private:
+  mutable std::atomic<int> inside_{0};
+  mutable std::atomic<int> max_inside_{0};
+};
+
+TEST(RuntimeParallelism, DevicesBeyondTheThreadsTakeTurns) {
+  for (int threads : {1, 2, 3}) {
+    Runtime rt({.num_devices = 8, .num_threads = threads});
+    OverlapExecutable probe;
+    std::vector<const backends::Executable*> programs(8, &probe);
+    ASSERT_TRUE(rt.RunSpmd(LineMesh(8), programs, std::vector<std::vector<ir::Tensor>>(8)).ok());
+    EXPECT_GE(probe.max_inside(), 1);
+    EXPECT_LE(probe.max_inside(), threads) << threads << " threads";
+  }
+}
+
+TEST(CoreSemaphoreTest, BoundsConcurrencyAndServesEveryone) {
+  CoreSemaphore cores(2);
+  std::atomic<int> inside{0}, max_inside{0}, done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 50; ++round) {
+        CoreHold hold(&cores);
+        const int now = inside.fetch_add(1) + 1;
+        for (int seen = max_inside.load();
+             now > seen && !max_inside.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::yield();
+        inside.fetch_sub(1);
+      }
+      done.fetch_add(1);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(done.load(), 8);
+  EXPECT_LE(max_inside.load(), 2);
 }
 
 TEST(RuntimeParallelism, DefaultIsTheAvailableCores) {
