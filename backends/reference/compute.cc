@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "backends/reference/dtype_dispatch.h"
 #include "backends/reference/kernel.h"
+#include "backends/reference/strided_copy.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
 
@@ -65,40 +66,16 @@ T FromF32(float x) {
 // at element offsets a + i*sa and b + i*sb. Dims are merged where both sides are contiguous.
 template <typename F>
 void ForEachRow(const Dims& dims, const Dims& strides_a, const Dims& strides_b, F&& row) {
-  Dims d, sa, sb;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 0) return;
-    if (dims[i] == 1) continue;
-    if (!d.empty() && sa.back() == strides_a[i] * dims[i] && sb.back() == strides_b[i] * dims[i]) {
-      d.back() *= dims[i];
-      sa.back() = strides_a[i];
-      sb.back() = strides_b[i];
-      continue;
-    }
-    d.push_back(dims[i]);
-    sa.push_back(strides_a[i]);
-    sb.push_back(strides_b[i]);
-  }
-  if (d.empty()) {
+  const StridedLoops loops = CollapseLoops(dims, strides_a, strides_b);
+  if (loops.empty) return;
+  if (loops.rank() == 0) {
     row(0, 0, 1, 1, 1);
     return;
   }
-  int64_t rank = static_cast<int64_t>(d.size());
-  int64_t outer = 1;
-  for (int64_t i = 0; i + 1 < rank; ++i) outer *= d[i];
-  Dims idx(rank, 0);
-  int64_t a = 0, b = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    row(a, b, d.back(), sa.back(), sb.back());
-    for (int64_t k = rank - 2; k >= 0; --k) {
-      a += sa[k];
-      b += sb[k];
-      if (++idx[k] < d[k]) break;
-      a -= sa[k] * d[k];
-      b -= sb[k] * d[k];
-      idx[k] = 0;
-    }
-  }
+  const int64_t last = loops.rank() - 1;
+  ForEachOuterIndex(loops, last, [&](int64_t a, int64_t b) {
+    row(a, b, loops.dims[last], loops.dst_strides[last], loops.src_strides[last]);
+  });
 }
 
 Results Constant(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* allocator) {
@@ -108,9 +85,12 @@ Results Constant(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* al
   if (n == 0) return std::vector<Tensor>{out};
   if (a.value_size() == 1) {
     out.SetDouble(0, a.value(0));
-    int64_t elem = ir::DTypeSize(out.dtype());
+    // Splat by doubling the filled prefix: log2(n) copies.
+    const int64_t bytes = n * ir::DTypeSize(out.dtype());
     char* p = out.data_as<char>();
-    for (int64_t i = 1; i < n; ++i) std::memcpy(p + i * elem, p, elem);
+    for (int64_t filled = ir::DTypeSize(out.dtype()); filled < bytes; filled *= 2) {
+      std::memcpy(p + filled, p, std::min(filled, bytes - filled));
+    }
   } else {
     for (int64_t i = 0; i < n; ++i) out.SetDouble(i, a.value(i));
   }

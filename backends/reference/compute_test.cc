@@ -41,6 +41,11 @@ TEST(Compute, Constant) {
   ExpectValues(Eval(ConstantOp(kPred, {3}, {0, 2, 1}), {}), {kPred, {3}}, {0, 1, 1});
   ExpectValues(Eval(ConstantOp(kF32, {}, {-kInf}), {}), {kF32, {}}, {-kInf});
   ExpectValues(Eval(ConstantOp(kS32, {0, 4}, {7}), {}), {kS32, {0, 4}}, {});
+  // Splats of every size up to a few doublings, odd ones included.
+  for (int64_t n : {1, 2, 3, 5, 8, 13, 64, 1000, 4097}) {
+    ExpectValues(Eval(ConstantOp(kBF16, {n}, {-2.5}), {}), {kBF16, {n}}, Values(n, -2.5));
+    ExpectValues(Eval(ConstantOp(kS32, {n, 1}, {-7}), {}), {kS32, {n, 1}}, Values(n, -7));
+  }
 }
 
 // Naive reduction in double; `kind` is "sum", "max" or "min".
