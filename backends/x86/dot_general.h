@@ -1,4 +1,8 @@
-// dot_general on the x86 GEMM: each batch is one strided GEMM (no transposes materialised).
+// dot_general on the x86 GEMM for any dimension numbers, without materialised transposes: the
+// free dims of each operand and the contracting dims are grouped into runs that merge into one
+// strided index; the innermost runs are the GEMM's M, N and K (read through strides by its
+// packing), batch dims and the outer runs are loops around it (outer contracting runs
+// accumulate into the result, in f32 for a bf16 result, rounded once).
 #ifndef SHARDJIT_BACKENDS_X86_DOT_GENERAL_H_
 #define SHARDJIT_BACKENDS_X86_DOT_GENERAL_H_
 
@@ -10,9 +14,9 @@
 
 namespace shardjit::backends::x86 {
 
-// Computes dot_general for bf16 or f32 operands (f32 or bf16 results) whose free dims and
-// contracting dims each merge into one strided index. UnimplementedError otherwise (the caller
-// falls back to the reference kernel). Runs on the threads of backends::CurrentParallelism().
+// Computes dot_general for bf16 or f32 operands (f32 or bf16 results); UnimplementedError for
+// other dtypes (the caller falls back to the reference kernel). Runs on the threads of
+// backends::CurrentParallelism().
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    const std::vector<ir::Tensor>& operands,
                                                    ir::Allocator* allocator);
