@@ -1,13 +1,17 @@
 // The seed variants (examples/seed_variants.h) on the x86 backend vs the reference backend, on a
-// 2x2 mesh, side by side in one run. Counters: GFLOPS of the whole 2*M*K*N product.
+// 2x2 mesh, side by side in one run with the yardstick they are held to: one bf16 GEMM of the
+// whole product on every core (`full_gemm`). Counters: GFLOPS of the whole 2*M*K*N product.
 //
 //   bazel run -c opt //bench:seed_matmul -- --benchmark_filter=... [--benchmark_format=json]
 #include <map>
 #include <memory>
 #include <string>
 
+#include "backends/thread_pool.h"
+#include "backends/x86/gemm.h"
 #include "benchmark/benchmark.h"
 #include "examples/seed_variants.h"
+#include "fmt/format.h"
 
 namespace shardjit {
 namespace {
@@ -35,6 +39,33 @@ Fixture& Get(Backend backend) {
   return *f;
 }
 
+// The whole product as one GEMM (bf16 x bf16 -> f32) on the calling thread plus helpers.
+void BM_FullGemm(benchmark::State& state) {
+  const int cores = backends::AvailableCores();
+  static backends::ThreadPool pool(cores - 1);
+  ir::Tensor x = *random::Normal(Key(1), {kM, kK}, DType::kBF16);
+  ir::Tensor w = *random::Normal(Key(2), {kK, kN}, DType::kBF16);
+  std::vector<float> out(kM * kN);
+  backends::x86::GemmArgs g;
+  g.shape = {kM, kN, kK};
+  g.type = backends::x86::GemmType::kBf16Bf16F32;
+  g.a = x.data();
+  g.b = w.data();
+  g.c = out.data();
+  g.parallel = {&pool, cores};
+  for (auto _ : state) {
+    absl::Status s = backends::x86::Gemm(g);
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return;
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * kM * kK * kN,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(fmt::format("one bf16 GEMM of the whole product, {} threads", cores));
+}
+
 void BM_SeedVariant(benchmark::State& state, Backend backend, int index) {
   Fixture& f = Get(backend);
   examples::SeedVariant& v = f.variants[index];
@@ -52,6 +83,10 @@ void BM_SeedVariant(benchmark::State& state, Backend backend, int index) {
 }
 
 const bool registered = [] {
+  benchmark::RegisterBenchmark("full_gemm", BM_FullGemm)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(1.0);
   for (auto [backend, name] : {std::pair{Backend::kX86, "x86"},
                                std::pair{Backend::kReference, "reference"}}) {
     for (int i = 0; i < 5; ++i) {

@@ -66,6 +66,12 @@ class Tensor {
   Tensor Copy(Allocator* allocator = nullptr) const;
   // Same storage object (zero-copy aliasing check).
   bool SharesStorageWith(const Tensor& other) const { return storage_ == other.storage_; }
+  // Whether no other Tensor (copy, view or reshape) shares this storage, so whoever holds this
+  // one may write into it in place. Meaningful only when no other thread can be copying this
+  // Tensor at the same time (e.g. the evaluator moved it into a kernel's operands); a writer
+  // should then issue an acquire fence, since the last other holder may have released its copy
+  // on another thread.
+  bool unique() const { return storage_ != nullptr && storage_.use_count() == 1; }
 
  private:
   struct Storage {

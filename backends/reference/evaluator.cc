@@ -19,6 +19,14 @@ class Env {
   explicit Env(const Env* parent) : parent_(parent) {}
   void Set(int64_t id, ir::Tensor t) { values_[id] = std::move(t); }
   void Erase(int64_t id) { values_.erase(id); }
+  // Moves a value of this region (not of the regions around it) out; false if it has none.
+  bool Take(int64_t id, ir::Tensor* out) {
+    auto it = values_.find(id);
+    if (it == values_.end()) return false;
+    *out = std::move(it->second);
+    values_.erase(it);
+    return true;
+  }
   const ir::Tensor* Find(int64_t id) const {
     for (const Env* e = this; e != nullptr; e = e->parent_) {
       auto it = e->values_.find(id);
@@ -38,13 +46,29 @@ absl::Status Undefined(const std::string& where, int64_t id) {
       fmt::format("{}: value {} is not defined (verify the module first)", where, id));
 }
 
-// Per region: the kernel of each op (and the reference kernel it falls back to) and the values
-// to release after it.
+// Per region: the kernel of each op (and the reference kernel it falls back to), the operands it
+// is donated and the values to release after it.
 struct RegionPlan {
   std::vector<const Kernel*> kernels;
   std::vector<const Kernel*> fallbacks;
+  // donated[i][k]: operand k of op i is moved out of the environment into the op's operands
+  // instead of copied, because the value dies there: op i is its last use, it is a value of this
+  // region (a param or an op result, not a value captured from an enclosing region), not a region
+  // result, not read by op i's loop body, and k is its last position among op i's operands. A
+  // kernel may then reuse the buffer when the tensor is unique() (no other holder: a caller's
+  // argument, a view or another value still shares it).
+  std::vector<std::vector<bool>> donated;
   std::vector<std::vector<int64_t>> release_after;
 };
+
+// Inserts every value id read in `region` and the regions nested in it.
+void CollectReads(const ir::Region& region, std::unordered_set<int64_t>& reads) {
+  for (const ir::Op& op : region.ops()) {
+    reads.insert(op.operands().begin(), op.operands().end());
+    if (op.has_fori_loop()) CollectReads(op.fori_loop().body(), reads);
+  }
+  reads.insert(region.results().begin(), region.results().end());
+}
 
 class ReferenceExecutable final : public Executable {
  public:
@@ -72,6 +96,7 @@ class ReferenceExecutable final : public Executable {
     }
     // Kernel generation deeper down reports to this device's recorder.
     ScopedThreadSpanRecorder scoped(device.profiler());
+    // A copy of `args`: the caller keeps its tensors, so none of them is ever updated in place.
     return RunRegion(body, args, nullptr, device);
   }
 
@@ -115,9 +140,29 @@ class ReferenceExecutable final : public Executable {
       }
     }
     std::unordered_set<int64_t> results(region.results().begin(), region.results().end());
+    plan.donated.resize(region.ops_size());
     plan.release_after.resize(region.ops_size());
+    for (int i = 0; i < region.ops_size(); ++i) {
+      const ir::Op& op = region.ops(i);
+      std::unordered_set<int64_t> body_reads;
+      if (op.has_fori_loop()) CollectReads(op.fori_loop().body(), body_reads);
+      plan.donated[i].assign(op.operands_size(), false);
+      std::unordered_set<int64_t> seen;
+      for (int k = op.operands_size() - 1; k >= 0; --k) {
+        const int64_t id = op.operands(k);
+        if (!seen.insert(id).second) continue;  // not its last position
+        plan.donated[i][k] =
+            last_use[id] == i && local.count(id) && !results.count(id) && !body_reads.count(id);
+      }
+    }
     for (const auto& [id, index] : last_use) {
-      if (local.count(id) && !results.count(id)) plan.release_after[index].push_back(id);
+      if (!local.count(id) || results.count(id)) continue;
+      const ir::Op& op = region.ops(index);
+      bool donated = false;
+      for (int k = 0; k < op.operands_size(); ++k) {
+        donated |= op.operands(k) == id && plan.donated[index][k];
+      }
+      if (!donated) plan.release_after[index].push_back(id);
     }
     plans_[&region] = std::move(plan);
     return absl::OkStatus();
@@ -136,20 +181,28 @@ class ReferenceExecutable final : public Executable {
     }
   }
 
+  // Runs `region` on `args`, which it owns from here on: a loop body's carries stay unique, so
+  // the ops that consume them may update them in place.
   absl::StatusOr<std::vector<ir::Tensor>> RunRegion(const ir::Region& region,
-                                                    const std::vector<ir::Tensor>& args,
-                                                    const Env* outer,
+                                                    std::vector<ir::Tensor> args, const Env* outer,
                                                     DeviceContext& device) const {
     const RegionPlan& plan = plans_.at(&region);
     Env env(outer);
-    for (int i = 0; i < region.params_size(); ++i) env.Set(region.params(i).id(), args[i]);
+    for (int i = 0; i < region.params_size(); ++i) {
+      env.Set(region.params(i).id(), std::move(args[i]));
+    }
     SpanRecorder* recorder = device.profiler();
     std::vector<ir::Tensor> operands;
     for (int i = 0; i < region.ops_size(); ++i) {
       const ir::Op& op = region.ops(i);
       if (absl::Status s = device.Cancelled(); !s.ok()) return s;
       operands.clear();
-      for (int64_t id : op.operands()) {
+      for (int k = 0; k < op.operands_size(); ++k) {
+        const int64_t id = op.operands(k);
+        if (plan.donated[i][k]) {
+          if (!env.Take(id, &operands.emplace_back())) return Undefined(op.opcode(), id);
+          continue;
+        }
         const ir::Tensor* t = env.Find(id);
         if (t == nullptr) return Undefined(op.opcode(), id);
         operands.push_back(*t);
@@ -204,7 +257,8 @@ class ReferenceExecutable final : public Executable {
       args.push_back(ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(i)},
                                              device.allocator()));
       for (ir::Tensor& t : carry) args.push_back(std::move(t));
-      absl::StatusOr<std::vector<ir::Tensor>> next = RunRegion(loop.body(), args, &env, device);
+      absl::StatusOr<std::vector<ir::Tensor>> next =
+          RunRegion(loop.body(), std::move(args), &env, device);
       if (!next.ok()) return next.status();
       carry = std::move(*next);
     }

@@ -1,6 +1,9 @@
 // The reference backend: evaluates a function op by op with the reference kernels, handling
 // fori_loop itself and handing collectives and shard_map to the device context. Intermediate
-// values are released after their last use so the runtime's peak-memory figure is meaningful.
+// values are released after their last use so the runtime's peak-memory figure is meaningful; at
+// its last use a value is moved into the op's operands, so a kernel handed a unique() buffer (no
+// caller argument, view or live value shares it) may update it in place, e.g. a
+// dynamic_update_slice into a loop carry.
 #ifndef SHARDJIT_BACKENDS_REFERENCE_EVALUATOR_H_
 #define SHARDJIT_BACKENDS_REFERENCE_EVALUATOR_H_
 

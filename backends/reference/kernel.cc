@@ -3,6 +3,8 @@
 #include <map>
 
 #include "absl/status/status.h"
+#include "fmt/format.h"
+#include "ir/primitive.h"
 
 namespace shardjit::backends::reference {
 namespace {
@@ -33,5 +35,28 @@ absl::StatusOr<std::vector<ir::Tensor>> EvaluateLocalOp(const ir::Op& op,
 }
 
 ir::ShapedType ResultType(const ir::Op& op, int i) { return ir::FromProto(op.result_types(i)); }
+
+absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& operands) {
+  std::vector<ir::ShapedType> types;
+  types.reserve(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i].defined()) {
+      return absl::InvalidArgumentError(fmt::format("{}: operand {} is undefined", op.opcode(), i));
+    }
+    types.push_back(operands[i].type());
+  }
+  absl::StatusOr<std::vector<ir::ShapedType>> want = ir::InferResultTypes({}, types, op);
+  if (!want.ok()) return want.status();
+  std::vector<ir::ShapedType> declared;
+  for (int i = 0; i < op.result_types_size(); ++i) declared.push_back(ResultType(op, i));
+  if (*want != declared) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: declared result types ({}) differ from ({}) given by the shape rule for "
+                    "operands ({})",
+                    op.opcode(), ir::TypesToString(declared), ir::TypesToString(*want),
+                    ir::TypesToString(types)));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace shardjit::backends::reference

@@ -31,6 +31,11 @@ absl::StatusOr<std::vector<ir::Tensor>> EvaluateLocalOp(const ir::Op& op,
 // The result type i of `op`.
 ir::ShapedType ResultType(const ir::Op& op, int i = 0);
 
+// OK when `operands` pass op's shape rule and it gives exactly op's declared result types. Fast
+// kernels call it before indexing operands by attributes (InvalidArgument naming the op, the
+// operand types and the mismatch otherwise).
+absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& operands);
+
 }  // namespace shardjit::backends::reference
 
 #endif  // SHARDJIT_BACKENDS_REFERENCE_KERNEL_H_

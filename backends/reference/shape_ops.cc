@@ -1,12 +1,11 @@
 // Reference kernels of the data-movement primitives: broadcast_in_dim, reshape, transpose, slice,
 // dynamic_slice, dynamic_update_slice, concatenate and with_sharding_constraint (the identity).
 // The others are strided copies; runs that are contiguous on both sides are copied with memcpy.
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "backends/reference/kernel.h"
+#include "backends/reference/strided_copy.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
 
@@ -19,86 +18,10 @@ using Dims = std::vector<int64_t>;
 
 Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
 
-template <typename U>
-void CopyRow(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, int64_t n) {
-  U* d = reinterpret_cast<U*>(dst);
-  const U* s = reinterpret_cast<const U*>(src);
-  for (int64_t i = 0; i < n; ++i) d[i * dst_stride] = s[i * src_stride];
-}
-
-// Copies the elements of a `dims`-shaped index space: element idx is read at
-// src + sum(idx[i] * src_strides[i]) and written at dst + sum(idx[i] * dst_strides[i]).
-// Strides are in elements of `elem` bytes (1, 2 or 4).
-void CopyStrided(void* dst, Dims dst_strides, const void* src, Dims src_strides, Dims dims,
-                 int64_t elem) {
-  for (int64_t d : dims) {
-    if (d == 0) return;
-  }
-  // Drop size-1 dims and merge each dim into the next where both sides are contiguous across it.
-  Dims cd, cds, css;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 1) continue;
-    if (!cd.empty() && cds.back() == dst_strides[i] * dims[i] &&
-        css.back() == src_strides[i] * dims[i]) {
-      cd.back() *= dims[i];
-      cds.back() = dst_strides[i];
-      css.back() = src_strides[i];
-      continue;
-    }
-    cd.push_back(dims[i]);
-    cds.push_back(dst_strides[i]);
-    css.push_back(src_strides[i]);
-  }
-  char* out = static_cast<char*>(dst);
-  const char* in = static_cast<const char*>(src);
-  if (cd.empty()) {
-    std::memcpy(out, in, elem);
-    return;
-  }
-  int64_t rank = static_cast<int64_t>(cd.size());
-  int64_t inner = cd.back(), ds = cds.back(), ss = css.back();
-  int64_t outer = 1;
-  for (int64_t i = 0; i + 1 < rank; ++i) outer *= cd[i];
-  Dims idx(rank, 0);
-  int64_t doff = 0, soff = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    char* d = out + doff * elem;
-    const char* s = in + soff * elem;
-    if (ds == 1 && ss == 1) {
-      std::memcpy(d, s, inner * elem);
-    } else if (elem == 1) {
-      CopyRow<uint8_t>(d, ds, s, ss, inner);
-    } else if (elem == 2) {
-      CopyRow<uint16_t>(d, ds, s, ss, inner);
-    } else {
-      CopyRow<uint32_t>(d, ds, s, ss, inner);
-    }
-    for (int64_t k = rank - 2; k >= 0; --k) {
-      doff += cds[k];
-      soff += css[k];
-      if (++idx[k] < cd[k]) break;
-      doff -= cds[k] * cd[k];
-      soff -= css[k] * cd[k];
-      idx[k] = 0;
-    }
-  }
-}
-
 int64_t Offset(const Dims& index, const Dims& strides) {
   int64_t off = 0;
   for (size_t i = 0; i < index.size(); ++i) off += index[i] * strides[i];
   return off;
-}
-
-// Scalar s32 start indices operands[first..], each clamped to [0, dims[i] - sizes[i]].
-Dims ClampedStarts(const std::vector<Tensor>& operands, size_t first, const Dims& dims,
-                   const Dims& sizes) {
-  Dims starts(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) {
-    int64_t s = operands[first + i].data_as<int32_t>()[0];
-    starts[i] = std::clamp<int64_t>(s, 0, dims[i] - sizes[i]);
-  }
-  return starts;
 }
 
 Results BroadcastInDim(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
@@ -155,20 +78,22 @@ Results Slice(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* al
 Results DynamicSlice(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const Tensor& x = in[0];
   Dims sizes = ToDims(op.dynamic_slice().slice_sizes());
-  Dims starts = ClampedStarts(in, 1, x.dims(), sizes);
-  return std::vector<Tensor>{Window(op, x, starts, Dims(sizes.size(), 1), allocator)};
+  absl::StatusOr<Dims> starts = ClampedStarts(op.opcode(), in, 1, x.dims(), sizes);
+  if (!starts.ok()) return starts.status();
+  return std::vector<Tensor>{Window(op, x, *starts, Dims(sizes.size(), 1), allocator)};
 }
 
 Results DynamicUpdateSlice(const ir::Op& op, const std::vector<Tensor>& in,
                            ir::Allocator* allocator) {
   const Tensor& x = in[0];
   const Tensor& update = in[1];
+  absl::StatusOr<Dims> starts = ClampedStarts(op.opcode(), in, 2, x.dims(), update.dims());
+  if (!starts.ok()) return starts.status();
   Tensor out = x.Copy(allocator);
   if (update.num_elements() == 0) return std::vector<Tensor>{out};
   int64_t elem = ir::DTypeSize(x.dtype());
   Dims strides = ir::RowMajorStrides(x.dims());
-  Dims starts = ClampedStarts(in, 2, x.dims(), update.dims());
-  char* dst = out.data_as<char>() + Offset(starts, strides) * elem;
+  char* dst = out.data_as<char>() + Offset(*starts, strides) * elem;
   CopyStrided(dst, strides, update.data(), ir::RowMajorStrides(update.dims()), update.dims(), elem);
   return std::vector<Tensor>{out};
 }

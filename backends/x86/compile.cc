@@ -1,8 +1,10 @@
 #include "backends/x86/compile.h"
 
 #include "backends/reference/evaluator.h"
+#include "backends/x86/copy_kernels.h"
 #include "backends/x86/dot_general.h"
 #include "backends/x86/elementwise.h"
+#include "backends/x86/reduce.h"
 #include "backends/x86/transpose.h"
 
 namespace shardjit::backends::x86 {
@@ -14,6 +16,16 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
   overrides["fusion"] = FusionKernel;
   // Transposes that keep the innermost dim (Unimplemented) run the reference kernel.
   overrides["transpose"] = TransposeKernel;
+  overrides["slice"] = SliceKernel;
+  overrides["dynamic_slice"] = DynamicSliceKernel;
+  // In place when the evaluator donated the operand and nothing else shares its buffer.
+  overrides["dynamic_update_slice"] = DynamicUpdateSliceKernel;
+  overrides["concatenate"] = ConcatenateKernel;
+  overrides["broadcast_in_dim"] = BroadcastInDimKernel;
+  // f32 and bf16; other dtypes (Unimplemented) run the reference kernels.
+  overrides["reduce_sum"] = ReduceSumKernel;
+  overrides["reduce_max"] = ReduceMaxKernel;
+  overrides["reduce_min"] = ReduceMinKernel;
   return reference::Compile(function, std::move(overrides), "x86");
 }
 

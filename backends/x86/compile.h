@@ -1,5 +1,6 @@
-// The x86 backend: per-device programs whose dot_general runs on the generated GEMM kernels and
-// whose fusions run as generated elementwise loops (chosen for the CPU found at run time); other
+// The x86 backend: per-device programs whose dot_general runs on the generated GEMM kernels,
+// whose fusions and reductions run as generated loops (chosen for the CPU found at run time) and
+// whose slices, concatenations, broadcasts and dynamic updates run as fast copies; other
 // primitives use the reference kernels.
 #ifndef SHARDJIT_BACKENDS_X86_COMPILE_H_
 #define SHARDJIT_BACKENDS_X86_COMPILE_H_

@@ -1,0 +1,286 @@
+#include "backends/x86/copy_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "backends/reference/kernel.h"
+#include "backends/reference/strided_copy.h"
+#include "fmt/format.h"
+#include "ir/types.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+using Dims = std::vector<int64_t>;
+using Results = absl::StatusOr<std::vector<ir::Tensor>>;
+using reference::ForEachOuterIndex;
+using reference::StridedLoops;
+
+// Runs shorter than this are copied with two fixed-size moves each, not a memcpy call.
+constexpr int64_t kSmallRunBytes = 128;
+// A broadcast row shorter than this is doubled inside the output until it fills this many bytes
+// (L1-resident), which are then copied as one block.
+constexpr int64_t kReplicateBytes = 8 << 10;
+// concatenate writes this many bytes of output rows at a time, each operand's part in turn.
+constexpr int64_t kConcatChunkBytes = 64 << 10;
+
+Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
+
+// Copies `count` runs of `bytes` bytes, bytes in [kLo, 2 * kLo], run i from src + i * src_step to
+// dst + i * dst_step, as two possibly overlapping kLo-byte moves.
+template <int64_t kLo>
+void CopySmallRuns(char* dst, int64_t dst_step, const char* src, int64_t src_step, int64_t bytes,
+                   int64_t count) {
+  const int64_t tail = bytes - kLo;
+  for (int64_t i = 0; i < count; ++i, dst += dst_step, src += src_step) {
+    std::memcpy(dst, src, kLo);
+    std::memcpy(dst + tail, src + tail, kLo);
+  }
+}
+
+// Copies `count` runs of `bytes` bytes, run i from src + i * src_step to dst + i * dst_step.
+void CopyRuns(char* dst, int64_t dst_step, const char* src, int64_t src_step, int64_t bytes,
+              int64_t count) {
+  if (dst_step == bytes && src_step == bytes) {
+    std::memcpy(dst, src, bytes * count);
+    return;
+  }
+  if (bytes >= kSmallRunBytes) {
+    for (int64_t i = 0; i < count; ++i) std::memcpy(dst + i * dst_step, src + i * src_step, bytes);
+    return;
+  }
+  switch (std::bit_floor(static_cast<uint64_t>(bytes))) {
+    case 1:
+      return CopySmallRuns<1>(dst, dst_step, src, src_step, bytes, count);
+    case 2:
+      return CopySmallRuns<2>(dst, dst_step, src, src_step, bytes, count);
+    case 4:
+      return CopySmallRuns<4>(dst, dst_step, src, src_step, bytes, count);
+    case 8:
+      return CopySmallRuns<8>(dst, dst_step, src, src_step, bytes, count);
+    case 16:
+      return CopySmallRuns<16>(dst, dst_step, src, src_step, bytes, count);
+    case 32:
+      return CopySmallRuns<32>(dst, dst_step, src, src_step, bytes, count);
+    default:
+      return CopySmallRuns<64>(dst, dst_step, src, src_step, bytes, count);
+  }
+}
+
+// Fills `count` runs of n elements of type U, run i at dst + i * dst_step (bytes) with the element
+// at src + i * src_step.
+template <typename U>
+void FillRuns(char* dst, int64_t dst_step, const char* src, int64_t src_step, int64_t n,
+              int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    U value;
+    std::memcpy(&value, src + i * src_step, sizeof(U));
+    std::fill_n(reinterpret_cast<U*>(dst + i * dst_step), n, value);
+  }
+}
+
+// Writes `count` copies of the `bytes`-byte run at src back to back at dst.
+void ReplicateRun(char* dst, const char* src, int64_t bytes, int64_t count) {
+  if (bytes >= kReplicateBytes) {
+    for (int64_t i = 0; i < count; ++i) std::memcpy(dst + i * bytes, src, bytes);
+    return;
+  }
+  const int64_t total = bytes * count;
+  std::memcpy(dst, src, bytes);
+  int64_t filled = bytes;
+  while (filled < total && filled < kReplicateBytes) {
+    const int64_t n = std::min(filled, total - filled);
+    std::memcpy(dst + filled, dst, n);
+    filled += n;
+  }
+  const int64_t block = filled;  // a whole number of runs
+  while (filled < total) {
+    const int64_t n = std::min(block, total - filled);
+    std::memcpy(dst + filled, dst, n);
+    filled += n;
+  }
+}
+
+// Copies the index space `loops` (collapsed) of `elem`-byte elements from src to dst. The last loop
+// is a run; the one before it (if any) a count of runs handled in one call.
+void CopyLoops(char* dst, const char* src, const StridedLoops& loops, int64_t elem) {
+  if (loops.empty) return;
+  const int64_t rank = loops.rank();
+  if (rank == 0) {
+    std::memcpy(dst, src, elem);
+    return;
+  }
+  const int64_t last = rank - 1;
+  const int64_t n = loops.dims[last];
+  const int64_t ds = loops.dst_strides[last], ss = loops.src_strides[last];
+  const bool has_rows = rank >= 2;
+  const int64_t outer = has_rows ? last - 1 : 0;
+  const int64_t rows = has_rows ? loops.dims[last - 1] : 1;
+  const int64_t dst_step = has_rows ? loops.dst_strides[last - 1] * elem : 0;
+  const int64_t src_step = has_rows ? loops.src_strides[last - 1] * elem : 0;
+  if (ds == 1 && ss == 1) {
+    const int64_t bytes = n * elem;
+    if (has_rows && src_step == 0 && dst_step == bytes) {  // a broadcast row, repeated
+      ForEachOuterIndex(loops, outer, [&](int64_t d, int64_t s) {
+        ReplicateRun(dst + d * elem, src + s * elem, bytes, rows);
+      });
+      return;
+    }
+    ForEachOuterIndex(loops, outer, [&](int64_t d, int64_t s) {
+      CopyRuns(dst + d * elem, dst_step, src + s * elem, src_step, bytes, rows);
+    });
+    return;
+  }
+  if (ds == 1 && ss == 0) {  // broadcast scalars
+    ForEachOuterIndex(loops, outer, [&](int64_t d, int64_t s) {
+      char* to = dst + d * elem;
+      const char* from = src + s * elem;
+      if (elem == 1) {
+        FillRuns<uint8_t>(to, dst_step, from, src_step, n, rows);
+      } else if (elem == 2) {
+        FillRuns<uint16_t>(to, dst_step, from, src_step, n, rows);
+      } else {
+        FillRuns<uint32_t>(to, dst_step, from, src_step, n, rows);
+      }
+    });
+    return;
+  }
+  // Strided runs (e.g. a slice with steps): element by element.
+  reference::CopyStrided(dst, loops.dst_strides, src, loops.src_strides, loops.dims, elem);
+}
+
+// The bytes per element of `t`; Unimplemented for sizes the copies do not handle.
+absl::StatusOr<int64_t> ElementBytes(const ir::Op& op, const ir::Tensor& t) {
+  const int64_t elem = ir::DTypeSize(t.dtype());
+  if (elem != 1 && elem != 2 && elem != 4) {
+    return absl::UnimplementedError(fmt::format("{}: no x86 copy for {}-byte elements ({})",
+                                                op.opcode(), elem, t.type().ToString()));
+  }
+  return elem;
+}
+
+// The window of `x` starting at `starts` with element steps `steps`, as the result of `op`.
+Results Window(const ir::Op& op, const ir::Tensor& x, const Dims& starts, const Dims& steps,
+               ir::Allocator* allocator) {
+  absl::StatusOr<int64_t> elem = ElementBytes(op, x);
+  if (!elem.ok()) return elem.status();
+  ir::Tensor out = ir::Tensor::Empty(reference::ResultType(op), allocator);
+  if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
+  const Dims x_strides = ir::RowMajorStrides(x.dims());
+  Dims src_strides(x_strides.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < x_strides.size(); ++i) {
+    src_strides[i] = x_strides[i] * steps[i];
+    offset += starts[i] * x_strides[i];
+  }
+  CopyLoops(out.data_as<char>(), x.data_as<char>() + offset * *elem,
+            reference::CollapseLoops(out.dims(), ir::RowMajorStrides(out.dims()), src_strides),
+            *elem);
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+}  // namespace
+
+Results SliceKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                    ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  const ir::Tensor& x = operands[0];
+  Dims steps = ToDims(op.slice().strides());
+  if (steps.empty()) steps.assign(x.dims().size(), 1);
+  return Window(op, x, ToDims(op.slice().start_indices()), steps, allocator);
+}
+
+Results DynamicSliceKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                           ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  const ir::Tensor& x = operands[0];
+  const Dims sizes = ToDims(op.dynamic_slice().slice_sizes());
+  absl::StatusOr<Dims> starts = reference::ClampedStarts(op.opcode(), operands, 1, x.dims(), sizes);
+  if (!starts.ok()) return starts.status();
+  return Window(op, x, *starts, Dims(sizes.size(), 1), allocator);
+}
+
+Results DynamicUpdateSliceKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                                 ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  const ir::Tensor& x = operands[0];
+  const ir::Tensor& update = operands[1];
+  absl::StatusOr<int64_t> elem = ElementBytes(op, x);
+  if (!elem.ok()) return elem.status();
+  absl::StatusOr<Dims> starts =
+      reference::ClampedStarts(op.opcode(), operands, 2, x.dims(), update.dims());
+  if (!starts.ok()) return starts.status();
+  if (update.num_elements() == 0) return std::vector<ir::Tensor>{x};
+  if (update.dims() == x.dims()) return std::vector<ir::Tensor>{update};
+  ir::Tensor out;
+  if (x.unique()) {
+    // Donated at its last use: nothing else reads this buffer. The fence orders our writes after
+    // the reads of a holder that released its copy on another thread.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    out = x;
+  } else {
+    out = x.Copy(allocator);
+  }
+  const Dims strides = ir::RowMajorStrides(x.dims());
+  int64_t offset = 0;
+  for (size_t i = 0; i < strides.size(); ++i) offset += (*starts)[i] * strides[i];
+  CopyLoops(out.data_as<char>() + offset * *elem, update.data_as<char>(),
+            reference::CollapseLoops(update.dims(), strides, ir::RowMajorStrides(update.dims())),
+            *elem);
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+Results ConcatenateKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                          ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  ir::Tensor out = ir::Tensor::Empty(reference::ResultType(op), allocator);
+  absl::StatusOr<int64_t> elem = ElementBytes(op, out);
+  if (!elem.ok()) return elem.status();
+  if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
+  // Row-major, the output is `outer` rows, each the concatenation of one block per operand.
+  const int64_t dim = op.concatenate().dimension();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dim; ++i) outer *= out.dims()[i];
+  for (size_t i = dim + 1; i < out.dims().size(); ++i) inner *= out.dims()[i];
+  const int64_t row_bytes = out.dims()[dim] * inner * *elem;
+  const int64_t chunk = std::max<int64_t>(1, kConcatChunkBytes / row_bytes);
+  char* dst = out.data_as<char>();
+  for (int64_t r0 = 0; r0 < outer; r0 += chunk) {
+    const int64_t rows = std::min(chunk, outer - r0);
+    int64_t offset = 0;
+    for (const ir::Tensor& x : operands) {
+      const int64_t block = x.dims()[dim] * inner * *elem;
+      if (block == 0) continue;
+      CopyRuns(dst + r0 * row_bytes + offset, row_bytes, x.data_as<char>() + r0 * block, block,
+               block, rows);
+      offset += block;
+    }
+  }
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+Results BroadcastInDimKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                             ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  const ir::Tensor& x = operands[0];
+  absl::StatusOr<int64_t> elem = ElementBytes(op, x);
+  if (!elem.ok()) return elem.status();
+  ir::Tensor out = ir::Tensor::Empty(reference::ResultType(op), allocator);
+  if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
+  const Dims bdims = ToDims(op.broadcast_in_dim().broadcast_dimensions());
+  const Dims x_strides = ir::RowMajorStrides(x.dims());
+  Dims src_strides(out.dims().size(), 0);
+  for (size_t i = 0; i < bdims.size(); ++i) {
+    if (x.dims()[i] != 1) src_strides[bdims[i]] = x_strides[i];
+  }
+  CopyLoops(out.data_as<char>(), x.data_as<char>(),
+            reference::CollapseLoops(out.dims(), ir::RowMajorStrides(out.dims()), src_strides),
+            *elem);
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+}  // namespace shardjit::backends::x86

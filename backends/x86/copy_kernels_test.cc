@@ -1,0 +1,559 @@
+// The x86 data-movement kernels against the reference kernels, bit for bit, over ranks 1-4, odd,
+// prime, unit and empty dims, every axis, clamped and negative start indices and every dtype, at
+// every ISA level of this host; then dynamic_update_slice in place through compiled programs: it
+// must reuse a donated buffer and never one that a caller or a live value still reads.
+#include "backends/x86/copy_kernels.h"
+
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "backends/executable.h"
+#include "backends/reference/evaluator.h"
+#include "backends/reference/kernel.h"
+#include "backends/x86/compile.h"
+#include "backends/x86/cpu_features.h"
+#include "gtest/gtest.h"
+#include "ir/parser.h"
+#include "ir/primitive.h"
+#include "ir/types.h"
+#include "ir/verifier.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+using Dims = std::vector<int64_t>;
+using ir::DType;
+using ir::Tensor;
+using KernelFn = std::function<absl::StatusOr<std::vector<Tensor>>(
+    const ir::Op&, const std::vector<Tensor>&, ir::Allocator*)>;
+
+const DType kDTypes[] = {DType::kF32, DType::kBF16, DType::kS32, DType::kPred};
+
+// Shapes of ranks 1-4 with unit, odd, prime, empty and larger-than-a-small-run dims.
+const std::vector<Dims> kShapes = {
+    {1},          {7},           {0},          {300},          {1, 1},    {5, 3},
+    {3, 0},       {17, 40},      {2, 67},      {1, 9, 1},      {4, 5, 6}, {3, 1, 33},
+    {2, 3, 2, 5}, {3, 7, 1, 11}, {2, 0, 3, 2}, {2, 2, 3, 130}, {5000, 3}};
+
+// Random bytes (pred: 0 or 1), so that copies must keep every bit, NaN payloads included.
+Tensor RandomTensor(DType dtype, const Dims& dims, std::mt19937& rng) {
+  Tensor t = Tensor::Empty({dtype, dims});
+  auto* bytes = t.data_as<uint8_t>();
+  for (int64_t i = 0; i < t.byte_size(); ++i) {
+    bytes[i] = dtype == DType::kPred ? rng() % 2 : static_cast<uint8_t>(rng());
+  }
+  return t;
+}
+
+Tensor Index(int64_t v) { return Tensor::FromDoubles({DType::kS32, {}}, {static_cast<double>(v)}); }
+
+// Sets op's result type from the shape rule; false (with a failure) if the rule rejects it.
+bool SetResultType(ir::Op& op, const std::vector<Tensor>& operands) {
+  std::vector<ir::ShapedType> types;
+  for (const Tensor& t : operands) types.push_back(t.type());
+  absl::StatusOr<std::vector<ir::ShapedType>> result = ir::InferResultTypes({}, types, op);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return false;
+  op.clear_result_types();
+  *op.add_result_types() = ir::ToProto((*result)[0]);
+  return true;
+}
+
+// Runs `kernel` and the reference kernel of op and expects the same type and bytes.
+void ExpectSameAsReference(ir::Op op, const std::vector<Tensor>& operands, const KernelFn& kernel,
+                           const std::string& what) {
+  if (!SetResultType(op, operands)) return;
+  absl::StatusOr<std::vector<Tensor>> want =
+      (*reference::FindKernel(op.opcode()))(op, operands, ir::HostAllocator());
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::vector<Tensor>> got = kernel(op, operands, ir::HostAllocator());
+  ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+  const Tensor& g = (*got)[0];
+  const Tensor& w = (*want)[0];
+  ASSERT_EQ(g.type(), w.type()) << what;
+  EXPECT_EQ(std::memcmp(g.data(), w.data(), w.byte_size()), 0) << what;
+}
+
+std::string Describe(const std::string& op, DType dtype, const Dims& dims, const Dims& a,
+                     const Dims& b) {
+  return op + " " + ir::ShapedType{dtype, dims}.ToString() + " " + ::testing::PrintToString(a) +
+         " " + ::testing::PrintToString(b);
+}
+
+// Start indices of dynamic ops for a dim of `extent` with a window of `size`: in range, at both
+// ends, past the end (clamped), negative (clamped) and the s32 extremes.
+std::vector<int64_t> StartCases(int64_t extent, int64_t size) {
+  const int64_t limit = extent - size;
+  return {0,
+          limit / 2,
+          limit,
+          limit + 1,
+          extent + 7,
+          -1,
+          -extent - 3,
+          std::numeric_limits<int32_t>::min(),
+          std::numeric_limits<int32_t>::max()};
+}
+
+class CopyKernelsTest : public ::testing::TestWithParam<IsaLevel> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << IsaName(GetParam());
+    saved_ = MaxIsa();
+    SetMaxIsa(GetParam());
+  }
+  void TearDown() override {
+    if (GetParam() <= DetectedIsa()) SetMaxIsa(saved_);
+  }
+
+  std::mt19937 rng_{7};
+  IsaLevel saved_ = IsaLevel::kAvx512Bf16;
+};
+
+TEST_P(CopyKernelsTest, Slice) {
+  for (DType dtype : kDTypes) {
+    for (const Dims& dims : kShapes) {
+      Tensor x = RandomTensor(dtype, dims, rng_);
+      for (int trial = 0; trial < 6; ++trial) {
+        ir::Op op;
+        op.set_opcode("slice");
+        Dims start, limit, steps;
+        for (int64_t d : dims) {
+          const int64_t a = trial == 0 ? 0 : static_cast<int64_t>(rng_() % (d + 1));
+          const int64_t b = trial == 0 ? d : a + static_cast<int64_t>(rng_() % (d - a + 1));
+          start.push_back(a);
+          limit.push_back(b);
+          steps.push_back(trial < 3 ? 1 : 1 + static_cast<int64_t>(rng_() % 3));
+        }
+        for (size_t i = 0; i < dims.size(); ++i) {
+          op.mutable_slice()->add_start_indices(start[i]);
+          op.mutable_slice()->add_limit_indices(limit[i]);
+          if (trial >= 3) op.mutable_slice()->add_strides(steps[i]);
+        }
+        ExpectSameAsReference(op, {x}, SliceKernel, Describe("slice", dtype, dims, start, limit));
+      }
+    }
+  }
+}
+
+TEST_P(CopyKernelsTest, DynamicSliceClampsLikeJax) {
+  for (DType dtype : kDTypes) {
+    for (const Dims& dims : kShapes) {
+      Tensor x = RandomTensor(dtype, dims, rng_);
+      for (int trial = 0; trial < 3; ++trial) {
+        Dims sizes;
+        for (int64_t d : dims) {
+          sizes.push_back(trial == 0 ? d : static_cast<int64_t>(rng_() % (d + 1)));
+        }
+        ir::Op op;
+        op.set_opcode("dynamic_slice");
+        for (int64_t s : sizes) op.mutable_dynamic_slice()->add_slice_sizes(s);
+        // Each start case on every dim at once, then mixed per dim.
+        for (size_t c = 0; c < StartCases(1, 1).size() + 3; ++c) {
+          std::vector<Tensor> operands = {x};
+          Dims starts;
+          for (size_t i = 0; i < dims.size(); ++i) {
+            std::vector<int64_t> cases = StartCases(dims[i], sizes[i]);
+            starts.push_back(cases[c < cases.size() ? c : rng_() % cases.size()]);
+            operands.push_back(Index(starts.back()));
+          }
+          ExpectSameAsReference(op, operands, DynamicSliceKernel,
+                                Describe("dynamic_slice", dtype, dims, sizes, starts));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CopyKernelsTest, DynamicUpdateSliceCopyingAndInPlace) {
+  for (DType dtype : kDTypes) {
+    for (const Dims& dims : kShapes) {
+      for (int trial = 0; trial < 3; ++trial) {
+        Dims sizes;
+        for (int64_t d : dims) {
+          sizes.push_back(trial == 0 ? d : static_cast<int64_t>(rng_() % (d + 1)));
+        }
+        Tensor update = RandomTensor(dtype, sizes, rng_);
+        for (size_t c = 0; c < StartCases(1, 1).size() + 3; ++c) {
+          Tensor x = RandomTensor(dtype, dims, rng_);
+          std::vector<Tensor> operands = {x, update};
+          Dims starts;
+          for (size_t i = 0; i < dims.size(); ++i) {
+            std::vector<int64_t> cases = StartCases(dims[i], sizes[i]);
+            starts.push_back(cases[c < cases.size() ? c : rng_() % cases.size()]);
+            operands.push_back(Index(starts.back()));
+          }
+          const std::string what = Describe("dynamic_update_slice", dtype, dims, sizes, starts);
+          ir::Op op;
+          op.set_opcode("dynamic_update_slice");
+          // `x` is held here too: the kernel must copy and leave it as it was.
+          const Tensor before = x.Copy();
+          ExpectSameAsReference(op, operands, DynamicUpdateSliceKernel, what);
+          ASSERT_EQ(std::memcmp(x.data(), before.data(), x.byte_size()), 0) << what;
+          // Donated (the only reference): the update lands in the operand's own buffer.
+          if (!SetResultType(op, operands)) return;
+          absl::StatusOr<std::vector<Tensor>> want =
+              (*reference::FindKernel(op.opcode()))(op, operands, ir::HostAllocator());
+          ASSERT_TRUE(want.ok()) << want.status();
+          const void* buffer = x.data();
+          operands[0] = std::move(x);
+          ASSERT_TRUE(operands[0].unique());
+          absl::StatusOr<std::vector<Tensor>> got =
+              DynamicUpdateSliceKernel(op, operands, ir::HostAllocator());
+          ASSERT_TRUE(got.ok()) << got.status();
+          const Tensor& g = (*got)[0];
+          if (update.num_elements() > 0 && update.dims() != dims) {
+            EXPECT_EQ(g.data(), buffer) << what;
+          }
+          EXPECT_EQ(std::memcmp(g.data(), (*want)[0].data(), g.byte_size()), 0) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CopyKernelsTest, Concatenate) {
+  for (DType dtype : kDTypes) {
+    for (const Dims& dims : kShapes) {
+      for (size_t axis = 0; axis < dims.size(); ++axis) {
+        for (int count : {1, 2, 3, 5}) {
+          std::vector<Tensor> operands;
+          for (int k = 0; k < count; ++k) {
+            Dims d = dims;
+            // Sizes along the axis: the shape's own, 0, 1 and odd ones.
+            const int64_t sizes[] = {dims[axis], 0, 1, 3, 17};
+            d[axis] = k == 0 ? dims[axis] : sizes[rng_() % 5];
+            operands.push_back(RandomTensor(dtype, d, rng_));
+          }
+          ir::Op op;
+          op.set_opcode("concatenate");
+          op.mutable_concatenate()->set_dimension(static_cast<int64_t>(axis));
+          ExpectSameAsReference(
+              op, operands, ConcatenateKernel,
+              Describe("concatenate", dtype, dims, {static_cast<int64_t>(axis)}, {count}));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CopyKernelsTest, BroadcastInDimOverEveryDimSubset) {
+  const std::vector<Dims> out_shapes = {
+      {1},      {7},       {0},        {3000},       {5, 3},        {3, 0},         {17, 40},
+      {2, 67},  {4, 5, 6}, {3, 1, 33}, {2, 3, 2, 5}, {3, 7, 2, 11}, {2, 2, 3, 130}, {1000, 3},
+      {3, 2100}};
+  for (DType dtype : kDTypes) {
+    for (const Dims& shape : out_shapes) {
+      const int rank = static_cast<int>(shape.size());
+      // Every subset of the output dims is mapped from an operand dim (of full size or 1).
+      for (int mask = 0; mask < (1 << rank); ++mask) {
+        for (int unit_mask : {0, -1}) {
+          Dims in, bdims;
+          for (int d = 0; d < rank; ++d) {
+            if (!(mask & (1 << d))) continue;
+            bdims.push_back(d);
+            in.push_back((unit_mask & (1 << d)) && d % 2 == 0 ? 1 : shape[d]);
+          }
+          ir::Op op;
+          op.set_opcode("broadcast_in_dim");
+          for (int64_t s : shape) op.mutable_broadcast_in_dim()->add_shape(s);
+          for (int64_t b : bdims) op.mutable_broadcast_in_dim()->add_broadcast_dimensions(b);
+          ExpectSameAsReference(op, {RandomTensor(dtype, in, rng_)}, BroadcastInDimKernel,
+                                Describe("broadcast_in_dim", dtype, shape, in, bdims));
+        }
+      }
+    }
+  }
+}
+
+TEST_P(CopyKernelsTest, BadInputIsAnErrorNotACrash) {
+  Tensor x = RandomTensor(DType::kF32, {4, 6}, rng_);
+  ir::Op slice;
+  slice.set_opcode("slice");
+  for (int64_t v : {1, 2}) slice.mutable_slice()->add_start_indices(v);
+  for (int64_t v : {3, 9}) slice.mutable_slice()->add_limit_indices(v);  // 9 > 6
+  *slice.add_result_types() = ir::ToProto(ir::ShapedType{DType::kF32, {2, 7}});
+  EXPECT_TRUE(absl::IsInvalidArgument(SliceKernel(slice, {x}, ir::HostAllocator()).status()));
+
+  ir::Op ds;
+  ds.set_opcode("dynamic_slice");
+  for (int64_t v : {2, 2}) ds.mutable_dynamic_slice()->add_slice_sizes(v);
+  *ds.add_result_types() = ir::ToProto(ir::ShapedType{DType::kF32, {2, 2}});
+  // A missing index, then an f32 index.
+  EXPECT_FALSE(DynamicSliceKernel(ds, {x, Index(0)}, ir::HostAllocator()).ok());
+  Tensor f32_index = Tensor::FromDoubles({DType::kF32, {}}, {1});
+  EXPECT_FALSE(DynamicSliceKernel(ds, {x, Index(0), f32_index}, ir::HostAllocator()).ok());
+
+  ir::Op dus;
+  dus.set_opcode("dynamic_update_slice");
+  *dus.add_result_types() = ir::ToProto(x.type());
+  Tensor too_big = RandomTensor(DType::kF32, {5, 6}, rng_);
+  EXPECT_FALSE(
+      DynamicUpdateSliceKernel(dus, {x, too_big, Index(0), Index(0)}, ir::HostAllocator()).ok());
+
+  ir::Op concat;
+  concat.set_opcode("concatenate");
+  concat.mutable_concatenate()->set_dimension(0);
+  *concat.add_result_types() = ir::ToProto(ir::ShapedType{DType::kF32, {8, 6}});
+  Tensor other = RandomTensor(DType::kBF16, {4, 6}, rng_);
+  EXPECT_FALSE(ConcatenateKernel(concat, {x, other}, ir::HostAllocator()).ok());
+
+  ir::Op bcast;
+  bcast.set_opcode("broadcast_in_dim");
+  for (int64_t s : {4, 6}) bcast.mutable_broadcast_in_dim()->add_shape(s);
+  bcast.mutable_broadcast_in_dim()->add_broadcast_dimensions(0);  // 6 != 4
+  *bcast.add_result_types() = ir::ToProto(ir::ShapedType{DType::kF32, {4, 6}});
+  Tensor row = RandomTensor(DType::kF32, {6}, rng_);
+  EXPECT_FALSE(BroadcastInDimKernel(bcast, {row}, ir::HostAllocator()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, CopyKernelsTest,
+                         ::testing::Values(IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512,
+                                           IsaLevel::kAvx512Bf16),
+                         [](const auto& info) { return std::string(IsaName(info.param)); });
+
+// ---------------------------------------------------------------------------------------------
+// dynamic_update_slice in place, through compiled programs
+// ---------------------------------------------------------------------------------------------
+
+// Heap memory that counts the allocations of one size.
+class CountingAllocator final : public ir::Allocator {
+ public:
+  explicit CountingAllocator(size_t counted_bytes) : counted_bytes_(counted_bytes) {}
+  void* Allocate(size_t bytes) override {
+    if (bytes == counted_bytes_) ++count_;
+    return ir::HostAllocator()->Allocate(bytes);
+  }
+  void Deallocate(void* ptr, size_t bytes) override { ir::HostAllocator()->Deallocate(ptr, bytes); }
+  int count() const { return count_; }
+
+ private:
+  size_t counted_bytes_;
+  int count_ = 0;
+};
+
+// A device with no peers: memory only.
+class TestDevice final : public DeviceContext {
+ public:
+  explicit TestDevice(ir::Allocator* allocator) : allocator_(allocator) {}
+  ir::Allocator* allocator() override { return allocator_; }
+  absl::StatusOr<std::vector<Tensor>> RunCollective(const ir::Op& op,
+                                                    const std::vector<Tensor>&) override {
+    return absl::UnimplementedError(op.opcode() + ": no peers in this test");
+  }
+  absl::StatusOr<std::vector<Tensor>> RunShardMap(const ir::Op& op,
+                                                  const std::vector<Tensor>&) override {
+    return absl::UnimplementedError(op.opcode() + ": no mesh in this test");
+  }
+  absl::Status Cancelled() override { return absl::OkStatus(); }
+
+ private:
+  ir::Allocator* allocator_;
+};
+
+constexpr int64_t kRows = 64, kCols = 6, kBlock = 16;
+constexpr size_t kAccBytes = kRows * kCols * sizeof(float);
+
+// The function `main` with body `body` (text), verified.
+ir::Function Parse(const std::string& body) {
+  const std::string text =
+      "module m [view=per_device mesh={x:1} devices=(0) "
+      "entry=main]\nfunc main = " +
+      body + "\n";
+  absl::StatusOr<ir::Module> m = ir::ParseModule(text);
+  EXPECT_TRUE(m.ok()) << m.status() << "\n" << text;
+  if (!m.ok()) return {};
+  absl::Status verified = ir::VerifyModule(*m);
+  EXPECT_TRUE(verified.ok()) << verified << "\n" << text;
+  return m->functions(0);
+}
+
+struct ProgramRun {
+  // Declared first: it must outlive the x86 results it allocated.
+  std::unique_ptr<CountingAllocator> allocator = std::make_unique<CountingAllocator>(kAccBytes);
+  std::vector<Tensor> x86;        // results on the x86 backend
+  std::vector<Tensor> reference;  // results on the reference backend
+  int acc_allocations = 0;        // x86 allocations of an accumulator's size
+};
+
+ProgramRun RunBoth(const std::string& body, const std::vector<Tensor>& args) {
+  ProgramRun run;
+  ir::Function f = Parse(body);
+  absl::StatusOr<std::unique_ptr<Executable>> x86 = Compile(f);
+  absl::StatusOr<std::unique_ptr<Executable>> ref = reference::Compile(f);
+  EXPECT_TRUE(x86.ok()) << x86.status();
+  EXPECT_TRUE(ref.ok()) << ref.status();
+  if (!x86.ok() || !ref.ok()) return run;
+  TestDevice x86_device(run.allocator.get()), ref_device(ir::HostAllocator());
+  absl::StatusOr<std::vector<Tensor>> got = (*x86)->Run(args, x86_device);
+  absl::StatusOr<std::vector<Tensor>> want = (*ref)->Run(args, ref_device);
+  EXPECT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(want.ok()) << want.status();
+  if (!got.ok() || !want.ok()) return run;
+  run.x86 = *got;
+  run.reference = *want;
+  run.acc_allocations = run.allocator->count();
+  return run;
+}
+
+void ExpectSameResults(const ProgramRun& run) {
+  ASSERT_EQ(run.x86.size(), run.reference.size());
+  ASSERT_FALSE(run.x86.empty());
+  for (size_t i = 0; i < run.x86.size(); ++i) {
+    ASSERT_EQ(run.x86[i].type(), run.reference[i].type());
+    EXPECT_EQ(std::memcmp(run.x86[i].data(), run.reference[i].data(), run.x86[i].byte_size()), 0)
+        << "result " << i;
+  }
+}
+
+std::vector<Tensor> Args(int seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal;
+  std::vector<double> a(kRows * kCols), b(kBlock * kCols);
+  for (double& v : a) v = normal(rng);
+  for (double& v : b) v = normal(rng);
+  return {Tensor::FromDoubles({DType::kF32, {kRows, kCols}}, a),
+          Tensor::FromDoubles({DType::kF32, {kBlock, kCols}}, b)};
+}
+
+// A fori_loop filling an accumulator block by block: after the first value, every update lands in
+// the carried buffer.
+const char kFillLoop[] = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    d:f32[64,6] = fori_loop[lower=0 upper=4 body={ lambda ; e:s32[] f:f32[64,6]. let
+          g:s32[] = constant[dtype=s32 value=(16)]
+          h:s32[] = mul e g
+          i:s32[] = constant[dtype=s32 value=(0)]
+          j:f32[16,6] = add b b
+          k:f32[64,6] = dynamic_update_slice f j h i
+        in (k) }] c
+  in (d) })";
+
+TEST(DynamicUpdateSliceInPlace, LoopCarryIsUpdatedInPlace) {
+  ProgramRun run = RunBoth(kFillLoop, Args(1));
+  ExpectSameResults(run);
+  EXPECT_EQ(run.acc_allocations, 1);  // `c`; the four updates reuse it
+}
+
+TEST(DynamicUpdateSliceInPlace, CallersArgumentIsCopiedOnce) {
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    d:f32[64,6] = fori_loop[lower=0 upper=4 body={ lambda ; e:s32[] f:f32[64,6]. let
+          g:s32[] = constant[dtype=s32 value=(16)]
+          h:s32[] = mul e g
+          i:s32[] = constant[dtype=s32 value=(0)]
+          k:f32[64,6] = dynamic_update_slice f b h i
+        in (k) }] a
+  in (d) })";
+  std::vector<Tensor> args = Args(2);
+  const Tensor before = args[0].Copy();
+  ProgramRun run = RunBoth(body, args);
+  ExpectSameResults(run);
+  EXPECT_EQ(std::memcmp(args[0].data(), before.data(), before.byte_size()), 0);
+  EXPECT_EQ(run.acc_allocations,
+            1);  // the first update copies the argument, the others reuse it
+}
+
+TEST(DynamicUpdateSliceInPlace, ParamUpdatedDirectlyIsNotTouched) {
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    i:s32[] = constant[dtype=s32 value=(5)]
+    j:s32[] = constant[dtype=s32 value=(-2)]
+    k:f32[64,6] = dynamic_update_slice a b i j
+  in (k) })";
+  std::vector<Tensor> args = Args(3);
+  const Tensor before = args[0].Copy();
+  ProgramRun run = RunBoth(body, args);
+  ExpectSameResults(run);
+  EXPECT_EQ(std::memcmp(args[0].data(), before.data(), before.byte_size()), 0);
+}
+
+TEST(DynamicUpdateSliceInPlace, ValueReadAfterTheUpdateKeepsItsBuffer) {
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    i:s32[] = constant[dtype=s32 value=(40)]
+    j:s32[] = constant[dtype=s32 value=(0)]
+    d:f32[64,6] = dynamic_update_slice c b i j
+    e:f32[64,6] = sub d c
+  in (e) })";
+  ExpectSameResults(RunBoth(body, Args(4)));
+}
+
+TEST(DynamicUpdateSliceInPlace, ViewOfTheOperandKeepsItsBuffer) {
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    r:f32[384] = reshape[new_sizes=(384)] c
+    i:s32[] = constant[dtype=s32 value=(3)]
+    j:s32[] = constant[dtype=s32 value=(0)]
+    d:f32[64,6] = dynamic_update_slice c b i j
+    e:f32[64,6] = reshape[new_sizes=(64,6)] r
+    f:f32[64,6] = sub d e
+  in (f) })";
+  ExpectSameResults(RunBoth(body, Args(5)));
+}
+
+TEST(DynamicUpdateSliceInPlace, CarryReturnedAsAnotherCarryKeepsItsBuffer) {
+  // The body returns the old accumulator as a second carry, and both carries start as one value.
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    d:f32[64,6] l:f32[64,6] = fori_loop[lower=0 upper=3 body={ lambda ; e:s32[] f:f32[64,6]
+                                                                      m:f32[64,6]. let
+          g:s32[] = constant[dtype=s32 value=(20)]
+          h:s32[] = mul e g
+          i:s32[] = constant[dtype=s32 value=(1)]
+          k:f32[64,6] = dynamic_update_slice f b h i
+          n:f32[64,6] = add k m
+        in (n, f) }] c c
+  in (d, l) })";
+  ExpectSameResults(RunBoth(body, Args(6)));
+}
+
+TEST(DynamicUpdateSliceInPlace, CapturedValueIsNotUpdated) {
+  // The loop body updates a value of the enclosing region on every iteration.
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    d:f32[64,6] = fori_loop[lower=0 upper=3 body={ lambda ; e:s32[] f:f32[64,6]. let
+          g:s32[] = constant[dtype=s32 value=(24)]
+          h:s32[] = mul e g
+          i:s32[] = constant[dtype=s32 value=(0)]
+          k:f32[64,6] = dynamic_update_slice c b h i
+          n:f32[64,6] = add k f
+        in (n) }] a
+    o:f32[64,6] = sub d c
+  in (o) })";
+  ExpectSameResults(RunBoth(body, Args(7)));
+}
+
+TEST(DynamicUpdateSliceInPlace, InitialCarryAlsoReadByTheBody) {
+  // `c` dies at the loop, but the body reads it on every iteration: it must stay put.
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    d:f32[64,6] = fori_loop[lower=0 upper=3 body={ lambda ; e:s32[] f:f32[64,6]. let
+          g:s32[] = constant[dtype=s32 value=(24)]
+          h:s32[] = mul e g
+          i:s32[] = constant[dtype=s32 value=(0)]
+          k:f32[64,6] = dynamic_update_slice f b h i
+          n:f32[64,6] = add k c
+        in (n) }] c
+  in (d) })";
+  ExpectSameResults(RunBoth(body, Args(9)));
+}
+
+TEST(DynamicUpdateSliceInPlace, OperandAlsoTheUpdate) {
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    s:f32[16,6] = slice[start_indices=(0,0) limit_indices=(16,6)] c
+    i:s32[] = constant[dtype=s32 value=(30)]
+    j:s32[] = constant[dtype=s32 value=(0)]
+    d:f32[64,6] = dynamic_update_slice c s i j
+    e:f32[64,6] = dynamic_update_slice d d j j
+  in (e) })";
+  ExpectSameResults(RunBoth(body, Args(8)));
+}
+
+}  // namespace
+}  // namespace shardjit::backends::x86
