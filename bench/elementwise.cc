@@ -1,6 +1,7 @@
-// Fused elementwise loops: the MLP tail bf16(max(x*w+b, 0)) over n f32 elements, unfused (the
-// reference kernels op by op on whole tensors) vs one generated AVX2 loop; and the psum reduction
-// step (ReduceBuffers). GB/s counts the bytes the fused loop must move (inputs + output).
+// Fused elementwise loops, unfused (the reference kernels op by op on whole tensors) vs one loop
+// generated for the active ISA: the MLP tail bf16(max(x*w+b, 0)), SiLU x*logistic(x) and the
+// tanh approximation of GELU over n f32 elements; and the psum reduction step (ReduceBuffers).
+// GB/s counts the bytes the fused loop must move (inputs + output).
 #include <string>
 #include <vector>
 
@@ -15,60 +16,119 @@
 namespace shardjit {
 namespace {
 
-ir::Op MlpTail(int64_t n) {
+// The fusion op of a one-op module with `params` -> fusion; `N` in the text is the size.
+ir::Op Fusion(const std::string& params, const std::string& fusion_line, int64_t n) {
   std::string text = absl::StrReplaceAll(
       "module m [view=per_device mesh={x:1} devices=(0) entry=main]\n"
-      "func main = { lambda ; a:f32[N] b:f32[N] c:f32[N] d:f32[]. let\n"
-      "    z:bf16[N] = fusion[body={ lambda ; e:f32[N] f:f32[N] g:f32[N] h:f32[]. let "
-      "i:f32[N] = mul e f j:f32[N] = add i g k:f32[N] = broadcast_in_dim[shape=(N)] h "
-      "l:f32[N] = max j k m:bf16[N] = convert_element_type[new_dtype=bf16] l in (m) }] a b c d\n"
-      "  in (z) }\n",
+      "func main = { lambda ; " + params + ". let\n    " + fusion_line + "\n  in (z) }\n",
       {{"N", std::to_string(n)}});
   return ir::ParseModule(text)->functions(0).body().ops(0);
 }
 
-std::vector<ir::Tensor> Inputs(int64_t n) {
+ir::Op MlpTail(int64_t n) {
+  return Fusion(
+      "a:f32[N] b:f32[N] c:f32[N] d:f32[]",
+      "z:bf16[N] = fusion[body={ lambda ; e:f32[N] f:f32[N] g:f32[N] h:f32[]. let "
+      "i:f32[N] = mul e f j:f32[N] = add i g k:f32[N] = broadcast_in_dim[shape=(N)] h "
+      "l:f32[N] = max j k m:bf16[N] = convert_element_type[new_dtype=bf16] l in (m) }] a b c d",
+      n);
+}
+
+// x * logistic(x).
+ir::Op Silu(int64_t n) {
+  return Fusion("a:f32[N]",
+                "z:f32[N] = fusion[body={ lambda ; b:f32[N]. let c:f32[N] = logistic b "
+                "d:f32[N] = mul b c in (d) }] a",
+                n);
+}
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); the constants are scalar operands.
+ir::Op GeluTanh(int64_t n) {
+  return Fusion(
+      "a:f32[N] b:f32[] c:f32[] d:f32[] e:f32[]",
+      "z:f32[N] = fusion[body={ lambda ; f:f32[N] g:f32[] h:f32[] i:f32[] j:f32[]. let "
+      "k:f32[N] = broadcast_in_dim[shape=(N)] g l:f32[N] = broadcast_in_dim[shape=(N)] h "
+      "m:f32[N] = broadcast_in_dim[shape=(N)] i o:f32[N] = broadcast_in_dim[shape=(N)] j "
+      "p:f32[N] = mul f f q:f32[N] = mul p f r:f32[N] = mul l q s:f32[N] = add f r "
+      "t:f32[N] = mul k s u:f32[N] = tanh t v:f32[N] = add o u w:f32[N] = mul f v "
+      "x:f32[N] = mul m w in (x) }] a b c d e",
+      n);
+}
+
+// `arrays` f32 arrays of n values in [-50, 50], then `scalars`.
+std::vector<ir::Tensor> Inputs(int64_t n, int arrays = 3, std::vector<double> scalars = {0.0}) {
   std::vector<ir::Tensor> in;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < arrays; ++i) {
     ir::Tensor t = ir::Tensor::Empty({ir::DType::kF32, {n}});
     float* p = t.data_as<float>();
     for (int64_t j = 0; j < n; ++j) p[j] = static_cast<float>((j * (i + 3)) % 101) - 50.0f;
     in.push_back(t);
   }
-  in.push_back(ir::Tensor::FromDoubles({ir::DType::kF32, {}}, {0.0}));
+  for (double s : scalars) in.push_back(ir::Tensor::FromDoubles({ir::DType::kF32, {}}, {s}));
   return in;
 }
+
+const std::vector<double> kGeluConstants = {0.7978845608028654, 0.044715, 0.5, 1.0};
 
 void SetCounters(benchmark::State& state, int64_t bytes_per_run) {
   state.counters["GB/s"] = benchmark::Counter(
       static_cast<double>(bytes_per_run) * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-void BM_MlpTailUnfusedReference(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  ir::Op op = MlpTail(n);
-  std::vector<ir::Tensor> in = Inputs(n);
+// The reference kernels op by op on whole tensors.
+void RunUnfused(benchmark::State& state, const ir::Op& op, const std::vector<ir::Tensor>& in,
+                int64_t bytes) {
   const backends::reference::Kernel* kernel = backends::reference::FindKernel("fusion");
   for (auto _ : state) {
     auto out = (*kernel)(op, in, ir::HostAllocator());
     benchmark::DoNotOptimize(out);
   }
-  SetCounters(state, n * (3 * 4 + 2));
+  SetCounters(state, bytes);
 }
 
-void BM_MlpTailFusedAvx2(benchmark::State& state) {
+// One generated loop for the active ISA.
+void RunFused(benchmark::State& state, const ir::Op& op, const std::vector<ir::Tensor>& in,
+              int64_t bytes) {
   if (backends::x86::ActiveIsa() < backends::x86::IsaLevel::kAvx2) {
     state.SkipWithError("no AVX2");
     return;
   }
-  const int64_t n = state.range(0);
-  ir::Op op = MlpTail(n);
-  std::vector<ir::Tensor> in = Inputs(n);
+  state.SetLabel(std::string(backends::x86::IsaName(backends::x86::ActiveIsa())));
   for (auto _ : state) {
     auto out = backends::x86::FusionKernel(op, in, ir::HostAllocator());
     benchmark::DoNotOptimize(out);
   }
-  SetCounters(state, n * (3 * 4 + 2));
+  SetCounters(state, bytes);
+}
+
+void BM_MlpTailUnfusedReference(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunUnfused(state, MlpTail(n), Inputs(n), n * (3 * 4 + 2));
+}
+
+void BM_MlpTailFused(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunFused(state, MlpTail(n), Inputs(n), n * (3 * 4 + 2));
+}
+
+void BM_SiluUnfusedReference(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunUnfused(state, Silu(n), Inputs(n, 1, {}), n * 8);
+}
+
+void BM_SiluFused(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunFused(state, Silu(n), Inputs(n, 1, {}), n * 8);
+}
+
+void BM_GeluTanhUnfusedReference(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunUnfused(state, GeluTanh(n), Inputs(n, 1, kGeluConstants), n * 8);
+}
+
+void BM_GeluTanhFused(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunFused(state, GeluTanh(n), Inputs(n, 1, kGeluConstants), n * 8);
 }
 
 void BM_ReduceBuffersSumF32(benchmark::State& state) {
@@ -84,8 +144,13 @@ void BM_ReduceBuffersSumF32(benchmark::State& state) {
 
 BENCHMARK(BM_MlpTailUnfusedReference)->Arg(1 << 20)->Arg(4 << 20)->Arg(16 << 20)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_MlpTailFusedAvx2)->Arg(1 << 20)->Arg(4 << 20)->Arg(16 << 20)
+BENCHMARK(BM_MlpTailFused)->Arg(1 << 20)->Arg(4 << 20)->Arg(16 << 20)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SiluUnfusedReference)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SiluFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GeluTanhUnfusedReference)->Arg(1 << 20)->Arg(16 << 20)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GeluTanhFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReduceBuffersSumF32)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
 
 }  // namespace

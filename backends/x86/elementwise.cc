@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include <mutex>
 #include "backends/executable.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/elementwise_kernel.h"
@@ -18,7 +18,10 @@
 namespace shardjit::backends::x86 {
 namespace {
 
-// Generated kernels by "<isa>|<plan key>"; failures are cached too.
+// Generator levels, best first; the reference kernels come after them.
+constexpr IsaLevel kGeneratorLevels[] = {IsaLevel::kAvx512, IsaLevel::kAvx2};
+
+// Generated kernels by "<active isa>|<plan key>"; failures are cached too.
 class ElementwiseCache {
  public:
   static ElementwiseCache& Global() {
@@ -26,25 +29,17 @@ class ElementwiseCache {
     return *cache;
   }
 
-  absl::StatusOr<const ElementwiseKernelAvx2*> Get(const ElementwisePlan& plan, IsaLevel isa) {
+  absl::StatusOr<const ElementwiseKernel*> Get(const ElementwisePlan& plan, IsaLevel isa) {
     if (isa < IsaLevel::kAvx2) {
       return absl::UnimplementedError(
           fmt::format("elementwise kernel: ISA capped to {}", IsaName(isa)));
     }
-    // AVX2 code is the only generator: the host this was written on has no AVX-512.
-    std::string key = fmt::format("avx2|{}", plan.Key());
+    std::string key = fmt::format("{}|{}", IsaName(isa), plan.Key());
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) {
       const int64_t start_ns = SpanClockNs();
-      Entry entry;
-      auto gen = std::make_unique<ElementwiseKernelAvx2>(plan);
-      entry.status = gen->status();
-      if (entry.status.ok()) entry.status = gen->Create();
-      if (entry.status.ok()) {
-        entry.kernel = std::move(gen);
-        ++stats_.kernels;
-      }
+      Entry entry = Generate(plan, isa);
       if (SpanRecorder* recorder = ThreadSpanRecorder(); recorder != nullptr) {
         const std::string name = "elementwise kernel " + plan.Key();
         recorder->Record({name, "compile", start_ns, SpanClockNs() - start_ns, {}});
@@ -64,10 +59,7 @@ class ElementwiseCache {
   void RecordFallback(const absl::Status& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.fallbacks;
-    if (logged_.insert(std::string(reason.message())).second) {
-      std::fprintf(stderr, "[shardjit] fusion falls back to the reference kernel: %s\n",
-                   std::string(reason.message()).c_str());
-    }
+    LogOnce(fmt::format("fusion falls back to the reference kernel: {}", reason.message()));
   }
 
   ElementwiseStats stats() {
@@ -77,9 +69,40 @@ class ElementwiseCache {
 
  private:
   struct Entry {
-    std::unique_ptr<ElementwiseKernelAvx2> kernel;
+    std::unique_ptr<ElementwiseKernel> kernel;
     absl::Status status;
   };
+
+  // The kernel of the best level <= isa whose generator accepts the plan. A level that declines
+  // is logged once and the next one tried; when all decline, the best level's reason.
+  Entry Generate(const ElementwisePlan& plan, IsaLevel isa) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Entry entry;
+    for (IsaLevel level : kGeneratorLevels) {
+      if (level > isa) continue;
+      std::unique_ptr<ElementwiseKernel> gen = NewElementwiseKernel(plan, level);
+      absl::Status status = gen->status();
+      if (status.ok()) status = gen->Create();
+      if (status.ok()) {
+        entry.kernel = std::move(gen);
+        entry.status = absl::OkStatus();
+        ++stats_.kernels;
+        return entry;
+      }
+      if (entry.status.ok()) entry.status = status;
+      if (level > IsaLevel::kAvx2) {
+        LogOnce(fmt::format("{} elementwise kernel declined, trying the next ISA: {}",
+                            IsaName(level), status.message()));
+      }
+    }
+    return entry;
+  }
+
+  void LogOnce(const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (logged_.insert(message).second) {
+      std::fprintf(stderr, "[shardjit] %s\n", message.c_str());
+    }
+  }
+
   std::mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> logged_ ABSL_GUARDED_BY(mu_);
@@ -87,7 +110,7 @@ class ElementwiseCache {
 };
 
 // The cached kernel of a fusion op's body for the active ISA.
-absl::StatusOr<const ElementwiseKernelAvx2*> KernelFor(const ir::Op& op) {
+absl::StatusOr<const ElementwiseKernel*> KernelFor(const ir::Op& op) {
   absl::StatusOr<ElementwisePlan> plan = PlanFusionBody(op.fusion().body());
   if (!plan.ok()) return plan.status();
   return ElementwiseCache::Global().Get(*plan, ActiveIsa());
@@ -125,7 +148,7 @@ ElementwiseStats GetElementwiseStats() { return ElementwiseCache::Global().stats
 absl::StatusOr<std::vector<ir::Tensor>> FusionKernel(const ir::Op& op,
                                                      const std::vector<ir::Tensor>& operands,
                                                      ir::Allocator* allocator) {
-  absl::StatusOr<const ElementwiseKernelAvx2*> kernel = KernelFor(op);
+  absl::StatusOr<const ElementwiseKernel*> kernel = KernelFor(op);
   if (!kernel.ok()) {
     ElementwiseCache::Global().RecordFallback(kernel.status());
     return absl::UnimplementedError(fmt::format("fusion: {}", kernel.status().message()));
@@ -149,7 +172,7 @@ absl::Status ReduceBuffers(ReduceKind kind, ir::DType dtype, const void* a, cons
   const EwOp op = kind == ReduceKind::kSum   ? EwOp::kAdd
                   : kind == ReduceKind::kMax ? EwOp::kMax
                                              : EwOp::kMin;
-  absl::StatusOr<const ElementwiseKernelAvx2*> kernel =
+  absl::StatusOr<const ElementwiseKernel*> kernel =
       ElementwiseCache::Global().Get(BinaryPlan(op, dtype), ActiveIsa());
   if (!kernel.ok()) {
     ReduceLoop(kind, dtype, a, b, out, n);

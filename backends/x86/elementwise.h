@@ -1,8 +1,9 @@
 // Dispatch of fused elementwise loops: the `fusion` kernel of the x86 backend and buffer
-// reductions for collectives. Generated kernels are cached by (plan key, ISA). Whatever the
-// generators decline (ops or dtypes they cannot emit, the ISA capped to reference) returns
-// Unimplemented so the caller falls back to the reference kernel; each fallback is counted and its
-// reason logged once.
+// reductions for collectives. Kernels are generated for the best ISA at or below the active one
+// whose generator accepts the plan (AVX-512, then AVX2; a level that declines is logged once) and
+// cached by (plan key, active ISA). Whatever every generator declines (ops or dtypes they cannot
+// emit, the ISA capped to reference) returns Unimplemented so the caller falls back to the
+// reference kernel; each fallback is counted and its reason logged once.
 #ifndef SHARDJIT_BACKENDS_X86_ELEMENTWISE_H_
 #define SHARDJIT_BACKENDS_X86_ELEMENTWISE_H_
 

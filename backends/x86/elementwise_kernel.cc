@@ -1,265 +1,342 @@
+// The loop of the elementwise generator: setup, the main loop over whole vectors, the masked tail,
+// loads, stores and the constant pool.
 #include "backends/x86/elementwise_kernel.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
+#include "backends/x86/elementwise_emitter.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 
 namespace shardjit::backends::x86 {
 namespace {
 
-using Xbyak::Ymm;
-
-// Offsets (bytes) of the 32-byte constant vectors after constants_.
-constexpr int kOnes = 0;        // 0x00000001: the rounding parity bit
-constexpr int kRoundBias = 32;  // 0x00007fff
-constexpr int kQuietNan = 64;   // 0x00400000
-constexpr int kHighHalf = 96;   // 0xffff0000
-constexpr int kSignBit = 128;   // 0x80000000
-constexpr int kAbsMask = 160;   // 0x7fffffff
-constexpr int kOneF = 192;      // 1.0f
-constexpr uint32_t kConstantWords[] = {0x00000001u, 0x00007fffu, 0x00400000u, 0xffff0000u,
-                                       0x80000000u, 0x7fffffffu, 0x3f800000u};
-
-size_t ElementSize(ir::DType d) { return d == ir::DType::kBF16 ? 2 : 4; }
-
-std::string KernelName(const ElementwisePlan& plan) {
-  return fmt::format("elementwise_avx2_{}in_{}ops", plan.inputs.size(), plan.steps.size());
+std::string KernelName(const ElementwisePlan& plan, IsaLevel isa) {
+  return fmt::format("elementwise_{}_{}in_{}ops", IsaName(isa), plan.inputs.size(),
+                     plan.steps.size());
 }
+
+int ElementBytes(ir::DType dtype) { return static_cast<int>(ir::DTypeSize(dtype)); }
 
 }  // namespace
 
-ElementwiseKernelAvx2::ElementwiseKernelAvx2(ElementwisePlan plan)
-    : JitGenerator(KernelName(plan)), plan_(std::move(plan)) {
-  status_ = Allocate();
+ElementwiseKernel::ElementwiseKernel(ElementwisePlan plan, IsaLevel isa)
+    : JitGenerator(KernelName(plan, isa)), plan_(std::move(plan)), isa_(isa) {}
+
+void ElementwiseKernel::Run(const std::vector<const void*>& inputs, void* out, int64_t n) const {
+  using Fn = void (*)(const ElementwiseArgs*);
+  const ElementwiseArgs args{inputs.data(), out, n};
+  reinterpret_cast<Fn>(const_cast<void*>(code()))(&args);
 }
 
-absl::Status ElementwiseKernelAvx2::Allocate() {
-  const int n = plan_.num_values();
-  const int num_inputs = static_cast<int>(plan_.inputs.size());
-  last_use_.assign(n, -1);
-  for (int s = 0; s < static_cast<int>(plan_.steps.size()); ++s) {
-    last_use_[plan_.steps[s].a] = s;
-    if (plan_.steps[s].b >= 0) last_use_[plan_.steps[s].b] = s;
+std::unique_ptr<ElementwiseKernel> NewElementwiseKernel(ElementwisePlan plan, IsaLevel isa) {
+  if (isa >= IsaLevel::kAvx512) {
+    return std::make_unique<ElementwiseEmitter<Xbyak::Zmm>>(std::move(plan));
   }
-  last_use_[plan_.result] = static_cast<int>(plan_.steps.size());
-  pointer_.assign(num_inputs, -1);
+  return std::make_unique<ElementwiseEmitter<Xbyak::Ymm>>(std::move(plan));
+}
+
+template <typename Vmm>
+ElementwiseEmitter<Vmm>::ElementwiseEmitter(ElementwisePlan plan)
+    : ElementwiseKernel(std::move(plan), kAvx512 ? IsaLevel::kAvx512 : IsaLevel::kAvx2) {
+  temps_ = 2;  // loads and stores
+  for (const ElementwisePlan::Step& step : plan_.steps) {
+    const Scratch s = ScratchFor(plan_, step);
+    temps_ = std::max(temps_, s.vectors);
+    temp_masks_ = std::max(temp_masks_, s.masks);
+  }
+  pointer_.assign(plan_.inputs.size(), -1);
   int pointers = 0;
-  for (int i = 0; i < num_inputs; ++i) {
+  for (size_t i = 0; i < plan_.inputs.size(); ++i) {
     if (plan_.inputs[i].scalar) continue;
     if (pointers == kMaxVectorInputs) {
-      return absl::UnimplementedError(fmt::format(
-          "elementwise kernel: more than {} non-scalar operands", kMaxVectorInputs));
+      status_ = absl::UnimplementedError(
+          fmt::format("elementwise kernel: more than {} non-scalar operands", kMaxVectorInputs));
+      return;
     }
     pointer_[i] = pointers++;
   }
-  // Scalars hold a register for the whole kernel; vector inputs are loaded right before their
-  // first use; a register is free again after the value's last use.
-  reg_.assign(n, -1);
-  std::vector<bool> busy(kValueRegs, false);
-  auto take = [&](int value) -> bool {
-    for (int r = 0; r < kValueRegs; ++r) {
-      if (!busy[r]) {
-        busy[r] = true;
-        reg_[value] = r;
-        return true;
-      }
-    }
-    return false;
-  };
-  auto too_many = absl::UnimplementedError(
-      fmt::format("elementwise kernel: more than {} live values", kValueRegs));
-  for (int i = 0; i < num_inputs; ++i) {
-    if (plan_.inputs[i].scalar && !take(i)) return too_many;
+  const int value_regs = kNumRegs - temps_ - (kAvx512 ? 0 : temp_masks_);
+  absl::StatusOr<std::vector<int>> regs = AssignRegisters(plan_, value_regs);
+  if (!regs.ok()) {
+    status_ = regs.status();
+    return;
   }
-  for (int s = 0; s < static_cast<int>(plan_.steps.size()); ++s) {
-    const auto& step = plan_.steps[s];
-    for (int v : {step.a, step.b}) {
-      if (v >= 0 && reg_[v] < 0 && !take(v)) return too_many;
-    }
-    for (int v : {step.a, step.b}) {
-      if (v >= 0 && last_use_[v] == s && !(v < num_inputs && plan_.inputs[v].scalar)) {
-        busy[reg_[v]] = false;
-      }
-    }
-    const int value = num_inputs + s;
-    if (!take(value)) return too_many;
-    if (last_use_[value] < 0) busy[reg_[value]] = false;  // dead step
-  }
-  if (reg_[plan_.result] < 0 && !take(plan_.result)) return too_many;
-  return absl::OkStatus();
+  reg_ = *std::move(regs);
 }
 
-void ElementwiseKernelAvx2::GenerateBody() {
-  Xbyak::Label start;
-  jmp(start, T_NEAR);
-  align(32);
-  L(constants_);
-  for (uint32_t word : kConstantWords) {
-    for (int lane = 0; lane < kLanes; ++lane) dd(word);
+template <typename Vmm>
+Vmm ElementwiseEmitter<Vmm>::Temp(int i) const {
+  return Vmm(kNumRegs - 1 - i);
+}
+
+template <typename Vmm>
+typename ElementwiseEmitter<Vmm>::Mask ElementwiseEmitter<Vmm>::TempMask(int i) const {
+  if constexpr (kAvx512) {
+    return Mask(2 + i);  // k1 is the tail mask
+  } else {
+    return Mask(kNumRegs - 1 - temps_ - i);
   }
-  L(start);
-  mov(reg_input_array, ptr[reg_args + offsetof(ElementwiseArgs, inputs)]);
+}
+
+template <typename Vmm>
+Xbyak::Address ElementwiseEmitter<Vmm>::InputAt(int input) const {
+  const int bytes = ElementBytes(plan_.inputs[input].dtype);
+  return ptr[kPointerRegs[pointer_[input]] + reg_idx * bytes];
+}
+
+template <typename Vmm>
+Xbyak::Address ElementwiseEmitter<Vmm>::OutputAt() const {
+  return ptr[reg_out + reg_idx * ElementBytes(plan_.result_dtype)];
+}
+
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::GenerateBody() {
+  sub(rsp, kFrameBytes);
+  EmitSetup();
+  Xbyak::Label loop, tail, done;
+  xor_(reg_idx, reg_idx);
+  mov(reg_count, ptr[rsp + kCountSlot]);
+  shr(reg_count, kAvx512 ? 4 : 3);
+  jz(tail, T_NEAR);
+  L(loop);
+  EmitBody(/*tail=*/false);
+  add(reg_idx, kLanes);
+  dec(reg_count);
+  jnz(loop, T_NEAR);
+  L(tail);
+  mov(reg_count, ptr[rsp + kCountSlot]);
+  and_(reg_count, kLanes - 1);
+  jz(done, T_NEAR);
+  EmitTailSetup();
+  EmitBody(/*tail=*/true);
+  EmitTailOutput();
+  L(done);
+  add(rsp, kFrameBytes);
+  EmitConstantPool();
+}
+
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitSetup() {
+  mov(reg_tmp, ptr[reg_args + offsetof(ElementwiseArgs, inputs)]);
   mov(reg_out, ptr[reg_args + offsetof(ElementwiseArgs, output)]);
-  mov(reg_blocks, ptr[reg_args + offsetof(ElementwiseArgs, blocks)]);
+  mov(reg_idx, ptr[reg_args + offsetof(ElementwiseArgs, n)]);
+  mov(ptr[rsp + kCountSlot], reg_idx);
+  const Xbyak::Reg32 value = reg_idx.cvt32();
   for (int i = 0; i < static_cast<int>(plan_.inputs.size()); ++i) {
     if (pointer_[i] >= 0) {
-      mov(kPointerRegs[pointer_[i]], ptr[reg_input_array + i * 8]);
+      mov(kPointerRegs[pointer_[i]], ptr[reg_tmp + i * 8]);
       continue;
     }
-    const Ymm v(reg_[i]);
-    mov(reg_idx, ptr[reg_input_array + i * 8]);
-    if (plan_.inputs[i].dtype == ir::DType::kBF16) {
-      movzx(eax, word[reg_idx]);
-      shl(eax, 16);
-      vmovd(Xbyak::Xmm(v.getIdx()), eax);
-      vbroadcastss(v, Xbyak::Xmm(v.getIdx()));
-    } else {
-      vbroadcastss(v, dword[reg_idx]);
+    mov(reg_idx, ptr[reg_tmp + i * 8]);
+    switch (ElementBytes(plan_.inputs[i].dtype)) {
+      case 4:
+        mov(value, dword[reg_idx]);
+        break;
+      case 2:
+        movzx(value, word[reg_idx]);
+        shl(value, 16);
+        break;
+      default:
+        movzx(value, byte[reg_idx]);
+        break;
     }
+    const Xbyak::Xmm x(reg_[i]);
+    vmovd(x, value);
+    vpbroadcastd(Value(i), x);
   }
-  Xbyak::Label loop, done;
-  xor_(reg_idx, reg_idx);
-  test(reg_blocks, reg_blocks);
-  jz(done, T_NEAR);
-  L(loop);
-  EmitBody();
-  add(reg_idx, kLanes);
-  dec(reg_blocks);
-  jnz(loop, T_NEAR);
-  L(done);
 }
 
-void ElementwiseKernelAvx2::EmitBody() {
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitBody(bool tail) {
   const int num_inputs = static_cast<int>(plan_.inputs.size());
   std::vector<bool> loaded(num_inputs, false);
   auto ensure_loaded = [&](int v) {
     if (v < 0 || v >= num_inputs || plan_.inputs[v].scalar || loaded[v]) return;
-    EmitLoad(v, Ymm(reg_[v]));
+    EmitLoad(v, tail);
     loaded[v] = true;
   };
   for (int s = 0; s < static_cast<int>(plan_.steps.size()); ++s) {
-    const auto& step = plan_.steps[s];
-    ensure_loaded(step.a);
-    ensure_loaded(step.b);
-    EmitStep(step, Ymm(reg_[num_inputs + s]));
+    const ElementwisePlan::Step& step = plan_.steps[s];
+    for (int v : {step.a, step.b, step.c}) ensure_loaded(v);
+    EmitStep(step, Value(num_inputs + s));
   }
   ensure_loaded(plan_.result);
-  EmitStore(Ymm(reg_[plan_.result]));
+  EmitStore(Value(plan_.result), tail);
 }
 
-void ElementwiseKernelAvx2::EmitLoad(int input, const Ymm& dst) {
-  const Xbyak::Reg64& base = kPointerRegs[pointer_[input]];
-  if (plan_.inputs[input].dtype == ir::DType::kBF16) {
-    vpmovzxwd(dst, ptr[base + reg_idx * 2]);
-    vpslld(dst, dst, 16);
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitTailSetup() {
+  if constexpr (kAvx512) {
+    const Xbyak::Reg32 bits = reg_tmp.cvt32();
+    mov(bits, 1);
+    shl(bits, cl);  // cl: the tail's elements
+    dec(bits);
+    kmovw(kTailMask, bits);
   } else {
-    vmovups(dst, ptr[base + reg_idx * 4]);
-  }
-}
-
-void ElementwiseKernelAvx2::EmitStore(const Ymm& src) {
-  if (plan_.result_dtype == ir::DType::kBF16) {
-    // Lanes hold rounded bf16 values widened to f32: keep the high halves, pack to 16 bits.
-    vpsrld(tmp0_, src, 16);
-    vextracti128(Xbyak::Xmm(tmp1_.getIdx()), tmp0_, 1);
-    vpackusdw(Xbyak::Xmm(tmp0_.getIdx()), Xbyak::Xmm(tmp0_.getIdx()),
-              Xbyak::Xmm(tmp1_.getIdx()));
-    vmovdqu(ptr[reg_out + reg_idx * 2], Xbyak::Xmm(tmp0_.getIdx()));
-  } else {
-    vmovups(ptr[reg_out + reg_idx * 4], src);
-  }
-}
-
-void ElementwiseKernelAvx2::EmitRoundToBf16(const Ymm& v) {
-  vpsrld(tmp0_, v, 16);
-  vpand(tmp0_, tmp0_, ptr[rip + constants_ + kOnes]);
-  vpaddd(tmp0_, tmp0_, ptr[rip + constants_ + kRoundBias]);
-  vpaddd(tmp0_, tmp0_, v);                      // rounded, for non-NaN lanes
-  vcmpunordps(tmp1_, v, v);                     // NaN lanes
-  vpor(v, v, ptr[rip + constants_ + kQuietNan]);  // quieted NaN (as bf16(float) does)
-  vblendvps(v, tmp0_, v, tmp1_);
-  vpand(v, v, ptr[rip + constants_ + kHighHalf]);
-}
-
-void ElementwiseKernelAvx2::EmitStep(const ElementwisePlan::Step& step, const Ymm& dst) {
-  const Ymm a(reg_[step.a]);
-  const Ymm b(step.b >= 0 ? reg_[step.b] : 0);
-  switch (step.op) {
-    case EwOp::kAdd:
-      vaddps(dst, a, b);
-      break;
-    case EwOp::kSub:
-      vsubps(dst, a, b);
-      break;
-    case EwOp::kMul:
-      vmulps(dst, a, b);
-      break;
-    case EwOp::kDiv:
-      vdivps(dst, a, b);
-      break;
-    case EwOp::kMax:
-    case EwOp::kMin:
-      // vmaxps/vminps return b when either is NaN; the reference returns a NaN a first.
-      if (step.op == EwOp::kMax) {
-        vmaxps(tmp0_, a, b);
-      } else {
-        vminps(tmp0_, a, b);
-      }
-      vcmpunordps(tmp1_, a, a);
-      vblendvps(dst, tmp0_, a, tmp1_);
-      break;
-    case EwOp::kNeg:
-      vxorps(dst, a, ptr[rip + constants_ + kSignBit]);
-      break;
-    case EwOp::kAbs:
-      vandps(dst, a, ptr[rip + constants_ + kAbsMask]);
-      break;
-    case EwOp::kSqrt:
-      vsqrtps(dst, a);
-      break;
-    case EwOp::kRsqrt:
-      vsqrtps(tmp0_, a);
-      vmovups(tmp1_, ptr[rip + constants_ + kOneF]);
-      vdivps(dst, tmp1_, tmp0_);
-      break;
-    case EwOp::kCopy:
-      if (dst.getIdx() != a.getIdx()) vmovaps(dst, a);
-      break;
-  }
-  if (step.dtype == ir::DType::kBF16) EmitRoundToBf16(dst);
-}
-
-void ElementwiseKernelAvx2::Run(const std::vector<const void*>& inputs, void* out,
-                                int64_t n) const {
-  using Fn = void (*)(const ElementwiseArgs*);
-  const Fn fn = reinterpret_cast<Fn>(const_cast<void*>(code()));
-  const int64_t blocks = n / kLanes;
-  if (blocks > 0) {
-    ElementwiseArgs args{inputs.data(), out, blocks};
-    fn(&args);
-  }
-  const int64_t tail = n - blocks * kLanes;
-  if (tail == 0) return;
-  // The tail: the same code on one zero-padded block.
-  alignas(32) unsigned char padded[kMaxVectorInputs + 1][kLanes * 4] = {};
-  std::vector<const void*> tail_inputs(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (pointer_[i] < 0) {
-      tail_inputs[i] = inputs[i];
-      continue;
+    std::vector<uint32_t> iota(kLanes);
+    for (int i = 0; i < kLanes; ++i) iota[i] = i;
+    const Xbyak::Xmm x(Temp(0).getIdx());
+    vmovd(x, reg_count.cvt32());
+    vpbroadcastd(Temp(0), x);
+    vpcmpgtd(Temp(0), Temp(0), ConstantVector(iota));
+    vmovups(ptr[rsp + kMaskSlot], Temp(0));
+    for (int i = 0; i < static_cast<int>(plan_.inputs.size()); ++i) {
+      const int bytes = ElementBytes(plan_.inputs[i].dtype);
+      if (pointer_[i] < 0 || bytes == 4) continue;
+      EmitCopyTail(ptr[rsp + kBounceSlot + pointer_[i] * kBounceBytes], InputAt(i), bytes);
     }
-    const size_t size = ElementSize(plan_.inputs[i].dtype);
-    std::memcpy(padded[pointer_[i]], static_cast<const unsigned char*>(inputs[i]) + blocks * kLanes * size,
-                tail * size);
-    tail_inputs[i] = padded[pointer_[i]];
   }
-  ElementwiseArgs args{tail_inputs.data(), padded[kMaxVectorInputs], 1};
-  fn(&args);
-  const size_t out_size = ElementSize(plan_.result_dtype);
-  std::memcpy(static_cast<unsigned char*>(out) + blocks * kLanes * out_size,
-              padded[kMaxVectorInputs], tail * out_size);
 }
+
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitTailOutput() {
+  const int bytes = ElementBytes(plan_.result_dtype);
+  if (kAvx512 || bytes == 4) return;
+  EmitCopyTail(OutputAt(), ptr[rsp + kBounceSlot + kMaxVectorInputs * kBounceBytes], bytes);
+}
+
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitCopyTail(const Xbyak::Address& dst, const Xbyak::Address& src,
+                                           int element_bytes) {
+  lea(rdi, dst);
+  lea(rsi, src);
+  mov(rcx, ptr[rsp + kCountSlot]);
+  and_(rcx, kLanes - 1);
+  if (element_bytes == 2) add(rcx, rcx);
+  rep();
+  movsb();
+}
+
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitLoad(int input, bool tail) {
+  const Vmm dst = Value(input);
+  const ir::DType dtype = plan_.inputs[input].dtype;
+  const int bytes = ElementBytes(dtype);
+  if (bytes == 4) {
+    if (!tail) {
+      vmovups(dst, InputAt(input));
+    } else if constexpr (kAvx512) {
+      vmovups(dst | kTailMask | T_z, InputAt(input));
+    } else {
+      vmovups(Temp(0), ptr[rsp + kMaskSlot]);
+      if (dtype == ir::DType::kF32) {
+        vmaskmovps(dst, Temp(0), InputAt(input));
+      } else {
+        vpmaskmovd(dst, Temp(0), InputAt(input));
+      }
+    }
+    return;
+  }
+  const Xbyak::Ymm half(dst.getIdx());
+  const Xbyak::Xmm quarter(dst.getIdx());
+  if (!tail) {
+    if (bytes == 2) {
+      vpmovzxwd(dst, InputAt(input));
+    } else {
+      vpmovzxbd(dst, InputAt(input));
+    }
+  } else if constexpr (kAvx512) {
+    if (bytes == 2) {
+      vmovdqu16(half | kTailMask | T_z, InputAt(input));
+      vpmovzxwd(dst, half);
+    } else {
+      vmovdqu8(quarter | kTailMask | T_z, InputAt(input));
+      vpmovzxbd(dst, quarter);
+    }
+  } else {
+    const Xbyak::Address bounce = ptr[rsp + kBounceSlot + pointer_[input] * kBounceBytes];
+    if (bytes == 2) {
+      vpmovzxwd(dst, bounce);
+    } else {
+      vpmovzxbd(dst, bounce);
+    }
+  }
+  if (bytes == 2) vpslld(dst, dst, 16);
+}
+
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitStore(const Vmm& src, bool tail) {
+  const ir::DType dtype = plan_.result_dtype;
+  const int bytes = ElementBytes(dtype);
+  if (bytes == 4) {
+    if (!tail) {
+      vmovups(OutputAt(), src);
+    } else if constexpr (kAvx512) {
+      vmovups(OutputAt() | kTailMask, src);
+    } else {
+      vmovups(Temp(0), ptr[rsp + kMaskSlot]);
+      if (dtype == ir::DType::kF32) {
+        vmaskmovps(OutputAt(), Temp(0), src);
+      } else {
+        vpmaskmovd(OutputAt(), Temp(0), src);
+      }
+    }
+    return;
+  }
+  const Xbyak::Xmm t0(Temp(0).getIdx()), t1(Temp(1).getIdx());
+  if constexpr (kAvx512) {
+    // Down-convert the 32-bit lanes (bf16 in their high halves, pred 0/1) and store.
+    const Xbyak::Address dst = tail ? OutputAt() | kTailMask : OutputAt();
+    if (bytes == 2) {
+      vpsrld(Temp(0), src, 16);
+      vpmovdw(Xbyak::Ymm(t0.getIdx()), Temp(0));
+      vmovdqu16(dst, Xbyak::Ymm(t0.getIdx()));
+    } else {
+      vpmovdb(t0, src);
+      vmovdqu8(dst, t0);
+    }
+  } else {
+    const Xbyak::Address dst =
+        tail ? ptr[rsp + kBounceSlot + kMaxVectorInputs * kBounceBytes] : OutputAt();
+    if (bytes == 2) {
+      vpsrld(Temp(0), src, 16);
+      vextracti128(t1, Temp(0), 1);
+      vpackusdw(t0, t0, t1);
+      vmovdqu(dst, t0);
+    } else {
+      vextracti128(t1, src, 1);
+      vpackusdw(t0, Xbyak::Xmm(src.getIdx()), t1);
+      vpackuswb(t0, t0, t0);
+      vmovq(dst, t0);
+    }
+  }
+}
+
+template <typename Vmm>
+Xbyak::Address ElementwiseEmitter<Vmm>::ConstantVector(const std::vector<uint32_t>& lanes) {
+  auto [it, inserted] = constant_index_.emplace(lanes, static_cast<int>(constants_.size()));
+  if (inserted) constants_.push_back(lanes);
+  return ptr[rip + pool_ + it->second * kVectorBytes];
+}
+
+template <typename Vmm>
+Xbyak::Address ElementwiseEmitter<Vmm>::Constant(uint32_t bits) {
+  return ConstantVector(std::vector<uint32_t>(kLanes, bits));
+}
+
+template <typename Vmm>
+Xbyak::Address ElementwiseEmitter<Vmm>::ConstantF(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  return Constant(bits);
+}
+
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitConstantPool() {
+  Xbyak::Label end;
+  jmp(end, T_NEAR);
+  align(64);
+  L(pool_);
+  for (const std::vector<uint32_t>& lanes : constants_) {
+    for (uint32_t word : lanes) dd(word);
+  }
+  L(end);
+}
+
+template class ElementwiseEmitter<Xbyak::Ymm>;
+template class ElementwiseEmitter<Xbyak::Zmm>;
 
 }  // namespace shardjit::backends::x86

@@ -11,18 +11,61 @@
 namespace shardjit::backends::x86 {
 namespace {
 
-bool Vectorisable(ir::DType d) { return d == ir::DType::kF32 || d == ir::DType::kBF16; }
+using ir::DType;
 
 std::optional<EwOp> OpOf(const std::string& opcode) {
   static const auto* kOps = new std::unordered_map<std::string, EwOp>{
-      {"add", EwOp::kAdd},   {"sub", EwOp::kSub},   {"mul", EwOp::kMul},
-      {"div", EwOp::kDiv},   {"max", EwOp::kMax},   {"min", EwOp::kMin},
-      {"neg", EwOp::kNeg},   {"abs", EwOp::kAbs},   {"sqrt", EwOp::kSqrt},
-      {"rsqrt", EwOp::kRsqrt}, {"convert_element_type", EwOp::kCopy},
+      {"add", EwOp::kAdd},
+      {"sub", EwOp::kSub},
+      {"mul", EwOp::kMul},
+      {"div", EwOp::kDiv},
+      {"max", EwOp::kMax},
+      {"min", EwOp::kMin},
+      {"neg", EwOp::kNeg},
+      {"abs", EwOp::kAbs},
+      {"sqrt", EwOp::kSqrt},
+      {"rsqrt", EwOp::kRsqrt},
+      {"exp", EwOp::kExp},
+      {"log", EwOp::kLog},
+      {"tanh", EwOp::kTanh},
+      {"logistic", EwOp::kLogistic},
+      {"compare", EwOp::kCompare},
+      {"select", EwOp::kSelect},
+      {"convert_element_type", EwOp::kConvert},
       {"broadcast_in_dim", EwOp::kCopy}};
   auto it = kOps->find(opcode);
   if (it == kOps->end()) return std::nullopt;
   return it->second;
+}
+
+bool IsFloat(DType d) { return d == DType::kF32 || d == DType::kBF16; }
+
+// Whether the generators emit `op` on operands of `dtype` (select: of its value operands).
+bool Supports(EwOp op, DType dtype) {
+  switch (op) {
+    case EwOp::kAdd:
+    case EwOp::kSub:
+    case EwOp::kMul:
+    case EwOp::kMax:
+    case EwOp::kMin:
+    case EwOp::kNeg:
+    case EwOp::kAbs:
+      return IsFloat(dtype) || dtype == DType::kS32;
+    case EwOp::kDiv:  // s32 division has no vector instruction
+    case EwOp::kSqrt:
+    case EwOp::kRsqrt:
+    case EwOp::kExp:
+    case EwOp::kLog:
+    case EwOp::kTanh:
+    case EwOp::kLogistic:
+      return IsFloat(dtype);
+    case EwOp::kCompare:
+    case EwOp::kSelect:
+    case EwOp::kConvert:
+    case EwOp::kCopy:
+      return dtype != DType::kInvalid;
+  }
+  return false;
 }
 
 absl::Status Declined(const std::string& what) {
@@ -31,6 +74,11 @@ absl::Status Declined(const std::string& what) {
 
 }  // namespace
 
+ir::DType ElementwisePlan::dtype(int value) const {
+  const int num_inputs = static_cast<int>(inputs.size());
+  return value < num_inputs ? inputs[value].dtype : steps[value - num_inputs].dtype;
+}
+
 std::string ElementwisePlan::Key() const {
   std::string key;
   for (const Input& in : inputs) {
@@ -38,7 +86,8 @@ std::string ElementwisePlan::Key() const {
   }
   key += "|";
   for (const Step& s : steps) {
-    key += fmt::format("{}:{},{}:{} ", static_cast<int>(s.op), s.a, s.b, ir::DTypeName(s.dtype));
+    key += fmt::format("{}:{},{},{}:{}:{} ", static_cast<int>(s.op), s.a, s.b, s.c,
+                       ir::DTypeName(s.dtype), static_cast<int>(s.direction));
   }
   return key + fmt::format("| {}:{}", result, ir::DTypeName(result_dtype));
 }
@@ -48,9 +97,6 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
   std::unordered_map<int64_t, int> value_of;
   for (const ir::Param& p : body.params()) {
     ir::ShapedType t = ir::FromProto(p.type());
-    if (!Vectorisable(t.dtype)) {
-      return Declined(fmt::format("operand dtype {} is not f32 or bf16", ir::DTypeName(t.dtype)));
-    }
     value_of[p.id()] = static_cast<int>(plan.inputs.size());
     plan.inputs.push_back({t.dtype, t.rank() == 0});
   }
@@ -58,18 +104,27 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
     std::optional<EwOp> ew = OpOf(op.opcode());
     if (!ew) return Declined(fmt::format("{} is not supported", op.opcode()));
     if (op.results_size() != 1) return Declined(fmt::format("{} has several results", op.opcode()));
-    ir::DType dtype = ir::FromProto(op.result_types(0)).dtype;
-    if (!Vectorisable(dtype)) {
-      return Declined(fmt::format("{} produces {}", op.opcode(), ir::DTypeName(dtype)));
-    }
-    ElementwisePlan::Step step{*ew, -1, -1, dtype};
-    for (int i = 0; i < op.operands_size(); ++i) {
-      auto it = value_of.find(op.operands(i));
-      if (it == value_of.end()) return Declined(fmt::format("{} reads an unknown value", op.opcode()));
-      (i == 0 ? step.a : step.b) = it->second;
-    }
-    if (step.a < 0 || op.operands_size() > 2) {
+    const int arity = *ew == EwOp::kSelect ? 3 : op.operands_size();
+    if (op.operands_size() != arity || arity < 1 || arity > 3) {
       return Declined(fmt::format("{} has {} operands", op.opcode(), op.operands_size()));
+    }
+    ElementwisePlan::Step step;
+    step.op = *ew;
+    step.dtype = ir::FromProto(op.result_types(0)).dtype;
+    if (step.op == EwOp::kCompare) step.direction = op.compare().direction();
+    int* slots[] = {&step.a, &step.b, &step.c};
+    for (int i = 0; i < arity; ++i) {
+      auto it = value_of.find(op.operands(i));
+      if (it == value_of.end()) {
+        return Declined(fmt::format("{} reads an unknown value", op.opcode()));
+      }
+      *slots[i] = it->second;
+    }
+    const DType operand = plan.dtype(step.op == EwOp::kSelect ? step.b : step.a);
+    if (step.op == EwOp::kConvert && operand == step.dtype) step.op = EwOp::kCopy;
+    if (!Supports(step.op, operand)) {
+      return Declined(
+          fmt::format("{} on {} is not supported", op.opcode(), ir::DTypeName(operand)));
     }
     value_of[op.results(0)] = plan.num_values();
     plan.steps.push_back(step);
@@ -78,9 +133,7 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
     return Declined("the body must return one value");
   }
   plan.result = value_of[body.results(0)];
-  plan.result_dtype = plan.result < static_cast<int>(plan.inputs.size())
-                          ? plan.inputs[plan.result].dtype
-                          : plan.steps[plan.result - plan.inputs.size()].dtype;
+  plan.result_dtype = plan.dtype(plan.result);
   if (plan.result < static_cast<int>(plan.inputs.size()) && plan.inputs[plan.result].scalar) {
     return Declined("the body returns a scalar operand");
   }
@@ -90,10 +143,55 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
 ElementwisePlan BinaryPlan(EwOp op, ir::DType dtype) {
   ElementwisePlan plan;
   plan.inputs = {{dtype, false}, {dtype, false}};
-  plan.steps = {{op, 0, 1, dtype}};
+  plan.steps = {{op, 0, 1, -1, dtype}};
   plan.result = 2;
   plan.result_dtype = dtype;
   return plan;
+}
+
+absl::StatusOr<std::vector<int>> AssignRegisters(const ElementwisePlan& plan, int num_regs) {
+  const int n = plan.num_values();
+  const int num_inputs = static_cast<int>(plan.inputs.size());
+  const int num_steps = static_cast<int>(plan.steps.size());
+  std::vector<int> last_use(n, -1);
+  for (int s = 0; s < num_steps; ++s) {
+    for (int v : {plan.steps[s].a, plan.steps[s].b, plan.steps[s].c}) {
+      if (v >= 0) last_use[v] = s;
+    }
+  }
+  last_use[plan.result] = num_steps;
+  std::vector<int> reg(n, -1);
+  std::vector<bool> busy(num_regs, false);
+  auto take = [&](int value) {
+    for (int r = 0; r < num_regs; ++r) {
+      if (!busy[r]) {
+        busy[r] = true;
+        reg[value] = r;
+        return true;
+      }
+    }
+    return false;
+  };
+  const absl::Status too_many = Declined(fmt::format("more than {} live values", num_regs));
+  for (int i = 0; i < num_inputs; ++i) {
+    if (plan.inputs[i].scalar && !take(i)) return too_many;
+  }
+  for (int s = 0; s < num_steps; ++s) {
+    const ElementwisePlan::Step& step = plan.steps[s];
+    for (int v : {step.a, step.b, step.c}) {
+      if (v >= 0 && reg[v] < 0 && !take(v)) return too_many;
+    }
+    const int value = num_inputs + s;
+    if (!take(value)) return too_many;
+    if (last_use[value] < 0) busy[reg[value]] = false;  // dead step
+    for (int v : {step.a, step.b, step.c}) {
+      if (v >= 0 && last_use[v] == s && !(v < num_inputs && plan.inputs[v].scalar)) {
+        busy[reg[v]] = false;
+      }
+    }
+  }
+  if (reg[plan.result] < 0 && !take(plan.result)) return too_many;
+  return reg;
 }
 
 }  // namespace shardjit::backends::x86

@@ -1,7 +1,7 @@
-// Translation of a fusion body into a straight-line program over 8-lane f32 vectors: the form the
-// elementwise kernel generators emit. Values are numbered inputs first, then one per step; bf16
-// values are kept widened to f32 and rounded (to nearest even) after every step that produces one,
-// which is exactly what the reference kernels compute op by op.
+// Translation of a fusion body into a straight-line program over vectors of 32-bit lanes: the form
+// the elementwise kernel generators emit. Values are numbered inputs first, then one per step. In a
+// lane, f32 and s32 are themselves, bf16 is widened to f32 (and rounded to nearest even after every
+// step that computes one, exactly as the reference kernels do op by op) and pred is 0 or 1.
 #ifndef SHARDJIT_BACKENDS_X86_ELEMENTWISE_PLAN_H_
 #define SHARDJIT_BACKENDS_X86_ELEMENTWISE_PLAN_H_
 
@@ -14,7 +14,29 @@
 
 namespace shardjit::backends::x86 {
 
-enum class EwOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kNeg, kAbs, kSqrt, kRsqrt, kCopy };
+// Binary arithmetic (kAdd..kMin), exact unary ops (kNeg..kRsqrt), polynomial approximations
+// (kExp..kLogistic, elementwise_math.cc), compare (to pred), select (a ? b : c), convert (between
+// two different dtypes) and copy (same dtype: a broadcast scalar, a no-op convert).
+enum class EwOp {
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
+  kNeg,
+  kAbs,
+  kSqrt,
+  kRsqrt,
+  kExp,
+  kLog,
+  kTanh,
+  kLogistic,
+  kCompare,
+  kSelect,
+  kConvert,
+  kCopy,
+};
 
 struct ElementwisePlan {
   struct Input {
@@ -24,8 +46,10 @@ struct ElementwisePlan {
   struct Step {
     EwOp op = EwOp::kCopy;
     int a = -1;
-    int b = -1;                        // -1 for unary steps
-    ir::DType dtype = ir::DType::kF32;  // of the result: bf16 rounds
+    int b = -1;  // -1 for unary steps
+    int c = -1;  // select's false operand
+    ir::DType dtype = ir::DType::kF32;  // of the result
+    ir::ComparisonDirection direction = ir::DIRECTION_INVALID;  // kCompare
   };
   std::vector<Input> inputs;
   std::vector<Step> steps;
@@ -33,16 +57,23 @@ struct ElementwisePlan {
   ir::DType result_dtype = ir::DType::kF32;
 
   int num_values() const { return static_cast<int>(inputs.size() + steps.size()); }
+  ir::DType dtype(int value) const;
   // Identifies the generated code: ops, dtypes and which inputs are scalars (not shapes).
   std::string Key() const;
 };
 
 // Plans `body` (a verified fusion body). Unimplemented, naming the op, when the body uses an op or
-// dtype the vector kernels cannot emit (exp, log, tanh, logistic, compare, select, s32, pred).
+// dtype the vector kernels cannot emit (rem, s32 div, several results).
 absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body);
 
 // The plan of out = a <op> b for psum-like reductions (`op` is kAdd, kMax or kMin).
 ElementwisePlan BinaryPlan(EwOp op, ir::DType dtype);
+
+// Assigns one of `num_regs` vector registers to every value: scalar inputs for the whole loop,
+// other values from their first use (vector inputs are loaded right before it) to their last. A
+// step's result never shares a register with its operands. Unimplemented when more than
+// `num_regs` values are live at once.
+absl::StatusOr<std::vector<int>> AssignRegisters(const ElementwisePlan& plan, int num_regs);
 
 }  // namespace shardjit::backends::x86
 

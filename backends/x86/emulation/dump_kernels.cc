@@ -2,8 +2,6 @@
 // micro-kernel, for run_kernels.py to execute in an AVX-512 emulator. This is how the AVX-512
 // kernels are checked on hosts without AVX-512.
 //   bazel run //backends/x86/emulation:dump_kernels -- /tmp/gemm_cases
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -11,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/x86/emulation/case_writer.h"
 #include "backends/x86/gemm_kernel.h"
 #include "backends/x86/gemm_kernel_avx2.h"
 #include "backends/x86/gemm_kernel_avx512.h"
@@ -19,15 +18,12 @@
 namespace shardjit::backends::x86 {
 namespace {
 
-// Guest addresses of the emulator's memory regions (run_kernels.py uses the same).
-constexpr uint64_t kGuestA = 0x20000000, kGuestB = 0x30000000, kGuestC = 0x40000000;
+using emulation::Bytes;
+using emulation::kGuestArgs;
+using emulation::kGuestData;
 
-bool WriteFile(const std::string& path, const void* data, size_t bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(data, 1, bytes, f) == bytes;
-  return std::fclose(f) == 0 && ok;
-}
+// A, B and C in the first three guest data regions.
+constexpr uint64_t kGuestA = kGuestData[0], kGuestB = kGuestData[1], kGuestC = kGuestData[2];
 
 std::vector<KernelKey> Keys() {
   std::vector<KernelKey> keys;
@@ -60,9 +56,8 @@ int Main(const std::string& out) {
     uint32_t hi = ir::bf16::FromFloat(static_cast<float>(small(rng)));
     return lo | hi << 16;
   };
-  FILE* index = std::fopen((out + "/index.txt").c_str(), "w");
-  if (index == nullptr) return 1;
-  int id = 0;
+  emulation::CaseWriter writer(out);
+  if (!writer.ok()) return 1;
   for (const KernelKey& key : Keys()) {
     std::unique_ptr<JitGenerator> gen;
     if (key.isa == IsaLevel::kAvx2) {
@@ -86,9 +81,9 @@ int Main(const std::string& out) {
           std::vector<uint32_t> a(k_steps * key.mr), b((n_panels + 1) * b_stride / 4);
           for (uint32_t& x : a) x = value(key.layout);
           for (uint32_t& x : b) x = value(key.layout);
-          std::vector<float> c(key.rows * ldc + 16);
-          for (float& x : c) x = static_cast<float>(c_value(rng));
-          std::vector<float> want = c;
+          std::vector<float> c_in(key.rows * ldc + 16);
+          for (float& x : c_in) x = static_cast<float>(c_value(rng));
+          std::vector<float> want = c_in;
           MicroKernelArgs args;
           args.a = a.data();
           args.b = b.data();
@@ -105,24 +100,23 @@ int Main(const std::string& out) {
           args.b = reinterpret_cast<const void*>(kGuestB);
           args.c = reinterpret_cast<float*>(kGuestC);
           args.key = nullptr;
-          const std::string dir = out + "/" + std::to_string(id);
-          mkdir(dir.c_str(), 0755);
-          const bool ok = WriteFile(dir + "/code.bin", gen->code(), gen->code_size()) &&
-                          WriteFile(dir + "/a.bin", a.data(), a.size() * 4) &&
-                          WriteFile(dir + "/b.bin", b.data(), b.size() * 4) &&
-                          WriteFile(dir + "/c.bin", c.data(), c.size() * 4) &&
-                          WriteFile(dir + "/want.bin", want.data(), want.size() * 4) &&
-                          WriteFile(dir + "/args.bin", &args, sizeof(args));
-          if (!ok) return 1;
-          std::fprintf(index, "%d %s panels=%d k_steps=%d accumulate=%d tail_cols=%d\n", id,
-                       key.Name().c_str(), n_panels, k_steps, accumulate, tail_cols);
-          ++id;
+          emulation::Case c;
+          c.description = key.Name() + " panels=" + std::to_string(n_panels) +
+                          " k_steps=" + std::to_string(k_steps) +
+                          " accumulate=" + std::to_string(accumulate) +
+                          " tail_cols=" + std::to_string(tail_cols);
+          c.code = Bytes(gen->code(), gen->code_size());
+          c.writes = {{kGuestA, Bytes(a.data(), a.size() * 4)},
+                      {kGuestB, Bytes(b.data(), b.size() * 4)},
+                      {kGuestC, Bytes(c_in.data(), c_in.size() * 4)},
+                      {kGuestArgs, Bytes(&args, sizeof(args))}};
+          c.checks = {{kGuestC, Bytes(want.data(), want.size() * 4), "f32", 0, {}}};
+          if (!writer.Add(c)) return 1;
         }
       }
     }
   }
-  std::fclose(index);
-  std::printf("%d cases in %s\n", id, out.c_str());
+  std::printf("%d cases in %s\n", writer.count(), out.c_str());
   return 0;
 }
 
@@ -134,6 +128,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: dump_kernels OUT_DIR\n");
     return 2;
   }
-  mkdir(argv[1], 0755);
   return shardjit::backends::x86::Main(argv[1]);
 }

@@ -1,13 +1,17 @@
-"""Runs the cases of dump_kernels in BochsCPU, an x86 emulator with AVX-512 and AVX512_BF16.
+"""Runs the cases of dump_kernels or dump_elementwise in BochsCPU, an x86 emulator with AVX-512 and
+AVX512_BF16.
 
-Each case calls one generated micro-kernel on packed inputs; the resulting C (including the
-columns and rows it must not touch) has to match the portable micro-kernel bit for bit, the
-callee-saved registers must survive and the stack must balance.
+Each case (format: case_writer.h) calls one generated kernel, arguments in rdi: its memory is
+written, the kernel runs, and the memory it lists is compared: bit for bit, or within an ulp
+bound for approximations. The callee-saved registers must survive and the stack must balance; an
+access to an unmapped page (every data region is followed by one) fails the case.
 
 Setup (once; the package is on PyPI):
   python3 -m pip install --target /tmp/bochs bochscpu-python==0.4.0
   bazel run //backends/x86/emulation:dump_kernels -- /tmp/gemm_cases
   python3 backends/x86/emulation/run_kernels.py --site /tmp/bochs /tmp/gemm_cases [FILTER]
+  bazel run //backends/x86/emulation:dump_elementwise -- /tmp/elementwise_cases
+  python3 backends/x86/emulation/run_kernels.py --site /tmp/bochs /tmp/elementwise_cases [FILTER]
 
 The wheel needs glibc 2.38 symbols (__isoc23_*): on older glibc a small shim is built and
 preloaded. Its default CPU model lacks AVX512_BF16, so the runner works on a copy of the module
@@ -24,10 +28,12 @@ import tempfile
 
 PAGE = 4096
 SLOT = 0x10000  # one code slot per distinct kernel: Bochs caches decoded code by address
-NSLOTS = 128
-CODE, A, B, C, ARGS, STACK, STOP = (0x10000000, 0x20000000, 0x30000000, 0x40000000, 0x50000000,
-                                    0x60000000, 0x70000000)
-DATA_PAGES = {A: 8, B: 8, C: 8, ARGS: 1, STACK: 2}
+NSLOTS = 512
+CODE, ARGS, STACK, STOP = 0x10000000, 0x50000000, 0x60000000, 0x70000000
+# Guest data regions (case_writer.h), each followed by an unmapped page.
+DATA = (0x20000000, 0x30000000, 0x40000000, 0x80000000, 0x90000000, 0xA0000000, 0xB0000000,
+        0xC0000000)
+DATA_PAGES = {**{base: 64 for base in DATA}, ARGS: 1, STACK: 2}
 CALLEE_SAVED = {"rbx": 0x1111, "rbp": 0x2222, "r12": 0x3333, "r13": 0x4444, "r14": 0x5555,
                 "r15": 0x6666}
 
@@ -40,6 +46,35 @@ int __isoc23_sscanf(const char* s, const char* f, ...) {
   va_list ap; va_start(ap, f); int r = vsscanf(s, f, ap); va_end(ap); return r;
 }
 """
+
+
+def mismatches(got, want, dtype, max_ulp, open_nan):
+    """(index, got, want) of the elements that differ beyond what the check allows."""
+    size, sign = {"f32": (4, 31), "bf16": (2, 15), "s32": (4, None), "u8": (1, None)}[dtype]
+    if got == want:
+        return []
+
+    def nan(bits):
+        return (bits & ((1 << sign) - 1)) > (0x7F800000 if sign == 31 else 0x7F80)
+
+    def ordered(bits):
+        magnitude = bits & ((1 << sign) - 1)
+        return -magnitude if bits >> sign else magnitude
+
+    bad = []
+    for i in range(len(want) // size):
+        g = int.from_bytes(got[i * size:(i + 1) * size], "little")
+        w = int.from_bytes(want[i * size:(i + 1) * size], "little")
+        if g == w:
+            continue
+        if sign is not None and nan(g) and nan(w):
+            if max_ulp > 0 or (open_nan and open_nan[i]):
+                continue
+        elif sign is not None and not nan(g) and not nan(w):
+            if abs(ordered(g) - ordered(w)) <= max_ulp:
+                continue
+        bad.append((i, hex(g), hex(w)))
+    return bad
 
 
 def prepare(site, work):
@@ -127,10 +162,12 @@ def run_all(root, only):
             assert len(slots) < NSLOTS
             slots[code] = CODE + len(slots) * SLOT
             write(slots[code], code)
-        for name, base in (("a", A), ("b", B), ("c", C), ("args", ARGS)):
-            data = open(f"{d}/{name}.bin", "rb").read()
-            assert len(data) <= DATA_PAGES[base] * PAGE, name
-            write(base, data)
+        manifest = [line.split() for line in open(f"{d}/case.txt").read().splitlines()]
+        for kind, address, name, *_ in manifest:
+            if kind == "write":
+                data = open(f"{d}/{name}", "rb").read()
+                if data:
+                    write(int(address, 0), data)
         st = bochscpu.State()
         bochscpu.cpu.set_long_mode(st)
         st.cr3 = pml4
@@ -157,13 +194,17 @@ def run_all(root, only):
         errors += [f"{r} clobbered" for r, v in CALLEE_SAVED.items() if getattr(end, r) != v]
         if end.rsp != rsp + 8:
             errors.append(f"rsp {end.rsp:#x}, want {rsp + 8:#x}")
-        want = open(f"{d}/want.bin", "rb").read()
-        got = bytes(bochscpu.memory.virt_read(pml4, C, len(want)))
-        if got != want:
-            w = struct.unpack(f"<{len(want) // 4}f", want)
-            g = struct.unpack(f"<{len(got) // 4}f", got)
-            bad = [(i, g[i], w[i]) for i in range(len(w)) if g[i] != w[i]]
-            errors.append(f"{len(bad)} wrong elements of C, first {bad[:3]}")
+        for kind, address, name, *check in manifest:
+            if kind != "check":
+                continue
+            want = open(f"{d}/{name}", "rb").read()
+            if not want:
+                continue
+            got = bytes(bochscpu.memory.virt_read(pml4, int(address, 0), len(want)))
+            open_nan = open(f"{d}/{check[2]}", "rb").read() if len(check) > 2 else b""
+            bad = mismatches(got, want, check[0], int(check[1]), open_nan)
+            if bad:
+                errors.append(f"{len(bad)} wrong elements at {address}, first {bad[:3]}")
         return errors
 
     passed = failed = 0
@@ -184,14 +225,14 @@ def run_all(root, only):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--site", required=True, help="where bochscpu-python is installed")
-    parser.add_argument("cases", help="output directory of dump_kernels")
+    parser.add_argument("cases", help="output directory of dump_kernels or dump_elementwise")
     parser.add_argument("filter", nargs="?", help="only cases whose description contains this")
     args = parser.parse_args()
-    if os.environ.get("_GEMM_EMU_CHILD"):
+    if os.environ.get("_KERNEL_EMU_CHILD"):
         sys.exit(run_all(args.cases, args.filter))
     with tempfile.TemporaryDirectory() as work:
         shim = prepare(args.site, work)
-        env = dict(os.environ, _GEMM_EMU_CHILD="1", LD_PRELOAD=shim,
+        env = dict(os.environ, _KERNEL_EMU_CHILD="1", LD_PRELOAD=shim,
                    PYTHONPATH=os.pathsep.join([work, args.site]))
         # nanobind reports leaks at exit; they are harmless here.
         proc = subprocess.run([sys.executable] + sys.argv, env=env, stderr=subprocess.PIPE,
