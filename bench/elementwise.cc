@@ -135,7 +135,7 @@ void BM_ReduceBuffersSumF32(benchmark::State& state) {
   const int64_t n = state.range(0);
   std::vector<ir::Tensor> in = Inputs(n);
   for (auto _ : state) {
-    auto s = backends::x86::ReduceBuffers(backends::x86::ReduceKind::kSum, ir::DType::kF32,
+    auto s = backends::x86::ReduceBuffers(backends::ReduceKind::kSum, ir::DType::kF32,
                                           in[0].data(), in[1].data(), in[2].data(), n);
     benchmark::DoNotOptimize(s);
   }

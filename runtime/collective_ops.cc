@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "backends/reduce_kind.h"
 #include "backends/x86/elementwise.h"
 #include "fmt/format.h"
 #include "ir/types.h"
@@ -11,6 +12,7 @@
 namespace shardjit::runtime {
 namespace {
 
+using backends::ReduceKind;
 using ir::DType;
 using ir::Tensor;
 
@@ -34,7 +36,12 @@ Tensor ExpandDims(const Tensor& t, int64_t axis) {
   return t.Reshaped(dims);
 }
 
-enum class ReduceKind { kSum, kMean, kMax, kMin };
+// The reduction of a collective: psum and psum_scatter sum, pmean sums and divides by the group
+// size, pmax and pmin.
+struct Reduction {
+  ReduceKind kind = ReduceKind::kSum;
+  bool mean = false;  // divide the sum by the number of operands
+};
 
 template <typename T, typename Acc>
 Acc Load(const Tensor& t, int64_t i) {
@@ -45,32 +52,29 @@ Acc Load(const Tensor& t, int64_t i) {
   }
 }
 
+// acc <kind> x: the backends' in-order step (s32 sums wrap), except that a floating max or min
+// with a NaN operand is the canonical NaN.
 template <typename Acc>
-Acc Combine(ReduceKind kind, Acc a, Acc b) {
-  if (kind == ReduceKind::kSum || kind == ReduceKind::kMean) {
-    if constexpr (std::is_integral_v<Acc>) {
-      return static_cast<Acc>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));  // wraps
-    } else {
-      return a + b;
-    }
-  }
+Acc Combine(ReduceKind kind, Acc acc, Acc x) {
   if constexpr (std::is_floating_point_v<Acc>) {
-    if (std::isnan(a) || std::isnan(b)) return NAN;
+    if (kind != ReduceKind::kSum && (std::isnan(acc) || std::isnan(x))) return NAN;
   }
-  return kind == ReduceKind::kMax ? std::max(a, b) : std::min(a, b);
+  return backends::CombineInOrder(kind, acc, x);
 }
 
 // Elementwise reduction of `boxes` (in group order) into `out`, accumulating in Acc (f32 for
 // bf16, as XLA does) and rounding once.
 template <typename T, typename Acc>
-void ReduceInto(const std::vector<Tensor>& boxes, ReduceKind kind, Tensor& out) {
+void ReduceInto(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out) {
   const int64_t n = out.num_elements();
   std::vector<Acc> acc(n);
   for (int64_t i = 0; i < n; ++i) acc[i] = Load<T, Acc>(boxes[0], i);
   for (size_t b = 1; b < boxes.size(); ++b) {
-    for (int64_t i = 0; i < n; ++i) acc[i] = Combine(kind, acc[i], Load<T, Acc>(boxes[b], i));
+    for (int64_t i = 0; i < n; ++i) {
+      acc[i] = Combine(reduction.kind, acc[i], Load<T, Acc>(boxes[b], i));
+    }
   }
-  const bool mean = kind == ReduceKind::kMean;
+  const bool mean = reduction.mean;
   const int64_t count = static_cast<int64_t>(boxes.size());
   for (int64_t i = 0; i < n; ++i) {
     if (out.dtype() == DType::kF32) {
@@ -100,12 +104,8 @@ void WidenToF32(const Tensor& t, float* out) {
 // ReduceInto for f32 and bf16 on the x86 backend's buffer kernels: the same f32 accumulation in
 // group order and one rounding at the end. bf16 members are widened first, since the kernels
 // would round a bf16 accumulator at every step.
-absl::Status ReduceFloat(const std::vector<Tensor>& boxes, ReduceKind kind, Tensor& out) {
-  namespace x86 = backends::x86;
+absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out) {
   const int64_t n = out.num_elements();
-  const x86::ReduceKind k = kind == ReduceKind::kMax   ? x86::ReduceKind::kMax
-                            : kind == ReduceKind::kMin ? x86::ReduceKind::kMin
-                                                       : x86::ReduceKind::kSum;
   const bool f32 = out.dtype() == DType::kF32;
   std::vector<float> scratch;
   float* acc = f32 ? out.data_as<float>() : nullptr;
@@ -121,13 +121,15 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, ReduceKind kind, Tens
       operand = scratch.data() + n;
     }
     // ReduceBuffers keeps its second input on ties (max(-0, +0)), as std::max(acc, x) does.
-    if (absl::Status s = x86::ReduceBuffers(k, DType::kF32, operand, acc, acc, n); !s.ok()) {
+    if (absl::Status s =
+            backends::x86::ReduceBuffers(reduction.kind, DType::kF32, operand, acc, acc, n);
+        !s.ok()) {
       return s;
     }
   }
   const int64_t count = static_cast<int64_t>(boxes.size());
   if (f32) {
-    if (kind == ReduceKind::kMean) {
+    if (reduction.mean) {
       for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] / static_cast<float>(count);
     }
     return absl::OkStatus();
@@ -135,10 +137,10 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, ReduceKind kind, Tens
   ir::bf16* dst = out.data_as<ir::bf16>();
   for (int64_t i = 0; i < n; ++i) {
     // As Tensor::SetDouble rounds: through float, once.
-    const float v = kind == ReduceKind::kMean
-                        ? static_cast<float>(static_cast<double>(acc[i]) /
-                                             static_cast<double>(count))
-                        : acc[i];
+    const float v =
+        reduction.mean
+            ? static_cast<float>(static_cast<double>(acc[i]) / static_cast<double>(count))
+            : acc[i];
     dst[i] = ir::bf16(v);
   }
   return absl::OkStatus();
@@ -147,24 +149,24 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, ReduceKind kind, Tens
 absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::string& kind,
                               const ir::ShapedType& out_type, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(out_type, allocator);
-  ReduceKind k = kind == "pmax"   ? ReduceKind::kMax
-                 : kind == "pmin" ? ReduceKind::kMin
-                 : kind == "pmean" ? ReduceKind::kMean
-                                   : ReduceKind::kSum;
+  const Reduction reduction{kind == "pmax"   ? ReduceKind::kMax
+                            : kind == "pmin" ? ReduceKind::kMin
+                                             : ReduceKind::kSum,
+                            /*mean=*/kind == "pmean"};
   const DType dtype = boxes[0].dtype();
   if ((dtype == DType::kF32 || dtype == DType::kBF16) && out.dtype() == dtype) {
-    if (absl::Status s = ReduceFloat(boxes, k, out); !s.ok()) return s;
+    if (absl::Status s = ReduceFloat(boxes, reduction, out); !s.ok()) return s;
     return out;
   }
   switch (dtype) {
     case DType::kF32:
-      ReduceInto<float, float>(boxes, k, out);
+      ReduceInto<float, float>(boxes, reduction, out);
       break;
     case DType::kBF16:
-      ReduceInto<ir::bf16, float>(boxes, k, out);
+      ReduceInto<ir::bf16, float>(boxes, reduction, out);
       break;
     case DType::kS32:
-      ReduceInto<int32_t, int32_t>(boxes, k, out);
+      ReduceInto<int32_t, int32_t>(boxes, reduction, out);
       break;
     default:
       return absl::InvalidArgumentError(

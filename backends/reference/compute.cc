@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "backends/reduce_kind.h"
 #include "backends/reference/dtype_dispatch.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
@@ -118,73 +119,28 @@ Results Iota(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* alloca
   return std::vector<Tensor>{out};
 }
 
-enum class ReduceKind { kSum, kMax, kMin };
-
-// Reduction of values of type C (f32 for floats, int32 for s32, uint8 for pred).
-template <ReduceKind kKind, typename C>
-struct Reducer {
-  static C Init() {
-    if constexpr (kKind == ReduceKind::kSum) {
-      return C{0};
-    } else if constexpr (std::is_same_v<C, float>) {
-      float inf = std::numeric_limits<float>::infinity();
-      return kKind == ReduceKind::kMax ? -inf : inf;
-    } else if constexpr (std::is_same_v<C, int32_t>) {
-      return kKind == ReduceKind::kMax ? std::numeric_limits<C>::min()
-                                       : std::numeric_limits<C>::max();
-    } else {
-      return kKind == ReduceKind::kMax ? 0 : 1;
-    }
-  }
-  static C Apply(C acc, C x) {
-    if constexpr (kKind == ReduceKind::kSum) {
-      if constexpr (std::is_same_v<C, int32_t>) {
-        return static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(x));
-      } else {
-        return acc + x;
-      }
-    } else {
-      if constexpr (std::is_same_v<C, float>) {
-        if (std::isnan(acc)) return acc;
-        if (std::isnan(x)) return x;
-      }
-      if constexpr (kKind == ReduceKind::kMax) {
-        return x > acc ? x : acc;
-      } else {
-        return x < acc ? x : acc;
-      }
-    }
-  }
-};
-
 template <ReduceKind kKind>
 Results Reduce(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const Tensor& x = in[0];
   Tensor out = Tensor::Empty(ResultType(op), allocator);
-  Dims axes = ToDims(op.reduce().axes());
-  // Output offset strides per input dim: 0 on reduced dims.
-  Dims out_strides(x.dims().size(), 0);
-  int64_t stride = 1;
-  for (int64_t i = static_cast<int64_t>(x.dims().size()) - 1; i >= 0; --i) {
-    if (std::find(axes.begin(), axes.end(), i) != axes.end()) continue;
-    out_strides[i] = stride;
-    stride *= x.dims()[i];
-  }
+  const Dims out_strides = ReducedOutputStrides(x.dims(), ToDims(op.reduce().axes()));
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = std::conditional_t<kIsFloat<T>, float, T>;
-    using R = Reducer<kKind, C>;
-    std::vector<C> acc(out.num_elements(), R::Init());
+    std::vector<C> acc(out.num_elements(), ReduceIdentity<kKind, C>());
     const T* src = x.data_as<T>();
     ForEachRow(x.dims(), ir::RowMajorStrides(x.dims()), out_strides,
                [&](int64_t xi, int64_t oi, int64_t n, int64_t xs, int64_t os) {
                  if (os == 0) {
                    C a = acc[oi];
-                   for (int64_t i = 0; i < n; ++i) a = R::Apply(a, C(src[xi + i * xs]));
+                   for (int64_t i = 0; i < n; ++i) {
+                     a = CombineInOrder<kKind>(a, C(src[xi + i * xs]));
+                   }
                    acc[oi] = a;
                  } else {
                    for (int64_t i = 0; i < n; ++i) {
-                     acc[oi + i * os] = R::Apply(acc[oi + i * os], C(src[xi + i * xs]));
+                     acc[oi + i * os] =
+                         CombineInOrder<kKind>(acc[oi + i * os], C(src[xi + i * xs]));
                    }
                  }
                });

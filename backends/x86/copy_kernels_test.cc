@@ -18,6 +18,7 @@
 #include "backends/reference/kernel.h"
 #include "backends/x86/compile.h"
 #include "backends/x86/cpu_features.h"
+#include "backends/x86/isa_test_util.h"
 #include "gtest/gtest.h"
 #include "ir/parser.h"
 #include "ir/primitive.h"
@@ -101,19 +102,9 @@ std::vector<int64_t> StartCases(int64_t extent, int64_t size) {
           std::numeric_limits<int32_t>::max()};
 }
 
-class CopyKernelsTest : public ::testing::TestWithParam<IsaLevel> {
+class CopyKernelsTest : public IsaLevelTest {
  protected:
-  void SetUp() override {
-    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << IsaName(GetParam());
-    saved_ = MaxIsa();
-    SetMaxIsa(GetParam());
-  }
-  void TearDown() override {
-    if (GetParam() <= DetectedIsa()) SetMaxIsa(saved_);
-  }
-
   std::mt19937 rng_{7};
-  IsaLevel saved_ = IsaLevel::kAvx512Bf16;
 };
 
 TEST_P(CopyKernelsTest, Slice) {
@@ -313,10 +304,7 @@ TEST_P(CopyKernelsTest, BadInputIsAnErrorNotACrash) {
   EXPECT_FALSE(BroadcastInDimKernel(bcast, {row}, ir::HostAllocator()).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, CopyKernelsTest,
-                         ::testing::Values(IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512,
-                                           IsaLevel::kAvx512Bf16),
-                         [](const auto& info) { return std::string(IsaName(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Isa, CopyKernelsTest, ::testing::ValuesIn(kAllIsaLevels), IsaLevelName);
 
 // ---------------------------------------------------------------------------------------------
 // dynamic_update_slice in place, through compiled programs

@@ -7,6 +7,7 @@
 #include "backends/thread_pool.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/dot_general.h"
+#include "backends/x86/isa_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/primitive.h"
@@ -45,14 +46,7 @@ ir::Tensor Random(ir::DType dtype, const Dims& dims, int seed) {
   return t;
 }
 
-class DotGeneralTest : public ::testing::TestWithParam<IsaLevel> {
- protected:
-  void SetUp() override {
-    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks the ISA";
-    SetMaxIsa(GetParam());
-  }
-  void TearDown() override { SetMaxIsa(IsaLevel::kAvx512Bf16); }
-};
+class DotGeneralTest : public IsaLevelTest {};
 
 TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
   const std::vector<DotCase> cases = {
@@ -107,9 +101,7 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, DotGeneralTest,
-                         ::testing::Values(IsaLevel::kReference, IsaLevel::kAvx2,
-                                           IsaLevel::kAvx512, IsaLevel::kAvx512Bf16));
+INSTANTIATE_TEST_SUITE_P(Isa, DotGeneralTest, ::testing::ValuesIn(kAllIsaLevels), IsaLevelName);
 
 TEST(DotGeneralFallback, IntegersAreUnimplemented) {
   ir::Op int_op = DotOp({{2, 3}, {3, 2}, {1}, {0}, {}, {}}, ir::DType::kS32, ir::DType::kS32);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/reduce_kind.h"
 #include "ir/dtype.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
@@ -28,8 +29,6 @@ ElementwiseStats GetElementwiseStats();
 absl::StatusOr<std::vector<ir::Tensor>> FusionKernel(const ir::Op& op,
                                                      const std::vector<ir::Tensor>& operands,
                                                      ir::Allocator* allocator);
-
-enum class ReduceKind { kSum, kMax, kMin };
 
 // out[i] = a[i] <kind> b[i] for i < n (f32 or bf16 buffers; `out` may alias `a` or `b`), on
 // generated code, else a plain loop when the ISA is capped below AVX2. NaNs propagate as in the

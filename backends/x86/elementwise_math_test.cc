@@ -14,6 +14,7 @@
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/elementwise_kernel.h"
 #include "backends/x86/elementwise_test_util.h"
+#include "backends/x86/isa_test_util.h"
 #include "gtest/gtest.h"
 
 namespace shardjit::backends::x86 {

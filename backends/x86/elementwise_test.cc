@@ -12,6 +12,7 @@
 #include "backends/x86/elementwise_kernel.h"
 #include "backends/x86/elementwise_test_cases.h"
 #include "backends/x86/elementwise_test_util.h"
+#include "backends/x86/isa_test_util.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "ir/fmt_absl.h"

@@ -106,15 +106,6 @@ std::vector<ir::Tensor> RandomOperands(const ir::Op& op, uint32_t seed, ir::Allo
   return out;
 }
 
-std::vector<IsaLevel> HostIsaLevels() {
-  std::vector<IsaLevel> levels;
-  for (IsaLevel isa :
-       {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16}) {
-    if (isa <= DetectedIsa()) levels.push_back(isa);
-  }
-  return levels;
-}
-
 int64_t UlpDistance(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) {
     return std::isnan(a) && std::isnan(b) ? 0 : std::numeric_limits<int64_t>::max();

@@ -1,5 +1,5 @@
 // Helpers of the elementwise kernel tests: fusion ops from IR text, random operands with the
-// awkward values mixed in, ISA levels to test, and bitwise / ulp comparisons.
+// awkward values mixed in, and bitwise / ulp comparisons.
 #ifndef SHARDJIT_BACKENDS_X86_ELEMENTWISE_TEST_UTIL_H_
 #define SHARDJIT_BACKENDS_X86_ELEMENTWISE_TEST_UTIL_H_
 
@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/x86/cpu_features.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 
@@ -27,16 +26,6 @@ ir::Tensor RandomTensor(const ir::ShapedType& type, uint32_t seed);
 // One random tensor per body param of the fusion `op`, in `allocator`'s memory.
 std::vector<ir::Tensor> RandomOperands(const ir::Op& op, uint32_t seed,
                                        ir::Allocator* allocator = nullptr);
-
-// The ISA levels this host runs: reference, avx2, ... up to DetectedIsa().
-std::vector<IsaLevel> HostIsaLevels();
-
-// Caps the ISA for a scope and restores the default cap after.
-class ScopedMaxIsa {
- public:
-  explicit ScopedMaxIsa(IsaLevel isa) { SetMaxIsa(isa); }
-  ~ScopedMaxIsa() { SetMaxIsa(IsaLevel::kAvx512Bf16); }
-};
 
 // Distance in units in the last place (0 for two NaNs, INT64_MAX for a NaN and a number).
 int64_t UlpDistance(float a, float b);

@@ -16,6 +16,7 @@
 #include "backends/x86/gemm_internal.h"
 #include "backends/x86/gemm_kernel_avx2.h"
 #include "backends/x86/gemm_kernel_avx512.h"
+#include "backends/x86/isa_test_util.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "ir/dtype.h"
@@ -33,22 +34,6 @@ backends::ThreadPool& TestPool() {
 
 constexpr int64_t kSizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 65, 127, 128, 129, 200, 257};
 constexpr int kNumSizes = sizeof(kSizes) / sizeof(kSizes[0]);
-
-// Restores the ISA cap when it leaves scope.
-class ScopedMaxIsa {
- public:
-  explicit ScopedMaxIsa(IsaLevel isa) : saved_(MaxIsa()) { SetMaxIsa(isa); }
-  ~ScopedMaxIsa() { SetMaxIsa(saved_); }
-
- private:
-  IsaLevel saved_;
-};
-
-std::vector<IsaLevel> HostLevels() {
-  std::vector<IsaLevel> levels;
-  for (int l = 0; l <= static_cast<int>(DetectedIsa()); ++l) levels.push_back(IsaLevel(l));
-  return levels;
-}
 
 // One GEMM problem with its operands stored as doubles (exact in the input dtype) and laid out
 // per the strides in `args`.
@@ -218,7 +203,7 @@ TEST(Gemm, EveryHostLevelMatchesOracle) {
   std::vector<Case> cases = SampledCases();
   for (size_t i = 0; i < cases.size(); ++i) {
     Problem p(cases[i], 1000 + i);
-    for (IsaLevel isa : HostLevels()) {
+    for (IsaLevel isa : HostIsaLevels()) {
       ScopedMaxIsa cap(isa);
       p.Check(std::string(IsaName(isa)), [](const GemmArgs& g) { return Gemm(g); });
     }
@@ -240,7 +225,7 @@ TEST(Gemm, AllOptionCombinations) {
           c.trans_b = t & 2;
           c.pad = 2;
           Problem p(c, ++seed);
-          for (IsaLevel isa : HostLevels()) {
+          for (IsaLevel isa : HostIsaLevels()) {
             ScopedMaxIsa cap(isa);
             p.Check(std::string(IsaName(isa)), [](const GemmArgs& g) { return Gemm(g); });
           }
@@ -274,7 +259,7 @@ TEST(Gemm, SmallBlocksAtHostLevels) {
       c.trans_b = v == 3;
       c.threads = 1 + (v & 1);
       Problem p(c, 500 + ++seed);
-      for (IsaLevel isa : HostLevels()) {
+      for (IsaLevel isa : HostIsaLevels()) {
         if (isa == IsaLevel::kReference) continue;
         GemmPlan plan = SmallPlan(isa, p.args.type, /*portable=*/false);
         p.Check(std::string(IsaName(isa)) + " small blocks",
@@ -369,7 +354,7 @@ TEST(Gemm, ThreadsSplitMAndN) {
       c.trans_b = seed % 2 == 1;
       c.accumulate = seed % 3 == 1;
       Problem p(c, 300 + ++seed);
-      for (IsaLevel isa : HostLevels()) {
+      for (IsaLevel isa : HostIsaLevels()) {
         ScopedMaxIsa cap(isa);
         p.Check(std::string(IsaName(isa)), [](const GemmArgs& g) { return Gemm(g); });
         if (isa == IsaLevel::kReference) continue;
@@ -387,7 +372,7 @@ TEST(Gemm, AtIsaChecksTheCpu) {
   Case c;
   c.shape = {5, 6, 7};
   Problem p(c, 1);
-  for (IsaLevel isa : HostLevels()) {
+  for (IsaLevel isa : HostIsaLevels()) {
     p.Check(std::string(IsaName(isa)), [&](const GemmArgs& g) { return GemmAtIsa(g, isa); });
   }
   if (DetectedIsa() < IsaLevel::kAvx512Bf16) {
@@ -525,7 +510,7 @@ TEST(Gemm, MatchesReferenceDotGeneral) {
     g.b_col_stride = dc.rhs_transposed ? dc.k : 1;
     std::vector<float> out(dc.m * dc.n);
     g.c = out.data();
-    for (IsaLevel isa : HostLevels()) {
+    for (IsaLevel isa : HostIsaLevels()) {
       ScopedMaxIsa cap(isa);
       std::fill(out.begin(), out.end(), -1.0f);
       ASSERT_TRUE(Gemm(g).ok());

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "backends/reduce_kind.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
 #include "backends/x86/cpu_features.h"
@@ -26,17 +26,6 @@ constexpr int64_t kLanes = 8;
 // A kColumns call covers at most this many columns, so that its accumulators stay in L1 while the
 // rows stream through.
 constexpr int64_t kColumnBlock = 2048;
-
-template <ReduceKind kKind>
-float Identity() {
-  if constexpr (kKind == ReduceKind::kSum) {
-    return 0.0f;
-  } else if constexpr (kKind == ReduceKind::kMax) {
-    return -std::numeric_limits<float>::infinity();
-  } else {
-    return std::numeric_limits<float>::infinity();
-  }
-}
 
 template <typename T>
 constexpr ir::DType kDType = std::is_same_v<T, float> ? ir::DType::kF32 : ir::DType::kBF16;
@@ -163,18 +152,9 @@ Results Reduce(const ir::Op& op, const std::vector<ir::Tensor>& operands,
   ir::Tensor acc = out.dtype() == ir::DType::kF32
                        ? out
                        : ir::Tensor::Empty({ir::DType::kF32, out.dims()}, allocator);
-  std::fill_n(acc.data_as<float>(), n_out, Identity<kKind>());
-  // Output offset strides per input dim: 0 on reduced dims.
-  const auto& axes = op.reduce().axes();
-  Dims out_strides(x.dims().size(), 0);
-  int64_t stride = 1;
-  for (int64_t i = static_cast<int64_t>(x.dims().size()) - 1; i >= 0; --i) {
-    if (std::find(axes.begin(), axes.end(), i) != axes.end()) continue;
-    out_strides[i] = stride;
-    stride *= x.dims()[i];
-  }
-  const StridedLoops loops =
-      reference::CollapseLoops(x.dims(), out_strides, ir::RowMajorStrides(x.dims()));
+  std::fill_n(acc.data_as<float>(), n_out, ReduceIdentity<kKind, float>());
+  const StridedLoops loops = reference::CollapseLoops(
+      x.dims(), ReducedOutputStrides(x.dims(), op.reduce().axes()), ir::RowMajorStrides(x.dims()));
   if (!loops.empty) {
     absl::Status s = x.dtype() == ir::DType::kF32
                          ? ReduceInto<kKind>(x.data_as<float>(), loops, acc.data_as<float>())

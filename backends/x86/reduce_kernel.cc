@@ -1,5 +1,6 @@
 #include "backends/x86/reduce_kernel.h"
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,19 +17,6 @@ using Xbyak::Xmm;
 using Xbyak::Ymm;
 
 constexpr int kLanes = 8;
-
-// The identity of `kind` as f32 bits.
-uint32_t IdentityBits(ReduceKind kind) {
-  switch (kind) {
-    case ReduceKind::kSum:
-      return 0x00000000u;  // +0
-    case ReduceKind::kMax:
-      return 0xff800000u;  // -inf
-    case ReduceKind::kMin:
-      return 0x7f800000u;  // +inf
-  }
-  return 0;
-}
 
 template <typename T>
 const T* Row(const ReduceArgs* a, int64_t r) {
@@ -134,7 +122,7 @@ void ReduceKernelAvx2::GenerateBody() {
   mov(reg_n, ptr[reg_args + offsetof(ReduceArgs, vectors)]);
   shl(reg_n, 3);
   mov(reg_acc, ptr[reg_args + offsetof(ReduceArgs, acc)]);
-  mov(eax, IdentityBits(key_.kind));
+  mov(eax, std::bit_cast<uint32_t>(ReduceIdentity<float>(key_.kind)));
   vmovd(Xmm(identity_vec_.getIdx()), eax);
   vbroadcastss(identity_vec_, Xmm(identity_vec_.getIdx()));
   if (key_.layout == ReduceLayout::kRows) {
@@ -215,19 +203,11 @@ void ReduceKernelAvx2::EmitRows() {
   jnz(row_loop, T_NEAR);
 }
 
-void ReduceKernelAvx2::EmitColumns() {
+void ReduceKernelAvx2::EmitColumnLoop(std::initializer_list<Xbyak::Reg64> rows) {
   const int es = ElementBytes();
-  const Xbyak::Reg64 rows[] = {reg_src, reg_row1, reg_row2, reg_row3};
-  Xbyak::Label group_loop, group_col_loop, single_rows, row_loop, col_loop, done;
-  // Four rows at a time: each accumulator vector is loaded and stored once per four rows.
-  L(group_loop);
-  cmp(reg_rows, 4);
-  jl(single_rows, T_NEAR);
-  lea(reg_row1, ptr[reg_src + reg_stride]);
-  lea(reg_row2, ptr[reg_row1 + reg_stride]);
-  lea(reg_row3, ptr[reg_row2 + reg_stride]);
+  Xbyak::Label col_loop;
   xor_(reg_j, reg_j);
-  L(group_col_loop);
+  L(col_loop);
   vmovups(Ymm(0), ptr[reg_acc + reg_j * 4]);
   for (const Xbyak::Reg64& row : rows) {
     EmitLoad(x_, ptr[row + reg_j * es]);
@@ -236,7 +216,19 @@ void ReduceKernelAvx2::EmitColumns() {
   vmovups(ptr[reg_acc + reg_j * 4], Ymm(0));
   add(reg_j, kLanes);
   cmp(reg_j, reg_n);
-  jl(group_col_loop, T_NEAR);
+  jl(col_loop, T_NEAR);
+}
+
+void ReduceKernelAvx2::EmitColumns() {
+  Xbyak::Label group_loop, single_rows, row_loop, done;
+  // Four rows at a time: each accumulator vector is loaded and stored once per four rows.
+  L(group_loop);
+  cmp(reg_rows, 4);
+  jl(single_rows, T_NEAR);
+  lea(reg_row1, ptr[reg_src + reg_stride]);
+  lea(reg_row2, ptr[reg_row1 + reg_stride]);
+  lea(reg_row3, ptr[reg_row2 + reg_stride]);
+  EmitColumnLoop({reg_src, reg_row1, reg_row2, reg_row3});
   lea(reg_src, ptr[reg_row3 + reg_stride]);
   sub(reg_rows, 4);
   jmp(group_loop, T_NEAR);
@@ -245,15 +237,7 @@ void ReduceKernelAvx2::EmitColumns() {
   test(reg_rows, reg_rows);
   jz(done, T_NEAR);
   L(row_loop);
-  xor_(reg_j, reg_j);
-  L(col_loop);
-  vmovups(Ymm(0), ptr[reg_acc + reg_j * 4]);
-  EmitLoad(x_, ptr[reg_src + reg_j * es]);
-  EmitCombine(Ymm(0), x_);
-  vmovups(ptr[reg_acc + reg_j * 4], Ymm(0));
-  add(reg_j, kLanes);
-  cmp(reg_j, reg_n);
-  jl(col_loop, T_NEAR);
+  EmitColumnLoop({reg_src});
   add(reg_src, reg_stride);
   dec(reg_rows);
   jnz(row_loop, T_NEAR);

@@ -5,13 +5,13 @@
 #ifndef SHARDJIT_BACKENDS_X86_REDUCE_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_REDUCE_KERNEL_H_
 
-#include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "backends/reduce_kind.h"
 #include "backends/x86/cpu_features.h"
-#include "backends/x86/elementwise.h"
 #include "backends/x86/jit_generator.h"
 #include "ir/dtype.h"
 
@@ -33,22 +33,6 @@ struct ReduceArgs {
 
 using ReduceLoopFn = void (*)(const ReduceArgs*);
 
-// The reference's step: acc <op> x, where for max/min the first NaN wins and a tie keeps acc.
-template <ReduceKind kKind>
-inline float CombineInOrder(float acc, float x) {
-  if constexpr (kKind == ReduceKind::kSum) {
-    return acc + x;
-  } else {
-    if (std::isnan(acc)) return acc;
-    if (std::isnan(x)) return x;
-    if constexpr (kKind == ReduceKind::kMax) {
-      return x > acc ? x : acc;
-    } else {
-      return x < acc ? x : acc;
-    }
-  }
-}
-
 struct ReduceLoopKey {
   ReduceKind kind = ReduceKind::kSum;
   ir::DType dtype = ir::DType::kF32;  // of the input: kF32 or kBF16
@@ -68,6 +52,9 @@ class ReduceKernelAvx2 final : public JitGenerator {
   void GenerateBody() override;
   void EmitRows();
   void EmitColumns();
+  // acc[j] = acc[j] <op> row[j] for j < n over the rows held in `rows`, in order: loads and stores
+  // each accumulator vector once. Clobbers reg_j.
+  void EmitColumnLoop(std::initializer_list<Xbyak::Reg64> rows);
   // dst = 8 elements at `addr`, widened to f32.
   void EmitLoad(const Xbyak::Ymm& dst, const Xbyak::Address& addr);
   // acc = acc <op> x lane-wise, V being Xbyak::Ymm or Xbyak::Xmm. Clobbers tmp0_ and tmp1_.

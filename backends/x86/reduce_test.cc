@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
 #include "backends/x86/cpu_features.h"
+#include "backends/x86/isa_test_util.h"
 #include "gtest/gtest.h"
 #include "ir/primitive.h"
 #include "ir/types.h"
@@ -133,17 +134,8 @@ SumOracle ExactSums(const Tensor& x, const Dims& axes, int64_t out_elements) {
   return o;
 }
 
-class ReduceTest : public ::testing::TestWithParam<IsaLevel> {
+class ReduceTest : public IsaLevelTest {
  protected:
-  void SetUp() override {
-    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << IsaName(GetParam());
-    saved_ = MaxIsa();
-    SetMaxIsa(GetParam());
-  }
-  void TearDown() override {
-    if (GetParam() <= DetectedIsa()) SetMaxIsa(saved_);
-  }
-
   absl::StatusOr<std::vector<Tensor>> Run(const ir::Op& op, const Tensor& x) {
     if (op.opcode() == "reduce_sum") return ReduceSumKernel(op, {x}, ir::HostAllocator());
     if (op.opcode() == "reduce_max") return ReduceMaxKernel(op, {x}, ir::HostAllocator());
@@ -151,7 +143,6 @@ class ReduceTest : public ::testing::TestWithParam<IsaLevel> {
   }
 
   std::mt19937 rng_{11};
-  IsaLevel saved_ = IsaLevel::kAvx512Bf16;
 };
 
 TEST_P(ReduceTest, SumsAreWithinTheRoundingBoundOfTheExactSum) {
@@ -228,10 +219,7 @@ TEST_P(ReduceTest, BadInputIsAnErrorNotACrash) {
   EXPECT_TRUE(absl::IsInvalidArgument(Run(wrong_result, x).status()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, ReduceTest,
-                         ::testing::Values(IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512,
-                                           IsaLevel::kAvx512Bf16),
-                         [](const auto& info) { return std::string(IsaName(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Isa, ReduceTest, ::testing::ValuesIn(kAllIsaLevels), IsaLevelName);
 
 }  // namespace
 }  // namespace shardjit::backends::x86

@@ -60,4 +60,16 @@ bool CaseWriter::Add(const Case& c) {
   return ok;
 }
 
+int DumpMain(int argc, char** argv, const char* name, bool (*dump)(CaseWriter& writer)) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", name);
+    return 2;
+  }
+  const std::string out = argv[1];
+  CaseWriter writer(out);
+  if (!writer.ok() || !dump(writer)) return 1;
+  std::printf("%d cases in %s\n", writer.count(), out.c_str());
+  return 0;
+}
+
 }  // namespace shardjit::backends::x86::emulation

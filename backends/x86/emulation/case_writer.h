@@ -66,6 +66,11 @@ class CaseWriter {
   int count_ = 0;
 };
 
+// The main function of a dump binary `name` whose one argument is the output directory: writes
+// the cases that `dump` adds (false on failure, after saying why) and prints how many. Returns the
+// exit status: 0, 1 on a failure, 2 on a usage error.
+int DumpMain(int argc, char** argv, const char* name, bool (*dump)(CaseWriter& writer));
+
 }  // namespace shardjit::backends::x86::emulation
 
 #endif  // SHARDJIT_BACKENDS_X86_EMULATION_CASE_WRITER_H_

@@ -21,6 +21,7 @@
 #include "backends/x86/elementwise_test_util.h"
 #include "backends/x86/emulation/case_writer.h"
 #include "fmt/format.h"
+#include "ir/dtype.h"
 #include "ir/fmt_absl.h"
 
 namespace shardjit::backends::x86 {
@@ -35,19 +36,6 @@ using ir::Tensor;
 
 constexpr int kCanaryBytes = 64;
 constexpr int kOutputRegion = 7;  // inputs use the regions before it
-
-const char* CheckDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kS32:
-      return "s32";
-    default:
-      return "u8";
-  }
-}
 
 // One call of `kernel` on `operands`, expecting `want` (within max_ulp; any NaN for a NaN in the
 // lanes marked in open_nan); `alias`: the operand whose memory the output reuses, or -1.
@@ -76,7 +64,8 @@ emulation::Case KernelCase(const ElementwiseKernel& kernel, const std::string& d
   emulation::Case::Check check;
   check.address = output;
   check.want = Bytes(want.data(), want.byte_size());
-  check.dtype = CheckDType(want.dtype());
+  // run_kernels.py compares pred bytes as u8.
+  check.dtype = want.dtype() == DType::kPred ? "u8" : std::string(ir::DTypeName(want.dtype()));
   check.max_ulp = max_ulp;
   for (bool open : open_nan) check.open_nan.push_back(open ? 1 : 0);
   c.checks.push_back(check);
@@ -192,27 +181,21 @@ bool DumpTranscendentals(IsaLevel isa, emulation::CaseWriter& writer) {
   return true;
 }
 
-int Main(const std::string& out) {
-  emulation::CaseWriter writer(out);
-  if (!writer.ok()) return 1;
+bool DumpAll(emulation::CaseWriter& writer) {
   for (IsaLevel isa : {IsaLevel::kAvx512, IsaLevel::kAvx2}) {
     if (!DumpFusions(isa, writer) || !DumpReductions(isa, writer) ||
         !DumpTranscendentals(isa, writer)) {
       std::fprintf(stderr, "dumping the %s cases failed\n", std::string(IsaName(isa)).c_str());
-      return 1;
+      return false;
     }
   }
-  std::printf("%d cases in %s\n", writer.count(), out.c_str());
-  return 0;
+  return true;
 }
 
 }  // namespace
 }  // namespace shardjit::backends::x86
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: dump_elementwise OUT_DIR\n");
-    return 2;
-  }
-  return shardjit::backends::x86::Main(argv[1]);
+  return shardjit::backends::x86::emulation::DumpMain(argc, argv, "dump_elementwise",
+                                                      shardjit::backends::x86::DumpAll);
 }

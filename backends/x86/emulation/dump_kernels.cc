@@ -41,7 +41,7 @@ std::vector<KernelKey> Keys() {
   return keys;
 }
 
-int Main(const std::string& out) {
+bool DumpMicroKernels(emulation::CaseWriter& writer) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> small(-3, 3), c_value(-8, 8);
   // Small integers: every product and sum is exact, so results must match bit for bit.
@@ -56,8 +56,6 @@ int Main(const std::string& out) {
     uint32_t hi = ir::bf16::FromFloat(static_cast<float>(small(rng)));
     return lo | hi << 16;
   };
-  emulation::CaseWriter writer(out);
-  if (!writer.ok()) return 1;
   for (const KernelKey& key : Keys()) {
     std::unique_ptr<JitGenerator> gen;
     if (key.isa == IsaLevel::kAvx2) {
@@ -67,7 +65,7 @@ int Main(const std::string& out) {
     }
     if (!gen->Create().ok()) {
       std::fprintf(stderr, "generation failed: %s\n", key.Name().c_str());
-      return 1;
+      return false;
     }
     const int lanes = key.isa == IsaLevel::kAvx2 ? 8 : 16;
     for (int n_panels : {0, 1, 2}) {
@@ -111,22 +109,18 @@ int Main(const std::string& out) {
                       {kGuestC, Bytes(c_in.data(), c_in.size() * 4)},
                       {kGuestArgs, Bytes(&args, sizeof(args))}};
           c.checks = {{kGuestC, Bytes(want.data(), want.size() * 4), "f32", 0, {}}};
-          if (!writer.Add(c)) return 1;
+          if (!writer.Add(c)) return false;
         }
       }
     }
   }
-  std::printf("%d cases in %s\n", writer.count(), out.c_str());
-  return 0;
+  return true;
 }
 
 }  // namespace
 }  // namespace shardjit::backends::x86
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: dump_kernels OUT_DIR\n");
-    return 2;
-  }
-  return shardjit::backends::x86::Main(argv[1]);
+  return shardjit::backends::x86::emulation::DumpMain(argc, argv, "dump_kernels",
+                                                      shardjit::backends::x86::DumpMicroKernels);
 }
