@@ -1,15 +1,11 @@
 #include "backends/x86/gemm_pack.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "backends/x86/avx2_transpose.h"
 #include "backends/x86/cpu_features.h"
 #include "ir/dtype.h"
-
-// Functions compiled for AVX2; called only when ActiveIsa() has it.
-#define SHARDJIT_AVX2 __attribute__((target("avx2,fma")))
 
 namespace shardjit::backends::x86 {
 namespace {
@@ -26,33 +22,14 @@ struct Lines {
 };
 
 // 8 f32 lanes from 8 consecutive source elements (bf16 widened).
-SHARDJIT_AVX2 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
-SHARDJIT_AVX2 inline __m256 Load8(const uint16_t* p) {
+SHARDJIT_TARGET_AVX2 inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+SHARDJIT_TARGET_AVX2 inline __m256 Load8(const uint16_t* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
-// Transposes 8 vectors of 8 lanes: lane j of r[i] moves to lane i of r[j].
-SHARDJIT_AVX2 inline void Transpose8x8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
 // Stores the first `count` (1 to 8) lanes of `v` at `p`.
-SHARDJIT_AVX2 inline void StoreFirst(float* p, __m256 v, int count) {
+SHARDJIT_TARGET_AVX2 inline void StoreFirst(float* p, __m256 v, int count) {
   if (count == 8) {
     _mm256_storeu_ps(p, v);
     return;
@@ -76,7 +53,7 @@ SHARDJIT_AVX2 inline void StoreFirst(float* p, __m256 v, int count) {
 // PackF32Panel for sources contiguous along k (row-major A, column-major B): 8x8 blocks are
 // loaded along k and transposed in registers.
 template <typename T>
-SHARDJIT_AVX2 void PackAlongKAvx2(const Lines<T>& src, int64_t steps, int count, int width,
+SHARDJIT_TARGET_AVX2 void PackAlongKAvx2(const Lines<T>& src, int64_t steps, int count, int width,
                                   float* out) {
   for (int n0 = 0; n0 < count; n0 += 8) {
     const int lines = std::min(8, count - n0);
@@ -107,7 +84,7 @@ SHARDJIT_AVX2 void PackAlongKAvx2(const Lines<T>& src, int64_t steps, int count,
 // kF32 panels of `width`, one k row at a time across all panels: the source is read in long
 // contiguous runs rather than one short run per page.
 template <typename T>
-SHARDJIT_AVX2 void PackAcrossKAvx2(const Lines<T>& src, int64_t steps, int64_t lines, int width,
+SHARDJIT_TARGET_AVX2 void PackAcrossKAvx2(const Lines<T>& src, int64_t steps, int64_t lines, int width,
                                    float* out) {
   const int64_t panel_floats = steps * width;
   // Rows are a page or more apart, too far for the hardware prefetchers: fetch a few rows ahead.

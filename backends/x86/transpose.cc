@@ -4,6 +4,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "backends/x86/avx2_transpose.h"
+#include "backends/x86/cpu_features.h"
 #include "ir/types.h"
 
 namespace shardjit::backends::x86 {
@@ -14,18 +16,52 @@ using Dims = std::vector<int64_t>;
 // Tile edge in elements: a tile of each side stays in L1 (32x32 f32 = 4 KiB).
 constexpr int64_t kTile = 32;
 
-// dst[r * dst_row + c] = src[r + c * src_col] for r < rows, c < cols, tile by tile.
+// One 8x8 block, transposed in registers: dst[r * dst_row + c] = src[r + c * src_col].
+SHARDJIT_TARGET_AVX2 void Block8(uint32_t* dst, int64_t dst_row, const uint32_t* src,
+                                 int64_t src_col) {
+  __m256 v[8];
+  for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + c * src_col));
+  Transpose8x8(v);
+  for (int r = 0; r < 8; ++r) _mm256_storeu_ps(reinterpret_cast<float*>(dst + r * dst_row), v[r]);
+}
+
+SHARDJIT_TARGET_AVX2 void Block8(uint16_t* dst, int64_t dst_row, const uint16_t* src,
+                                 int64_t src_col) {
+  __m128i v[8];
+  for (int c = 0; c < 8; ++c) {
+    v[c] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c * src_col));
+  }
+  Transpose8x8Epi16(v);
+  for (int r = 0; r < 8; ++r) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + r * dst_row), v[r]);
+}
+
+// dst[r * dst_row + c] = src[r + c * src_col] for r < rows, c < cols, tile by tile; 8x8 blocks
+// of 2- and 4-byte elements transposed in registers where the CPU has AVX2.
 template <typename T>
 void Transpose2d(T* dst, int64_t dst_row, const T* src, int64_t src_col, int64_t rows,
                  int64_t cols) {
+  const bool blocks = sizeof(T) > 1 && ActiveIsa() >= IsaLevel::kAvx2;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
     const int64_t r1 = std::min(rows, r0 + kTile);
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
       const int64_t c1 = std::min(cols, c0 + kTile);
+      int64_t r_done = r0, c_done = c0;  // the block-transposed part is [r0, r_done) x [c0, c_done)
+      if constexpr (sizeof(T) > 1) {
+        if (blocks) {
+          r_done = r0 + (r1 - r0) / 8 * 8;
+          c_done = c0 + (c1 - c0) / 8 * 8;
+          for (int64_t r = r0; r < r_done; r += 8) {
+            for (int64_t c = c0; c < c_done; c += 8) {
+              Block8(dst + r * dst_row + c, dst_row, src + r + c * src_col, src_col);
+            }
+          }
+        }
+      }
       for (int64_t r = r0; r < r1; ++r) {
         T* d = dst + r * dst_row;
         const T* s = src + r;
-        for (int64_t c = c0; c < c1; ++c) d[c] = s[c * src_col];
+        // Rows below r_done have their first columns done already.
+        for (int64_t c = r < r_done ? c_done : c0; c < c1; ++c) d[c] = s[c * src_col];
       }
     }
   }

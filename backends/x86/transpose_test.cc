@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/reference/kernel.h"
+#include "backends/x86/isa_test_util.h"
 #include "gtest/gtest.h"
 #include "ir/types.h"
 
@@ -29,10 +30,21 @@ ir::Op TransposeOp(const Tensor& x, const std::vector<int64_t>& perm) {
   return op;
 }
 
+// Distinct bit patterns for 2- and 4-byte elements (a misplaced element cannot go unnoticed);
+// 0/1 for pred.
 Tensor Iota(DType dtype, const std::vector<int64_t>& dims) {
   Tensor t = Tensor::Empty({dtype, dims});
   const int64_t n = t.num_elements();
-  for (int64_t i = 0; i < n; ++i) t.SetDouble(i, static_cast<double>(i % 251));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(i) * 2654435761u;
+    if (ir::DTypeSize(dtype) == 4) {
+      t.data_as<uint32_t>()[i] = bits;
+    } else if (ir::DTypeSize(dtype) == 2) {
+      t.data_as<uint16_t>()[i] = static_cast<uint16_t>(i);
+    } else {
+      t.SetDouble(i, static_cast<double>(bits >> 31));
+    }
+  }
   return t;
 }
 
@@ -51,7 +63,9 @@ void ExpectSame(const Tensor& x, const std::vector<int64_t>& perm) {
       << x.type().ToString() << " perm " << ::testing::PrintToString(perm);
 }
 
-TEST(TransposeTest, MatchesReferenceForEveryPermutation) {
+class TransposeTest : public IsaLevelTest {};
+
+TEST_P(TransposeTest, MatchesReferenceForEveryPermutation) {
   const std::vector<std::vector<int64_t>> shapes = {
       {1, 1},    {1, 7},      {33, 65},     {64, 32},  {3, 5, 7},  {31, 1, 33},
       {2, 3, 4, 5}, {5, 33, 2, 31}, {40, 1, 3, 9}};
@@ -67,7 +81,9 @@ TEST(TransposeTest, MatchesReferenceForEveryPermutation) {
   }
 }
 
-TEST(TransposeTest, TakesTheTwoDimensionalCase) {
+INSTANTIATE_TEST_SUITE_P(Isa, TransposeTest, ::testing::ValuesIn(kAllIsaLevels), IsaLevelName);
+
+TEST(TransposeKernelTest, TakesTheTwoDimensionalCase) {
   Tensor x = Iota(DType::kF32, {37, 45});
   ir::Op op = TransposeOp(x, {1, 0});
   EXPECT_TRUE(TransposeKernel(op, {x}, ir::HostAllocator()).ok());
