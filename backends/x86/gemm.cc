@@ -108,6 +108,7 @@ absl::Status RunParts(const std::vector<GemmArgs>& parts, const backends::Parall
     // Packing buffers live with the thread that runs the part and are reused across calls.
     thread_local GemmScratch scratch;
     status[t] = work(parts[t], &scratch);
+    scratch.Trim();
   });
   for (const absl::Status& s : status) {
     if (!s.ok()) return s;

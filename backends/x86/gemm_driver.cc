@@ -107,6 +107,12 @@ void KernelSet::Call(int rows, int tail_vecs, MicroKernelArgs* args) const {
 
 void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
 
+void AlignedBuffer::Trim(size_t max_bytes) {
+  if (size_ <= max_bytes) return;
+  data_.reset();
+  size_ = 0;
+}
+
 void* AlignedBuffer::Get(size_t bytes) {
   if (bytes > size_) {
     size_ = RoundUp(static_cast<int64_t>(bytes), 4096);

@@ -57,6 +57,8 @@ class AlignedBuffer {
  public:
   // At least `bytes` bytes; nullptr when out of memory.
   void* Get(size_t bytes);
+  // Frees the buffer if it holds more than `max_bytes`.
+  void Trim(size_t max_bytes);
 
  private:
   struct Free {
@@ -69,6 +71,15 @@ class AlignedBuffer {
 // Per-thread packing buffers and the f32 staging area of bf16 outputs.
 struct GemmScratch {
   AlignedBuffer a, b, c;
+  // Buffers larger than this are freed after each call, so that many device threads do not each
+  // keep the largest packed operand they ever saw (refilling one costs page faults only, small
+  // against a GEMM that needs so much).
+  static constexpr size_t kKeepBytes = size_t{32} << 20;
+  void Trim() {
+    a.Trim(kKeepBytes);
+    b.Trim(kKeepBytes);
+    c.Trim(kKeepBytes);
+  }
 };
 
 // Runs `args` (validated, row strides and ldc resolved) with `plan`, on this thread.

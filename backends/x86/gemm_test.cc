@@ -420,6 +420,22 @@ TEST(Gemm, InvalidArguments) {
   EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
 }
 
+TEST(GemmScratch, KeepsSmallBuffersAndFreesLargeOnes) {
+  GemmScratch scratch;
+  void* small = scratch.a.Get(4096);
+  ASSERT_NE(small, nullptr);
+  scratch.Trim();
+  EXPECT_EQ(scratch.a.Get(4096), small);  // kept: reused by the next call
+  void* large = scratch.b.Get(GemmScratch::kKeepBytes + 1);
+  ASSERT_NE(large, nullptr);
+  static_cast<char*>(large)[GemmScratch::kKeepBytes] = 1;  // the whole size is usable
+  scratch.Trim();
+  EXPECT_EQ(scratch.a.Get(4096), small);
+  void* again = scratch.b.Get(16);  // freed: a fresh, small buffer
+  ASSERT_NE(again, nullptr);
+  static_cast<char*>(again)[15] = 1;
+}
+
 TEST(Gemm, RejectsBadBlocking) {
   Case c;
   c.shape = {5, 6, 7};
