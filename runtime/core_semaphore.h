@@ -5,8 +5,10 @@
 #ifndef SHARDJIT_RUNTIME_CORE_SEMAPHORE_H_
 #define SHARDJIT_RUNTIME_CORE_SEMAPHORE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 
 namespace shardjit::runtime {
@@ -16,32 +18,22 @@ class CoreSemaphore {
   // `cores` >= 1 cores to share.
   explicit CoreSemaphore(int cores) : free_(cores) {}
 
-  // Blocks until a core is free and no earlier caller is still waiting for one.
-  void Acquire();
+  // Blocks until a core is free and every earlier caller has been served, and takes it. Returns
+  // false without a core once `*cancelled` is set (callers set it, then call Interrupt()).
+  bool Acquire(const std::atomic<bool>* cancelled = nullptr);
   void Release();
+  // Wakes every waiter to look at its cancellation flag.
+  void Interrupt();
+  // How many times a core was handed out: grows while devices make progress.
+  uint64_t grants() const { return grants_.load(std::memory_order_relaxed); }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   int free_;
-  uint64_t next_ticket_ = 0;  // handed to each caller of Acquire
-  uint64_t serving_ = 0;      // the lowest ticket not yet served
-};
-
-// Holds a core of `cores` (if not null) for a scope.
-class CoreHold {
- public:
-  explicit CoreHold(CoreSemaphore* cores) : cores_(cores) {
-    if (cores_ != nullptr) cores_->Acquire();
-  }
-  ~CoreHold() {
-    if (cores_ != nullptr) cores_->Release();
-  }
-  CoreHold(const CoreHold&) = delete;
-  CoreHold& operator=(const CoreHold&) = delete;
-
- private:
-  CoreSemaphore* cores_;
+  uint64_t next_ticket_ = 0;
+  std::deque<uint64_t> waiting_;  // tickets in arrival order
+  std::atomic<uint64_t> grants_{0};
 };
 
 }  // namespace shardjit::runtime

@@ -38,7 +38,20 @@ RunState::RunState(ir::Mesh mesh, absl::Duration timeout, CoreSemaphore* cores)
     : mesh_(std::move(mesh)),
       timeout_(timeout),
       cores_(cores),
+      holds_core_(ir::MeshSize(mesh_), 0),
       next_seq_(ir::MeshSize(mesh_), 0) {}
+
+bool RunState::TakeCore(int64_t position) {
+  if (cores_ == nullptr || holds_core_[position]) return true;
+  holds_core_[position] = cores_->Acquire(&cancelled_);
+  return holds_core_[position];
+}
+
+void RunState::GiveCore(int64_t position) {
+  if (cores_ == nullptr || !holds_core_[position]) return;
+  holds_core_[position] = 0;
+  cores_->Release();
+}
 
 void RunState::Cancel(const absl::Status& status) {
   {
@@ -47,6 +60,7 @@ void RunState::Cancel(const absl::Status& status) {
     cancelled_ = true;
   }
   cv_.notify_all();
+  if (cores_ != nullptr) cores_->Interrupt();
 }
 
 absl::Status RunState::status() const {
@@ -94,14 +108,16 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
 
   // Takes the core back after a wait, once mu_ is released (declared first: destroyed last).
   struct Reacquire {
-    CoreSemaphore* cores = nullptr;
-    void Now() {
-      if (cores != nullptr) cores->Acquire();
-      cores = nullptr;
+    RunState* run = nullptr;
+    int64_t position = 0;
+    bool Now() {
+      RunState* r = std::exchange(run, nullptr);
+      return r == nullptr || r->TakeCore(position);
     }
     ~Reacquire() { Now(); }
   } reacquire;
   std::unique_lock<std::mutex> lock(mu_);
+  ++arrivals_;
   const int64_t seq = next_seq_[position]++;
   Slot& slot = slots_[seq];
   Arrival& mine = slot.arrivals[position];
@@ -134,10 +150,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     cv_.notify_all();
     lock.lock();
   } else {
-    if (cores_ != nullptr) {
-      cores_->Release();
-      reacquire.cores = cores_;
-    }
+    GiveCore(position);
+    reacquire = {this, position};
     // Short yielding spin first (cheap when a peer is about to arrive), then block.
     for (int spin = 0; spin < 64 && !all_here() && !cancelled_; ++spin) {
       lock.unlock();
@@ -149,9 +163,15 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     if (timeout_ == absl::InfiniteDuration()) {
       cv_.wait(lock, ready);
     } else {
-      // Capped so that now() + timeout cannot overflow.
-      done = cv_.wait_for(
-          lock, absl::ToChronoNanoseconds(std::min(timeout_, absl::Hours(24 * 365))), ready);
+      // A window of `timeout_` (capped so that now() + timeout cannot overflow) in which the run
+      // made progress is not a failure: with devices taking turns on the cores, peers may still
+      // be waiting for theirs.
+      const auto window = absl::ToChronoNanoseconds(std::min(timeout_, absl::Hours(24 * 365)));
+      auto progress = [&] { return arrivals_ + (cores_ != nullptr ? cores_->grants() : 0); };
+      for (uint64_t seen = progress(); !(done = cv_.wait_for(lock, window, ready));) {
+        if (progress() == seen) break;
+        seen = progress();
+      }
     }
     if (!cancelled_ && !done) {
       std::vector<int64_t> missing;
@@ -201,7 +221,9 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     if (slot.arrivals.empty()) slots_.erase(seq);
   }
   lock.unlock();
-  reacquire.Now();
+  if (!reacquire.Now()) {
+    return absl::CancelledError(fmt::format("device {}: run cancelled: {}", device, status().message()));
+  }
   const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
   absl::StatusOr<ir::Tensor> result = ComputeCollective(op, inputs, allocator);
   if (recorder != nullptr) {

@@ -2,8 +2,9 @@
 // k-th collective a device executes meets the k-th of every member of its group. Operands are
 // read from the peers' buffers directly. Devices that disagree on the op, its operand types or
 // the group fail the run with an error naming them; a member that never arrives fails the run
-// after the timeout. Any failure cancels the run, waking every waiting device. A device that has
-// to wait gives its core back (CoreSemaphore) for as long as it waits.
+// once the run has made no progress (no arrival, no device taking a core) for the timeout. Any
+// failure cancels the run, waking every waiting device. A device that has to wait gives its core
+// back (CoreSemaphore) for as long as it waits.
 #ifndef SHARDJIT_RUNTIME_FABRIC_H_
 #define SHARDJIT_RUNTIME_FABRIC_H_
 
@@ -42,6 +43,12 @@ class RunState {
                                                      ir::Allocator* allocator,
                                                      backends::SpanRecorder* recorder = nullptr);
 
+  // The core of `position`: taken before its program runs and again after each wait at a
+  // collective, given back during the wait and when the program ends. TakeCore returns false
+  // (holding nothing) once the run is cancelled; both are no-ops without a CoreSemaphore.
+  bool TakeCore(int64_t position);
+  void GiveCore(int64_t position);
+
   // Fails the run with `status` (the first failure wins) and wakes every waiting device.
   void Cancel(const absl::Status& status);
   // OK while the run goes on; the failure otherwise.
@@ -68,6 +75,8 @@ class RunState {
   const ir::Mesh mesh_;
   const absl::Duration timeout_;
   CoreSemaphore* const cores_;
+  std::vector<char> holds_core_;  // per position; touched only by that position's thread
+  uint64_t arrivals_ = 0;         // under mu_: progress of the run, with cores_->grants()
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> cancelled_{false};

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <optional>
 #include <set>
 #include <thread>
 
@@ -239,16 +238,17 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
     workers_[id]->Post([&, p, id] {
       backends::ScopedParallelism parallelism(per_device);
-      std::optional<CoreHold> core(std::in_place, cores_.get());
       SpmdContext ctx(run, p, *devices_[id],
                       profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr);
-      absl::StatusOr<std::vector<ir::Tensor>> r = programs[p]->Run(args[p], ctx);
+      // A device that gets no core (the run failed while it queued) does not start.
+      absl::StatusOr<std::vector<ir::Tensor>> r =
+          run.TakeCore(p) ? programs[p]->Run(args[p], ctx) : run.status();
       if (!r.ok()) {
         run.Cancel(absl::Status(r.status().code(),
                                 fmt::format("device {}: {}", id, r.status().message())));
       }
       args[p].clear();
-      core.reset();
+      run.GiveCore(p);
       // Notify under the lock: once the caller sees remaining == 0 it destroys done_cv.
       std::lock_guard<std::mutex> lock(done_mu);
       results[p] = std::move(r);

@@ -25,7 +25,9 @@ namespace shardjit::runtime {
 struct RuntimeOptions {
   // Number of virtual devices (like jax_num_cpu_devices); 1 to 64 run on any core count.
   int num_devices = 1;
-  // How long a device waits at a collective for the rest of its group before the run fails.
+  // How long a device waits at a collective for the rest of its group, with the run making no
+  // progress meanwhile (no arrival at a collective, no device taking a core), before the run
+  // fails.
   absl::Duration collective_timeout = absl::Seconds(60);
   // Threads kernels may use in all (0: the cores this process may run on). The devices of a run
   // share them: each gets max(1, num_threads / devices in the run), its own worker included, so

@@ -130,13 +130,14 @@ TEST(CoreSemaphoreTest, BoundsConcurrencyAndServesEveryone) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       for (int round = 0; round < 50; ++round) {
-        CoreHold hold(&cores);
+        ASSERT_TRUE(cores.Acquire());
         const int now = inside.fetch_add(1) + 1;
         for (int seen = max_inside.load();
              now > seen && !max_inside.compare_exchange_weak(seen, now);) {
         }
         std::this_thread::yield();
         inside.fetch_sub(1);
+        cores.Release();
       }
       done.fetch_add(1);
     });
@@ -144,6 +145,73 @@ TEST(CoreSemaphoreTest, BoundsConcurrencyAndServesEveryone) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(done.load(), 8);
   EXPECT_LE(max_inside.load(), 2);
+}
+
+TEST(CoreSemaphoreTest, CancelledWaitersGiveUpWithoutACore) {
+  CoreSemaphore cores(1);
+  ASSERT_TRUE(cores.Acquire());
+  std::atomic<bool> cancelled{false};
+  std::atomic<int> outcome{-1};
+  std::thread waiter([&] { outcome = cores.Acquire(&cancelled) ? 1 : 0; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(outcome.load(), -1);  // still queued behind the holder
+  cancelled = true;
+  cores.Interrupt();
+  waiter.join();
+  EXPECT_EQ(outcome.load(), 0);
+  // The one core is still the holder's: after its release exactly one more caller gets it.
+  cores.Release();
+  EXPECT_TRUE(cores.Acquire());
+  std::atomic<bool> never{false};
+  std::thread second([&] { outcome = cores.Acquire(&never) ? 1 : 0; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(outcome.load(), 0);  // waits: the core is taken
+  cores.Release();
+  second.join();
+  EXPECT_EQ(outcome.load(), 1);
+}
+
+// Each device computes for a while, holding its core, then meets the others in a psum.
+class ComputeThenPsum final : public backends::Executable {
+ public:
+  explicit ComputeThenPsum(std::chrono::milliseconds compute) : compute_(compute) {}
+  absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>&,
+                                              backends::DeviceContext& device) const override {
+    std::this_thread::sleep_for(compute_);
+    ir::Op psum;
+    psum.set_opcode("psum");
+    psum.mutable_all_reduce()->add_axes("x");
+    *psum.add_result_types() = ir::ToProto(ir::ShapedType{ir::DType::kF32, {}});
+    return device.RunCollective(
+        psum, {ir::Tensor::FromDoubles({ir::DType::kF32, {}}, {1.0}, device.allocator())});
+  }
+  std::string backend() const override { return "compute_then_psum"; }
+
+ private:
+  std::chrono::milliseconds compute_;
+};
+
+TEST(RuntimeParallelism, TurnsDoNotCountAsCollectiveTimeouts) {
+  // 8 devices take turns on one core for 60 ms each: the first waits ~420 ms at the psum, longer
+  // than the timeout, but the run makes progress all along.
+  Runtime rt({.num_devices = 8, .collective_timeout = absl::Milliseconds(150), .num_threads = 1});
+  ComputeThenPsum program(std::chrono::milliseconds(60));
+  std::vector<const backends::Executable*> programs(8, &program);
+  absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
+      rt.RunSpmd(LineMesh(8), programs, std::vector<std::vector<ir::Tensor>>(8));
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (const auto& results : *out) EXPECT_EQ(results[0].GetDouble(0), 8.0);
+}
+
+TEST(RuntimeParallelism, AMissingPeerStillTimesOut) {
+  // Device 0 meets a psum that device 1 never runs: no progress, so the timeout fires.
+  Runtime rt({.num_devices = 2, .collective_timeout = absl::Milliseconds(100), .num_threads = 1});
+  ComputeThenPsum meets(std::chrono::milliseconds(0));
+  OverlapExecutable skips;
+  absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
+      rt.RunSpmd(LineMesh(2), {&meets, &skips}, std::vector<std::vector<ir::Tensor>>(2));
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(out.status())) << out.status();
 }
 
 TEST(RuntimeParallelism, DefaultIsTheAvailableCores) {

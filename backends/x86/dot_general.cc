@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "backends/reference/kernel.h"
 #include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
 #include "ir/dtype.h"
@@ -80,6 +81,7 @@ Index SplitInnermost(std::vector<Index> runs, std::vector<Index>* loops) {
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    const std::vector<ir::Tensor>& operands,
                                                    ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
   const ir::Tensor& lhs = operands[0];
   const ir::Tensor& rhs = operands[1];
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0));

@@ -103,6 +103,18 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, DotGeneralTest, ::testing::ValuesIn(kAllIsaLevels), IsaLevelName);
 
+TEST(DotGeneralErrors, OperandsThatDoNotMatchTheOpAreRejected) {
+  ir::Op op = DotOp({{4, 6}, {6, 3}, {1}, {0}, {}, {}}, ir::DType::kF32, ir::DType::kF32);
+  // Contracting sizes differ (6 vs 5): an error naming dot_general, not a read past rhs.
+  std::vector<ir::Tensor> operands = {Random(ir::DType::kF32, {4, 6}, 1),
+                                      Random(ir::DType::kF32, {5, 3}, 2)};
+  absl::Status s = DotGeneral(op, operands, ir::HostAllocator()).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("dot_general"), std::string::npos) << s;
+  // One operand only.
+  EXPECT_FALSE(DotGeneral(op, {operands[0]}, ir::HostAllocator()).ok());
+}
+
 TEST(DotGeneralFallback, IntegersAreUnimplemented) {
   ir::Op int_op = DotOp({{2, 3}, {3, 2}, {1}, {0}, {}, {}}, ir::DType::kS32, ir::DType::kS32);
   std::vector<ir::Tensor> ints = {ir::Tensor::Zeros({ir::DType::kS32, {2, 3}}),
