@@ -25,9 +25,10 @@ struct GemmPlan {
   int64_t kc = 0;      // depth per packed block (even for bf16 pairs)
   int64_t nc = 0;      // columns of B packed at once (multiple of nr): kc x nc stays in L2
   bool portable_kernels = false;  // run PortableMicroKernel instead of generated code
-  // A call uses at most flops / min_flops_per_thread threads (waking a sleeping helper costs
-  // ~27 us).
-  int64_t min_flops_per_thread = int64_t{1} << 23;
+  // A call uses at most flops / min_flops_per_thread threads: 2 MFLOP is ~20 us of work. A helper
+  // that is slow to wake (~27 us when asleep) costs little: the caller runs the parts no helper
+  // has claimed yet.
+  int64_t min_flops_per_thread = int64_t{1} << 21;
 };
 
 // The plan of `isa` (> kReference) for `type`, blocked for `caches`.
