@@ -55,16 +55,17 @@ const void* Offset(const void* p, int64_t elements, size_t bytes) {
   return static_cast<const char*>(p) + elements * static_cast<int64_t>(bytes);
 }
 
-// Splits `g` into independent sub-products: over N in whole panels of nr columns when there are
-// enough of them (each thread then packs only its own B), else over M in strips of mr rows.
+// Splits `g` into independent sub-products, over N in whole panels of nr columns or over M in
+// strips of mr rows. Every thread packs all of the operand that is not split, so the split goes
+// where that costs less (N when A is the smaller operand), given enough panels to share.
 std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr, int64_t min_flops_per_thread) {
   const int64_t flops = 2 * g.shape.m * g.shape.n * g.shape.k;
   const int64_t threads = std::min<int64_t>(
       g.parallel.available(),
       std::max<int64_t>(1, flops / std::max<int64_t>(1, min_flops_per_thread)));
   const int64_t n_panels = (g.shape.n + nr - 1) / nr, m_panels = (g.shape.m + mr - 1) / mr;
-  const bool split_n =
-      n_panels >= 2 * threads && (n_panels >= 4 * threads || m_panels < 2 * threads);
+  const bool split_n = n_panels >= 2 * threads &&
+                       (m_panels < 2 * threads || g.shape.m <= g.shape.n);
   const int64_t panels = split_n ? n_panels : m_panels;
   const int64_t parts = std::min(threads, panels);
   if (parts <= 1) return {g};
