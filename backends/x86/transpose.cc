@@ -35,34 +35,42 @@ SHARDJIT_TARGET_AVX2 void Block8(uint16_t* dst, int64_t dst_row, const uint16_t*
   for (int r = 0; r < 8; ++r) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + r * dst_row), v[r]);
 }
 
-// dst[r * dst_row + c] = src[r + c * src_col] for r < rows, c < cols, tile by tile; 8x8 blocks
-// of 2- and 4-byte elements transposed in registers where the CPU has AVX2.
+// One tile, rows [r0, r1) x columns [c0, c1) of dst[r * dst_row + c] = src[r + c * src_col]: 8x8
+// blocks of 2- and 4-byte elements transposed in registers when `blocks`, the edges element by
+// element.
+template <typename T>
+void TransposeTile(T* dst, int64_t dst_row, const T* src, int64_t src_col, int64_t r0, int64_t r1,
+                   int64_t c0, int64_t c1, bool blocks) {
+  int64_t r_done = r0, c_done = c0;  // the block-transposed part is [r0, r_done) x [c0, c_done)
+  if constexpr (sizeof(T) > 1) {
+    if (blocks) {
+      r_done = r0 + (r1 - r0) / 8 * 8;
+      c_done = c0 + (c1 - c0) / 8 * 8;
+      for (int64_t r = r0; r < r_done; r += 8) {
+        for (int64_t c = c0; c < c_done; c += 8) {
+          Block8(dst + r * dst_row + c, dst_row, src + r + c * src_col, src_col);
+        }
+      }
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    T* d = dst + r * dst_row;
+    const T* s = src + r;
+    // Rows below r_done have their first columns done already.
+    for (int64_t c = r < r_done ? c_done : c0; c < c1; ++c) d[c] = s[c * src_col];
+  }
+}
+
+// dst[r * dst_row + c] = src[r + c * src_col] for r < rows, c < cols, tile by tile (blocks in
+// registers where the CPU has AVX2).
 template <typename T>
 void Transpose2d(T* dst, int64_t dst_row, const T* src, int64_t src_col, int64_t rows,
                  int64_t cols) {
   const bool blocks = sizeof(T) > 1 && ActiveIsa() >= IsaLevel::kAvx2;
   for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r1 = std::min(rows, r0 + kTile);
     for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      int64_t r_done = r0, c_done = c0;  // the block-transposed part is [r0, r_done) x [c0, c_done)
-      if constexpr (sizeof(T) > 1) {
-        if (blocks) {
-          r_done = r0 + (r1 - r0) / 8 * 8;
-          c_done = c0 + (c1 - c0) / 8 * 8;
-          for (int64_t r = r0; r < r_done; r += 8) {
-            for (int64_t c = c0; c < c_done; c += 8) {
-              Block8(dst + r * dst_row + c, dst_row, src + r + c * src_col, src_col);
-            }
-          }
-        }
-      }
-      for (int64_t r = r0; r < r1; ++r) {
-        T* d = dst + r * dst_row;
-        const T* s = src + r;
-        // Rows below r_done have their first columns done already.
-        for (int64_t c = r < r_done ? c_done : c0; c < c1; ++c) d[c] = s[c * src_col];
-      }
+      TransposeTile(dst, dst_row, src, src_col, r0, std::min(rows, r0 + kTile), c0,
+                    std::min(cols, c0 + kTile), blocks);
     }
   }
 }
