@@ -4,8 +4,6 @@
 
 namespace shardjit::backends::x86 {
 
-using Xbyak::Label;
-
 bool GemmKernelAvx2::Supports(const KernelKey& key) {
   if (key.layout != PanelLayout::kF32 || key.nr % kLanes != 0 || key.nr <= 0) return false;
   const int vecs = key.nr / kLanes;
@@ -32,47 +30,32 @@ void GemmKernelAvx2::EmitStep(int vecs, int step) {
 }
 
 void GemmKernelAvx2::EmitPrefetchC(int vecs) {
-  mov(reg_c_row, reg_c);
-  for (int i = 0; i < key_.rows; ++i) {
-    for (int j = 0; j < vecs; j += 2) prefetcht0(ptr[reg_c_row + j * kLanes * 4]);
-    if (i + 1 < key_.rows) add(reg_c_row, reg_ldc);
+  ForEachCRow([&](int) {
+    for (int j = 0; j < vecs; j += 2) prefetcht0(CVector(j));
+  });
+}
+
+void GemmKernelAvx2::EmitBeforeStoreC(int vecs, bool tail) {
+  if (!tail) return;
+  for (int j = 0; j < vecs; ++j) {
+    vmovdqu(TailMask(j), ptr[reg_args + offsetof(MicroKernelArgs, lane_mask) + j * kLanes * 4]);
   }
 }
 
-void GemmKernelAvx2::EmitStoreC(int vecs, bool tail) {
+void GemmKernelAvx2::EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) {
   if (tail) {
-    for (int j = 0; j < vecs; ++j) {
-      vmovdqu(TailMask(j), ptr[reg_args + offsetof(MicroKernelArgs, lane_mask) + j * kLanes * 4]);
-    }
+    vmaskmovps(CValue(), TailMask(vec), c);
+    vaddps(Acc(row, vec), Acc(row, vec), CValue());
+  } else {
+    vaddps(Acc(row, vec), Acc(row, vec), c);
   }
-  Label store;
-  mov(reg_c_row, reg_c);
-  cmp(qword[reg_args + offsetof(MicroKernelArgs, accumulate)], 0);
-  je(store, T_NEAR);
-  for (int i = 0; i < key_.rows; ++i) {
-    for (int j = 0; j < vecs; ++j) {
-      const Xbyak::Address c = ptr[reg_c_row + j * kLanes * 4];
-      if (tail) {
-        vmaskmovps(CValue(), TailMask(j), c);
-        vaddps(Acc(i, j), Acc(i, j), CValue());
-      } else {
-        vaddps(Acc(i, j), Acc(i, j), c);
-      }
-    }
-    if (i + 1 < key_.rows) add(reg_c_row, reg_ldc);
-  }
-  mov(reg_c_row, reg_c);
-  L(store);
-  for (int i = 0; i < key_.rows; ++i) {
-    for (int j = 0; j < vecs; ++j) {
-      const Xbyak::Address c = ptr[reg_c_row + j * kLanes * 4];
-      if (tail) {
-        vmaskmovps(c, TailMask(j), Acc(i, j));
-      } else {
-        vmovups(c, Acc(i, j));
-      }
-    }
-    if (i + 1 < key_.rows) add(reg_c_row, reg_ldc);
+}
+
+void GemmKernelAvx2::EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) {
+  if (tail) {
+    vmaskmovps(c, TailMask(vec), Acc(row, vec));
+  } else {
+    vmovups(c, Acc(row, vec));
   }
 }
 

@@ -21,7 +21,9 @@ class GemmKernelAvx2 final : public GemmKernelGenerator {
   void EmitZero(int vecs) override;
   void EmitStep(int vecs, int step) override;
   void EmitPrefetchC(int vecs) override;
-  void EmitStoreC(int vecs, bool tail) override;
+  void EmitBeforeStoreC(int vecs, bool tail) override;
+  void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) override;
+  void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) override;
 
   Xbyak::Ymm Acc(int row, int vec) const { return Xbyak::Ymm(row * vecs_ + vec); }
   Xbyak::Ymm B(int vec) const { return Xbyak::Ymm(13 - vec); }

@@ -4,8 +4,6 @@
 
 namespace shardjit::backends::x86 {
 
-using Xbyak::Label;
-
 bool GemmKernelAvx512::Supports(const KernelKey& key) {
   if (key.nr % kLanes != 0 || key.nr / kLanes > 7 || key.nr <= 0) return false;
   const int vecs = key.nr / kLanes;
@@ -45,41 +43,24 @@ void GemmKernelAvx512::EmitStep(int vecs, int step) {
 }
 
 void GemmKernelAvx512::EmitPrefetchC(int vecs) {
-  mov(reg_c_row, reg_c);
-  for (int i = 0; i < key_.rows; ++i) {
-    for (int j = 0; j < vecs; ++j) prefetcht0(ptr[reg_c_row + j * kLanes * 4]);
-    if (i + 1 < key_.rows) add(reg_c_row, reg_ldc);
+  ForEachCRow([&](int) {
+    for (int j = 0; j < vecs; ++j) prefetcht0(CVector(j));
+  });
+}
+
+void GemmKernelAvx512::EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) {
+  if (tail) {
+    vaddps(Acc(row, vec) | TailMask(vec), Acc(row, vec), c);
+  } else {
+    vaddps(Acc(row, vec), Acc(row, vec), c);
   }
 }
 
-void GemmKernelAvx512::EmitStoreC(int vecs, bool tail) {
-  Label store;
-  mov(reg_c_row, reg_c);
-  cmp(qword[reg_args + offsetof(MicroKernelArgs, accumulate)], 0);
-  je(store, T_NEAR);
-  for (int i = 0; i < key_.rows; ++i) {
-    for (int j = 0; j < vecs; ++j) {
-      const Xbyak::Address c = ptr[reg_c_row + j * kLanes * 4];
-      if (tail) {
-        vaddps(Acc(i, j) | TailMask(j), Acc(i, j), c);
-      } else {
-        vaddps(Acc(i, j), Acc(i, j), c);
-      }
-    }
-    if (i + 1 < key_.rows) add(reg_c_row, reg_ldc);
-  }
-  mov(reg_c_row, reg_c);
-  L(store);
-  for (int i = 0; i < key_.rows; ++i) {
-    for (int j = 0; j < vecs; ++j) {
-      const Xbyak::Address c = ptr[reg_c_row + j * kLanes * 4];
-      if (tail) {
-        vmovups(c | TailMask(j), Acc(i, j));
-      } else {
-        vmovups(c, Acc(i, j));
-      }
-    }
-    if (i + 1 < key_.rows) add(reg_c_row, reg_ldc);
+void GemmKernelAvx512::EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) {
+  if (tail) {
+    vmovups(c | TailMask(vec), Acc(row, vec));
+  } else {
+    vmovups(c, Acc(row, vec));
   }
 }
 

@@ -23,7 +23,8 @@ class GemmKernelAvx512 final : public GemmKernelGenerator {
   void EmitZero(int vecs) override;
   void EmitStep(int vecs, int step) override;
   void EmitPrefetchC(int vecs) override;
-  void EmitStoreC(int vecs, bool tail) override;
+  void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) override;
+  void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) override;
 
   Xbyak::Zmm Acc(int row, int vec) const { return Xbyak::Zmm(row * vecs_ + vec); }
   Xbyak::Zmm B(int vec) const { return Xbyak::Zmm(31 - vec); }

@@ -59,4 +59,18 @@ void GemmKernelGenerator::EmitKLoop(int vecs) {
   L(done);
 }
 
+void GemmKernelGenerator::EmitStoreC(int vecs, bool tail) {
+  EmitBeforeStoreC(vecs, tail);
+  Label store;
+  cmp(qword[reg_args + offsetof(MicroKernelArgs, accumulate)], 0);
+  je(store, T_NEAR);
+  ForEachCRow([&](int i) {
+    for (int j = 0; j < vecs; ++j) EmitAddC(i, j, CVector(j), tail);
+  });
+  L(store);
+  ForEachCRow([&](int i) {
+    for (int j = 0; j < vecs; ++j) EmitStoreCVector(i, j, CVector(j), tail);
+  });
+}
+
 }  // namespace shardjit::backends::x86

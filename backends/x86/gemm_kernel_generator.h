@@ -1,6 +1,6 @@
 // The loop skeleton shared by the GEMM micro-kernel generators: the loop over the N panels, each
 // panel's body (zero the accumulators, k loop, store C) and the unrolled k loop. Subclasses emit
-// the ISA-specific parts: zeroing, one k step, prefetch and the store of C.
+// the ISA-specific parts: zeroing, one k step, prefetch and the per-vector add and store of C.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_GENERATOR_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_GENERATOR_H_
 
@@ -14,7 +14,7 @@ class GemmKernelGenerator : public JitGenerator {
   static constexpr int kUnroll = 4;  // k steps per main-loop iteration
 
   GemmKernelGenerator(const KernelKey& key, int lanes)
-      : JitGenerator(key.Name()), key_(key), vecs_(key.nr / lanes) {}
+      : JitGenerator(key.Name()), key_(key), lanes_(lanes), vecs_(key.nr / lanes) {}
 
   // Before the panel loop (e.g. loading tail masks).
   virtual void EmitSetup() {}
@@ -22,11 +22,27 @@ class GemmKernelGenerator : public JitGenerator {
   // One k step over `vecs` vectors; `step` indexes the step within an unrolled iteration.
   virtual void EmitStep(int vecs, int step) = 0;
   virtual void EmitPrefetchC(int vecs) = 0;
-  // Adds C when accumulating, stores; `tail`: tail_vecs vectors, masked.
-  virtual void EmitStoreC(int vecs, bool tail) = 0;
+  // Before C is read or written (e.g. loading tail masks into vector registers).
+  virtual void EmitBeforeStoreC(int /*vecs*/, bool /*tail*/) {}
+  // Accumulator (row, vec) += C at `c`; stores it to `c`. `tail`: the vector is masked.
+  virtual void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
+  virtual void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
+
+  // Emits body(row) for each row of the tile, with reg_c_row at that row of C.
+  template <typename Body>
+  void ForEachCRow(Body body) {
+    mov(reg_c_row, reg_c);
+    for (int i = 0; i < key_.rows; ++i) {
+      body(i);
+      if (i + 1 < key_.rows) add(reg_c_row, reg_ldc);
+    }
+  }
+  // Vector `vec` of the current row of C.
+  Xbyak::Address CVector(int vec) const { return ptr[reg_c_row + vec * lanes_ * 4]; }
 
   const KernelKey key_;
-  const int vecs_;  // vectors per full panel
+  const int lanes_;  // f32 lanes per vector
+  const int vecs_;   // vectors per full panel
 
   // Registers, named once.
   const Xbyak::Reg64 reg_args = abi_param1;
@@ -44,6 +60,8 @@ class GemmKernelGenerator : public JitGenerator {
   // One panel: zero, k loop, store. `tail`: the last, partial panel.
   void EmitBody(bool tail);
   void EmitKLoop(int vecs);
+  // Adds C when accumulating, stores; `tail`: tail_vecs vectors, masked.
+  void EmitStoreC(int vecs, bool tail);
 };
 
 }  // namespace shardjit::backends::x86
