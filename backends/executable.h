@@ -87,6 +87,9 @@ class Executable {
                                                       DeviceContext& device) const = 0;
   // Backend name for profiles and logs, e.g. "reference".
   virtual std::string backend() const = 0;
+  // The function it runs, whose ops are the ones handed to DeviceContext::RunCollective (so the
+  // runtime can resolve them ahead of a run); null if the backend keeps none.
+  virtual const ir::Function* function() const { return nullptr; }
 };
 
 }  // namespace shardjit::backends

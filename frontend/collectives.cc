@@ -1,5 +1,7 @@
 #include "frontend/collectives.h"
 
+#include "ir/async.h"
+
 namespace shardjit {
 namespace {
 
@@ -14,36 +16,25 @@ void SetAxesAndGroups(Attrs* attrs, const AxisNames& axes, const AxisIndexGroups
   }
 }
 
-Tracer AllReduce(const char* opcode, Tracer x, const AxisNames& axes,
-                 const AxisIndexGroups& groups, Loc loc) {
-  TraceState* t = internal::TraceOf({x}, opcode);
+// Emits `op` on `x` as the blocking collective, or as its `*_start` when `async`.
+Tracer EmitCollective(ir::Op op, Tracer x, bool async, Loc loc) {
+  const std::string blocking = op.opcode();
+  if (async) op.set_opcode(ir::AsyncStartOpcode(blocking));
+  TraceState* t = internal::TraceOf({x}, op.opcode().c_str());
   if (t == nullptr) return Tracer();
-  if (x.valid() && x.dtype() == DType::kPred) x = convert_element_type(x, DType::kS32, loc);
-  ir::Op op;
-  op.set_opcode(opcode);
-  SetAxesAndGroups(op.mutable_all_reduce(), axes, groups);
   return t->Emit1(std::move(op), {x}, loc);
 }
 
-}  // namespace
-
-Tracer psum(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
-  return AllReduce("psum", x, axes, groups, loc);
-}
-Tracer pmean(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
-  return AllReduce("pmean", x, axes, groups, loc);
-}
-Tracer pmax(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
-  return AllReduce("pmax", x, axes, groups, loc);
-}
-Tracer pmin(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
-  return AllReduce("pmin", x, axes, groups, loc);
+// The op of each collective (attributes only), shared by the blocking and async forms.
+ir::Op AllReduceOp(const char* opcode, const AxisNames& axes, const AxisIndexGroups& groups) {
+  ir::Op op;
+  op.set_opcode(opcode);
+  SetAxesAndGroups(op.mutable_all_reduce(), axes, groups);
+  return op;
 }
 
-Tracer all_gather(Tracer x, AxisNames axes, int64_t axis, bool tiled, AxisIndexGroups groups,
-                  Loc loc) {
-  TraceState* t = internal::TraceOf({x}, "all_gather");
-  if (t == nullptr) return Tracer();
+ir::Op AllGatherOp(const Tracer& x, const AxisNames& axes, int64_t axis, bool tiled,
+                   const AxisIndexGroups& groups) {
   ir::Op op;
   op.set_opcode("all_gather");
   SetAxesAndGroups(op.mutable_all_gather(), axes, groups);
@@ -51,25 +42,21 @@ Tracer all_gather(Tracer x, AxisNames axes, int64_t axis, bool tiled, AxisIndexG
   if (axis < 0 && x.valid()) axis += x.rank() + (tiled ? 0 : 1);
   op.mutable_all_gather()->set_axis(axis);
   op.mutable_all_gather()->set_tiled(tiled);
-  return t->Emit1(std::move(op), {x}, loc);
+  return op;
 }
 
-Tracer psum_scatter(Tracer x, AxisNames axes, int64_t scatter_dimension, bool tiled,
-                    AxisIndexGroups groups, Loc loc) {
-  TraceState* t = internal::TraceOf({x}, "psum_scatter");
-  if (t == nullptr) return Tracer();
+ir::Op PsumScatterOp(const Tracer& x, const AxisNames& axes, int64_t scatter_dimension,
+                     bool tiled, const AxisIndexGroups& groups) {
   ir::Op op;
   op.set_opcode("psum_scatter");
   SetAxesAndGroups(op.mutable_psum_scatter(), axes, groups);
   if (scatter_dimension < 0 && x.valid()) scatter_dimension += x.rank();
   op.mutable_psum_scatter()->set_scatter_dimension(scatter_dimension);
   op.mutable_psum_scatter()->set_tiled(tiled);
-  return t->Emit1(std::move(op), {x}, loc);
+  return op;
 }
 
-Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t>> perm, Loc loc) {
-  TraceState* t = internal::TraceOf({x}, "ppermute");
-  if (t == nullptr) return Tracer();
+ir::Op PpermuteOp(const AxisNames& axes, const std::vector<std::pair<int64_t, int64_t>>& perm) {
   ir::Op op;
   op.set_opcode("ppermute");
   ir::PpermuteAttrs* attrs = op.mutable_ppermute();
@@ -79,13 +66,19 @@ Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t
     p->set_source(source);
     p->set_target(target);
   }
-  return t->Emit1(std::move(op), {x}, loc);
+  return op;
 }
 
-Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_axis, bool tiled,
-                  AxisIndexGroups groups, Loc loc) {
-  TraceState* t = internal::TraceOf({x}, "all_to_all");
-  if (t == nullptr) return Tracer();
+ir::Op PbroadcastOp(const AxisNames& axes, int64_t source) {
+  ir::Op op;
+  op.set_opcode("pbroadcast");
+  for (const std::string& a : axes.names) op.mutable_pbroadcast()->add_axes(a);
+  op.mutable_pbroadcast()->set_source(source);
+  return op;
+}
+
+ir::Op AllToAllOp(const Tracer& x, const AxisNames& axes, int64_t split_axis,
+                  int64_t concat_axis, bool tiled, const AxisIndexGroups& groups) {
   ir::Op op;
   op.set_opcode("all_to_all");
   SetAxesAndGroups(op.mutable_all_to_all(), axes, groups);
@@ -94,27 +87,108 @@ Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_a
   op.mutable_all_to_all()->set_split_axis(split_axis);
   op.mutable_all_to_all()->set_concat_axis(concat_axis);
   op.mutable_all_to_all()->set_tiled(tiled);
-  return t->Emit1(std::move(op), {x}, loc);
+  return op;
 }
 
-Tracer axis_index(AxisNames axes, Loc loc) {
+Tracer AllReduce(const char* opcode, Tracer x, const AxisNames& axes,
+                 const AxisIndexGroups& groups, bool async, Loc loc) {
+  if (internal::TraceOf({x}, opcode) == nullptr) return Tracer();
+  if (x.valid() && x.dtype() == DType::kPred) x = convert_element_type(x, DType::kS32, loc);
+  return EmitCollective(AllReduceOp(opcode, axes, groups), x, async, loc);
+}
+
+Tracer Done(const std::string& blocking, Tracer future, Loc loc) {
+  const std::string opcode = ir::AsyncDoneOpcode(blocking);
+  TraceState* t = internal::TraceOf({future}, opcode.c_str());
+  if (t == nullptr) return Tracer();
+  ir::Op op;
+  op.set_opcode(opcode);
+  return t->Emit1(std::move(op), {future}, loc);
+}
+
+Tracer AxisScalar(const char* opcode, const AxisNames& axes, Loc loc) {
   TraceState* t = internal::CurrentTrace();
   if (t == nullptr) return Tracer();
   ir::Op op;
-  op.set_opcode("axis_index");
+  op.set_opcode(opcode);
   ir::AxisAttrs* attrs = op.mutable_axis();
   for (const std::string& a : axes.names) attrs->add_axes(a);
   return t->Emit1(std::move(op), {}, loc);
 }
 
-Tracer axis_size(AxisNames axes, Loc loc) {
-  TraceState* t = internal::CurrentTrace();
-  if (t == nullptr) return Tracer();
-  ir::Op op;
-  op.set_opcode("axis_size");
-  ir::AxisAttrs* attrs = op.mutable_axis();
-  for (const std::string& a : axes.names) attrs->add_axes(a);
-  return t->Emit1(std::move(op), {}, loc);
+}  // namespace
+
+Tracer psum(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
+  return AllReduce("psum", x, axes, groups, /*async=*/false, loc);
 }
+Tracer pmean(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
+  return AllReduce("pmean", x, axes, groups, /*async=*/false, loc);
+}
+Tracer pmax(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
+  return AllReduce("pmax", x, axes, groups, /*async=*/false, loc);
+}
+Tracer pmin(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
+  return AllReduce("pmin", x, axes, groups, /*async=*/false, loc);
+}
+
+Tracer all_gather(Tracer x, AxisNames axes, int64_t axis, bool tiled, AxisIndexGroups groups,
+                  Loc loc) {
+  return EmitCollective(AllGatherOp(x, axes, axis, tiled, groups), x, /*async=*/false, loc);
+}
+
+Tracer psum_scatter(Tracer x, AxisNames axes, int64_t scatter_dimension, bool tiled,
+                    AxisIndexGroups groups, Loc loc) {
+  return EmitCollective(PsumScatterOp(x, axes, scatter_dimension, tiled, groups), x,
+                        /*async=*/false, loc);
+}
+
+Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t>> perm, Loc loc) {
+  return EmitCollective(PpermuteOp(axes, perm), x, /*async=*/false, loc);
+}
+
+Tracer pbroadcast(Tracer x, AxisNames axes, int64_t source, Loc loc) {
+  return EmitCollective(PbroadcastOp(axes, source), x, /*async=*/false, loc);
+}
+
+Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_axis, bool tiled,
+                  AxisIndexGroups groups, Loc loc) {
+  return EmitCollective(AllToAllOp(x, axes, split_axis, concat_axis, tiled, groups), x,
+                        /*async=*/false, loc);
+}
+
+Tracer axis_index(AxisNames axes, Loc loc) { return AxisScalar("axis_index", axes, loc); }
+Tracer axis_size(AxisNames axes, Loc loc) { return AxisScalar("axis_size", axes, loc); }
+
+Tracer psum_start(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
+  return AllReduce("psum", x, axes, groups, /*async=*/true, loc);
+}
+Tracer all_gather_start(Tracer x, AxisNames axes, int64_t axis, bool tiled,
+                        AxisIndexGroups groups, Loc loc) {
+  return EmitCollective(AllGatherOp(x, axes, axis, tiled, groups), x, /*async=*/true, loc);
+}
+Tracer psum_scatter_start(Tracer x, AxisNames axes, int64_t scatter_dimension, bool tiled,
+                          AxisIndexGroups groups, Loc loc) {
+  return EmitCollective(PsumScatterOp(x, axes, scatter_dimension, tiled, groups), x,
+                        /*async=*/true, loc);
+}
+Tracer ppermute_start(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t>> perm,
+                      Loc loc) {
+  return EmitCollective(PpermuteOp(axes, perm), x, /*async=*/true, loc);
+}
+Tracer pbroadcast_start(Tracer x, AxisNames axes, int64_t source, Loc loc) {
+  return EmitCollective(PbroadcastOp(axes, source), x, /*async=*/true, loc);
+}
+Tracer all_to_all_start(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_axis,
+                        bool tiled, AxisIndexGroups groups, Loc loc) {
+  return EmitCollective(AllToAllOp(x, axes, split_axis, concat_axis, tiled, groups), x,
+                        /*async=*/true, loc);
+}
+
+Tracer psum_done(Tracer future, Loc loc) { return Done("psum", future, loc); }
+Tracer all_gather_done(Tracer future, Loc loc) { return Done("all_gather", future, loc); }
+Tracer psum_scatter_done(Tracer future, Loc loc) { return Done("psum_scatter", future, loc); }
+Tracer ppermute_done(Tracer future, Loc loc) { return Done("ppermute", future, loc); }
+Tracer pbroadcast_done(Tracer future, Loc loc) { return Done("pbroadcast", future, loc); }
+Tracer all_to_all_done(Tracer future, Loc loc) { return Done("all_to_all", future, loc); }
 
 }  // namespace shardjit

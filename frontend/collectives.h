@@ -26,9 +26,38 @@ Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t
                 Loc loc = Loc::current());
 Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_axis,
                   bool tiled = false, AxisIndexGroups groups = {}, Loc loc = Loc::current());
+// Every device gets the operand of the device at axis index `source` (JAX's pbroadcast, the
+// CollectiveBroadcast of XLA).
+Tracer pbroadcast(Tracer x, AxisNames axes, int64_t source, Loc loc = Loc::current());
 // s32 scalars.
 Tracer axis_index(AxisNames axes, Loc loc = Loc::current());
 Tracer axis_size(AxisNames axes, Loc loc = Loc::current());
+
+// Asynchronous collectives (seed 004's `*_start` / `*_done`): `X_start` takes X's arguments,
+// posts the collective and returns a future tracer (type `future[...]`) at once; the device goes
+// on computing, and `X_done(future)` waits for what is still missing and returns what X returns.
+// Each future is awaited exactly once, by the matching done, in the function or loop body that
+// holds it; it may be carried through fori_loop (started in one iteration, awaited in the next).
+Tracer psum_start(Tracer x, AxisNames axes, AxisIndexGroups groups = {},
+                  Loc loc = Loc::current());
+Tracer all_gather_start(Tracer x, AxisNames axes, int64_t axis = 0, bool tiled = false,
+                        AxisIndexGroups groups = {}, Loc loc = Loc::current());
+// JAX binds it as reduce_scatter_start.
+Tracer psum_scatter_start(Tracer x, AxisNames axes, int64_t scatter_dimension = 0,
+                          bool tiled = false, AxisIndexGroups groups = {},
+                          Loc loc = Loc::current());
+Tracer ppermute_start(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t>> perm,
+                      Loc loc = Loc::current());
+Tracer pbroadcast_start(Tracer x, AxisNames axes, int64_t source, Loc loc = Loc::current());
+Tracer all_to_all_start(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_axis,
+                        bool tiled = false, AxisIndexGroups groups = {},
+                        Loc loc = Loc::current());
+Tracer psum_done(Tracer future, Loc loc = Loc::current());
+Tracer all_gather_done(Tracer future, Loc loc = Loc::current());
+Tracer psum_scatter_done(Tracer future, Loc loc = Loc::current());
+Tracer ppermute_done(Tracer future, Loc loc = Loc::current());
+Tracer pbroadcast_done(Tracer future, Loc loc = Loc::current());
+Tracer all_to_all_done(Tracer future, Loc loc = Loc::current());
 
 }  // namespace shardjit
 

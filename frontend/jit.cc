@@ -32,6 +32,8 @@ struct CompiledState {
   // layouts differ, e.g. a shard_map's out_specs).
   std::vector<NamedSharding> requested_shardings;
   std::unique_ptr<backends::Executable> executable;
+  // The per-device program's collectives resolved for the mesh, once.
+  std::unique_ptr<runtime::CollectivePlan> collective_plan;
   runtime::CompileFn compile;
   std::unique_ptr<runtime::Runtime::ShardMapCache> shard_map_cache;
 };
@@ -123,7 +125,7 @@ absl::StatusOr<Compiled> Lowered::compile() const {
         "jit {}: needs at least one Array argument to find its runtime", lowered_.name()));
   }
   auto state = std::make_shared<CompiledState>(CompiledState{
-      lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr});
+      lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr, nullptr});
   // Kernels split over the threads the runtime gives each device (RuntimeOptions::num_threads).
   if (options_.backend == Backend::kReference) {
     state->compile = [](const ir::Function& f) { return backends::reference::Compile(f); };
@@ -168,6 +170,10 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   }
   if (!exe.ok()) return exe.status();
   state->executable = std::move(*exe);
+  if (lowered_.view() == ir::PER_DEVICE) {
+    state->collective_plan = std::make_unique<runtime::CollectivePlan>(
+        state->mesh.proto(), std::vector<const ir::Function*>{state->executable->function()});
+  }
   return Compiled(std::move(state));
 }
 
@@ -202,7 +208,7 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args)
     }
     std::vector<const backends::Executable*> programs(n, s.executable.get());
     absl::StatusOr<std::vector<std::vector<Tensor>>> out =
-        rt.RunSpmd(s.mesh.proto(), programs, std::move(local_args));
+        rt.RunSpmd(s.mesh.proto(), programs, std::move(local_args), s.collective_plan.get());
     if (!out.ok()) return out.status();
     for (size_t r = 0; r < s.result_types.size(); ++r) {
       std::vector<Tensor> shards;

@@ -234,6 +234,16 @@ class Parser {
 
   absl::StatusOr<TensorType> Type() {
     if (lex_.Peek().kind != Tok::kIdent) return Error("expected a type like f32[2,3]");
+    if (lex_.Peek().text == "future") {
+      lex_.Next();
+      if (absl::Status s = Expect("["); !s.ok()) return s;
+      absl::StatusOr<TensorType> inner = Type();
+      if (!inner.ok()) return inner.status();
+      if (inner->future()) return Error("a future cannot hold a future");
+      if (absl::Status s = Expect("]"); !s.ok()) return s;
+      inner->set_future(true);
+      return inner;
+    }
     std::string dtype = lex_.Next().text;
     std::optional<DType> d = ParseDType(dtype);
     if (!d) return Error("unknown dtype \"{}\"", dtype);

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
+#include "ir/async.h"
 #include "ir/fmt_absl.h"
 
 namespace shardjit::ir {
@@ -75,6 +76,16 @@ absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx
         std::any_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d < 0; })) {
       return absl::InvalidArgumentError(
           fmt::format("{}: invalid operand type {}", op.opcode(), t.ToString()));
+    }
+  }
+  // Futures are read only by their *_done (and carried by fori_loop); see ir/async.h.
+  if (!IsAsyncDone(op.opcode()) && op.opcode() != "fori_loop") {
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (operands[i].future) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: operand {} is a future ({}); only its *_done may read it", op.opcode(), i,
+            operands[i].ToString()));
+      }
     }
   }
   if (prim->kind == PrimitiveKind::kCollective && !ctx.in_spmd) {

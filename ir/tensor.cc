@@ -34,6 +34,13 @@ Tensor Tensor::Empty(const ShapedType& type, Allocator* allocator) {
   return t;
 }
 
+Tensor Tensor::Future(const ShapedType& type, std::shared_ptr<AsyncValue> state) {
+  Tensor t;
+  t.type_ = type.AsFuture();
+  t.future_ = std::move(state);
+  return t;
+}
+
 Tensor Tensor::Zeros(const ShapedType& type, Allocator* allocator) {
   Tensor t = Empty(type, allocator);
   if (t.byte_size() > 0) std::memset(t.data(), 0, t.byte_size());

@@ -26,9 +26,19 @@ class Allocator {
 // Plain aligned heap memory, not accounted to any device.
 Allocator* HostAllocator();
 
+// The state of an in-flight asynchronous collective, owned by whoever runs it (the runtime). A
+// Tensor of a future type holds one instead of storage.
+class AsyncValue {
+ public:
+  virtual ~AsyncValue() = default;
+};
+
 class Tensor {
  public:
   Tensor() = default;
+
+  // A value of type `type.AsFuture()` holding `state`.
+  static Tensor Future(const ShapedType& type, std::shared_ptr<AsyncValue> state);
 
   // Uninitialised storage.
   static Tensor Empty(const ShapedType& type, Allocator* allocator = nullptr);
@@ -37,7 +47,9 @@ class Tensor {
   static Tensor FromDoubles(const ShapedType& type, const std::vector<double>& values,
                             Allocator* allocator = nullptr);
 
-  bool defined() const { return storage_ != nullptr; }
+  bool defined() const { return storage_ != nullptr || future_ != nullptr; }
+  // The in-flight collective of a future-typed value; null for arrays.
+  AsyncValue* future() const { return future_.get(); }
   const ShapedType& type() const { return type_; }
   DType dtype() const { return type_.dtype; }
   const std::vector<int64_t>& dims() const { return type_.dims; }
@@ -82,6 +94,7 @@ class Tensor {
     ~Storage() { allocator->Deallocate(ptr, bytes); }
   };
   std::shared_ptr<Storage> storage_;
+  std::shared_ptr<AsyncValue> future_;
   ShapedType type_;
 };
 

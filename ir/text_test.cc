@@ -1,5 +1,6 @@
 // Text form round trip: every primitive parses, verifies, prints back to the same text, and
 // parsing the printed text gives the same proto. Parse errors name the line.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,38 @@ std::vector<Case> Cases() {
                    "    c:f32[4,6] = with_sharding_constraint[sharding=P((x,y))] b\n",
                    "c", "global"});
   cases.push_back({"axis_index", "", "    a:s32[] = axis_index[axes=(x,y)]\n", "a"});
+  cases.push_back(
+      {"pbroadcast", "a:f32[2,3]", "    b:f32[2,3] = pbroadcast[axes=(x,y) source=3] a\n", "b"});
+  // Each async pair: the start's attributes are its blocking twin's; the future is awaited once.
+  const std::vector<std::pair<std::string, std::string>> async = {
+      {"psum", "[axes=(x,y) axis_index_groups=((0,1),(3,2))] a"},
+      {"all_gather", "[axes=(x) axis=0 tiled=True] a"},
+      {"psum_scatter", "[axes=(y) scatter_dimension=1 tiled=False] a"},
+      {"all_to_all", "[axes=(x) split_axis=0 concat_axis=1 tiled=True] a"},
+      {"ppermute", "[axes=(x) perm=((0,1),(1,0))] a"},
+      {"pbroadcast", "[axes=(y) source=1] a"}};
+  const std::map<std::string, std::string> result_type = {
+      {"psum", "f32[2,2]"},       {"all_gather", "f32[4,2]"}, {"psum_scatter", "f32[2]"},
+      {"all_to_all", "f32[1,4]"}, {"ppermute", "f32[2,2]"},   {"pbroadcast", "f32[2,2]"}};
+  for (const auto& [name, attrs] : async) {
+    const std::string t = result_type.at(name);
+    const std::string text = "    b:future[" + t + "] = " + name + "_start" + attrs + "\n" +
+                             "    c:f32[2,2] = neg a\n" + "    d:" + t + " = " + name +
+                             "_done b\n";
+    cases.push_back({name + "_start", "a:f32[2,2]", text, "c, d"});
+    cases.push_back({name + "_done", "a:f32[2,2]", text, "c, d"});
+  }
+  // A future carried through a loop: started before it, awaited and restarted in each iteration,
+  // awaited after it.
+  cases.push_back({"ppermute_start_in_loop", "a:f32[2]",
+                   "    b:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,0))] a\n"
+                   "    g:future[f32[2]] = fori_loop[lower=0 upper=3 body={ lambda ; c:s32[] "
+                   "d:future[f32[2]]. let\n"
+                   "          e:f32[2] = ppermute_done d\n"
+                   "          f:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,0))] e\n"
+                   "        in (f) }] b\n"
+                   "    h:f32[2] = ppermute_done g\n",
+                   "h"});
   cases.push_back({"axis_size", "", "    a:s32[] = axis_size[axes=(y)]\n", "a"});
   return cases;
 }

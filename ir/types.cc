@@ -13,17 +13,19 @@ int64_t ShapedType::num_elements() const {
 }
 
 std::string ShapedType::ToString() const {
-  return fmt::format("{}[{}]", DTypeName(dtype), absl::StrJoin(dims, ","));
+  std::string array = fmt::format("{}[{}]", DTypeName(dtype), absl::StrJoin(dims, ","));
+  return future ? fmt::format("future[{}]", array) : array;
 }
 
 ShapedType FromProto(const TensorType& t) {
-  return ShapedType{FromProto(t.dtype()), {t.dims().begin(), t.dims().end()}};
+  return ShapedType{FromProto(t.dtype()), {t.dims().begin(), t.dims().end()}, t.future()};
 }
 
 TensorType ToProto(const ShapedType& t) {
   TensorType p;
   p.set_dtype(ToProto(t.dtype));
   for (int64_t d : t.dims) p.add_dims(d);
+  p.set_future(t.future);
   return p;
 }
 

@@ -14,14 +14,22 @@ namespace shardjit::ir {
 struct ShapedType {
   DType dtype = DType::kInvalid;
   std::vector<int64_t> dims;
+  // The type of an in-flight asynchronous collective that produces an array of this dtype and
+  // shape (ir.proto TensorType.future).
+  bool future = false;
 
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
   int64_t num_elements() const;
   int64_t byte_size() const { return num_elements() * DTypeSize(dtype); }
-  // "bf16[1024,1024]", "f32[]".
+  // "bf16[1024,1024]", "f32[]", "future[f32[2,3]]".
   std::string ToString() const;
+  // The array type a future resolves to (itself for an array type), and the future of it.
+  ShapedType Awaited() const { return {dtype, dims, false}; }
+  ShapedType AsFuture() const { return {dtype, dims, true}; }
 
-  bool operator==(const ShapedType& o) const { return dtype == o.dtype && dims == o.dims; }
+  bool operator==(const ShapedType& o) const {
+    return dtype == o.dtype && dims == o.dims && future == o.future;
+  }
   bool operator!=(const ShapedType& o) const { return !(*this == o); }
 };
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "ir/async.h"
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
 #include "ir/printer.h"
@@ -22,7 +23,7 @@ class FunctionVerifier {
       : module_(module), function_(function) {}
 
   absl::Status Run() {
-    return VerifyRegion(function_.body(), module_.view() == PER_DEVICE, "");
+    return VerifyRegion(function_.body(), module_.view() == PER_DEVICE, "", {});
   }
 
  private:
@@ -50,20 +51,58 @@ class FunctionVerifier {
     return it->second;
   }
 
-  absl::Status VerifyRegion(const Region& region, bool in_spmd, const std::string& where) {
+  // `param_kinds[i]`: for a future param i (a fori_loop carry), the blocking opcode of the start
+  // that made it (ir/async.h); empty for other params.
+  absl::Status VerifyRegion(const Region& region, bool in_spmd, const std::string& where,
+                            const std::vector<std::string>& param_kinds) {
     std::vector<int64_t> scope;
-    for (const Param& p : region.params()) {
+    for (int i = 0; i < region.params_size(); ++i) {
+      const Param& p = region.params(i);
       if (absl::Status s = Define(p.id(), FromProto(p.type()), scope, where); !s.ok()) return s;
+      if (p.type().future()) {
+        if (i >= static_cast<int>(param_kinds.size()) || param_kinds[i].empty()) {
+          return Error(where, fmt::format("param {} is a future, but only fori_loop carries may be",
+                                          ValueName(p.id())));
+        }
+        futures_[p.id()] = {param_kinds[i], &region};
+      }
     }
     absl::Status status;
     for (int i = 0; i < region.ops_size() && status.ok(); ++i) {
       const Op& op = region.ops(i);
-      status = VerifyOp(op, in_spmd, fmt::format("{}, op #{} ({})", where, i, op.opcode()), scope);
+      status = VerifyOp(op, region, in_spmd,
+                        fmt::format("{}, op #{} ({})", where, i, op.opcode()), scope);
     }
-    for (int64_t id : region.results()) {
-      if (!status.ok()) break;
+    for (int k = 0; k < region.results_size() && status.ok(); ++k) {
+      const int64_t id = region.results(k);
       if (!visible_.count(id)) {
         status = Error(where, fmt::format("result {} is not defined", ValueName(id)));
+      } else if (futures_.count(id) && param_kinds.empty()) {
+        status = Error(where, fmt::format("result {} is a future; only a fori_loop body may "
+                                          "return one (await it with its *_done)",
+                                          ValueName(id)));
+      } else if (futures_.count(id)) {
+        // A loop body hands its future to the next iteration: the same kind as the carry.
+        status = UseFuture(id, region, where, "");
+        const std::string expected = k + 1 < static_cast<int>(param_kinds.size())
+                                         ? param_kinds[k + 1]
+                                         : std::string();
+        if (status.ok() && futures_[id].kind != expected) {
+          status = Error(where, fmt::format("result {} is the future of a {}, but carry {} is {}",
+                                            ValueName(id), AsyncStartOpcode(futures_[id].kind), k,
+                                            expected.empty()
+                                                ? std::string("not a future")
+                                                : "the future of a " + AsyncStartOpcode(expected)));
+        }
+      }
+    }
+    // Every future defined here is awaited (or carried on) exactly once, here.
+    for (int64_t id : scope) {
+      if (!status.ok()) break;
+      auto it = futures_.find(id);
+      if (it != futures_.end() && it->second.uses == 0) {
+        status = Error(where, fmt::format("future {} (of a {}) is never awaited", ValueName(id),
+                                          AsyncStartOpcode(it->second.kind)));
       }
     }
     // Region results are typed by the enclosing op's shape rule before the scope closes.
@@ -76,33 +115,55 @@ class FunctionVerifier {
     pending_scopes_.pop_back();
   }
 
-  absl::Status VerifyOp(const Op& op, bool in_spmd, const std::string& where,
-                        std::vector<int64_t>& scope) {
+  // Counts a use of future `id` by `user` (an opcode; empty for a region result) in `region`.
+  absl::Status UseFuture(int64_t id, const Region& region, const std::string& where,
+                         const std::string& user) {
+    FutureInfo& f = futures_[id];
+    if (f.region != &region) {
+      return Error(where, fmt::format("future {} is used outside the region that defines it",
+                                      ValueName(id)));
+    }
+    if (++f.uses > 1) return Error(where, fmt::format("future {} is used twice", ValueName(id)));
+    if (IsAsyncDone(user) && AsyncBlockingOpcode(user) != f.kind) {
+      return Error(where, fmt::format("{} cannot await future {} of a {}", user, ValueName(id),
+                                      AsyncStartOpcode(f.kind)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status VerifyOp(const Op& op, const Region& region, bool in_spmd,
+                        const std::string& where, std::vector<int64_t>& scope) {
     std::vector<ShapedType> operands;
+    std::vector<std::string> carry_kinds{""};  // the loop index, then one per carry
     for (int64_t id : op.operands()) {
       absl::StatusOr<ShapedType> t = Lookup(id);
       if (!t.ok()) return Error(where, std::string(t.status().message()));
       operands.push_back(*t);
+      auto future = futures_.find(id);
+      carry_kinds.push_back(future != futures_.end() ? future->second.kind : "");
+      if (future != futures_.end() && (IsAsyncDone(op.opcode()) || op.has_fori_loop())) {
+        if (absl::Status s = UseFuture(id, region, where, op.opcode()); !s.ok()) return s;
+      }
     }
     int regions = 0;
     bool closed_region = false;
     std::unordered_map<int64_t, ShapedType> outer_of_closed_region;
     absl::Status status;
     if (op.has_fori_loop()) {
-      status = VerifyRegion(op.fori_loop().body(), in_spmd, where + " body");
+      status = VerifyRegion(op.fori_loop().body(), in_spmd, where + " body", carry_kinds);
       ++regions;
     } else if (op.has_shard_map()) {
       // A shard_map body is closed: it sees only its own (per-device) parameters.
       std::swap(outer_of_closed_region, visible_);
       visible_.clear();
-      status = VerifyRegion(op.shard_map().body(), /*in_spmd=*/true, where + " body");
+      status = VerifyRegion(op.shard_map().body(), /*in_spmd=*/true, where + " body", {});
       ++regions;
       closed_region = true;
     } else if (op.has_fusion()) {
       // A fusion body is closed too: one loop over its params.
       std::swap(outer_of_closed_region, visible_);
       visible_.clear();
-      status = VerifyRegion(op.fusion().body(), in_spmd, where + " body");
+      status = VerifyRegion(op.fusion().body(), in_spmd, where + " body", {});
       ++regions;
       closed_region = true;
     }
@@ -142,13 +203,27 @@ class FunctionVerifier {
                                         (*inferred)[i].ToString()));
       }
       if (absl::Status s = Define(op.results(i), declared, scope, where); !s.ok()) return s;
+      if (declared.future) {
+        // A start's future, or a loop's carried future: the kind of its init.
+        futures_[op.results(i)] = {
+            IsAsyncStart(op.opcode()) ? std::string(AsyncBlockingOpcode(op.opcode()))
+                                      : carry_kinds[i + 1],
+            &region};
+      }
     }
     return absl::OkStatus();
   }
 
+  struct FutureInfo {
+    std::string kind;                // blocking opcode of the start that made it
+    const Region* region = nullptr;  // where it must be used
+    int uses = 0;
+  };
+
   const Module& module_;
   const Function& function_;
   std::unordered_map<int64_t, ShapedType> visible_;
+  std::unordered_map<int64_t, FutureInfo> futures_;
   std::unordered_set<int64_t> ever_defined_;
   std::vector<std::vector<int64_t>> pending_scopes_;
 };

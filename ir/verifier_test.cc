@@ -133,6 +133,75 @@ INSTANTIATE_TEST_SUITE_P(
                   "e", {"fusion: body returns f32[2], but the operands' broadcast shape is f32[4]"}}),
     [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
 
+// Every misuse of a future (ir/async.h) is rejected, naming the future and the ops.
+const char kStart[] = "    b:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,0))] a\n";
+INSTANTIATE_TEST_SUITE_P(
+    Futures, VerifierErrorTest,
+    ::testing::Values(
+        BadModule{"Dropped", "per_device", "a:f32[2]", kStart, "a",
+                  {"future b (of a ppermute_start) is never awaited"}},
+        BadModule{"UsedTwice", "per_device", "a:f32[2]",
+                  std::string(kStart) + "    c:f32[2] = ppermute_done b\n"
+                                        "    d:f32[2] = ppermute_done b\n",
+                  "c, d", {"future b is used twice", "op #2 (ppermute_done)"}},
+        BadModule{"WrongDone", "per_device", "a:f32[2]",
+                  std::string(kStart) + "    c:f32[2] = psum_done b\n", "c",
+                  {"psum_done cannot await future b of a ppermute_start"}},
+        BadModule{"ReadByAnotherOp", "per_device", "a:f32[2]",
+                  std::string(kStart) + "    c:f32[2] = neg b\n    d:f32[2] = ppermute_done b\n",
+                  "c, d", {"neg: operand 0 is a future (future[f32[2]])"}},
+        BadModule{"DoneOfAnArray", "per_device", "a:f32[2]", "    b:f32[2] = ppermute_done a\n",
+                  "b", {"ppermute_done: operand must be the future of a ppermute_start"}},
+        BadModule{"AwaitedInsideALoop", "per_device", "a:f32[2]",
+                  std::string(kStart) +
+                      "    f:f32[2] = fori_loop[lower=0 upper=2 body={ lambda ; c:s32[] d:f32[2]. let\n"
+                      "          e:f32[2] = ppermute_done b\n"
+                      "        in (e) }] a\n",
+                  "f", {"future b is used outside the region that defines it"}},
+        BadModule{"ResultOfTheFunction", "per_device", "a:f32[2]", kStart, "b",
+                  {"result b is a future; only a fori_loop body may return one"}},
+        BadModule{"ParamOfTheFunction", "per_device", "a:future[f32[2]]",
+                  "    b:f32[2] = ppermute_done a\n", "b",
+                  {"param a is a future, but only fori_loop carries may be"}},
+        BadModule{"ResultOfAShardMapBody", "global", "a:f32[4]",
+                  "    e:f32[2] = shard_map[in_specs=(P(x)) out_specs=(P(x)) body={ lambda ; "
+                  "b:f32[2]. let\n"
+                  "          c:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,0))] b\n"
+                  "        in (c) }] a\n",
+                  "e", {"result c is a future; only a fori_loop body may return one"}},
+        BadModule{"CarryOfAnotherKind", "per_device", "a:f32[2]",
+                  std::string(kStart) +
+                      "    g:future[f32[2]] = fori_loop[lower=0 upper=2 body={ lambda ; c:s32[] "
+                      "d:future[f32[2]]. let\n"
+                      "          e:f32[2] = ppermute_done d\n"
+                      "          f:future[f32[2]] = psum_start[axes=(x)] e\n"
+                      "        in (f) }] b\n"
+                      "    h:f32[2] = ppermute_done g\n",
+                  "h", {"result f is the future of a psum_start, but carry 0 is the future of a "
+                        "ppermute_start"}},
+        BadModule{"CarryAwaitedWithTheWrongDone", "per_device", "a:f32[2]",
+                  std::string(kStart) +
+                      "    g:future[f32[2]] = fori_loop[lower=0 upper=2 body={ lambda ; c:s32[] "
+                      "d:future[f32[2]]. let\n"
+                      "          e:f32[2] = ppermute_done d\n"
+                      "          f:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1))] e\n"
+                      "        in (f) }] b\n"
+                      "    h:f32[2] = all_gather_done g\n",
+                  "h", {"all_gather_done cannot await future g of a ppermute_start"}},
+        BadModule{"CarryDroppedInTheBody", "per_device", "a:f32[2]",
+                  std::string(kStart) +
+                      "    g:future[f32[2]] = fori_loop[lower=0 upper=2 body={ lambda ; c:s32[] "
+                      "d:future[f32[2]]. let\n"
+                      "          f:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1))] a\n"
+                      "        in (f) }] b\n"
+                      "    h:f32[2] = ppermute_done g\n",
+                  "h", {"future d (of a ppermute_start) is never awaited"}},
+        BadModule{"StartOutsideShardMap", "global", "a:f32[2]",
+                  "    b:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,0))] a\n"
+                  "    c:f32[2] = ppermute_done b\n",
+                  "c", {"ppermute_start: collectives need a mapped axis"}}),
+    [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
+
 TEST(VerifierTest, RejectsUseBeforeDefinition) {
   Module m;
   m.set_name("m");

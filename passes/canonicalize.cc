@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "ir/async.h"
 #include "ir/primitive.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
@@ -59,7 +60,11 @@ class Canonicalizer {
         producer_[op.results(i)] = &op;
         types_[op.results(i)] = ir::FromProto(op.result_types(i));
       }
-      if (op.has_fori_loop() || op.has_shard_map()) continue;
+      // Each future is awaited once: two equal starts are two transfers.
+      if (op.has_fori_loop() || op.has_shard_map() || ir::IsAsyncStart(op.opcode()) ||
+          ir::IsAsyncDone(op.opcode())) {
+        continue;
+      }
       ir::Op key_op = op;
       key_op.clear_results();
       key_op.clear_name_scope();

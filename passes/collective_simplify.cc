@@ -148,6 +148,7 @@ class Facts {
     if (op.has_all_gather() && op.all_gather().axis_index_groups().empty()) {
       return in & ~Mask(op.all_gather().axes());
     }
+    if (op.has_pbroadcast()) return in & ~Mask(op.pbroadcast().axes());
     if (op.has_all_reduce()) return in | Mask(op.all_reduce().axes());
     if (op.has_all_gather()) return in | Mask(op.all_gather().axes());
     if (op.has_psum_scatter()) return in | Mask(op.psum_scatter().axes());

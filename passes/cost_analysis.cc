@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
+#include "ir/async.h"
 #include "ir/primitive.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
@@ -42,7 +43,9 @@ class Analyzer {
     if (op.has_shard_map()) return Region(op.shard_map().body(), count);
     report_.flops += count * Flops(op);
     const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
-    if (prim == nullptr || prim->kind != ir::PrimitiveKind::kCollective || op.has_axis()) {
+    // A *_done moves nothing: its start is counted.
+    if (prim == nullptr || prim->kind != ir::PrimitiveKind::kCollective || op.has_axis() ||
+        ir::IsAsyncDone(op.opcode())) {
       return absl::OkStatus();
     }
     absl::StatusOr<CollectiveCost> c = Collective(op);
@@ -148,6 +151,8 @@ class Analyzer {
       groups = &op.all_to_all().axis_index_groups();
     } else if (op.has_ppermute()) {
       axes = &op.ppermute().axes();
+    } else if (op.has_pbroadcast()) {
+      axes = &op.pbroadcast().axes();
     } else {
       return absl::UnimplementedError(
           fmt::format("cost analysis: no cost rule for collective {}", op.opcode()));
@@ -156,7 +161,7 @@ class Analyzer {
     if (!n.ok()) return n.status();
     const ir::ShapedType& operand = types_.at(op.operands(0));
     const int64_t in = operand.byte_size();
-    const int64_t out = ir::FromProto(op.result_types(0)).byte_size();
+    const int64_t out = ir::FromProto(op.result_types(0)).Awaited().byte_size();
     CollectiveCost c{op.opcode(), "(" + absl::StrJoin(*axes, ",") + ")", operand.ToString(), *n};
     if (*n > 0) {
       if (op.has_all_reduce()) {
@@ -170,6 +175,9 @@ class Analyzer {
           source = source || me < 0 || p.source() == me;
         }
         c.bytes_sent = source ? in : 0;
+      } else if (op.has_pbroadcast()) {
+        const int64_t me = AxisIndex(*axes);
+        c.bytes_sent = me < 0 || me == op.pbroadcast().source() ? in * (*n - 1) : 0;
       } else {
         c.bytes_sent = in * (*n - 1) / *n;  // psum_scatter, all_to_all
       }

@@ -2,6 +2,8 @@
 
 #include <unordered_set>
 
+#include "ir/async.h"
+
 namespace shardjit::passes {
 namespace {
 
@@ -27,7 +29,8 @@ bool Sweep(ir::Region& region, std::unordered_set<int64_t> used) {
   std::vector<bool> keep(region.ops_size(), false);
   for (int i = region.ops_size() - 1; i >= 0; --i) {
     ir::Op& op = *region.mutable_ops(i);
-    bool live = false;
+    // A *_done completes a transfer its peers take part in: it stays, and keeps its start.
+    bool live = ir::IsAsyncDone(op.opcode());
     for (int64_t id : op.results()) live = live || used.count(id);
     if (!live) {
       changed = true;

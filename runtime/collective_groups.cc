@@ -82,6 +82,8 @@ const AxisNames& CollectiveAxes(const ir::Op& op) {
       return op.ppermute().axes();
     case ir::Op::kAllToAll:
       return op.all_to_all().axes();
+    case ir::Op::kPbroadcast:
+      return op.pbroadcast().axes();
     default:
       return op.axis().axes();
   }

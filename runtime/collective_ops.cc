@@ -7,6 +7,7 @@
 #include "backends/reduce_kind.h"
 #include "backends/x86/elementwise.h"
 #include "fmt/format.h"
+#include "ir/async.h"
 #include "ir/types.h"
 
 namespace shardjit::runtime {
@@ -201,8 +202,8 @@ Tensor Block(const Tensor& t, int64_t axis, int64_t n, int64_t index, ir::Alloca
   return out;
 }
 
-absl::StatusOr<Tensor> AllToAll(const ir::Op& op, const GroupOperands& group,
-                                ir::Allocator* allocator) {
+absl::StatusOr<Tensor> AllToAll(const ir::Op& op, const ir::ShapedType& out_type,
+                                const GroupOperands& group, ir::Allocator* allocator) {
   const ir::AllToAllAttrs& a = op.all_to_all();
   int64_t split = a.split_axis(), concat = a.concat_axis();
   std::vector<Tensor> inputs = group.inputs;
@@ -219,7 +220,7 @@ absl::StatusOr<Tensor> AllToAll(const ir::Op& op, const GroupOperands& group,
   std::vector<Tensor> blocks;
   for (const Tensor& t : inputs) blocks.push_back(Block(t, split, n, group.my_index, allocator));
   Tensor out = Concat(blocks, concat, allocator);
-  return out.Reshaped(ir::FromProto(op.result_types(0)).dims);
+  return out.Reshaped(out_type.dims);
 }
 
 }  // namespace
@@ -247,8 +248,10 @@ void CopyBox(const Tensor& src, const std::vector<int64_t>& src_offset, Tensor& 
 
 absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
                                          ir::Allocator* allocator) {
-  const std::string& name = op.opcode();
-  ir::ShapedType out_type = ir::FromProto(op.result_types(0));
+  // An asynchronous start computes what its blocking twin does.
+  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
+  const std::string name = blocking.empty() ? op.opcode() : std::string(blocking);
+  const ir::ShapedType out_type = ir::FromProto(op.result_types(0)).Awaited();
   int64_t n = static_cast<int64_t>(group.inputs.size());
   if (name == "psum" || name == "pmean" || name == "pmax" || name == "pmin") {
     return Reduce(group.inputs, name, out_type, allocator);
@@ -279,7 +282,15 @@ absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& 
     }
     return Tensor::Zeros(out_type, allocator);
   }
-  if (name == "all_to_all") return AllToAll(op, group, allocator);
+  if (name == "pbroadcast") {
+    for (int64_t j = 0; j < n; ++j) {
+      // Zero copy, as ppermute.
+      if (group.axis_indices[j] == op.pbroadcast().source()) return group.inputs[j];
+    }
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: source {} is not in the group", op.opcode(), op.pbroadcast().source()));
+  }
+  if (name == "all_to_all") return AllToAll(op, out_type, group, allocator);
   return absl::UnimplementedError(fmt::format("{}: not a data collective", name));
 }
 

@@ -22,7 +22,8 @@ struct GroupOperands {
   std::vector<int64_t> axis_indices;
 };
 
-// psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, all_to_all.
+// psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pbroadcast, all_to_all, and their
+// `*_start` forms (ir/async.h).
 absl::StatusOr<ir::Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
                                              ir::Allocator* allocator);
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
+#include "ir/async.h"
 #include "ir/fmt_absl.h"
 #include "ir/printer.h"
 #include "ir/sharding.h"
@@ -14,17 +15,6 @@
 namespace shardjit::runtime {
 namespace {
 
-std::string Signature(const ir::Op& op, const std::vector<ir::Tensor>& operands) {
-  ir::Op bare = op;
-  bare.clear_operands();
-  bare.clear_results();
-  bare.clear_name_scope();
-  bare.clear_loc();
-  std::string sig = bare.SerializeAsString();
-  for (const ir::Tensor& t : operands) sig += t.type().ToString();
-  return sig;
-}
-
 std::string Describe(const ir::Op& op, const std::vector<ir::Tensor>& operands) {
   std::string attrs = ir::PrintOp(op);
   std::vector<std::string> types;
@@ -32,14 +22,40 @@ std::string Describe(const ir::Op& op, const std::vector<ir::Tensor>& operands) 
   return fmt::format("{} on {}", attrs.substr(attrs.find('=') + 2), absl::StrJoin(types, ", "));
 }
 
+bool SameTypes(const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].type() != b[i].type()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-RunState::RunState(ir::Mesh mesh, absl::Duration timeout, CoreSemaphore* cores)
-    : mesh_(std::move(mesh)),
+// The future of an asynchronous collective: its start's ticket until its done awaits it.
+class RunState::Pending final : public ir::AsyncValue {
+ public:
+  Pending(RunState* run, Ticket ticket) : run_(run), ticket_(ticket) {}
+  ~Pending() override {
+    if (!awaited_) run_->Abandon(ticket_);
+  }
+  RunState* run() const { return run_; }
+  const Ticket& ticket() const { return ticket_; }
+  // False if it was awaited before.
+  bool MarkAwaited() { return !std::exchange(awaited_, true); }
+
+ private:
+  RunState* const run_;
+  const Ticket ticket_;
+  bool awaited_ = false;
+};
+
+RunState::RunState(const CollectivePlan& plan, absl::Duration timeout, CoreSemaphore* cores)
+    : plan_(plan),
       timeout_(timeout),
       cores_(cores),
-      holds_core_(ir::MeshSize(mesh_), 0),
-      next_seq_(ir::MeshSize(mesh_), 0) {}
+      holds_core_(ir::MeshSize(plan.mesh()), 0),
+      next_seq_(ir::MeshSize(plan.mesh()), 0) {}
 
 bool RunState::TakeCore(int64_t position) {
   if (cores_ == nullptr || holds_core_[position]) return true;
@@ -69,43 +85,120 @@ absl::Status RunState::status() const {
   return status_;
 }
 
+int64_t RunState::DeviceOf(int64_t position) const {
+  return mesh().device_ids_size() ? mesh().device_ids(position) : position;
+}
+
+std::string RunState::Mismatch(int64_t seq, int64_t position, const Arrival& mine,
+                               int64_t other, const Arrival& theirs) const {
+  return fmt::format("collective #{} mismatch: device {} runs {} but device {} runs {}", seq,
+                     DeviceOf(position), Describe(*mine.resolved->op, mine.operands),
+                     DeviceOf(other), Describe(*theirs.resolved->op, theirs.operands));
+}
+
 absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
     ir::Allocator* allocator, backends::SpanRecorder* recorder) {
+  const std::string& opcode = op.opcode();
+  if (ir::IsAsyncDone(opcode)) {
+    auto* pending =
+        operands.size() == 1 ? dynamic_cast<Pending*>(operands[0].future()) : nullptr;
+    if (pending == nullptr || pending->run() != this) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: operand is not a future started in this run", opcode));
+    }
+    if (!pending->MarkAwaited()) {
+      return absl::InvalidArgumentError(fmt::format("{}: future awaited twice", opcode));
+    }
+    const Ticket& ticket = pending->ticket();
+    absl::StatusOr<ir::Tensor> result = Await(ticket, allocator, recorder);
+    if (!result.ok()) return result.status();
+    if (recorder != nullptr) {
+      recorder->Record({ticket.resolved->op->opcode(), "transfer", ticket.arrival_ns,
+                        backends::SpanClockNs() - ticket.arrival_ns,
+                        ticket.resolved->op->name_scope()});
+    }
+    return std::vector<ir::Tensor>{std::move(*result)};
+  }
   for (const std::string& name : CollectiveAxes(op)) {
-    if (ir::MeshAxisIndex(mesh_, name) < 0) {
-      return absl::InvalidArgumentError(fmt::format("{}: axis \"{}\" is not in mesh {}",
-                                                    op.opcode(), name, ir::MeshToString(mesh_)));
+    if (ir::MeshAxisIndex(mesh(), name) < 0) {
+      return absl::InvalidArgumentError(fmt::format("{}: axis \"{}\" is not in mesh {}", opcode,
+                                                    name, ir::MeshToString(mesh())));
     }
   }
-  if (op.opcode() == "axis_index" || op.opcode() == "axis_size") {
+  if (opcode == "axis_index" || opcode == "axis_size") {
     int64_t value = 1;
-    if (op.opcode() == "axis_index") {
-      value = CombinedAxisIndex(mesh_, position, op.axis().axes());
+    if (opcode == "axis_index") {
+      value = CombinedAxisIndex(mesh(), position, op.axis().axes());
     } else {
       for (const std::string& name : op.axis().axes()) {
-        value *= mesh_.axes(ir::MeshAxisIndex(mesh_, name)).size();
+        value *= mesh().axes(ir::MeshAxisIndex(mesh(), name)).size();
       }
     }
     return std::vector<ir::Tensor>{
         ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(value)}, allocator)};
   }
-  return Rendezvous(position, op, operands, allocator, recorder);
+  absl::StatusOr<Ticket> ticket = Arrive(position, op, operands, recorder != nullptr);
+  if (!ticket.ok()) return ticket.status();
+  if (ir::IsAsyncStart(opcode)) {
+    return std::vector<ir::Tensor>{ir::Tensor::Future(ir::FromProto(op.result_types(0)),
+                                                      std::make_shared<Pending>(this, *ticket))};
+  }
+  absl::StatusOr<ir::Tensor> result = Await(*ticket, allocator, recorder);
+  if (!result.ok()) return result.status();
+  return std::vector<ir::Tensor>{std::move(*result)};
 }
 
-absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
-    int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
-    ir::Allocator* allocator, backends::SpanRecorder* recorder) {
-  const int64_t arrival_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
-  absl::StatusOr<CollectiveGroup> group =
-      GroupOf(mesh_, position, CollectiveAxes(op), CollectiveGroups(op));
+absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op& op,
+                                                  const std::vector<ir::Tensor>& operands,
+                                                  bool record) {
+  const ResolvedCollective& resolved = plan_.Resolve(op);
+  const absl::StatusOr<CollectiveGroup>& group = resolved.groups[position];
   if (!group.ok()) {
-    Cancel(group.status());  // its peers would otherwise wait for it until the timeout
-    return group.status();
+    absl::Status error = absl::InvalidArgumentError(
+        fmt::format("{}: {}", op.opcode(), group.status().message()));
+    Cancel(error);  // its peers would otherwise wait for it until the timeout
+    return error;
   }
-  const int64_t device = mesh_.device_ids_size() ? mesh_.device_ids(position) : position;
-  auto device_of = [&](int64_t p) { return mesh_.device_ids_size() ? mesh_.device_ids(p) : p; };
+  Ticket ticket{0, position, &resolved, &*group, record ? backends::SpanClockNs() : 0};
+  std::unique_lock<std::mutex> lock(mu_);
+  ++arrivals_;
+  ticket.seq = next_seq_[position]++;
+  Slot& slot = slots_[ticket.seq];
+  Arrival& mine = slot.arrivals[position];
+  mine.resolved = &resolved;
+  mine.operands = operands;
+  // Anyone of my group already here must agree with me.
+  bool all_here = true;
+  for (int64_t member : group->members) {
+    auto it = slot.arrivals.find(member);
+    if (it == slot.arrivals.end()) {
+      all_here = false;
+      continue;
+    }
+    const Arrival& theirs = it->second;
+    if (member == position || theirs.resolved == mine.resolved) continue;
+    const absl::StatusOr<CollectiveGroup>& their_group = theirs.resolved->groups[member];
+    if (theirs.resolved->signature != resolved.signature || !their_group.ok() ||
+        their_group->members != group->members || !SameTypes(theirs.operands, operands)) {
+      absl::Status error =
+          absl::FailedPreconditionError(Mismatch(ticket.seq, position, mine, member, theirs));
+      lock.unlock();
+      Cancel(error);
+      return error;
+    }
+  }
+  lock.unlock();
+  if (all_here) cv_.notify_all();
+  return ticket;
+}
 
+absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* allocator,
+                                           backends::SpanRecorder* recorder) {
+  const int64_t wait_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
+  const CollectiveGroup& group = *ticket.group;
+  const ir::Op& op = *ticket.resolved->op;
+  const int64_t position = ticket.position;
   // Takes the core back after a wait, once mu_ is released (declared first: destroyed last).
   struct Reacquire {
     RunState* run = nullptr;
@@ -117,39 +210,14 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     ~Reacquire() { Now(); }
   } reacquire;
   std::unique_lock<std::mutex> lock(mu_);
-  ++arrivals_;
-  const int64_t seq = next_seq_[position]++;
-  Slot& slot = slots_[seq];
-  Arrival& mine = slot.arrivals[position];
-  mine.signature = Signature(op, operands);
-  mine.members = group->members;
-  mine.operands = operands;
-  mine.op = &op;
-  // Anyone of my group already here must agree with me.
-  for (int64_t member : group->members) {
-    auto it = slot.arrivals.find(member);
-    if (it == slot.arrivals.end() || member == position) continue;
-    if (it->second.signature != mine.signature || it->second.members != mine.members) {
-      absl::Status error = absl::FailedPreconditionError(
-          fmt::format("collective #{} mismatch: device {} runs {} but device {} runs {}", seq,
-                      device, Describe(op, operands), device_of(member),
-                      Describe(*it->second.op, it->second.operands)));
-      lock.unlock();
-      Cancel(error);
-      return error;
-    }
-  }
+  Slot& slot = slots_.at(ticket.seq);  // holds my arrival until I have read the group's
   auto all_here = [&] {
-    for (int64_t member : group->members) {
+    for (int64_t member : group.members) {
       if (!slot.arrivals.count(member)) return false;
     }
     return true;
   };
-  if (all_here()) {
-    lock.unlock();
-    cv_.notify_all();
-    lock.lock();
-  } else {
+  if (!all_here()) {
     GiveCore(position);
     reacquire = {this, position};
     // Short yielding spin first (cheap when a peer is about to arrive), then block.
@@ -175,13 +243,13 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     }
     if (!cancelled_ && !done) {
       std::vector<int64_t> missing;
-      for (int64_t member : group->members) {
-        if (!slot.arrivals.count(member)) missing.push_back(device_of(member));
+      for (int64_t member : group.members) {
+        if (!slot.arrivals.count(member)) missing.push_back(DeviceOf(member));
       }
       absl::Status error = absl::DeadlineExceededError(fmt::format(
           "collective #{} ({}) on device {}: devices [{}] of its group did not arrive within {}",
-          seq, Describe(op, operands), device, absl::StrJoin(missing, ","),
-          absl::FormatDuration(timeout_)));
+          ticket.seq, Describe(op, slot.arrivals.at(position).operands), DeviceOf(position),
+          absl::StrJoin(missing, ","), absl::FormatDuration(timeout_)));
       lock.unlock();
       Cancel(error);
       return error;
@@ -189,40 +257,22 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
   }
   if (recorder != nullptr) {
     recorder->Record(
-        {op.opcode(), "wait", arrival_ns, backends::SpanClockNs() - arrival_ns, op.name_scope()});
+        {op.opcode(), "wait", wait_ns, backends::SpanClockNs() - wait_ns, op.name_scope()});
   }
   if (cancelled_) {
     return absl::CancelledError(
-        fmt::format("device {}: run cancelled: {}", device, status_.message()));
+        fmt::format("device {}: run cancelled: {}", DeviceOf(position), status_.message()));
   }
-  // Everyone arrived and agreed: check every member's arrival against mine once more (a member
-  // may have arrived after me with a different op).
   GroupOperands inputs;
-  inputs.my_index = group->my_index;
-  inputs.axis_indices = group->axis_indices;
-  for (int64_t member : group->members) {
-    const Arrival& a = slot.arrivals.at(member);
-    if (a.signature != mine.signature || a.members != mine.members) {
-      absl::Status error = absl::FailedPreconditionError(fmt::format(
-          "collective #{} mismatch: device {} runs {} but device {} runs {}", seq, device,
-          Describe(op, operands), device_of(member), Describe(*a.op, a.operands)));
-      lock.unlock();
-      Cancel(error);
-      return error;
-    }
-    inputs.inputs.push_back(a.operands[0]);
-  }
-  // The last reader of the group drops the arrivals so operands are not kept alive.
-  int64_t key = group->members.front();
-  auto [it, inserted] = slot.readers_left.emplace(key, static_cast<int>(group->members.size()));
-  if (--it->second == 0) {
-    for (int64_t member : group->members) slot.arrivals.erase(member);
-    slot.readers_left.erase(it);
-    if (slot.arrivals.empty()) slots_.erase(seq);
-  }
+  inputs.my_index = group.my_index;
+  inputs.axis_indices = group.axis_indices;
+  inputs.inputs.reserve(group.members.size());
+  for (int64_t member : group.members) inputs.inputs.push_back(slot.arrivals.at(member).operands[0]);
+  FinishReading(ticket);
   lock.unlock();
   if (!reacquire.Now()) {
-    return absl::CancelledError(fmt::format("device {}: run cancelled: {}", device, status().message()));
+    return absl::CancelledError(
+        fmt::format("device {}: run cancelled: {}", DeviceOf(position), status().message()));
   }
   const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
   absl::StatusOr<ir::Tensor> result = ComputeCollective(op, inputs, allocator);
@@ -231,8 +281,27 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Rendezvous(
     recorder->Record(
         {name, "collective", data_ns, backends::SpanClockNs() - data_ns, op.name_scope()});
   }
-  if (!result.ok()) return result.status();
-  return std::vector<ir::Tensor>{std::move(*result)};
+  return result;
+}
+
+void RunState::FinishReading(const Ticket& ticket) {
+  auto slot_it = slots_.find(ticket.seq);
+  if (slot_it == slots_.end()) return;
+  Slot& slot = slot_it->second;
+  const std::vector<int64_t>& members = ticket.group->members;
+  // The last reader of the group drops the arrivals so operands are not kept alive.
+  auto [it, inserted] =
+      slot.readers_left.emplace(members.front(), static_cast<int>(members.size()));
+  if (--it->second == 0) {
+    for (int64_t member : members) slot.arrivals.erase(member);
+    slot.readers_left.erase(it);
+    if (slot.arrivals.empty()) slots_.erase(slot_it);
+  }
+}
+
+void RunState::Abandon(const Ticket& ticket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FinishReading(ticket);
 }
 
 }  // namespace shardjit::runtime

@@ -1,10 +1,15 @@
 // The in-process collective fabric. Devices of one run meet at a rendezvous per collective: the
-// k-th collective a device executes meets the k-th of every member of its group. Operands are
-// read from the peers' buffers directly. Devices that disagree on the op, its operand types or
-// the group fail the run with an error naming them; a member that never arrives fails the run
-// once the run has made no progress (no arrival, no device taking a core) for the timeout. Any
-// failure cancels the run, waking every waiting device. A device that has to wait gives its core
-// back (CoreSemaphore) for as long as it waits.
+// k-th collective a device starts meets the k-th of every member of its group. A collective has
+// two halves: arriving (posting the operand, checked against the peers already there) and
+// awaiting (waiting for the rest of the group, then reading the peers' operands directly). A
+// blocking collective does both at once; an asynchronous one (`X_start` ... `X_done`, ir/async.h)
+// arrives at its start, returns a future and awaits at its done, so the device computes in
+// between. Posted operands stay alive (and counted in their device's memory) until every member
+// of the group has read them. Devices that disagree on the op, its operand types or the group fail
+// the run with an error naming them; a member that never arrives fails the run once the run has
+// made no progress (no arrival, no device taking a core) for the timeout. Any failure cancels the
+// run, waking every waiting device. A device that has to wait gives its core back
+// (CoreSemaphore) for as long as it waits.
 #ifndef SHARDJIT_RUNTIME_FABRIC_H_
 #define SHARDJIT_RUNTIME_FABRIC_H_
 
@@ -23,6 +28,7 @@
 #include "backends/executable.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
+#include "runtime/collective_plan.h"
 #include "runtime/core_semaphore.h"
 
 namespace shardjit::runtime {
@@ -30,14 +36,16 @@ namespace shardjit::runtime {
 // Shared state of one SPMD run over a mesh.
 class RunState {
  public:
-  // Devices of the run hold a core of `cores` (if not null) while they compute.
-  RunState(ir::Mesh mesh, absl::Duration timeout, CoreSemaphore* cores = nullptr);
+  // Devices of the run hold a core of `cores` (if not null) while they compute. Collectives are
+  // resolved through `plan` (its mesh is the run's), which must outlive the run.
+  RunState(const CollectivePlan& plan, absl::Duration timeout, CoreSemaphore* cores = nullptr);
 
-  const ir::Mesh& mesh() const { return mesh_; }
+  const ir::Mesh& mesh() const { return plan_.mesh(); }
 
-  // Executes collective `op` for mesh position `position`. axis_index and axis_size are
-  // answered locally; the others rendezvous with the group. With a `recorder`, the wait at the
-  // rendezvous (arrival until the group is complete) and the data step are recorded as spans.
+  // Executes collective `op` for mesh position `position`: axis_index and axis_size are answered
+  // locally; a blocking collective meets its group; `X_start` posts its operand and returns a
+  // future; `X_done` awaits the future it is given. With a `recorder`, waits, data steps and the
+  // time an asynchronous collective is in flight are recorded as spans.
   absl::StatusOr<std::vector<ir::Tensor>> Collective(int64_t position, const ir::Op& op,
                                                      const std::vector<ir::Tensor>& operands,
                                                      ir::Allocator* allocator,
@@ -55,11 +63,19 @@ class RunState {
   absl::Status status() const;
 
  private:
+  // One position's arrival at a collective.
+  struct Ticket {
+    int64_t seq = 0;
+    int64_t position = 0;
+    const ResolvedCollective* resolved = nullptr;
+    const CollectiveGroup* group = nullptr;
+    int64_t arrival_ns = 0;
+  };
+  class Pending;  // the AsyncValue of a future: a ticket not yet awaited
+
   struct Arrival {
-    std::string signature;  // op, attributes and operand type: must agree within a group
-    std::vector<int64_t> members;
+    const ResolvedCollective* resolved = nullptr;  // lives as long as the run
     std::vector<ir::Tensor> operands;
-    const ir::Op* op = nullptr;  // lives as long as the run; described only in errors
   };
   // All arrivals for the k-th collective of the run, by mesh position.
   struct Slot {
@@ -67,12 +83,22 @@ class RunState {
     std::map<int64_t, int> readers_left;  // per group (keyed by first member)
   };
 
-  absl::StatusOr<std::vector<ir::Tensor>> Rendezvous(int64_t position, const ir::Op& op,
-                                                     const std::vector<ir::Tensor>& operands,
-                                                     ir::Allocator* allocator,
-                                                     backends::SpanRecorder* recorder);
+  // Posts `operands` for `position`'s next collective and checks the peers already there.
+  absl::StatusOr<Ticket> Arrive(int64_t position, const ir::Op& op,
+                                const std::vector<ir::Tensor>& operands, bool record);
+  // Waits for the rest of the ticket's group and computes this position's result.
+  absl::StatusOr<ir::Tensor> Await(const Ticket& ticket, ir::Allocator* allocator,
+                                   backends::SpanRecorder* recorder);
+  // Drops a ticket that will never be awaited (its run failed): its operand is released once the
+  // rest of the group has read it.
+  void Abandon(const Ticket& ticket);
+  // Counts one reader of the ticket's group out of its slot; under mu_.
+  void FinishReading(const Ticket& ticket);
+  int64_t DeviceOf(int64_t position) const;
+  std::string Mismatch(int64_t seq, int64_t position, const Arrival& mine, int64_t other,
+                       const Arrival& theirs) const;
 
-  const ir::Mesh mesh_;
+  const CollectivePlan& plan_;
   const absl::Duration timeout_;
   CoreSemaphore* const cores_;
   std::vector<char> holds_core_;  // per position; touched only by that position's thread

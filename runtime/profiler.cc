@@ -112,14 +112,18 @@ std::string Profiler::ChromeTraceJson() const {
     add(fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,)"
                     R"("args":{{"sort_index":{}}}}})",
                     d, d));
+    add(fmt::format(
+        R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":"transfers"}}}})", d,
+        kTransferTid));
   }
   for (const Event& e : events) {
     std::string args = e.name_scope.empty()
                            ? "{}"
                            : fmt::format(R"({{"name_scope":"{}"}})", JsonEscape(e.name_scope));
     add(fmt::format(
-        R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":0,"ts":{:.3f},"dur":{:.3f},"args":{}}})",
+        R"({{"ph":"X","name":"{}","cat":"{}","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{}}})",
         JsonEscape(e.name), JsonEscape(e.category), pid(e.device),
+        e.category == "transfer" ? kTransferTid : 0,
         static_cast<double>(e.start_ns - origin_ns_) / 1e3,
         static_cast<double>(e.duration_ns) / 1e3, args));
   }

@@ -47,8 +47,10 @@ class Profiler {
   void Clear();
 
   // The trace as Chrome trace-event JSON: {"traceEvents": [...]} with complete ("X") events,
-  // pid = device (the host after the devices), tid 0, times in microseconds since the profiler
-  // started, and process_name metadata "device N".
+  // pid = device (the host after the devices), tid 0 (tid kTransferTid, named "transfers", for
+  // asynchronous collectives in flight: category "transfer"), times in microseconds since the
+  // profiler started, and process_name metadata "device N".
+  static constexpr int kTransferTid = 1;
   std::string ChromeTraceJson() const;
   absl::Status WriteChromeTrace(const std::string& path) const;
 

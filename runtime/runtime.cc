@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -113,7 +114,7 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
   absl::StatusOr<std::vector<ir::Tensor>> RunShardMap(
       const ir::Op& op, const std::vector<ir::Tensor>& operands) override {
     const ir::ShardMapAttrs& sm = op.shard_map();
-    absl::StatusOr<const backends::Executable*> body = Body(op);
+    absl::StatusOr<const ShardMapCache::Entry*> body = Body(op);
     if (!body.ok()) return body.status();
     int64_t n = ir::MeshSize(mesh_);
     std::vector<std::vector<ir::Tensor>> args(n);
@@ -140,9 +141,9 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
         args[p].push_back(std::move(shard));
       }
     }
-    std::vector<const backends::Executable*> programs(n, *body);
+    std::vector<const backends::Executable*> programs(n, (*body)->body.get());
     absl::StatusOr<std::vector<std::vector<ir::Tensor>>> locals =
-        rt_.RunSpmd(mesh_, programs, std::move(args));
+        rt_.RunSpmd(mesh_, programs, std::move(args), (*body)->plan.get());
     if (!locals.ok()) return locals.status();
     // Assemble each global result from the blocks (for replicated axes, the lowest position).
     std::vector<ir::Tensor> results;
@@ -164,18 +165,20 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
   }
 
  private:
-  absl::StatusOr<const backends::Executable*> Body(const ir::Op& op) {
+  absl::StatusOr<const ShardMapCache::Entry*> Body(const ir::Op& op) {
     std::lock_guard<std::mutex> lock(cache_.mu);
-    for (const auto& [key, exe] : cache_.entries) {
-      if (key == &op) return exe.get();
+    for (const ShardMapCache::Entry& entry : cache_.entries) {
+      if (entry.op == &op) return &entry;
     }
     ir::Function body;
     body.set_name("shard_map_body");
     *body.mutable_body() = op.shard_map().body();
     absl::StatusOr<std::unique_ptr<backends::Executable>> exe = compile_(body);
     if (!exe.ok()) return exe.status();
-    cache_.entries.emplace_back(&op, std::move(*exe));
-    return cache_.entries.back().second.get();
+    auto plan = std::make_unique<CollectivePlan>(
+        mesh_, std::vector<const ir::Function*>{(*exe)->function()});
+    cache_.entries.push_back({&op, std::move(*exe), std::move(plan)});
+    return &cache_.entries.back();
   }
 
   Runtime& rt_;
@@ -210,7 +213,7 @@ Runtime::~Runtime() {
 
 absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     const ir::Mesh& mesh, const std::vector<const backends::Executable*>& programs,
-    std::vector<std::vector<ir::Tensor>> args) {
+    std::vector<std::vector<ir::Tensor>> args, const CollectivePlan* plan) {
   const int64_t n = ir::MeshSize(mesh);
   if (static_cast<int64_t>(programs.size()) != n || static_cast<int64_t>(args.size()) != n) {
     return absl::InvalidArgumentError(fmt::format(
@@ -225,8 +228,14 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
           num_devices()));
     }
   }
+  std::optional<CollectivePlan> own_plan;
+  if (plan == nullptr) {
+    std::vector<const ir::Function*> functions;
+    for (const backends::Executable* program : programs) functions.push_back(program->function());
+    plan = &own_plan.emplace(mesh, functions);
+  }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  RunState run(mesh, options_.collective_timeout, cores_.get());
+  RunState run(*plan, options_.collective_timeout, cores_.get());
   std::vector<absl::StatusOr<std::vector<ir::Tensor>>> results(
       n, absl::UnknownError("not run"));
   std::mutex done_mu;
@@ -243,6 +252,12 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
       // A device that gets no core (the run failed while it queued) does not start.
       absl::StatusOr<std::vector<ir::Tensor>> r =
           run.TakeCore(p) ? programs[p]->Run(args[p], ctx) : run.status();
+      for (size_t i = 0; r.ok() && i < r->size(); ++i) {
+        if ((*r)[i].future() != nullptr) {  // it would outlive the run it belongs to
+          r = absl::InvalidArgumentError(fmt::format(
+              "result {} is a future ({}); await it first", i, (*r)[i].type().ToString()));
+        }
+      }
       if (!r.ok()) {
         run.Cancel(absl::Status(r.status().code(),
                                 fmt::format("device {}: {}", id, r.status().message())));

@@ -16,6 +16,7 @@
 #include "backends/thread_pool.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
+#include "runtime/collective_plan.h"
 #include "runtime/core_semaphore.h"
 #include "runtime/device.h"
 #include "runtime/profiler.h"
@@ -62,9 +63,11 @@ class Runtime {
 
   // Runs programs[p] on the device at mesh position p with args[p], all concurrently, and
   // returns each position's results. On failure, the first error (with the device named).
+  // `plan`, built for `mesh` from the programs' functions, resolves their collectives (a compiled
+  // program keeps one across runs); without it the run resolves them itself.
   absl::StatusOr<std::vector<std::vector<ir::Tensor>>> RunSpmd(
       const ir::Mesh& mesh, const std::vector<const backends::Executable*>& programs,
-      std::vector<std::vector<ir::Tensor>> args);
+      std::vector<std::vector<ir::Tensor>> args, const CollectivePlan* plan = nullptr);
 
   // Runs a global-view program on the calling thread with whole arrays; its shard_map ops are
   // compiled with `compile` (cached per op in `cache`) and run on the mesh's devices.
@@ -95,8 +98,13 @@ class Runtime {
 
 // Compiled shard_map bodies of one global-view program, keyed by op.
 struct Runtime::ShardMapCache {
+  struct Entry {
+    const ir::Op* op;
+    std::unique_ptr<backends::Executable> body;
+    std::unique_ptr<CollectivePlan> plan;  // the body's collectives on the mesh
+  };
   std::mutex mu;
-  std::vector<std::pair<const ir::Op*, std::unique_ptr<backends::Executable>>> entries;
+  std::vector<Entry> entries;
 };
 
 }  // namespace shardjit::runtime

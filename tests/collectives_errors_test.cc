@@ -496,5 +496,76 @@ TEST_F(FabricErrors, SameProgramRunsOnTheRuntimeDirectly) {
   EXPECT_EQ((*out)[1][0].ToDoubles(), (std::vector<double>{1, 2, 3, 4}));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Asynchronous collectives: the same mismatch and timeout errors, naming the start op
+// ---------------------------------------------------------------------------------------------
+
+const char kPpermuteAsync2[] = R"({ lambda ; a:f32[2]. let
+    b:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,0))] a
+    c:f32[2] = neg a
+    d:f32[2] = ppermute_done b
+    e:f32[2] = add c d
+  in (e) })";
+const char kPsumAsync2[] = R"({ lambda ; a:f32[2]. let
+    b:future[f32[2]] = psum_start[axes=(x)] a
+    c:f32[2] = psum_done b
+  in (c) })";
+
+TEST_F(FabricErrors, AsyncStartsThatDifferFailWithMismatchNamingBoth) {
+  MakeRuntime(2, absl::Seconds(60));
+  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  ASSERT_TRUE(mesh.ok());
+  std::unique_ptr<backends::Executable> permute = Program("x:2", kPpermuteAsync2);
+  std::unique_ptr<backends::Executable> psum_async = Program("x:2", kPsumAsync2);
+  std::unique_ptr<backends::Executable> psum = Program("x:2", kPsum2);
+  ASSERT_TRUE(permute && psum_async && psum);
+  for (int i = 0; i < 10; ++i) {
+    double seconds = 0;
+    auto out = Run(*mesh, {permute.get(), psum_async.get()}, {{Vec({1, 2})}, {Vec({3, 4})}},
+                   &seconds);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+    EXPECT_THAT(std::string(out.status().message()),
+                AllOf(HasSubstr("mismatch"), HasSubstr("ppermute_start"), HasSubstr("psum_start")));
+    EXPECT_LT(seconds, 10);
+    // A blocking psum does not meet a psum_start either.
+    out = Run(*mesh, {psum.get(), psum_async.get()}, {{Vec({1, 2})}, {Vec({3, 4})}});
+    ASSERT_FALSE(out.ok());
+    EXPECT_THAT(std::string(out.status().message()),
+                AllOf(HasSubstr("mismatch"), HasSubstr("psum["), HasSubstr("psum_start")));
+  }
+  ExpectHealthy(*mesh);
+}
+
+TEST_F(FabricErrors, AsyncStartedOnOneDeviceOnlyTimesOutNamingTheOpAndThePeer) {
+  MakeRuntime(2, absl::Milliseconds(300));
+  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  ASSERT_TRUE(mesh.ok());
+  std::unique_ptr<backends::Executable> permute = Program("x:2", kPpermuteAsync2);
+  std::unique_ptr<backends::Executable> none = Program("x:2", kNoCollective2);
+  ASSERT_TRUE(permute && none);
+  double seconds = 0;
+  auto out = Run(*mesh, {permute.get(), none.get()}, {{Vec({1, 2})}, {Vec({3, 4})}}, &seconds);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
+  EXPECT_THAT(std::string(out.status().message()),
+              AllOf(HasSubstr("ppermute_start"), HasSubstr("on device 0"),
+                    HasSubstr("devices [1] of its group did not arrive")));
+  EXPECT_LT(seconds, 10);
+  ExpectHealthy(*mesh);
+}
+
+TEST_F(FabricErrors, AsyncPairRunsOnTheRuntimeDirectly) {
+  MakeRuntime(2, absl::Seconds(60));
+  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  ASSERT_TRUE(mesh.ok());
+  std::unique_ptr<backends::Executable> permute = Program("x:2", kPpermuteAsync2);
+  ASSERT_NE(permute, nullptr);
+  auto out = Run(*mesh, {permute.get(), permute.get()}, {{Vec({1, 2})}, {Vec({30, 40})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0][0].ToDoubles(), (std::vector<double>{29, 38}));  // -a + the peer's a
+  EXPECT_EQ((*out)[1][0].ToDoubles(), (std::vector<double>{-29, -38}));
+}
+
 }  // namespace
 }  // namespace shardjit::collectives_test

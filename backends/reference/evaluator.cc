@@ -101,6 +101,7 @@ class ReferenceExecutable final : public Executable {
   }
 
   std::string backend() const override { return backend_; }
+  const ir::Function* function() const override { return &function_; }
 
  private:
   absl::Status PlanRegion(const ir::Region& region) {

@@ -1,7 +1,9 @@
 // Shape rules of the collectives (JAX lax.parallel semantics): psum, pmean, pmax, pmin,
-// all_gather, psum_scatter, ppermute, all_to_all, axis_index, axis_size.
+// all_gather, psum_scatter, ppermute, pbroadcast, all_to_all, axis_index, axis_size, and the
+// asynchronous `*_start` / `*_done` pairs (ir/async.h).
 #include <set>
 
+#include "ir/async.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -97,6 +99,17 @@ absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, c
   return Types{operands[0]};
 }
 
+absl::StatusOr<Types> Pbroadcast(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.pbroadcast();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  if (!size.ok()) return size.status();
+  if (a.source() < 0 || a.source() >= *size) {
+    return RuleError(op, operands, "source {} is out of range for axis size {}", a.source(),
+                     *size);
+  }
+  return Types{operands[0]};
+}
+
 absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.all_to_all();
   absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
@@ -139,6 +152,27 @@ absl::StatusOr<Types> AxisScalar(const ShapeContext& ctx, const Types& operands,
   return Types{{DType::kS32, {}}};
 }
 
+// `X_start`: X's rule, giving the future of X's result.
+ShapeRule StartRule(ShapeRule blocking) {
+  return [blocking](const ShapeContext& ctx, const Types& operands,
+                    const Op& op) -> absl::StatusOr<Types> {
+    absl::StatusOr<Types> out = blocking(ctx, operands, op);
+    if (!out.ok()) return out.status();
+    for (ShapedType& t : *out) t.future = true;
+    return out;
+  };
+}
+
+// `X_done`: the array its future resolves to. Which start made the future is the verifier's
+// check (the future may come through a fori_loop carry).
+absl::StatusOr<Types> Done(const ShapeContext&, const Types& operands, const Op& op) {
+  if (!operands[0].future) {
+    return RuleError(op, operands, "operand must be the future of a {}",
+                     AsyncStartOpcode(AsyncBlockingOpcode(op.opcode())));
+  }
+  return Types{operands[0].Awaited()};
+}
+
 const bool registered = [] {
   for (const char* name : {"psum", "pmean", "pmax", "pmin"}) {
     RegisterPrimitive({name, PrimitiveKind::kCollective, 1, 1, Op::kAllReduce, AllReduce});
@@ -148,6 +182,15 @@ const bool registered = [] {
       {"psum_scatter", PrimitiveKind::kCollective, 1, 1, Op::kPsumScatter, PsumScatter});
   RegisterPrimitive({"ppermute", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Ppermute});
   RegisterPrimitive({"all_to_all", PrimitiveKind::kCollective, 1, 1, Op::kAllToAll, AllToAll});
+  RegisterPrimitive(
+      {"pbroadcast", PrimitiveKind::kCollective, 1, 1, Op::kPbroadcast, Pbroadcast});
+  for (const std::string& name : AsyncCollectives()) {
+    const Primitive* blocking = FindPrimitive(name);
+    RegisterPrimitive({AsyncStartOpcode(name), PrimitiveKind::kCollective, 1, 1,
+                       blocking->attrs_case, StartRule(blocking->shape_rule)});
+    RegisterPrimitive({AsyncDoneOpcode(name), PrimitiveKind::kCollective, 1, 1,
+                       Op::ATTRS_NOT_SET, Done});
+  }
   RegisterPrimitive({"axis_index", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});
   RegisterPrimitive({"axis_size", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});
   return true;

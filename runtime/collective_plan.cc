@@ -1,0 +1,55 @@
+#include "runtime/collective_plan.h"
+
+#include "ir/async.h"
+#include "ir/primitive.h"
+#include "ir/sharding.h"
+
+namespace shardjit::runtime {
+
+CollectivePlan::CollectivePlan(const ir::Mesh& mesh,
+                               const std::vector<const ir::Function*>& functions)
+    : mesh_(mesh) {
+  for (const ir::Function* f : functions) {
+    if (f != nullptr) AddRegion(f->body());
+  }
+}
+
+void CollectivePlan::AddRegion(const ir::Region& region) {
+  for (const ir::Op& op : region.ops()) {
+    if (op.has_fori_loop()) AddRegion(op.fori_loop().body());
+    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+    // A *_done meets no one: its start did.
+    if (prim != nullptr && prim->kind == ir::PrimitiveKind::kCollective &&
+        !ir::IsAsyncDone(op.opcode()) && !ops_.count(&op)) {
+      ops_.emplace(&op, ResolveNow(op));
+    }
+  }
+}
+
+std::unique_ptr<ResolvedCollective> CollectivePlan::ResolveNow(const ir::Op& op) const {
+  auto r = std::make_unique<ResolvedCollective>();
+  r->op = &op;
+  ir::Op bare = op;
+  bare.clear_operands();
+  bare.clear_results();
+  bare.clear_name_scope();
+  bare.clear_loc();
+  bare.clear_sharding();
+  r->signature = bare.SerializeAsString();
+  const int64_t n = ir::MeshSize(mesh_);
+  r->groups.reserve(n);
+  for (int64_t p = 0; p < n; ++p) {
+    r->groups.push_back(GroupOf(mesh_, p, CollectiveAxes(op), CollectiveGroups(op)));
+  }
+  return r;
+}
+
+const ResolvedCollective& CollectivePlan::Resolve(const ir::Op& op) const {
+  if (auto it = ops_.find(&op); it != ops_.end()) return *it->second;
+  std::lock_guard<std::mutex> lock(late_mu_);
+  std::unique_ptr<ResolvedCollective>& r = late_[&op];
+  if (r == nullptr) r = ResolveNow(op);
+  return *r;
+}
+
+}  // namespace shardjit::runtime
