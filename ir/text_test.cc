@@ -78,6 +78,10 @@ std::vector<Case> Cases() {
                    "rhs_contracting_dims=(0) lhs_batch_dims=(0) rhs_batch_dims=(1) "
                    "preferred_element_type=f32] a b\n",
                    "c"});
+  cases.push_back({"dot_accumulate", "a:f32[6,4] b:bf16[2,3] c:bf16[3,4] d:s32[] e:s32[]",
+                   "    f:f32[6,4] = dot_accumulate[lhs_contracting_dims=(1) "
+                   "rhs_contracting_dims=(0) preferred_element_type=f32] a b c d e\n",
+                   "f"});
   cases.push_back({"fori_loop", "a:f32[2,3]",
                    "    e:f32[2,3] = fori_loop[lower=0 upper=3 body={ lambda ; b:s32[] "
                    "c:f32[2,3]. let\n"

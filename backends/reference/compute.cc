@@ -14,6 +14,7 @@
 #include "backends/reference/dtype_dispatch.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
+#include "ir/primitive.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
 
@@ -333,6 +334,53 @@ Results DotGeneral(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocato
   return std::vector<Tensor>{out};
 }
 
+// dot_accumulate: the product in f32 (s32 for s32), added into acc's box with one rounding.
+Results DotAccumulate(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
+  const Tensor& acc = in[0];
+  const bool ints = acc.dtype() == DType::kS32;
+  ir::Op dot = op;
+  dot.set_opcode("dot_general");
+  dot.mutable_dot_general()->set_preferred_element_type(ints ? ir::S32 : ir::F32);
+  absl::StatusOr<std::vector<ir::ShapedType>> product_type =
+      ir::InferResultTypes({}, {in[1].type(), in[2].type()}, dot);
+  if (!product_type.ok()) return product_type.status();
+  dot.clear_result_types();
+  *dot.add_result_types() = ir::ToProto((*product_type)[0]);
+  Results product = DotGeneral(dot, {in[1], in[2]}, allocator);
+  if (!product.ok()) return product.status();
+  const Tensor& p = (*product)[0];
+  absl::StatusOr<Dims> starts = ClampedStarts(op.opcode(), in, 3, acc.dims(), p.dims());
+  if (!starts.ok()) return starts.status();
+  Tensor out = acc.Copy(allocator);
+  const Dims strides = ir::RowMajorStrides(acc.dims());
+  int64_t base = 0;
+  for (size_t d = 0; d < strides.size(); ++d) base += (*starts)[d] * strides[d];
+  Dispatch(acc.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, int32_t>) {
+      ForEachRow(p.dims(), strides, ir::RowMajorStrides(p.dims()),
+                 [&](int64_t o, int64_t q, int64_t n, int64_t so, int64_t sq) {
+                   int32_t* dst = out.data_as<int32_t>() + base + o;
+                   const int32_t* src = p.data_as<int32_t>() + q;
+                   for (int64_t i = 0; i < n; ++i) {
+                     dst[i * so] = static_cast<int32_t>(static_cast<uint32_t>(dst[i * so]) +
+                                                        static_cast<uint32_t>(src[i * sq]));
+                   }
+                 });
+    } else if constexpr (kIsFloat<T>) {
+      ForEachRow(p.dims(), strides, ir::RowMajorStrides(p.dims()),
+                 [&](int64_t o, int64_t q, int64_t n, int64_t so, int64_t sq) {
+                   T* dst = out.data_as<T>() + base + o;
+                   const float* src = p.data_as<float>() + q;
+                   for (int64_t i = 0; i < n; ++i) {
+                     dst[i * so] = FromF32<T>(ToF32(dst[i * so]) + src[i * sq]);
+                   }
+                 });
+    }
+  });
+  return std::vector<Tensor>{out};
+}
+
 const bool registered = [] {
   RegisterKernel("constant", Constant);
   RegisterKernel("iota", Iota);
@@ -340,6 +388,7 @@ const bool registered = [] {
   RegisterKernel("reduce_max", Reduce<ReduceKind::kMax>);
   RegisterKernel("reduce_min", Reduce<ReduceKind::kMin>);
   RegisterKernel("dot_general", DotGeneral);
+  RegisterKernel("dot_accumulate", DotAccumulate);
   return true;
 }();
 

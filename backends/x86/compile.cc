@@ -12,6 +12,8 @@ namespace shardjit::backends::x86 {
 absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function) {
   reference::KernelOverrides overrides;
   overrides["dot_general"] = DotGeneral;
+  // In place into a donated accumulator.
+  overrides["dot_accumulate"] = DotAccumulate;
   // Declined fusions (Unimplemented) run the reference fusion kernel.
   overrides["fusion"] = FusionKernel;
   // Transposes that keep the innermost dim (Unimplemented) run the reference kernel.

@@ -1,12 +1,15 @@
 #include "backends/x86/dot_general.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
+#include "backends/reference/strided_copy.h"
 #include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
 #include "ir/dtype.h"
+#include "ir/primitive.h"
 #include "ir/types.h"
 
 namespace shardjit::backends::x86 {
@@ -76,31 +79,25 @@ Index SplitInnermost(std::vector<Index> runs, std::vector<Index>* loops) {
   return inner;
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
-                                                   const std::vector<ir::Tensor>& operands,
-                                                   ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
-  const ir::Tensor& lhs = operands[0];
-  const ir::Tensor& rhs = operands[1];
-  const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
+// Writes dot_general(lhs, rhs) (f32 or bf16 operands) into `out`, an `out_dtype` buffer whose
+// element strides per result dim are `out_strides` (the innermost must be 1 unless its size is
+// 1), or adds it there with `accumulate`. Unimplemented for what the GEMM cannot do.
+absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const ir::Tensor& rhs,
+                     const ir::ShapedType& out_type, void* out, const Dims& out_strides,
+                     bool accumulate, ir::Allocator* allocator) {
   const bool bf16_in = lhs.dtype() == ir::DType::kBF16;
   if ((lhs.dtype() != ir::DType::kF32 && !bf16_in) || rhs.dtype() != lhs.dtype() ||
       (out_type.dtype != ir::DType::kF32 && out_type.dtype != ir::DType::kBF16)) {
     return absl::UnimplementedError("x86 dot_general: bf16/f32 only");
   }
-  const ir::DotGeneralAttrs& a = op.dot_general();
   const Dims lb = ToDims(a.lhs_batch_dims()), lc = ToDims(a.lhs_contracting_dims());
   const Dims rb = ToDims(a.rhs_batch_dims()), rc = ToDims(a.rhs_contracting_dims());
   const Dims ls = ir::RowMajorStrides(lhs.dims()), rs = ir::RowMajorStrides(rhs.dims());
   const Dims lf = FreeAxes(lhs.type().rank(), lb, lc), rf = FreeAxes(rhs.type().rank(), rb, rc);
-  const int64_t m = Product(Pick(lhs.dims(), lf)), n = Product(Pick(rhs.dims(), rf));
   const int64_t k = Product(Pick(lhs.dims(), lc));
 
-  // The result is [batch..., lhs free..., rhs free...], row-major: the innermost rhs free run is
+  // The result is [batch..., lhs free..., rhs free...]: the innermost rhs free run must be
   // contiguous in it, as the GEMM's C needs.
-  const Dims out_strides = ir::RowMajorStrides(out_type.dims);
   const int64_t nb = static_cast<int64_t>(lb.size());
   const int64_t nlf = static_cast<int64_t>(lf.size());
   Dims lf_out(out_strides.begin() + nb, out_strides.begin() + nb + nlf);
@@ -119,19 +116,27 @@ absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
       Runs(Pick(lhs.dims(), lc), {Pick(ls, lc), Pick(rs, rc)}, {&Index::lhs, &Index::rhs}),
       &loops);
   const bool split_k = loops.size() > contracting_loops_begin;
-
-  ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
-  if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
-  if (k == 0) {
-    std::fill_n(static_cast<char*>(out.data()), out.num_elements() * ir::DTypeSize(out_type.dtype),
-                0);
-    return std::vector<ir::Tensor>{std::move(out)};
+  if (ni.size > 1 && ni.out != 1) {
+    return absl::UnimplementedError("x86 dot_general: result columns are not contiguous");
   }
   // A bf16 result summed over several GEMMs is accumulated in f32 and rounded once.
   const bool stage_f32 = split_k && out_type.dtype == ir::DType::kBF16;
-  ir::Tensor acc = stage_f32 ? ir::Tensor::Empty({ir::DType::kF32, out_type.dims}, allocator) : out;
+  if (stage_f32 && accumulate) {
+    return absl::UnimplementedError("x86 dot_accumulate: bf16 acc over split contracting dims");
+  }
+  if (out_type.num_elements() == 0) return absl::OkStatus();
+  const int64_t out_elem = ir::DTypeSize(out_type.dtype);
+  if (k == 0) {
+    if (accumulate) return absl::OkStatus();
+    // Dense here: the result of DotGeneral.
+    std::fill_n(static_cast<char*>(out), out_type.num_elements() * out_elem, 0);
+    return absl::OkStatus();
+  }
+  ir::Tensor staged =
+      stage_f32 ? ir::Tensor::Empty({ir::DType::kF32, out_type.dims}, allocator) : ir::Tensor();
+  void* acc = stage_f32 ? staged.data() : out;
+  const int64_t acc_elem = stage_f32 ? sizeof(float) : out_elem;
   const int64_t elem = ir::DTypeSize(lhs.dtype());
-  const int64_t acc_elem = ir::DTypeSize(acc.dtype());
 
   int64_t iterations = 1;
   for (const Index& l : loops) iterations *= l.size;
@@ -154,10 +159,10 @@ absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
     g.b = static_cast<const char*>(rhs.data()) + ro * elem;
     g.b_row_stride = ki.rhs;
     g.b_col_stride = ni.rhs;
-    g.c = static_cast<char*>(acc.data()) + oo * acc_elem;
+    g.c = static_cast<char*>(acc) + oo * acc_elem;
     g.ldc = mi.size > 1 ? mi.out : ni.size;
-    g.out_bf16 = acc.dtype() == ir::DType::kBF16;
-    g.accumulate = !first_k;
+    g.out_bf16 = !stage_f32 && out_type.dtype == ir::DType::kBF16;
+    g.accumulate = accumulate || !first_k;
     g.parallel = backends::CurrentParallelism();
     if (absl::Status s = Gemm(g); !s.ok()) return s;
     for (int64_t i = static_cast<int64_t>(loops.size()) - 1; i >= 0; --i) {
@@ -166,9 +171,61 @@ absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
     }
   }
   if (stage_f32) {
-    const float* src = acc.data_as<float>();
-    uint16_t* dst = out.data_as<uint16_t>();
-    for (int64_t i = 0; i < out.num_elements(); ++i) dst[i] = ir::bf16::FromFloat(src[i]);
+    const float* src = staged.data_as<float>();
+    uint16_t* dst = static_cast<uint16_t*>(out);
+    for (int64_t i = 0; i < out_type.num_elements(); ++i) dst[i] = ir::bf16::FromFloat(src[i]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
+                                                   const std::vector<ir::Tensor>& operands,
+                                                   ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
+  ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
+  if (absl::Status s = DotInto(op.dot_general(), operands[0], operands[1], out_type, out.data(),
+                               ir::RowMajorStrides(out_type.dims), /*accumulate=*/false,
+                               allocator);
+      !s.ok()) {
+    return s;
+  }
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> DotAccumulate(const ir::Op& op,
+                                                      const std::vector<ir::Tensor>& operands,
+                                                      ir::Allocator* allocator) {
+  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  const ir::Tensor& acc = operands[0];
+  // The product's type: acc's dtype, the dot's dims.
+  ir::Op dot = op;
+  dot.set_opcode("dot_general");
+  absl::StatusOr<std::vector<ir::ShapedType>> product =
+      ir::InferResultTypes({}, {operands[1].type(), operands[2].type()}, dot);
+  if (!product.ok()) return product.status();
+  absl::StatusOr<Dims> starts =
+      reference::ClampedStarts(op.opcode(), operands, 3, acc.dims(), (*product)[0].dims);
+  if (!starts.ok()) return starts.status();
+  const Dims strides = ir::RowMajorStrides(acc.dims());
+  int64_t offset = 0;
+  for (size_t d = 0; d < strides.size(); ++d) offset += (*starts)[d] * strides[d];
+  ir::Tensor out;
+  if (acc.unique()) {
+    // Donated at its last use (a ring's running result): updated in place. The fence orders our
+    // writes after the reads of a holder that released its copy on another thread.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    out = acc;
+  } else {
+    out = acc.Copy(allocator);
+  }
+  char* base = static_cast<char*>(out.data()) + offset * ir::DTypeSize(acc.dtype());
+  if (absl::Status s = DotInto(op.dot_general(), operands[1], operands[2], (*product)[0], base,
+                               strides, /*accumulate=*/true, allocator);
+      !s.ok()) {
+    return s;  // Unimplemented: the reference kernel runs (acc is unchanged)
   }
   return std::vector<ir::Tensor>{std::move(out)};
 }

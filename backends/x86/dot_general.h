@@ -21,6 +21,13 @@ absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    const std::vector<ir::Tensor>& operands,
                                                    ir::Allocator* allocator);
 
+// dot_accumulate: the GEMM adds the product straight into acc's box (in place when acc was
+// donated and nothing else holds it), in f32. UnimplementedError where the GEMM cannot (other
+// dtypes, a bf16 acc over split contracting dims); acc is then untouched.
+absl::StatusOr<std::vector<ir::Tensor>> DotAccumulate(const ir::Op& op,
+                                                      const std::vector<ir::Tensor>& operands,
+                                                      ir::Allocator* allocator);
+
 }  // namespace shardjit::backends::x86
 
 #endif  // SHARDJIT_BACKENDS_X86_DOT_GENERAL_H_

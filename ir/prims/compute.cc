@@ -1,4 +1,4 @@
-// Shape rules of constant, iota, reduce_sum/max/min and dot_general.
+// Shape rules of constant, iota, reduce_sum/max/min, dot_general and dot_accumulate.
 #include "absl/strings/str_join.h"
 #include "ir/prims/rule_util.h"
 
@@ -101,6 +101,43 @@ absl::StatusOr<Types> DotGeneral(const ShapeContext&, const Types& operands, con
   return Types{out};
 }
 
+// dot_accumulate acc lhs rhs i0..i{r-1}: acc with the box of the product's shape at the (clamped)
+// start indices increased by dot_general(lhs, rhs). The product takes acc's dtype
+// (preferred_element_type, when set, must be it); it is summed in f32 for float types and added
+// to acc with one rounding. The collective-fusion pass builds rings from it, so that each
+// partial product lands in (or is added to) its place in the result without a copy.
+absl::StatusOr<Types> DotAccumulate(const ShapeContext& ctx, const Types& operands,
+                                    const Op& op) {
+  const ShapedType& acc = operands[0];
+  if (operands.size() != static_cast<size_t>(3 + acc.rank())) {
+    return RuleError(op, operands, "expects acc, lhs, rhs and {} start indices (one per acc dim)",
+                     acc.rank());
+  }
+  absl::StatusOr<Types> dot = DotGeneral(ctx, {operands[1], operands[2]}, op);
+  if (!dot.ok()) return dot.status();
+  const ShapedType& product = (*dot)[0];
+  if (product.dtype != acc.dtype) {
+    return RuleError(op, operands, "the product is {} but acc is {}", DTypeName(product.dtype),
+                     DTypeName(acc.dtype));
+  }
+  if (product.rank() != acc.rank()) {
+    return RuleError(op, operands, "the product {} has rank {}, acc {}", product.ToString(),
+                     product.rank(), acc.rank());
+  }
+  for (int64_t d = 0; d < acc.rank(); ++d) {
+    if (product.dims[d] > acc.dims[d]) {
+      return RuleError(op, operands, "the product {} does not fit in acc along dim {}",
+                       product.ToString(), d);
+    }
+  }
+  for (size_t i = 3; i < operands.size(); ++i) {
+    if (operands[i] != ShapedType{DType::kS32, {}}) {
+      return RuleError(op, operands, "start index {} must be s32[]", i - 3);
+    }
+  }
+  return Types{acc};
+}
+
 const bool registered = [] {
   RegisterPrimitive({"constant", PrimitiveKind::kStructural, 0, 0, Op::kConstant, Constant});
   RegisterPrimitive({"iota", PrimitiveKind::kStructural, 0, 0, Op::kIota, Iota});
@@ -109,6 +146,8 @@ const bool registered = [] {
   }
   RegisterPrimitive(
       {"dot_general", PrimitiveKind::kStructural, 2, 2, Op::kDotGeneral, DotGeneral});
+  RegisterPrimitive(
+      {"dot_accumulate", PrimitiveKind::kStructural, 3, -1, Op::kDotGeneral, DotAccumulate});
   return true;
 }();
 
