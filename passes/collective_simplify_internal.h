@@ -9,24 +9,11 @@
 
 #include "ir/ir.pb.h"
 #include "ir/types.h"
+#include "passes/spmd_rewrite.h"
 
 namespace shardjit::passes::collective_simplify {
 
-using TypeMap = std::unordered_map<int64_t, ir::ShapedType>;
-using AxisNames = google::protobuf::RepeatedPtrField<std::string>;
-
-// The regions an op holds (fori_loop, shard_map and fusion bodies).
-std::vector<const ir::Region*> Regions(const ir::Op& op);
-std::vector<ir::Region*> MutableRegions(ir::Op& op);
-
-// The types of every value of `region`, nested regions included.
-void AddTypes(const ir::Region& region, TypeMap& types);
-// The largest value id defined in `region`, nested regions included (-1 when none).
-int64_t MaxValueId(const ir::Region& region);
-
-// An op `opcode(operands) -> result: type` that inherits `origin`'s name scope and location.
-ir::Op DerivedOp(const ir::Op& origin, const std::string& opcode,
-                 const std::vector<int64_t>& operands, int64_t result, const ir::ShapedType& type);
+using namespace spmd_rewrite;  // NOLINT: the shared region rewrite kit
 
 // Combines independent psums, and independent tiled all_gathers on dimension 0, of `region` and
 // of the fori_loop bodies in it (see CollectiveSimplifyOptions::combine_max_bytes); new values get
