@@ -17,7 +17,13 @@ Tracer LocalMatmulAndPsum(Tracer x_shard, Tracer w_full, int64_t k_per_y, DType 
 
 }  // namespace
 
-std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backend) {
+std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backend,
+                                      const std::set<std::string>& disabled_passes) {
+  auto options = [&](const char* name) {
+    JitOptions o{.name = name, .backend = backend};
+    o.pipeline.disabled = disabled_passes;
+    return o;
+  };
   const int64_t size_x = mesh.axis_size("x");
   const int64_t k_per_y = k / mesh.axis_size("y");
   const int64_t k_per_x = k / size_x;
@@ -25,7 +31,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
 
   variants.push_back({"a", "jit(matmul) on sharded inputs (global view, SPMD-partitioned)",
                       jit([](Tracer x, Tracer w) { return matmul(x, w); },
-                          {.name = "basic_matmul", .backend = backend})});
+                          options("basic_matmul"))});
 
   variants.push_back(
       {"b", "shard_map: all_gather x over y and w over x, local matmul",
@@ -38,7 +44,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                  return matmul(x_full, w_full);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "xla_matmul", .backend = backend})});
+           options("xla_matmul"))});
 
   variants.push_back(
       {"c", "all_gather w, dynamic_slice by axis_index(y), matmul, psum over y",
@@ -48,7 +54,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                  return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kInvalid);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "xla_matmul2", .backend = backend})});
+           options("xla_matmul2"))});
 
   variants.push_back(
       {"d", "(c) with preferred_element_type=f32",
@@ -58,7 +64,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                  return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kF32);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "xla_matmul3", .backend = backend})});
+           options("xla_matmul3"))});
 
   variants.push_back(
       {"e", "ring all_gather of w (ppermute in fori_loop), matmul f32, psum over y",
@@ -84,7 +90,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                  return LocalMatmulAndPsum(x, carry[0], k_per_y, DType::kF32);
                },
                mesh, InSpecs(), {P("x", None)}),
-           {.name = "ring_allgather_matmul", .backend = backend})});
+           options("ring_allgather_matmul"))});
   return variants;
 }
 

@@ -3,6 +3,7 @@
 #ifndef SHARDJIT_EXAMPLES_SEED_VARIANTS_H_
 #define SHARDJIT_EXAMPLES_SEED_VARIANTS_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,11 @@ struct SeedVariant {
 // (d) = (c) with preferred_element_type=f32;
 // (e) a ring all-gather of w from ppermute in a fori_loop, then the local matmul and psum.
 // `k` is the contracting size (the block of w a device multiplies depends on it).
+// `disabled_passes` are skipped when lowering (e.g. {"collective-fusion"} for the programs as
+// written).
 std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k,
-                                      Backend backend = DefaultBackend());
+                                      Backend backend = DefaultBackend(),
+                                      const std::set<std::string>& disabled_passes = {});
 
 }  // namespace shardjit::examples
 

@@ -60,16 +60,20 @@ TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
                                           NamedSharding(mesh, P("x", None))};
   std::map<std::string, std::vector<std::string>> expected = {
       // Partitioned like (c), with the result layout left to the compiler (as in JAX): the
-      // partial sums end in a psum_scatter over y, 3 MiB per device against (c)'s 4 MiB.
-      {"a", {"view=per_device", "all_gather[axes=(x) axis=0 tiled=True]", "axis_index[axes=(y)]",
-             "dynamic_slice[slice_sizes=(1024,1024)]", "dot_general",
+      // partial sums end in a psum_scatter over y. collective-fusion fetches the one block of w
+      // each device multiplies (the device grid transposed) instead of gathering w.
+      {"a", {"view=per_device", "ppermute_start[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]",
+             "ppermute_done", "dot_general",
              "psum_scatter[axes=(y) scatter_dimension=0 tiled=True]",
              "result_shardings=(P((x,y),None))"}},
       {"b", {"all_gather[axes=(y) axis=1 tiled=True]", "all_gather[axes=(x) axis=0 tiled=True]",
              "dot_general"}},
-      {"c", {"all_gather", "axis_index[axes=(y)]", "dynamic_slice[slice_sizes=(1024,1024)]",
-             "dot_general", "psum[axes=(y)]"}},
-      {"d", {"preferred_element_type=f32", "f32[1024,1024] = psum[axes=(y)]"}},
+      // The bf16 partial sums stay in f32 and round once.
+      {"c", {"ppermute_start[axes=(x,y)", "ppermute_done",
+             "f32[1024,1024] = dot_general", "f32[1024,1024] = psum[axes=(y)]",
+             "bf16[1024,1024] = convert_element_type"}},
+      {"d", {"ppermute_start[axes=(x,y)", "preferred_element_type=f32",
+             "f32[1024,1024] = psum[axes=(y)]"}},
       {"e", {"fori_loop[lower=0 upper=1", "ppermute[axes=(x) perm=((0,1),(1,0))]",
              "dynamic_update_slice", "psum[axes=(y)]"}}};
   for (SeedVariant& v : SeedVariants(mesh, 2048)) {

@@ -252,7 +252,9 @@ absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
   ir::Module lowered = *traced;
   std::vector<passes::StageRecord> stages;
   passes::Pipeline pipeline =
-      passes::DefaultPipeline(state_->options.pipeline, {.evaluate = backends::reference::EvaluateLocalOp});
+      passes::DefaultPipeline(state_->options.pipeline,
+                              {.evaluate = backends::reference::EvaluateLocalOp},
+                              state_->options.collective_fusion);
   if (absl::Status s = pipeline.Run(lowered, &stages); !s.ok()) return s;
   return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings,
                  state_->options);

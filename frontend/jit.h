@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "frontend/array.h"
 #include "frontend/traced_function.h"
+#include "passes/collective_fusion.h"
 #include "passes/cost_analysis.h"
 #include "passes/pipeline.h"
 
@@ -36,6 +37,9 @@ struct JitOptions {
   std::optional<std::vector<PartitionSpec>> out_shardings;
   // Lowering pipeline options (dumps, disabled passes).
   passes::PipelineOptions pipeline;
+  // What collective-fusion may do (its time model; f32_partial_sums = false keeps per-op
+  // rounding of bf16 partial sums).
+  passes::CollectiveFusionOptions collective_fusion;
   Backend backend = DefaultBackend();
 };
 

@@ -170,9 +170,10 @@ class Analyzer {
         c.bytes_sent = out * (*n - 1) / *n;
       } else if (op.has_ppermute()) {
         const int64_t me = AxisIndex(*axes);
-        bool source = false;
+        bool source = false;  // sends to another device (a pair to itself moves nothing)
         for (const ir::PermutePair& p : op.ppermute().perm()) {
-          source = source || me < 0 || p.source() == me;
+          source = source || (me < 0 ? p.source() != p.target()
+                                     : p.source() == me && p.target() != me);
         }
         c.bytes_sent = source ? in : 0;
       } else if (op.has_pbroadcast()) {

@@ -9,6 +9,7 @@
 #include "ir/io.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/collective_fusion.h"
 #include "passes/collective_simplify.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/lower_shard_map.h"
@@ -79,13 +80,15 @@ absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages)
   return absl::OkStatus();
 }
 
-Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicalize) {
+Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicalize,
+                         CollectiveFusionOptions fusion) {
   Pipeline p(std::move(options));
   p.Add(std::make_unique<Canonicalize>(std::move(canonicalize)));
   p.Add(std::make_unique<ShardingPropagation>());
   p.Add(std::make_unique<SpmdPartition>());
   p.Add(std::make_unique<LowerShardMap>());
   p.Add(std::make_unique<CollectiveSimplify>());
+  p.Add(std::make_unique<CollectiveFusion>(std::move(fusion)));
   p.Add(std::make_unique<FuseElementwise>());
   return p;
 }

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "passes/canonicalize.h"
+#include "passes/collective_fusion.h"
 #include "passes/pass.h"
 
 namespace shardjit::passes {
@@ -51,8 +52,9 @@ class Pipeline {
 
 // The default lowering pipeline of jit: canonicalize, sharding-propagation, spmd-partition (which
 // leaves modules it has no rules for unchanged: they run unpartitioned), lower-shard-map,
-// collective-simplify, fuse-elementwise (on the per-device code).
-Pipeline DefaultPipeline(PipelineOptions options = {}, CanonicalizeOptions canonicalize = {});
+// collective-simplify, collective-fusion, fuse-elementwise (on the per-device code).
+Pipeline DefaultPipeline(PipelineOptions options = {}, CanonicalizeOptions canonicalize = {},
+                         CollectiveFusionOptions fusion = {});
 
 }  // namespace shardjit::passes
 

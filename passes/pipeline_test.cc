@@ -25,7 +25,7 @@ TEST(PipelineTest, RecordsStagesAndLowersShardMap) {
   ir::Module m = *ir::ParseModule(kWrapper);
   std::vector<StageRecord> stages;
   ASSERT_TRUE(DefaultPipeline().Run(m, &stages).ok());
-  ASSERT_EQ(stages.size(), 7u);
+  ASSERT_EQ(stages.size(), 8u);
   EXPECT_EQ(stages[1].pass, "canonicalize");
   EXPECT_EQ(stages[1].text, "(unchanged)");
   // A shard_map has no partitioning rule: the SPMD passes leave the module to lower-shard-map.
@@ -44,9 +44,11 @@ TEST(PipelineTest, RecordsStagesAndLowersShardMap) {
   // The psum over x of a block that varies along x stays.
   EXPECT_EQ(stages[5].pass, "collective-simplify");
   EXPECT_FALSE(stages[5].changed);
-  // A lone collective has nothing to fuse.
-  EXPECT_EQ(stages[6].pass, "fuse-elementwise");
+  // A lone collective has no dot_general to fuse with, and nothing elementwise to fuse.
+  EXPECT_EQ(stages[6].pass, "collective-fusion");
   EXPECT_FALSE(stages[6].changed);
+  EXPECT_EQ(stages[7].pass, "fuse-elementwise");
+  EXPECT_FALSE(stages[7].changed);
 }
 
 TEST(PipelineTest, DisablesPassesByName) {

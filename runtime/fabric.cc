@@ -89,6 +89,14 @@ int64_t RunState::DeviceOf(int64_t position) const {
   return mesh().device_ids_size() ? mesh().device_ids(position) : position;
 }
 
+bool RunState::Agree(const Arrival& mine, const Arrival& theirs, int64_t member,
+                     const CollectiveGroup& group) const {
+  if (theirs.resolved == mine.resolved) return true;  // the same op: same signature and groups
+  const absl::StatusOr<CollectiveGroup>& their_group = theirs.resolved->groups[member];
+  return theirs.resolved->signature == mine.resolved->signature && their_group.ok() &&
+         their_group->members == group.members && SameTypes(theirs.operands, mine.operands);
+}
+
 std::string RunState::Mismatch(int64_t seq, int64_t position, const Arrival& mine,
                                int64_t other, const Arrival& theirs) const {
   return fmt::format("collective #{} mismatch: device {} runs {} but device {} runs {}", seq,
@@ -176,11 +184,8 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
       all_here = false;
       continue;
     }
-    const Arrival& theirs = it->second;
-    if (member == position || theirs.resolved == mine.resolved) continue;
-    const absl::StatusOr<CollectiveGroup>& their_group = theirs.resolved->groups[member];
-    if (theirs.resolved->signature != resolved.signature || !their_group.ok() ||
-        their_group->members != group->members || !SameTypes(theirs.operands, operands)) {
+    if (!Agree(mine, it->second, member, *group)) {
+      const Arrival& theirs = it->second;
       absl::Status error =
           absl::FailedPreconditionError(Mismatch(ticket.seq, position, mine, member, theirs));
       lock.unlock();
@@ -210,7 +215,12 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     ~Reacquire() { Now(); }
   } reacquire;
   std::unique_lock<std::mutex> lock(mu_);
-  Slot& slot = slots_.at(ticket.seq);  // holds my arrival until I have read the group's
+  auto slot_it = slots_.find(ticket.seq);  // holds my arrival until I have read the group's
+  if (slot_it == slots_.end() || !slot_it->second.arrivals.count(position)) {
+    return absl::InternalError(fmt::format("collective #{} on device {}: arrival lost",
+                                           ticket.seq, DeviceOf(position)));
+  }
+  Slot& slot = slot_it->second;
   auto all_here = [&] {
     for (int64_t member : group.members) {
       if (!slot.arrivals.count(member)) return false;
@@ -263,11 +273,24 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     return absl::CancelledError(
         fmt::format("device {}: run cancelled: {}", DeviceOf(position), status_.message()));
   }
+  // Everyone arrived: check every member's arrival against mine once more (a member that
+  // arrived after me checked only the members of its own group).
+  const Arrival& mine = slot.arrivals.at(position);
   GroupOperands inputs;
   inputs.my_index = group.my_index;
   inputs.axis_indices = group.axis_indices;
   inputs.inputs.reserve(group.members.size());
-  for (int64_t member : group.members) inputs.inputs.push_back(slot.arrivals.at(member).operands[0]);
+  for (int64_t member : group.members) {
+    const Arrival& theirs = slot.arrivals.at(member);
+    if (!Agree(mine, theirs, member, group)) {
+      absl::Status error = absl::FailedPreconditionError(
+          Mismatch(ticket.seq, position, mine, member, theirs));
+      lock.unlock();
+      Cancel(error);
+      return error;
+    }
+    inputs.inputs.push_back(theirs.operands[0]);
+  }
   FinishReading(ticket);
   lock.unlock();
   if (!reacquire.Now()) {

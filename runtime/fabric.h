@@ -95,6 +95,9 @@ class RunState {
   // Counts one reader of the ticket's group out of its slot; under mu_.
   void FinishReading(const Ticket& ticket);
   int64_t DeviceOf(int64_t position) const;
+  // Whether `theirs` (of `member`) is the same collective as `mine` with `group`.
+  bool Agree(const Arrival& mine, const Arrival& theirs, int64_t member,
+             const CollectiveGroup& group) const;
   std::string Mismatch(int64_t seq, int64_t position, const Arrival& mine, int64_t other,
                        const Arrival& theirs) const;
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <iostream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -258,34 +259,46 @@ TEST(ShardingConstraintTest, LaysOutTheValueAndChecksTheSpec) {
                         "mesh {x:2}"));
 }
 
+// The partitioned seed program communicates no more than the hand-written variant (c), both as
+// written (collective-fusion off) and as compiled (fusion on both: the block of w each device
+// needs is fetched directly, and the bf16 partial sums travel in f32).
 TEST(SeedMatmulTest, CommunicatesNoMoreThanTheHandWrittenVariantC) {
   Runtime rt({.num_devices = 4});
   Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
   std::vector<ShapedType> types = {{DType::kBF16, {2048, 2048}}, {DType::kBF16, {2048, 1024}}};
   std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
                                           NamedSharding(mesh, P("x", None))};
-  auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); },
-               {.name = "seed_matmul", .out_shardings = std::vector<PartitionSpec>{P("x", None)}});
-  absl::StatusOr<Lowered> lowered = f.LowerFor(types, shardings);
-  ASSERT_TRUE(lowered.ok()) << lowered.status();
-  ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE) << lowered->as_text();
-  std::cout << lowered->as_text();
-  int64_t variant_c = -1;
-  for (examples::SeedVariant& v : examples::SeedVariants(mesh, 2048)) {
-    if (v.name != "c") continue;
-    absl::StatusOr<Lowered> c = v.program.LowerFor(types, shardings);
-    ASSERT_TRUE(c.ok()) << c.status();
-    variant_c = passes::spmd::CommunicatedBytes(c->module());
-    // Ring volumes (passes/cost_analysis.h): all_gather (1/2) * 4 MiB, psum 2 * (1/2) * 2 MiB.
-    absl::StatusOr<passes::CostReport> cost = c->cost_analysis();
-    ASSERT_TRUE(cost.ok()) << cost.status();
-    EXPECT_EQ(cost->flops, int64_t{2} * 1024 * 1024 * 1024);
-    EXPECT_EQ(cost->bytes_communicated, 4 << 20);
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "collective-fusion on" : "collective-fusion off");
+    std::set<std::string> disabled;
+    if (!fused) disabled.insert("collective-fusion");
+    JitOptions options{.name = "seed_matmul",
+                       .out_shardings = std::vector<PartitionSpec>{P("x", None)}};
+    options.pipeline.disabled = disabled;
+    auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); }, options);
+    absl::StatusOr<Lowered> lowered = f.LowerFor(types, shardings);
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE) << lowered->as_text();
+    int64_t variant_c = -1;
+    for (examples::SeedVariant& v : examples::SeedVariants(mesh, 2048, DefaultBackend(), disabled)) {
+      if (v.name != "c") continue;
+      absl::StatusOr<Lowered> c = v.program.LowerFor(types, shardings);
+      ASSERT_TRUE(c.ok()) << c.status();
+      variant_c = passes::spmd::CommunicatedBytes(c->module());
+      absl::StatusOr<passes::CostReport> cost = c->cost_analysis();
+      ASSERT_TRUE(cost.ok()) << cost.status();
+      if (!fused) {
+        // Ring volumes (passes/cost_analysis.h): all_gather (1/2) * 4 MiB, psum 2 * (1/2) * 2 MiB.
+        EXPECT_EQ(cost->flops, int64_t{2} * 1024 * 1024 * 1024);
+        EXPECT_EQ(cost->bytes_communicated, 4 << 20);
+      }
+    }
+    // Off: all_gather of w over x: 4 MiB out - 2 MiB in; psum over y of bf16[1024,1024]: 2 MiB.
+    // On: the 2 MiB block of w; psum over y of f32[1024,1024]: 4 MiB.
+    EXPECT_EQ(variant_c, fused ? 6 << 20 : 4 << 20);
+    EXPECT_LE(passes::spmd::CommunicatedBytes(lowered->module()), variant_c);
+    EXPECT_THAT(lowered->as_text(), HasSubstr("psum[axes=(y)]"));
   }
-  // all_gather of w over x: 4 MiB out - 2 MiB in; psum over y of bf16[1024,1024]: 2 MiB.
-  EXPECT_EQ(variant_c, 4 << 20);
-  EXPECT_LE(passes::spmd::CommunicatedBytes(lowered->module()), variant_c);
-  EXPECT_THAT(lowered->as_text(), HasSubstr("psum[axes=(y)]"));
 }
 
 }  // namespace

@@ -26,10 +26,11 @@ expect_grep() {  # expect_grep PATTERN FILE
   grep -q -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
 }
 
-# seed_c: all_gather of w, dynamic_slice by axis_index, dot_general, psum over y, per device.
+# seed_c: all_gather of w, dynamic_slice by axis_index, dot_general, psum over y, per device;
+# collective-fusion fetches the one block of w each device needs and sums in f32.
 expect_status 0 "$IRDUMP" --example=seed_c
-for op in all_gather dynamic_slice dot_general psum axis_index 'view=per_device' \
-    'a:bf16\[1024,1024\] b:bf16\[1024,1024\]'; do
+for op in 'ppermute_start\[axes=(x,y)' ppermute_done dot_general 'f32\[1024,1024\] = psum' \
+    convert_element_type 'view=per_device' 'a:bf16\[1024,1024\] b:bf16\[1024,1024\]'; do
   expect_grep "$op" "$TMP/out"
 done
 cp "$TMP/out" "$TMP/seed_c.txt"
@@ -40,7 +41,7 @@ for e in a b c d e; do
 done
 expect_status 0 "$IRDUMP" --example=seed_a
 expect_grep 'view=per_device' "$TMP/out"
-expect_grep 'axis_index\[axes=(y)\]' "$TMP/out"
+expect_grep 'ppermute_start\[axes=(x,y)' "$TMP/out"
 expect_status 0 "$IRDUMP" --example=seed_e
 expect_grep 'fori_loop' "$TMP/out"
 expect_grep 'ppermute' "$TMP/out"
@@ -63,13 +64,14 @@ expect_status 0 "$IRDUMP" --example=seed_c --dump_to="$TMP/dump"
   fail "expected $((2 * num_stages)) dump files: $(ls "$TMP/dump")"
 [ -f "$TMP/dump/04-xla_matmul2-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
 
-# --cost: flops and bytes per device of seed_c (passes/cost_analysis.h): one 1024^3 bf16 dot,
-# an all_gather over 2 devices of a 4 MiB result and a ring psum over 2 devices of 2 MiB.
+# --cost: flops and bytes per device of seed_c (passes/cost_analysis.h): one 1024^3 dot and 1M
+# converts; the 2 MiB block of w a device sends to the one that needs it; a ring psum over 2
+# devices of 4 MiB (f32).
 expect_status 0 "$IRDUMP" --example=seed_c --cost
-expect_grep '^flops: 2147483648$' "$TMP/out"
-expect_grep '^bytes communicated: 4194304$' "$TMP/out"
-expect_grep '^  all_gather\[axes=(x)\] bf16\[1024,1024\] n=2 x1: 2097152 bytes$' "$TMP/out"
-expect_grep '^  psum\[axes=(y)\] bf16\[1024,1024\] n=2 x1: 2097152 bytes$' "$TMP/out"
+expect_grep '^flops: 2148532224$' "$TMP/out"
+expect_grep '^bytes communicated: 6291456$' "$TMP/out"
+expect_grep '^  ppermute_start\[axes=(x,y)\] bf16\[1024,1024\] n=4 x1: 2097152 bytes$' "$TMP/out"
+expect_grep '^  psum\[axes=(y)\] f32\[1024,1024\] n=2 x1: 4194304 bytes$' "$TMP/out"
 expect_status 2 "$IRDUMP" --example=seed_c --cost --stages
 
 # --out in every format, read back and printed as the same text.
