@@ -238,10 +238,11 @@ class Matcher {
     }
   }
 
-  // A bf16 dot_general whose only use is a psum -> f32 product and sum, one rounding.
+  // A bf16 dot_general whose only use is a psum or psum_scatter -> f32 product and sum, one
+  // rounding.
   void PartialSumsInF32(const ir::Op& dot) {
     const ir::Op* psum = OnlyUser(dot.results(0));
-    if (psum == nullptr || psum->opcode() != "psum" ||
+    if (psum == nullptr || (psum->opcode() != "psum" && psum->opcode() != "psum_scatter") ||
         ir::FromProto(dot.result_types(0)).dtype != ir::DType::kBF16 ||
         claimed_.count(psum->results(0))) {
       return;
@@ -254,9 +255,10 @@ class Matcher {
     const int64_t product = e.Emit(std::move(wide), {dot.operands(0), dot.operands(1)});
     std::vector<ir::Op> dot_ops = e.Take();
     e.SetOrigin(*psum);
-    ir::Op sum;
-    sum.set_opcode("psum");
-    *sum.mutable_all_reduce() = psum->all_reduce();
+    ir::Op sum = *psum;
+    sum.clear_operands();
+    sum.clear_results();
+    sum.clear_result_types();
     e.Convert(e.Emit(std::move(sum), {product}), ir::DType::kBF16, psum->results(0));
     std::vector<ir::Op> psum_ops = e.Take();
     if (!e.status().ok()) return;

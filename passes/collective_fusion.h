@@ -15,8 +15,9 @@
 //   - dot_general whose only use is a tiled psum_scatter along a free dim -> a reduce-scatter
 //     ring: each step passes the running partial sum of one block on and adds this device's
 //     product for the next block into the block received (accumulated in f32, rounded once);
-//   - a bf16 dot_general whose only use is a psum: the product and the sum in f32, rounded once
-//     (excess precision, as XLA does; `f32_partial_sums = false` keeps per-op rounding).
+//   - a bf16 dot_general whose only use is a psum (or a psum_scatter not made a ring): the
+//     product and the sum in f32, rounded once (excess precision, as XLA does;
+//     `f32_partial_sums = false` keeps per-op rounding).
 // The rings are chosen by a time model (options below): a ring pays a step per shard and saves
 // the copies of the gathered (or summed) buffer; a program the model does not favour is left
 // unchanged. Collectives with axis_index_groups are left alone.
@@ -38,7 +39,7 @@ struct CollectiveFusionOptions {
   bool fold_gather_slice = true;
   // Bidirectional rings for groups of more than 2.
   bool bidirectional = true;
-  // bf16 dot_general + psum: partial sums in f32, rounded once.
+  // bf16 dot_general + psum or psum_scatter: partial sums in f32, rounded once.
   bool f32_partial_sums = true;
   // The time model. A ring step costs `step_seconds` (a rendezvous with a neighbour, which may
   // have to wake a sleeping thread: ~27 us across cores, and one more GEMM call); copying costs

@@ -197,6 +197,16 @@ TEST(CollectiveFusionTest, Bf16PartialSumsTravelInF32) {
   CollectiveFusionOptions strict;
   strict.f32_partial_sums = false;
   EXPECT_EQ(Fused(module, strict), "(unchanged)");
+  // A psum_scatter the time model leaves as it is, likewise.
+  const std::string scattered = Fused(
+      Module("y:2", "0,1", "P(None,y),P(y)", "a:bf16[2,4] b:bf16[4,3]",
+             "    c:bf16[2,3] = dot_general[lhs_contracting_dims=(1) rhs_contracting_dims=(0) "
+             "preferred_element_type=None] a b\n"
+             "    d:bf16[1,3] = psum_scatter[axes=(y) scatter_dimension=0 tiled=True] c\n",
+             "d"));
+  EXPECT_THAT(scattered, HasSubstr("f32[1,3] = psum_scatter[axes=(y) scatter_dimension=0 "
+                                   "tiled=True]"));
+  EXPECT_THAT(scattered, HasSubstr("bf16[1,3] = convert_element_type"));
 }
 
 // Programs the pass must leave alone.

@@ -16,7 +16,9 @@ namespace shardjit::runtime {
 class CoreSemaphore {
  public:
   // `cores` >= 1 cores to share.
-  explicit CoreSemaphore(int cores) : free_(cores) {}
+  explicit CoreSemaphore(int cores) : cores_(cores), free_(cores) {}
+
+  int cores() const { return cores_; }
 
   // Blocks until a core is free and every earlier caller has been served, and takes it. Returns
   // false without a core once `*cancelled` is set (callers set it, then call Interrupt()).
@@ -28,11 +30,18 @@ class CoreSemaphore {
   uint64_t grants() const { return grants_.load(std::memory_order_relaxed); }
 
  private:
+  struct Waiter {
+    uint64_t ticket;
+    std::condition_variable* cv;
+  };
+  // Wakes the first waiter (only it may take a free core: no herd of sleepers woken per core).
+  void WakeFirst();
+
+  const int cores_;
   std::mutex mu_;
-  std::condition_variable cv_;
   int free_;
   uint64_t next_ticket_ = 0;
-  std::deque<uint64_t> waiting_;  // tickets in arrival order
+  std::deque<Waiter> waiting_;  // in arrival order
   std::atomic<uint64_t> grants_{0};
 };
 

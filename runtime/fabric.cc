@@ -230,8 +230,11 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   if (!all_here()) {
     GiveCore(position);
     reacquire = {this, position};
-    // Short yielding spin first (cheap when a peer is about to arrive), then block.
-    for (int spin = 0; spin < 64 && !all_here() && !cancelled_; ++spin) {
+    // Short yielding spin first (cheap when a peer is about to arrive on another core), then
+    // block. Not when devices outnumber the cores: yielding spinners would take turns with the
+    // devices that compute.
+    const int spins = cores_ == nullptr || ir::MeshSize(mesh()) <= cores_->cores() ? 64 : 0;
+    for (int spin = 0; spin < spins && !all_here() && !cancelled_; ++spin) {
       lock.unlock();
       std::this_thread::yield();
       lock.lock();
