@@ -1,6 +1,8 @@
 // The main job: every variant of the seed notebook's bf16 matmul (x[M,K] @ w[K,N], x sharded
 // P('x','y'), w P('x', None)) on a 2x2 and a 4x4 mesh of virtual devices, each checked against
-// an f64 reference (the notebook's diagnostics) and timed (median of repeated runs).
+// an f64 reference (the notebook's diagnostics) and timed (median of repeated runs) as jit
+// compiles it (collective-fusion on) and as written (the pass disabled), with the memory each
+// needs per device beyond its inputs (the largest device's peak in the runs).
 //
 //   bazel run -c opt //examples:seed_matmul -- [--m=2048 --k=2048 --n=1024 --runs=10
 //                                              --meshes=2x2,4x4 --backend=x86|reference
@@ -110,6 +112,42 @@ Diff Compare(const Tensor& got, const std::vector<double>& want) {
   return diff;
 }
 
+struct Timing {
+  absl::StatusOr<std::vector<Array>> out;
+  double median_ms = 0;
+  // The largest rise of a device's peak memory in the runs above what it held before them.
+  double work_mib = 0;
+};
+
+Timing Time(Runtime& rt, const Mesh& mesh, const Jitted& program, const Array& x, const Array& w,
+            const Flags& flags) {
+  Timing t;
+  for (int i = 0; i < flags.warmup; ++i) t.out = program(x, w);
+  std::vector<int64_t> held;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    runtime::AccountingAllocator* a = rt.device(mesh.proto().device_ids(p)).allocator();
+    a->ResetPeak();
+    held.push_back(a->stats().current_bytes);
+  }
+  std::vector<double> times;
+  for (int i = 0; i < flags.runs && (t.out.ok() || flags.warmup == 0); ++i) {
+    auto start = std::chrono::steady_clock::now();
+    t.out = program(x, w);
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    if (!t.out.ok()) return t;
+  }
+  std::sort(times.begin(), times.end());
+  t.median_ms = times[times.size() / 2];
+  int64_t work = 0;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    work = std::max(work, rt.memory(mesh.proto().device_ids(p)).peak_bytes - held[p]);
+  }
+  t.work_mib = static_cast<double>(work) / (1 << 20);
+  return t;
+}
+
 int Run(const Flags& flags) {
   int64_t devices = 1;
   for (const auto& [a, b] : flags.meshes) devices = std::max(devices, a * b);
@@ -140,50 +178,46 @@ int Run(const Flags& flags) {
       return 1;
     }
     std::printf("\nmesh %s (%ld devices)\n", mesh->ToString().c_str(), mesh->size());
-    std::printf("%-3s %-6s %10s %10s %10s %8s %12s  %s\n", "", "dtype", "max diff", "mean diff",
-                "median", "% >0.1", "median ms", "variant");
-    for (SeedVariant& v : SeedVariants(*mesh, flags.k, flags.backend)) {
-      absl::StatusOr<std::vector<Array>> out;
-      for (int i = 0; i < flags.warmup; ++i) out = v.program(*x, *w);
-      std::vector<double> times;
-      for (int i = 0; i < flags.runs && (out.ok() || flags.warmup == 0); ++i) {
-        auto start = std::chrono::steady_clock::now();
-        out = v.program(*x, *w);
-        times.push_back(std::chrono::duration<double, std::milli>(
-                            std::chrono::steady_clock::now() - start)
-                            .count());
-        if (!out.ok()) break;
-      }
-      if (!out.ok()) {
-        std::printf("(%s) FAILED: %s\n", v.name.c_str(), std::string(out.status().message()).c_str());
-        return 1;
+    std::printf("%-3s %-6s %10s %10s %10s %8s %10s %10s %9s %9s  %s\n", "", "dtype", "max diff",
+                "mean diff", "median", "% >0.1", "fused ms", "written ms", "fused MiB",
+                "written MiB", "variant");
+    std::vector<SeedVariant> fused = SeedVariants(*mesh, flags.k, flags.backend);
+    std::vector<SeedVariant> written =
+        SeedVariants(*mesh, flags.k, flags.backend, {"collective-fusion"});
+    for (size_t i = 0; i < fused.size(); ++i) {
+      const SeedVariant& v = fused[i];
+      Timing as_compiled = Time(rt, *mesh, fused[i].program, *x, *w, flags);
+      Timing as_written = Time(rt, *mesh, written[i].program, *x, *w, flags);
+      for (const Timing* t : {&as_compiled, &as_written}) {
+        if (!t->out.ok()) {
+          std::printf("(%s) FAILED: %s\n", v.name.c_str(),
+                      std::string(t->out.status().message()).c_str());
+          return 1;
+        }
       }
       if (profiler != nullptr) {
         // One traced run, under a host span naming the variant and mesh.
         profiler->SetPaused(false);
         const int64_t start_ns = backends::SpanClockNs();
-        out = v.program(*x, *w);
+        absl::StatusOr<std::vector<Array>> traced = v.program(*x, *w);
         const std::string name = fmt::format("({}) {}", v.name, mesh->ToString());
         profiler->Record(runtime::Profiler::kHost,
                          {name, "variant", start_ns, backends::SpanClockNs() - start_ns, {}});
         profiler->SetPaused(true);
-        if (!out.ok()) {
+        if (!traced.ok()) {
           std::printf("(%s) FAILED: %s\n", v.name.c_str(),
-                      std::string(out.status().message()).c_str());
+                      std::string(traced.status().message()).c_str());
           return 1;
         }
       }
-      absl::StatusOr<Tensor> result = (*out)[0].ToHost();
+      absl::StatusOr<Tensor> result = (*as_compiled.out)[0].ToHost();
       if (!result.ok()) return 1;
       Diff d = Compare(*result, reference);
-      std::sort(times.begin(), times.end());
-      std::printf("(%s) %-6s %10.4g %10.4g %10.4g %7.2f%% %12.2f  %s\n", v.name.c_str(),
-                  std::string(ir::DTypeName(result->dtype())).c_str(), d.max, d.mean, d.median,
-                  d.share_over_0_1, times[times.size() / 2], v.description.c_str());
+      std::printf("(%s) %-6s %10.4g %10.4g %10.4g %7.2f%% %10.2f %10.2f %9.1f %11.1f  %s\n",
+                  v.name.c_str(), std::string(ir::DTypeName(result->dtype())).c_str(), d.max,
+                  d.mean, d.median, d.share_over_0_1, as_compiled.median_ms, as_written.median_ms,
+                  as_compiled.work_mib, as_written.work_mib, v.description.c_str());
     }
-    int64_t peak = 0;
-    for (int64_t p = 0; p < mesh->size(); ++p) peak = std::max(peak, rt.memory(p).peak_bytes);
-    std::printf("peak device memory: %.1f MiB\n", static_cast<double>(peak) / (1 << 20));
   }
   if (profiler != nullptr) {
     if (absl::Status s = profiler->WriteChromeTrace(flags.trace); !s.ok()) {

@@ -15,6 +15,53 @@ Tracer LocalMatmulAndPsum(Tracer x_shard, Tracer w_full, int64_t k_per_y, DType 
   return psum(dot_general(x_shard, w_slice, DotDims{{1}, {0}}, preferred), "y");
 }
 
+// The notebook's to-do done by hand on a 2-D mesh: device (i, j) fetches the block of w its
+// columns of x meet (w[j*k_per_y:...], held by every device with x index j: on a square mesh
+// device (j, i) sends it, started at once and awaited when first needed), then sums its partial
+// products over y with a ring that scatters the result's columns over y: at step s it computes
+// its product for column block (j - 1 - s) mod ny while the running sum of the previous block
+// travels to the right neighbour, then adds what it received. After ny - 1 hops it holds its
+// rows' column block j, summed over y, in f32.
+Tracer InterleavedReduceScatterMatmul(Tracer x, Tracer w, int64_t size_x, int64_t size_y) {
+  const int64_t k_per_y = x.shape()[1];
+  const int64_t n = w.shape()[1];
+  Tracer w_block;
+  if (size_x == size_y && w.shape()[0] == k_per_y) {
+    // Over (x, y), index x * size_y + y: (j, i) holds the block (i, j) needs.
+    std::vector<std::pair<int64_t, int64_t>> transpose;
+    for (int64_t i = 0; i < size_x; ++i) {
+      for (int64_t j = 0; j < size_y; ++j) transpose.push_back({j * size_y + i, i * size_y + j});
+    }
+    w_block = ppermute_done(ppermute_start(w, {"x", "y"}, transpose));
+  } else {
+    w_block = dynamic_slice(all_gather(w, "x", 0, true),
+                            {axis_index("y") * static_cast<double>(k_per_y), 0}, {k_per_y, n});
+  }
+  if (size_y == 1) return dot_general(x, w_block, DotDims{{1}, {0}}, DType::kF32);
+  const int64_t cols = n / size_y;
+  std::vector<std::pair<int64_t, int64_t>> right;
+  for (int64_t j = 0; j < size_y; ++j) right.push_back({j, (j + 1) % size_y});
+  Tracer me = axis_index("y");
+  // My product for the column block the running sum meets at `step`: (me - 1 - step) mod ny.
+  auto partial = [&](Tracer step) {
+    Tracer block = (me - step + static_cast<double>(2 * size_y - 1)) % static_cast<double>(size_y);
+    return dot_general(x,
+                       dynamic_slice(w_block, {0, block * static_cast<double>(cols)},
+                                     {k_per_y, cols}),
+                       DotDims{{1}, {0}}, DType::kF32);
+  };
+  Tracer in_flight = ppermute_start(partial(full({}, 0, DType::kS32)), "y", right);
+  std::vector<Tracer> carry = fori_loop(
+      1, size_y - 1,
+      [&](Tracer step, std::vector<Tracer> c) {
+        Tracer mine = partial(step);  // while the running sum travels
+        return std::vector<Tracer>{ppermute_start(ppermute_done(c[0]) + mine, "y", right)};
+      },
+      {in_flight});
+  Tracer mine = partial(full({}, static_cast<double>(size_y - 1), DType::kS32));
+  return ppermute_done(carry[0]) + mine;
+}
+
 }  // namespace
 
 std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backend,
@@ -91,6 +138,15 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                },
                mesh, InSpecs(), {P("x", None)}),
            options("ring_allgather_matmul"))});
+  variants.push_back(
+      {"f", "by hand: fetch w's block (ppermute_start), psum over y as a reduce-scatter ring "
+            "interleaved with the matmul (futures carried through fori_loop), out P(x,y)",
+       jit(shard_map(
+               [size_x, size_y = mesh.axis_size("y")](Tracer x, Tracer w) {
+                 return InterleavedReduceScatterMatmul(x, w, size_x, size_y);
+               },
+               mesh, InSpecs(), {P("x", "y")}),
+           options("interleaved_matmul"))});
   return variants;
 }
 

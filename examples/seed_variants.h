@@ -21,7 +21,10 @@ struct SeedVariant {
 // (b) shard_map with two all_gathers;
 // (c) all_gather of w + dynamic_slice by axis_index('y') + psum over y;
 // (d) = (c) with preferred_element_type=f32;
-// (e) a ring all-gather of w from ppermute in a fori_loop, then the local matmul and psum.
+// (e) a ring all-gather of w from ppermute in a fori_loop, then the local matmul and psum;
+// (f) the notebook's to-do by hand: w's block fetched with ppermute_start, and the sum over y as
+//     a reduce-scatter ring interleaved with the matmul (futures carried through fori_loop),
+//     the result's columns split over y (P('x','y')).
 // `k` is the contracting size (the block of w a device multiplies depends on it).
 // `disabled_passes` are skipped when lowering (e.g. {"collective-fusion"} for the programs as
 // written).

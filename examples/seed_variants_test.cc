@@ -1,6 +1,8 @@
 // The seed variants give the f64 product up to their dtypes' rounding on 2x2 and 4x4 meshes, and
 // lower to the collectives the notebook wrote.
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "examples/seed_variants.h"
 #include "gmock/gmock.h"
@@ -28,20 +30,29 @@ TEST_P(SeedVariantsTest, EveryVariantMatchesF64) {
       for (int64_t j = 0; j < n; ++j) want[i * n + j] += xd[i * k + p] * wd[p * n + j];
     }
   }
-  for (SeedVariant& v : SeedVariants(mesh, k)) {
-    absl::StatusOr<std::vector<Array>> out = v.program(x, w);
-    ASSERT_TRUE(out.ok()) << v.name << ": " << out.status();
-    Tensor got = *(*out)[0].ToHost();
-    const bool f32 = v.name == "d" || v.name == "e";
-    EXPECT_EQ(got.dtype(), f32 ? DType::kF32 : DType::kBF16) << v.name;
-    // bf16 output: one rounding (b), or a rounding per partial sum plus one (c, and a, which
-    // the SPMD partitioner turns into c's program).
-    const bool partial_sums = v.name == "a" || v.name == "c";
-    const double rel = f32 ? 1e-5 : partial_sums ? 3 * std::ldexp(1.0, -8) : std::ldexp(1.0, -8);
-    const double abs_tol = f32 ? 1e-4 : partial_sums ? 0.1 : 1e-3;
-    for (int64_t i = 0; i < m * n; ++i) {
-      ASSERT_NEAR(got.GetDouble(i), want[i], abs_tol + rel * std::abs(want[i]))
-          << "variant " << v.name << " element " << i;
+  // As compiled (collective-fusion on) and as written (off).
+  for (bool fused : {true, false}) {
+    std::set<std::string> disabled;
+    if (!fused) disabled.insert("collective-fusion");
+    for (SeedVariant& v : SeedVariants(mesh, k, DefaultBackend(), disabled)) {
+      SCOPED_TRACE("variant " + v.name + (fused ? " fused" : " as written"));
+      absl::StatusOr<std::vector<Array>> out = v.program(x, w);
+      ASSERT_TRUE(out.ok()) << out.status();
+      Tensor got = *(*out)[0].ToHost();
+      const bool f32 = v.name == "d" || v.name == "e" || v.name == "f";
+      EXPECT_EQ(got.dtype(), f32 ? DType::kF32 : DType::kBF16);
+      // bf16 output: one rounding (b; and a, c when fused: their partial sums stay in f32), or
+      // a rounding per partial sum plus one (a and c as written; the SPMD partitioner turns a
+      // into c's program).
+      const bool partial_sums = !fused && (v.name == "a" || v.name == "c");
+      const double rel = f32            ? 1e-5
+                         : partial_sums ? 3 * std::ldexp(1.0, -8)
+                                        : std::ldexp(1.0, -8);
+      const double abs_tol = f32 ? 1e-4 : partial_sums ? 0.1 : 1e-3;
+      for (int64_t i = 0; i < m * n; ++i) {
+        ASSERT_NEAR(got.GetDouble(i), want[i], abs_tol + rel * std::abs(want[i]))
+            << "element " << i;
+      }
     }
   }
 }
@@ -75,7 +86,9 @@ TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
       {"d", {"ppermute_start[axes=(x,y)", "preferred_element_type=f32",
              "f32[1024,1024] = psum[axes=(y)]"}},
       {"e", {"fori_loop[lower=0 upper=1", "ppermute[axes=(x) perm=((0,1),(1,0))]",
-             "dynamic_update_slice", "psum[axes=(y)]"}}};
+             "dynamic_update_slice", "psum[axes=(y)]"}},
+      {"f", {"ppermute_start[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]",
+             "ppermute_start[axes=(y) perm=((0,1),(1,0))]", "result_shardings=(P(x,y))"}}};
   for (SeedVariant& v : SeedVariants(mesh, 2048)) {
     absl::StatusOr<Lowered> lowered = v.program.LowerFor(types, shardings);
     ASSERT_TRUE(lowered.ok()) << lowered.status();
