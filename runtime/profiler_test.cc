@@ -238,6 +238,50 @@ TEST(ProfilerTest, WaitSpansNestInsideTheirCollective) {
   EXPECT_EQ(waits, 2);
 }
 
+// A collective-fusion ring: on each device, the transfer of a shard (a "transfer" span on the
+// "transfers" track, from its start to its done) overlaps the product of the shard held then.
+TEST(ProfilerTest, RingComputeOverlapsTheTransfersInFlight) {
+  Runtime rt({.num_devices = 4, .profile = true});
+  Mesh mesh = *Mesh::Create(rt, {{"i", 4}});
+  Array x = *device_put(*random::Normal(Key(5), {64, 32}, DType::kBF16),
+                        NamedSharding(mesh, P("i", None)));
+  Array w = *device_put(*random::Normal(Key(6), {32, 16}, DType::kBF16),
+                        NamedSharding(mesh, P()));
+  JitOptions options;
+  options.collective_fusion.ignore_time_model = true;
+  auto f = jit(shard_map(
+                   [](Tracer a, Tracer b) {
+                     return dot_general(all_gather(a, "i", 0, true), b, DotDims{{1}, {0}},
+                                        DType::kF32);
+                   },
+                   mesh, {P("i", None), P()}, {P()}),
+               options);
+  ASSERT_TRUE(f(x, w).ok());
+  std::vector<runtime::Profiler::Event> events = rt.profiler()->Events();
+  for (int64_t d = 0; d < 4; ++d) {
+    int transfers = 0, overlapped = 0;
+    for (const auto& t : events) {
+      if (t.device != d || t.category != "transfer") continue;
+      EXPECT_EQ(t.name, "ppermute_start");
+      ++transfers;
+      for (const auto& k : events) {
+        if (k.device == d && k.name == "dot_accumulate" && k.start_ns >= t.start_ns &&
+            k.start_ns + k.duration_ns <= t.start_ns + t.duration_ns) {
+          ++overlapped;
+          break;
+        }
+      }
+    }
+    // A bidirectional ring of 4: two hops from the left, one from the right.
+    EXPECT_EQ(transfers, 3) << "device " << d;
+    EXPECT_EQ(overlapped, transfers) << "device " << d;
+  }
+  const std::string json = rt.profiler()->ChromeTraceJson();
+  EXPECT_NE(json.find(R"("name":"thread_name","pid":0,"tid":1,"args":{"name":"transfers"})"),
+            std::string::npos);
+  EXPECT_NE(json.find(R"("cat":"transfer","pid":0,"tid":1)"), std::string::npos);
+}
+
 TEST(ProfilerTest, OffByDefault) {
   Runtime rt({.num_devices = 2});
   if (std::getenv("SHARDJIT_PROFILE") == nullptr) {
