@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/gemm_internal.h"
+#include "backends/x86/peak_loop.h"
 #include "fmt/format.h"
 #include "ir/dtype.h"
 #include "xbyak/xbyak.h"
@@ -88,36 +89,7 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   state.SetLabel(std::string(x86::IsaName(isa)));
 }
 
-// `iters` x (accumulators independent instructions), then ret. Sources are the registers above
-// the accumulators.
-class PeakLoop : public Xbyak::CodeGenerator {
- public:
-  enum class Kind { kDpbf16Zmm, kFmaZmm, kFmaYmm };
-
-  PeakLoop(Kind kind, int accumulators) {
-    mov(rax, rdi);
-    Xbyak::Label loop;
-    L(loop);
-    for (int i = 0; i < accumulators; ++i) {
-      switch (kind) {
-        case Kind::kDpbf16Zmm:
-          vdpbf16ps(Xbyak::Zmm(i), Xbyak::Zmm(30), Xbyak::Zmm(31));
-          break;
-        case Kind::kFmaZmm:
-          vfmadd231ps(Xbyak::Zmm(i), Xbyak::Zmm(30), Xbyak::Zmm(31));
-          break;
-        case Kind::kFmaYmm:
-          vfmadd231ps(Xbyak::Ymm(i), Xbyak::Ymm(14), Xbyak::Ymm(15));
-          break;
-      }
-    }
-    dec(rax);
-    jnz(loop);
-    vzeroupper();
-    ret();
-    ready();
-  }
-};
+using x86::PeakLoop;
 
 void BM_Peak(benchmark::State& state, PeakLoop::Kind kind, IsaLevel needs, int accumulators,
              double flops_per_instruction) {
@@ -126,9 +98,8 @@ void BM_Peak(benchmark::State& state, PeakLoop::Kind kind, IsaLevel needs, int a
     return;
   }
   PeakLoop code(kind, accumulators);
-  auto fn = code.getCode<void (*)(int64_t)>();
   constexpr int64_t kIters = 1 << 16;
-  for (auto _ : state) fn(kIters);
+  for (auto _ : state) code.Run(kIters);
   state.counters["GFLOPS"] =
       benchmark::Counter(1e-9 * kIters * accumulators * flops_per_instruction,
                          benchmark::Counter::kIsIterationInvariantRate);

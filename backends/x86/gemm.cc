@@ -12,6 +12,7 @@
 #include "backends/x86/gemm_internal.h"
 #include "backends/x86/gemm_reference.h"
 #include "backends/x86/kernel_cache.h"
+#include "backends/x86/peak_loop.h"
 #include "fmt/format.h"
 
 namespace shardjit::backends::x86 {
@@ -157,7 +158,10 @@ bool MayFallBack(const absl::Status& s) { return absl::IsInternal(s) || absl::Is
 
 IsaLevel GemmIsaFor(const GemmArgs& args) {
   IsaLevel isa = ActiveIsa();
-  if (isa == IsaLevel::kAvx512Bf16 && args.type != GemmType::kBf16Bf16F32) {
+  // vdpbf16ps only for bf16, and only where it beats f32 FMAs on widened bf16 (on some CPUs it
+  // has half their throughput, so twice the flops per instruction buys nothing).
+  if (isa == IsaLevel::kAvx512Bf16 &&
+      (args.type != GemmType::kBf16Bf16F32 || !Bf16DotProductBeatsFma())) {
     return IsaLevel::kAvx512;
   }
   return isa;

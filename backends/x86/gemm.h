@@ -51,7 +51,9 @@ absl::Status Gemm(const GemmArgs& args);
 // it or it has no kernel for `args`. For tests and benchmarks.
 absl::Status GemmAtIsa(const GemmArgs& args, IsaLevel isa);
 
-// The level Gemm would use for `args` now (ignoring code generation failures).
+// The level Gemm would use for `args` now (ignoring code generation failures): ActiveIsa(),
+// except that AVX512_BF16 serves only bf16 products, and only on CPUs where vdpbf16ps beats f32
+// FMAs (Bf16DotProductBeatsFma(); elsewhere bf16 is widened in packing for the f32 kernel).
 IsaLevel GemmIsaFor(const GemmArgs& args);
 
 // Statistics of the process-wide cache of generated micro-kernels.

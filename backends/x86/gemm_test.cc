@@ -13,6 +13,7 @@
 
 #include "backends/reference/kernel.h"
 #include "backends/x86/cpu_features.h"
+#include "backends/x86/peak_loop.h"
 #include "backends/x86/gemm_internal.h"
 #include "backends/x86/gemm_kernel_avx2.h"
 #include "backends/x86/gemm_kernel_avx512.h"
@@ -537,6 +538,29 @@ TEST(Gemm, MatchesReferenceDotGeneral) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace shardjit::backends::x86
+
+namespace shardjit::backends::x86 {
+namespace {
+
+// bf16 products run on vdpbf16ps only where it beats f32 FMAs on this CPU (measured once);
+// f32 products never do.
+TEST(GemmDispatch, Bf16DotProductsOnlyWhereTheyBeatFma) {
+  GemmArgs bf16, f32;
+  bf16.type = GemmType::kBf16Bf16F32;
+  f32.type = GemmType::kF32F32F32;
+  const IsaLevel active = ActiveIsa();
+  if (active < IsaLevel::kAvx512Bf16) {
+    EXPECT_EQ(GemmIsaFor(bf16), active);
+    EXPECT_FALSE(active == DetectedIsa() && Bf16DotProductBeatsFma());
+    return;
+  }
+  EXPECT_EQ(GemmIsaFor(f32), IsaLevel::kAvx512);
+  EXPECT_EQ(GemmIsaFor(bf16),
+            Bf16DotProductBeatsFma() ? IsaLevel::kAvx512Bf16 : IsaLevel::kAvx512);
 }
 
 }  // namespace
