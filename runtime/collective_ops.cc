@@ -63,39 +63,38 @@ Acc Combine(ReduceKind kind, Acc acc, Acc x) {
   return backends::CombineInOrder(kind, acc, x);
 }
 
-// Elementwise reduction of `boxes` (in group order) into `out`, accumulating in Acc (f32 for
-// bf16, as XLA does) and rounding once.
+// Elements [begin, end) of the elementwise reduction of `boxes` (in group order) into `out`,
+// accumulating in Acc (f32 for bf16, as XLA does) and rounding once.
 template <typename T, typename Acc>
-void ReduceInto(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out) {
-  const int64_t n = out.num_elements();
-  std::vector<Acc> acc(n);
-  for (int64_t i = 0; i < n; ++i) acc[i] = Load<T, Acc>(boxes[0], i);
+void ReduceInto(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out,
+                int64_t begin, int64_t end) {
+  std::vector<Acc> acc(end - begin);
+  for (int64_t i = begin; i < end; ++i) acc[i - begin] = Load<T, Acc>(boxes[0], i);
   for (size_t b = 1; b < boxes.size(); ++b) {
-    for (int64_t i = 0; i < n; ++i) {
-      acc[i] = Combine(reduction.kind, acc[i], Load<T, Acc>(boxes[b], i));
+    for (int64_t i = begin; i < end; ++i) {
+      acc[i - begin] = Combine(reduction.kind, acc[i - begin], Load<T, Acc>(boxes[b], i));
     }
   }
   const bool mean = reduction.mean;
   const int64_t count = static_cast<int64_t>(boxes.size());
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = begin; i < end; ++i) {
     if (out.dtype() == DType::kF32) {
-      float v = static_cast<float>(acc[i]);
+      float v = static_cast<float>(acc[i - begin]);
       out.data_as<float>()[i] = mean ? v / static_cast<float>(count) : v;
     } else {
-      double v = static_cast<double>(acc[i]);
+      double v = static_cast<double>(acc[i - begin]);
       out.SetDouble(i, mean ? v / static_cast<double>(count) : v);
     }
   }
 }
 
-// `t` (f32 or bf16) widened to f32 in `out`.
-void WidenToF32(const Tensor& t, float* out) {
-  const int64_t n = t.num_elements();
+// Elements [begin, begin + n) of `t` (f32 or bf16) widened to f32 in `out`.
+void WidenToF32(const Tensor& t, int64_t begin, int64_t n, float* out) {
   if (t.dtype() == DType::kF32) {
-    std::memcpy(out, t.data(), n * sizeof(float));
+    std::memcpy(out, t.data_as<float>() + begin, n * sizeof(float));
     return;
   }
-  const uint16_t* bits = static_cast<const uint16_t*>(t.data());
+  const uint16_t* bits = static_cast<const uint16_t*>(t.data()) + begin;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
     std::memcpy(&out[i], &u, sizeof(float));
@@ -105,22 +104,20 @@ void WidenToF32(const Tensor& t, float* out) {
 // ReduceInto for f32 and bf16 on the x86 backend's buffer kernels: the same f32 accumulation in
 // group order and one rounding at the end. bf16 members are widened first, since the kernels
 // would round a bf16 accumulator at every step.
-absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out) {
-  const int64_t n = out.num_elements();
+absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out,
+                         int64_t begin, int64_t end) {
+  const int64_t n = end - begin;
   const bool f32 = out.dtype() == DType::kF32;
   std::vector<float> scratch;
-  float* acc = f32 ? out.data_as<float>() : nullptr;
+  float* acc = f32 ? out.data_as<float>() + begin : nullptr;
   if (!f32) {
     scratch.resize(2 * n);
     acc = scratch.data();
   }
-  WidenToF32(boxes[0], acc);
+  WidenToF32(boxes[0], begin, n, acc);
   for (size_t b = 1; b < boxes.size(); ++b) {
-    const float* operand = boxes[b].data_as<float>();
-    if (!f32) {
-      WidenToF32(boxes[b], scratch.data() + n);
-      operand = scratch.data() + n;
-    }
+    const float* operand = f32 ? boxes[b].data_as<float>() + begin : scratch.data() + n;
+    if (!f32) WidenToF32(boxes[b], begin, n, scratch.data() + n);
     // ReduceBuffers keeps its second input on ties (max(-0, +0)), as std::max(acc, x) does.
     if (absl::Status s =
             backends::x86::ReduceBuffers(reduction.kind, DType::kF32, operand, acc, acc, n);
@@ -135,7 +132,7 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, 
     }
     return absl::OkStatus();
   }
-  ir::bf16* dst = out.data_as<ir::bf16>();
+  ir::bf16* dst = out.data_as<ir::bf16>() + begin;
   for (int64_t i = 0; i < n; ++i) {
     // As Tensor::SetDouble rounds: through float, once.
     const float v =
@@ -150,29 +147,7 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, 
 absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::string& kind,
                               const ir::ShapedType& out_type, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(out_type, allocator);
-  const Reduction reduction{kind == "pmax"   ? ReduceKind::kMax
-                            : kind == "pmin" ? ReduceKind::kMin
-                                             : ReduceKind::kSum,
-                            /*mean=*/kind == "pmean"};
-  const DType dtype = boxes[0].dtype();
-  if ((dtype == DType::kF32 || dtype == DType::kBF16) && out.dtype() == dtype) {
-    if (absl::Status s = ReduceFloat(boxes, reduction, out); !s.ok()) return s;
-    return out;
-  }
-  switch (dtype) {
-    case DType::kF32:
-      ReduceInto<float, float>(boxes, reduction, out);
-      break;
-    case DType::kBF16:
-      ReduceInto<ir::bf16, float>(boxes, reduction, out);
-      break;
-    case DType::kS32:
-      ReduceInto<int32_t, int32_t>(boxes, reduction, out);
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          fmt::format("{}: cannot reduce {} values", kind, ir::DTypeName(boxes[0].dtype())));
-  }
+  if (absl::Status s = ReduceRange(boxes, kind, out, 0, out.num_elements()); !s.ok()) return s;
   return out;
 }
 
@@ -224,6 +199,34 @@ absl::StatusOr<Tensor> AllToAll(const ir::Op& op, const ir::ShapedType& out_type
 }
 
 }  // namespace
+
+absl::Status ReduceRange(const std::vector<Tensor>& boxes, const std::string& kind, Tensor& out,
+                         int64_t begin, int64_t end) {
+  const Reduction reduction{kind == "pmax"   ? ReduceKind::kMax
+                            : kind == "pmin" ? ReduceKind::kMin
+                                             : ReduceKind::kSum,
+                            /*mean=*/kind == "pmean"};
+  const DType dtype = boxes[0].dtype();
+  if (begin >= end) return absl::OkStatus();
+  if ((dtype == DType::kF32 || dtype == DType::kBF16) && out.dtype() == dtype) {
+    return ReduceFloat(boxes, reduction, out, begin, end);
+  }
+  switch (dtype) {
+    case DType::kF32:
+      ReduceInto<float, float>(boxes, reduction, out, begin, end);
+      break;
+    case DType::kBF16:
+      ReduceInto<ir::bf16, float>(boxes, reduction, out, begin, end);
+      break;
+    case DType::kS32:
+      ReduceInto<int32_t, int32_t>(boxes, reduction, out, begin, end);
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          fmt::format("{}: cannot reduce {} values", kind, ir::DTypeName(boxes[0].dtype())));
+  }
+  return absl::OkStatus();
+}
 
 void CopyBox(const Tensor& src, const std::vector<int64_t>& src_offset, Tensor& dst,
              const std::vector<int64_t>& dst_offset, const std::vector<int64_t>& extent) {

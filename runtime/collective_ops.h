@@ -5,6 +5,7 @@
 #define SHARDJIT_RUNTIME_COLLECTIVE_OPS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,12 @@ struct GroupOperands {
 // `*_start` forms (ir/async.h).
 absl::StatusOr<ir::Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
                                              ir::Allocator* allocator);
+
+// Elements [begin, end) of the all-reduce `kind` (psum, pmean, pmax, pmin) of `inputs` (in group
+// order) into `out`, allocated by the caller with the result type: the members of a group may
+// each reduce a share of one result they then all read.
+absl::Status ReduceRange(const std::vector<ir::Tensor>& inputs, const std::string& kind,
+                         ir::Tensor& out, int64_t begin, int64_t end);
 
 // Copies the box of size `extent` at `src_offset` of `src` to `dst_offset` of `dst` (same rank).
 void CopyBox(const ir::Tensor& src, const std::vector<int64_t>& src_offset, ir::Tensor& dst,

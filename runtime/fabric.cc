@@ -30,6 +30,9 @@ bool SameTypes(const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& 
   return true;
 }
 
+// All-reduce results from this size on are computed once per group, a share per member.
+constexpr int64_t kSharedReductionBytes = 64 << 10;
+
 }  // namespace
 
 // The future of an asynchronous collective: its start's ticket until its done awaits it.
@@ -294,6 +297,21 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     }
     inputs.inputs.push_back(theirs.operands[0]);
   }
+  // An all-reduce gives every member the same result: past kSharedReductionBytes, the group
+  // computes it once, each member a share, instead of each member all of it.
+  std::shared_ptr<SharedReduction> shared;
+  const ir::ShapedType out_type = ir::FromProto(op.result_types(0)).Awaited();
+  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
+  const std::string_view kind = blocking.empty() ? std::string_view(op.opcode()) : blocking;
+  if ((kind == "psum" || kind == "pmean" || kind == "pmax" || kind == "pmin") &&
+      group.members.size() > 1 && out_type.byte_size() >= kSharedReductionBytes) {
+    std::shared_ptr<SharedReduction>& entry = slot.shared[group.members.front()];
+    if (entry == nullptr) {
+      entry = std::make_shared<SharedReduction>();
+      entry->out = ir::Tensor::Empty(out_type, allocator);
+    }
+    shared = entry;
+  }
   FinishReading(ticket);
   lock.unlock();
   if (!reacquire.Now()) {
@@ -301,13 +319,47 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
         fmt::format("device {}: run cancelled: {}", DeviceOf(position), status().message()));
   }
   const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
-  absl::StatusOr<ir::Tensor> result = ComputeCollective(op, inputs, allocator);
+  absl::StatusOr<ir::Tensor> result = shared != nullptr
+                                          ? ReduceShared(ticket, inputs, *shared)
+                                          : ComputeCollective(op, inputs, allocator);
   if (recorder != nullptr) {
     const std::string name = op.opcode() + " data";
     recorder->Record(
         {name, "collective", data_ns, backends::SpanClockNs() - data_ns, op.name_scope()});
   }
   return result;
+}
+
+absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
+                                                  const GroupOperands& inputs,
+                                                  SharedReduction& shared) {
+  const ir::Op& op = *ticket.resolved->op;
+  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
+  const std::string kind = blocking.empty() ? op.opcode() : std::string(blocking);
+  const int64_t n = shared.out.num_elements();
+  const int64_t members = static_cast<int64_t>(inputs.inputs.size());
+  const int64_t begin = n * inputs.my_index / members;
+  const int64_t end = n * (inputs.my_index + 1) / members;
+  absl::Status s = ReduceRange(inputs.inputs, kind, shared.out, begin, end);
+  if (!s.ok()) {
+    Cancel(s);  // the others would wait for this share
+    return s;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (++shared.finished == members) {
+    lock.unlock();
+    cv_.notify_all();
+    return shared.out;
+  }
+  GiveCore(ticket.position);
+  cv_.wait(lock, [&] { return cancelled_.load() || shared.finished == members; });
+  const bool cancelled = shared.finished != members;
+  lock.unlock();
+  if (!TakeCore(ticket.position) || cancelled) {
+    return absl::CancelledError(fmt::format("device {}: run cancelled: {}",
+                                            DeviceOf(ticket.position), status().message()));
+  }
+  return shared.out;
 }
 
 void RunState::FinishReading(const Ticket& ticket) {
@@ -321,6 +373,7 @@ void RunState::FinishReading(const Ticket& ticket) {
   if (--it->second == 0) {
     for (int64_t member : members) slot.arrivals.erase(member);
     slot.readers_left.erase(it);
+    slot.shared.erase(members.front());  // its members hold it
     if (slot.arrivals.empty()) slots_.erase(slot_it);
   }
 }

@@ -28,6 +28,7 @@
 #include "backends/executable.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
+#include "runtime/collective_ops.h"
 #include "runtime/collective_plan.h"
 #include "runtime/core_semaphore.h"
 
@@ -77,10 +78,17 @@ class RunState {
     const ResolvedCollective* resolved = nullptr;  // lives as long as the run
     std::vector<ir::Tensor> operands;
   };
+  // An all-reduce result the members of a group share: each reduces a share of its elements,
+  // then all return it (read-only, like a ppermute result).
+  struct SharedReduction {
+    ir::Tensor out;
+    int64_t finished = 0;  // members whose share is written; under mu_
+  };
   // All arrivals for the k-th collective of the run, by mesh position.
   struct Slot {
     std::map<int64_t, Arrival> arrivals;
     std::map<int64_t, int> readers_left;  // per group (keyed by first member)
+    std::map<int64_t, std::shared_ptr<SharedReduction>> shared;  // likewise
   };
 
   // Posts `operands` for `position`'s next collective and checks the peers already there.
@@ -94,6 +102,9 @@ class RunState {
   void Abandon(const Ticket& ticket);
   // Counts one reader of the ticket's group out of its slot; under mu_.
   void FinishReading(const Ticket& ticket);
+  // Writes this member's share of `shared` and waits for the others' (giving the core away).
+  absl::StatusOr<ir::Tensor> ReduceShared(const Ticket& ticket, const GroupOperands& inputs,
+                                          SharedReduction& shared);
   int64_t DeviceOf(int64_t position) const;
   // Whether `theirs` (of `member`) is the same collective as `mine` with `group`.
   bool Agree(const Arrival& mine, const Arrival& theirs, int64_t member,
