@@ -9,6 +9,7 @@
 
 #include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
+#include "bench/full_gemm.h"
 #include "benchmark/benchmark.h"
 #include "examples/seed_variants.h"
 #include "fmt/format.h"
@@ -40,32 +41,6 @@ Fixture& Get(Backend backend) {
 }
 
 // The whole product as one GEMM (bf16 x bf16 -> f32) on the calling thread plus helpers.
-void BM_FullGemm(benchmark::State& state) {
-  const int cores = backends::AvailableCores();
-  static backends::ThreadPool pool(cores - 1);
-  ir::Tensor x = *random::Normal(Key(1), {kM, kK}, DType::kBF16);
-  ir::Tensor w = *random::Normal(Key(2), {kK, kN}, DType::kBF16);
-  std::vector<float> out(kM * kN);
-  backends::x86::GemmArgs g;
-  g.shape = {kM, kN, kK};
-  g.type = backends::x86::GemmType::kBf16Bf16F32;
-  g.a = x.data();
-  g.b = w.data();
-  g.c = out.data();
-  g.parallel = {&pool, cores};
-  for (auto _ : state) {
-    absl::Status s = backends::x86::Gemm(g);
-    if (!s.ok()) {
-      state.SkipWithError(std::string(s.message()).c_str());
-      return;
-    }
-    benchmark::ClobberMemory();
-  }
-  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * kM * kK * kN,
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(fmt::format("one bf16 GEMM of the whole product, {} threads", cores));
-}
-
 void BM_SeedVariant(benchmark::State& state, Backend backend, int index) {
   Fixture& f = Get(backend);
   examples::SeedVariant& v = f.variants[index];
@@ -83,7 +58,8 @@ void BM_SeedVariant(benchmark::State& state, Backend backend, int index) {
 }
 
 const bool registered = [] {
-  benchmark::RegisterBenchmark("full_gemm", BM_FullGemm)
+  benchmark::RegisterBenchmark(
+      "full_gemm", [](benchmark::State& s) { bench::BM_FullGemm(s, kM, kK, kN); })
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime()
       ->MinTime(1.0);

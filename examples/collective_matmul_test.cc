@@ -51,8 +51,12 @@ TEST_P(CollectiveMatmulTest, MatchesF64) {
   ASSERT_TRUE(lowered.ok());
   const std::string text = lowered->as_text();
   EXPECT_THAT(text, Not(HasSubstr("all_gather")));
-  if (n > 1) EXPECT_THAT(text, HasSubstr("ppermute_start"));
-  if (n > 4) EXPECT_THAT(text, HasSubstr("fori_loop"));
+  if (n > 1) {
+    EXPECT_THAT(text, HasSubstr("ppermute_start"));
+  }
+  if (n > 4) {
+    EXPECT_THAT(text, HasSubstr("fori_loop"));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Rings, CollectiveMatmulTest,
