@@ -31,11 +31,12 @@
 #include "runtime/collective_ops.h"
 #include "runtime/collective_plan.h"
 #include "runtime/core_semaphore.h"
+#include "runtime/transport.h"
 
 namespace shardjit::runtime {
 
-// Shared state of one SPMD run over a mesh.
-class RunState {
+// Shared state of one SPMD run over a mesh, devices in this process: the in-process Transport.
+class RunState final : public Transport {
  public:
   // Devices of the run hold a core of `cores` (if not null) while they compute. Collectives are
   // resolved through `plan` (its mesh is the run's), which must outlive the run.
@@ -47,21 +48,20 @@ class RunState {
   // locally; a blocking collective meets its group; `X_start` posts its operand and returns a
   // future; `X_done` awaits the future it is given. With a `recorder`, waits, data steps and the
   // time an asynchronous collective is in flight are recorded as spans.
-  absl::StatusOr<std::vector<ir::Tensor>> Collective(int64_t position, const ir::Op& op,
-                                                     const std::vector<ir::Tensor>& operands,
-                                                     ir::Allocator* allocator,
-                                                     backends::SpanRecorder* recorder = nullptr);
+  absl::StatusOr<std::vector<ir::Tensor>> Collective(
+      int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
+      ir::Allocator* allocator, backends::SpanRecorder* recorder = nullptr) override;
 
   // The core of `position`: taken before its program runs and again after each wait at a
   // collective, given back during the wait and when the program ends. TakeCore returns false
   // (holding nothing) once the run is cancelled; both are no-ops without a CoreSemaphore.
-  bool TakeCore(int64_t position);
-  void GiveCore(int64_t position);
+  bool TakeCore(int64_t position) override;
+  void GiveCore(int64_t position) override;
 
   // Fails the run with `status` (the first failure wins) and wakes every waiting device.
-  void Cancel(const absl::Status& status);
+  void Cancel(const absl::Status& status) override;
   // OK while the run goes on; the failure otherwise.
-  absl::Status status() const;
+  absl::Status status() const override;
 
  private:
   // One position's arrival at a collective.

@@ -72,7 +72,7 @@ class Runtime::Worker {
 // The context of one device in an SPMD run.
 class Runtime::SpmdContext final : public backends::DeviceContext {
  public:
-  SpmdContext(RunState& run, int64_t position, Device& device,
+  SpmdContext(Transport& run, int64_t position, Device& device,
               backends::SpanRecorder* recorder)
       : run_(run), position_(position), device_(device), recorder_(recorder) {}
   ir::Allocator* allocator() override { return device_.allocator(); }
@@ -89,7 +89,7 @@ class Runtime::SpmdContext final : public backends::DeviceContext {
   absl::Status Cancelled() override { return run_.status(); }
 
  private:
-  RunState& run_;
+  Transport& run_;
   int64_t position_;
   Device& device_;
   backends::SpanRecorder* recorder_;
