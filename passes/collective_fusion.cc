@@ -153,11 +153,11 @@ class Matcher {
       ms.dim = rhs_free[d - lhs_free.size()];
     }
     // Unfused, the full product is written, then read by the psum_scatter; the ring copies each
-    // block of the scattered operand and (when a received block is still shared) the block.
+    // block of the scattered operand (the running sums it receives are handed over, and added
+    // into in place).
     const ir::ShapedType product = ir::FromProto(dot.result_types(0));
     const double full = static_cast<double>(product.byte_size());
-    const double copied = 2.0 * facts_.Type(dot.operands(ms.side)).byte_size() +
-                          2.0 * full * static_cast<double>(ms.n - 1) / ms.n;
+    const double copied = 2.0 * facts_.Type(dot.operands(ms.side)).byte_size();
     if (!Favoured((ms.n - 1) * options_.step_seconds + Seconds(copied), Seconds(2.0 * full))) {
       return false;
     }

@@ -15,19 +15,11 @@
 namespace shardjit::runtime {
 namespace {
 
-std::string Describe(const ir::Op& op, const std::vector<ir::Tensor>& operands) {
+std::string Describe(const ir::Op& op, const std::vector<ir::ShapedType>& operand_types) {
   std::string attrs = ir::PrintOp(op);
   std::vector<std::string> types;
-  for (const ir::Tensor& t : operands) types.push_back(t.type().ToString());
+  for (const ir::ShapedType& t : operand_types) types.push_back(t.ToString());
   return fmt::format("{} on {}", attrs.substr(attrs.find('=') + 2), absl::StrJoin(types, ", "));
-}
-
-bool SameTypes(const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].type() != b[i].type()) return false;
-  }
-  return true;
 }
 
 // All-reduce results from this size on are computed once per group, a share per member.
@@ -97,14 +89,14 @@ bool RunState::Agree(const Arrival& mine, const Arrival& theirs, int64_t member,
   if (theirs.resolved == mine.resolved) return true;  // the same op: same signature and groups
   const absl::StatusOr<CollectiveGroup>& their_group = theirs.resolved->groups[member];
   return theirs.resolved->signature == mine.resolved->signature && their_group.ok() &&
-         their_group->members == group.members && SameTypes(theirs.operands, mine.operands);
+         their_group->members == group.members && theirs.types == mine.types;
 }
 
 std::string RunState::Mismatch(int64_t seq, int64_t position, const Arrival& mine,
                                int64_t other, const Arrival& theirs) const {
   return fmt::format("collective #{} mismatch: device {} runs {} but device {} runs {}", seq,
-                     DeviceOf(position), Describe(*mine.resolved->op, mine.operands),
-                     DeviceOf(other), Describe(*theirs.resolved->op, theirs.operands));
+                     DeviceOf(position), Describe(*mine.resolved->op, mine.types),
+                     DeviceOf(other), Describe(*theirs.resolved->op, theirs.types));
 }
 
 absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
@@ -179,6 +171,7 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
   Arrival& mine = slot.arrivals[position];
   mine.resolved = &resolved;
   mine.operands = operands;
+  for (const ir::Tensor& t : operands) mine.types.push_back(t.type());
   // Anyone of my group already here must agree with me.
   bool all_here = true;
   for (int64_t member : group->members) {
@@ -264,7 +257,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
       }
       absl::Status error = absl::DeadlineExceededError(fmt::format(
           "collective #{} ({}) on device {}: devices [{}] of its group did not arrive within {}",
-          ticket.seq, Describe(op, slot.arrivals.at(position).operands), DeviceOf(position),
+          ticket.seq, Describe(op, slot.arrivals.at(position).types), DeviceOf(position),
           absl::StrJoin(missing, ","), absl::FormatDuration(timeout_)));
       lock.unlock();
       Cancel(error);
@@ -279,6 +272,8 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     return absl::CancelledError(
         fmt::format("device {}: run cancelled: {}", DeviceOf(position), status_.message()));
   }
+  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
+  const std::string_view kind = blocking.empty() ? std::string_view(op.opcode()) : blocking;
   // Everyone arrived: check every member's arrival against mine once more (a member that
   // arrived after me checked only the members of its own group).
   const Arrival& mine = slot.arrivals.at(position);
@@ -297,12 +292,23 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     }
     inputs.inputs.push_back(theirs.operands[0]);
   }
+  // A ppermute operand has one reader, its target: handed over, so that the target may update
+  // it in place once the sender has moved on (a reduce-scatter ring adds into it).
+  if (kind == "ppermute") {
+    const int64_t me = group.axis_indices[group.my_index];
+    for (const ir::PermutePair& pair : op.ppermute().perm()) {
+      if (pair.target() != me) continue;
+      for (size_t j = 0; j < group.members.size(); ++j) {
+        if (group.axis_indices[j] == pair.source()) {
+          slot.arrivals.at(group.members[j]).operands[0] = ir::Tensor();
+        }
+      }
+    }
+  }
   // An all-reduce gives every member the same result: past kSharedReductionBytes, the group
   // computes it once, each member a share, instead of each member all of it.
   std::shared_ptr<SharedReduction> shared;
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0)).Awaited();
-  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
-  const std::string_view kind = blocking.empty() ? std::string_view(op.opcode()) : blocking;
   if ((kind == "psum" || kind == "pmean" || kind == "pmax" || kind == "pmin") &&
       group.members.size() > 1 && out_type.byte_size() >= kSharedReductionBytes) {
     std::shared_ptr<SharedReduction>& entry = slot.shared[group.members.front()];

@@ -76,7 +76,8 @@ class RunState final : public Transport {
 
   struct Arrival {
     const ResolvedCollective* resolved = nullptr;  // lives as long as the run
-    std::vector<ir::Tensor> operands;
+    std::vector<ir::Tensor> operands;  // a ppermute's is handed to its target when it reads it
+    std::vector<ir::ShapedType> types;  // of the operands, for agreement checks and errors
   };
   // An all-reduce result the members of a group share: each reduces a share of its elements,
   // then all return it (read-only, like a ppermute result).
