@@ -15,42 +15,9 @@
 namespace shardjit::collectives_test {
 namespace {
 
-struct MeshShape {
-  std::string name;
-  std::vector<std::pair<std::string, int64_t>> axes;
-};
-
-class AsyncCollectivesTest : public ::testing::TestWithParam<MeshShape> {
+class AsyncCollectivesTest : public MeshTest {
  protected:
-  void SetUp() override {
-    model_ = MeshModel(GetParam().axes);
-    absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), GetParam().axes);
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    mesh_.emplace(*mesh);
-  }
-
-  std::vector<AxisList> AxisSpecs() const {
-    std::vector<std::string> names = model_.names();
-    if (names.size() == 1) return {{names[0]}};
-    return {{names[0]}, {names[1]}, {names[0], names[1]}, {names[1], names[0]}};
-  }
-
-  // No groups, and (for an even combined size) pairs listed in alternating order.
-  static std::vector<Groups> GroupSets(int64_t n) {
-    std::vector<Groups> sets = {{}};
-    if (n % 2 == 0) {
-      Groups pairs;
-      for (int64_t i = 0; i < n; i += 2) {
-        pairs.push_back((i / 2) % 2 == 0 ? std::vector<int64_t>{i, i + 1}
-                                         : std::vector<int64_t>{i + 1, i});
-      }
-      sets.push_back(pairs);
-    }
-    return sets;
-  }
-
-  MeshModel model_;
-  std::optional<Mesh> mesh_;
+  std::vector<AxisList> AxisSpecs() const { return collectives_test::AxisSpecs(model_); }
 };
 
 // Every async collective, started together and awaited in reverse order with local work in
@@ -198,15 +165,8 @@ TEST_P(AsyncCollectivesTest, LargeAllReducesMatchTheOracle) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Meshes, AsyncCollectivesTest,
-                         ::testing::Values(MeshShape{"i1", {{"i", 1}}}, MeshShape{"i4", {{"i", 4}}},
-                                           MeshShape{"x2y2", {{"x", 2}, {"y", 2}}},
-                                           MeshShape{"x4y4", {{"x", 4}, {"y", 4}}},
-                                           MeshShape{"x2y4", {{"x", 2}, {"y", 4}}},
-                                           MeshShape{"x1y8", {{"x", 1}, {"y", 8}}}),
-                         [](const ::testing::TestParamInfo<MeshShape>& info) {
-                           return info.param.name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Meshes, AsyncCollectivesTest, ::testing::ValuesIn(TestMeshShapes()),
+                         MeshShapeName);
 
 // The lowered program shows the futures; its text parses back.
 TEST(AsyncCollectivesText, JitLowersToStartAndDone) {

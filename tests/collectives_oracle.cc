@@ -393,4 +393,49 @@ std::string Describe(const AxisList& axes, const Groups& groups) {
   return s;
 }
 
+void PrintTo(const MeshShape& m, std::ostream* os) { *os << m.name; }
+
+std::string MeshShapeName(const ::testing::TestParamInfo<MeshShape>& info) {
+  return info.param.name;
+}
+
+std::vector<MeshShape> TestMeshShapes() {
+  return {MeshShape{"i1", {{"i", 1}}},           MeshShape{"i4", {{"i", 4}}},
+          MeshShape{"x2y2", {{"x", 2}, {"y", 2}}}, MeshShape{"x4y4", {{"x", 4}, {"y", 4}}},
+          MeshShape{"x2y4", {{"x", 2}, {"y", 4}}}, MeshShape{"x1y8", {{"x", 1}, {"y", 8}}}};
+}
+
+std::vector<AxisList> AxisSpecs(const MeshModel& mesh) {
+  std::vector<std::string> names = mesh.names();
+  if (names.size() == 1) return {{names[0]}};
+  return {{names[0]}, {names[1]}, {names[0], names[1]}, {names[1], names[0]}};
+}
+
+std::vector<Groups> GroupSets(int64_t n) {
+  std::vector<Groups> sets = {{}};
+  if (n == 1) sets.push_back({{0}});
+  if (n % 2 == 0) {
+    Groups pairs;
+    for (int64_t i = 0; i < n; i += 2) {
+      pairs.push_back((i / 2) % 2 == 0 ? std::vector<int64_t>{i, i + 1}
+                                       : std::vector<int64_t>{i + 1, i});
+    }
+    sets.push_back(pairs);
+  }
+  if (n % 2 == 0 && n >= 4) {
+    std::vector<int64_t> evens, odds;
+    for (int64_t i = 0; i < n; i += 2) evens.push_back(i);
+    for (int64_t i = n - 1; i > 0; i -= 2) odds.push_back(i);
+    sets.push_back({evens, odds});
+  }
+  return sets;
+}
+
+void MeshTest::SetUp() {
+  model_ = MeshModel(GetParam().axes);
+  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), GetParam().axes);
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  mesh_.emplace(*mesh);
+}
+
 }  // namespace shardjit::collectives_test

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -117,6 +119,34 @@ struct DeviceResults {
 absl::StatusOr<DeviceResults> RunPerDevice(const Mesh& mesh, DType dtype, const PerDevice& inputs,
                                            const std::function<std::vector<Tracer>(Tracer)>& body,
                                            int num_results, bool global_view = false);
+
+// ---------------------------------------------------------------------------------------------
+// The meshes, axes and groups the collective tests run over
+// ---------------------------------------------------------------------------------------------
+
+struct MeshShape {
+  std::string name;
+  std::vector<std::pair<std::string, int64_t>> axes;
+};
+void PrintTo(const MeshShape& m, std::ostream* os);
+std::string MeshShapeName(const ::testing::TestParamInfo<MeshShape>& info);
+// (1), (4), (2,2), (4,4), (2,4), (1,8).
+std::vector<MeshShape> TestMeshShapes();
+
+// The axis names to run collectives over: the single axis of a 1-D mesh; each axis and the tuple
+// in both orders on a 2-D mesh.
+std::vector<AxisList> AxisSpecs(const MeshModel& mesh);
+// axis_index_groups to try on a combined axis of size n: none; pairs, every other one listed in
+// reverse ([[0,1],[3,2],...]); evens ascending and odds descending ([[0,2],[3,1]] for 4).
+std::vector<Groups> GroupSets(int64_t n);
+
+// A test over one of TestMeshShapes(): its model and its mesh on SharedRuntime(16).
+class MeshTest : public ::testing::TestWithParam<MeshShape> {
+ protected:
+  void SetUp() override;
+  MeshModel model_;
+  std::optional<Mesh> mesh_;
+};
 
 // got and want agree in every device's shape and, elementwise, within abs_tol + rel_tol*|want|.
 ::testing::AssertionResult Matches(const PerDevice& got, const PerDevice& want, double rel_tol = 0,

@@ -21,52 +21,9 @@ constexpr double kF32Rel = 1e-6;
 // One bf16 ulp is at most 2^-7 of the value.
 constexpr double kBF16Rel = 1.0 / 128;
 
-struct MeshShape {
-  std::string name;
-  std::vector<std::pair<std::string, int64_t>> axes;
-};
-
-std::string MeshName(const ::testing::TestParamInfo<MeshShape>& info) { return info.param.name; }
-void PrintTo(const MeshShape& m, std::ostream* os) { *os << m.name; }
-
-class CollectivesTest : public ::testing::TestWithParam<MeshShape> {
+class CollectivesTest : public MeshTest {
  protected:
-  void SetUp() override {
-    model_ = MeshModel(GetParam().axes);
-    absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), GetParam().axes);
-    ASSERT_TRUE(mesh.ok()) << mesh.status();
-    mesh_.emplace(*mesh);
-  }
-
-  // The axis names to run collectives over: the single axis of a 1-D mesh; each axis and the
-  // tuple in both orders on a 2-D mesh.
-  std::vector<AxisList> AxisSpecs() const {
-    std::vector<std::string> names = model_.names();
-    if (names.size() == 1) return {{names[0]}};
-    return {{names[0]}, {names[1]}, {names[0], names[1]}, {names[1], names[0]}};
-  }
-
-  // axis_index_groups to try on a combined axis of size n: none; pairs, every other one listed
-  // in reverse ([[0,1],[3,2],...]); evens ascending and odds descending ([[0,2],[3,1]] for 4).
-  static std::vector<Groups> GroupSets(int64_t n) {
-    std::vector<Groups> sets = {{}};
-    if (n == 1) sets.push_back({{0}});
-    if (n % 2 == 0) {
-      Groups pairs;
-      for (int64_t i = 0; i < n; i += 2) {
-        pairs.push_back((i / 2) % 2 == 0 ? std::vector<int64_t>{i, i + 1}
-                                         : std::vector<int64_t>{i + 1, i});
-      }
-      sets.push_back(pairs);
-    }
-    if (n % 2 == 0 && n >= 4) {
-      std::vector<int64_t> evens, odds;
-      for (int64_t i = 0; i < n; i += 2) evens.push_back(i);
-      for (int64_t i = n - 1; i > 0; i -= 2) odds.push_back(i);
-      sets.push_back({evens, odds});
-    }
-    return sets;
-  }
+  std::vector<AxisList> AxisSpecs() const { return collectives_test::AxisSpecs(model_); }
 
   static int64_t GroupSize(int64_t n, const Groups& groups) {
     return groups.empty() ? n : static_cast<int64_t>(groups[0].size());
@@ -77,9 +34,6 @@ class CollectivesTest : public ::testing::TestWithParam<MeshShape> {
                                     int num_results) {
     return RunPerDevice(*mesh_, dtype, inputs, body, num_results);
   }
-
-  MeshModel model_;
-  std::optional<Mesh> mesh_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -488,13 +442,8 @@ TEST_P(CollectivesTest, GlobalViewShardMap) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Meshes, CollectivesTest,
-                         ::testing::Values(MeshShape{"i1", {{"i", 1}}}, MeshShape{"i4", {{"i", 4}}},
-                                           MeshShape{"x2y2", {{"x", 2}, {"y", 2}}},
-                                           MeshShape{"x4y4", {{"x", 4}, {"y", 4}}},
-                                           MeshShape{"x2y4", {{"x", 2}, {"y", 4}}},
-                                           MeshShape{"x1y8", {{"x", 1}, {"y", 8}}}),
-                         MeshName);
+INSTANTIATE_TEST_SUITE_P(Meshes, CollectivesTest, ::testing::ValuesIn(TestMeshShapes()),
+                         MeshShapeName);
 
 }  // namespace
 }  // namespace shardjit::collectives_test
