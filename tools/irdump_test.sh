@@ -55,6 +55,7 @@ expect_grep '^# --- stage 2: sharding-propagation (unchanged, [0-9.]* ms) ---$' 
 expect_grep '^# --- stage 3: spmd-partition (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage 4: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage [0-9]*: collective-simplify (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage [0-9]*: collective-fusion (changed, [0-9.]* ms) ---$' "$TMP/out"
 num_stages=$(grep -c '^# --- stage ' "$TMP/out")
 expect_grep 'shard_map\[' "$TMP/out"
 
