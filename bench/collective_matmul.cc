@@ -130,7 +130,9 @@ void Register(const std::string& name, std::unique_ptr<Case> c) {
                               std::pair{Mode::kFused, "/fused"}, std::pair{Mode::kRing, "/ring"}}) {
     if (mode == Mode::kRing && !shared->has_ring) continue;
     benchmark::RegisterBenchmark((name + suffix).c_str(),
-                                 [shared, mode = mode](benchmark::State& s) { Run(s, *shared, mode); })
+                                 [shared, mode = mode](benchmark::State& s) {
+                                   Run(s, *shared, mode);
+                                 })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(0.5);

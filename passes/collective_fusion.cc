@@ -74,7 +74,9 @@ class Matcher {
            facts_.Size(op->all_gather().axes()) > 1 && !claimed_.count(op->results(0));
   }
 
-  void Rewrite(const ir::Op& op, std::vector<ir::Op> ops, std::initializer_list<const ir::Op*> claimed) {
+  // Replaces `op` by `ops`; `claimed` may not be rewritten again.
+  void Rewrite(const ir::Op& op, std::vector<ir::Op> ops,
+               std::initializer_list<const ir::Op*> claimed) {
     plan_.rewrite[op.results(0)] = std::move(ops);
     for (const ir::Op* c : claimed) claimed_.insert(c->results(0));
   }
