@@ -170,24 +170,6 @@ class Matcher {
     return true;
   }
 
-  // Whether `id` is axis_index(axes) * scale (or axis_index(axes) when scale is 1).
-  bool IsIndexTimes(int64_t id, const AxisNames& axes, int64_t scale) const {
-    const ir::Op* p = facts_.Producer(id);
-    auto is_index = [&](int64_t v) {
-      const ir::Op* q = facts_.Producer(v);
-      return q != nullptr && q->opcode() == "axis_index" && SameAxes(q->axis().axes(), axes);
-    };
-    auto is_scale = [&](int64_t v) {
-      const ir::Op* q = facts_.Producer(v);
-      return q != nullptr && q->has_constant() && q->constant().value_size() == 1 &&
-             q->constant().value(0) == static_cast<double>(scale);
-    };
-    if (scale == 1 && is_index(id)) return true;
-    return p != nullptr && p->opcode() == "mul" &&
-           ((is_index(p->operands(0)) && is_scale(p->operands(1))) ||
-            (is_index(p->operands(1)) && is_scale(p->operands(0))));
-  }
-
   // dynamic_slice(all_gather(w, A), axis_index(B) * shard) taking one whole shard, w invariant
   // across B, |A| = |B| -> the shard from the device at (A = my B index, B = my A index).
   void FoldGatherSlice(const ir::Op& gather) {
@@ -209,7 +191,7 @@ class Matcher {
       AxisNames b;
       b.Add(std::string(axis.name()));
       if (axis.name() == gather.all_gather().axes(0) || axis.size() != n ||
-          !IsIndexTimes(ds->operands(1 + g), b, shard.dims[g]) ||
+          !facts_.IsAxisIndexTimes(ds->operands(1 + g), b, shard.dims[g]) ||
           (facts_.Varying(w) & facts_.Mask(b)) != 0) {
         continue;
       }

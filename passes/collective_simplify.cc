@@ -37,27 +37,6 @@ class Matcher {
   }
 
  private:
-  // Whether `id` is a scalar constant equal to `value`.
-  bool IsScalar(int64_t id, double value) const {
-    const ir::Op* p = facts_.Producer(id);
-    return p != nullptr && p->has_constant() && facts_.Type(id).num_elements() == 1 &&
-           p->constant().value_size() == 1 && p->constant().value(0) == value;
-  }
-
-  bool IsAxisIndex(int64_t id, const AxisNames& axes) const {
-    const ir::Op* p = facts_.Producer(id);
-    return p != nullptr && p->opcode() == "axis_index" && SameAxes(p->axis().axes(), axes);
-  }
-
-  // Whether `id` is axis_index(axes) * block: where this device's block starts.
-  bool IsBlockStart(int64_t id, const AxisNames& axes, int64_t block) const {
-    if (block == 1 && IsAxisIndex(id, axes)) return true;
-    const ir::Op* p = facts_.Producer(id);
-    if (p == nullptr || p->opcode() != "mul") return false;
-    return (IsAxisIndex(p->operands(0), axes) && IsScalar(p->operands(1), block)) ||
-           (IsAxisIndex(p->operands(1), axes) && IsScalar(p->operands(0), block));
-  }
-
   // The dimension along which dynamic_slice `ds` takes this device's block of its operand
   // (split into blocks over `axes`), the other dimensions whole; -1 when it does not.
   int64_t OwnBlockDim(const ir::Op& ds, const AxisNames& axes) const {
@@ -69,7 +48,7 @@ class Matcher {
       const int64_t size = ds.dynamic_slice().slice_sizes(d);
       // Starts are clamped into range, so a whole dimension starts at 0 whatever the index.
       if (size == in.dims[d]) continue;
-      if (found >= 0 || size * n != in.dims[d] || !IsBlockStart(ds.operands(1 + d), axes, size)) {
+      if (found >= 0 || size * n != in.dims[d] || !facts_.IsAxisIndexTimes(ds.operands(1 + d), axes, size)) {
         return -1;
       }
       found = d;

@@ -81,6 +81,24 @@ int64_t Facts::Size(const AxisNames& axes) const {
   return n;
 }
 
+bool Facts::IsAxisIndexTimes(int64_t id, const AxisNames& axes, int64_t scale) const {
+  auto is_index = [&](int64_t v) {
+    const ir::Op* p = Producer(v);
+    return p != nullptr && p->opcode() == "axis_index" && SameAxes(p->axis().axes(), axes);
+  };
+  auto is_scale = [&](int64_t v) {
+    const ir::Op* p = Producer(v);
+    return p != nullptr && p->has_constant() && Type(v).num_elements() == 1 &&
+           p->constant().value_size() == 1 &&
+           p->constant().value(0) == static_cast<double>(scale);
+  };
+  if (scale == 1 && is_index(id)) return true;
+  const ir::Op* p = Producer(id);
+  return p != nullptr && p->opcode() == "mul" &&
+         ((is_index(p->operands(0)) && is_scale(p->operands(1))) ||
+          (is_index(p->operands(1)) && is_scale(p->operands(0))));
+}
+
 void Facts::Region(const ir::Region& region) {
   for (int64_t id : region.results()) escapes_.insert(id);
   for (const ir::Op& op : region.ops()) {

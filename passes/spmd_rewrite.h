@@ -62,6 +62,9 @@ class Facts {
     return it == users_.end() ? std::vector<const ir::Op*>{} : it->second;
   }
   const ir::Region* Owner(int64_t id) const { return owner_.at(id); }
+  // Whether `id` is axis_index(axes) * scale (or axis_index(axes) itself when scale is 1): where
+  // block axis_index(axes) of size `scale` starts.
+  bool IsAxisIndexTimes(int64_t id, const AxisNames& axes, int64_t scale) const;
   AxisMask Varying(int64_t id) const {
     auto it = varying_.find(id);
     return it == varying_.end() ? AllAxes() : it->second;
