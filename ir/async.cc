@@ -31,6 +31,11 @@ std::string_view AsyncBlockingOpcode(std::string_view opcode) {
   return base.empty() ? Strip(opcode, kDone) : base;
 }
 
+std::string_view CollectiveKind(std::string_view opcode) {
+  std::string_view blocking = AsyncBlockingOpcode(opcode);
+  return blocking.empty() ? opcode : blocking;
+}
+
 bool IsAsyncStart(std::string_view opcode) { return !Strip(opcode, kStart).empty(); }
 bool IsAsyncDone(std::string_view opcode) { return !Strip(opcode, kDone).empty(); }
 

@@ -18,6 +18,8 @@ const std::vector<std::string>& AsyncCollectives();
 
 // For "ppermute_start" or "ppermute_done": "ppermute"; empty for any other opcode.
 std::string_view AsyncBlockingOpcode(std::string_view opcode);
+// The collective `opcode` performs: its blocking twin for a start or done, else itself.
+std::string_view CollectiveKind(std::string_view opcode);
 bool IsAsyncStart(std::string_view opcode);
 bool IsAsyncDone(std::string_view opcode);
 // "ppermute" -> "ppermute_start" / "ppermute_done".

@@ -252,8 +252,7 @@ void CopyBox(const Tensor& src, const std::vector<int64_t>& src_offset, Tensor& 
 absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
                                          ir::Allocator* allocator) {
   // An asynchronous start computes what its blocking twin does.
-  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
-  const std::string name = blocking.empty() ? op.opcode() : std::string(blocking);
+  const std::string name(ir::CollectiveKind(op.opcode()));
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0)).Awaited();
   int64_t n = static_cast<int64_t>(group.inputs.size());
   if (name == "psum" || name == "pmean" || name == "pmax" || name == "pmin") {

@@ -29,6 +29,7 @@ void CollectivePlan::AddRegion(const ir::Region& region) {
 std::unique_ptr<ResolvedCollective> CollectivePlan::ResolveNow(const ir::Op& op) const {
   auto r = std::make_unique<ResolvedCollective>();
   r->op = &op;
+  r->kind = std::string(ir::CollectiveKind(op.opcode()));
   ir::Op bare = op;
   bare.clear_operands();
   bare.clear_results();

@@ -19,6 +19,8 @@ namespace shardjit::runtime {
 
 struct ResolvedCollective {
   const ir::Op* op = nullptr;
+  // What it computes: its blocking twin for an async start (ir::CollectiveKind).
+  std::string kind;
   // The op without operand/result ids, scope and location, serialized: equal on every member.
   std::string signature;
   // The group of each mesh position (an error where its groups do not cover it).

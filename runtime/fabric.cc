@@ -272,8 +272,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     return absl::CancelledError(
         fmt::format("device {}: run cancelled: {}", DeviceOf(position), status_.message()));
   }
-  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
-  const std::string_view kind = blocking.empty() ? std::string_view(op.opcode()) : blocking;
+  const std::string& kind = ticket.resolved->kind;
   // Everyone arrived: check every member's arrival against mine once more (a member that
   // arrived after me checked only the members of its own group).
   const Arrival& mine = slot.arrivals.at(position);
@@ -339,9 +338,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
 absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
                                                   const GroupOperands& inputs,
                                                   SharedReduction& shared) {
-  const ir::Op& op = *ticket.resolved->op;
-  const std::string_view blocking = ir::AsyncBlockingOpcode(op.opcode());
-  const std::string kind = blocking.empty() ? op.opcode() : std::string(blocking);
+  const std::string& kind = ticket.resolved->kind;
   const int64_t n = shared.out.num_elements();
   const int64_t members = static_cast<int64_t>(inputs.inputs.size());
   const int64_t begin = n * inputs.my_index / members;
