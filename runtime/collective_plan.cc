@@ -30,6 +30,9 @@ std::unique_ptr<ResolvedCollective> CollectivePlan::ResolveNow(const ir::Op& op)
   auto r = std::make_unique<ResolvedCollective>();
   r->op = &op;
   r->kind = std::string(ir::CollectiveKind(op.opcode()));
+  r->is_all_reduce =
+      r->kind == "psum" || r->kind == "pmean" || r->kind == "pmax" || r->kind == "pmin";
+  r->is_ppermute = r->kind == "ppermute";
   ir::Op bare = op;
   bare.clear_operands();
   bare.clear_results();

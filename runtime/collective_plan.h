@@ -21,6 +21,8 @@ struct ResolvedCollective {
   const ir::Op* op = nullptr;
   // What it computes: its blocking twin for an async start (ir::CollectiveKind).
   std::string kind;
+  bool is_all_reduce = false;  // psum, pmean, pmax, pmin
+  bool is_ppermute = false;
   // The op without operand/result ids, scope and location, serialized: equal on every member.
   std::string signature;
   // The group of each mesh position (an error where its groups do not cover it).

@@ -1,6 +1,6 @@
 #include "runtime/fabric.h"
 
-#include <thread>
+#include <algorithm>
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
@@ -45,39 +45,134 @@ class RunState::Pending final : public ir::AsyncValue {
   bool awaited_ = false;
 };
 
-RunState::RunState(const CollectivePlan& plan, absl::Duration timeout, CoreSemaphore* cores)
+RunState::RunState(const CollectivePlan& plan, SlotCache* cache)
     : plan_(plan),
-      timeout_(timeout),
-      cores_(cores),
-      holds_core_(ir::MeshSize(plan.mesh()), 0),
-      next_seq_(ir::MeshSize(plan.mesh()), 0) {}
-
-bool RunState::TakeCore(int64_t position) {
-  if (cores_ == nullptr || holds_core_[position]) return true;
-  holds_core_[position] = cores_->Acquire(&cancelled_);
-  return holds_core_[position];
+      size_(ir::MeshSize(plan.mesh())),
+      cache_(cache),
+      next_seq_(size_, 0),
+      waiting_(size_),
+      scratch_(size_) {
+  slots_.reserve(16);
+  if (cache_ != nullptr) {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    owned_ = std::move(cache_->slots);
+    cache_->slots.clear();
+  }
+  for (std::unique_ptr<Slot>& slot : owned_) {
+    slot->arrivals.resize(size_);
+    slot->readers_left.assign(size_, 0);
+    slot->shared.resize(size_);
+    free_.push_back(slot.get());
+  }
 }
 
-void RunState::GiveCore(int64_t position) {
-  if (cores_ == nullptr || !holds_core_[position]) return;
-  holds_core_[position] = 0;
-  cores_->Release();
+RunState::~RunState() {
+  if (cache_ == nullptr) return;
+  for (std::unique_ptr<Slot>& slot : owned_) {
+    for (Arrival& a : slot->arrivals) {
+      a.present = false;
+      a.operands.clear();
+    }
+    slot->present = 0;
+    slot->waiters.clear();
+    for (auto& s : slot->shared) s.reset();
+  }
+  std::lock_guard<std::mutex> lock(cache_->mu);
+  cache_->slots = std::move(owned_);
+}
+
+RunState::Slot* RunState::FindSlot(int64_t seq) {
+  auto it = slots_.find(seq);
+  return it == slots_.end() ? nullptr : it->second;
+}
+
+RunState::Slot& RunState::SlotFor(int64_t seq) {
+  if (Slot* slot = FindSlot(seq)) return *slot;
+  if (free_.empty()) {
+    owned_.push_back(std::make_unique<Slot>());
+    Slot& slot = *owned_.back();
+    slot.arrivals.resize(size_);
+    slot.readers_left.assign(size_, 0);
+    slot.shared.resize(size_);
+    free_.push_back(&slot);
+  }
+  Slot* slot = free_.back();
+  free_.pop_back();
+  slots_.emplace(seq, slot);
+  return *slot;
+}
+
+void RunState::ReleaseSlot(int64_t seq) {
+  auto it = slots_.find(seq);
+  free_.push_back(it->second);
+  slots_.erase(it);
 }
 
 void RunState::Cancel(const absl::Status& status) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (status_.ok()) status_ = status;
-    cancelled_ = true;
-  }
-  cv_.notify_all();
-  if (cores_ != nullptr) cores_->Interrupt();
+  std::lock_guard<SpinMutex> lock(mu_);
+  if (status_.ok()) status_ = status;
+  cancelled_ = true;
+  for (int64_t p = 0; p < size_; ++p) WakePosition(p);
 }
 
 absl::Status RunState::status() const {
   if (!cancelled_.load(std::memory_order_acquire)) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   return status_;
+}
+
+uint64_t RunState::arrivals() const {
+  std::lock_guard<SpinMutex> lock(mu_);
+  return arrivals_;
+}
+
+absl::Status RunState::CancelledError(int64_t position) const {
+  return absl::CancelledError(
+      fmt::format("device {}: run cancelled: {}", DeviceOf(position), status().message()));
+}
+
+void RunState::WakePosition(int64_t position) {
+  if (Scheduler::Task* task = waiting_[position].task) Scheduler::Wake(*task);
+}
+
+template <typename Done>
+void RunState::ParkUntil(std::unique_lock<SpinMutex>& lock, int64_t position,
+                         const Ticket* ticket, Done done) {
+  if (done() || cancelled_) return;
+  waiting_[position] = {Scheduler::Current(), ticket};
+  while (!done() && !cancelled_) Scheduler::Park(lock);
+  waiting_[position] = {};
+}
+
+bool RunState::GroupHere(const Slot& slot, const CollectiveGroup& group) {
+  for (int64_t member : group.members) {
+    if (!slot.arrivals[member].present) return false;
+  }
+  return true;
+}
+
+bool RunState::FailStalled(absl::Duration waited) {
+  std::unique_lock<SpinMutex> lock(mu_);
+  if (cancelled_) return false;
+  for (int64_t p = 0; p < size_; ++p) {
+    const Ticket* ticket = waiting_[p].ticket;
+    if (ticket == nullptr) continue;
+    const Slot* slot = FindSlot(ticket->seq);
+    if (slot == nullptr) continue;
+    std::vector<int64_t> missing;
+    for (int64_t member : ticket->group->members) {
+      if (!slot->arrivals[member].present) missing.push_back(DeviceOf(member));
+    }
+    if (missing.empty()) continue;
+    absl::Status error = absl::DeadlineExceededError(fmt::format(
+        "collective #{} ({}) on device {}: devices [{}] of its group did not arrive within {}",
+        ticket->seq, Describe(*ticket->resolved->op, slot->arrivals[p].types), DeviceOf(p),
+        absl::StrJoin(missing, ","), absl::FormatDuration(waited)));
+    lock.unlock();
+    Cancel(error);
+    return true;
+  }
+  return false;
 }
 
 int64_t RunState::DeviceOf(int64_t position) const {
@@ -164,24 +259,21 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
     return error;
   }
   Ticket ticket{0, position, &resolved, &*group, record ? backends::SpanClockNs() : 0};
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<SpinMutex> lock(mu_);
   ++arrivals_;
   ticket.seq = next_seq_[position]++;
-  Slot& slot = slots_[ticket.seq];
+  Slot& slot = SlotFor(ticket.seq);
   Arrival& mine = slot.arrivals[position];
+  mine.present = true;
+  ++slot.present;
   mine.resolved = &resolved;
-  mine.operands = operands;
-  for (const ir::Tensor& t : operands) mine.types.push_back(t.type());
+  mine.operands.assign(operands.begin(), operands.end());
+  mine.types.resize(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) mine.types[i] = operands[i].type();
   // Anyone of my group already here must agree with me.
-  bool all_here = true;
   for (int64_t member : group->members) {
-    auto it = slot.arrivals.find(member);
-    if (it == slot.arrivals.end()) {
-      all_here = false;
-      continue;
-    }
-    if (!Agree(mine, it->second, member, *group)) {
-      const Arrival& theirs = it->second;
+    const Arrival& theirs = slot.arrivals[member];
+    if (member != position && theirs.present && !Agree(mine, theirs, member, *group)) {
       absl::Status error =
           absl::FailedPreconditionError(Mismatch(ticket.seq, position, mine, member, theirs));
       lock.unlock();
@@ -189,8 +281,10 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
       return error;
     }
   }
-  lock.unlock();
-  if (all_here) cv_.notify_all();
+  // Wake the devices parked on this slot whose groups are now complete.
+  for (int64_t waiter : slot.waiters) {
+    if (GroupHere(slot, *waiting_[waiter].ticket->group)) WakePosition(waiter);
+  }
   return ticket;
 }
 
@@ -200,69 +294,17 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   const CollectiveGroup& group = *ticket.group;
   const ir::Op& op = *ticket.resolved->op;
   const int64_t position = ticket.position;
-  // Takes the core back after a wait, once mu_ is released (declared first: destroyed last).
-  struct Reacquire {
-    RunState* run = nullptr;
-    int64_t position = 0;
-    bool Now() {
-      RunState* r = std::exchange(run, nullptr);
-      return r == nullptr || r->TakeCore(position);
-    }
-    ~Reacquire() { Now(); }
-  } reacquire;
-  std::unique_lock<std::mutex> lock(mu_);
-  auto slot_it = slots_.find(ticket.seq);  // holds my arrival until I have read the group's
-  if (slot_it == slots_.end() || !slot_it->second.arrivals.count(position)) {
+  std::unique_lock<SpinMutex> lock(mu_);
+  Slot* found = FindSlot(ticket.seq);  // holds my arrival until I have read the group's
+  if (found == nullptr || !found->arrivals[position].present) {
     return absl::InternalError(fmt::format("collective #{} on device {}: arrival lost",
                                            ticket.seq, DeviceOf(position)));
   }
-  Slot& slot = slot_it->second;
-  auto all_here = [&] {
-    for (int64_t member : group.members) {
-      if (!slot.arrivals.count(member)) return false;
-    }
-    return true;
-  };
-  if (!all_here()) {
-    GiveCore(position);
-    reacquire = {this, position};
-    // Short yielding spin first (cheap when a peer is about to arrive on another core), then
-    // block. Not when devices outnumber the cores: yielding spinners would take turns with the
-    // devices that compute.
-    const int spins = cores_ == nullptr || ir::MeshSize(mesh()) <= cores_->cores() ? 64 : 0;
-    for (int spin = 0; spin < spins && !all_here() && !cancelled_; ++spin) {
-      lock.unlock();
-      std::this_thread::yield();
-      lock.lock();
-    }
-    auto ready = [&] { return cancelled_.load() || all_here(); };
-    bool done = true;
-    if (timeout_ == absl::InfiniteDuration()) {
-      cv_.wait(lock, ready);
-    } else {
-      // A window of `timeout_` (capped so that now() + timeout cannot overflow) in which the run
-      // made progress is not a failure: with devices taking turns on the cores, peers may still
-      // be waiting for theirs.
-      const auto window = absl::ToChronoNanoseconds(std::min(timeout_, absl::Hours(24 * 365)));
-      auto progress = [&] { return arrivals_ + (cores_ != nullptr ? cores_->grants() : 0); };
-      for (uint64_t seen = progress(); !(done = cv_.wait_for(lock, window, ready));) {
-        if (progress() == seen) break;
-        seen = progress();
-      }
-    }
-    if (!cancelled_ && !done) {
-      std::vector<int64_t> missing;
-      for (int64_t member : group.members) {
-        if (!slot.arrivals.count(member)) missing.push_back(DeviceOf(member));
-      }
-      absl::Status error = absl::DeadlineExceededError(fmt::format(
-          "collective #{} ({}) on device {}: devices [{}] of its group did not arrive within {}",
-          ticket.seq, Describe(op, slot.arrivals.at(position).types), DeviceOf(position),
-          absl::StrJoin(missing, ","), absl::FormatDuration(timeout_)));
-      lock.unlock();
-      Cancel(error);
-      return error;
-    }
+  Slot& slot = *found;
+  if (!GroupHere(slot, group) && !cancelled_) {
+    slot.waiters.push_back(position);
+    ParkUntil(lock, position, &ticket, [&] { return GroupHere(slot, group); });
+    slot.waiters.erase(std::find(slot.waiters.begin(), slot.waiters.end(), position));
   }
   if (recorder != nullptr) {
     recorder->Record(
@@ -272,16 +314,15 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     return absl::CancelledError(
         fmt::format("device {}: run cancelled: {}", DeviceOf(position), status_.message()));
   }
-  const std::string& kind = ticket.resolved->kind;
   // Everyone arrived: check every member's arrival against mine once more (a member that
   // arrived after me checked only the members of its own group).
-  const Arrival& mine = slot.arrivals.at(position);
-  GroupOperands inputs;
+  const Arrival& mine = slot.arrivals[position];
+  GroupOperands& inputs = scratch_[position];
   inputs.my_index = group.my_index;
-  inputs.axis_indices = group.axis_indices;
-  inputs.inputs.reserve(group.members.size());
+  inputs.axis_indices.assign(group.axis_indices.begin(), group.axis_indices.end());
+  inputs.inputs.clear();
   for (int64_t member : group.members) {
-    const Arrival& theirs = slot.arrivals.at(member);
+    const Arrival& theirs = slot.arrivals[member];
     if (!Agree(mine, theirs, member, group)) {
       absl::Status error = absl::FailedPreconditionError(
           Mismatch(ticket.seq, position, mine, member, theirs));
@@ -293,13 +334,13 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   }
   // A ppermute operand has one reader, its target: handed over, so that the target may update
   // it in place once the sender has moved on (a reduce-scatter ring adds into it).
-  if (kind == "ppermute") {
+  if (ticket.resolved->is_ppermute) {
     const int64_t me = group.axis_indices[group.my_index];
     for (const ir::PermutePair& pair : op.ppermute().perm()) {
       if (pair.target() != me) continue;
       for (size_t j = 0; j < group.members.size(); ++j) {
         if (group.axis_indices[j] == pair.source()) {
-          slot.arrivals.at(group.members[j]).operands[0] = ir::Tensor();
+          slot.arrivals[group.members[j]].operands[0] = ir::Tensor();
         }
       }
     }
@@ -307,26 +348,26 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   // An all-reduce gives every member the same result: past kSharedReductionBytes, the group
   // computes it once, each member a share, instead of each member all of it.
   std::shared_ptr<SharedReduction> shared;
-  const ir::ShapedType out_type = ir::FromProto(op.result_types(0)).Awaited();
-  if ((kind == "psum" || kind == "pmean" || kind == "pmax" || kind == "pmin") &&
-      group.members.size() > 1 && out_type.byte_size() >= kSharedReductionBytes) {
-    std::shared_ptr<SharedReduction>& entry = slot.shared[group.members.front()];
-    if (entry == nullptr) {
-      entry = std::make_shared<SharedReduction>();
-      entry->out = ir::Tensor::Empty(out_type, allocator);
+  if (ticket.resolved->is_all_reduce && group.members.size() > 1) {
+    const ir::TensorType& out_proto = op.result_types(0);
+    int64_t bytes = ir::DTypeSize(ir::FromProto(out_proto.dtype()));
+    for (int64_t d : out_proto.dims()) bytes *= d;
+    if (bytes >= kSharedReductionBytes) {
+      std::shared_ptr<SharedReduction>& entry = slot.shared[group.members.front()];
+      if (entry == nullptr) {
+        entry = std::make_shared<SharedReduction>();
+        entry->out = ir::Tensor::Empty(ir::FromProto(out_proto).Awaited(), allocator);
+      }
+      shared = entry;
     }
-    shared = entry;
   }
   FinishReading(ticket);
   lock.unlock();
-  if (!reacquire.Now()) {
-    return absl::CancelledError(
-        fmt::format("device {}: run cancelled: {}", DeviceOf(position), status().message()));
-  }
   const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
   absl::StatusOr<ir::Tensor> result = shared != nullptr
                                           ? ReduceShared(ticket, inputs, *shared)
                                           : ComputeCollective(op, inputs, allocator);
+  inputs.inputs.clear();  // the peers' operands are not kept alive by the scratch
   if (recorder != nullptr) {
     const std::string name = op.opcode() + " data";
     recorder->Record(
@@ -348,41 +389,40 @@ absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
     Cancel(s);  // the others would wait for this share
     return s;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<SpinMutex> lock(mu_);
   if (++shared.finished == members) {
-    lock.unlock();
-    cv_.notify_all();
+    for (int64_t member : ticket.group->members) WakePosition(member);
     return shared.out;
   }
-  GiveCore(ticket.position);
-  cv_.wait(lock, [&] { return cancelled_.load() || shared.finished == members; });
-  const bool cancelled = shared.finished != members;
-  lock.unlock();
-  if (!TakeCore(ticket.position) || cancelled) {
-    return absl::CancelledError(fmt::format("device {}: run cancelled: {}",
-                                            DeviceOf(ticket.position), status().message()));
+  ParkUntil(lock, ticket.position, nullptr, [&] { return shared.finished == members; });
+  if (shared.finished != members) {
+    lock.unlock();
+    return CancelledError(ticket.position);
   }
   return shared.out;
 }
 
 void RunState::FinishReading(const Ticket& ticket) {
-  auto slot_it = slots_.find(ticket.seq);
-  if (slot_it == slots_.end()) return;
-  Slot& slot = slot_it->second;
+  Slot* slot = FindSlot(ticket.seq);
+  if (slot == nullptr) return;
   const std::vector<int64_t>& members = ticket.group->members;
   // The last reader of the group drops the arrivals so operands are not kept alive.
-  auto [it, inserted] =
-      slot.readers_left.emplace(members.front(), static_cast<int>(members.size()));
-  if (--it->second == 0) {
-    for (int64_t member : members) slot.arrivals.erase(member);
-    slot.readers_left.erase(it);
-    slot.shared.erase(members.front());  // its members hold it
-    if (slot.arrivals.empty()) slots_.erase(slot_it);
+  int& left = slot->readers_left[members.front()];
+  if (left == 0) left = static_cast<int>(members.size());
+  if (--left > 0) return;
+  for (int64_t member : members) {
+    Arrival& arrival = slot->arrivals[member];
+    if (!arrival.present) continue;
+    arrival.present = false;
+    arrival.operands.clear();
+    --slot->present;
   }
+  slot->shared[members.front()].reset();  // its members hold it
+  if (slot->present == 0 && slot->waiters.empty()) ReleaseSlot(ticket.seq);
 }
 
 void RunState::Abandon(const Ticket& ticket) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinMutex> lock(mu_);
   FinishReading(ticket);
 }
 

@@ -8,20 +8,21 @@
 // of the group has read them. Devices that disagree on the op, its operand types or the group fail
 // the run with an error naming them; a member that never arrives fails the run once the run has
 // made no progress (no arrival, no device taking a core) for the timeout. Any failure cancels the
-// run, waking every waiting device. A device that has to wait gives its core back
-// (CoreSemaphore) for as long as it waits.
+// run, waking every waiting device. Devices run as tasks of a Scheduler (runtime/scheduler.h): a
+// device that has to wait parks, handing its thread to another device, and the arrival that
+// completes its group wakes it. The per-collective path allocates nothing once warm (slots and
+// scratch buffers are recycled) and formats no strings unless it fails or records spans.
 #ifndef SHARDJIT_RUNTIME_FABRIC_H_
 #define SHARDJIT_RUNTIME_FABRIC_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -30,17 +31,23 @@
 #include "ir/tensor.h"
 #include "runtime/collective_ops.h"
 #include "runtime/collective_plan.h"
-#include "runtime/core_semaphore.h"
+#include "runtime/scheduler.h"
+#include "runtime/spin_mutex.h"
 #include "runtime/transport.h"
 
 namespace shardjit::runtime {
 
 // Shared state of one SPMD run over a mesh, devices in this process: the in-process Transport.
+// Every device of the run must run as a Scheduler task.
 class RunState final : public Transport {
  public:
-  // Devices of the run hold a core of `cores` (if not null) while they compute. Collectives are
-  // resolved through `plan` (its mesh is the run's), which must outlive the run.
-  RunState(const CollectivePlan& plan, absl::Duration timeout, CoreSemaphore* cores = nullptr);
+  // Slots of finished runs, kept by the runtime so that a run reuses the last one's buffers.
+  struct SlotCache;
+
+  // Collectives are resolved through `plan` (its mesh is the run's), which must outlive the run;
+  // `cache` (optional) lends recycled slots.
+  explicit RunState(const CollectivePlan& plan, SlotCache* cache = nullptr);
+  ~RunState() override;
 
   const ir::Mesh& mesh() const { return plan_.mesh(); }
 
@@ -52,16 +59,17 @@ class RunState final : public Transport {
       int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
       ir::Allocator* allocator, backends::SpanRecorder* recorder = nullptr) override;
 
-  // The core of `position`: taken before its program runs and again after each wait at a
-  // collective, given back during the wait and when the program ends. TakeCore returns false
-  // (holding nothing) once the run is cancelled; both are no-ops without a CoreSemaphore.
-  bool TakeCore(int64_t position) override;
-  void GiveCore(int64_t position) override;
-
   // Fails the run with `status` (the first failure wins) and wakes every waiting device.
   void Cancel(const absl::Status& status) override;
   // OK while the run goes on; the failure otherwise.
   absl::Status status() const override;
+
+  // Arrivals at collectives so far: grows while the run makes progress.
+  uint64_t arrivals() const;
+  // Called when the run made no progress for `waited`: fails it (DeadlineExceeded) naming a
+  // device waiting at a collective and the members of its group that never arrived. Returns
+  // false, failing nothing, when no device waits for a missing peer.
+  bool FailStalled(absl::Duration waited);
 
  private:
   // One position's arrival at a collective.
@@ -75,6 +83,7 @@ class RunState final : public Transport {
   class Pending;  // the AsyncValue of a future: a ticket not yet awaited
 
   struct Arrival {
+    bool present = false;
     const ResolvedCollective* resolved = nullptr;  // lives as long as the run
     std::vector<ir::Tensor> operands;  // a ppermute's is handed to its target when it reads it
     std::vector<ir::ShapedType> types;  // of the operands, for agreement checks and errors
@@ -85,11 +94,19 @@ class RunState final : public Transport {
     ir::Tensor out;
     int64_t finished = 0;  // members whose share is written; under mu_
   };
-  // All arrivals for the k-th collective of the run, by mesh position.
+  // All arrivals for the k-th collective of the run. Vectors are indexed by mesh position (a
+  // group's entries by its first member) and keep their capacity when the slot is recycled.
   struct Slot {
-    std::map<int64_t, Arrival> arrivals;
-    std::map<int64_t, int> readers_left;  // per group (keyed by first member)
-    std::map<int64_t, std::shared_ptr<SharedReduction>> shared;  // likewise
+    std::vector<Arrival> arrivals;
+    int64_t present = 0;
+    std::vector<int> readers_left;  // per group; 0: no reader counted yet
+    std::vector<std::shared_ptr<SharedReduction>> shared;
+    std::vector<int64_t> waiters;  // positions parked in Await on this slot
+  };
+  // What a parked position waits for.
+  struct Waiting {
+    Scheduler::Task* task = nullptr;
+    const Ticket* ticket = nullptr;  // in Await: the group's arrivals; else null
   };
 
   // Posts `operands` for `position`'s next collective and checks the peers already there.
@@ -103,9 +120,21 @@ class RunState final : public Transport {
   void Abandon(const Ticket& ticket);
   // Counts one reader of the ticket's group out of its slot; under mu_.
   void FinishReading(const Ticket& ticket);
-  // Writes this member's share of `shared` and waits for the others' (giving the core away).
+  // Writes this member's share of `shared` and waits for the others'.
   absl::StatusOr<ir::Tensor> ReduceShared(const Ticket& ticket, const GroupOperands& inputs,
                                           SharedReduction& shared);
+  // Parks `position` (under mu_, held again on return) until `done()` or the run is cancelled.
+  template <typename Done>
+  void ParkUntil(std::unique_lock<SpinMutex>& lock, int64_t position, const Ticket* ticket,
+                 Done done);
+  // Wakes `position` if it is parked; under mu_.
+  void WakePosition(int64_t position);
+  // Whether every member of the ticket's group has arrived in `slot`.
+  static bool GroupHere(const Slot& slot, const CollectiveGroup& group);
+  Slot* FindSlot(int64_t seq);
+  Slot& SlotFor(int64_t seq);
+  void ReleaseSlot(int64_t seq);
+  absl::Status CancelledError(int64_t position) const;
   int64_t DeviceOf(int64_t position) const;
   // Whether `theirs` (of `member`) is the same collective as `mine` with `group`.
   bool Agree(const Arrival& mine, const Arrival& theirs, int64_t member,
@@ -114,16 +143,23 @@ class RunState final : public Transport {
                        const Arrival& theirs) const;
 
   const CollectivePlan& plan_;
-  const absl::Duration timeout_;
-  CoreSemaphore* const cores_;
-  std::vector<char> holds_core_;  // per position; touched only by that position's thread
-  uint64_t arrivals_ = 0;         // under mu_: progress of the run, with cores_->grants()
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  const int64_t size_;  // mesh positions
+  SlotCache* const cache_;
+  mutable SpinMutex mu_;
+  uint64_t arrivals_ = 0;  // under mu_
   std::atomic<bool> cancelled_{false};
   absl::Status status_;
   std::vector<int64_t> next_seq_;  // per mesh position
-  std::map<int64_t, Slot> slots_;
+  std::vector<Waiting> waiting_;   // per mesh position; under mu_
+  std::vector<GroupOperands> scratch_;  // per mesh position: its group's operands in Await
+  absl::flat_hash_map<int64_t, Slot*> slots_;  // live slots by sequence number
+  std::vector<std::unique_ptr<Slot>> owned_;   // every slot this run made or borrowed
+  std::vector<Slot*> free_;                    // of owned_, not live
+};
+
+struct RunState::SlotCache {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Slot>> slots;
 };
 
 }  // namespace shardjit::runtime

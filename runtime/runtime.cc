@@ -1,10 +1,10 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <optional>
 #include <set>
 #include <thread>
@@ -25,49 +25,16 @@ uint64_t NextRuntimeId() {
   return next.fetch_add(1);
 }
 
+// $SHARDJIT_NUM_THREADS if it is a positive number, else the cores this process may run on.
+int DefaultThreads() {
+  if (const char* env = std::getenv("SHARDJIT_NUM_THREADS"); env != nullptr) {
+    const int threads = std::atoi(env);
+    if (threads > 0) return threads;
+  }
+  return backends::AvailableCores();
+}
+
 }  // namespace
-
-// A thread that runs one device's tasks in order.
-class Runtime::Worker {
- public:
-  Worker() : thread_([this] { Loop(); }) {}
-  ~Worker() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  void Post(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      tasks_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void Loop() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
-      task();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // The context of one device in an SPMD run.
 class Runtime::SpmdContext final : public backends::DeviceContext {
@@ -187,15 +154,126 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
   ShardMapCache& cache_;
 };
 
+namespace {
+
+// What the devices of one run share: the transport and where their results go.
+struct RunBook {
+  RunState& run;
+  Scheduler& scheduler;
+  std::vector<absl::StatusOr<std::vector<ir::Tensor>>> results;
+  std::atomic<int64_t> remaining{0};  // devices not finished
+};
+
+}  // namespace
+
+// One device's part of a run: its program, run as the device's scheduler task.
+struct Runtime::DeviceRun {
+  RunBook* book = nullptr;
+  int64_t position = 0;
+  Device* device = nullptr;
+  const backends::Executable* program = nullptr;
+  std::vector<ir::Tensor>* args = nullptr;
+  backends::Parallelism parallelism;
+  backends::SpanRecorder* recorder = nullptr;
+
+  static void Body(void* arg) { static_cast<DeviceRun*>(arg)->Run(); }
+  // Runs on the device's thread once its task is off its stack: the run may end now.
+  static void Exited(void* arg) {
+    RunBook& book = *static_cast<DeviceRun*>(arg)->book;
+    Scheduler& scheduler = book.scheduler;  // `book` may be gone once remaining is 0
+    if (book.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) scheduler.Interrupt(0);
+  }
+
+  void Run() {
+    RunState& run = book->run;
+    backends::CurrentParallelism() = parallelism;
+    SpmdContext ctx(run, position, *device, recorder);
+    // A device whose run failed before it started does not start.
+    absl::Status status = run.status();
+    absl::StatusOr<std::vector<ir::Tensor>> r =
+        status.ok() ? program->Run(*args, ctx) : absl::StatusOr<std::vector<ir::Tensor>>(status);
+    for (size_t i = 0; r.ok() && i < r->size(); ++i) {
+      if ((*r)[i].future() != nullptr) {  // it would outlive the run it belongs to
+        r = absl::InvalidArgumentError(fmt::format(
+            "result {} is a future ({}); await it first", i, (*r)[i].type().ToString()));
+      }
+    }
+    if (!r.ok()) {
+      run.Cancel(absl::Status(r.status().code(),
+                              fmt::format("device {}: {}", device->id(), r.status().message())));
+    }
+    args->clear();
+    book->results[position] = std::move(r);
+  }
+};
+
+// Fails the run in flight once it has made no progress (an arrival at a collective, a device
+// resumed or finished) for the collective timeout, naming a device that waits for peers that
+// never came. Samples four times per timeout, so a stall is caught within 1.25 timeouts; a thread
+// of its own, so that a device computing without end on the caller's thread cannot hide it.
+class Runtime::Watchdog {
+ public:
+  Watchdog(absl::Duration timeout, const Scheduler& scheduler)
+      : timeout_(timeout), scheduler_(scheduler), thread_([this] { Loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  // Watches `run` (null: none) from now on.
+  void Watch(RunState* run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_ = run;
+    stalled_samples_ = -1;
+  }
+
+ private:
+  static constexpr int kSamplesPerTimeout = 4;
+  void Loop() {
+    const auto period = absl::ToChronoNanoseconds(timeout_ / kSamplesPerTimeout);
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      cv_.wait_for(lock, period);
+      if (stop_ || run_ == nullptr) continue;
+      const uint64_t progress = run_->arrivals() + scheduler_.progress();
+      if (stalled_samples_ < 0 || progress != seen_) {
+        stalled_samples_ = 0;
+        seen_ = progress;
+      } else if (++stalled_samples_ >= kSamplesPerTimeout) {
+        run_->FailStalled(timeout_);
+        stalled_samples_ = 0;
+      }
+    }
+  }
+
+  const absl::Duration timeout_;
+  const Scheduler& scheduler_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  RunState* run_ = nullptr;
+  uint64_t seen_ = 0;
+  int stalled_samples_ = -1;  // samples in a row without progress; -1: none taken yet
+  std::thread thread_;        // last: starts once the rest is set
+};
+
 Runtime::Runtime(RuntimeOptions options) : options_(options), id_(NextRuntimeId()) {
   int n = std::max(1, options_.num_devices);
   for (int i = 0; i < n; ++i) {
     devices_.push_back(std::make_unique<Device>(i));
-    workers_.push_back(std::make_unique<Worker>());
+    tasks_.push_back(std::make_unique<Scheduler::Task>());
   }
-  num_threads_ = options_.num_threads > 0 ? options_.num_threads : backends::AvailableCores();
+  num_threads_ = options_.num_threads > 0 ? options_.num_threads : DefaultThreads();
   pool_ = std::make_unique<backends::ThreadPool>(num_threads_ - 1);
-  cores_ = std::make_unique<CoreSemaphore>(num_threads_);
+  scheduler_ = std::make_unique<Scheduler>(num_threads_);
+  if (options_.collective_timeout != absl::InfiniteDuration()) {
+    watchdog_ = std::make_unique<Watchdog>(
+        std::clamp(options_.collective_timeout, absl::Milliseconds(1), absl::Hours(24 * 365)),
+        *scheduler_);
+  }
   if (const char* path = std::getenv("SHARDJIT_PROFILE"); path != nullptr && *path != '\0') {
     profile_path_ = path;
   }
@@ -203,7 +281,7 @@ Runtime::Runtime(RuntimeOptions options) : options_(options), id_(NextRuntimeId(
 }
 
 Runtime::~Runtime() {
-  workers_.clear();  // finish queued work before the trace is written
+  scheduler_.reset();  // no run is in flight: every task has finished
   if (profiler_ != nullptr && !profile_path_.empty()) {
     if (absl::Status s = profiler_->WriteChromeTrace(profile_path_); !s.ok()) {
       std::fprintf(stderr, "shardjit: %s\n", std::string(s.message()).c_str());
@@ -235,49 +313,31 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     plan = &own_plan.emplace(mesh, functions);
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  RunState run(*plan, options_.collective_timeout, cores_.get());
-  std::vector<absl::StatusOr<std::vector<ir::Tensor>>> results(
-      n, absl::UnknownError("not run"));
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  int64_t remaining = n;
+  RunState run(*plan, &slot_cache_);
+  RunBook book{run, *scheduler_,
+               std::vector<absl::StatusOr<std::vector<ir::Tensor>>>(
+                   n, absl::UnknownError("not run"))};
+  book.remaining = n;
   const backends::Parallelism per_device{pool_.get(),
                                          static_cast<int>(std::max<int64_t>(1, num_threads_ / n))};
+  std::vector<DeviceRun> devices(n);
   for (int64_t p = 0; p < n; ++p) {
-    int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
-    workers_[id]->Post([&, p, id] {
-      backends::ScopedParallelism parallelism(per_device);
-      SpmdContext ctx(run, p, *devices_[id],
-                      profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr);
-      // A device that gets no core (the run failed while it queued) does not start.
-      absl::StatusOr<std::vector<ir::Tensor>> r =
-          run.TakeCore(p) ? programs[p]->Run(args[p], ctx) : run.status();
-      for (size_t i = 0; r.ok() && i < r->size(); ++i) {
-        if ((*r)[i].future() != nullptr) {  // it would outlive the run it belongs to
-          r = absl::InvalidArgumentError(fmt::format(
-              "result {} is a future ({}); await it first", i, (*r)[i].type().ToString()));
-        }
-      }
-      if (!r.ok()) {
-        run.Cancel(absl::Status(r.status().code(),
-                                fmt::format("device {}: {}", id, r.status().message())));
-      }
-      args[p].clear();
-      run.GiveCore(p);
-      // Notify under the lock: once the caller sees remaining == 0 it destroys done_cv.
-      std::lock_guard<std::mutex> lock(done_mu);
-      results[p] = std::move(r);
-      --remaining;
-      done_cv.notify_one();
-    });
+    const int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
+    devices[p] = DeviceRun{&book,         p,        devices_[id].get(), programs[p], &args[p],
+                           per_device,    profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr};
   }
-  {
-    std::unique_lock<std::mutex> lock(done_mu);
-    done_cv.wait(lock, [&] { return remaining == 0; });
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
+    scheduler_->Start(*tasks_[id], static_cast<int>(p % num_threads_), &DeviceRun::Body,
+                      &DeviceRun::Exited, &devices[p]);
   }
+  // This thread runs thread 0's devices until every device has finished.
+  if (watchdog_ != nullptr) watchdog_->Watch(&run);
+  scheduler_->Drive([&] { return book.remaining.load(std::memory_order_acquire) == 0; });
+  if (watchdog_ != nullptr) watchdog_->Watch(nullptr);
   if (absl::Status s = run.status(); !s.ok()) return s;
   std::vector<std::vector<ir::Tensor>> out;
-  for (auto& r : results) out.push_back(std::move(*r));
+  for (auto& r : book.results) out.push_back(std::move(*r));
   return out;
 }
 

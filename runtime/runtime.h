@@ -1,6 +1,7 @@
-// The runtime: N virtual devices (independent of the number of cores), one worker thread each,
-// and the entry points that run compiled programs on them: one program per mesh position run
-// concurrently (SPMD or MPMD), or a global-view program whose shard_map ops fan out to devices.
+// The runtime: N virtual devices (independent of the number of cores), run as tasks on one thread
+// per core (runtime/scheduler.h), and the entry points that run compiled programs on them: one
+// program per mesh position run concurrently (SPMD or MPMD), or a global-view program whose
+// shard_map ops fan out to devices.
 #ifndef SHARDJIT_RUNTIME_RUNTIME_H_
 #define SHARDJIT_RUNTIME_RUNTIME_H_
 
@@ -17,9 +18,10 @@
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 #include "runtime/collective_plan.h"
-#include "runtime/core_semaphore.h"
 #include "runtime/device.h"
+#include "runtime/fabric.h"
 #include "runtime/profiler.h"
+#include "runtime/scheduler.h"
 
 namespace shardjit::runtime {
 
@@ -27,14 +29,13 @@ struct RuntimeOptions {
   // Number of virtual devices (like jax_num_cpu_devices); 1 to 64 run on any core count.
   int num_devices = 1;
   // How long a device waits at a collective for the rest of its group, with the run making no
-  // progress meanwhile (no arrival at a collective, no device taking a core), before the run
-  // fails.
+  // progress meanwhile (no arrival at a collective, no device resumed), before the run fails.
   absl::Duration collective_timeout = absl::Seconds(60);
-  // Threads kernels may use in all (0: the cores this process may run on). The devices of a run
-  // share them: each gets max(1, num_threads / devices in the run), its own worker included, so
-  // a GEMM on a device that has cores to spare splits over the runtime's helper threads. Devices
-  // that outnumber them take turns: at most num_threads compute at once, and a device waiting at
-  // a collective gives its turn away (runtime/core_semaphore.h).
+  // Threads the devices run on and kernels may use, in all (0: $SHARDJIT_NUM_THREADS if set, else
+  // the cores this process may run on). Mesh position p of a run runs on thread p % num_threads;
+  // devices sharing a thread take turns, switching at collectives. Each device's kernels may use
+  // max(1, num_threads / devices in the run) threads, its own included, so a GEMM on a device
+  // that has cores to spare splits over the runtime's helper threads.
   int num_threads = 0;
   // Records per-device spans (runtime/profiler.h). Also on when $SHARDJIT_PROFILE names a file,
   // which then receives the Chrome trace when the runtime is destroyed.
@@ -79,17 +80,20 @@ class Runtime {
                                                     ShardMapCache& cache);
 
  private:
-  class Worker;
   class SpmdContext;
+  class Watchdog;
+  struct DeviceRun;
   class GlobalContext;
 
   RuntimeOptions options_;
   uint64_t id_;
   std::vector<std::unique_ptr<Device>> devices_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<Scheduler::Task>> tasks_;  // per device
   int num_threads_;                            // resolved options_.num_threads
   std::unique_ptr<backends::ThreadPool> pool_;  // num_threads_ - 1 helpers
-  std::unique_ptr<CoreSemaphore> cores_;        // num_threads_ cores shared by devices
+  std::unique_ptr<Scheduler> scheduler_;        // num_threads_ threads the devices run on
+  RunState::SlotCache slot_cache_;              // collective slots, reused run after run
+  std::unique_ptr<Watchdog> watchdog_;          // fails stalled runs; null without a timeout
   std::unique_ptr<Profiler> profiler_;
   std::string profile_path_;  // from $SHARDJIT_PROFILE
   // One SPMD run at a time: two runs sharing devices in different orders could deadlock.

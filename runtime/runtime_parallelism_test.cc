@@ -12,7 +12,6 @@
 #include "backends/executable.h"
 #include "backends/thread_pool.h"
 #include "gtest/gtest.h"
-#include "runtime/core_semaphore.h"
 #include "runtime/runtime.h"
 
 namespace shardjit::runtime {
@@ -145,54 +144,6 @@ TEST(RuntimeParallelism, DevicesBeyondTheThreadsTakeTurns) {
     EXPECT_GE(probe.max_inside(), 1);
     EXPECT_LE(probe.max_inside(), threads) << threads << " threads";
   }
-}
-
-TEST(CoreSemaphoreTest, BoundsConcurrencyAndServesEveryone) {
-  CoreSemaphore cores(2);
-  std::atomic<int> inside{0}, max_inside{0}, done{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&] {
-      for (int round = 0; round < 50; ++round) {
-        ASSERT_TRUE(cores.Acquire());
-        const int now = inside.fetch_add(1) + 1;
-        for (int seen = max_inside.load();
-             now > seen && !max_inside.compare_exchange_weak(seen, now);) {
-        }
-        std::this_thread::yield();
-        inside.fetch_sub(1);
-        cores.Release();
-      }
-      done.fetch_add(1);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_EQ(done.load(), 8);
-  EXPECT_LE(max_inside.load(), 2);
-}
-
-TEST(CoreSemaphoreTest, CancelledWaitersGiveUpWithoutACore) {
-  CoreSemaphore cores(1);
-  ASSERT_TRUE(cores.Acquire());
-  std::atomic<bool> cancelled{false};
-  std::atomic<int> outcome{-1};
-  std::thread waiter([&] { outcome = cores.Acquire(&cancelled) ? 1 : 0; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(outcome.load(), -1);  // still queued behind the holder
-  cancelled = true;
-  cores.Interrupt();
-  waiter.join();
-  EXPECT_EQ(outcome.load(), 0);
-  // The one core is still the holder's: after its release exactly one more caller gets it.
-  cores.Release();
-  EXPECT_TRUE(cores.Acquire());
-  std::atomic<bool> never{false};
-  std::thread second([&] { outcome = cores.Acquire(&never) ? 1 : 0; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(outcome.load(), 0);  // waits: the core is taken
-  cores.Release();
-  second.join();
-  EXPECT_EQ(outcome.load(), 1);
 }
 
 // Each device computes for a while, holding its core, then meets the others in a psum.

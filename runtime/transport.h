@@ -1,6 +1,8 @@
 // How the devices of one run exchange data: the interface a device's program reaches collectives
 // through. The in-process fabric (runtime/fabric.h, devices in this process reading each other's
 // buffers) implements it; a transport between processes is a second implementation under it.
+// Devices run as runtime/scheduler.h tasks: a transport waits by parking the calling task
+// (Scheduler::Park), never by blocking its thread.
 #ifndef SHARDJIT_RUNTIME_TRANSPORT_H_
 #define SHARDJIT_RUNTIME_TRANSPORT_H_
 
@@ -25,11 +27,6 @@ class Transport {
   virtual absl::StatusOr<std::vector<ir::Tensor>> Collective(
       int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
       ir::Allocator* allocator, backends::SpanRecorder* recorder) = 0;
-
-  // The core `position` computes on: taken before its program runs, given back while it waits
-  // and when it ends. TakeCore returns false once the run is cancelled.
-  virtual bool TakeCore(int64_t position) = 0;
-  virtual void GiveCore(int64_t position) = 0;
 
   // Fails the run with `status` (the first failure wins), waking every waiting device.
   virtual void Cancel(const absl::Status& status) = 0;
