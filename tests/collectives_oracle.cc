@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -152,20 +154,26 @@ MeshModel::Group MeshModel::GroupOf(int64_t position, const AxisList& axes,
 
 PerDevice ExpectedReduce(const MeshModel& mesh, const PerDevice& in, const std::string& kind,
                          const AxisList& axes, const Groups& groups) {
+  const bool sum = kind == "psum" || kind == "pmean";
+  const bool max = kind == "pmax";
+  const bool mean = kind == "pmean";
+  if (!sum && !max && kind != "pmin") {
+    std::fprintf(stderr, "ExpectedReduce: unknown reduction '%s'\n", kind.c_str());
+    std::abort();
+  }
   PerDevice out;
   for (int64_t p = 0; p < mesh.size(); ++p) {
     MeshModel::Group g = mesh.GroupOf(p, axes, groups);
     HostArray r = in[g.members[0]];
-    for (size_t e = 0; e < r.values.size(); ++e) {
-      double acc = in[g.members[0]].values[e];
-      for (size_t k = 1; k < g.members.size(); ++k) {
-        double v = in[g.members[k]].values[e];
-        if (kind == "psum" || kind == "pmean") acc += v;
-        if (kind == "pmax") acc = std::max(acc, v);
-        if (kind == "pmin") acc = std::min(acc, v);
+    for (size_t k = 1; k < g.members.size(); ++k) {
+      const std::vector<double>& v = in[g.members[k]].values;
+      for (size_t e = 0; e < r.values.size(); ++e) {
+        double& acc = r.values[e];
+        acc = sum ? acc + v[e] : max ? std::max(acc, v[e]) : std::min(acc, v[e]);
       }
-      if (kind == "pmean") acc /= static_cast<double>(g.members.size());
-      r.values[e] = acc;
+    }
+    if (mean) {
+      for (double& acc : r.values) acc /= static_cast<double>(g.members.size());
     }
     out.push_back(std::move(r));
   }
@@ -402,7 +410,8 @@ std::string MeshShapeName(const ::testing::TestParamInfo<MeshShape>& info) {
 std::vector<MeshShape> TestMeshShapes() {
   return {MeshShape{"i1", {{"i", 1}}},           MeshShape{"i4", {{"i", 4}}},
           MeshShape{"x2y2", {{"x", 2}, {"y", 2}}}, MeshShape{"x4y4", {{"x", 4}, {"y", 4}}},
-          MeshShape{"x2y4", {{"x", 2}, {"y", 4}}}, MeshShape{"x1y8", {{"x", 1}, {"y", 8}}}};
+          MeshShape{"x2y4", {{"x", 2}, {"y", 4}}}, MeshShape{"x1y8", {{"x", 1}, {"y", 8}}},
+          MeshShape{"x8y8", {{"x", 8}, {"y", 8}}}};
 }
 
 std::vector<AxisList> AxisSpecs(const MeshModel& mesh) {
@@ -433,7 +442,7 @@ std::vector<Groups> GroupSets(int64_t n) {
 
 void MeshTest::SetUp() {
   model_ = MeshModel(GetParam().axes);
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), GetParam().axes);
+  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(64), GetParam().axes);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   mesh_.emplace(*mesh);
 }

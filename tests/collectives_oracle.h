@@ -130,7 +130,7 @@ struct MeshShape {
 };
 void PrintTo(const MeshShape& m, std::ostream* os);
 std::string MeshShapeName(const ::testing::TestParamInfo<MeshShape>& info);
-// (1), (4), (2,2), (4,4), (2,4), (1,8).
+// (1), (4), (2,2), (4,4), (2,4), (1,8), (8,8).
 std::vector<MeshShape> TestMeshShapes();
 
 // The axis names to run collectives over: the single axis of a 1-D mesh; each axis and the tuple
@@ -140,7 +140,7 @@ std::vector<AxisList> AxisSpecs(const MeshModel& mesh);
 // reverse ([[0,1],[3,2],...]); evens ascending and odds descending ([[0,2],[3,1]] for 4).
 std::vector<Groups> GroupSets(int64_t n);
 
-// A test over one of TestMeshShapes(): its model and its mesh on SharedRuntime(16).
+// A test over one of TestMeshShapes(): its model and its mesh on SharedRuntime(64).
 class MeshTest : public ::testing::TestWithParam<MeshShape> {
  protected:
   void SetUp() override;
