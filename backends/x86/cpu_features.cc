@@ -1,5 +1,6 @@
 #include "backends/x86/cpu_features.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,18 @@ using Cpu = Xbyak::util::Cpu;
 constexpr int kCapUnset = -1;
 std::atomic<int> g_cap{kCapUnset};
 
+// AMX-TILE and AMX-BF16 in CPUID, tile state enabled by the OS (XCR0 bits 17 and 18), and the
+// process's permission to use it (Linux grants it on request, for every thread, from 5.16).
+bool AmxUsable(const Cpu& cpu) {
+  if (!cpu.has(Cpu::tAMX_TILE) || !cpu.has(Cpu::tAMX_BF16)) return false;
+  uint32_t lo = 0, hi = 0;
+  asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  constexpr uint32_t kTileCfg = 1u << 17, kTileData = 1u << 18;
+  if ((lo & (kTileCfg | kTileData)) != (kTileCfg | kTileData)) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
 IsaLevel Detect() {
   Cpu cpu;
   if (!cpu.has(Cpu::tAVX2) || !cpu.has(Cpu::tFMA)) return IsaLevel::kReference;
@@ -28,13 +41,14 @@ IsaLevel Detect() {
   const bool avx512 = cpu.has(Cpu::tAVX512F) && cpu.has(Cpu::tAVX512BW) &&
                       cpu.has(Cpu::tAVX512VL) && cpu.has(Cpu::tAVX512DQ);
   if (!avx512) return IsaLevel::kAvx2;
-  return cpu.has(Cpu::tAVX512_BF16) ? IsaLevel::kAvx512Bf16 : IsaLevel::kAvx512;
+  if (!cpu.has(Cpu::tAVX512_BF16)) return IsaLevel::kAvx512;
+  return AmxUsable(cpu) ? IsaLevel::kAmxBf16 : IsaLevel::kAvx512Bf16;
 }
 
 IsaLevel CapFromEnv() {
   const char* env = std::getenv("SHARDJIT_MAX_CPU_ISA");
-  if (env == nullptr) return IsaLevel::kAvx512Bf16;
-  return ParseIsa(env).value_or(IsaLevel::kAvx512Bf16);
+  if (env == nullptr) return IsaLevel::kAmxBf16;
+  return ParseIsa(env).value_or(IsaLevel::kAmxBf16);
 }
 
 // "48K", "1024K", "32M" or a plain byte count, as in /sys/devices/system/cpu/*/cache.
@@ -102,18 +116,21 @@ std::string_view IsaName(IsaLevel isa) {
       return "avx512";
     case IsaLevel::kAvx512Bf16:
       return "avx512_bf16";
+    case IsaLevel::kAmxBf16:
+      return "amx_bf16";
   }
   return "unknown";
 }
 
 std::optional<IsaLevel> ParseIsa(std::string_view name) {
   std::string lower = absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
-  for (IsaLevel isa :
-       {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16}) {
+  for (IsaLevel isa : {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512,
+                       IsaLevel::kAvx512Bf16, IsaLevel::kAmxBf16}) {
     if (lower == IsaName(isa)) return isa;
   }
   if (lower == "avx512_core") return IsaLevel::kAvx512;
   if (lower == "avx512_core_bf16") return IsaLevel::kAvx512Bf16;
+  if (lower == "avx512_core_amx") return IsaLevel::kAmxBf16;
   return std::nullopt;
 }
 

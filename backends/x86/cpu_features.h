@@ -15,9 +15,10 @@ enum class IsaLevel : int {
   kAvx2 = 1,        // AVX2 + FMA
   kAvx512 = 2,      // AVX512 F + BW + VL + DQ
   kAvx512Bf16 = 3,  // kAvx512 + AVX512_BF16
+  kAmxBf16 = 4,     // kAvx512Bf16 + AMX-TILE + AMX-BF16, with the OS's permission to use tiles
 };
 
-// "reference", "avx2", "avx512", "avx512_bf16".
+// "reference", "avx2", "avx512", "avx512_bf16", "amx_bf16".
 std::string_view IsaName(IsaLevel isa);
 // Inverse of IsaName (case-insensitive); nullopt for unknown names.
 std::optional<IsaLevel> ParseIsa(std::string_view name);
@@ -28,7 +29,7 @@ IsaLevel DetectedIsa();
 // Caps the level used by every dispatcher; overrides SHARDJIT_MAX_CPU_ISA. May be called at any
 // time (tests lower and restore it); kernels already generated stay cached.
 void SetMaxIsa(IsaLevel isa);
-// The cap: SetMaxIsa's value, else SHARDJIT_MAX_CPU_ISA, else kAvx512Bf16.
+// The cap: SetMaxIsa's value, else SHARDJIT_MAX_CPU_ISA, else kAmxBf16 (no cap).
 IsaLevel MaxIsa();
 // min(DetectedIsa(), MaxIsa()).
 IsaLevel ActiveIsa();

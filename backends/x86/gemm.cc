@@ -158,6 +158,9 @@ bool MayFallBack(const absl::Status& s) { return absl::IsInternal(s) || absl::Is
 
 IsaLevel GemmIsaFor(const GemmArgs& args) {
   IsaLevel isa = ActiveIsa();
+  const bool bf16 = args.type == GemmType::kBf16Bf16F32;
+  // AMX tiles for bf16 products (each tdpbf16ps does 16x16x32 multiply-adds).
+  if (isa >= IsaLevel::kAmxBf16) return bf16 ? IsaLevel::kAmxBf16 : IsaLevel::kAvx512;
   // vdpbf16ps only for bf16, and only where it beats f32 FMAs on widened bf16 (on some CPUs it
   // has half their throughput, so twice the flops per instruction buys nothing).
   if (isa == IsaLevel::kAvx512Bf16 &&

@@ -52,8 +52,9 @@ absl::Status Gemm(const GemmArgs& args);
 absl::Status GemmAtIsa(const GemmArgs& args, IsaLevel isa);
 
 // The level Gemm would use for `args` now (ignoring code generation failures): ActiveIsa(),
-// except that AVX512_BF16 serves only bf16 products, and only on CPUs where vdpbf16ps beats f32
-// FMAs (Bf16DotProductBeatsFma(); elsewhere bf16 is widened in packing for the f32 kernel).
+// except that AMX serves only bf16 products, and AVX512_BF16 only bf16 products on CPUs where
+// vdpbf16ps beats f32 FMAs (Bf16DotProductBeatsFma(); elsewhere bf16 is widened in packing for
+// the f32 kernel).
 IsaLevel GemmIsaFor(const GemmArgs& args);
 
 // Statistics of the process-wide cache of generated micro-kernels.

@@ -41,6 +41,19 @@ void Narrow(const float* src, int64_t ld_src, uint16_t* dst, int64_t ld_dst, int
 GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
   GemmPlan plan;
   plan.isa = isa;
+  if (isa >= IsaLevel::kAmxBf16 && type == GemmType::kBf16Bf16F32) {
+    // 2x2 tiles of 16x16 f32: 32 rows by 32 columns, 32 k values per tile product.
+    plan.isa = IsaLevel::kAmxBf16;
+    plan.layout = PanelLayout::kAmxTiles;
+    plan.mr = 32;
+    plan.nr = 32;
+    plan.lanes = 16;
+    // The A strip (32 x kc bf16) stays in L1 while B panels stream from L2.
+    plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (2 * plan.mr * 2), 32), 128, 1024);
+    plan.nc = std::max<int64_t>(plan.nr, RoundDown(caches.l2 / (2 * plan.kc * 2), plan.nr));
+    plan.mc = std::max<int64_t>(plan.mr, RoundDown(caches.l2 / (4 * plan.kc * 2), plan.mr));
+    return plan;
+  }
   if (isa >= IsaLevel::kAvx512) {
     const bool pairs = isa >= IsaLevel::kAvx512Bf16 && type == GemmType::kBf16Bf16F32;
     plan.isa = pairs ? IsaLevel::kAvx512Bf16 : IsaLevel::kAvx512;
@@ -69,7 +82,9 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
 absl::Status ValidatePlan(const GemmPlan& p) {
   const bool ok = p.mr > 0 && p.nr > 0 && p.lanes > 0 && p.mc > 0 && p.mc % p.mr == 0 &&
                   p.nc > 0 && p.nc % p.nr == 0 && p.kc > 0 &&
-                  (p.layout != PanelLayout::kBf16Pairs || p.kc % 2 == 0);
+                  (p.layout != PanelLayout::kBf16Pairs || p.kc % 2 == 0) &&
+                  (p.layout != PanelLayout::kAmxTiles ||
+                   (p.kc % 32 == 0 && p.mr == 32 && p.nr == 32 && p.lanes == 16));
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(fmt::format("gemm: bad blocking mr={} nr={} mc={} kc={} nc={}",
                                                 p.mr, p.nr, p.mc, p.kc, p.nc));

@@ -22,7 +22,7 @@ struct GemmPlan {
   int mr = 0, nr = 0;  // register tile
   int lanes = 0;       // f32 lanes per vector (tail masks)
   int64_t mc = 0;      // rows of A packed at once (multiple of mr)
-  int64_t kc = 0;      // depth per packed block (even for bf16 pairs)
+  int64_t kc = 0;      // depth per packed block (even for bf16 pairs, a multiple of 32 for AMX)
   int64_t nc = 0;      // columns of B packed at once (multiple of nr): kc x nc stays in L2
   bool portable_kernels = false;  // run PortableMicroKernel instead of generated code
   // A call uses at most flops / min_flops_per_thread threads: 2 MFLOP is ~20 us of work. A helper
@@ -35,7 +35,7 @@ struct GemmPlan {
 GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches);
 
 // InvalidArgument unless mc and nc are positive multiples of mr and nr and kc is positive (and
-// even for bf16 pairs).
+// even for bf16 pairs; AMX tiles: 32x32 register tiles and kc a multiple of 32).
 absl::Status ValidatePlan(const GemmPlan& plan);
 
 // The micro-kernels one RunBlocked call needs, fetched (and generated) up front so that a

@@ -9,8 +9,11 @@
 namespace shardjit::backends::x86 {
 
 std::string KernelKey::Name() const {
-  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}", IsaName(isa),
-                     layout == PanelLayout::kF32 ? "f32" : "bf16_pairs", mr, nr, rows, tail_vecs);
+  const char* layout_name = layout == PanelLayout::kF32          ? "f32"
+                            : layout == PanelLayout::kBf16Pairs ? "bf16_pairs"
+                                                                : "amx_tiles";
+  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}", IsaName(isa), layout_name, mr, nr, rows,
+                     tail_vecs);
 }
 
 void SetTailMasks(int cols, MicroKernelArgs* args) {
@@ -54,7 +57,8 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
         if (tail && args->lane_mask[j] == 0) continue;
         float acc = args->accumulate ? c_row[j] : 0.0f;
         for (int64_t s = 0; s < args->k_steps; ++s) {
-          acc += StepProduct(key.layout, a + (s * key.mr + i) * 4, b + (s * key.nr + j) * 4);
+          acc += StepProduct(key.layout, a + PackedAOffset(key.layout, key.mr, s, i),
+                             b + (s * key.nr + j) * 4);
         }
         c_row[j] = acc;
       }

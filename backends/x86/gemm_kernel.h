@@ -16,8 +16,18 @@ namespace shardjit::backends::x86 {
 
 // Layout of a packed k step. kF32: one f32 per row/column and step. kBf16Pairs: two bf16 (k, k+1)
 // per row/column and step, as vdpbf16ps consumes them. Either way a step holds 4 bytes per
-// row (A) or column (B).
-enum class PanelLayout : int { kF32 = 0, kBf16Pairs = 1 };
+// row (A) or column (B). kAmxTiles: bf16 pairs in blocks of 16 steps (32 k values, zero-padded),
+// as AMX tiles load them: B as kBf16Pairs (a block is a B tile of 16 rows), A row-major within
+// a block (row i's 32 k values at block + 64 * i: an A tile of 16 rows per 16 rows).
+enum class PanelLayout : int { kF32 = 0, kBf16Pairs = 1, kAmxTiles = 2 };
+
+// Byte offset of (k step, row) in a packed A panel of `mr` rows.
+inline int64_t PackedAOffset(PanelLayout layout, int mr, int64_t step, int row) {
+  if (layout == PanelLayout::kAmxTiles) {
+    return (step / 16) * mr * 64 + row * 64 + (step % 16) * 4;
+  }
+  return (step * mr + row) * 4;
+}
 
 // Identifies one generated kernel.
 struct KernelKey {
@@ -46,7 +56,7 @@ struct MicroKernelArgs {
   const void* b = nullptr;     // first packed B panel: k_steps x nr x 4 bytes
   float* c = nullptr;          // C[0,0] of the strip
   int64_t ldc = 0;             // bytes between rows of C
-  int64_t k_steps = 0;         // >= 1: k (kF32) or ceil(k / 2) (kBf16Pairs)
+  int64_t k_steps = 0;         // >= 1: KSteps(layout, k) (gemm_pack.h)
   int64_t n_panels = 0;        // full panels, >= 0
   int64_t b_panel_stride = 0;  // bytes between packed B panels
   int64_t accumulate = 0;      // 0 or 1

@@ -9,7 +9,8 @@ bool GemmKernelAvx512::Supports(const KernelKey& key) {
   const int vecs = key.nr / kLanes;
   return key.rows >= 1 && key.rows <= key.mr && key.rows * vecs + vecs <= 32 &&
          key.tail_vecs >= 0 && key.tail_vecs <= vecs &&
-         (key.layout == PanelLayout::kF32 || key.isa >= IsaLevel::kAvx512Bf16);
+         (key.layout == PanelLayout::kF32 ||
+          (key.layout == PanelLayout::kBf16Pairs && key.isa >= IsaLevel::kAvx512Bf16));
 }
 
 GemmKernelAvx512::GemmKernelAvx512(const KernelKey& key) : GemmKernelGenerator(key, kLanes) {}

@@ -177,10 +177,32 @@ void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
   }
 }
 
+// One kAmxTiles A panel: for each block of 32 k values, `width` rows of 64 bytes (row n's values
+// in k order, zero past k and for rows past `count`).
+void PackAmxAPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, uint16_t* out) {
+  const int64_t blocks = KSteps(PanelLayout::kAmxTiles, k) / 16;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    uint16_t* o = out + blk * width * 32;
+    const int64_t k0 = blk * 32, valid = std::min<int64_t>(32, k - k0);
+    for (int n = 0; n < count; ++n) {
+      const uint16_t* line = src.data + n * src.line_stride + k0 * src.k_stride;
+      uint16_t* row = o + n * 32;
+      if (src.k_stride == 1) {
+        std::memcpy(row, line, valid * 2);
+      } else {
+        for (int64_t l = 0; l < valid; ++l) row[l] = line[l * src.k_stride];
+      }
+      std::memset(row + valid, 0, (32 - valid) * 2);
+    }
+    std::memset(o + count * 32, 0, (width - count) * 64);
+  }
+}
+
 // Packs lines [line0, line0 + lines) over k [k0, k0 + kc) into panels of `width` lines.
+// `is_a`: the lines are rows of A (AMX tiles lay A and B out differently).
 template <typename T>
 void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t line0, int64_t lines,
-               int64_t k0, int64_t kc, PanelLayout layout, int width, void* dst) {
+               int64_t k0, int64_t kc, PanelLayout layout, int width, bool is_a, void* dst) {
   const int64_t steps = KSteps(layout, kc);
   if (layout == PanelLayout::kF32 && line_stride == 1 && k_stride != 1 &&
       ActiveIsa() >= IsaLevel::kAvx2) {
@@ -195,19 +217,27 @@ void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t lin
     if (layout == PanelLayout::kF32) {
       PackF32Panel(src, steps, count, width, static_cast<float*>(dst) + p * steps * width);
     } else if constexpr (sizeof(T) == 2) {
-      PackPairPanel(src, kc, count, width, static_cast<uint32_t*>(dst) + p * steps * width);
+      uint32_t* panel = static_cast<uint32_t*>(dst) + p * steps * width;
+      if (layout == PanelLayout::kAmxTiles && is_a) {
+        PackAmxAPanel(src, kc, count, width, reinterpret_cast<uint16_t*>(panel));
+        continue;
+      }
+      PackPairPanel(src, kc, count, width, panel);
+      // AMX B tiles: the steps past k up to a whole block are zero.
+      const int64_t written = KSteps(PanelLayout::kBf16Pairs, kc);
+      std::memset(panel + written * width, 0, (steps - written) * width * sizeof(uint32_t));
     }
   }
 }
 
 void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t line0, int64_t lines,
-          int64_t k0, int64_t kc, PanelLayout layout, int width, void* dst) {
+          int64_t k0, int64_t kc, PanelLayout layout, int width, bool is_a, void* dst) {
   if (v.bf16) {
     PackLines(static_cast<const uint16_t*>(v.data), line_stride, k_stride, line0, lines, k0, kc,
-              layout, width, dst);
+              layout, width, is_a, dst);
   } else {
     PackLines(static_cast<const float*>(v.data), line_stride, k_stride, line0, lines, k0, kc,
-              layout, width, dst);
+              layout, width, is_a, dst);
   }
 }
 
@@ -215,12 +245,12 @@ void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t li
 
 void PackA(const MatrixView& a, int64_t row0, int64_t rows, int64_t k0, int64_t kc,
            PanelLayout layout, int mr, void* dst) {
-  Pack(a, a.row_stride, a.col_stride, row0, rows, k0, kc, layout, mr, dst);
+  Pack(a, a.row_stride, a.col_stride, row0, rows, k0, kc, layout, mr, /*is_a=*/true, dst);
 }
 
 void PackB(const MatrixView& b, int64_t k0, int64_t kc, int64_t col0, int64_t cols,
            PanelLayout layout, int nr, void* dst) {
-  Pack(b, b.col_stride, b.row_stride, col0, cols, k0, kc, layout, nr, dst);
+  Pack(b, b.col_stride, b.row_stride, col0, cols, k0, kc, layout, nr, /*is_a=*/false, dst);
 }
 
 }  // namespace shardjit::backends::x86

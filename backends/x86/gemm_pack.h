@@ -1,6 +1,7 @@
 // Packing of GEMM operands into the panels the micro-kernels read (gemm_kernel.h): A into
-// panels of mr rows, B into panels of nr columns, k-step major, zero-padded in rows, columns and
-// (for bf16 pairs) an odd last k. bf16 sources packed as kF32 are widened.
+// panels of mr rows, B into panels of nr columns, k-step major (A in AMX tiles: row-major within
+// blocks of 16 steps), zero-padded in rows, columns and (for bf16 pairs) an odd last k, and for
+// AMX tiles up to whole blocks. bf16 sources packed as kF32 are widened.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_PACK_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_PACK_H_
 
@@ -18,9 +19,18 @@ struct MatrixView {
   bool bf16 = false;
 };
 
-// k steps of `k` values in `layout`: k, or ceil(k / 2) for bf16 pairs.
+// k steps of `k` values in `layout`: k, ceil(k / 2) for bf16 pairs, rounded up to whole blocks
+// of 16 for AMX tiles.
 inline int64_t KSteps(PanelLayout layout, int64_t k) {
-  return layout == PanelLayout::kBf16Pairs ? (k + 1) / 2 : k;
+  switch (layout) {
+    case PanelLayout::kF32:
+      return k;
+    case PanelLayout::kBf16Pairs:
+      return (k + 1) / 2;
+    case PanelLayout::kAmxTiles:
+      return ((k + 1) / 2 + 15) / 16 * 16;
+  }
+  return k;
 }
 
 // Packs rows [row0, row0 + rows) and k [k0, k0 + kc) of `a` into ceil(rows / mr) panels of

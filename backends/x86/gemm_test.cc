@@ -15,6 +15,7 @@
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/peak_loop.h"
 #include "backends/x86/gemm_internal.h"
+#include "backends/x86/gemm_kernel_amx.h"
 #include "backends/x86/gemm_kernel_avx2.h"
 #include "backends/x86/gemm_kernel_avx512.h"
 #include "backends/x86/isa_test_util.h"
@@ -211,6 +212,20 @@ TEST(Gemm, EveryHostLevelMatchesOracle) {
   }
 }
 
+// Each host level's own kernels, with no fall-back to a lower level (bf16 products reach the
+// AMX and AVX512_BF16 kernels only this way on hosts where a higher level serves them).
+TEST(Gemm, EveryHostLevelRunsItsOwnKernels) {
+  std::vector<Case> cases = SampledCases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (!cases[i].bf16_in) continue;
+    Problem p(cases[i], 3000 + i);
+    for (IsaLevel isa : HostIsaLevels()) {
+      p.Check(fmt::format("{} only", IsaName(isa)),
+              [isa](const GemmArgs& g) { return GemmAtIsa(g, isa); });
+    }
+  }
+}
+
 TEST(Gemm, AllOptionCombinations) {
   int seed = 0;
   for (bool bf16_in : {false, true}) {
@@ -240,7 +255,7 @@ TEST(Gemm, AllOptionCombinations) {
 GemmPlan SmallPlan(IsaLevel isa, GemmType type, bool portable) {
   GemmPlan plan = MakePlan(isa, type, HostCaches());
   plan.mc = 2 * plan.mr;
-  plan.kc = 10;
+  plan.kc = plan.layout == PanelLayout::kAmxTiles ? 32 : 10;  // AMX: one k block per tile
   plan.nc = 2 * plan.nr;
   plan.portable_kernels = portable;
   plan.min_flops_per_thread = 0;
@@ -275,7 +290,8 @@ TEST(Gemm, SmallBlocksAtHostLevels) {
 TEST(Gemm, PortableKernelsAtEveryLevel) {
   const GemmShape shapes[] = {{31, 200, 33}, {13, 129, 21}, {6, 64, 2}, {1, 1, 1}, {65, 17, 64}};
   int seed = 0;
-  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16}) {
+  for (IsaLevel isa :
+       {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16, IsaLevel::kAmxBf16}) {
     for (const GemmShape& s : shapes) {
       for (int v = 0; v < 4; ++v) {
         Case c;
@@ -324,6 +340,18 @@ TEST(Gemm, GeneratorsEmitOnAnyHost) {
       EXPECT_TRUE(gen.Create().ok()) << key.Name();
     }
   }
+  for (int rows : {1, 5, 16, 17, 31, 32}) {
+    for (int tail = 0; tail <= 2; ++tail) {
+      KernelKey key{PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 32, 32, rows, tail};
+      ASSERT_TRUE(GemmKernelAmx::Supports(key)) << key.Name();
+      GemmKernelAmx gen(key);
+      EXPECT_TRUE(gen.Create().ok()) << key.Name();
+    }
+  }
+  EXPECT_FALSE(GemmKernelAmx::Supports({PanelLayout::kBf16Pairs, IsaLevel::kAmxBf16, 32, 32, 32, 0}));
+  EXPECT_FALSE(GemmKernelAmx::Supports({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 16, 32, 16, 0}));
+  EXPECT_FALSE(
+      GemmKernelAvx512::Supports({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 6, 64, 6, 0}));
   EXPECT_FALSE(GemmKernelAvx2::Supports({PanelLayout::kBf16Pairs, IsaLevel::kAvx2, 6, 16, 6, 0}));
   EXPECT_FALSE(GemmKernelAvx512::Supports({PanelLayout::kF32, IsaLevel::kAvx512, 8, 64, 8, 0}));
 }
@@ -466,11 +494,9 @@ TEST(Gemm, KernelCacheRecordsGeneration) {
 }
 
 TEST(CpuFeatures, IsaNamesRoundTrip) {
-  for (IsaLevel isa :
-       {IsaLevel::kReference, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16}) {
-    EXPECT_EQ(ParseIsa(IsaName(isa)), isa);
-  }
+  for (IsaLevel isa : kAllIsaLevels) EXPECT_EQ(ParseIsa(IsaName(isa)), isa);
   EXPECT_EQ(ParseIsa("AVX2"), IsaLevel::kAvx2);
+  EXPECT_EQ(ParseIsa("avx512_core_amx"), IsaLevel::kAmxBf16);
   EXPECT_EQ(ParseIsa("sse4"), std::nullopt);
   const CacheSizes& caches = HostCaches();
   EXPECT_GE(caches.l1d, 16 << 10);
@@ -481,7 +507,7 @@ TEST(CpuFeatures, IsaNamesRoundTrip) {
 TEST(CpuFeatures, CapLowersActiveIsa) {
   ScopedMaxIsa cap(IsaLevel::kAvx2);
   EXPECT_LE(ActiveIsa(), IsaLevel::kAvx2);
-  SetMaxIsa(IsaLevel::kAvx512Bf16);
+  SetMaxIsa(IsaLevel::kAmxBf16);
   EXPECT_EQ(ActiveIsa(), DetectedIsa());
 }
 
@@ -553,6 +579,11 @@ TEST(GemmDispatch, Bf16DotProductsOnlyWhereTheyBeatFma) {
   bf16.type = GemmType::kBf16Bf16F32;
   f32.type = GemmType::kF32F32F32;
   const IsaLevel active = ActiveIsa();
+  if (active >= IsaLevel::kAmxBf16) {  // AMX tiles for every bf16 product
+    EXPECT_EQ(GemmIsaFor(f32), IsaLevel::kAvx512);
+    EXPECT_EQ(GemmIsaFor(bf16), IsaLevel::kAmxBf16);
+    return;
+  }
   if (active < IsaLevel::kAvx512Bf16) {
     EXPECT_EQ(GemmIsaFor(bf16), active);
     EXPECT_FALSE(active == DetectedIsa() && Bf16DotProductBeatsFma());

@@ -13,7 +13,8 @@ namespace shardjit::backends::x86 {
 
 // Every level, lowest first: the values of an IsaLevelTest suite.
 inline constexpr IsaLevel kAllIsaLevels[] = {IsaLevel::kReference, IsaLevel::kAvx2,
-                                             IsaLevel::kAvx512, IsaLevel::kAvx512Bf16};
+                                             IsaLevel::kAvx512, IsaLevel::kAvx512Bf16,
+                                             IsaLevel::kAmxBf16};
 
 // The levels this host runs: reference, avx2, ... up to DetectedIsa().
 inline std::vector<IsaLevel> HostIsaLevels() {

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/executable.h"
 #include "backends/x86/gemm_kernel_avx2.h"
+#include "backends/x86/gemm_kernel_amx.h"
 #include "backends/x86/gemm_kernel_avx512.h"
 
 namespace shardjit::backends::x86 {
@@ -14,7 +15,12 @@ KernelCache& KernelCache::Global() {
 
 absl::StatusOr<std::unique_ptr<JitGenerator>> KernelCache::Generate(const KernelKey& key) {
   std::unique_ptr<JitGenerator> gen;
-  if (key.isa >= IsaLevel::kAvx512 && GemmKernelAvx512::Supports(key)) {
+  if (key.layout == PanelLayout::kAmxTiles) {
+    if (!GemmKernelAmx::Supports(key)) {
+      return absl::UnimplementedError(absl::StrCat("gemm: no generator for ", key.Name()));
+    }
+    gen = std::make_unique<GemmKernelAmx>(key);
+  } else if (key.isa >= IsaLevel::kAvx512 && GemmKernelAvx512::Supports(key)) {
     gen = std::make_unique<GemmKernelAvx512>(key);
   } else if (key.isa == IsaLevel::kAvx2 && GemmKernelAvx2::Supports(key)) {
     gen = std::make_unique<GemmKernelAvx2>(key);
