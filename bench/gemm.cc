@@ -1,5 +1,5 @@
 // GEMM benchmarks of the x86 backend (bf16 and f32 inputs, f32 output, 1 and 2 threads) and
-// micro-benchmarks of this CPU's peak: loops of independent vdpbf16ps / vfmadd231ps.
+// micro-benchmarks of this CPU's peak: loops of independent tdpbf16ps / vdpbf16ps / vfmadd231ps.
 // Every benchmark reports counters["GFLOPS"]. Run with
 //   bazel run -c opt //bench:gemm -- --benchmark_filter=... [--benchmark_format=json]
 // SHARDJIT_GEMM_BLOCKING=mc,kc,nc overrides the cache blocking (for tuning).
@@ -39,7 +39,19 @@ bool BlockingOverride(int64_t* mc, int64_t* kc, int64_t* nc) {
          absl::SimpleAtoi(parts[2], nc);
 }
 
-void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64_t n, int threads) {
+// Caps the ISA for one benchmark (the level below the host's, for side-by-side figures).
+class ScopedCap {
+ public:
+  explicit ScopedCap(IsaLevel cap) : saved_(x86::MaxIsa()) { x86::SetMaxIsa(cap); }
+  ~ScopedCap() { x86::SetMaxIsa(saved_); }
+
+ private:
+  IsaLevel saved_;
+};
+
+void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64_t n, int threads,
+             IsaLevel cap) {
+  ScopedCap scoped_cap(cap);
   const bool bf16 = type == GemmType::kBf16Bf16F32;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -112,6 +124,8 @@ struct Shape {
 void RegisterAll() {
   using Kind = PeakLoop::Kind;
   // vdpbf16ps zmm: 16 lanes x 2 products x 2 flops; vfmadd231ps zmm: 16 x 2; ymm: 8 x 2.
+  benchmark::RegisterBenchmark("BM_Peak/tdpbf16ps_tiles/acc:4", BM_Peak, Kind::kAmxTdpbf16,
+                               IsaLevel::kAmxBf16, 4, 16.0 * 16 * 32 * 2);
   benchmark::RegisterBenchmark("BM_Peak/vdpbf16ps_zmm/acc:24", BM_Peak, Kind::kDpbf16Zmm,
                                IsaLevel::kAvx512Bf16, 24, 64.0);
   benchmark::RegisterBenchmark("BM_Peak/vfmadd231ps_zmm/acc:24", BM_Peak, Kind::kFmaZmm,
@@ -121,15 +135,21 @@ void RegisterAll() {
   const Shape shapes[] = {{128, 128, 128},    {256, 256, 256},    {512, 512, 512},
                           {1024, 1024, 1024}, {2048, 2048, 1024}, {1024, 2048, 1024},
                           {1000, 1000, 1000}, {777, 1234, 555}};
+  // bf16 also below AMX where the host has it: the AVX-512 kernels side by side.
+  const bool amx = x86::ActiveIsa() >= IsaLevel::kAmxBf16;
   for (GemmType type : {GemmType::kBf16Bf16F32, GemmType::kF32F32F32}) {
+    const bool bf16 = type == GemmType::kBf16Bf16F32;
     for (const Shape& s : shapes) {
       for (int threads : {1, 2}) {
-        std::string name =
-            fmt::format("BM_Gemm/{}/M:{}/K:{}/N:{}/threads:{}",
-                        type == GemmType::kBf16Bf16F32 ? "bf16" : "f32", s.m, s.k, s.n, threads);
-        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, type, s.m, s.k, s.n, threads)
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        for (IsaLevel cap : {x86::MaxIsa(), IsaLevel::kAvx512Bf16}) {
+          if (cap != x86::MaxIsa() && !(bf16 && amx)) continue;
+          std::string name = fmt::format("BM_Gemm/{}/M:{}/K:{}/N:{}/threads:{}{}",
+                                         bf16 ? "bf16" : "f32", s.m, s.k, s.n, threads,
+                                         cap != x86::MaxIsa() ? "/cap:avx512_bf16" : "");
+          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, type, s.m, s.k, s.n, threads, cap)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
       }
     }
   }

@@ -52,6 +52,8 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
     plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (2 * plan.mr * 2), 32), 128, 1024);
     plan.nc = std::max<int64_t>(plan.nr, RoundDown(caches.l2 / (2 * plan.kc * 2), plan.nr));
     plan.mc = std::max<int64_t>(plan.mr, RoundDown(caches.l2 / (4 * plan.kc * 2), plan.mr));
+    // About 1 TFLOP/s per core: 16 MFLOP is the ~20 us a thread must get to pay for waking it.
+    plan.min_flops_per_thread = int64_t{1} << 24;
     return plan;
   }
   if (isa >= IsaLevel::kAvx512) {

@@ -94,9 +94,15 @@ void GemmKernelAmx::EmitPanel(bool tail) {
   mov(reg_blocks, ptr[reg_args + offsetof(MicroKernelArgs, k_steps)]);
   shr(reg_blocks, 4);
   L(k_loop);
+  // Each operand tile is loaded just before its first use (tiles are not renamed: a load waits
+  // for the products still reading the tile).
+  tileloadd(tmm6, ptr[reg_b + reg_stride_b]);
   tileloadd(tmm4, ptr[reg_a + reg_stride_a]);
-  for (int v = 0; v < col_halves; ++v) tileloadd(Tmm(6 + v), ptr[reg_b + reg_stride_b + v * 64]);
-  for (int v = 0; v < col_halves; ++v) tdpbf16ps(c_tile(0, v), tmm4, Tmm(6 + v));
+  tdpbf16ps(c_tile(0, 0), tmm4, tmm6);
+  if (col_halves == 2) {
+    tileloadd(tmm7, ptr[reg_b + reg_stride_b + 64]);
+    tdpbf16ps(c_tile(0, 1), tmm4, tmm7);
+  }
   if (row_halves_ == 2) {
     tileloadd(tmm5, ptr[reg_a + reg_stride_a + kTile * 64]);
     for (int v = 0; v < col_halves; ++v) tdpbf16ps(c_tile(1, v), tmm5, Tmm(6 + v));

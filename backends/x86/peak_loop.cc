@@ -8,6 +8,20 @@
 namespace shardjit::backends::x86 {
 
 PeakLoop::PeakLoop(Kind kind, int accumulators) {
+  if (kind == Kind::kAmxTdpbf16) {
+    accumulators = std::clamp(accumulators, 1, 4);
+    // Every tile 16 rows of 64 bytes (palette 1), zero.
+    sub(rsp, 64);
+    vpxord(zmm0, zmm0, zmm0);
+    vmovups(ptr[rsp], zmm0);
+    mov(byte[rsp], 1);
+    for (int t = 0; t < 8; ++t) {
+      mov(word[rsp + 16 + 2 * t], 64);
+      mov(byte[rsp + 48 + t], 16);
+    }
+    ldtilecfg(ptr[rsp]);
+    for (int t = 0; t < 8; ++t) tilezero(Xbyak::Tmm(t));
+  }
   mov(rax, rdi);
   Xbyak::Label loop;
   L(loop);
@@ -22,10 +36,17 @@ PeakLoop::PeakLoop(Kind kind, int accumulators) {
       case Kind::kFmaYmm:
         vfmadd231ps(Xbyak::Ymm(i), Xbyak::Ymm(14), Xbyak::Ymm(15));
         break;
+      case Kind::kAmxTdpbf16:
+        tdpbf16ps(Xbyak::Tmm(i), Xbyak::Tmm(4), Xbyak::Tmm(6));
+        break;
     }
   }
   dec(rax);
   jnz(loop);
+  if (kind == Kind::kAmxTdpbf16) {
+    tilerelease();
+    add(rsp, 64);
+  }
   vzeroupper();
   ret();
   ready();
@@ -39,6 +60,8 @@ double PeakLoop::FlopsPerInstruction(Kind kind) {
       return 32;
     case Kind::kFmaYmm:
       return 16;
+    case Kind::kAmxTdpbf16:
+      return 16 * 16 * 32 * 2;
   }
   return 0;
 }

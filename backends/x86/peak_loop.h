@@ -13,16 +13,17 @@
 namespace shardjit::backends::x86 {
 
 // `iterations` x (`accumulators` independent instructions), then ret: void fn(int64_t iterations).
-// Sources are zmm30/zmm31 (ymm14/ymm15): call only where the CPU has the instruction.
+// Sources are zmm30/zmm31 (ymm14/ymm15); AMX: accumulators tmm0-3 (at most 4) from tmm4 x tmm6,
+// tiles configured and released by the loop. Call only where the CPU has the instruction.
 class PeakLoop : public Xbyak::CodeGenerator {
  public:
-  enum class Kind { kDpbf16Zmm, kFmaZmm, kFmaYmm };
+  enum class Kind { kDpbf16Zmm, kFmaZmm, kFmaYmm, kAmxTdpbf16 };
 
   PeakLoop(Kind kind, int accumulators);
   void Run(int64_t iterations) const { getCode<void (*)(int64_t)>()(iterations); }
 
   // Flops of one instruction: vdpbf16ps zmm 16 lanes x 2 products x 2; vfmadd231ps zmm 16 x 2,
-  // ymm 8 x 2.
+  // ymm 8 x 2; tdpbf16ps 16 x 16 x 32 x 2.
   static double FlopsPerInstruction(Kind kind);
 };
 
