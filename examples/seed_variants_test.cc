@@ -5,6 +5,7 @@
 #include <string>
 
 #include "examples/seed_variants.h"
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -70,12 +71,11 @@ TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
   std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
                                           NamedSharding(mesh, P("x", None))};
   std::map<std::string, std::vector<std::string>> expected = {
-      // Partitioned like (c), with the result layout left to the compiler (as in JAX): the
-      // partial sums end in a psum_scatter over y. collective-fusion fetches the one block of w
-      // each device multiplies (the device grid transposed) instead of gathering w.
-      {"a", {"view=per_device", "ppermute_start[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]",
-             "ppermute_done", "dot_general",
-             "psum_scatter[axes=(y) scatter_dimension=0 tiled=True]",
+      // The partitioner fetches the one block of w each device multiplies (the device grid
+      // transposed) and leaves the result layout to the compiler (as in JAX): the partial sums
+      // end in a psum_scatter over y.
+      {"a", {"view=per_device", "ppermute[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]",
+             "dot_general", "psum_scatter[axes=(y) scatter_dimension=0 tiled=True]",
              "result_shardings=(P((x,y),None))"}},
       {"b", {"all_gather[axes=(y) axis=1 tiled=True]", "all_gather[axes=(x) axis=0 tiled=True]",
              "dot_general"}},
@@ -94,6 +94,49 @@ TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
     ASSERT_TRUE(lowered.ok()) << lowered.status();
     for (const std::string& fragment : expected[v.name]) {
       EXPECT_THAT(lowered->as_text(), HasSubstr(fragment)) << "variant " << v.name;
+    }
+  }
+}
+
+// The global-view jit(matmul) (a) at the seed's size on 2-D meshes: no device repeats another's
+// multiply-adds (its flops are its share of the whole product's), and the chosen plan's
+// collectives and local shapes.
+TEST(SeedVariantsTest, GlobalViewMatmulDoesNoRedundantWork) {
+  struct Case {
+    int64_t sx, sy;
+    std::vector<std::string> fragments;
+  };
+  const std::vector<Case> cases = {
+      {2, 2,
+       {"ppermute[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))] b",
+        "f32[1024,1024] = dot_general", "psum_scatter[axes=(y)"}},
+      // Device (i, j) receives w's block j from device (j, i): the grid transposed.
+      {4, 4,
+       {"a:bf16[512,512] b:bf16[512,1024]", "ppermute[axes=(x,y) perm=((0,0),(4,1),(8,2),",
+        "f32[512,1024] = dot_general", "f32[128,1024] = psum_scatter[axes=(y)"}},
+      {2, 4, {"all_to_all[axes=(y)", "ppermute_start[axes=(x)", "dot_accumulate"}},
+      {4, 2, {"all_gather[axes=(x) axis=0", "f32[512,1024] = dot_general", "psum_scatter"}},
+  };
+  const int64_t m = 2048, k = 2048, n = 1024;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{}x{}", c.sx, c.sy));
+    Runtime rt({.num_devices = static_cast<int>(c.sx * c.sy), .num_threads = 1});
+    Mesh mesh = *Mesh::Create(rt, {{"x", c.sx}, {"y", c.sy}});
+    SeedVariant a = SeedVariants(mesh, k)[0];
+    ASSERT_EQ(a.name, "a");
+    absl::StatusOr<Lowered> lowered =
+        a.program.LowerFor({{DType::kBF16, {m, k}}, {DType::kBF16, {k, n}}},
+                           {NamedSharding(mesh, P("x", "y")), NamedSharding(mesh, P("x", None))});
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    absl::StatusOr<passes::CostReport> cost = lowered->cost_analysis();
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    // The product's share, plus the conversion of the result block (a redundant plan would
+    // repeat multiply-adds: twice the share or more).
+    const int64_t share = 2 * m * k * n / (c.sx * c.sy);
+    EXPECT_GE(cost->flops, share);
+    EXPECT_LE(cost->flops, share + m * n / (c.sx * c.sy));
+    for (const std::string& fragment : c.fragments) {
+      EXPECT_THAT(lowered->as_text(), HasSubstr(fragment));
     }
   }
 }

@@ -137,8 +137,13 @@ TEST(JitTest, GlobalViewIsPartitionedWhenEveryOpHasARule) {
   std::string text = f.lower(x, w)->as_text();
   EXPECT_THAT(text, Not(HasSubstr("unpartitioned")));
   EXPECT_THAT(text, HasSubstr("view=per_device"));
-  // f32 partial sums would cost more than gathering x's columns: both operands are gathered.
-  EXPECT_THAT(text, HasSubstr("all_gather[axes=(y) axis=1 tiled=True]"));
+  // Device (i, j) multiplies x's block by the rows of w its columns meet, which device (j, i)
+  // holds: one ppermute transposing the device grid, the local product, a psum over y. No
+  // device repeats another's multiply-adds.
+  EXPECT_THAT(text, HasSubstr("ppermute[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]"));
+  EXPECT_THAT(text, HasSubstr("f32[4,4] = dot_general"));
+  EXPECT_THAT(text, HasSubstr("psum[axes=(y)]"));
+  EXPECT_THAT(text, Not(HasSubstr("all_gather")));
 }
 
 TEST(JitTest, GlobalViewWithShardMapAndOpsAround) {

@@ -63,10 +63,15 @@ class Analyzer {
     if (op.results_size() == 0) return 0;
     const ir::ShapedType result = ir::FromProto(op.result_types(0));
     if (op.has_dot_general()) {
-      int64_t k = 1;
-      const ir::ShapedType& lhs = types_.at(op.operands(0));
-      for (int64_t d : op.dot_general().lhs_contracting_dims()) k *= lhs.dims[d];
-      return 2 * result.num_elements() * k;
+      // dot_accumulate's operands are (acc, lhs, rhs, starts...); its product may be smaller
+      // than the acc it lands in, so count from the operands: 2 * lhs elements * rhs free ones.
+      const int first = op.opcode() == "dot_accumulate" ? 1 : 0;
+      const ir::ShapedType& lhs = types_.at(op.operands(first));
+      const ir::ShapedType& rhs = types_.at(op.operands(first + 1));
+      int64_t rhs_shared = 1;
+      for (int64_t d : op.dot_general().rhs_batch_dims()) rhs_shared *= rhs.dims[d];
+      for (int64_t d : op.dot_general().rhs_contracting_dims()) rhs_shared *= rhs.dims[d];
+      return 2 * lhs.num_elements() * (rhs.num_elements() / std::max<int64_t>(1, rhs_shared));
     }
     if (op.has_reduce()) return types_.at(op.operands(0)).num_elements();
     if (op.has_fusion()) {
@@ -195,7 +200,8 @@ class Analyzer {
 }  // namespace
 
 std::string CostReport::ToString() const {
-  std::string s = fmt::format("flops: {}\nbytes communicated: {}\n", flops, bytes_communicated);
+  std::string s = fmt::format("flops: {}\nbytes communicated: {}\nestimated time: {:.1f} us\n",
+                              flops, bytes_communicated, estimated_seconds * 1e6);
   for (const CollectiveCost& c : collectives) {
     s += fmt::format("  {}[axes={}] {} n={} x{}: {} bytes\n", c.op, c.axes, c.operand,
                      c.group_size, c.count, c.bytes_sent);
@@ -213,7 +219,12 @@ absl::StatusOr<CostReport> AnalyzeCost(const ir::Module& module, const CostOptio
     if (f.name() != module.entry()) continue;
     Analyzer analyzer(module.mesh(), options);
     if (absl::Status s = analyzer.Region(f.body(), 1); !s.ok()) return s;
-    return std::move(analyzer.report());
+    CostReport& report = analyzer.report();
+    int64_t runs = 0;
+    for (const CollectiveCost& c : report.collectives) runs += c.count;
+    report.estimated_seconds =
+        options.machine.Seconds(report.flops, report.bytes_communicated, runs);
+    return std::move(report);
   }
   return absl::NotFoundError(
       fmt::format("cost analysis: module {} has no entry function \"{}\"", module.name(),

@@ -14,6 +14,9 @@
 //   all_to_all                 (n-1)/n * operand bytes
 //   ppermute                   operand bytes if the device is a source of the permutation
 // n is the size of the named axes, or of the device's axis_index_group.
+//
+// Estimated time: the machine model's (passes/machine_model.h) for the flops, the bytes sent and
+// one fixed cost per collective run, as the partitioner prices its plans.
 #ifndef SHARDJIT_PASSES_COST_ANALYSIS_H_
 #define SHARDJIT_PASSES_COST_ANALYSIS_H_
 
@@ -23,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
+#include "passes/machine_model.h"
 
 namespace shardjit::passes {
 
@@ -41,9 +45,10 @@ struct CollectiveCost {
 struct CostReport {
   int64_t flops = 0;
   int64_t bytes_communicated = 0;
+  double estimated_seconds = 0;
   // In program order (loop bodies where their loop is).
   std::vector<CollectiveCost> collectives;
-  // "flops: N\nbytes communicated: N\n" and one line per collective.
+  // "flops: N\nbytes communicated: N\nestimated time: T us\n" and one line per collective.
   std::string ToString() const;
 };
 
@@ -51,6 +56,7 @@ struct CostOptions {
   // The mesh position of the device to analyse; -1: each collective at the device that sends
   // the most (it matters for ppermute and uneven axis_index_groups only).
   int64_t device = -1;
+  MachineModel machine;
 };
 
 // Errors: no entry function, or a collective over an axis the mesh lacks.

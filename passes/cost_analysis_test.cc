@@ -57,8 +57,33 @@ TEST(CostAnalysisTest, SeedVariantC) {
   EXPECT_EQ(r.ToString(),
             "flops: 2147483648\n"
             "bytes communicated: 4194304\n"
+            "estimated time: 21704.6 us\n"
             "  all_gather[axes=(x)] bf16[1024,1024] n=2 x1: 2097152 bytes\n"
             "  psum[axes=(y)] bf16[1024,1024] n=2 x1: 2097152 bytes\n");
+}
+
+// The estimate is the machine model's: flops at its rate, bytes at its bandwidth, and a fixed
+// cost per collective run.
+TEST(CostAnalysisTest, EstimatedTimeFollowsTheMachineModel) {
+  CostOptions options;
+  options.machine = {.flops_per_second = 1e9, .bytes_per_second = 1e6,
+                     .seconds_per_collective = 0.5};
+  CostReport r = Analyze(kSeedC, options);
+  EXPECT_DOUBLE_EQ(r.estimated_seconds, 2147483648 / 1e9 + (4 << 20) / 1e6 + 2 * 0.5);
+}
+
+// dot_accumulate's product (lhs, rhs: operands 1 and 2) may be smaller than its acc.
+TEST(CostAnalysisTest, DotAccumulateCountsItsProductNotItsAcc) {
+  CostReport r = Analyze(
+      "module m [view=per_device mesh={x:2} devices=(0,1) entry=main param_shardings=(P(),P()) "
+      "result_shardings=(P())]\n"
+      "func main = { lambda ; a:f32[4,3] b:f32[3,5]. let\n"
+      "    c:f32[8,16] = constant[dtype=f32 shape=(8,16) value=(0)]\n"
+      "    d:s32[] = constant[dtype=s32 value=(0)]\n"
+      "    e:f32[8,16] = dot_accumulate[lhs_contracting_dims=(1) rhs_contracting_dims=(0) "
+      "preferred_element_type=f32] c a b d d\n"
+      "  in (e) }\n");
+  EXPECT_EQ(r.flops, 2 * 4 * 3 * 5);
 }
 
 TEST(CostAnalysisTest, ElementwiseReductionsScatterAndAllToAll) {

@@ -9,6 +9,7 @@
 #include "ir/verifier.h"
 #include "ir/primitive.h"
 #include "passes/spmd/cost.h"
+#include "passes/spmd/reshard.h"
 #include "passes/spmd/rules.h"
 #include "passes/sharding_propagation.h"
 #include "passes/spmd_partition.h"
@@ -44,7 +45,10 @@ std::string Partitioned(const std::string& text, bool* changed = nullptr) {
   return ir::PrintModule(*m);
 }
 
-TEST(SpmdPartitionTest, SeedMatmulBecomesTheNotebooksVariantC) {
+// w's rows are laid out over x but meet x's columns, laid out over y: device (i, j) needs the block
+// device (j, i) holds, one ppermute transposing the device grid (no all_gather, no redundant
+// rows), then the local product and the psum over y.
+TEST(SpmdPartitionTest, SeedMatmulFetchesItsBlockOfWWithOnePermute) {
   const std::string in =
       Global("P(x,y),P(x,None)", "P(x,None)") +
       "func main = { lambda ; a:bf16[2048,2048] b:bf16[2048,1024]. let\n"
@@ -55,20 +59,43 @@ TEST(SpmdPartitionTest, SeedMatmulBecomesTheNotebooksVariantC) {
   EXPECT_EQ(out,
             PerDevice("P(x,y),P(x,None)", "P(x,None)") +
                 "func main = { lambda ; a:bf16[1024,1024] b:bf16[1024,1024]. let\n"
-                "    c:bf16[2048,1024] = all_gather[axes=(x) axis=0 tiled=True] b\n"
-                "    d:s32[] = axis_index[axes=(y)]\n"
-                "    e:s32[] = constant[dtype=s32 value=(1024)]\n"
-                "    f:s32[] = mul d e\n"
-                "    g:s32[] = constant[dtype=s32 value=(0)]\n"
-                "    h:bf16[1024,1024] = dynamic_slice[slice_sizes=(1024,1024)] c f g\n"
-                "    i:bf16[1024,1024] = dot_general[lhs_contracting_dims=(1) "
-                "rhs_contracting_dims=(0) preferred_element_type=None] a h\n"
-                "    j:bf16[1024,1024] = psum[axes=(y)] i\n"
-                "  in (j) }\n");
+                "    c:bf16[1024,1024] = ppermute[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))] b\n"
+                "    d:bf16[1024,1024] = dot_general[lhs_contracting_dims=(1) "
+                "rhs_contracting_dims=(0) preferred_element_type=None] a c\n"
+                "    e:bf16[1024,1024] = psum[axes=(y)] d\n"
+                "  in (e) }\n");
   absl::StatusOr<ir::Module> m = ir::ParseModule(out);
   ASSERT_TRUE(m.ok());
-  // all_gather of w over x (2 MiB) and psum over y (2 MiB), as in variant (c).
+  // w's block (2 MiB) and the psum over y (2 MiB).
   EXPECT_EQ(spmd::CommunicatedBytes(*m), 4 << 20);
+}
+
+// Layouts that cut the array into blocks of one shape differ by where the blocks live: one
+// ppermute moves each to the device that needs it (devices that hold theirs keep them).
+TEST(SpmdPartitionTest, ReshardsBetweenEqualBlocksWithOnePermute) {
+  EXPECT_EQ(Partitioned(Global("P(x,y)", "P(y,x)") +
+                        "func main = { lambda ; a:f32[4,6]. let\n"
+                        "    b:f32[4,6] = neg a @sharding(P(x,y))\n"
+                        "  in (b) }\n"),
+            PerDevice("P(x,y)", "P(y,x)") +
+                "func main = { lambda ; a:f32[2,3]. let\n"
+                "    b:f32[2,3] = neg a\n"
+                "    c:f32[2,3] = ppermute[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))] b\n"
+                "  in (c) }\n");
+  // A 1-D layout moved to the other axis: device (i, j) needs block j, held by (j, *).
+  const ir::Mesh mesh = *ir::ParseModule(Global("P(x)", "P(y)") +
+                                         "func main = { lambda ; a:f32[4]. let\n  in (a) }\n")
+                             ->mutable_mesh();
+  std::vector<spmd::ReshardStep> steps = spmd::PlanReshard(mesh, {{{"x"}}}, {{{"y"}}});
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].kind, spmd::ReshardStep::Kind::kPermute);
+  EXPECT_EQ(steps[0].axes, (spmd::AxisList{"x", "y"}));
+  EXPECT_EQ(spmd::PermutePairs(mesh, steps[0]),
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {2, 1}, {1, 2}, {3, 3}}));
+  // Equal layouts need nothing; a layout with other block shapes needs the general plan.
+  EXPECT_TRUE(spmd::PlanReshard(mesh, {{{"x"}}}, {{{"x"}}}).empty());
+  EXPECT_NE(spmd::PlanReshard(mesh, {{{"x"}}}, {{{"x", "y"}}})[0].kind,
+            spmd::ReshardStep::Kind::kPermute);
 }
 
 TEST(SpmdPartitionTest, SlicesReplicatedOperandsLocally) {

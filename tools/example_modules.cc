@@ -19,9 +19,9 @@ std::vector<std::string> ExampleNames() {
   return {"seed_a", "seed_b", "seed_c", "seed_d", "seed_e"};
 }
 
-absl::StatusOr<ir::Module> TracedExample(std::string_view name) {
-  Runtime rt({.num_devices = 4});
-  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+absl::StatusOr<ir::Module> TracedExample(std::string_view name, int64_t size_x, int64_t size_y) {
+  Runtime rt({.num_devices = static_cast<int>(size_x * size_y), .num_threads = 1});
+  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", size_x}, {"y", size_y}});
   if (!mesh.ok()) return mesh.status();
   for (const examples::SeedVariant& v : examples::SeedVariants(*mesh, kContracting)) {
     if (name != "seed_" + v.name) continue;

@@ -1,5 +1,5 @@
 // Built-in example programs for the tools: the seed variants (examples/seed_variants.h) traced
-// for bf16 x[2048,2048] sharded P('x','y') and w[2048,1024] sharded P('x',None) on a 2x2 mesh.
+// for bf16 x[2048,2048] sharded P('x','y') and w[2048,1024] sharded P('x',None) on an x-by-y mesh.
 #ifndef SHARDJIT_TOOLS_EXAMPLE_MODULES_H_
 #define SHARDJIT_TOOLS_EXAMPLE_MODULES_H_
 
@@ -15,8 +15,10 @@ namespace shardjit::tools {
 // "seed_a" ... "seed_e".
 std::vector<std::string> ExampleNames();
 
-// The traced (global-view, not yet lowered) module of example `name`; needs no data.
-absl::StatusOr<ir::Module> TracedExample(std::string_view name);
+// The traced (global-view, not yet lowered) module of example `name` on a `size_x` x `size_y`
+// mesh; needs no data.
+absl::StatusOr<ir::Module> TracedExample(std::string_view name, int64_t size_x = 2,
+                                         int64_t size_y = 2);
 
 }  // namespace shardjit::tools
 

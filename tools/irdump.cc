@@ -23,6 +23,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "backends/reference/kernel.h"
@@ -42,7 +44,8 @@ constexpr char kUsage[] =
     "usage: irdump MODULE_FILE | --example=NAME [options]\n"
     "  MODULE_FILE        .pb/.binpb binary, .pbtxt text proto, anything else IR text\n"
     "  --example=NAME     a built-in program: {examples}\n"
-    "                     (bf16 x[2048,2048] P(x,y), w[2048,1024] P(x,None), 2x2 mesh)\n"
+    "                     (bf16 x[2048,2048] P(x,y), w[2048,1024] P(x,None))\n"
+    "  --mesh=XxY         the example's mesh (default 2x2)\n"
     "  --format=FMT       what to print: text (default), pbtxt, or binary (not to a terminal)\n"
     "  --verify[=BOOL]    verify the module and after each pass (default true; --noverify)\n"
     "  --locations        print source locations in IR text\n"
@@ -57,6 +60,7 @@ constexpr char kUsage[] =
 struct Flags {
   std::string file;
   std::string example;
+  int64_t mesh_x = 2, mesh_y = 2;
   std::optional<ir::ModuleFormat> format;
   bool verify = true;
   bool locations = false;
@@ -118,6 +122,14 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
     std::optional<std::string> error;
     if (name == "example") {
       if (!(error = need_value())) flags.example = *value;
+    } else if (name == "mesh") {
+      if (!(error = need_value())) {
+        std::vector<std::string> xy = absl::StrSplit(*value, 'x');
+        if (xy.size() != 2 || !absl::SimpleAtoi(xy[0], &flags.mesh_x) ||
+            !absl::SimpleAtoi(xy[1], &flags.mesh_y) || flags.mesh_x < 1 || flags.mesh_y < 1) {
+          error = fmt::format("--mesh must be XxY (e.g. 4x4), got \"{}\"", *value);
+        }
+      }
     } else if (name == "format") {
       if (!(error = need_value())) {
         if (*value == "text") {
@@ -202,7 +214,8 @@ int Main(int argc, char** argv) {
 
   // The input module: a file as loaded, or an example as traced.
   absl::StatusOr<ir::Module> module =
-      flags.example.empty() ? ir::ReadModuleFile(flags.file) : TracedExample(flags.example);
+      flags.example.empty() ? ir::ReadModuleFile(flags.file)
+                            : TracedExample(flags.example, flags.mesh_x, flags.mesh_y);
   if (!module.ok()) return InputError(std::string(module.status().message()));
   const std::string source = flags.example.empty() ? flags.file : flags.example;
   if (flags.verify) {

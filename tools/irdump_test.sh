@@ -41,7 +41,12 @@ for e in a b c d e; do
 done
 expect_status 0 "$IRDUMP" --example=seed_a
 expect_grep 'view=per_device' "$TMP/out"
-expect_grep 'ppermute_start\[axes=(x,y)' "$TMP/out"
+expect_grep 'ppermute\[axes=(x,y)' "$TMP/out"
+# --mesh: the examples on another mesh; on 4x4 each device receives w's block from its transpose.
+expect_status 0 "$IRDUMP" --example=seed_a --mesh=4x4
+expect_grep 'mesh={x:4,y:4}' "$TMP/out"
+expect_grep 'ppermute\[axes=(x,y) perm=((0,0),(4,1),(8,2)' "$TMP/out"
+expect_status 2 "$IRDUMP" --example=seed_a --mesh=4
 expect_status 0 "$IRDUMP" --example=seed_e
 expect_grep 'fori_loop' "$TMP/out"
 expect_grep 'ppermute' "$TMP/out"
@@ -71,6 +76,7 @@ expect_status 0 "$IRDUMP" --example=seed_c --dump_to="$TMP/dump"
 expect_status 0 "$IRDUMP" --example=seed_c --cost
 expect_grep '^flops: 2148532224$' "$TMP/out"
 expect_grep '^bytes communicated: 6291456$' "$TMP/out"
+expect_grep '^estimated time: [0-9.]* us$' "$TMP/out"
 expect_grep '^  ppermute_start\[axes=(x,y)\] bf16\[1024,1024\] n=4 x1: 2097152 bytes$' "$TMP/out"
 expect_grep '^  psum\[axes=(y)\] f32\[1024,1024\] n=2 x1: 4194304 bytes$' "$TMP/out"
 expect_status 2 "$IRDUMP" --example=seed_c --cost --stages

@@ -87,10 +87,23 @@ absl::StatusOr<int64_t> Emitter::BlockOffset(const AxisList& axes, int64_t block
 
 absl::StatusOr<int64_t> Emitter::Reshard(int64_t id, const ir::ShapedType& global, const Spec& from,
                                          const Spec& to) {
-  for (const ReshardStep& step : PlanReshard(from, to)) {
+  for (const ReshardStep& step : PlanReshard(mesh_, from, to)) {
     const bool trivial = AxesSize(mesh_, step.axes) == 1;
     absl::StatusOr<int64_t> next = id;
     switch (step.kind) {
+      case ReshardStep::Kind::kPermute: {
+        const std::vector<std::pair<int64_t, int64_t>> pairs = PermutePairs(mesh_, step);
+        if (trivial || pairs.empty()) break;
+        ir::Op op = NewOp("ppermute");
+        SetAxes(op.mutable_ppermute(), step.axes);
+        for (const auto& [source, target] : pairs) {
+          ir::PermutePair* pair = op.mutable_ppermute()->add_perm();
+          pair->set_source(source);
+          pair->set_target(target);
+        }
+        next = Add1(std::move(op), {id});
+        break;
+      }
       case ReshardStep::Kind::kAllToAll: {
         if (trivial) break;
         ir::Op op = NewOp("all_to_all");

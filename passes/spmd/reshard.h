@@ -1,7 +1,10 @@
 // Resharding plans: the collectives that turn a value laid out by one spec into the same value
 // laid out by another. The partitioner emits them; sharding propagation prices them.
 //
-// A plan has up to three phases, each cheaper than the next fallback:
+// Where both layouts cut the array into blocks of the same shape (each dimension split into as
+// many blocks by both), the plan is one ppermute over the axes either uses: each device receives
+// the block it needs from a device that holds it (itself where it can). Otherwise a plan has up
+// to three phases, each cheaper than the next fallback:
 //   1. all_to_all: the minor axes a dimension drops move to the dimension that gains them next;
 //   2. all_gather (tiled): each dimension drops the axes past its common prefix with the target;
 //   3. dynamic_slice at offsets from axis_index: each dimension gains the target's extra axes.
@@ -9,6 +12,7 @@
 #define SHARDJIT_PASSES_SPMD_RESHARD_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "ir/ir.pb.h"
@@ -18,9 +22,9 @@
 namespace shardjit::passes::spmd {
 
 struct ReshardStep {
-  enum class Kind { kAllToAll, kAllGather, kDynamicSlice };
+  enum class Kind { kAllToAll, kAllGather, kDynamicSlice, kPermute };
   Kind kind = Kind::kDynamicSlice;
-  // kAllGather / kAllToAll: the collective's axes.
+  // kAllGather / kAllToAll / kPermute: the collective's axes.
   AxisList axes;
   // kAllGather: the gathered dimension; kAllToAll: the dimension that loses `axes`.
   int64_t dim = -1;
@@ -31,8 +35,15 @@ struct ReshardStep {
   Spec before, after;
 };
 
-// The steps from `from` to `to` (same rank, both valid for the array); empty when equal.
-std::vector<ReshardStep> PlanReshard(const Spec& from, const Spec& to);
+// The steps from `from` to `to` (same rank, both valid for the array on `mesh`); empty when
+// equal.
+std::vector<ReshardStep> PlanReshard(const ir::Mesh& mesh, const Spec& from, const Spec& to);
+
+// A kPermute step's (source, target) pairs over the combined index of its axes: every target
+// once, from a source holding the block it needs (itself first), every source once. Empty when
+// every device already holds its block.
+std::vector<std::pair<int64_t, int64_t>> PermutePairs(const ir::Mesh& mesh,
+                                                      const ReshardStep& step);
 
 // Lexicographic: bytes first (the cost model of passes/spmd/cost.h), then collectives.
 struct CommCost {

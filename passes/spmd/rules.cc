@@ -1,11 +1,13 @@
 #include "passes/spmd/rules.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
+#include "passes/machine_model.h"
 #include "passes/spmd/cost.h"
 #include "passes/spmd/rules_internal.h"
 
@@ -131,14 +133,58 @@ bool OnlyWrapsShardMap(const ir::Region& region) {
   return true;
 }
 
+double StrategyCost::Seconds() const {
+  return MachineModel().Seconds(flops, comm.bytes, comm.collectives);
+}
+
 bool StrategyCost::operator<(const StrategyCost& o) const {
+  const double mine = Seconds(), theirs = o.Seconds();
+  if (mine != theirs) return mine < theirs;
   return std::tie(comm.bytes, comm.collectives, block_bytes) <
          std::tie(o.comm.bytes, o.comm.collectives, o.block_bytes);
 }
 
+namespace {
+
+int64_t NumElements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// Floating-point operations of the op on one device's blocks: dot_general 2 per multiply-add,
+// reduce_* one per operand element, an elementwise op one per result element; 0 for data
+// movement.
+int64_t LocalFlops(const OpView& view, const Strategy& st) {
+  const ir::Mesh& mesh = *view.mesh;
+  const ir::Op& op = *view.op;
+  auto block = [&](const Spec& spec, const ir::ShapedType& type) {
+    return BlockDims(mesh, spec, type.dims);
+  };
+  if (op.has_dot_general()) {
+    // From the operand blocks: the product is computed whole before any psum_scatter.
+    const std::vector<int64_t> lhs = block(st.operands[0], view.operand_types[0]);
+    const std::vector<int64_t> rhs = block(st.operands[1], view.operand_types[1]);
+    const auto& dims = op.dot_general();
+    int64_t rhs_shared = 1;  // rhs batch and contracting elements
+    for (int64_t d : dims.rhs_batch_dims()) rhs_shared *= rhs[d];
+    for (int64_t d : dims.rhs_contracting_dims()) rhs_shared *= rhs[d];
+    return 2 * NumElements(lhs) * (NumElements(rhs) / std::max<int64_t>(1, rhs_shared));
+  }
+  if (op.has_reduce()) return NumElements(block(st.operands[0], view.operand_types[0]));
+  const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+  if (prim != nullptr && prim->kind == ir::PrimitiveKind::kElementwise) {
+    return NumElements(block(st.results[0], view.result_types[0]));
+  }
+  return 0;
+}
+
+}  // namespace
+
 StrategyCost Cost(const OpView& view, const Strategy& st) {
   const ir::Mesh& mesh = *view.mesh;
   StrategyCost cost;
+  cost.flops = LocalFlops(view, st);
   for (size_t i = 0; i < st.operands.size(); ++i) {
     if (view.operand_specs[i]) {
       cost.comm += ReshardCost(mesh, view.operand_types[i], *view.operand_specs[i], st.operands[i]);

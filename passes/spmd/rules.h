@@ -55,16 +55,20 @@ bool OnlyWrapsShardMap(const ir::Region& region);
 // The strategies the op's rule proposes (before validity checks); empty without a rule.
 std::vector<Strategy> Candidates(const OpView& view);
 
-// Lexicographic: communication (bytes, then collectives), then the bytes of the blocks the op
-// reads and writes (less local work and memory).
+// The estimated time of the op's own work on a device (flops, counting work every device repeats)
+// and of its communication (bytes and collectives) by the machine model
+// (passes/machine_model.h); among equal times, the bytes of the blocks the op reads and writes
+// (less local memory).
 struct StrategyCost {
   CommCost comm;
+  int64_t flops = 0;  // per device
   int64_t block_bytes = 0;
+  double Seconds() const;
   bool operator<(const StrategyCost& o) const;
 };
 
-// The cost of a strategy: resharding each known operand to the strategy's layout, the op's own
-// reduction, and resharding each result to every layout its users want.
+// The cost of a strategy: resharding each known operand to the strategy's layout, the op on
+// local blocks, its own reduction, and resharding each result to every layout its users want.
 StrategyCost Cost(const OpView& view, const Strategy& strategy);
 
 // The cheapest valid candidate (the first among equals); UnimplementedError without a rule.
