@@ -14,10 +14,11 @@
 // are fixed to its out_specs and its operands want its in_specs; a fori_loop carry has one
 // layout at entry, exit and in the body (its entry layout, or the one its users want if cheaper).
 //
-// Cost model (conflicts): an op's layout is the candidate of its rule that communicates the fewest
-// bytes per device (passes/spmd/cost.h), counting the resharding of its known operands to the
-// candidate's layouts, its own reduction, and the resharding of its results to every layout
-// their users want; ties go to fewer collectives, then to smaller blocks.
+// Cost model (conflicts): an op's layout is the candidate of its rule with the least estimated
+// time per device (passes/machine_model.h): its flops on the candidate's blocks, plus the bytes
+// and collectives of resharding its known operands to the candidate's layouts, its own
+// reduction, and resharding its results to every layout their users want (passes/spmd/cost.h);
+// ties go to fewer bytes, then fewer collectives, then smaller blocks.
 //
 // Iteration: a backward sweep collects the layouts each undecided value's users want; a forward
 // sweep decides every op with a decided operand; when nothing more is decided, sources

@@ -139,6 +139,21 @@ void PackF32Panel(const Lines<T>& src, int64_t steps, int count, int width, floa
   }
 }
 
+// out[n] = lo[n] | hi[n] << 16 for n < count: two rows of bf16 interleaved into k pairs.
+SHARDJIT_TARGET_AVX2 void InterleaveRowsAvx2(const uint16_t* lo, const uint16_t* hi, int count,
+                                             uint32_t* out) {
+  int n = 0;
+  for (; n + 8 <= count; n += 8) {
+    const __m256i l =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + n)));
+    const __m256i h =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + n)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + n),
+                        _mm256_or_si256(l, _mm256_slli_epi32(h, 16)));
+  }
+  for (; n < count; ++n) out[n] = lo[n] | static_cast<uint32_t>(hi[n]) << 16;
+}
+
 // One kBf16Pairs panel: out[s * width + n] holds bf16 values at k = 2s (low half) and 2s + 1
 // (high half, zero past k) of line n; lines past `count` are zero.
 void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, uint32_t* out) {
@@ -155,11 +170,14 @@ void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
     }
   } else {
     const int64_t ls = src.line_stride, ks = src.k_stride;
+    const bool avx2 = ActiveIsa() >= IsaLevel::kAvx2;
     for (int64_t s = 0; s < steps; ++s) {
       const uint16_t* lo = src.data + 2 * s * ks;
       const uint16_t* hi = lo + ks;
       uint32_t* o = out + s * width;
-      if (s < full && ls == 1) {
+      if (s < full && ls == 1 && avx2) {
+        InterleaveRowsAvx2(lo, hi, count, o);
+      } else if (s < full && ls == 1) {
         for (int n = 0; n < count; ++n) o[n] = lo[n] | static_cast<uint32_t>(hi[n]) << 16;
       } else if (s < full) {
         for (int n = 0; n < count; ++n) {
@@ -187,7 +205,9 @@ void PackAmxAPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
     for (int n = 0; n < count; ++n) {
       const uint16_t* line = src.data + n * src.line_stride + k0 * src.k_stride;
       uint16_t* row = o + n * 32;
-      if (src.k_stride == 1) {
+      if (src.k_stride == 1 && valid == 32) {
+        std::memcpy(row, line, 64);  // a whole block: one inlined 64-byte copy
+      } else if (src.k_stride == 1) {
         std::memcpy(row, line, valid * 2);
       } else {
         for (int64_t l = 0; l < valid; ++l) row[l] = line[l * src.k_stride];

@@ -348,8 +348,10 @@ TEST(Gemm, GeneratorsEmitOnAnyHost) {
       EXPECT_TRUE(gen.Create().ok()) << key.Name();
     }
   }
-  EXPECT_FALSE(GemmKernelAmx::Supports({PanelLayout::kBf16Pairs, IsaLevel::kAmxBf16, 32, 32, 32, 0}));
-  EXPECT_FALSE(GemmKernelAmx::Supports({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 16, 32, 16, 0}));
+  EXPECT_FALSE(
+      GemmKernelAmx::Supports({PanelLayout::kBf16Pairs, IsaLevel::kAmxBf16, 32, 32, 32, 0}));
+  EXPECT_FALSE(
+      GemmKernelAmx::Supports({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 16, 32, 16, 0}));
   EXPECT_FALSE(
       GemmKernelAvx512::Supports({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 6, 64, 6, 0}));
   EXPECT_FALSE(GemmKernelAvx2::Supports({PanelLayout::kBf16Pairs, IsaLevel::kAvx2, 6, 16, 6, 0}));
