@@ -196,25 +196,28 @@ void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
 }
 
 // One kAmxTiles A panel: for each block of 32 k values, `width` rows of 64 bytes (row n's values
-// in k order, zero past k and for rows past `count`).
+// in k order, zero past k and for rows past `count`). Each source row is read once, in order.
 void PackAmxAPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, uint16_t* out) {
   const int64_t blocks = KSteps(PanelLayout::kAmxTiles, k) / 16;
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    uint16_t* o = out + blk * width * 32;
-    const int64_t k0 = blk * 32, valid = std::min<int64_t>(32, k - k0);
-    for (int n = 0; n < count; ++n) {
-      const uint16_t* line = src.data + n * src.line_stride + k0 * src.k_stride;
-      uint16_t* row = o + n * 32;
-      if (src.k_stride == 1 && valid == 32) {
-        std::memcpy(row, line, 64);  // a whole block: one inlined 64-byte copy
-      } else if (src.k_stride == 1) {
-        std::memcpy(row, line, valid * 2);
-      } else {
-        for (int64_t l = 0; l < valid; ++l) row[l] = line[l * src.k_stride];
+  const int64_t block_elems = int64_t{width} * 32;
+  const int64_t whole = k / 32;  // blocks with all 32 values
+  for (int n = 0; n < count; ++n) {
+    const uint16_t* line = src.data + n * src.line_stride;
+    uint16_t* row = out + n * 32;
+    for (int64_t blk = 0; blk < blocks; ++blk, row += block_elems) {
+      const int64_t k0 = blk * 32, valid = std::min<int64_t>(32, k - k0);
+      if (src.k_stride == 1 && blk < whole) {
+        std::memcpy(row, line + k0, 64);  // one inlined 64-byte copy
+        continue;
       }
-      std::memset(row + valid, 0, (32 - valid) * 2);
+      for (int64_t l = 0; l < valid; ++l) row[l] = line[(k0 + l) * src.k_stride];
+      for (int64_t l = valid; l < 32; ++l) row[l] = 0;
     }
-    std::memset(o + count * 32, 0, (width - count) * 64);
+  }
+  if (count < width) {
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      std::memset(out + blk * block_elems + count * 32, 0, (width - count) * 64);
+    }
   }
 }
 
