@@ -1,24 +1,53 @@
-// A virtual device: an id and an allocator that accounts its memory (current and peak bytes).
+// A virtual device: an id and an allocator that accounts its memory (current and peak bytes) and
+// keeps small freed blocks for reuse.
 #ifndef SHARDJIT_RUNTIME_DEVICE_H_
 #define SHARDJIT_RUNTIME_DEVICE_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "ir/tensor.h"
+#include "runtime/spin_mutex.h"
 
 namespace shardjit::runtime {
+
+// Under AddressSanitizer freed blocks go back to malloc, so that a use after free is caught.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kDeviceReusesBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kDeviceReusesBlocks = false;
+#else
+inline constexpr bool kDeviceReusesBlocks = true;
+#endif
+#else
+inline constexpr bool kDeviceReusesBlocks = true;
+#endif
 
 struct MemoryStats {
   int64_t current_bytes = 0;
   int64_t peak_bytes = 0;
 };
 
-// Aligned heap memory whose live bytes are counted.
+// Aligned heap memory whose live bytes are counted. A program allocates the same sizes run after
+// run, so freed blocks up to kMaxCachedBlock bytes (in power-of-two size classes, at most
+// kMaxCachedBytes in all) are kept for the next allocation of their class instead of going back to
+// malloc (unless kDeviceReusesBlocks is false). Cached blocks do not count as live. Thread-safe:
+// arrays may be freed on any thread.
 class AccountingAllocator final : public ir::Allocator,
                                   public std::enable_shared_from_this<AccountingAllocator> {
  public:
+  static constexpr size_t kMaxCachedBlock = size_t{1} << 20;
+  static constexpr size_t kMaxCachedBytes = size_t{4} << 20;
+
+  AccountingAllocator() = default;
+  ~AccountingAllocator() override;
+  AccountingAllocator(const AccountingAllocator&) = delete;
+  AccountingAllocator& operator=(const AccountingAllocator&) = delete;
+
   void* Allocate(size_t bytes) override;
   void Deallocate(void* ptr, size_t bytes) override;
   // Arrays may outlive their runtime: their memory keeps the allocator alive.
@@ -26,10 +55,21 @@ class AccountingAllocator final : public ir::Allocator,
   MemoryStats stats() const { return {current_.load(), peak_.load()}; }
   // Restarts peak tracking from the current figure.
   void ResetPeak() { peak_.store(current_.load()); }
+  // Bytes held in freed blocks kept for reuse.
+  size_t cached_bytes() const;
 
  private:
+  static constexpr int kMinClassLog2 = 6;  // 64 bytes
+  static constexpr int kClasses = 20 - kMinClassLog2 + 1;
+  // The size class of `bytes` (<= kMaxCachedBlock) and its block size.
+  static int ClassOf(size_t bytes);
+  static size_t ClassBytes(int cls) { return size_t{1} << (cls + kMinClassLog2); }
+
   std::atomic<int64_t> current_{0};
   std::atomic<int64_t> peak_{0};
+  mutable SpinMutex mu_;
+  std::vector<void*> free_[kClasses];  // under mu_
+  size_t cached_bytes_ = 0;            // under mu_
 };
 
 class Device {
