@@ -181,7 +181,8 @@ const ir::Module& Compiled::module() const { return state_->module; }
 
 std::string Compiled::as_text() const { return ir::PrintModule(state_->module); }
 
-absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args) const {
+absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
+                                                  const RunOptions& options) const {
   const CompiledState& s = *state_;
   if (args.size() != s.arg_types.size()) {
     return absl::InvalidArgumentError(fmt::format("{}: expects {} arguments, got {}",
@@ -208,7 +209,8 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args)
     }
     std::vector<const backends::Executable*> programs(n, s.executable.get());
     absl::StatusOr<std::vector<std::vector<Tensor>>> out =
-        rt.RunSpmd(s.mesh.proto(), programs, std::move(local_args), s.collective_plan.get());
+        rt.RunSpmd(s.mesh.proto(), programs, std::move(local_args), s.collective_plan.get(),
+                   options);
     if (!out.ok()) return out.status();
     for (size_t r = 0; r < s.result_types.size(); ++r) {
       std::vector<Tensor> shards;
@@ -223,7 +225,8 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args)
       host_args.push_back(std::move(*h));
     }
     absl::StatusOr<std::vector<Tensor>> out =
-        rt.RunGlobal(s.mesh.proto(), *s.executable, host_args, s.compile, *s.shard_map_cache);
+        rt.RunGlobal(s.mesh.proto(), *s.executable, host_args, s.compile, *s.shard_map_cache,
+                     options);
     if (!out.ok()) return out.status();
     for (size_t r = 0; r < out->size(); ++r) {
       absl::StatusOr<Array> placed = device_put((*out)[r], s.result_shardings[r]);
@@ -270,7 +273,8 @@ absl::StatusOr<Lowered> Jitted::Lower(const std::vector<Array>& args) const {
   return LowerFor(types, shardings);
 }
 
-absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args) const {
+absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args,
+                                                 const RunOptions& options) const {
   std::vector<ShapedType> types;
   std::vector<NamedSharding> shardings;
   for (const Array& a : args) {
@@ -293,7 +297,7 @@ absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args) 
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->cache.emplace(key, *c);
   }
-  return compiled->Run(args);
+  return compiled->Run(args, options);
 }
 
 size_t Jitted::cache_size() const {

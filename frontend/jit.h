@@ -50,7 +50,9 @@ class Compiled {
  public:
   explicit Compiled(std::shared_ptr<const CompiledState> state) : state_(std::move(state)) {}
 
-  absl::StatusOr<std::vector<Array>> Run(const std::vector<Array>& args) const;
+  // `options`: a deadline and a cancellation token (runtime/run_options.h).
+  absl::StatusOr<std::vector<Array>> Run(const std::vector<Array>& args,
+                                         const RunOptions& options = {}) const;
   template <typename... A>
   absl::StatusOr<std::vector<Array>> operator()(const A&... args) const {
     return Run(std::vector<Array>{args...});
@@ -97,7 +99,10 @@ class Jitted {
  public:
   Jitted(TracedFunction f, JitOptions options);
 
-  absl::StatusOr<std::vector<Array>> Call(const std::vector<Array>& args) const;
+  // Compiles for the arguments' types and shardings (cached) and runs with `options` (a deadline
+  // and a cancellation token, runtime/run_options.h).
+  absl::StatusOr<std::vector<Array>> Call(const std::vector<Array>& args,
+                                          const RunOptions& options = {}) const;
   template <typename... A>
   absl::StatusOr<std::vector<Array>> operator()(const A&... args) const {
     return Call(std::vector<Array>{args...});

@@ -16,6 +16,8 @@ namespace shardjit {
 
 using Runtime = runtime::Runtime;
 using RuntimeOptions = runtime::RuntimeOptions;
+using RunOptions = runtime::RunOptions;
+using CancellationToken = runtime::CancellationToken;
 
 // A logical mesh of a runtime's devices with named axes (jax.make_mesh).
 class Mesh {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/sharding.h"
@@ -34,14 +35,25 @@ int DefaultThreads() {
   return backends::AvailableCores();
 }
 
+// The first reason `options` gives to stop now: the token cancelled, or the deadline passed.
+absl::Status StopReason(const RunOptions& options) {
+  if (options.cancel != nullptr && options.cancel->cancelled()) {
+    return absl::CancelledError("run cancelled");
+  }
+  if (options.deadline != absl::InfiniteFuture() && absl::Now() >= options.deadline) {
+    return absl::DeadlineExceededError("run did not finish before its deadline");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // The context of one device in an SPMD run.
 class Runtime::SpmdContext final : public backends::DeviceContext {
  public:
-  SpmdContext(Transport& run, int64_t position, Device& device,
-              backends::SpanRecorder* recorder)
-      : run_(run), position_(position), device_(device), recorder_(recorder) {}
+  SpmdContext(RunState& run, int64_t position, Device& device, backends::SpanRecorder* recorder,
+              const RunOptions& options)
+      : run_(run), position_(position), device_(device), recorder_(recorder), options_(options) {}
   ir::Allocator* allocator() override { return device_.allocator(); }
   absl::StatusOr<std::vector<ir::Tensor>> RunCollective(
       const ir::Op& op, const std::vector<ir::Tensor>& operands) override {
@@ -53,27 +65,32 @@ class Runtime::SpmdContext final : public backends::DeviceContext {
     return absl::InvalidArgumentError(
         fmt::format("{}: shard_map cannot run inside a per-device program", op.opcode()));
   }
-  absl::Status Cancelled() override { return run_.status(); }
+  absl::Status Cancelled() override {
+    if (absl::Status s = StopReason(options_); !s.ok()) run_.Cancel(s);
+    return run_.status();
+  }
 
  private:
-  Transport& run_;
+  RunState& run_;
   int64_t position_;
   Device& device_;
   backends::SpanRecorder* recorder_;
+  const RunOptions& options_;
 };
 
 // The context of a global-view program running on the caller's thread.
 class Runtime::GlobalContext final : public backends::DeviceContext {
  public:
-  GlobalContext(Runtime& rt, const ir::Mesh& mesh, const CompileFn& compile, ShardMapCache& cache)
-      : rt_(rt), mesh_(mesh), compile_(compile), cache_(cache) {}
+  GlobalContext(Runtime& rt, const ir::Mesh& mesh, const CompileFn& compile, ShardMapCache& cache,
+                const RunOptions& options)
+      : rt_(rt), mesh_(mesh), compile_(compile), cache_(cache), options_(options) {}
   ir::Allocator* allocator() override { return ir::HostAllocator(); }
   absl::StatusOr<std::vector<ir::Tensor>> RunCollective(
       const ir::Op& op, const std::vector<ir::Tensor>&) override {
     return absl::InvalidArgumentError(
         fmt::format("{}: collectives need a mapped axis (use shard_map)", op.opcode()));
   }
-  absl::Status Cancelled() override { return absl::OkStatus(); }
+  absl::Status Cancelled() override { return StopReason(options_); }
   backends::SpanRecorder* profiler() override {
     return rt_.profiler() != nullptr ? rt_.profiler()->ForDevice(Profiler::kHost) : nullptr;
   }
@@ -110,7 +127,7 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
     }
     std::vector<const backends::Executable*> programs(n, (*body)->body.get());
     absl::StatusOr<std::vector<std::vector<ir::Tensor>>> locals =
-        rt_.RunSpmd(mesh_, programs, std::move(args), (*body)->plan.get());
+        rt_.RunSpmd(mesh_, programs, std::move(args), (*body)->plan.get(), options_);
     if (!locals.ok()) return locals.status();
     // Assemble each global result from the blocks (for replicated axes, the lowest position).
     std::vector<ir::Tensor> results;
@@ -152,6 +169,7 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
   const ir::Mesh& mesh_;
   const CompileFn& compile_;
   ShardMapCache& cache_;
+  const RunOptions& options_;
 };
 
 namespace {
@@ -160,6 +178,7 @@ namespace {
 struct RunBook {
   RunState& run;
   Scheduler& scheduler;
+  const RunOptions& options;
   std::vector<absl::StatusOr<std::vector<ir::Tensor>>> results;
   std::atomic<int64_t> remaining{0};  // devices not finished
 };
@@ -187,7 +206,7 @@ struct Runtime::DeviceRun {
   void Run() {
     RunState& run = book->run;
     backends::CurrentParallelism() = parallelism;
-    SpmdContext ctx(run, position, *device, recorder);
+    SpmdContext ctx(run, position, *device, recorder, book->options);
     // A device whose run failed before it started does not start.
     absl::Status status = run.status();
     absl::StatusOr<std::vector<ir::Tensor>> r =
@@ -207,10 +226,12 @@ struct Runtime::DeviceRun {
   }
 };
 
-// Fails the run in flight once it has made no progress (an arrival at a collective, a device
-// resumed or finished) for the collective timeout, naming a device that waits for peers that
-// never came. Samples four times per timeout, so a stall is caught within 1.25 timeouts; a thread
-// of its own, so that a device computing without end on the caller's thread cannot hide it.
+// Watches the run in flight from a thread of its own (so that a device computing without end on
+// the calling thread cannot hide anything from it): fails the run once it has made no progress (an
+// arrival at a collective, a device resumed or finished) for the collective timeout, naming a
+// device that waits for peers that never came, and once its deadline passes (devices waiting at a
+// collective check no deadline themselves). Samples four times per timeout, so a stall is caught
+// within 1.25 timeouts.
 class Runtime::Watchdog {
  public:
   Watchdog(absl::Duration timeout, const Scheduler& scheduler)
@@ -223,21 +244,37 @@ class Runtime::Watchdog {
     cv_.notify_one();
     thread_.join();
   }
-  // Watches `run` (null: none) from now on.
-  void Watch(RunState* run) {
-    std::lock_guard<std::mutex> lock(mu_);
-    run_ = run;
-    stalled_samples_ = -1;
+  // Watches `run` (null: none) until `deadline` from now on.
+  void Watch(RunState* run, absl::Time deadline = absl::InfiniteFuture()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      run_ = run;
+      deadline_ = deadline;
+      stalled_samples_ = -1;
+    }
+    cv_.notify_one();
   }
 
  private:
   static constexpr int kSamplesPerTimeout = 4;
   void Loop() {
-    const auto period = absl::ToChronoNanoseconds(timeout_ / kSamplesPerTimeout);
+    const absl::Duration period = timeout_ / kSamplesPerTimeout;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
-      cv_.wait_for(lock, period);
+      const absl::Time now = absl::Now();
+      absl::Time wake = now + period;
+      if (run_ != nullptr && deadline_ < wake) wake = deadline_;
+      if (wake != absl::InfiniteFuture()) {
+        cv_.wait_for(lock, absl::ToChronoNanoseconds(std::max(wake - now, absl::ZeroDuration())));
+      } else {
+        cv_.wait(lock);
+      }
       if (stop_ || run_ == nullptr) continue;
+      if (absl::Now() >= deadline_) {
+        run_->Cancel(absl::DeadlineExceededError("run did not finish before its deadline"));
+        continue;
+      }
+      if (timeout_ == absl::InfiniteDuration()) continue;
       const uint64_t progress = run_->arrivals() + scheduler_.progress();
       if (stalled_samples_ < 0 || progress != seen_) {
         stalled_samples_ = 0;
@@ -255,6 +292,7 @@ class Runtime::Watchdog {
   std::condition_variable cv_;
   bool stop_ = false;
   RunState* run_ = nullptr;
+  absl::Time deadline_ = absl::InfiniteFuture();
   uint64_t seen_ = 0;
   int stalled_samples_ = -1;  // samples in a row without progress; -1: none taken yet
   std::thread thread_;        // last: starts once the rest is set
@@ -269,11 +307,11 @@ Runtime::Runtime(RuntimeOptions options) : options_(options), id_(NextRuntimeId(
   num_threads_ = options_.num_threads > 0 ? options_.num_threads : DefaultThreads();
   pool_ = std::make_unique<backends::ThreadPool>(num_threads_ - 1);
   scheduler_ = std::make_unique<Scheduler>(num_threads_);
-  if (options_.collective_timeout != absl::InfiniteDuration()) {
-    watchdog_ = std::make_unique<Watchdog>(
-        std::clamp(options_.collective_timeout, absl::Milliseconds(1), absl::Hours(24 * 365)),
-        *scheduler_);
-  }
+  watchdog_ = std::make_unique<Watchdog>(
+      options_.collective_timeout == absl::InfiniteDuration()
+          ? absl::InfiniteDuration()
+          : std::clamp(options_.collective_timeout, absl::Milliseconds(1), absl::Hours(24 * 365)),
+      *scheduler_);
   if (const char* path = std::getenv("SHARDJIT_PROFILE"); path != nullptr && *path != '\0') {
     profile_path_ = path;
   }
@@ -291,7 +329,8 @@ Runtime::~Runtime() {
 
 absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     const ir::Mesh& mesh, const std::vector<const backends::Executable*>& programs,
-    std::vector<std::vector<ir::Tensor>> args, const CollectivePlan* plan) {
+    std::vector<std::vector<ir::Tensor>> args, const CollectivePlan* plan,
+    const RunOptions& options) {
   const int64_t n = ir::MeshSize(mesh);
   if (static_cast<int64_t>(programs.size()) != n || static_cast<int64_t>(args.size()) != n) {
     return absl::InvalidArgumentError(fmt::format(
@@ -314,9 +353,14 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
   RunState run(*plan, &slot_cache_);
-  RunBook book{run, *scheduler_,
+  RunBook book{run, *scheduler_, options,
                std::vector<absl::StatusOr<std::vector<ir::Tensor>>>(
                    n, absl::UnknownError("not run"))};
+  // A cancelled token stops the run at once, devices waiting at collectives included.
+  const int64_t subscription =
+      options.cancel == nullptr
+          ? -1
+          : options.cancel->Subscribe([&run] { run.Cancel(absl::CancelledError("run cancelled")); });
   book.remaining = n;
   const backends::Parallelism per_device{pool_.get(),
                                          static_cast<int>(std::max<int64_t>(1, num_threads_ / n))};
@@ -332,9 +376,10 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
                       &DeviceRun::Exited, &devices[p]);
   }
   // This thread runs thread 0's devices until every device has finished.
-  if (watchdog_ != nullptr) watchdog_->Watch(&run);
+  watchdog_->Watch(&run, options.deadline);
   scheduler_->Drive([&] { return book.remaining.load(std::memory_order_acquire) == 0; });
-  if (watchdog_ != nullptr) watchdog_->Watch(nullptr);
+  watchdog_->Watch(nullptr);
+  if (subscription >= 0) options.cancel->Unsubscribe(subscription);
   if (absl::Status s = run.status(); !s.ok()) return s;
   std::vector<std::vector<ir::Tensor>> out;
   for (auto& r : book.results) out.push_back(std::move(*r));
@@ -345,8 +390,9 @@ absl::StatusOr<std::vector<ir::Tensor>> Runtime::RunGlobal(const ir::Mesh& mesh,
                                                            const backends::Executable& program,
                                                            const std::vector<ir::Tensor>& args,
                                                            const CompileFn& compile,
-                                                           ShardMapCache& cache) {
-  GlobalContext ctx(*this, mesh, compile, cache);
+                                                           ShardMapCache& cache,
+                                                           const RunOptions& options) {
+  GlobalContext ctx(*this, mesh, compile, cache, options);
   backends::ScopedParallelism parallelism({pool_.get(), num_threads_});
   return program.Run(args, ctx);
 }

@@ -21,6 +21,7 @@
 #include "runtime/device.h"
 #include "runtime/fabric.h"
 #include "runtime/profiler.h"
+#include "runtime/run_options.h"
 #include "runtime/scheduler.h"
 
 namespace shardjit::runtime {
@@ -65,10 +66,13 @@ class Runtime {
   // Runs programs[p] on the device at mesh position p with args[p], all concurrently, and
   // returns each position's results. On failure, the first error (with the device named).
   // `plan`, built for `mesh` from the programs' functions, resolves their collectives (a compiled
-  // program keeps one across runs); without it the run resolves them itself.
+  // program keeps one across runs); without it the run resolves them itself. `options`: a
+  // deadline (DeadlineExceeded) and a cancellation token (Cancelled); either way every device
+  // stops and the runtime is ready for the next run.
   absl::StatusOr<std::vector<std::vector<ir::Tensor>>> RunSpmd(
       const ir::Mesh& mesh, const std::vector<const backends::Executable*>& programs,
-      std::vector<std::vector<ir::Tensor>> args, const CollectivePlan* plan = nullptr);
+      std::vector<std::vector<ir::Tensor>> args, const CollectivePlan* plan = nullptr,
+      const RunOptions& options = {});
 
   // Runs a global-view program on the calling thread with whole arrays; its shard_map ops are
   // compiled with `compile` (cached per op in `cache`) and run on the mesh's devices.
@@ -77,7 +81,8 @@ class Runtime {
                                                     const backends::Executable& program,
                                                     const std::vector<ir::Tensor>& args,
                                                     const CompileFn& compile,
-                                                    ShardMapCache& cache);
+                                                    ShardMapCache& cache,
+                                                    const RunOptions& options = {});
 
  private:
   class SpmdContext;
@@ -93,7 +98,7 @@ class Runtime {
   std::unique_ptr<backends::ThreadPool> pool_;  // num_threads_ - 1 helpers
   std::unique_ptr<Scheduler> scheduler_;        // num_threads_ threads the devices run on
   RunState::SlotCache slot_cache_;              // collective slots, reused run after run
-  std::unique_ptr<Watchdog> watchdog_;          // fails stalled runs; null without a timeout
+  std::unique_ptr<Watchdog> watchdog_;          // fails stalled runs and runs past a deadline
   std::unique_ptr<Profiler> profiler_;
   std::string profile_path_;  // from $SHARDJIT_PROFILE
   // One SPMD run at a time: two runs sharing devices in different orders could deadlock.

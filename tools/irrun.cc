@@ -10,6 +10,7 @@
 // since numpy has no bfloat16 of its own. --devices defaults to what the module's mesh needs.
 //
 // Exit status: 0 ok, 1 bad input or failed run, 2 bad flags.
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -29,12 +30,13 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: irrun MODULE_FILE --inputs=a.npy,b.npy --outputs=out0.npy[,out1.npy] "
-    "[--devices=N]\n"
+    "[--devices=N] [--timeout=SECONDS]\n"
     "  MODULE_FILE      .pb/.binpb binary, .pbtxt text proto, anything else IR text\n"
     "  --inputs=FILES   one .npy per entry parameter, whole (global) arrays; dtypes <f4, <i4,\n"
     "                   |b1 and bfloat16 as <V2 (np.save of an ml_dtypes.bfloat16 array)\n"
     "  --outputs=FILES  one .npy per entry result (bf16 results are written as float32)\n"
     "  --devices=N      virtual devices (default: as many as the module's mesh needs)\n"
+    "  --timeout=S      stop the run after S seconds (fractions allowed) with an error\n"
     "exit status: 0 ok, 1 bad input or failed run, 2 bad flags\n";
 
 struct Flags {
@@ -43,6 +45,7 @@ struct Flags {
   std::vector<std::string> outputs;
   bool has_outputs = false;
   int devices = 0;
+  double timeout_seconds = 0;  // 0: none
 };
 
 int UsageError(const std::string& message) {
@@ -71,6 +74,12 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
     } else if (absl::StartsWith(arg, "--outputs=")) {
       flags.outputs = SplitList(arg.substr(10));
       flags.has_outputs = true;
+    } else if (absl::StartsWith(arg, "--timeout=")) {
+      if (!absl::SimpleAtod(arg.substr(10), &flags.timeout_seconds) ||
+          !(flags.timeout_seconds > 0) || !std::isfinite(flags.timeout_seconds)) {
+        return fmt::format("--timeout must be a positive number of seconds, got \"{}\"",
+                           arg.substr(10));
+      }
     } else if (absl::StartsWith(arg, "--devices=")) {
       if (!absl::SimpleAtoi(arg.substr(10), &flags.devices) || flags.devices < 1) {
         return fmt::format("--devices must be a positive integer, got \"{}\"", arg.substr(10));
@@ -118,8 +127,12 @@ int Main(int argc, char** argv) {
     if (!t.ok()) return Error(std::string(t.status().message()));
     inputs.push_back(std::move(*t));
   }
+  runtime::RunOptions options;
+  if (flags.timeout_seconds > 0) {
+    options = runtime::RunOptions::WithTimeout(absl::Seconds(flags.timeout_seconds));
+  }
   absl::StatusOr<std::vector<ir::Tensor>> outputs =
-      RunModule(*module, inputs, flags.devices, flags.inputs);
+      RunModule(*module, inputs, flags.devices, flags.inputs, options);
   if (!outputs.ok()) return Error(fmt::format("{}: {}", flags.module, outputs.status().message()));
   for (size_t i = 0; i < outputs->size(); ++i) {
     if (absl::Status s = WriteNpy((*outputs)[i], flags.outputs[i]); !s.ok()) {

@@ -76,7 +76,8 @@ absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module) 
 absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
                                                   const std::vector<ir::Tensor>& inputs,
                                                   int num_devices,
-                                                  const std::vector<std::string>& input_names) {
+                                                  const std::vector<std::string>& input_names,
+                                                  const runtime::RunOptions& options) {
   if (absl::Status s = ir::VerifyModule(module); !s.ok()) {
     return absl::InvalidArgumentError(
         fmt::format("module {} does not verify: {}", module.name(), s.message()));
@@ -134,7 +135,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
     }
     std::vector<const backends::Executable*> programs(n, exe->get());
     absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
-        rt.RunSpmd(mesh->proto(), programs, std::move(local_args));
+        rt.RunSpmd(mesh->proto(), programs, std::move(local_args), nullptr, options);
     if (!out.ok()) return out.status();
     for (size_t r = 0; r < sig->results.size(); ++r) {
       std::vector<ir::Tensor> shards;
@@ -150,7 +151,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
     };
     runtime::Runtime::ShardMapCache cache;
     absl::StatusOr<std::vector<ir::Tensor>> out =
-        rt.RunGlobal(mesh->proto(), **exe, inputs, compile, cache);
+        rt.RunGlobal(mesh->proto(), **exe, inputs, compile, cache, options);
     if (!out.ok()) return out.status();
     // Host copies: nothing returned may live in the memory of a device of `rt`.
     for (const ir::Tensor& t : *out) outputs.push_back(t.Copy());

@@ -13,6 +13,7 @@
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 #include "ir/types.h"
+#include "runtime/run_options.h"
 
 namespace shardjit::tools {
 
@@ -28,11 +29,12 @@ absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module);
 // Verifies `module` and runs it on `inputs` (global arrays, one per entry parameter) with a
 // runtime of `num_devices` devices (<= 0: as many as the mesh's device ids need). Errors about
 // an input name it by index and, when given, by `input_names[i]`, with the expected and actual
-// types.
+// types. `options`: a deadline (DeadlineExceeded) and a cancellation token.
 absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
                                                   const std::vector<ir::Tensor>& inputs,
                                                   int num_devices = 0,
-                                                  const std::vector<std::string>& input_names = {});
+                                                  const std::vector<std::string>& input_names = {},
+                                                  const runtime::RunOptions& options = {});
 
 }  // namespace shardjit::tools
 

@@ -29,6 +29,23 @@ func main = { lambda ; a:f32[2,3]. let
   in (b) }
 )";
 
+// A psum over x in a loop of 2^40 trips (hours), per device; and the same loop, without the
+// psum, in a global-view module.
+constexpr char kForeverPerDevice[] = R"(module forever [view=per_device mesh={x:2} devices=(0,1) entry=main param_shardings=(P(x)) result_shardings=(P(x))]
+func main = { lambda ; a:f32[2,3]. let
+    e:f32[2,3] = fori_loop[lower=0 upper=1099511627776 body={ lambda ; b:s32[] c:f32[2,3]. let
+          d:f32[2,3] = psum[axes=(x)] c
+        in (d) }] a
+  in (e) }
+)";
+constexpr char kForeverGlobal[] = R"(module forever [view=global mesh={x:2} devices=(0,1) entry=main param_shardings=(P()) result_shardings=(P())]
+func main = { lambda ; a:f32[4,3]. let
+    e:f32[4,3] = fori_loop[lower=0 upper=1099511627776 body={ lambda ; b:s32[] c:f32[4,3]. let
+          d:f32[4,3] = add c a
+        in (d) }] a
+  in (e) }
+)";
+
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir ? dir : "/tmp") + "/" + name;
@@ -135,6 +152,19 @@ TEST(RunModuleTest, ErrorsNameTheInputAndBothTypes) {
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("does not verify"));
 }
 
+// A deadline stops a run of either view: per-device (devices waiting at a psum) and global.
+TEST(RunModuleTest, DeadlineStopsALoopThatWouldRunForHours) {
+  for (const char* text : {kForeverPerDevice, kForeverGlobal}) {
+    absl::StatusOr<ir::Module> module = ir::ParseModule(text);
+    ASSERT_TRUE(module.ok()) << module.status();
+    absl::StatusOr<std::vector<Tensor>> out =
+        RunModule(*module, {F32({4, 3}, Iota(12))}, 0, {},
+                  runtime::RunOptions::WithTimeout(absl::Milliseconds(100)));
+    ASSERT_FALSE(out.ok());
+    EXPECT_TRUE(absl::IsDeadlineExceeded(out.status())) << out.status();
+  }
+}
+
 // Runs a command line, returning its exit status; stderr goes to `*err`.
 int RunCommand(const std::string& command, std::string* err) {
   std::string err_path = TempPath("stderr.txt");
@@ -192,6 +222,20 @@ TEST(IrrunTest, RunsAModuleFileOnNpyFiles) {
   EXPECT_THAT(err, HasSubstr("usage: irrun"));
   EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x, &err), 2);
   EXPECT_THAT(err, HasSubstr("no --outputs"));
+
+  // --timeout stops a run that would take hours.
+  const std::string forever = TempPath("forever.ir");
+  std::ofstream(forever) << kForeverPerDevice;
+  EXPECT_EQ(RunCommand(irrun + " " + forever + " --inputs=" + x + " --outputs=" + out +
+                           " --timeout=0.2",
+                       &err),
+            1);
+  EXPECT_THAT(err, HasSubstr("deadline"));
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x + " --outputs=" + out +
+                           " --timeout=-1",
+                       &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--timeout must be a positive number of seconds"));
 }
 
 }  // namespace

@@ -1,0 +1,120 @@
+// Runs stopped before they finish: a deadline (DeadlineExceeded) and a token cancelled from
+// another thread (Cancelled), on programs that would run for hours, with devices computing and
+// waiting at collectives; every device stops, its memory is released, and the runtime runs the
+// next program as usual.
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "frontend/shardjit.h"
+#include "gtest/gtest.h"
+
+namespace shardjit {
+namespace {
+
+constexpr int64_t kForever = int64_t{1} << 40;  // loop trips: hours at the fastest
+
+// x <- x * 0.5 + psum(x) / n, `trips` times, per device of a mesh over "i": every step waits at a
+// collective for every other device.
+Jitted Loop(const Mesh& mesh, int64_t trips) {
+  const double n = static_cast<double>(mesh.size());
+  return jit(shard_map(
+      [trips, n](Tracer x) {
+        return fori_loop(0, trips,
+                         [n](Tracer, Tracer c) { return c * 0.5 + psum(c, "i") * (1.0 / n); }, x);
+      },
+      mesh, {P("i")}, {P("i")}));
+}
+
+struct Fixture {
+  explicit Fixture(int devices, int threads)
+      : rt({.num_devices = devices, .num_threads = threads}),
+        mesh(*Mesh::Create(rt, {{"i", devices}})),
+        x(*device_put(*random::Normal(Key(1), {devices * 64}), NamedSharding(mesh, P("i")))) {}
+  int64_t LiveBytes() {
+    int64_t live = 0;
+    for (int d = 0; d < rt.num_devices(); ++d) live += rt.memory(d).current_bytes;
+    return live;
+  }
+  Runtime rt;
+  Mesh mesh;
+  Array x;
+};
+
+// The next run on the same runtime gives the same values as on a fresh one.
+void ExpectRunsNormally(Fixture& f) {
+  absl::StatusOr<std::vector<Array>> out = Loop(f.mesh, 3)(f.x);
+  ASSERT_TRUE(out.ok()) << out.status();
+  Fixture fresh(static_cast<int>(f.mesh.size()), 1);
+  absl::StatusOr<std::vector<Array>> want = Loop(fresh.mesh, 3)(fresh.x);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (*want)[0].ToHost()->ToDoubles());
+}
+
+class CancellationTest : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(CancellationTest, DeadlineStopsEveryDevice) {
+  auto [devices, threads] = GetParam();
+  Fixture f(devices, threads);
+  Jitted forever = Loop(f.mesh, kForever);
+  ASSERT_TRUE(forever.lower(f.x).ok());
+  ASSERT_TRUE(Loop(f.mesh, 3)(f.x).ok());  // compiled and warm
+  const int64_t live = f.LiveBytes();
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<Array>> out =
+      forever.Call({f.x}, RunOptions::WithTimeout(absl::Milliseconds(200)));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(out.status())) << out.status();
+  EXPECT_GE(seconds, 0.15);  // compiling aside, it ran until the deadline
+  EXPECT_LT(seconds, 5.0);
+  EXPECT_EQ(f.LiveBytes(), live);
+  ExpectRunsNormally(f);
+}
+
+TEST_P(CancellationTest, TokenCancelledFromAnotherThread) {
+  auto [devices, threads] = GetParam();
+  Fixture f(devices, threads);
+  Jitted forever = Loop(f.mesh, kForever);
+  ASSERT_TRUE(Loop(f.mesh, 3)(f.x).ok());
+  RunOptions options;
+  options.cancel = std::make_shared<CancellationToken>();
+  absl::StatusOr<std::vector<Array>> out;
+  std::atomic<bool> returned{false};
+  std::chrono::steady_clock::time_point returned_at;
+  std::thread run([&] {
+    out = forever.Call({f.x}, options);
+    returned_at = std::chrono::steady_clock::now();
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load());
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  options.cancel->Cancel();
+  run.join();
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
+  // One step of the loop is microseconds: the run stops well within 100 ms.
+  EXPECT_LT(std::chrono::duration<double>(returned_at - cancelled_at).count(), 0.1);
+  // A cancelled token cancels the next run at its first op; Reset makes it usable again.
+  out = Loop(f.mesh, 3).Call({f.x}, options);
+  EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
+  options.cancel->Reset();
+  out = Loop(f.mesh, 3).Call({f.x}, options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  ExpectRunsNormally(f);
+}
+
+INSTANTIATE_TEST_SUITE_P(DevicesAndThreads, CancellationTest,
+                         ::testing::Values(std::pair{1, 1}, std::pair{4, 2}, std::pair{16, 1},
+                                           std::pair{16, 2}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "devices_" +
+                                  std::to_string(info.param.second) + "threads";
+                         });
+
+}  // namespace
+}  // namespace shardjit
