@@ -97,6 +97,8 @@ Scheduler::~Scheduler() {
 
 void Scheduler::Drive(absl::FunctionRef<bool()> finished) {
   Thread& t = *threads_[0];
+  // Thread 0 is whichever thread calls Drive: the sanitizers learn its stack anew.
+  t.context = ExecutionContext{};
   while (!finished()) {
     if (Task* task = t.Next()) Resume(t, task);
   }

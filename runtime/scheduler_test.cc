@@ -199,6 +199,20 @@ TEST(Scheduler, ThreadLocalParallelismTravelsWithTheTask) {
   EXPECT_EQ(backends::CurrentParallelism().threads, before);  // the driver's own
 }
 
+// Thread 0 is whichever thread calls Drive: runs driven from different threads in turn.
+TEST(Scheduler, EachRunMayBeDrivenFromAnotherThread) {
+  Scheduler scheduler(2);
+  Ring ring(8);
+  RunRing(scheduler, ring);
+  for (int i = 0; i < 3; ++i) {
+    std::thread driver([&] { RunRing(scheduler, ring); });
+    driver.join();
+    EXPECT_EQ(ring.token, ring.laps * 8);
+  }
+  RunRing(scheduler, ring);
+  EXPECT_EQ(ring.token, ring.laps * 8);
+}
+
 TEST(Scheduler, ATaskWokenFromOutsideTheSchedulerResumes) {
   Scheduler scheduler(2);
   struct State {
