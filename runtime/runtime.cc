@@ -272,6 +272,7 @@ class Runtime::Watchdog {
       if (stop_ || run_ == nullptr) continue;
       if (absl::Now() >= deadline_) {
         run_->Cancel(absl::DeadlineExceededError("run did not finish before its deadline"));
+        deadline_ = absl::InfiniteFuture();  // once: devices still in a kernel stop after it
         continue;
       }
       if (timeout_ == absl::InfiniteDuration()) continue;
@@ -337,6 +338,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
         "RunSpmd: mesh {} has {} positions but got {} programs and {} argument lists",
         ir::MeshToString(mesh), n, programs.size(), args.size()));
   }
+  std::vector<bool> named(num_devices(), false);
   for (int64_t p = 0; p < n; ++p) {
     int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
     if (id < 0 || id >= num_devices()) {
@@ -344,6 +346,12 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
           "RunSpmd: mesh position {} names device {}, but the runtime has {} devices", p, id,
           num_devices()));
     }
+    if (named[id]) {
+      return absl::InvalidArgumentError(fmt::format(
+          "RunSpmd: mesh {} names device {} at more than one position (position {})",
+          ir::MeshToString(mesh), id, p));
+    }
+    named[id] = true;
   }
   std::optional<CollectivePlan> own_plan;
   if (plan == nullptr) {

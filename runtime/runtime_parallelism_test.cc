@@ -189,6 +189,23 @@ TEST(RuntimeParallelism, AMissingPeerStillTimesOut) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(out.status())) << out.status();
 }
 
+// A device named at two mesh positions would run twice at once: the run is refused.
+TEST(RuntimeParallelism, ADeviceAtTwoPositionsIsAnError) {
+  Runtime rt({.num_devices = 2, .num_threads = 1});
+  ProbeExecutable probe;
+  ir::Mesh mesh = LineMesh(2);
+  mesh.add_device_ids(1);
+  mesh.add_device_ids(1);
+  absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
+      rt.RunSpmd(mesh, {&probe, &probe}, std::vector<std::vector<ir::Tensor>>(2));
+  ASSERT_FALSE(out.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(out.status()));
+  EXPECT_NE(out.status().message().find("names device 1 at more than one position"),
+            std::string::npos)
+      << out.status();
+  EXPECT_TRUE(RunOn(rt, 2, probe).ok());  // the runtime is unaffected
+}
+
 TEST(RuntimeParallelism, DefaultIsTheAvailableCores) {
   Runtime rt({.num_devices = 1});
   ProbeExecutable probe;

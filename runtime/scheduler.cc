@@ -113,6 +113,14 @@ void Scheduler::Interrupt(int thread) {
 
 void Scheduler::Start(Task& task, int thread, Fn body, Fn exited, void* arg) {
   Thread& t = *threads_[thread % threads_.size()];
+  {
+    // Before anything touches the task's stack, which a running task may be on.
+    std::lock_guard<std::mutex> lock(task.thread_ != nullptr ? task.thread_->mu : t.mu);
+    if (task.state_ != Task::State::kIdle) {
+      std::fprintf(stderr, "shardjit: Scheduler::Start on a task that has not finished\n");
+      std::abort();
+    }
+  }
   if (task.fiber_ == nullptr) task.fiber_ = std::make_unique<Fiber>();
   task.body_ = body;
   task.exited_ = exited;
@@ -122,10 +130,6 @@ void Scheduler::Start(Task& task, int thread, Fn body, Fn exited, void* arg) {
   task.span_recorder_ = nullptr;
   task.fiber_->Prepare(&Task::Body, &task, &t.context);
   std::lock_guard<std::mutex> lock(t.mu);
-  if (task.state_ != Task::State::kIdle) {
-    std::fprintf(stderr, "shardjit: Scheduler::Start on a task that has not finished\n");
-    std::abort();
-  }
   task.thread_ = &t;
   task.wake_pending_ = false;
   task.state_ = Task::State::kReady;
