@@ -277,6 +277,10 @@ class Parser {
   }
 
   absl::Status Region(ir::Region* r) {
+    // Each nested region recurses: bounded, so that deep input cannot exhaust the stack.
+    if (scopes_.size() >= static_cast<size_t>(kMaxRegionDepth)) {
+      return Error("regions nested more than {} deep", kMaxRegionDepth);
+    }
     if (absl::Status s = Expect("{"); !s.ok()) return s;
     if (absl::Status s = ExpectIdent("lambda"); !s.ok()) return s;
     if (absl::Status s = Expect(";"); !s.ok()) return s;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "fmt/format.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -303,6 +304,42 @@ TEST(ParseErrorTest, RejectsOutOfRangeNumbersAndUnterminatedStrings) {
                               .status()
                               .message()),
               HasSubstr("unterminated string"));
+}
+
+}  // namespace
+}  // namespace shardjit::ir
+
+namespace shardjit::ir {
+namespace {
+
+// fori_loops nested `depth` deep in IR text, each passing its carry to the next.
+std::string NestedLoops(int depth) {
+  std::string text =
+      "module m [view=per_device mesh={x:2} devices=(0,1) entry=main]\n"
+      "func main = { lambda ; a:f32[2]. let\n";
+  for (int d = 0; d < depth; ++d) {
+    text += fmt::format("x{0}:f32[2] = fori_loop[lower=0 upper=1 body={{ lambda ; i{0}:s32[] "
+                        "c{0}:f32[2]. let\n",
+                        d);
+  }
+  for (int d = depth - 1; d >= 0; --d) {
+    const std::string result = d == depth - 1 ? fmt::format("c{}", d) : fmt::format("x{}", d + 1);
+    const std::string operand = d == 0 ? "a" : fmt::format("c{}", d - 1);
+    text += fmt::format("  in ({}) }}] {}\n", result, operand);
+  }
+  return text + "  in (x0) }\n";
+}
+
+// Nesting is bounded: 20,000 levels are an error naming the limit, not a stack overflow.
+TEST(ParseErrorTest, RegionsNestedTooDeep) {
+  absl::StatusOr<Module> ok = ParseModule(NestedLoops(kMaxRegionDepth - 1));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(VerifyModule(*ok).ok()) << VerifyModule(*ok);
+  for (int depth : {kMaxRegionDepth, 20000}) {
+    absl::StatusOr<Module> deep = ParseModule(NestedLoops(depth));
+    ASSERT_FALSE(deep.ok()) << depth;
+    EXPECT_THAT(std::string(deep.status().message()), HasSubstr("regions nested more than 64 deep"));
+  }
 }
 
 }  // namespace

@@ -12,6 +12,41 @@ int64_t ShapedType::num_elements() const {
   return n;
 }
 
+std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<int64_t> CheckedByteSize(const std::vector<int64_t>& dims, int64_t dtype_bytes) {
+  std::optional<int64_t> n = CheckedNumElements(dims);
+  int64_t bytes = 0;
+  if (!n || __builtin_mul_overflow(*n, dtype_bytes, &bytes)) return std::nullopt;
+  return bytes;
+}
+
+absl::Status CheckTypeLimits(const ShapedType& t) {
+  if (t.rank() > kMaxRank) {
+    return absl::InvalidArgumentError(
+        fmt::format("type {} has rank {}, more than {}", t.ToString(), t.rank(), kMaxRank));
+  }
+  for (int64_t d : t.dims) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("type {} has a negative dimension", t.ToString()));
+    }
+  }
+  std::optional<int64_t> bytes = CheckedByteSize(t.dims, DTypeSize(t.dtype));
+  if (!bytes || *bytes > kMaxArrayBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "type {} has more than {} bytes (2^48), the largest array a module may hold",
+        t.ToString(), kMaxArrayBytes));
+  }
+  return absl::OkStatus();
+}
+
 std::string ShapedType::ToString() const {
   std::string array = fmt::format("{}[{}]", DTypeName(dtype), absl::StrJoin(dims, ","));
   return future ? fmt::format("future[{}]", array) : array;

@@ -3,8 +3,11 @@
 #define SHARDJIT_IR_TYPES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 #include "ir/dtype.h"
 #include "ir/ir.pb.h"
@@ -32,6 +35,20 @@ struct ShapedType {
   }
   bool operator!=(const ShapedType& o) const { return !(*this == o); }
 };
+
+// Limits every verified module keeps to (ir/verifier.h; the text parser checks the nesting too):
+// regions nested at most kMaxRegionDepth deep, arrays of rank at most kMaxRank and at most
+// kMaxArrayBytes bytes, so that shape arithmetic on verified types cannot overflow int64.
+inline constexpr int kMaxRegionDepth = 64;
+inline constexpr int kMaxRank = 32;
+inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 48;
+
+// The element count of `dims` and its byte size at `dtype_bytes` per element; nullopt if a dim is
+// negative or either overflows int64. The one place shape arithmetic on unverified dims happens.
+std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims);
+std::optional<int64_t> CheckedByteSize(const std::vector<int64_t>& dims, int64_t dtype_bytes);
+// OK, or InvalidArgument naming `t` when it breaks a limit above (negative dims included).
+absl::Status CheckTypeLimits(const ShapedType& t);
 
 ShapedType FromProto(const TensorType& t);
 TensorType ToProto(const ShapedType& t);

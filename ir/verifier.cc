@@ -29,6 +29,9 @@ class FunctionVerifier {
  private:
   absl::Status Define(int64_t id, const ShapedType& type, std::vector<int64_t>& scope,
                       const std::string& where) {
+    if (absl::Status s = CheckTypeLimits(type); !s.ok()) {
+      return Error(where, fmt::format("value {}: {}", ValueName(id), s.message()));
+    }
     if (!ever_defined_.insert(id).second) {
       return Error(where, fmt::format("value {} is defined twice", ValueName(id)));
     }
@@ -55,7 +58,23 @@ class FunctionVerifier {
   // that made it (ir/async.h); empty for other params.
   absl::Status VerifyRegion(const Region& region, bool in_spmd, const std::string& where,
                             const std::vector<std::string>& param_kinds) {
+    // Regions nest as deep as the recursion here; the bound keeps it off the end of the stack.
+    struct Depth {
+      explicit Depth(int& d) : d(d) { ++d; }
+      ~Depth() { --d; }
+      int& d;
+    } depth(depth_);
+    // The region's values stay visible until the enclosing op has typed its results
+    // (CloseScope), whichever way this returns.
     std::vector<int64_t> scope;
+    struct Pending {
+      ~Pending() { pending.push_back(std::move(scope)); }
+      std::vector<std::vector<int64_t>>& pending;
+      std::vector<int64_t>& scope;
+    } pending{pending_scopes_, scope};
+    if (depth_ > kMaxRegionDepth) {
+      return Error(where, fmt::format("regions nested more than {} deep", kMaxRegionDepth));
+    }
     for (int i = 0; i < region.params_size(); ++i) {
       const Param& p = region.params(i);
       if (absl::Status s = Define(p.id(), FromProto(p.type()), scope, where); !s.ok()) return s;
@@ -105,8 +124,6 @@ class FunctionVerifier {
                                           AsyncStartOpcode(it->second.kind)));
       }
     }
-    // Region results are typed by the enclosing op's shape rule before the scope closes.
-    pending_scopes_.push_back(std::move(scope));
     return status;
   }
 
@@ -225,6 +242,7 @@ class FunctionVerifier {
   std::unordered_map<int64_t, ShapedType> visible_;
   std::unordered_map<int64_t, FutureInfo> futures_;
   std::unordered_set<int64_t> ever_defined_;
+  int depth_ = 0;  // regions being verified, nested
   std::vector<std::vector<int64_t>> pending_scopes_;
 };
 

@@ -218,6 +218,72 @@ TEST(VerifierTest, RejectsUseBeforeDefinition) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("value h is not defined before its use"));
 }
 
+// Types past the limits (ir/types.h) are refused before any size arithmetic can overflow.
+TEST(VerifierTest, RejectsTypesPastTheLimits) {
+  EXPECT_THAT(std::string(VerifyText("per_device", "a:f32[4611686018427387904,4]",
+                                     "    b:f32[4611686018427387904,4] = neg a\n", "b")
+                              .message()),
+              AllOf(HasSubstr("value a: type f32[4611686018427387904,4] has more than"),
+                    HasSubstr("bytes")));
+  // Just past 2^48 bytes, and a product that overflows int64 only after several dims.
+  EXPECT_FALSE(VerifyText("per_device", "a:pred[281474976710657]", "", "a").ok());
+  EXPECT_TRUE(VerifyText("per_device", "a:pred[281474976710656]", "", "a").ok());
+  EXPECT_FALSE(
+      VerifyText("per_device", "a:f32[65536,65536,65536,65536]", "", "a").ok());
+  std::string dims;
+  for (int i = 0; i < 33; ++i) dims += i == 0 ? "1" : ",1";
+  EXPECT_THAT(std::string(VerifyText("per_device", "a:f32[" + dims + "]", "", "a").message()),
+              HasSubstr("has rank 33, more than 32"));
+  EXPECT_THAT(std::string(VerifyText("per_device", "a:f32[-1]", "", "a").message()),
+              HasSubstr("value a: type f32[-1] has a negative dimension"));
+  EXPECT_THAT(std::string(VerifyText("per_device", "a:f32[2]", "    b:f32[-1] = neg a\n", "b")
+                              .message()),
+              HasSubstr("result b is declared f32[-1] but the shape rule gives f32[2]"));
+}
+
+// Regions nested past kMaxRegionDepth are refused, not recursed into until the stack ends.
+TEST(VerifierTest, RejectsRegionsNestedTooDeep) {
+  auto nested = [](int depth) {
+    Module m;
+    m.set_name("m");
+    m.set_view(PER_DEVICE);
+    m.set_entry("main");
+    Function* f = m.add_functions();
+    f->set_name("main");
+    const TensorType type = ToProto(ShapedType{DType::kF32, {2}});
+    const TensorType index = ToProto(ShapedType{DType::kS32, {}});
+    int64_t next = 0;
+    Region* r = f->mutable_body();
+    Param* p = r->add_params();
+    p->set_id(next++);
+    *p->mutable_type() = type;
+    for (int d = 1; d < depth; ++d) {
+      Op* loop = r->add_ops();
+      loop->set_opcode("fori_loop");
+      loop->add_operands(r->params(r->params_size() - 1).id());
+      const int64_t result = next++;
+      loop->add_results(result);
+      *loop->add_result_types() = type;
+      r->add_results(result);
+      Region* body = loop->mutable_fori_loop()->mutable_body();
+      Param* i = body->add_params();
+      i->set_id(next++);
+      *i->mutable_type() = index;
+      Param* c = body->add_params();
+      c->set_id(next++);
+      *c->mutable_type() = type;
+      loop->mutable_fori_loop()->set_upper(1);
+      r = body;
+    }
+    r->add_results(r->params(r->params_size() - 1).id());
+    return m;
+  };
+  EXPECT_TRUE(VerifyModule(nested(kMaxRegionDepth)).ok()) << VerifyModule(nested(kMaxRegionDepth));
+  EXPECT_THAT(std::string(VerifyModule(nested(kMaxRegionDepth + 1)).message()),
+              HasSubstr("regions nested more than 64 deep"));
+  EXPECT_FALSE(VerifyModule(nested(5000)).ok());
+}
+
 TEST(VerifierTest, RejectsBadHeader) {
   EXPECT_THAT(std::string(VerifyText("per_device", "a:f32[2]", "", "a",
                                      " param_shardings=(P(x),P(y))")

@@ -52,6 +52,11 @@ std::string InputName(int i, const std::vector<std::string>& names) {
 }  // namespace
 
 absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module) {
+  // The shardings and types are read below: only those of a module that verifies.
+  if (absl::Status s = ir::VerifyModule(module); !s.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("module {} does not verify: {}", module.name(), s.message()));
+  }
   absl::StatusOr<const ir::Function*> entry = EntryFunction(module);
   if (!entry.ok()) return entry.status();
   const ir::Region& body = (*entry)->body();

@@ -18,7 +18,8 @@
 namespace shardjit::tools {
 
 // The global types of a module's entry parameters and results (for a per-device module, the
-// local types scaled up by the param/result shardings).
+// local types scaled up by the param/result shardings). InvalidArgument if the module does not
+// verify.
 struct GlobalSignature {
   std::vector<ir::ShapedType> params;
   std::vector<ir::ShapedType> results;

@@ -223,6 +223,16 @@ TEST(IrrunTest, RunsAModuleFileOnNpyFiles) {
   EXPECT_EQ(RunCommand(irrun + " " + module + " --inputs=" + x, &err), 2);
   EXPECT_THAT(err, HasSubstr("no --outputs"));
 
+  // A module that does not verify is refused before its shardings are read.
+  const std::string bad_axis = TempPath("bad_axis.ir");
+  std::ofstream(bad_axis) << R"(module m [view=per_device mesh={x:2} devices=(0,1) entry=main param_shardings=(P(z)) result_shardings=(P())]
+func main = { lambda ; a:f32[2,3]. let
+    b:f32[2,3] = psum[axes=(x)] a
+  in (b) }
+)";
+  EXPECT_EQ(RunCommand(irrun + " " + bad_axis + " --inputs=" + x + " --outputs=" + out, &err), 1);
+  EXPECT_THAT(err, HasSubstr("axis \"z\" of spec P(z) is not in mesh"));
+
   // --timeout stops a run that would take hours.
   const std::string forever = TempPath("forever.ir");
   std::ofstream(forever) << kForeverPerDevice;
