@@ -78,8 +78,13 @@ class HeaderParser {
     return true;
   }
   absl::Status Error(const std::string& what) const {
-    return absl::InvalidArgumentError(
-        fmt::format("malformed .npy header: {} at offset {} of \"{}\"", what, pos_, text_));
+    // At most 200 characters of the header, around the offset.
+    constexpr size_t kShown = 200;
+    const size_t from = pos_ > kShown / 2 ? pos_ - kShown / 2 : 0;
+    const std::string shown = std::string(text_.substr(from, kShown));
+    return absl::InvalidArgumentError(fmt::format(
+        "malformed .npy header: {} at offset {} of \"{}{}{}\"", what, pos_,
+        from > 0 ? "..." : "", shown, from + kShown < text_.size() ? "..." : ""));
   }
 
   absl::StatusOr<std::string> String() {
