@@ -152,6 +152,12 @@ TEST(NpyTest, RejectsMalformedFiles) {
                  "truncated .npy file: the data has 8 bytes but f32[3] needs 12");
   ExpectRejected(NpyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f32x2),
                  "trailing bytes");
+  // A huge malformed header is quoted in part only.
+  absl::StatusOr<Tensor> junk =
+      ParseNpy(std::string("\x93NUMPY\x01\x00\xff\xff", 10) + std::string(65535, '{'));
+  ASSERT_FALSE(junk.ok());
+  EXPECT_LT(junk.status().message().size(), 400u) << junk.status();
+  EXPECT_THAT(std::string(junk.status().message()), HasSubstr("{{{..."));
 }
 
 TEST(NpyTest, ReadErrorsNameTheFile) {
