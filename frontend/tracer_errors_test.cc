@@ -35,6 +35,16 @@ TEST_F(TracerErrorTest, ShapeMismatch) {
   EXPECT_THAT(e, HasSubstr("tracer_errors_test.cc"));
 }
 
+// An array past the size limit (ir/types.h) is an error where it is traced, not an allocation
+// that fails or overflows later.
+TEST_F(TracerErrorTest, ArrayTooLarge) {
+  std::string e = ErrorOf([](Tracer b) {
+    return reduce_sum(full({int64_t{1} << 40, int64_t{1} << 22}, 1, DType::kF32), {0, 1}) + b;
+  });
+  EXPECT_THAT(e, HasSubstr("more than 281474976710656 bytes"));
+  EXPECT_THAT(e, HasSubstr("tracer_errors_test.cc"));
+}
+
 TEST_F(TracerErrorTest, DtypeMismatch) {
   EXPECT_THAT(ErrorOf([](Tracer b) { return b * convert_element_type(b, DType::kBF16); }),
               HasSubstr("mul: operand types differ (f32[2,3] vs bf16[2,3])"));

@@ -1,6 +1,8 @@
 #include "ir/builder.h"
 
 #include "absl/status/status.h"
+#include "fmt/format.h"
+#include "ir/fmt_absl.h"
 #include "ir/primitive.h"
 #include "ir/verifier.h"
 
@@ -37,6 +39,11 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
                    }};
   absl::StatusOr<std::vector<ShapedType>> results = InferResultTypes(ctx, operand_types, op);
   if (!results.ok()) return results.status();
+  for (const ShapedType& t : *results) {
+    if (absl::Status s = CheckTypeLimits(t); !s.ok()) {
+      return absl::InvalidArgumentError(fmt::format("{}: {}", op.opcode(), s.message()));
+    }
+  }
   op.clear_operands();
   op.clear_results();
   op.clear_result_types();
