@@ -1,11 +1,14 @@
 #include "passes/sharding_propagation.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "passes/cost_analysis.h"
 #include "passes/spmd/rules.h"
+#include "passes/spmd_partition.h"
 
 namespace shardjit::passes {
 namespace {
@@ -51,11 +54,13 @@ int64_t ResultRank(const ir::Region& region, int i) {
 class Propagator {
  public:
   Propagator(const ir::Mesh& mesh, const ir::Region& body, Values outer,
-             const std::vector<Spec>& param_specs, std::vector<std::optional<Spec>> result_wants)
+             const std::vector<Spec>& param_specs, std::vector<std::optional<Spec>> result_wants,
+             const std::map<int64_t, Spec>* forced = nullptr)
       : mesh_(mesh),
         body_(body),
         values_(std::move(outer)),
-        result_wants_(std::move(result_wants)) {
+        result_wants_(std::move(result_wants)),
+        forced_(forced) {
     for (int i = 0; i < body_.params_size(); ++i) {
       ir::ShapedType type = ir::FromProto(body_.params(i).type());
       values_[body_.params(i).id()] = {type, param_specs[i], {}};
@@ -69,6 +74,9 @@ class Propagator {
         v.type = ir::FromProto(op.result_types(r));
         if (op.has_with_sharding_constraint()) {
           v.spec = spmd::FromProto(op.with_sharding_constraint().sharding(), v.type.rank());
+        }
+        if (forced_ != nullptr) {
+          if (auto it = forced_->find(op.results(r)); it != forced_->end()) v.spec = it->second;
         }
       }
     }
@@ -179,17 +187,37 @@ class Propagator {
   const ir::Region& body_;
   Values values_;
   std::vector<std::optional<Spec>> result_wants_;
+  const std::map<int64_t, Spec>* forced_;  // result layouts fixed from outside; may be null
 };
+
+// The decided layout of every entry param and top-level op result of an annotated module.
+std::map<int64_t, Spec> AnnotatedLayouts(const ir::Module& module) {
+  std::map<int64_t, Spec> layouts;
+  const ir::Region& body = module.functions(0).body();
+  for (int i = 0; i < body.params_size(); ++i) {
+    const int64_t rank = body.params(i).type().dims_size();
+    layouts[body.params(i).id()] = i < module.param_shardings_size()
+                                       ? spmd::FromProto(module.param_shardings(i), rank)
+                                       : spmd::Replicated(rank);
+  }
+  for (const ir::Op& op : body.ops()) {
+    for (int r = 0; r < op.results_size() && r < op.sharding_size(); ++r) {
+      layouts[op.results(r)] = spmd::FromProto(op.sharding(r), op.result_types(r).dims_size());
+    }
+  }
+  return layouts;
+}
+
+// Plan search bounds: modules with more top-level ops keep the propagated plan; at most this
+// many alternative plans are estimated.
+constexpr int kMaxSearchedOps = 64;
+constexpr int kMaxEstimates = 48;
 
 }  // namespace
 
-absl::StatusOr<bool> ShardingPropagation::Run(ir::Module& module) {
-  if (module.view() != ir::GLOBAL || module.mesh().axes().empty() || module.functions_size() != 1 ||
-      module.functions(0).name() != module.entry()) {
-    return false;
-  }
+absl::StatusOr<bool> PropagateShardings(ir::Module& module,
+                                        const std::map<int64_t, spmd::Spec>& forced) {
   ir::Region& body = *module.mutable_functions(0)->mutable_body();
-  if (!spmd::CheckRules(body).ok() || spmd::OnlyWrapsShardMap(body)) return false;
   std::vector<Spec> params;
   for (int i = 0; i < body.params_size(); ++i) {
     const int64_t rank = body.params(i).type().dims_size();
@@ -201,9 +229,105 @@ absl::StatusOr<bool> ShardingPropagation::Run(ir::Module& module) {
   for (int i = 0; i < body.results_size() && i < module.result_shardings_size(); ++i) {
     wants[i] = spmd::FromProto(module.result_shardings(i), ResultRank(body, i));
   }
-  Propagator propagator(module.mesh(), body, {}, params, std::move(wants));
+  Propagator propagator(module.mesh(), body, {}, params, std::move(wants), &forced);
   if (absl::Status s = propagator.Run(); !s.ok()) return s;
   return propagator.Annotate(body);
+}
+
+absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated) {
+  ir::Module partitioned = annotated;
+  absl::StatusOr<bool> changed = SpmdPartition().Run(partitioned);
+  if (!changed.ok()) return changed.status();
+  absl::StatusOr<CostReport> cost = AnalyzeCost(partitioned);
+  if (!cost.ok()) return cost.status();
+  return cost->estimated_seconds;
+}
+
+std::vector<std::pair<int64_t, spmd::Spec>> AlternativeLayouts(const ir::Module& annotated) {
+  const std::map<int64_t, Spec> layouts = AnnotatedLayouts(annotated);
+  const ir::Mesh& mesh = annotated.mesh();
+  std::vector<std::pair<int64_t, Spec>> out;
+  for (const ir::Op& op : annotated.functions(0).body().ops()) {
+    if (op.results_size() != 1 || op.has_with_sharding_constraint() || !spmd::HasRule(op)) {
+      continue;
+    }
+    spmd::OpView view{&op, &mesh, {}, {}, {}, {{}}};
+    bool known = true;
+    for (int64_t id : op.operands()) {
+      auto it = layouts.find(id);
+      known = known && it != layouts.end();
+      if (!known) break;
+      view.operand_specs.push_back(it->second);
+    }
+    auto result = layouts.find(op.results(0));
+    if (!known || result == layouts.end()) continue;
+    // Operand and result types: from the ops and params that define them.
+    const ir::Region& body = annotated.functions(0).body();
+    auto type_of = [&](int64_t id) {
+      for (const ir::Param& p : body.params()) {
+        if (p.id() == id) return ir::FromProto(p.type());
+      }
+      for (const ir::Op& o : body.ops()) {
+        for (int r = 0; r < o.results_size(); ++r) {
+          if (o.results(r) == id) return ir::FromProto(o.result_types(r));
+        }
+      }
+      return ir::ShapedType{};
+    };
+    for (int64_t id : op.operands()) view.operand_types.push_back(type_of(id));
+    view.result_types.push_back(ir::FromProto(op.result_types(0)));
+    std::vector<Spec> seen = {result->second};
+    for (const spmd::Strategy& st : spmd::Candidates(view)) {
+      const Spec& layout = st.results[0];
+      if (!spmd::IsValid(mesh, layout, view.result_types[0].dims) ||
+          std::find(seen.begin(), seen.end(), layout) != seen.end()) {
+        continue;
+      }
+      seen.push_back(layout);
+      out.push_back({op.results(0), layout});
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Improves the propagated plan of `module` (annotated; `original` before annotation): each plan
+// with one op's result laid out by another candidate of its rule, everything else propagated
+// around it, is estimated, and the fastest of them and the propagated plan wins.
+absl::Status SearchPlans(const ir::Module& original, ir::Module& module) {
+  if (module.functions(0).body().ops_size() > kMaxSearchedOps) return absl::OkStatus();
+  absl::StatusOr<double> best = EstimatePlanSeconds(module);
+  if (!best.ok()) return absl::OkStatus();  // the propagated plan stands
+  std::optional<ir::Module> chosen;
+  int estimates = 0;
+  for (const auto& [id, layout] : AlternativeLayouts(module)) {
+    if (estimates++ >= kMaxEstimates) break;
+    ir::Module trial = original;
+    if (!PropagateShardings(trial, {{id, layout}}).ok()) continue;
+    absl::StatusOr<double> seconds = EstimatePlanSeconds(trial);
+    if (!seconds.ok() || !(*seconds < *best * (1 - 1e-9))) continue;
+    best = *seconds;
+    chosen = std::move(trial);
+  }
+  if (chosen) module = std::move(*chosen);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<bool> ShardingPropagation::Run(ir::Module& module) {
+  if (module.view() != ir::GLOBAL || module.mesh().axes().empty() || module.functions_size() != 1 ||
+      module.functions(0).name() != module.entry()) {
+    return false;
+  }
+  const ir::Region& body = module.functions(0).body();
+  if (!spmd::CheckRules(body).ok() || spmd::OnlyWrapsShardMap(body)) return false;
+  const ir::Module original = module;
+  absl::StatusOr<bool> changed = PropagateShardings(module, {});
+  if (!changed.ok() || !*changed) return changed;
+  if (absl::Status s = SearchPlans(original, module); !s.ok()) return s;
+  return true;
 }
 
 }  // namespace shardjit::passes

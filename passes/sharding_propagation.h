@@ -20,6 +20,12 @@
 // reduction, and resharding its results to every layout their users want (passes/spmd/cost.h);
 // ties go to fewer bytes, then fewer collectives, then smaller blocks.
 //
+// Plan search: the propagated plan is compared with its neighbours, the plans with one op's
+// result laid out by another candidate of its rule (AlternativeLayouts) and everything else
+// propagated around it; the one the machine model estimates fastest once partitioned
+// (EstimatePlanSeconds) wins (for modules of at most 64 top-level ops, at most 48 neighbours
+// estimated). fori_loop bodies follow their loop's layouts.
+//
 // Iteration: a backward sweep collects the layouts each undecided value's users want; a forward
 // sweep decides every op with a decided operand; when nothing more is decided, sources
 // (constants, iota) take their wanted layout. This repeats until every value has a layout (each
@@ -35,7 +41,13 @@
 #ifndef SHARDJIT_PASSES_SHARDING_PROPAGATION_H_
 #define SHARDJIT_PASSES_SHARDING_PROPAGATION_H_
 
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
 #include "passes/pass.h"
+#include "passes/spmd/spec.h"
 
 namespace shardjit::passes {
 
@@ -44,6 +56,19 @@ class ShardingPropagation final : public Pass {
   std::string name() const override { return "sharding-propagation"; }
   absl::StatusOr<bool> Run(ir::Module& module) override;
 };
+
+// The pieces of the plan search, for tests and tools. `module` is a global-view module of one
+// function that every op has a rule for.
+//
+// Propagates layouts through `module` as the pass does, with the results in `forced` (value id ->
+// layout) fixed like with_sharding_constraint results, and annotates it; whether it changed.
+absl::StatusOr<bool> PropagateShardings(ir::Module& module,
+                                        const std::map<int64_t, spmd::Spec>& forced);
+// The machine model's estimate (passes/cost_analysis.h) of the annotated module once partitioned.
+absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated);
+// Every other layout the rules propose for a top-level op result, given the annotated layouts of
+// its operands: the single changes the search tries.
+std::vector<std::pair<int64_t, spmd::Spec>> AlternativeLayouts(const ir::Module& annotated);
 
 }  // namespace shardjit::passes
 

@@ -70,15 +70,18 @@ TEST(ShardingPropagationTest, SeedMatmulKeepsTheContractionSharded) {
                              "@sharding(P(x,None))\n")));
 }
 
-TEST(ShardingPropagationTest, F32MatmulGathersInsteadOfReducingWideResults) {
-  // With an f32 result the psum over y (4 MiB) costs more than gathering x over y (2 MiB).
+TEST(ShardingPropagationTest, F32MatmulKeepsTheContractionShardedToHalveItsFlops) {
+  // Gathering x over y (2 MiB) would be less to move than reducing f32 partial sums, but every
+  // device would then repeat its y-neighbour's multiply-adds (2x the flops). The plan search
+  // keeps the contraction sharded, reduce-scatters the partial sums over y (the result laid out
+  // P((x,y),None)) and gathers them to the wanted P(x,None) at the end.
   Program p{.params = "a:bf16[2048,2048] b:bf16[2048,1024]",
             .param_shardings = "P(x,y),P(x,None)",
             .result_shardings = "P(x,None)",
             .body = "    c:f32[2048,1024] = dot_general[lhs_contracting_dims=(1) "
                     "rhs_contracting_dims=(0) preferred_element_type=f32] a b\n",
             .results = "c"};
-  EXPECT_THAT(Propagated(p), HasSubstr("a b @sharding(P(x,None))"));
+  EXPECT_THAT(Propagated(p), HasSubstr("a b @sharding(P((x,y),None))"));
 }
 
 TEST(ShardingPropagationTest, ElementwiseAndBroadcastsFollowTheOperands) {

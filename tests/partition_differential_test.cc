@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -16,6 +18,8 @@
 #include "gtest/gtest.h"
 #include "ir/printer.h"
 #include "ir/sharding.h"
+#include "passes/canonicalize.h"
+#include "passes/sharding_propagation.h"
 #include "passes/spmd/cost.h"
 
 namespace shardjit {
@@ -164,6 +168,40 @@ PartitionSpec RandomSpec(std::mt19937& rng, const ir::Mesh& mesh, const Dims& di
   return PartitionSpec(spec);
 }
 
+// The plan sharding-propagation chooses for `traced` (canonicalized first, as in the pipeline)
+// is estimated by the machine model no slower, once partitioned, than the propagated plan and
+// than each plan the rules can produce by laying out one op's result otherwise, everything else
+// propagated around it.
+void ExpectNoWorseThanAlternatives(const ir::Module& traced, const std::string& what) {
+  ir::Module input = traced;
+  ASSERT_TRUE(passes::Canonicalize().Run(input).ok()) << what;
+  if (input.view() != ir::GLOBAL) return;
+  ir::Module chosen = input;
+  absl::StatusOr<bool> changed = passes::ShardingPropagation().Run(chosen);
+  ASSERT_TRUE(changed.ok()) << what << ": " << changed.status();
+  if (!*changed) return;
+  absl::StatusOr<double> chosen_seconds = passes::EstimatePlanSeconds(chosen);
+  ASSERT_TRUE(chosen_seconds.ok()) << what << ": " << chosen_seconds.status();
+  ir::Module propagated = input;
+  ASSERT_TRUE(passes::PropagateShardings(propagated, {}).ok()) << what;
+  std::vector<std::pair<int64_t, passes::spmd::Spec>> alternatives =
+      passes::AlternativeLayouts(propagated);
+  std::vector<std::optional<std::pair<int64_t, passes::spmd::Spec>>> plans = {std::nullopt};
+  for (auto& alternative : alternatives) plans.push_back(alternative);
+  for (const auto& plan : plans) {
+    ir::Module other = input;
+    std::map<int64_t, passes::spmd::Spec> forced;
+    if (plan) forced.insert(*plan);
+    if (!passes::PropagateShardings(other, forced).ok()) continue;
+    absl::StatusOr<double> seconds = passes::EstimatePlanSeconds(other);
+    if (!seconds.ok()) continue;
+    EXPECT_LE(*chosen_seconds, *seconds * (1 + 1e-9))
+        << what << ": the plan with value " << (plan ? plan->first : -1) << " laid out "
+        << (plan ? plan->second.ToString() : std::string("as propagated"))
+        << " is estimated faster";
+  }
+}
+
 struct MeshShape {
   std::vector<std::pair<std::string, int64_t>> axes;
   std::string name;
@@ -204,6 +242,7 @@ TEST_P(PartitionDifferentialTest, PartitionedMatchesUnpartitioned) {
       auto spmd = jit(family.fn, {.name = family.name, .out_shardings = out_specs});
       absl::StatusOr<Lowered> lowered = spmd.Lower(args);
       ASSERT_TRUE(lowered.ok()) << what << ": " << lowered.status();
+      ExpectNoWorseThanAlternatives(lowered->traced_module(), what);
       ++cases;
       if (lowered->module().view() == ir::PER_DEVICE) ++partitioned;
       absl::StatusOr<std::vector<Array>> got = spmd.Call(args);
