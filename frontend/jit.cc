@@ -8,6 +8,7 @@
 #include "backends/reference/evaluator.h"
 #include "backends/reference/kernel.h"
 #include "backends/x86/compile.h"
+#include "backends/x86/host_rates.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/printer.h"
@@ -254,13 +255,24 @@ absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
   if (!traced.ok()) return traced.status();
   ir::Module lowered = *traced;
   std::vector<passes::StageRecord> stages;
+  JitOptions options = state_->options;
+  if (!options.pipeline.machine) {
+    options.pipeline.machine = passes::MachineModel{};
+    if (options.backend == Backend::kX86) {
+      // Plans priced for this host: its GEMM and copy rates instead of the defaults.
+      const backends::x86::HostRates& rates = backends::x86::MeasuredHostRates();
+      if (rates.gemm_flops_per_second > 0) {
+        options.pipeline.machine->flops_per_second = rates.gemm_flops_per_second;
+      }
+      options.pipeline.machine->bytes_per_second = rates.copy_bytes_per_second;
+    }
+  }
   passes::Pipeline pipeline =
-      passes::DefaultPipeline(state_->options.pipeline,
-                              {.evaluate = backends::reference::EvaluateLocalOp},
-                              state_->options.collective_fusion);
+      passes::DefaultPipeline(options.pipeline, {.evaluate = backends::reference::EvaluateLocalOp},
+                              options.collective_fusion);
   if (absl::Status s = pipeline.Run(lowered, &stages); !s.ok()) return s;
   return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings,
-                 state_->options);
+                 std::move(options));
 }
 
 absl::StatusOr<Lowered> Jitted::Lower(const std::vector<Array>& args) const {

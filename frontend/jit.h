@@ -82,9 +82,15 @@ class Lowered {
   // The lowered module as IR text; global-view modules say how they run.
   std::string as_text(bool locations = false) const;
   absl::StatusOr<Compiled> compile() const;
-  // Flops and bytes communicated per device by the lowered module (passes/cost_analysis.h).
+  // Flops, bytes communicated and estimated time per device of the lowered module
+  // (passes/cost_analysis.h), by the machine model it was lowered for.
   absl::StatusOr<passes::CostReport> cost_analysis() const {
-    return passes::AnalyzeCost(lowered_);
+    return passes::AnalyzeCost(lowered_, {.machine = machine_model()});
+  }
+  // The machine model the partitioner priced plans by (this host's rates on the x86 backend,
+  // unless JitOptions::pipeline.machine named one).
+  passes::MachineModel machine_model() const {
+    return options_.pipeline.machine.value_or(passes::MachineModel{});
   }
 
  private:

@@ -128,8 +128,10 @@ TEST(JitTest, GlobalViewIsPartitionedWhenEveryOpHasARule) {
   Tensor w_host = *random::Normal(Key(4), {6, 4});
   Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
   Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
+  // Priced by the model's default rates (tiny arrays: on a fast host every plan costs latency).
   auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); },
-               {.out_shardings = std::vector<PartitionSpec>{P("x", None)}});
+               {.out_shardings = std::vector<PartitionSpec>{P("x", None)},
+                .pipeline = {.machine = passes::MachineModel{}}});
   absl::StatusOr<std::vector<Array>> out = f(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
@@ -144,6 +146,40 @@ TEST(JitTest, GlobalViewIsPartitionedWhenEveryOpHasARule) {
   EXPECT_THAT(text, HasSubstr("f32[4,4] = dot_general"));
   EXPECT_THAT(text, HasSubstr("psum[axes=(y)]"));
   EXPECT_THAT(text, Not(HasSubstr("all_gather")));
+}
+
+// On the x86 backend plans are priced by this host's measured rates; the reference backend keeps
+// the model's defaults, and a model named in JitOptions is used as given. cost_analysis()
+// estimates by the same model.
+TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  std::vector<ShapedType> types = {{DType::kF32, {8, 6}}, {DType::kF32, {6, 4}}};
+  std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
+                                          NamedSharding(mesh, P("x", None))};
+  auto matmul_fn = [](Tracer x, Tracer w) { return matmul(x, w); };
+  absl::StatusOr<Lowered> host =
+      jit(matmul_fn, {.backend = Backend::kX86}).LowerFor(types, shardings);
+  ASSERT_TRUE(host.ok()) << host.status();
+  const passes::MachineModel m = host->machine_model();
+  EXPECT_GT(m.flops_per_second, 1e8);
+  EXPECT_GT(m.bytes_per_second, 1e8);
+  EXPECT_NE(m, passes::MachineModel{});
+  absl::StatusOr<Lowered> reference =
+      jit(matmul_fn, {.backend = Backend::kReference}).LowerFor(types, shardings);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  EXPECT_EQ(reference->machine_model(), passes::MachineModel{});
+  const passes::MachineModel named{.flops_per_second = 1e9, .bytes_per_second = 1e9};
+  absl::StatusOr<Lowered> pinned =
+      jit(matmul_fn, {.pipeline = {.machine = named}}).LowerFor(types, shardings);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->machine_model(), named);
+  absl::StatusOr<passes::CostReport> cost = host->cost_analysis();
+  ASSERT_TRUE(cost.ok()) << cost.status();
+  int64_t collectives = 0;
+  for (const passes::CollectiveCost& c : cost->collectives) collectives += c.count;
+  EXPECT_DOUBLE_EQ(cost->estimated_seconds,
+                   m.Seconds(cost->flops, cost->bytes_communicated, collectives));
 }
 
 TEST(JitTest, GlobalViewWithShardMapAndOpsAround) {

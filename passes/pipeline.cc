@@ -82,10 +82,11 @@ absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages)
 
 Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicalize,
                          CollectiveFusionOptions fusion) {
+  const MachineModel machine = options.machine.value_or(MachineModel{});
   Pipeline p(std::move(options));
   p.Add(std::make_unique<Canonicalize>(std::move(canonicalize)));
-  p.Add(std::make_unique<ShardingPropagation>());
-  p.Add(std::make_unique<SpmdPartition>());
+  p.Add(std::make_unique<ShardingPropagation>(machine));
+  p.Add(std::make_unique<SpmdPartition>(machine));
   p.Add(std::make_unique<LowerShardMap>());
   p.Add(std::make_unique<CollectiveSimplify>());
   p.Add(std::make_unique<CollectiveFusion>(std::move(fusion)));

@@ -4,6 +4,7 @@
 #define SHARDJIT_PASSES_PIPELINE_H_
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/time/time.h"
 #include "passes/canonicalize.h"
 #include "passes/collective_fusion.h"
+#include "passes/machine_model.h"
 #include "passes/pass.h"
 
 namespace shardjit::passes {
@@ -24,6 +26,9 @@ struct PipelineOptions {
   std::string dump_dir;
   // Passes to skip, by name.
   std::set<std::string> disabled;
+  // The machine the partitioner prices plans for (passes/machine_model.h). Unset: jit on the x86
+  // backend measures this host's rates; elsewhere the model's defaults.
+  std::optional<MachineModel> machine;
 };
 
 // What happened in one stage.

@@ -55,11 +55,12 @@ class Propagator {
  public:
   Propagator(const ir::Mesh& mesh, const ir::Region& body, Values outer,
              const std::vector<Spec>& param_specs, std::vector<std::optional<Spec>> result_wants,
-             const std::map<int64_t, Spec>* forced = nullptr)
+             const MachineModel& machine, const std::map<int64_t, Spec>* forced = nullptr)
       : mesh_(mesh),
         body_(body),
         values_(std::move(outer)),
         result_wants_(std::move(result_wants)),
+        machine_(machine),
         forced_(forced) {
     for (int i = 0; i < body_.params_size(); ++i) {
       ir::ShapedType type = ir::FromProto(body_.params(i).type());
@@ -112,7 +113,7 @@ class Propagator {
         wants.push_back(SpecOf(id));
       }
       ir::Region& body = *op.mutable_fori_loop()->mutable_body();
-      Propagator inner(mesh_, body, values_, params, std::move(wants));
+      Propagator inner(mesh_, body, values_, params, std::move(wants), machine_);
       if (absl::Status s = inner.Run(); !s.ok()) return s;
       absl::StatusOr<bool> inner_changed = inner.Annotate(body);
       if (!inner_changed.ok()) return inner_changed;
@@ -129,7 +130,7 @@ class Propagator {
   }
 
   spmd::OpView View(const ir::Op& op) const {
-    spmd::OpView view{&op, &mesh_, {}, {}, {}, {}};
+    spmd::OpView view{&op, &mesh_, {}, {}, {}, {}, machine_};
     for (int64_t id : op.operands()) {
       const Value& v = values_.at(id);
       view.operand_types.push_back(v.type);
@@ -187,6 +188,7 @@ class Propagator {
   const ir::Region& body_;
   Values values_;
   std::vector<std::optional<Spec>> result_wants_;
+  const MachineModel machine_;
   const std::map<int64_t, Spec>* forced_;  // result layouts fixed from outside; may be null
 };
 
@@ -216,7 +218,8 @@ constexpr int kMaxEstimates = 48;
 }  // namespace
 
 absl::StatusOr<bool> PropagateShardings(ir::Module& module,
-                                        const std::map<int64_t, spmd::Spec>& forced) {
+                                        const std::map<int64_t, spmd::Spec>& forced,
+                                        const MachineModel& machine) {
   ir::Region& body = *module.mutable_functions(0)->mutable_body();
   std::vector<Spec> params;
   for (int i = 0; i < body.params_size(); ++i) {
@@ -229,16 +232,17 @@ absl::StatusOr<bool> PropagateShardings(ir::Module& module,
   for (int i = 0; i < body.results_size() && i < module.result_shardings_size(); ++i) {
     wants[i] = spmd::FromProto(module.result_shardings(i), ResultRank(body, i));
   }
-  Propagator propagator(module.mesh(), body, {}, params, std::move(wants), &forced);
+  Propagator propagator(module.mesh(), body, {}, params, std::move(wants), machine, &forced);
   if (absl::Status s = propagator.Run(); !s.ok()) return s;
   return propagator.Annotate(body);
 }
 
-absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated) {
+absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated,
+                                           const MachineModel& machine) {
   ir::Module partitioned = annotated;
-  absl::StatusOr<bool> changed = SpmdPartition().Run(partitioned);
+  absl::StatusOr<bool> changed = SpmdPartition(machine).Run(partitioned);
   if (!changed.ok()) return changed.status();
-  absl::StatusOr<CostReport> cost = AnalyzeCost(partitioned);
+  absl::StatusOr<CostReport> cost = AnalyzeCost(partitioned, {.machine = machine});
   if (!cost.ok()) return cost.status();
   return cost->estimated_seconds;
 }
@@ -295,17 +299,18 @@ namespace {
 // Improves the propagated plan of `module` (annotated; `original` before annotation): each plan
 // with one op's result laid out by another candidate of its rule, everything else propagated
 // around it, is estimated, and the fastest of them and the propagated plan wins.
-absl::Status SearchPlans(const ir::Module& original, ir::Module& module) {
+absl::Status SearchPlans(const ir::Module& original, const MachineModel& machine,
+                         ir::Module& module) {
   if (module.functions(0).body().ops_size() > kMaxSearchedOps) return absl::OkStatus();
-  absl::StatusOr<double> best = EstimatePlanSeconds(module);
+  absl::StatusOr<double> best = EstimatePlanSeconds(module, machine);
   if (!best.ok()) return absl::OkStatus();  // the propagated plan stands
   std::optional<ir::Module> chosen;
   int estimates = 0;
   for (const auto& [id, layout] : AlternativeLayouts(module)) {
     if (estimates++ >= kMaxEstimates) break;
     ir::Module trial = original;
-    if (!PropagateShardings(trial, {{id, layout}}).ok()) continue;
-    absl::StatusOr<double> seconds = EstimatePlanSeconds(trial);
+    if (!PropagateShardings(trial, {{id, layout}}, machine).ok()) continue;
+    absl::StatusOr<double> seconds = EstimatePlanSeconds(trial, machine);
     if (!seconds.ok() || !(*seconds < *best * (1 - 1e-9))) continue;
     best = *seconds;
     chosen = std::move(trial);
@@ -324,9 +329,9 @@ absl::StatusOr<bool> ShardingPropagation::Run(ir::Module& module) {
   const ir::Region& body = module.functions(0).body();
   if (!spmd::CheckRules(body).ok() || spmd::OnlyWrapsShardMap(body)) return false;
   const ir::Module original = module;
-  absl::StatusOr<bool> changed = PropagateShardings(module, {});
+  absl::StatusOr<bool> changed = PropagateShardings(module, {}, machine_);
   if (!changed.ok() || !*changed) return changed;
-  if (absl::Status s = SearchPlans(original, module); !s.ok()) return s;
+  if (absl::Status s = SearchPlans(original, machine_, module); !s.ok()) return s;
   return true;
 }
 

@@ -46,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "passes/machine_model.h"
 #include "passes/pass.h"
 #include "passes/spmd/spec.h"
 
@@ -53,8 +54,12 @@ namespace shardjit::passes {
 
 class ShardingPropagation final : public Pass {
  public:
+  explicit ShardingPropagation(MachineModel machine = {}) : machine_(machine) {}
   std::string name() const override { return "sharding-propagation"; }
   absl::StatusOr<bool> Run(ir::Module& module) override;
+
+ private:
+  MachineModel machine_;  // what plans are priced by
 };
 
 // The pieces of the plan search, for tests and tools. `module` is a global-view module of one
@@ -63,9 +68,11 @@ class ShardingPropagation final : public Pass {
 // Propagates layouts through `module` as the pass does, with the results in `forced` (value id ->
 // layout) fixed like with_sharding_constraint results, and annotates it; whether it changed.
 absl::StatusOr<bool> PropagateShardings(ir::Module& module,
-                                        const std::map<int64_t, spmd::Spec>& forced);
+                                        const std::map<int64_t, spmd::Spec>& forced,
+                                        const MachineModel& machine = {});
 // The machine model's estimate (passes/cost_analysis.h) of the annotated module once partitioned.
-absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated);
+absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated,
+                                           const MachineModel& machine = {});
 // Every other layout the rules propose for a top-level op result, given the annotated layouts of
 // its operands: the single changes the search tries.
 std::vector<std::pair<int64_t, spmd::Spec>> AlternativeLayouts(const ir::Module& annotated);

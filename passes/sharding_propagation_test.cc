@@ -37,12 +37,12 @@ std::string Text(const Program& p) {
 }
 
 // Runs the pass on `p` and returns the printed module; `changed` receives its verdict.
-std::string Propagated(const Program& p, bool* changed = nullptr) {
+std::string Propagated(const Program& p, bool* changed = nullptr, MachineModel machine = {}) {
   absl::StatusOr<ir::Module> m = ir::ParseModule(Text(p));
   EXPECT_TRUE(m.ok()) << m.status() << "\n" << Text(p);
   if (!m.ok()) return "";
   EXPECT_TRUE(ir::VerifyModule(*m).ok()) << ir::VerifyModule(*m);
-  absl::StatusOr<bool> c = ShardingPropagation().Run(*m);
+  absl::StatusOr<bool> c = ShardingPropagation(machine).Run(*m);
   EXPECT_TRUE(c.ok()) << c.status();
   if (changed != nullptr && c.ok()) *changed = *c;
   EXPECT_TRUE(ir::VerifyModule(*m).ok()) << ir::VerifyModule(*m);
@@ -82,6 +82,9 @@ TEST(ShardingPropagationTest, F32MatmulKeepsTheContractionShardedToHalveItsFlops
                     "rhs_contracting_dims=(0) preferred_element_type=f32] a b\n",
             .results = "c"};
   EXPECT_THAT(Propagated(p), HasSubstr("a b @sharding(P((x,y),None))"));
+  // On a machine whose compute costs next to nothing, the plan that moves fewer bytes wins.
+  EXPECT_THAT(Propagated(p, nullptr, {.flops_per_second = 1e18}),
+              HasSubstr("a b @sharding(P(x,None))"));
 }
 
 TEST(ShardingPropagationTest, ElementwiseAndBroadcastsFollowTheOperands) {

@@ -39,8 +39,8 @@ absl::StatusOr<Spec> CheckedSpec(const ir::Mesh& mesh, const ir::PartitionSpec& 
 
 class Partitioner {
  public:
-  Partitioner(const ir::Module& module, const ir::Function& entry)
-      : module_(module), entry_(entry), emitter_(module.mesh()) {}
+  Partitioner(const ir::Module& module, const ir::Function& entry, const MachineModel& machine)
+      : module_(module), entry_(entry), machine_(machine), emitter_(module.mesh()) {}
 
   absl::StatusOr<ir::Function> Run() {
     const ir::Region& body = entry_.body();
@@ -122,7 +122,7 @@ class Partitioner {
     }
     if (op.has_shard_map()) return ShardMap(op, res);
     if (op.has_fori_loop()) return ForiLoop(op, res);
-    spmd::OpView view{&op, &mesh(), {}, res.types, {}, {}};
+    spmd::OpView view{&op, &mesh(), {}, res.types, {}, {}, machine_};
     for (int64_t id : op.operands()) {
       view.operand_types.push_back(values_.at(id).type);
       view.operand_specs.push_back(values_.at(id).spec);
@@ -223,6 +223,7 @@ class Partitioner {
 
   const ir::Module& module_;
   const ir::Function& entry_;
+  const MachineModel machine_;  // what the strategies are priced by
   spmd::Emitter emitter_;
   std::unordered_map<int64_t, Value> values_;
   std::map<std::pair<int64_t, Spec>, int64_t> reshards_;
@@ -268,7 +269,7 @@ absl::Status SpmdPartition::CheckPartitionable(const ir::Module& module) {
 absl::StatusOr<bool> SpmdPartition::Run(ir::Module& module) {
   if (!CheckPartitionable(module).ok()) return false;
   const ir::Function& entry = module.functions(0);
-  Partitioner partitioner(module, entry);
+  Partitioner partitioner(module, entry, machine_);
   absl::StatusOr<ir::Function> function = partitioner.Run();
   if (!function.ok()) {
     if (absl::IsUnimplemented(function.status())) return false;

@@ -24,18 +24,24 @@
 #ifndef SHARDJIT_PASSES_SPMD_PARTITION_H_
 #define SHARDJIT_PASSES_SPMD_PARTITION_H_
 
+#include "passes/machine_model.h"
 #include "passes/pass.h"
 
 namespace shardjit::passes {
 
 class SpmdPartition final : public Pass {
  public:
+  // `machine` prices each op's strategies, as it did in sharding-propagation.
+  explicit SpmdPartition(MachineModel machine = {}) : machine_(machine) {}
   std::string name() const override { return "spmd-partition"; }
   absl::StatusOr<bool> Run(ir::Module& module) override;
 
   // OK when Run would partition `module`, else why it leaves it unchanged: UnimplementedError
   // naming the first op without a partitioning rule, FailedPreconditionError otherwise.
   static absl::Status CheckPartitionable(const ir::Module& module);
+
+ private:
+  MachineModel machine_;
 };
 
 }  // namespace shardjit::passes

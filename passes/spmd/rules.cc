@@ -133,13 +133,8 @@ bool OnlyWrapsShardMap(const ir::Region& region) {
   return true;
 }
 
-double StrategyCost::Seconds() const {
-  return MachineModel().Seconds(flops, comm.bytes, comm.collectives);
-}
-
 bool StrategyCost::operator<(const StrategyCost& o) const {
-  const double mine = Seconds(), theirs = o.Seconds();
-  if (mine != theirs) return mine < theirs;
+  if (seconds != o.seconds) return seconds < o.seconds;
   return std::tie(comm.bytes, comm.collectives, block_bytes) <
          std::tie(o.comm.bytes, o.comm.collectives, o.block_bytes);
 }
@@ -203,6 +198,7 @@ StrategyCost Cost(const OpView& view, const Strategy& st) {
       cost.comm += ReshardCost(mesh, view.result_types[r], st.results[r], want);
     }
   }
+  cost.seconds = view.machine.Seconds(cost.flops, cost.comm.bytes, cost.comm.collectives);
   return cost;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
 #include "ir/types.h"
+#include "passes/machine_model.h"
 #include "passes/spmd/reshard.h"
 #include "passes/spmd/spec.h"
 
@@ -41,6 +42,8 @@ struct OpView {
   std::vector<std::optional<Spec>> operand_specs;
   // Per result, the layouts its users want (possibly none).
   std::vector<std::vector<Spec>> result_wants;
+  // What time costs are priced by.
+  MachineModel machine;
 };
 
 // Whether `op` has a partitioning rule.
@@ -63,7 +66,7 @@ struct StrategyCost {
   CommCost comm;
   int64_t flops = 0;  // per device
   int64_t block_bytes = 0;
-  double Seconds() const;
+  double seconds = 0;  // flops and comm by the view's machine model
   bool operator<(const StrategyCost& o) const;
 };
 
