@@ -1,5 +1,10 @@
 #include "frontend/collectives.h"
 
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
 #include "ir/async.h"
 
 namespace shardjit {
@@ -154,6 +159,51 @@ Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_a
                   AxisIndexGroups groups, Loc loc) {
   return EmitCollective(AllToAllOp(x, axes, split_axis, concat_axis, tiled, groups), x,
                         /*async=*/false, loc);
+}
+
+namespace {
+
+// The lowest axis index whose x equals `extreme` (pmax or pmin of x), elementwise.
+Tracer AxisIndexOf(Tracer x, Tracer extreme, const std::string& axis, Loc loc) {
+  if (!x.valid() || !extreme.valid()) return Tracer();
+  const std::vector<int64_t> shape = x.shape();
+  Tracer index = broadcast_to(axis_index(AxisNames(axis), loc), shape, loc);
+  Tracer none = full(shape, std::numeric_limits<int32_t>::max(), DType::kS32, loc);
+  return pmin(select(eq(extreme, x, loc), index, none, loc), AxisNames(axis), {}, loc);
+}
+
+}  // namespace
+
+Tracer pargmax(Tracer x, const std::string& axis, Loc loc) {
+  return AxisIndexOf(x, pmax(x, AxisNames(axis), {}, loc), axis, loc);
+}
+
+Tracer pargmin(Tracer x, const std::string& axis, Loc loc) {
+  return AxisIndexOf(x, pmin(x, AxisNames(axis), {}, loc), axis, loc);
+}
+
+Tracer pshuffle(Tracer x, AxisNames axes, std::vector<int64_t> perm, Loc loc) {
+  if (!x.valid()) return Tracer();
+  std::vector<bool> seen(perm.size(), false);
+  bool permutation = true;
+  for (int64_t p : perm) {
+    permutation = permutation && p >= 0 && p < static_cast<int64_t>(perm.size()) && !seen[p];
+    if (permutation) seen[p] = true;
+  }
+  if (!permutation) {
+    x.state()->RecordError(
+        absl::InvalidArgumentError(fmt::format(
+            "pshuffle: `perm` does not represent a permutation: [{}]", absl::StrJoin(perm, ", "))),
+        loc);
+    return Tracer();
+  }
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (size_t i = 0; i < perm.size(); ++i) pairs.push_back({perm[i], static_cast<int64_t>(i)});
+  return ppermute(x, std::move(axes), std::move(pairs), loc);
+}
+
+Tracer pswapaxes(Tracer x, AxisNames axes, int64_t axis, AxisIndexGroups groups, Loc loc) {
+  return all_to_all(x, std::move(axes), axis, axis, /*tiled=*/false, std::move(groups), loc);
 }
 
 Tracer axis_index(AxisNames axes, Loc loc) { return AxisScalar("axis_index", axes, loc); }

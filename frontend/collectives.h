@@ -3,6 +3,8 @@
 #ifndef SHARDJIT_FRONTEND_COLLECTIVES_H_
 #define SHARDJIT_FRONTEND_COLLECTIVES_H_
 
+#include <initializer_list>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,21 @@ Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_a
 // Every device gets the operand of the device at axis index `source` (JAX's pbroadcast, the
 // CollectiveBroadcast of XLA).
 Tracer pbroadcast(Tracer x, AxisNames axes, int64_t source, Loc loc = Loc::current());
+// JAX's compositions of the above (lax.parallel composes them the same way):
+// pargmax / pargmin: elementwise, the index along `axis` (one axis only, as in JAX) of the device
+// whose x is the largest / smallest, ties going to the lowest index; s32.
+Tracer pargmax(Tracer x, const std::string& axis, Loc loc = Loc::current());
+Tracer pargmin(Tracer x, const std::string& axis, Loc loc = Loc::current());
+// A tuple of axes is refused at compile time (JAX raises TypeError).
+Tracer pargmax(Tracer x, std::initializer_list<std::string> axes) = delete;
+Tracer pargmin(Tracer x, std::initializer_list<std::string> axes) = delete;
+// pshuffle: the device at axis index i gets the operand of the device at perm[i]; `perm` must be
+// a permutation of [0, n).
+Tracer pshuffle(Tracer x, AxisNames axes, std::vector<int64_t> perm, Loc loc = Loc::current());
+// pswapaxes: all_to_all(x, axes, axis, axis): the mapped axis and dimension `axis` (whose size
+// must be the group size) trade places.
+Tracer pswapaxes(Tracer x, AxisNames axes, int64_t axis, AxisIndexGroups groups = {},
+                 Loc loc = Loc::current());
 // s32 scalars.
 Tracer axis_index(AxisNames axes, Loc loc = Loc::current());
 Tracer axis_size(AxisNames axes, Loc loc = Loc::current());

@@ -135,6 +135,37 @@ TEST_F(JaxDocstringExamples, AxisIndexOfTuple) {
 
 // bf16 psum accumulates in f32 and rounds once: 256 + 1 + 1 + 1 = 259 rounds to 260 in bf16,
 // where accumulating in bf16 would stay at 256 (256 + 1 rounds back to 256 each time).
+// JAX's compositions (lax.parallel builds them from pmax/pmin, ppermute and all_to_all).
+TEST_F(JaxDocstringExamples, PargmaxAndPargminTakeTheLowestIndexOnTies) {
+  const PerDevice rows = {{{4}, {5, 1, 7, 2}}, {{4}, {5, 3, 7, 0}}, {{4}, {1, 3, 0, 2}},
+                          {{4}, {4, 3, 6, 2}}};
+  // Per column: max 5 on devices 0 and 1, max 3 on 1-3, max 7 on 0 and 1, max 2 on 0, 2, 3.
+  EXPECT_EQ(RunOne(rows, [](Tracer x) { return pargmax(x, "i"); }),
+            (Rows{{0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}}));
+  EXPECT_EQ(RunOne(rows, [](Tracer x) { return pargmin(x, "i"); }),
+            (Rows{{2, 0, 2, 1}, {2, 0, 2, 1}, {2, 0, 2, 1}, {2, 0, 2, 1}}));
+}
+
+TEST_F(JaxDocstringExamples, PshuffleTakesSourcesPerTarget) {
+  // The device at index i gets the operand of the device at perm[i].
+  EXPECT_EQ(RunOne(ScalarInputs(), [](Tracer x) { return pshuffle(x, "i", {3, 0, 1, 2}); }),
+            (Rows{{3}, {0}, {1}, {2}}));
+  absl::StatusOr<DeviceResults> bad = RunPerDevice(
+      *mesh_, DType::kS32, ScalarInputs(),
+      [](Tracer x) { return std::vector<Tracer>{pshuffle(x, "i", {0, 0, 1, 2})}; }, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(
+                "pshuffle: `perm` does not represent a permutation: [0, 0, 1, 2]"),
+            std::string::npos)
+      << bad.status();
+}
+
+TEST_F(JaxDocstringExamples, PswapaxesTradesTheMappedAxisForADimension) {
+  // Device i holds row i of arange(16).reshape(4, 4); after the swap it holds column i.
+  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return pswapaxes(x, "i", 0); }),
+            (Rows{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
+}
+
 TEST(CollectivesBF16, PsumAccumulatesInF32AndRoundsOnce) {
   absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 4}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
