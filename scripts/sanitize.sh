@@ -7,12 +7,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure_deps.sh || exit 1
 log=$(mktemp)
-bazel --output_base=/tmp/shardjit_asan test --config=asan --config=ubsan \
+bazel --output_base=/tmp/shardjit_asan test --symlink_prefix=/ --config=asan --config=ubsan \
   //runtime:all //ir:all //passes:all //tools:all //backends/x86:gemm_test \
   //tests:collectives_test_2threads //tests:collectives_errors_test_1threads \
   //tests:cancellation_test "$@" 2>&1 | tee "$log"
 asan=${PIPESTATUS[0]}
-bazel --output_base=/tmp/shardjit_tsan test --config=tsan \
+bazel --output_base=/tmp/shardjit_tsan test --symlink_prefix=/ --config=tsan \
   //runtime:scheduler_test //runtime:runtime_parallelism_test //runtime:device_test \
   //tests:collectives_test_2threads //tests:async_collectives_test_2threads \
   //tests:collectives_errors_test_2threads //tests:cancellation_test "$@" 2>&1 | tee -a "$log"
