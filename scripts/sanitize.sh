@@ -2,7 +2,7 @@
 # The sanitizer runs: ASan+UBSan over the runtime, IR, passes, tools, GEMM and collective tests,
 # then TSan over the runtime, scheduler, fabric and cancellation tests. Each sanitizer builds in an
 # output base of its own (/tmp/shardjit_asan, /tmp/shardjit_tsan), so the normal build's cache
-# stays as it is. Ends with "N passed, M failed" over both runs. Cold, about 15 minutes on 2 cores.
+# stays as it is. Ends with "N passed, M failed" over both runs. Cold, about 11 minutes on 2 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure_deps.sh || exit 1
