@@ -10,19 +10,14 @@
 #include <vector>
 
 #include "ir/tensor.h"
+#include "runtime/sanitizers.h"
 #include "runtime/spin_mutex.h"
 
 namespace shardjit::runtime {
 
 // Under AddressSanitizer freed blocks go back to malloc, so that a use after free is caught.
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef SHARDJIT_ASAN
 inline constexpr bool kDeviceReusesBlocks = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kDeviceReusesBlocks = false;
-#else
-inline constexpr bool kDeviceReusesBlocks = true;
-#endif
 #else
 inline constexpr bool kDeviceReusesBlocks = true;
 #endif

@@ -7,20 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SHARDJIT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SHARDJIT_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define SHARDJIT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SHARDJIT_TSAN 1
-#endif
-#endif
+#include "runtime/sanitizers.h"
+
 #ifdef SHARDJIT_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
