@@ -66,12 +66,8 @@ class Analyzer {
       // dot_accumulate's operands are (acc, lhs, rhs, starts...); its product may be smaller
       // than the acc it lands in, so count from the operands: 2 * lhs elements * rhs free ones.
       const int first = op.opcode() == "dot_accumulate" ? 1 : 0;
-      const ir::ShapedType& lhs = types_.at(op.operands(first));
-      const ir::ShapedType& rhs = types_.at(op.operands(first + 1));
-      int64_t rhs_shared = 1;
-      for (int64_t d : op.dot_general().rhs_batch_dims()) rhs_shared *= rhs.dims[d];
-      for (int64_t d : op.dot_general().rhs_contracting_dims()) rhs_shared *= rhs.dims[d];
-      return 2 * lhs.num_elements() * (rhs.num_elements() / std::max<int64_t>(1, rhs_shared));
+      return DotGeneralFlops(op.dot_general(), types_.at(op.operands(first)).dims,
+                             types_.at(op.operands(first + 1)).dims);
     }
     if (op.has_reduce()) return types_.at(op.operands(0)).num_elements();
     if (op.has_fusion()) {
@@ -198,6 +194,16 @@ class Analyzer {
 };
 
 }  // namespace
+
+int64_t DotGeneralFlops(const ir::DotGeneralAttrs& dims, const std::vector<int64_t>& lhs,
+                        const std::vector<int64_t>& rhs) {
+  int64_t lhs_elements = 1, rhs_elements = 1, rhs_shared = 1;  // shared: batch and contracting
+  for (int64_t d : lhs) lhs_elements *= d;
+  for (int64_t d : rhs) rhs_elements *= d;
+  for (int64_t d : dims.rhs_batch_dims()) rhs_shared *= rhs[d];
+  for (int64_t d : dims.rhs_contracting_dims()) rhs_shared *= rhs[d];
+  return 2 * lhs_elements * (rhs_elements / std::max<int64_t>(1, rhs_shared));
+}
 
 std::string CostReport::ToString() const {
   std::string s = fmt::format("flops: {}\nbytes communicated: {}\nestimated time: {:.1f} us\n",

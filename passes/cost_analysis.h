@@ -59,6 +59,11 @@ struct CostOptions {
   MachineModel machine;
 };
 
+// Flops of a dot_general of operands shaped `lhs` and `rhs`: 2 per multiply-add, 2 * the lhs
+// elements * the rhs free elements. Shared with the partitioner, which counts it on blocks.
+int64_t DotGeneralFlops(const ir::DotGeneralAttrs& dims, const std::vector<int64_t>& lhs,
+                        const std::vector<int64_t>& rhs);
+
 // Errors: no entry function, or a collective over an axis the mesh lacks.
 absl::StatusOr<CostReport> AnalyzeCost(const ir::Module& module, const CostOptions& options = {});
 

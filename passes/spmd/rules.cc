@@ -7,6 +7,7 @@
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
+#include "passes/cost_analysis.h"
 #include "passes/machine_model.h"
 #include "passes/spmd/cost.h"
 #include "passes/spmd/rules_internal.h"
@@ -158,13 +159,8 @@ int64_t LocalFlops(const OpView& view, const Strategy& st) {
   };
   if (op.has_dot_general()) {
     // From the operand blocks: the product is computed whole before any psum_scatter.
-    const std::vector<int64_t> lhs = block(st.operands[0], view.operand_types[0]);
-    const std::vector<int64_t> rhs = block(st.operands[1], view.operand_types[1]);
-    const auto& dims = op.dot_general();
-    int64_t rhs_shared = 1;  // rhs batch and contracting elements
-    for (int64_t d : dims.rhs_batch_dims()) rhs_shared *= rhs[d];
-    for (int64_t d : dims.rhs_contracting_dims()) rhs_shared *= rhs[d];
-    return 2 * NumElements(lhs) * (NumElements(rhs) / std::max<int64_t>(1, rhs_shared));
+    return DotGeneralFlops(op.dot_general(), block(st.operands[0], view.operand_types[0]),
+                           block(st.operands[1], view.operand_types[1]));
   }
   if (op.has_reduce()) return NumElements(block(st.operands[0], view.operand_types[0]));
   const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
