@@ -192,22 +192,31 @@ class Propagator {
   const std::map<int64_t, Spec>* forced_;  // result layouts fixed from outside; may be null
 };
 
-// The decided layout of every entry param and top-level op result of an annotated module.
-std::map<int64_t, Spec> AnnotatedLayouts(const ir::Module& module) {
-  std::map<int64_t, Spec> layouts;
+// Entry param `i`'s layout: its param_sharding, replicated when the module lists none.
+Spec ParamSpec(const ir::Module& module, int i) {
+  const int64_t rank = module.functions(0).body().params(i).type().dims_size();
+  return i < module.param_shardings_size() ? spmd::FromProto(module.param_shardings(i), rank)
+                                           : spmd::Replicated(rank);
+}
+
+// The type and decided layout of every entry param and annotated top-level op result.
+struct AnnotatedValue {
+  ir::ShapedType type;
+  Spec spec;
+};
+std::map<int64_t, AnnotatedValue> AnnotatedValues(const ir::Module& module) {
+  std::map<int64_t, AnnotatedValue> values;
   const ir::Region& body = module.functions(0).body();
   for (int i = 0; i < body.params_size(); ++i) {
-    const int64_t rank = body.params(i).type().dims_size();
-    layouts[body.params(i).id()] = i < module.param_shardings_size()
-                                       ? spmd::FromProto(module.param_shardings(i), rank)
-                                       : spmd::Replicated(rank);
+    values[body.params(i).id()] = {ir::FromProto(body.params(i).type()), ParamSpec(module, i)};
   }
   for (const ir::Op& op : body.ops()) {
     for (int r = 0; r < op.results_size() && r < op.sharding_size(); ++r) {
-      layouts[op.results(r)] = spmd::FromProto(op.sharding(r), op.result_types(r).dims_size());
+      values[op.results(r)] = {ir::FromProto(op.result_types(r)),
+                               spmd::FromProto(op.sharding(r), op.result_types(r).dims_size())};
     }
   }
-  return layouts;
+  return values;
 }
 
 // Plan search bounds: modules with more top-level ops keep the propagated plan; at most this
@@ -222,12 +231,7 @@ absl::StatusOr<bool> PropagateShardings(ir::Module& module,
                                         const MachineModel& machine) {
   ir::Region& body = *module.mutable_functions(0)->mutable_body();
   std::vector<Spec> params;
-  for (int i = 0; i < body.params_size(); ++i) {
-    const int64_t rank = body.params(i).type().dims_size();
-    params.push_back(i < module.param_shardings_size()
-                         ? spmd::FromProto(module.param_shardings(i), rank)
-                         : spmd::Replicated(rank));
-  }
+  for (int i = 0; i < body.params_size(); ++i) params.push_back(ParamSpec(module, i));
   std::vector<std::optional<Spec>> wants(body.results_size());
   for (int i = 0; i < body.results_size() && i < module.result_shardings_size(); ++i) {
     wants[i] = spmd::FromProto(module.result_shardings(i), ResultRank(body, i));
@@ -248,39 +252,25 @@ absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated,
 }
 
 std::vector<std::pair<int64_t, spmd::Spec>> AlternativeLayouts(const ir::Module& annotated) {
-  const std::map<int64_t, Spec> layouts = AnnotatedLayouts(annotated);
+  const std::map<int64_t, AnnotatedValue> values = AnnotatedValues(annotated);
   const ir::Mesh& mesh = annotated.mesh();
   std::vector<std::pair<int64_t, Spec>> out;
   for (const ir::Op& op : annotated.functions(0).body().ops()) {
     if (op.results_size() != 1 || op.has_with_sharding_constraint() || !spmd::HasRule(op)) {
       continue;
     }
-    spmd::OpView view{&op, &mesh, {}, {}, {}, {{}}};
+    spmd::OpView view{&op, &mesh, {}, {ir::FromProto(op.result_types(0))}, {}, {{}}};
     bool known = true;
     for (int64_t id : op.operands()) {
-      auto it = layouts.find(id);
-      known = known && it != layouts.end();
+      auto it = values.find(id);
+      known = known && it != values.end();
       if (!known) break;
-      view.operand_specs.push_back(it->second);
+      view.operand_types.push_back(it->second.type);
+      view.operand_specs.push_back(it->second.spec);
     }
-    auto result = layouts.find(op.results(0));
-    if (!known || result == layouts.end()) continue;
-    // Operand and result types: from the ops and params that define them.
-    const ir::Region& body = annotated.functions(0).body();
-    auto type_of = [&](int64_t id) {
-      for (const ir::Param& p : body.params()) {
-        if (p.id() == id) return ir::FromProto(p.type());
-      }
-      for (const ir::Op& o : body.ops()) {
-        for (int r = 0; r < o.results_size(); ++r) {
-          if (o.results(r) == id) return ir::FromProto(o.result_types(r));
-        }
-      }
-      return ir::ShapedType{};
-    };
-    for (int64_t id : op.operands()) view.operand_types.push_back(type_of(id));
-    view.result_types.push_back(ir::FromProto(op.result_types(0)));
-    std::vector<Spec> seen = {result->second};
+    auto result = values.find(op.results(0));
+    if (!known || result == values.end()) continue;
+    std::vector<Spec> seen = {result->second.spec};
     for (const spmd::Strategy& st : spmd::Candidates(view)) {
       const Spec& layout = st.results[0];
       if (!spmd::IsValid(mesh, layout, view.result_types[0].dims) ||
