@@ -202,14 +202,19 @@ INSTANTIATE_TEST_SUITE_P(
                   "c", {"ppermute_start: collectives need a mapped axis"}}),
     [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
 
-TEST(VerifierTest, RejectsUseBeforeDefinition) {
+// A per-device module "m" with an empty entry function "main", built as protos.
+Module EmptyPerDeviceModule() {
   Module m;
   m.set_name("m");
   m.set_view(PER_DEVICE);
   m.set_entry("main");
-  Function* f = m.add_functions();
-  f->set_name("main");
-  Op* op = f->mutable_body()->add_ops();
+  m.add_functions()->set_name("main");
+  return m;
+}
+
+TEST(VerifierTest, RejectsUseBeforeDefinition) {
+  Module m = EmptyPerDeviceModule();
+  Op* op = m.mutable_functions(0)->mutable_body()->add_ops();
   op->set_opcode("neg");
   op->add_operands(7);
   op->add_results(0);
@@ -244,16 +249,11 @@ TEST(VerifierTest, RejectsTypesPastTheLimits) {
 // Regions nested past kMaxRegionDepth are refused, not recursed into until the stack ends.
 TEST(VerifierTest, RejectsRegionsNestedTooDeep) {
   auto nested = [](int depth) {
-    Module m;
-    m.set_name("m");
-    m.set_view(PER_DEVICE);
-    m.set_entry("main");
-    Function* f = m.add_functions();
-    f->set_name("main");
+    Module m = EmptyPerDeviceModule();
     const TensorType type = ToProto(ShapedType{DType::kF32, {2}});
     const TensorType index = ToProto(ShapedType{DType::kS32, {}});
     int64_t next = 0;
-    Region* r = f->mutable_body();
+    Region* r = m.mutable_functions(0)->mutable_body();
     Param* p = r->add_params();
     p->set_id(next++);
     *p->mutable_type() = type;
