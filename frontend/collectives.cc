@@ -151,6 +151,20 @@ Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t
   return EmitCollective(PpermuteOp(axes, perm), x, /*async=*/false, loc);
 }
 
+Tracer ragged_all_to_all(Tracer operand, Tracer output, Tracer input_offsets, Tracer send_sizes,
+                         Tracer output_offsets, Tracer recv_sizes, AxisNames axes,
+                         AxisIndexGroups groups, Loc loc) {
+  TraceState* t = internal::TraceOf(
+      {operand, output, input_offsets, send_sizes, output_offsets, recv_sizes},
+      "ragged_all_to_all");
+  if (t == nullptr) return Tracer();
+  ir::Op op;
+  op.set_opcode("ragged_all_to_all");
+  SetAxesAndGroups(op.mutable_ragged_all_to_all(), axes, groups);
+  return t->Emit1(std::move(op),
+                  {operand, output, input_offsets, send_sizes, output_offsets, recv_sizes}, loc);
+}
+
 Tracer pbroadcast(Tracer x, AxisNames axes, int64_t source, Loc loc) {
   return EmitCollective(PbroadcastOp(axes, source), x, /*async=*/false, loc);
 }

@@ -28,6 +28,14 @@ Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t
                 Loc loc = Loc::current());
 Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_axis,
                   bool tiled = false, AxisIndexGroups groups = {}, Loc loc = Loc::current());
+// JAX's ragged_all_to_all: the offset and size vectors (s32[K], K a multiple of the group size
+// G) describe K row slices of `operand`; slice i goes to the member at group index i / (K / G),
+// which writes it at output_offsets[i] of its copy of `output`, and must expect it: its
+// recv_sizes[j * (K / G) + k] is the size of the k-th slice member j sends it. Slices out of
+// range, overlapping in a receiver's output, or disagreeing sizes fail the run.
+Tracer ragged_all_to_all(Tracer operand, Tracer output, Tracer input_offsets, Tracer send_sizes,
+                         Tracer output_offsets, Tracer recv_sizes, AxisNames axes,
+                         AxisIndexGroups groups = {}, Loc loc = Loc::current());
 // Every device gets the operand of the device at axis index `source` (JAX's pbroadcast, the
 // CollectiveBroadcast of XLA).
 Tracer pbroadcast(Tracer x, AxisNames axes, int64_t source, Loc loc = Loc::current());

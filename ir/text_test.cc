@@ -127,6 +127,11 @@ std::vector<Case> Cases() {
                    "    b:f32[4,6] = with_sharding_constraint[sharding=P(x,None)] a\n"
                    "    c:f32[4,6] = with_sharding_constraint[sharding=P((x,y))] b\n",
                    "c", "global"});
+  cases.push_back({"ragged_all_to_all", "a:f32[4,3] b:f32[6,3] c:s32[4] d:s32[4] e:s32[4] f:s32[4]",
+                   "    g:f32[6,3] = ragged_all_to_all[axes=(x,y)] a b c d e f\n"
+                   "    h:f32[6,3] = ragged_all_to_all[axes=(y) axis_index_groups=((1,0))] a b c d "
+                   "e f\n",
+                   "g, h"});
   cases.push_back({"axis_index", "", "    a:s32[] = axis_index[axes=(x,y)]\n", "a"});
   cases.push_back(
       {"pbroadcast", "a:f32[2,3]", "    b:f32[2,3] = pbroadcast[axes=(x,y) source=3] a\n", "b"});

@@ -150,6 +150,9 @@ class Analyzer {
     } else if (op.has_all_to_all()) {
       axes = &op.all_to_all().axes();
       groups = &op.all_to_all().axis_index_groups();
+    } else if (op.has_ragged_all_to_all()) {
+      axes = &op.ragged_all_to_all().axes();
+      groups = &op.ragged_all_to_all().axis_index_groups();
     } else if (op.has_ppermute()) {
       axes = &op.ppermute().axes();
     } else if (op.has_pbroadcast()) {
@@ -181,7 +184,8 @@ class Analyzer {
         const int64_t me = AxisIndex(*axes);
         c.bytes_sent = me < 0 || me == op.pbroadcast().source() ? in * (*n - 1) : 0;
       } else {
-        c.bytes_sent = in * (*n - 1) / *n;  // psum_scatter, all_to_all
+        // psum_scatter, all_to_all; for ragged_all_to_all, what leaves if all rows are sent.
+        c.bytes_sent = in * (*n - 1) / *n;
       }
     }
     return c;

@@ -84,6 +84,8 @@ const AxisNames& CollectiveAxes(const ir::Op& op) {
       return op.all_to_all().axes();
     case ir::Op::kPbroadcast:
       return op.pbroadcast().axes();
+    case ir::Op::kRaggedAllToAll:
+      return op.ragged_all_to_all().axes();
     default:
       return op.axis().axes();
   }
@@ -100,6 +102,8 @@ const AxisGroups& CollectiveGroups(const ir::Op& op) {
       return op.psum_scatter().axis_index_groups();
     case ir::Op::kAllToAll:
       return op.all_to_all().axis_index_groups();
+    case ir::Op::kRaggedAllToAll:
+      return op.ragged_all_to_all().axis_index_groups();
     default:
       return *empty;
   }

@@ -1,5 +1,6 @@
 #include "runtime/collective_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -198,6 +199,88 @@ absl::StatusOr<Tensor> AllToAll(const ir::Op& op, const ir::ShapedType& out_type
   return out.Reshaped(out_type.dims);
 }
 
+// One slice a sender's offset and size vectors send to this member.
+struct RaggedSlice {
+  int64_t sender = 0;  // group index
+  int64_t index = 0;   // into the sender's vectors
+  int64_t input_offset = 0, size = 0, output_offset = 0;
+};
+
+// ragged_all_to_all: `output` with the rows every member sends to this one written in. Checks
+// every slice against the operand's and output's rows, the receiver's recv_sizes against the
+// senders' send_sizes, and that no two received slices overlap.
+absl::StatusOr<Tensor> RaggedAllToAll(const ir::Op& op, const GroupOperands& group,
+                                      ir::Allocator* allocator) {
+  const int64_t n = static_cast<int64_t>(group.all_inputs.size());
+  const int64_t me = group.my_index;
+  const std::vector<Tensor>& mine = group.all_inputs[me];
+  const int64_t k_total = mine[2].num_elements();
+  const int64_t per_member = k_total / n;
+  const int64_t operand_rows = mine[0].dims()[0];
+  const int64_t output_rows = mine[1].dims()[0];
+  const int64_t row_bytes = output_rows == 0 ? 0 : mine[1].byte_size() / output_rows;
+  const int32_t* recv_sizes = mine[5].data_as<int32_t>();
+  auto where = [&](const RaggedSlice& s) {
+    return fmt::format("{}: slice {} sent by axis index {} to axis index {}", op.opcode(),
+                       s.index, group.axis_indices[s.sender], group.axis_indices[me]);
+  };
+  std::vector<RaggedSlice> slices;
+  slices.reserve(k_total);
+  for (int64_t j = 0; j < n; ++j) {
+    const std::vector<Tensor>& theirs = group.all_inputs[j];
+    for (int64_t k = 0; k < per_member; ++k) {
+      RaggedSlice s{j, me * per_member + k};
+      s.input_offset = theirs[2].data_as<int32_t>()[s.index];
+      s.size = theirs[3].data_as<int32_t>()[s.index];
+      s.output_offset = theirs[4].data_as<int32_t>()[s.index];
+      const int64_t expected = recv_sizes[j * per_member + k];
+      if (s.size < 0) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: send_sizes[{}] is negative ({})", where(s), s.index, s.size));
+      }
+      if (s.input_offset < 0 || s.input_offset + s.size > operand_rows) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: rows [{}, {}) (input_offsets[{}], send_sizes[{}]) are out of range for the "
+            "operand's {} rows",
+            where(s), s.input_offset, s.input_offset + s.size, s.index, s.index, operand_rows));
+      }
+      if (s.output_offset < 0 || s.output_offset + s.size > output_rows) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: rows [{}, {}) (output_offsets[{}], send_sizes[{}]) are out of range for the "
+            "output's {} rows",
+            where(s), s.output_offset, s.output_offset + s.size, s.index, s.index, output_rows));
+      }
+      if (expected != s.size) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: the receiver's recv_sizes[{}] is {} but the sender's send_sizes[{}] is {}",
+            where(s), j * per_member + k, expected, s.index, s.size));
+      }
+      if (s.size > 0) slices.push_back(s);
+    }
+  }
+  std::sort(slices.begin(), slices.end(), [](const RaggedSlice& a, const RaggedSlice& b) {
+    return a.output_offset < b.output_offset;
+  });
+  for (size_t i = 1; i < slices.size(); ++i) {
+    const RaggedSlice& a = slices[i - 1];
+    const RaggedSlice& b = slices[i];
+    if (b.output_offset < a.output_offset + a.size) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: output rows [{}, {}) overlap rows [{}, {}) of slice {} from axis index {}",
+          where(b), b.output_offset, b.output_offset + b.size, a.output_offset,
+          a.output_offset + a.size, a.index, group.axis_indices[a.sender]));
+    }
+  }
+  Tensor out = mine[1].Copy(allocator);
+  char* dst = static_cast<char*>(out.data());
+  for (const RaggedSlice& s : slices) {
+    const char* src = static_cast<const char*>(group.all_inputs[s.sender][0].data());
+    std::memcpy(dst + s.output_offset * row_bytes, src + s.input_offset * row_bytes,
+                s.size * row_bytes);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status ReduceRange(const std::vector<Tensor>& boxes, const std::string& kind, Tensor& out,
@@ -293,6 +376,7 @@ absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& 
         "{}: source {} is not in the group", op.opcode(), op.pbroadcast().source()));
   }
   if (name == "all_to_all") return AllToAll(op, out_type, group, allocator);
+  if (name == "ragged_all_to_all") return RaggedAllToAll(op, group, allocator);
   return absl::UnimplementedError(fmt::format("{}: not a data collective", name));
 }
 

@@ -15,16 +15,20 @@
 namespace shardjit::runtime {
 
 struct GroupOperands {
-  // The operand of each member, in group order.
+  // The (first) operand of each member, in group order.
   std::vector<ir::Tensor> inputs;
+  // For ops of several operands (ragged_all_to_all): every operand of each member, in group
+  // order; empty otherwise.
+  std::vector<std::vector<ir::Tensor>> all_inputs;
   // The member whose result is computed.
   int64_t my_index = 0;
   // For ppermute: the combined axis index of each member (perm pairs refer to these).
   std::vector<int64_t> axis_indices;
 };
 
-// psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pbroadcast, all_to_all, and their
-// `*_start` forms (ir/async.h).
+// psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pbroadcast, all_to_all,
+// ragged_all_to_all, and the `*_start` forms (ir/async.h). Errors that depend on the data (a
+// ragged_all_to_all's offsets) name the op, the devices and the values at fault.
 absl::StatusOr<ir::Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
                                              ir::Allocator* allocator);
 

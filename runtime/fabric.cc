@@ -321,6 +321,8 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   inputs.my_index = group.my_index;
   inputs.axis_indices.assign(group.axis_indices.begin(), group.axis_indices.end());
   inputs.inputs.clear();
+  inputs.all_inputs.clear();
+  const bool several = mine.operands.size() > 1;
   for (int64_t member : group.members) {
     const Arrival& theirs = slot.arrivals[member];
     if (!Agree(mine, theirs, member, group)) {
@@ -331,6 +333,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
       return error;
     }
     inputs.inputs.push_back(theirs.operands[0]);
+    if (several) inputs.all_inputs.push_back(theirs.operands);
   }
   // A ppermute operand has one reader, its target: handed over, so that the target may update
   // it in place once the sender has moved on (a reduce-scatter ring adds into it).
@@ -368,6 +371,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
                                           ? ReduceShared(ticket, inputs, *shared)
                                           : ComputeCollective(op, inputs, allocator);
   inputs.inputs.clear();  // the peers' operands are not kept alive by the scratch
+  inputs.all_inputs.clear();
   if (recorder != nullptr) {
     const std::string name = op.opcode() + " data";
     recorder->Record(

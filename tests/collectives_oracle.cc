@@ -247,6 +247,32 @@ PerDevice ExpectedPpermute(const MeshModel& mesh, const PerDevice& in, const Axi
   return out;
 }
 
+PerDevice ExpectedRaggedAllToAll(const MeshModel& mesh, const RaggedArgs& args,
+                                 const AxisList& axes, const Groups& groups) {
+  PerDevice out;
+  for (int64_t p = 0; p < mesh.size(); ++p) {
+    MeshModel::Group g = mesh.GroupOf(p, axes, groups);
+    const int64_t n = static_cast<int64_t>(g.members.size());
+    HostArray result = args.output[p];
+    const int64_t row = NumElements(result.dims) / std::max<int64_t>(result.dims[0], 1);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t sender = g.members[j];
+      const int64_t per_member = NumElements(args.input_offsets[sender].dims) / n;
+      for (int64_t k = 0; k < per_member; ++k) {
+        const int64_t i = g.my_index * per_member + k;
+        const auto from = static_cast<int64_t>(args.input_offsets[sender].values[i]);
+        const auto size = static_cast<int64_t>(args.send_sizes[sender].values[i]);
+        const auto to = static_cast<int64_t>(args.output_offsets[sender].values[i]);
+        for (int64_t e = 0; e < size * row; ++e) {
+          result.values[to * row + e] = args.operand[sender].values[from * row + e];
+        }
+      }
+    }
+    out.push_back(std::move(result));
+  }
+  return out;
+}
+
 PerDevice ExpectedAllToAll(const MeshModel& mesh, const PerDevice& in, const AxisList& axes,
                            int64_t split, int64_t concat, bool tiled, const Groups& groups) {
   PerDevice out;
@@ -323,28 +349,55 @@ PartitionSpec StackedSpec(const Mesh& mesh) {
 absl::StatusOr<DeviceResults> RunPerDevice(const Mesh& mesh, DType dtype, const PerDevice& inputs,
                                            const std::function<std::vector<Tracer>(Tracer)>& body,
                                            int num_results, bool global_view) {
-  const int64_t n = mesh.size();
-  const std::vector<int64_t> local = inputs.at(0).dims;
-  std::vector<double> values;
-  for (const HostArray& a : inputs) values.insert(values.end(), a.values.begin(), a.values.end());
-  const PartitionSpec stacked = StackedSpec(mesh);
-  absl::StatusOr<Array> arg =
-      device_put(HostTensor(dtype, Insert(local, 0, n), values), NamedSharding(mesh, stacked));
-  if (!arg.ok()) return arg.status();
+  return RunPerDevice(
+      mesh, {{dtype, inputs}},
+      [&body](const std::vector<Tracer>& x) { return body(x[0]); }, num_results, global_view);
+}
 
-  auto per_device = [&body, local](Tracer x) {
-    // x is [1, local...]. A scalar block is taken by reduce_sum over the size-1 dimension
+absl::StatusOr<DeviceResults> RunPerDevice(
+    const Mesh& mesh, const std::vector<std::pair<DType, PerDevice>>& inputs,
+    const std::function<std::vector<Tracer>(const std::vector<Tracer>&)>& body, int num_results,
+    bool global_view) {
+  const int64_t n = mesh.size();
+  const PartitionSpec stacked = StackedSpec(mesh);
+  std::vector<Array> args;
+  std::vector<std::vector<int64_t>> locals;
+  for (const auto& [dtype, per_device] : inputs) {
+    const std::vector<int64_t> local = per_device.at(0).dims;
+    std::vector<double> values;
+    for (const HostArray& a : per_device) {
+      values.insert(values.end(), a.values.begin(), a.values.end());
+    }
+    absl::StatusOr<Array> arg =
+        device_put(HostTensor(dtype, Insert(local, 0, n), values), NamedSharding(mesh, stacked));
+    if (!arg.ok()) return arg.status();
+    args.push_back(*std::move(arg));
+    locals.push_back(local);
+  }
+
+  auto per_device = [&body, locals](const std::vector<Tracer>& xs) {
+    // Each x is [1, local...]. A scalar block is taken by reduce_sum over the size-1 dimension
     // rather than reshape(x, {}), which fails to trace (see FrontendBugs.ReshapeToScalar).
-    std::vector<Tracer> results = body(local.empty() ? reduce_sum(x, {0}) : reshape(x, local));
+    std::vector<Tracer> blocks;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      blocks.push_back(locals[i].empty() ? reduce_sum(xs[i], {0}) : reshape(xs[i], locals[i]));
+    }
+    std::vector<Tracer> results = body(blocks);
     for (Tracer& r : results) {
       if (r.valid()) r = reshape(r, Insert(r.shape(), 0, 1));
     }
     return results;
   };
   ShardMapped mapped =
-      shard_map(per_device, mesh, {stacked}, std::vector<PartitionSpec>(num_results, stacked));
+      shard_map(per_device, mesh, std::vector<PartitionSpec>(inputs.size(), stacked),
+                std::vector<PartitionSpec>(num_results, stacked));
   absl::StatusOr<std::vector<Array>> out =
-      global_view ? jit([&mapped](Tracer x) { return mapped(x * 1.0); })(*arg) : jit(mapped)(*arg);
+      global_view ? jit([&mapped](const std::vector<Tracer>& xs) {
+                      std::vector<Tracer> scaled;
+                      for (const Tracer& x : xs) scaled.push_back(x * 1.0);
+                      return mapped(scaled);
+                    }).Call(args)
+                  : jit(mapped).Call(args);
   if (!out.ok()) return out.status();
 
   DeviceResults results;

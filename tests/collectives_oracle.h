@@ -92,6 +92,14 @@ PerDevice ExpectedPpermute(const MeshModel& mesh, const PerDevice& in, const Axi
                            const std::vector<std::pair<int64_t, int64_t>>& perm);
 PerDevice ExpectedAllToAll(const MeshModel& mesh, const PerDevice& in, const AxisList& axes,
                            int64_t split, int64_t concat, bool tiled, const Groups& groups = {});
+// ragged_all_to_all as JAX's docstring writes it: each receiver starts from its `output`; for
+// every sender j and k < K/G, rows [input_offsets[i], +send_sizes[i]) of j's operand, i = (my
+// group index) * K/G + k, land at j's output_offsets[i]. Assumes valid arguments.
+struct RaggedArgs {
+  PerDevice operand, output, input_offsets, send_sizes, output_offsets, recv_sizes;
+};
+PerDevice ExpectedRaggedAllToAll(const MeshModel& mesh, const RaggedArgs& args,
+                                 const AxisList& axes, const Groups& groups = {});
 
 // ---------------------------------------------------------------------------------------------
 // Running on the library
@@ -119,6 +127,12 @@ struct DeviceResults {
 absl::StatusOr<DeviceResults> RunPerDevice(const Mesh& mesh, DType dtype, const PerDevice& inputs,
                                            const std::function<std::vector<Tracer>(Tracer)>& body,
                                            int num_results, bool global_view = false);
+// The same with several inputs, each of its own dtype (every device's arrays of one input share
+// a shape).
+absl::StatusOr<DeviceResults> RunPerDevice(
+    const Mesh& mesh, const std::vector<std::pair<DType, PerDevice>>& inputs,
+    const std::function<std::vector<Tracer>(const std::vector<Tracer>&)>& body, int num_results,
+    bool global_view = false);
 
 // ---------------------------------------------------------------------------------------------
 // The meshes, axes and groups the collective tests run over

@@ -1,6 +1,7 @@
 // Shape rules of the collectives (JAX lax.parallel semantics): psum, pmean, pmax, pmin,
-// all_gather, psum_scatter, ppermute, pbroadcast, all_to_all, axis_index, axis_size, and the
-// asynchronous `*_start` / `*_done` pairs (ir/async.h).
+// all_gather, psum_scatter, ppermute, pbroadcast, all_to_all, ragged_all_to_all, axis_index,
+// axis_size, and the asynchronous `*_start` / `*_done` pairs (ir/async.h).
+#include <algorithm>
 #include <set>
 
 #include "ir/async.h"
@@ -146,6 +147,53 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
   return Types{out};
 }
 
+// Operands: operand[N, ...], output[M, ...] (the same dtype and trailing dims), then
+// input_offsets, send_sizes, output_offsets, recv_sizes: s32[K] each, K a positive multiple of
+// the group size. The result is `output` with the received rows written in; which rows is data,
+// checked when the collective runs.
+absl::StatusOr<Types> RaggedAllToAll(const ShapeContext& ctx, const Types& operands,
+                                     const Op& op) {
+  const auto& a = op.ragged_all_to_all();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  if (!size.ok()) return size.status();
+  absl::StatusOr<int64_t> n =
+      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
+  if (!n.ok()) return n.status();
+  const ShapedType& operand = operands[0];
+  const ShapedType& output = operands[1];
+  if (operand.rank() < 1) return RuleError(op, operands, "operand must have rank >= 1");
+  if (operand.dtype != output.dtype || operand.rank() != output.rank() ||
+      !std::equal(operand.dims.begin() + 1, operand.dims.end(), output.dims.begin() + 1)) {
+    return RuleError(op, operands,
+                     "output must have the operand's dtype and dimensions past the first");
+  }
+  static constexpr const char* kNames[] = {"input_offsets", "send_sizes", "output_offsets",
+                                           "recv_sizes"};
+  for (int i = 0; i < 4; ++i) {
+    const ShapedType& t = operands[2 + i];
+    if (t.dtype != DType::kS32) {
+      return RuleError(op, operands, "{} must be integer (s32), got {}", kNames[i],
+                       DTypeName(t.dtype));
+    }
+    if (t.rank() != 1 || t.dims[0] < 1) {
+      return RuleError(op, operands,
+                       "{} must be rank 1 with positive dimension size, but got shape {}",
+                       kNames[i], t.ToString());
+    }
+    if (t.dims[0] != operands[2].dims[0]) {
+      return RuleError(op, operands, "{} has length {} but input_offsets has length {}",
+                       kNames[i], t.dims[0], operands[2].dims[0]);
+    }
+  }
+  if (operands[2].dims[0] % *n != 0) {
+    return RuleError(op, operands,
+                     "the offset and size vectors' length {} is not a multiple of the group "
+                     "size {}",
+                     operands[2].dims[0], *n);
+  }
+  return Types{output};
+}
+
 absl::StatusOr<Types> AxisScalar(const ShapeContext& ctx, const Types& operands, const Op& op) {
   absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, op.axis().axes());
   if (!size.ok()) return size.status();
@@ -184,6 +232,8 @@ const bool registered = [] {
   RegisterPrimitive({"all_to_all", PrimitiveKind::kCollective, 1, 1, Op::kAllToAll, AllToAll});
   RegisterPrimitive(
       {"pbroadcast", PrimitiveKind::kCollective, 1, 1, Op::kPbroadcast, Pbroadcast});
+  RegisterPrimitive({"ragged_all_to_all", PrimitiveKind::kCollective, 6, 6,
+                     Op::kRaggedAllToAll, RaggedAllToAll});
   for (const std::string& name : AsyncCollectives()) {
     const Primitive* blocking = FindPrimitive(name);
     RegisterPrimitive({AsyncStartOpcode(name), PrimitiveKind::kCollective, 1, 1,
