@@ -269,6 +269,40 @@ Tracer matmul(Tracer lhs, Tracer rhs, Loc loc) {
   return dot_general(lhs, rhs, DotDims{{1}, {0}}, DType::kInvalid, loc);
 }
 
+namespace {
+
+Tracer GroupedMatmul(const char* opcode, Tracer lhs, Tracer rhs, Tracer group_sizes,
+                     DType preferred_element_type, Tracer group_offset, bool transpose_rhs,
+                     int64_t num_actual_groups, Loc loc) {
+  std::vector<Tracer> operands = {lhs, rhs, group_sizes};
+  if (group_offset.valid()) operands.push_back(group_offset);
+  TraceState* t = TraceOf(operands, opcode);
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp(opcode);
+  auto* a = op.mutable_grouped_matmul();
+  a->set_transpose_rhs(transpose_rhs);
+  a->set_preferred_element_type(ir::ToProto(preferred_element_type));
+  a->set_num_actual_groups(num_actual_groups);
+  return t->Emit1(std::move(op), operands, loc);
+}
+
+}  // namespace
+
+Tracer gmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_type,
+           Tracer group_offset, bool transpose_rhs, Loc loc) {
+  return GroupedMatmul("gmm", lhs, rhs, group_sizes, preferred_element_type, group_offset,
+                       transpose_rhs, 0, loc);
+}
+
+Tracer tgmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_type,
+            Tracer group_offset, int64_t num_actual_groups, Loc loc) {
+  if (num_actual_groups < 0 && group_sizes.valid() && group_sizes.rank() == 1) {
+    num_actual_groups = group_sizes.shape()[0];
+  }
+  return GroupedMatmul("tgmm", lhs, rhs, group_sizes, preferred_element_type, group_offset,
+                       false, num_actual_groups, loc);
+}
+
 Tracer operator+(Tracer a, Tracer b) { return add(a, b, Loc()); }
 Tracer operator-(Tracer a, Tracer b) { return sub(a, b, Loc()); }
 Tracer operator*(Tracer a, Tracer b) { return mul(a, b, Loc()); }

@@ -79,6 +79,20 @@ Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims,
 // jnp.matmul for rank-2 operands: contracts lhs dim 1 with rhs dim 0.
 Tracer matmul(Tracer lhs, Tracer rhs, Loc loc = Loc::current());
 
+// Grouped matmuls (megablox, seed 003). The rows of lhs split into consecutive groups of
+// group_sizes (s32[G]); a device owning groups [group_offset, group_offset + g) of them (an s32
+// scalar tracer; none: 0) multiplies only those. Negative sizes, sizes summing past m, and a
+// group_offset whose groups do not fit in G fail the run.
+// gmm(lhs[m,k], rhs[g,k,n] or, with transpose_rhs, [g,n,k]) -> [m,n]: the rows of group
+// group_offset + i times rhs[i]; other rows (other groups', past the sizes' sum) are zeros.
+Tracer gmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_type = DType::kF32,
+           Tracer group_offset = Tracer(), bool transpose_rhs = false, Loc loc = Loc::current());
+// tgmm(lhs[k,m], rhs[m,n]) -> [num_actual_groups,k,n]: out[i] = lhs[:, rows of group
+// group_offset + i] @ rhs[those rows, :], zeros for an empty group. num_actual_groups -1: G.
+Tracer tgmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_type = DType::kF32,
+            Tracer group_offset = Tracer(), int64_t num_actual_groups = -1,
+            Loc loc = Loc::current());
+
 Tracer operator+(Tracer a, Tracer b);
 Tracer operator-(Tracer a, Tracer b);
 Tracer operator*(Tracer a, Tracer b);

@@ -132,6 +132,18 @@ std::vector<Case> Cases() {
                    "    h:f32[6,3] = ragged_all_to_all[axes=(y) axis_index_groups=((1,0))] a b c d "
                    "e f\n",
                    "g, h"});
+  cases.push_back({"gmm", "a:bf16[6,4] b:bf16[2,4,3] c:s32[3] d:s32[]",
+                   "    e:f32[6,3] = gmm[transpose_rhs=False preferred_element_type=f32 "
+                   "num_actual_groups=0] a b c d\n"
+                   "    f:bf16[4,6] = transpose[permutation=(1,0)] a\n"
+                   "    g:bf16[2,3,4] = transpose[permutation=(0,2,1)] b\n"
+                   "    h:bf16[6,3] = gmm[transpose_rhs=True preferred_element_type=bf16 "
+                   "num_actual_groups=0] a g c\n",
+                   "e, f, h"});
+  cases.push_back({"tgmm", "a:f32[4,6] b:f32[6,3] c:s32[3]",
+                   "    d:f32[2,4,3] = tgmm[transpose_rhs=False preferred_element_type=f32 "
+                   "num_actual_groups=2] a b c\n",
+                   "d"});
   cases.push_back({"axis_index", "", "    a:s32[] = axis_index[axes=(x,y)]\n", "a"});
   cases.push_back(
       {"pbroadcast", "a:f32[2,3]", "    b:f32[2,3] = pbroadcast[axes=(x,y) source=3] a\n", "b"});

@@ -69,6 +69,10 @@ class Analyzer {
       return DotGeneralFlops(op.dot_general(), types_.at(op.operands(first)).dims,
                              types_.at(op.operands(first + 1)).dims);
     }
+    if (op.has_grouped_matmul()) {
+      return GroupedMatmulFlops(op, types_.at(op.operands(0)).dims,
+                                types_.at(op.operands(1)).dims);
+    }
     if (op.has_reduce()) return types_.at(op.operands(0)).num_elements();
     if (op.has_fusion()) {
       int64_t per_element = 0;
@@ -207,6 +211,16 @@ int64_t DotGeneralFlops(const ir::DotGeneralAttrs& dims, const std::vector<int64
   for (int64_t d : dims.rhs_batch_dims()) rhs_shared *= rhs[d];
   for (int64_t d : dims.rhs_contracting_dims()) rhs_shared *= rhs[d];
   return 2 * lhs_elements * (rhs_elements / std::max<int64_t>(1, rhs_shared));
+}
+
+int64_t GroupedMatmulFlops(const ir::Op& op, const std::vector<int64_t>& lhs,
+                           const std::vector<int64_t>& rhs) {
+  int64_t lhs_elements = 1;
+  for (int64_t d : lhs) lhs_elements *= d;
+  // n: rhs [g,k,n] (gmm), [g,n,k] (gmm, transpose_rhs) or [m,n] (tgmm).
+  const bool gmm_untransposed = op.opcode() == "gmm" && !op.grouped_matmul().transpose_rhs();
+  const int64_t n = gmm_untransposed ? rhs[2] : rhs[1];
+  return 2 * lhs_elements * n;
 }
 
 std::string CostReport::ToString() const {

@@ -64,6 +64,11 @@ struct CostOptions {
 int64_t DotGeneralFlops(const ir::DotGeneralAttrs& dims, const std::vector<int64_t>& lhs,
                         const std::vector<int64_t>& rhs);
 
+// Flops of a gmm or tgmm (`op`) of operands shaped `lhs` and `rhs`, every row of the grouped
+// dimension counted (how many the groups cover is data): 2 * lhs elements * n.
+int64_t GroupedMatmulFlops(const ir::Op& op, const std::vector<int64_t>& lhs,
+                           const std::vector<int64_t>& rhs);
+
 // Errors: no entry function, or a collective over an axis the mesh lacks.
 absl::StatusOr<CostReport> AnalyzeCost(const ir::Module& module, const CostOptions& options = {});
 

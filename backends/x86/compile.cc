@@ -4,6 +4,7 @@
 #include "backends/x86/copy_kernels.h"
 #include "backends/x86/dot_general.h"
 #include "backends/x86/elementwise.h"
+#include "backends/x86/grouped_matmul.h"
 #include "backends/x86/reduce.h"
 #include "backends/x86/transpose.h"
 
@@ -14,6 +15,8 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
   overrides["dot_general"] = DotGeneral;
   // In place into a donated accumulator.
   overrides["dot_accumulate"] = DotAccumulate;
+  overrides["gmm"] = GroupedMatmul;
+  overrides["tgmm"] = GroupedMatmul;
   // Declined fusions (Unimplemented) run the reference fusion kernel.
   overrides["fusion"] = FusionKernel;
   // Transposes that keep the innermost dim (Unimplemented) run the reference kernel.

@@ -148,9 +148,9 @@ int64_t NumElements(const std::vector<int64_t>& dims) {
   return n;
 }
 
-// Floating-point operations of the op on one device's blocks: dot_general 2 per multiply-add,
-// reduce_* one per operand element, an elementwise op one per result element; 0 for data
-// movement.
+// Floating-point operations of the op on one device's blocks: dot_general, gmm and tgmm 2 per
+// multiply-add, reduce_* one per operand element, an elementwise op one per result element; 0
+// for data movement.
 int64_t LocalFlops(const OpView& view, const Strategy& st) {
   const ir::Mesh& mesh = *view.mesh;
   const ir::Op& op = *view.op;
@@ -161,6 +161,10 @@ int64_t LocalFlops(const OpView& view, const Strategy& st) {
     // From the operand blocks: the product is computed whole before any psum_scatter.
     return DotGeneralFlops(op.dot_general(), block(st.operands[0], view.operand_types[0]),
                            block(st.operands[1], view.operand_types[1]));
+  }
+  if (op.has_grouped_matmul()) {
+    return GroupedMatmulFlops(op, block(st.operands[0], view.operand_types[0]),
+                              block(st.operands[1], view.operand_types[1]));
   }
   if (op.has_reduce()) return NumElements(block(st.operands[0], view.operand_types[0]));
   const ir::Primitive* prim = ir::FindPrimitive(op.opcode());

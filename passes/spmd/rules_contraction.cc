@@ -1,4 +1,4 @@
-// Partitioning rules of the contractions: reduce_sum/max/min and dot_general. A reduced or
+// Partitioning rules of the contractions: reduce_sum/max/min, dot_general, gmm and tgmm. A reduced or
 // contracted dimension may stay sharded: each device then reduces its block and the partial
 // results are combined across the dimension's axes (psum/pmax/pmin, or psum_scatter).
 #include <algorithm>
@@ -155,9 +155,54 @@ std::vector<Strategy> DotGeneralRule(const OpView& view) {
   return strategies;
 }
 
+// gmm / tgmm: the rows of lhs are grouped by data, so the grouped dimension (m) stays whole and
+// the groups replicated; n may be sharded (each device computes its columns), and so may k:
+// gmm contracts it (partial sums, then psum), tgmm keeps it in its result [g, k, n].
+std::vector<Strategy> GroupedMatmulRule(const OpView& view) {
+  const bool gmm = view.op->opcode() == "gmm";
+  const bool transposed = gmm && view.op->grouped_matmul().transpose_rhs();
+  // Where k and n sit in lhs, rhs and the result (-1: nowhere).
+  struct Place {
+    int64_t lhs = -1, rhs = -1, out = -1;
+  };
+  const Place k = gmm ? Place{1, transposed ? 2 : 1, -1} : Place{0, -1, 1};
+  const Place n = gmm ? Place{-1, transposed ? 1 : 2, 1} : Place{-1, 1, 2};
+  auto candidates = [&](const Place& p) {
+    std::vector<AxisList> o = {{}};
+    auto add = [&](const AxisList& axes) {
+      if (std::find(o.begin(), o.end(), axes) == o.end()) o.push_back(axes);
+    };
+    if (p.lhs >= 0 && view.operand_specs[0]) add(view.operand_specs[0]->dims[p.lhs]);
+    if (p.rhs >= 0 && view.operand_specs[1]) add(view.operand_specs[1]->dims[p.rhs]);
+    if (p.out >= 0) {
+      for (const Spec& w : view.result_wants[0]) add(w.dims[p.out]);
+    }
+    return o;
+  };
+  std::vector<Strategy> out;
+  for (const AxisList& k_axes : candidates(k)) {
+    for (const AxisList& n_axes : candidates(n)) {
+      Strategy st;
+      for (const ir::ShapedType& t : view.operand_types) st.operands.push_back(Replicated(t.rank()));
+      Spec result = Replicated(view.result_types[0].rank());
+      for (const auto& [place, axes] : {std::pair{k, k_axes}, std::pair{n, n_axes}}) {
+        if (place.lhs >= 0) st.operands[0].dims[place.lhs] = axes;
+        if (place.rhs >= 0) st.operands[1].dims[place.rhs] = axes;
+        if (place.out >= 0) result.dims[place.out] = axes;
+      }
+      if (gmm) st.reduce_axes = k_axes;
+      st.results = {result};
+      out.push_back(std::move(st));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void AddContractionRules(RuleTable& table) {
+  table["gmm"] = GroupedMatmulRule;
+  table["tgmm"] = GroupedMatmulRule;
   for (const char* name : {"reduce_sum", "reduce_max", "reduce_min"}) table[name] = ReduceRule;
   table["dot_general"] = DotGeneralRule;
 }

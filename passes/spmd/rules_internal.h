@@ -17,7 +17,7 @@ using RuleTable = std::map<std::string, Rule, std::less<>>;
 
 // Elementwise maps are handled by primitive kind; these add rules by opcode.
 void AddDataMovementRules(RuleTable& table);  // constant, iota, broadcast_in_dim, reshape, ...
-void AddContractionRules(RuleTable& table);   // reduce_sum/max/min, dot_general
+void AddContractionRules(RuleTable& table);   // reduce_sum/max/min, dot_general, gmm, tgmm
 void AddRegionRules(RuleTable& table);        // shard_map, fori_loop
 std::vector<Strategy> ElementwiseRule(const OpView& view);
 

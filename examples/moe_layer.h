@@ -1,0 +1,32 @@
+// A mixture-of-experts layer over experts sharded on a mesh axis (seed 003's grouped matmul with
+// seed 004's ragged_all_to_all): each device holds tokens sorted by the expert they are routed
+// to and the number per expert; the tokens travel to the devices owning their experts with one
+// ragged_all_to_all, each device multiplies what it received by its experts with one gmm, and a
+// second ragged_all_to_all brings every result back to the token's original row.
+#ifndef SHARDJIT_EXAMPLES_MOE_LAYER_H_
+#define SHARDJIT_EXAMPLES_MOE_LAYER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "frontend/shardjit.h"
+
+namespace shardjit::examples {
+
+// The shard_map body, on one device of an axis `axis` of D devices, E = D * L experts (device d
+// owns experts d*L .. d*L+L-1):
+//   tokens:  [T, H], rows grouped by expert (expert 0's first), rows past sum(counts) unused;
+//   counts:  s32[E], how many of the rows go to each expert;
+//   weights: [L, H, F], this device's experts.
+// Returns [T, F]: row t is tokens[t] @ weights of its expert (zeros past sum(counts)).
+// `capacity` is the rows a device can receive (T * D always suffices).
+Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string& axis,
+                int64_t capacity);
+
+// An exclusive prefix sum of s32 `x` along `dim` (out[.., i, ..] = sum of x[.., j, ..], j < i),
+// from iota, compare, select and reduce_sum.
+Tracer ExclusiveCumsum(Tracer x, int64_t dim);
+
+}  // namespace shardjit::examples
+
+#endif  // SHARDJIT_EXAMPLES_MOE_LAYER_H_
