@@ -165,6 +165,32 @@ Tracer ragged_all_to_all(Tracer operand, Tracer output, Tracer input_offsets, Tr
                   {operand, output, input_offsets, send_sizes, output_offsets, recv_sizes}, loc);
 }
 
+Tracer psend(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t>> perm, Loc loc) {
+  ir::Op op = PpermuteOp(axes, perm);
+  op.set_opcode("psend");
+  return EmitCollective(std::move(op), x, /*async=*/false, loc);
+}
+
+Tracer precv(Tracer token, ShapedType out_type, AxisNames axes,
+             std::vector<std::pair<int64_t, int64_t>> perm, Loc loc) {
+  TraceState* t = internal::TraceOf({token}, "precv");
+  if (t == nullptr) return Tracer();
+  ir::Op op;
+  op.set_opcode("precv");
+  ir::PrecvAttrs* attrs = op.mutable_precv();
+  for (const std::string& a : axes.names) attrs->add_axes(a);
+  for (const auto& [source, target] : perm) {
+    ir::PermutePair* p = attrs->add_perm();
+    p->set_source(source);
+    p->set_target(target);
+  }
+  attrs->set_dtype(ir::ToProto(out_type.dtype));
+  for (int64_t d : out_type.dims) attrs->add_shape(d);
+  return t->Emit1(std::move(op), {token}, loc);
+}
+
+Tracer create_token(Loc loc) { return full({0}, 0, DType::kPred, loc); }
+
 Tracer pbroadcast(Tracer x, AxisNames axes, int64_t source, Loc loc) {
   return EmitCollective(PbroadcastOp(axes, source), x, /*async=*/false, loc);
 }

@@ -26,6 +26,18 @@ Tracer psum_scatter(Tracer x, AxisNames axes, int64_t scatter_dimension = 0, boo
 // perm: (source, target) axis indices; devices that are no target receive zeros.
 Tracer ppermute(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t>> perm,
                 Loc loc = Loc::current());
+// The two halves of a ppermute (JAX's psend / precv): psend sends x from each source of `perm`
+// to its target and returns a token; precv on a target returns what its source sent (a device
+// that is no target gets zeros of `out_type`). The k-th precv of a target from a source receives
+// that source's k-th psend to it, so the halves may sit in different programs (mpmd_map). A
+// precv whose psend never comes fails the run at the collective timeout; a psend no precv
+// receives, or one of another type than the precv expects, fails the run too.
+Tracer psend(Tracer x, AxisNames axes, std::vector<std::pair<int64_t, int64_t>> perm,
+             Loc loc = Loc::current());
+Tracer precv(Tracer token, ShapedType out_type, AxisNames axes,
+             std::vector<std::pair<int64_t, int64_t>> perm, Loc loc = Loc::current());
+// A token for a precv with no psend before it in its program (JAX's lax.create_token).
+Tracer create_token(Loc loc = Loc::current());
 Tracer all_to_all(Tracer x, AxisNames axes, int64_t split_axis, int64_t concat_axis,
                   bool tiled = false, AxisIndexGroups groups = {}, Loc loc = Loc::current());
 // JAX's ragged_all_to_all: the offset and size vectors (s32[K], K a multiple of the group size

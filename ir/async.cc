@@ -36,6 +36,10 @@ std::string_view CollectiveKind(std::string_view opcode) {
   return blocking.empty() ? opcode : blocking;
 }
 
+bool IsPointToPoint(std::string_view opcode) {
+  return opcode == "psend" || opcode == "precv";
+}
+
 bool IsAsyncStart(std::string_view opcode) { return !Strip(opcode, kStart).empty(); }
 bool IsAsyncDone(std::string_view opcode) { return !Strip(opcode, kDone).empty(); }
 

@@ -22,6 +22,10 @@ std::string_view AsyncBlockingOpcode(std::string_view opcode);
 std::string_view CollectiveKind(std::string_view opcode);
 bool IsAsyncStart(std::string_view opcode);
 bool IsAsyncDone(std::string_view opcode);
+// psend / precv: point-to-point halves of a ppermute, matched per (source, target) pair in
+// order rather than by the collective sequence; every one is a separate transfer (no two merge,
+// and a psend stays even when its token is unused).
+bool IsPointToPoint(std::string_view opcode);
 // "ppermute" -> "ppermute_start" / "ppermute_done".
 std::string AsyncStartOpcode(std::string_view blocking);
 std::string AsyncDoneOpcode(std::string_view blocking);

@@ -144,6 +144,12 @@ std::vector<Case> Cases() {
                    "    d:f32[2,4,3] = tgmm[transpose_rhs=False preferred_element_type=f32 "
                    "num_actual_groups=2] a b c\n",
                    "d"});
+  cases.push_back({"psend", "a:f32[2,3]",
+                   "    b:pred[0] = psend[axes=(x) perm=((0,1))] a\n"
+                   "    c:f32[2,3] = precv[axes=(x) perm=((0,1)) dtype=f32 shape=(2,3)] b\n",
+                   "c"});
+  cases.push_back({"precv", "a:pred[0]",
+                   "    b:s32[] = precv[axes=(x,y) perm=((3,0),(0,3)) dtype=s32] a\n", "b"});
   cases.push_back({"axis_index", "", "    a:s32[] = axis_index[axes=(x,y)]\n", "a"});
   cases.push_back(
       {"pbroadcast", "a:f32[2,3]", "    b:f32[2,3] = pbroadcast[axes=(x,y) source=3] a\n", "b"});

@@ -60,9 +60,10 @@ class Canonicalizer {
         producer_[op.results(i)] = &op;
         types_[op.results(i)] = ir::FromProto(op.result_types(i));
       }
-      // Each future is awaited once: two equal starts are two transfers.
+      // Each future is awaited once: two equal starts are two transfers, as are two equal
+      // psends or precvs.
       if (op.has_fori_loop() || op.has_shard_map() || ir::IsAsyncStart(op.opcode()) ||
-          ir::IsAsyncDone(op.opcode())) {
+          ir::IsAsyncDone(op.opcode()) || ir::IsPointToPoint(op.opcode())) {
         continue;
       }
       ir::Op key_op = op;

@@ -44,8 +44,9 @@ class Analyzer {
     report_.flops += count * Flops(op);
     const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
     // A *_done moves nothing: its start is counted.
+    // A precv moves nothing of its own: its psend is counted.
     if (prim == nullptr || prim->kind != ir::PrimitiveKind::kCollective || op.has_axis() ||
-        ir::IsAsyncDone(op.opcode())) {
+        ir::IsAsyncDone(op.opcode()) || op.has_precv()) {
       return absl::OkStatus();
     }
     absl::StatusOr<CollectiveCost> c = Collective(op);

@@ -29,8 +29,9 @@ bool Sweep(ir::Region& region, std::unordered_set<int64_t> used) {
   std::vector<bool> keep(region.ops_size(), false);
   for (int i = region.ops_size() - 1; i >= 0; --i) {
     ir::Op& op = *region.mutable_ops(i);
-    // A *_done completes a transfer its peers take part in: it stays, and keeps its start.
-    bool live = ir::IsAsyncDone(op.opcode());
+    // A *_done completes a transfer its peers take part in: it stays, and keeps its start. A
+    // psend delivers to a peer whether or not its token is used.
+    bool live = ir::IsAsyncDone(op.opcode()) || op.opcode() == "psend";
     for (int64_t id : op.results()) live = live || used.count(id);
     if (!live) {
       changed = true;

@@ -86,6 +86,8 @@ const AxisNames& CollectiveAxes(const ir::Op& op) {
       return op.pbroadcast().axes();
     case ir::Op::kRaggedAllToAll:
       return op.ragged_all_to_all().axes();
+    case ir::Op::kPrecv:
+      return op.precv().axes();
     default:
       return op.axis().axes();
   }

@@ -51,7 +51,8 @@ RunState::RunState(const CollectivePlan& plan, SlotCache* cache)
       cache_(cache),
       next_seq_(size_, 0),
       waiting_(size_),
-      scratch_(size_) {
+      scratch_(size_),
+      receiving_from_(size_, -1) {
   slots_.reserve(16);
   if (cache_ != nullptr) {
     std::lock_guard<std::mutex> lock(cache_->mu);
@@ -155,6 +156,16 @@ bool RunState::FailStalled(absl::Duration waited) {
   std::unique_lock<SpinMutex> lock(mu_);
   if (cancelled_) return false;
   for (int64_t p = 0; p < size_; ++p) {
+    if (const int64_t source = receiving_from_[p]; source >= 0) {
+      absl::Status error = absl::DeadlineExceededError(
+          fmt::format("precv on device {} waited {} for a psend from device {} that never came",
+                      DeviceOf(p), absl::FormatDuration(waited), DeviceOf(source)));
+      lock.unlock();
+      Cancel(error);
+      return true;
+    }
+  }
+  for (int64_t p = 0; p < size_; ++p) {
     const Ticket* ticket = waiting_[p].ticket;
     if (ticket == nullptr) continue;
     const Slot* slot = FindSlot(ticket->seq);
@@ -224,6 +235,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
                                                     name, ir::MeshToString(mesh())));
     }
   }
+  if (opcode == "psend") return Send(position, op, operands.at(0));
+  if (opcode == "precv") return Receive(position, op, allocator);
   if (opcode == "axis_index" || opcode == "axis_size") {
     int64_t value = 1;
     if (opcode == "axis_index") {
@@ -245,6 +258,70 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
   absl::StatusOr<ir::Tensor> result = Await(*ticket, allocator, recorder);
   if (!result.ok()) return result.status();
   return std::vector<ir::Tensor>{std::move(*result)};
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> RunState::Send(int64_t position, const ir::Op& op,
+                                                      const ir::Tensor& x) {
+  const absl::StatusOr<CollectiveGroup>& group = plan_.Resolve(op).groups[position];
+  if (!group.ok()) return group.status();
+  const int64_t me = group->axis_indices[group->my_index];
+  {
+    std::lock_guard<SpinMutex> lock(mu_);
+    ++arrivals_;
+    for (const ir::PermutePair& pair : op.ppermute().perm()) {
+      if (pair.source() != me) continue;
+      const int64_t target = group->members[pair.target()];
+      mail_[{position, target}].push_back(x);  // operands are immutable: no copy
+      WakePosition(target);
+    }
+  }
+  return std::vector<ir::Tensor>{ir::Tensor::Empty({ir::DType::kPred, {0}})};
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> RunState::Receive(int64_t position, const ir::Op& op,
+                                                         ir::Allocator* allocator) {
+  const absl::StatusOr<CollectiveGroup>& group = plan_.Resolve(op).groups[position];
+  if (!group.ok()) return group.status();
+  const ir::ShapedType type = ir::FromProto(op.result_types(0));
+  const int64_t me = group->axis_indices[group->my_index];
+  int64_t source = -1;
+  for (const ir::PermutePair& pair : op.precv().perm()) {
+    if (pair.target() == me) source = group->members[pair.source()];
+  }
+  if (source < 0) return std::vector<ir::Tensor>{ir::Tensor::Zeros(type, allocator)};
+  std::unique_lock<SpinMutex> lock(mu_);
+  ++arrivals_;
+  std::deque<ir::Tensor>& queue = mail_[{source, position}];
+  receiving_from_[position] = source;
+  ParkUntil(lock, position, nullptr, [&] { return !queue.empty(); });
+  receiving_from_[position] = -1;
+  if (queue.empty()) {
+    lock.unlock();
+    return CancelledError(position);
+  }
+  ir::Tensor x = std::move(queue.front());
+  queue.pop_front();
+  lock.unlock();
+  if (x.type() != type) {
+    absl::Status error = absl::FailedPreconditionError(
+        fmt::format("precv on device {} expects {} from device {}, which sent {}",
+                    DeviceOf(position), type.ToString(), DeviceOf(source), x.type().ToString()));
+    Cancel(error);
+    return error;
+  }
+  return std::vector<ir::Tensor>{std::move(x)};
+}
+
+absl::Status RunState::CheckAllReceived() const {
+  std::lock_guard<SpinMutex> lock(mu_);
+  for (const auto& [pair, queue] : mail_) {
+    if (queue.empty()) continue;
+    return absl::FailedPreconditionError(fmt::format(
+        "{} psend(s) from device {} to device {} ({} first) were never received: no matching "
+        "precv ran",
+        queue.size(), DeviceOf(pair.first), DeviceOf(pair.second), queue.front().type().ToString()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op& op,

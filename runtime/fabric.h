@@ -7,7 +7,9 @@
 // between. Posted operands stay alive (and counted in their device's memory) until every member
 // of the group has read them. Devices that disagree on the op, its operand types or the group fail
 // the run with an error naming them; a member that never arrives fails the run once the run has
-// made no progress (no arrival, no device taking a core) for the timeout. Any failure cancels the
+// made no progress (no arrival, no device taking a core) for the timeout. psend and precv do not
+// meet at a rendezvous: a psend queues its operand for its target, and the k-th precv of a target
+// from a source takes the k-th psend of that source to it. Any failure cancels the
 // run, waking every waiting device. Devices run as tasks of a Scheduler (runtime/scheduler.h): a
 // device that has to wait parks, handing its thread to another device, and the arrival that
 // completes its group wakes it. The per-collective path allocates nothing once warm (slots and
@@ -16,6 +18,8 @@
 #define SHARDJIT_RUNTIME_FABRIC_H_
 
 #include <atomic>
+#include <deque>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -61,6 +65,8 @@ class RunState final : public Transport {
 
   // Fails the run with `status` (the first failure wins) and wakes every waiting device.
   void Cancel(const absl::Status& status) override;
+  // After the run: FailedPrecondition naming the first psend no precv received, else OK.
+  absl::Status CheckAllReceived() const;
   // OK while the run goes on; the failure otherwise.
   absl::Status status() const override;
 
@@ -109,6 +115,13 @@ class RunState final : public Transport {
     const Ticket* ticket = nullptr;  // in Await: the group's arrivals; else null
   };
 
+  // psend: queues `x` for each target of the pairs whose source is `position`; returns the token.
+  absl::StatusOr<std::vector<ir::Tensor>> Send(int64_t position, const ir::Op& op,
+                                               const ir::Tensor& x);
+  // precv: the next tensor queued for `position` from its pair's source (waiting for it), or
+  // zeros where `position` is no target.
+  absl::StatusOr<std::vector<ir::Tensor>> Receive(int64_t position, const ir::Op& op,
+                                                  ir::Allocator* allocator);
   // Posts `operands` for `position`'s next collective and checks the peers already there.
   absl::StatusOr<Ticket> Arrive(int64_t position, const ir::Op& op,
                                 const std::vector<ir::Tensor>& operands, bool record);
@@ -153,6 +166,10 @@ class RunState final : public Transport {
   std::vector<Waiting> waiting_;   // per mesh position; under mu_
   std::vector<GroupOperands> scratch_;  // per mesh position: its group's operands in Await
   absl::flat_hash_map<int64_t, Slot*> slots_;  // live slots by sequence number
+  // psends not yet received, in order, by (source, target) position; node-based, so a parked
+  // receiver's queue stays put. Under mu_.
+  std::map<std::pair<int64_t, int64_t>, std::deque<ir::Tensor>> mail_;
+  std::vector<int64_t> receiving_from_;  // per position parked in precv: its source, else -1
   std::vector<std::unique_ptr<Slot>> owned_;   // every slot this run made or borrowed
   std::vector<Slot*> free_;                    // of owned_, not live
 };

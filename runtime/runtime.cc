@@ -389,6 +389,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   watchdog_->Watch(nullptr);
   if (subscription >= 0) options.cancel->Unsubscribe(subscription);
   if (absl::Status s = run.status(); !s.ok()) return s;
+  if (absl::Status s = run.CheckAllReceived(); !s.ok()) return s;
   std::vector<std::vector<ir::Tensor>> out;
   for (auto& r : book.results) out.push_back(std::move(*r));
   return out;

@@ -1,6 +1,6 @@
 // Shape rules of the collectives (JAX lax.parallel semantics): psum, pmean, pmax, pmin,
-// all_gather, psum_scatter, ppermute, pbroadcast, all_to_all, ragged_all_to_all, axis_index,
-// axis_size, and the asynchronous `*_start` / `*_done` pairs (ir/async.h).
+// all_gather, psum_scatter, ppermute, psend, precv, pbroadcast, all_to_all, ragged_all_to_all,
+// axis_index, axis_size, and the asynchronous `*_start` / `*_done` pairs (ir/async.h).
 #include <algorithm>
 #include <set>
 
@@ -78,12 +78,14 @@ absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands
   return Types{out};
 }
 
-absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  const auto& a = op.ppermute();
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+// Checks the (source, target) pairs of a ppermute, psend or precv over `axes`.
+absl::Status CheckPerm(const ShapeContext& ctx, const Types& operands, const Op& op,
+                       const google::protobuf::RepeatedPtrField<std::string>& axes,
+                       const google::protobuf::RepeatedPtrField<PermutePair>& perm) {
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, axes);
   if (!size.ok()) return size.status();
   std::set<int64_t> sources, targets;
-  for (const PermutePair& p : a.perm()) {
+  for (const PermutePair& p : perm) {
     for (int64_t i : {p.source(), p.target()}) {
       if (i < 0 || i >= *size) {
         return RuleError(op, operands, "perm pair ({},{}) is out of range for axis size {}",
@@ -97,7 +99,40 @@ absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, c
       return RuleError(op, operands, "perm has target {} twice", p.target());
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().axes(), op.ppermute().perm());
+      !s.ok()) {
+    return s;
+  }
   return Types{operands[0]};
+}
+
+// The token psend returns and precv takes (a zero-sized array, as XLA's tokens are).
+const ShapedType kToken{DType::kPred, {0}};
+
+absl::StatusOr<Types> Psend(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().axes(), op.ppermute().perm());
+      !s.ok()) {
+    return s;
+  }
+  return Types{kToken};
+}
+
+absl::StatusOr<Types> Precv(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const auto& a = op.precv();
+  if (absl::Status s = CheckPerm(ctx, operands, op, a.axes(), a.perm()); !s.ok()) return s;
+  if (operands[0] != kToken) {
+    return RuleError(op, operands, "operand must be a token (pred[0], from psend or create_token)");
+  }
+  ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
+  if (out.dtype == DType::kInvalid) return RuleError(op, operands, "dtype must be set");
+  if (absl::Status s = CheckTypeLimits(out); !s.ok()) {
+    return RuleError(op, operands, "out shape {}: {}", out.ToString(), s.message());
+  }
+  return Types{out};
 }
 
 absl::StatusOr<Types> Pbroadcast(const ShapeContext& ctx, const Types& operands, const Op& op) {
@@ -229,6 +264,8 @@ const bool registered = [] {
   RegisterPrimitive(
       {"psum_scatter", PrimitiveKind::kCollective, 1, 1, Op::kPsumScatter, PsumScatter});
   RegisterPrimitive({"ppermute", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Ppermute});
+  RegisterPrimitive({"psend", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Psend});
+  RegisterPrimitive({"precv", PrimitiveKind::kCollective, 1, 1, Op::kPrecv, Precv});
   RegisterPrimitive({"all_to_all", PrimitiveKind::kCollective, 1, 1, Op::kAllToAll, AllToAll});
   RegisterPrimitive(
       {"pbroadcast", PrimitiveKind::kCollective, 1, 1, Op::kPbroadcast, Pbroadcast});
