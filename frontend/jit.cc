@@ -182,9 +182,10 @@ const ir::Module& Compiled::module() const { return state_->module; }
 
 std::string Compiled::as_text() const { return ir::PrintModule(state_->module); }
 
-absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
-                                                  const RunOptions& options) const {
-  const CompiledState& s = *state_;
+namespace {
+
+// Checks `args` against the types `s` was compiled for.
+absl::Status CheckArgs(const CompiledState& s, const std::vector<Array>& args) {
   if (args.size() != s.arg_types.size()) {
     return absl::InvalidArgumentError(fmt::format("{}: expects {} arguments, got {}",
                                                   s.module.name(), s.arg_types.size(),
@@ -198,26 +199,60 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
                                                     s.arg_types[i].ToString()));
     }
   }
-  runtime::Runtime& rt = s.mesh.runtime();
+  return absl::OkStatus();
+}
+
+// Runs per-device programs: position p runs programs[program_of[p]] (all compiled for one mesh,
+// with the argument and result types and layouts of programs[0]). `plan` may be null.
+absl::StatusOr<std::vector<Array>> RunPerPosition(
+    const std::vector<const CompiledState*>& programs, const std::vector<int>& program_of,
+    const std::vector<Array>& args, const runtime::CollectivePlan* plan,
+    const RunOptions& options) {
+  const CompiledState& s = *programs[0];
   const int64_t n = s.mesh.size();
+  std::vector<std::vector<Tensor>> local_args(n);
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::StatusOr<Array> placed = device_put(args[i], s.param_shardings[i]);
+    if (!placed.ok()) return placed.status();
+    for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed->shards()[p]);
+  }
+  std::vector<const backends::Executable*> executables(n);
+  for (int64_t p = 0; p < n; ++p) executables[p] = programs[program_of[p]]->executable.get();
+  absl::StatusOr<std::vector<std::vector<Tensor>>> out = s.mesh.runtime().RunSpmd(
+      s.mesh.proto(), executables, std::move(local_args), plan, options);
+  if (!out.ok()) return out.status();
+  std::vector<Array> results;
+  for (size_t r = 0; r < s.result_types.size(); ++r) {
+    std::vector<Tensor> shards;
+    for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*out)[p][r]));
+    results.emplace_back(s.result_types[r], s.result_shardings[r], std::move(shards));
+  }
+  return results;
+}
+
+// Re-lays out results to JitOptions::out_shardings where they differ.
+absl::Status ApplyRequestedShardings(const CompiledState& s, std::vector<Array>& results) {
+  for (size_t r = 0; r < s.requested_shardings.size() && r < results.size(); ++r) {
+    if (results[r].sharding() == s.requested_shardings[r]) continue;
+    absl::StatusOr<Array> placed = device_put(results[r], s.requested_shardings[r]);
+    if (!placed.ok()) return placed.status();
+    results[r] = std::move(*placed);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
+                                                  const RunOptions& options) const {
+  const CompiledState& s = *state_;
+  if (absl::Status st = CheckArgs(s, args); !st.ok()) return st;
   std::vector<Array> results;
   if (s.module.view() == ir::PER_DEVICE) {
-    std::vector<std::vector<Tensor>> local_args(n);
-    for (size_t i = 0; i < args.size(); ++i) {
-      absl::StatusOr<Array> placed = device_put(args[i], s.param_shardings[i]);
-      if (!placed.ok()) return placed.status();
-      for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed->shards()[p]);
-    }
-    std::vector<const backends::Executable*> programs(n, s.executable.get());
-    absl::StatusOr<std::vector<std::vector<Tensor>>> out =
-        rt.RunSpmd(s.mesh.proto(), programs, std::move(local_args), s.collective_plan.get(),
-                   options);
+    absl::StatusOr<std::vector<Array>> out = RunPerPosition(
+        {&s}, std::vector<int>(s.mesh.size(), 0), args, s.collective_plan.get(), options);
     if (!out.ok()) return out.status();
-    for (size_t r = 0; r < s.result_types.size(); ++r) {
-      std::vector<Tensor> shards;
-      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*out)[p][r]));
-      results.emplace_back(s.result_types[r], s.result_shardings[r], std::move(shards));
-    }
+    results = std::move(*out);
   } else {
     std::vector<Tensor> host_args;
     for (const Array& a : args) {
@@ -226,8 +261,8 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
       host_args.push_back(std::move(*h));
     }
     absl::StatusOr<std::vector<Tensor>> out =
-        rt.RunGlobal(s.mesh.proto(), *s.executable, host_args, s.compile, *s.shard_map_cache,
-                     options);
+        s.mesh.runtime().RunGlobal(s.mesh.proto(), *s.executable, host_args, s.compile,
+                                   *s.shard_map_cache, options);
     if (!out.ok()) return out.status();
     for (size_t r = 0; r < out->size(); ++r) {
       absl::StatusOr<Array> placed = device_put((*out)[r], s.result_shardings[r]);
@@ -235,14 +270,32 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
       results.push_back(std::move(*placed));
     }
   }
-  for (size_t r = 0; r < s.requested_shardings.size() && r < results.size(); ++r) {
-    if (results[r].sharding() == s.requested_shardings[r]) continue;
-    absl::StatusOr<Array> placed = device_put(results[r], s.requested_shardings[r]);
-    if (!placed.ok()) return placed.status();
-    results[r] = std::move(*placed);
-  }
+  if (absl::Status st = ApplyRequestedShardings(s, results); !st.ok()) return st;
   return results;
 }
+
+absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs,
+                                           const std::vector<int>& program_of,
+                                           const std::vector<Array>& args,
+                                           const runtime::CollectivePlan* plan,
+                                           const RunOptions& options) {
+  std::vector<const CompiledState*> states;
+  for (const Compiled& c : programs) {
+    if (c.state_->module.view() != ir::PER_DEVICE) {
+      return absl::InvalidArgumentError(fmt::format(
+          "mpmd: program {} did not lower to a per-device program", states.size()));
+    }
+    states.push_back(c.state_.get());
+  }
+  if (absl::Status st = CheckArgs(*states[0], args); !st.ok()) return st;
+  absl::StatusOr<std::vector<Array>> results =
+      RunPerPosition(states, program_of, args, plan, options);
+  if (!results.ok()) return results.status();
+  if (absl::Status st = ApplyRequestedShardings(*states[0], *results); !st.ok()) return st;
+  return results;
+}
+
+const backends::Executable& Compiled::executable() const { return *state_->executable; }
 
 Jitted::Jitted(TracedFunction f, JitOptions options) : state_(std::make_shared<State>()) {
   state_->f = std::move(f);

@@ -19,6 +19,12 @@
 #include "passes/pipeline.h"
 
 namespace shardjit {
+namespace backends {
+class Executable;
+}  // namespace backends
+namespace runtime {
+class CollectivePlan;
+}  // namespace runtime
 
 // Which kernels run the compiled program.
 enum class Backend {
@@ -60,10 +66,26 @@ class Compiled {
   // The lowered (per-device or global-view) module that runs.
   const ir::Module& module() const;
   std::string as_text() const;
+  // The compiled per-device (or global-view) program.
+  const backends::Executable& executable() const;
 
  private:
+  friend absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs,
+                                                    const std::vector<int>& program_of,
+                                                    const std::vector<Array>& args,
+                                                    const runtime::CollectivePlan* plan,
+                                                    const RunOptions& options);
   std::shared_ptr<const CompiledState> state_;
 };
+
+// Runs per-device programs compiled for one mesh with the same argument and result types and
+// layouts, position p running programs[program_of[p]] (mpmd_map, frontend/mpmd.h). `plan`
+// (optional) resolves the collectives of all the programs' functions.
+absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs,
+                                           const std::vector<int>& program_of,
+                                           const std::vector<Array>& args,
+                                           const runtime::CollectivePlan* plan,
+                                           const RunOptions& options);
 
 // A traced and lowered program, before compilation.
 class Lowered {

@@ -14,6 +14,7 @@
 #include "frontend/collectives.h"
 #include "frontend/control_flow.h"
 #include "frontend/jit.h"
+#include "frontend/mpmd.h"
 #include "frontend/ops.h"
 #include "frontend/random.h"
 #include "frontend/sharding.h"
