@@ -61,16 +61,22 @@ ir::Op PsumScatterOp(const Tracer& x, const AxisNames& axes, int64_t scatter_dim
   return op;
 }
 
-ir::Op PpermuteOp(const AxisNames& axes, const std::vector<std::pair<int64_t, int64_t>>& perm) {
-  ir::Op op;
-  op.set_opcode("ppermute");
-  ir::PpermuteAttrs* attrs = op.mutable_ppermute();
+// Sets the axes and (source, target) pairs of ppermute, psend or precv attributes.
+template <typename Attrs>
+void SetAxesAndPerm(Attrs* attrs, const AxisNames& axes,
+                    const std::vector<std::pair<int64_t, int64_t>>& perm) {
   for (const std::string& a : axes.names) attrs->add_axes(a);
   for (const auto& [source, target] : perm) {
     ir::PermutePair* p = attrs->add_perm();
     p->set_source(source);
     p->set_target(target);
   }
+}
+
+ir::Op PpermuteOp(const AxisNames& axes, const std::vector<std::pair<int64_t, int64_t>>& perm) {
+  ir::Op op;
+  op.set_opcode("ppermute");
+  SetAxesAndPerm(op.mutable_ppermute(), axes, perm);
   return op;
 }
 
@@ -178,12 +184,7 @@ Tracer precv(Tracer token, ShapedType out_type, AxisNames axes,
   ir::Op op;
   op.set_opcode("precv");
   ir::PrecvAttrs* attrs = op.mutable_precv();
-  for (const std::string& a : axes.names) attrs->add_axes(a);
-  for (const auto& [source, target] : perm) {
-    ir::PermutePair* p = attrs->add_perm();
-    p->set_source(source);
-    p->set_target(target);
-  }
+  SetAxesAndPerm(attrs, axes, perm);
   attrs->set_dtype(ir::ToProto(out_type.dtype));
   for (int64_t d : out_type.dims) attrs->add_shape(d);
   return t->Emit1(std::move(op), {token}, loc);
