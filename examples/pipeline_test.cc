@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
 #include "gtest/gtest.h"
 
 namespace shardjit::examples {
@@ -66,11 +68,21 @@ TEST(PipelineTest, TwoStagesMatchF64) {
         }
       }
     }
-    absl::StatusOr<std::vector<std::string>> texts = pipeline.LowerText({in, w});
-    ASSERT_TRUE(texts.ok()) << texts.status();
-    ASSERT_EQ(texts->size(), 2u);
-    EXPECT_THAT((*texts)[0], HasSubstr("psend[axes=(stage) perm=((0,1))]"));
-    EXPECT_THAT((*texts)[1], HasSubstr("precv[axes=(stage) perm=((0,1))"));
+    // One module: both stages' functions, and which one each position runs.
+    absl::StatusOr<ir::Module> module = pipeline.Lower({in, w});
+    ASSERT_TRUE(module.ok()) << module.status();
+    const std::string text = ir::PrintModule(*module);
+    EXPECT_THAT(text, HasSubstr(x == 1 ? "position_functions=(main_program0,main_program1)"
+                                       : "position_functions=(main_program0,main_program0,"
+                                         "main_program1,main_program1)"));
+    EXPECT_THAT(text, HasSubstr("func main_program0 = "));
+    EXPECT_THAT(text, HasSubstr("psend[axes=(stage) perm=((0,1))]"));
+    EXPECT_THAT(text, HasSubstr("func main_program1 = "));
+    EXPECT_THAT(text, HasSubstr("precv[axes=(stage) perm=((0,1))"));
+    // It parses back to the same module.
+    absl::StatusOr<ir::Module> parsed = ir::ParseModule(text);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(ir::PrintModule(*parsed), text);
   }
 }
 
@@ -105,8 +117,9 @@ TEST_F(MpmdErrorsTest, ProgramsMustReturnTheSameTypes) {
   absl::Status s = Run({Program({0}, Identity), Program({1}, [](Tracer x) {
                           return concatenate({x, x}, 0);
                         })});
-  EXPECT_THAT(s.message(), HasSubstr("mpmd_map: program 1 has signature (f32[4] -> f32[8]) but "
-                                     "program 0 has (f32[4] -> f32[4])"));
+  EXPECT_THAT(s.message(), HasSubstr("mpmd_map: "));
+  EXPECT_THAT(s.message(), HasSubstr("position 1 runs main_program1 (f32[4] -> f32[8]) but the "
+                                     "entry main_program0 is (f32[4] -> f32[4])"));
 }
 
 TEST_F(MpmdErrorsTest, MismatchedSendAndReceive) {

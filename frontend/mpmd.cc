@@ -1,19 +1,19 @@
 #include "frontend/mpmd.h"
 
-#include "absl/strings/str_join.h"
 #include "backends/executable.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "frontend/control_flow.h"
 #include "ir/printer.h"
 #include "ir/sharding.h"
+#include "ir/verifier.h"
 #include "runtime/collective_plan.h"
 
 namespace shardjit {
 
 struct MpmdMapped::Compiled {
   std::vector<shardjit::Compiled> programs;
-  std::vector<std::string> texts;
+  ir::Module module;  // the MPMD module: every program, and the one each position runs
   std::unique_ptr<runtime::CollectivePlan> plan;  // every program's collectives
 };
 
@@ -104,32 +104,22 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
       return absl::InvalidArgumentError(fmt::format(
           "mpmd_map program {}: did not lower to a per-device program", i));
     }
-    compiled->texts.push_back(lowered->as_text());
     compiled->programs.push_back(std::move(*program));
   }
-  // Every program returns blocks of the first one's types.
-  const ir::Region& first = compiled->programs[0].executable().function()->body();
-  for (size_t i = 1; i < compiled->programs.size(); ++i) {
-    const ir::Region& other = compiled->programs[i].executable().function()->body();
-    auto types = [](const ir::Region& r) {
-      std::vector<std::string> t;
-      for (const ir::Param& p : r.params()) t.push_back(ir::FromProto(p.type()).ToString());
-      t.push_back("->");
-      std::map<int64_t, std::string> by_id;
-      for (const ir::Param& p : r.params()) by_id[p.id()] = ir::FromProto(p.type()).ToString();
-      for (const ir::Op& op : r.ops()) {
-        for (int k = 0; k < op.results_size(); ++k) {
-          by_id[op.results(k)] = ir::FromProto(op.result_types(k)).ToString();
-        }
-      }
-      for (int64_t id : r.results()) t.push_back(by_id[id]);
-      return absl::StrJoin(t, " ");
-    };
-    if (types(first) != types(other)) {
-      return absl::InvalidArgumentError(fmt::format(
-          "mpmd_map: program {} has signature ({}) but program 0 has ({})", i, types(other),
-          types(first)));
-    }
+  // One module: every program's function, and which one each position runs; the verifier
+  // checks that they share the entry's signature.
+  ir::Module& module = compiled->module;
+  module = compiled->programs[0].module();
+  module.set_name(s.options.name);
+  module.clear_functions();
+  for (const shardjit::Compiled& c : compiled->programs) {
+    for (const ir::Function& f : c.module().functions()) *module.add_functions() = f;
+  }
+  for (int program : s.program_of) {
+    module.add_position_functions(compiled->programs[program].module().entry());
+  }
+  if (absl::Status st = ir::VerifyModule(module); !st.ok()) {
+    return absl::InvalidArgumentError(fmt::format("mpmd_map: {}", st.message()));
   }
   for (const shardjit::Compiled& c : compiled->programs) {
     functions.push_back(c.executable().function());
@@ -148,11 +138,10 @@ absl::StatusOr<std::vector<Array>> MpmdMapped::Call(const std::vector<Array>& ar
                  options);
 }
 
-absl::StatusOr<std::vector<std::string>> MpmdMapped::LowerText(
-    const std::vector<Array>& args) const {
+absl::StatusOr<ir::Module> MpmdMapped::Lower(const std::vector<Array>& args) const {
   absl::StatusOr<std::shared_ptr<const Compiled>> compiled = Compile(args);
   if (!compiled.ok()) return compiled.status();
-  return (*compiled)->texts;
+  return (*compiled)->module;
 }
 
 MpmdMapped mpmd_map(Mesh mesh, std::vector<MpmdProgram> programs,

@@ -1,5 +1,6 @@
 // mpmd_map (seed 002): several (mesh positions, function) pairs over one mesh, each position
-// running its own program. Each function is traced like a shard_map body over the whole mesh
+// running its own program, in one per-device module whose `position_functions` say which
+// function each position runs. Each function is traced like a shard_map body over the whole mesh
 // (the same in_specs and out_specs, so every program takes the same local blocks and returns
 // blocks of the same types); collectives name the mesh's axes, and programs exchange data with
 // psend / precv (or collectives every program of a group runs alike).
@@ -46,8 +47,9 @@ class MpmdMapped {
   absl::StatusOr<std::vector<Array>> operator()(const A&... args) const {
     return Call(std::vector<Array>{args...});
   }
-  // Each program's lowered per-device module for these arguments, as IR text.
-  absl::StatusOr<std::vector<std::string>> LowerText(const std::vector<Array>& args) const;
+  // The MPMD module for these arguments: each program's lowered per-device function, and
+  // `position_functions` naming the one each mesh position runs (ir::PrintModule prints it).
+  absl::StatusOr<ir::Module> Lower(const std::vector<Array>& args) const;
 
  private:
   struct Compiled;

@@ -575,6 +575,13 @@ class Parser {
         auto* list = *key == "param_shardings" ? m.mutable_param_shardings()
                                                : m.mutable_result_shardings();
         s = Tuple([&] { return Spec(list->Add()); });
+      } else if (*key == "position_functions") {
+        s = Tuple([&]() -> absl::Status {
+          absl::StatusOr<std::string> v = Name();
+          if (!v.ok()) return v.status();
+          m.add_position_functions(*v);
+          return absl::OkStatus();
+        });
       } else {
         return Error("unknown module attribute \"{}\"", *key);
       }

@@ -224,6 +224,11 @@ std::string PrintModule(const Module& module, const PrintOptions& options) {
   };
   header.push_back("param_shardings=" + specs(module.param_shardings()));
   header.push_back("result_shardings=" + specs(module.result_shardings()));
+  if (module.position_functions_size() > 0) {
+    std::vector<std::string> names;
+    for (const std::string& f : module.position_functions()) names.push_back(StringValue(f));
+    header.push_back("position_functions=(" + absl::StrJoin(names, ",") + ")");
+  }
   std::string out =
       fmt::format("module {} [{}]\n", StringValue(module.name()), absl::StrJoin(header, " "));
   for (const Function& f : module.functions()) out += PrintFunction(f, options);

@@ -1,11 +1,13 @@
 #include "ir/verifier.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "fmt/format.h"
 #include "ir/async.h"
 #include "ir/fmt_absl.h"
@@ -246,6 +248,53 @@ class FunctionVerifier {
   std::vector<std::vector<int64_t>> pending_scopes_;
 };
 
+// The parameter and result types of `f`, as text ("f32[2], s32[] -> f32[2]").
+std::string Signature(const Function& f) {
+  std::vector<std::string> params, results;
+  std::map<int64_t, std::string> types;
+  for (const Param& p : f.body().params()) {
+    params.push_back(FromProto(p.type()).ToString());
+    types[p.id()] = params.back();
+  }
+  for (const Op& op : f.body().ops()) {
+    for (int i = 0; i < op.results_size() && i < op.result_types_size(); ++i) {
+      types[op.results(i)] = FromProto(op.result_types(i)).ToString();
+    }
+  }
+  for (int64_t id : f.body().results()) results.push_back(types[id]);
+  return absl::StrJoin(params, ", ") + " -> " + absl::StrJoin(results, ", ");
+}
+
+// An MPMD module names one function per mesh position, each of the entry's signature.
+absl::Status VerifyPositionFunctions(const Module& module, const Function& entry) {
+  if (module.position_functions_size() == 0) return absl::OkStatus();
+  if (module.view() != PER_DEVICE) {
+    return absl::InvalidArgumentError("position_functions need view=per_device");
+  }
+  if (module.position_functions_size() != MeshSize(module.mesh())) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} position_functions for a mesh of {} positions",
+                    module.position_functions_size(), MeshSize(module.mesh())));
+  }
+  const std::string want = Signature(entry);
+  for (int p = 0; p < module.position_functions_size(); ++p) {
+    const std::string& name = module.position_functions(p);
+    const Function* f = nullptr;
+    for (const Function& g : module.functions()) {
+      if (g.name() == name) f = &g;
+    }
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          fmt::format("position {} runs function \"{}\", which is not defined", p, name));
+    }
+    if (const std::string got = Signature(*f); got != want) {
+      return absl::InvalidArgumentError(fmt::format(
+          "position {} runs {} ({}) but the entry {} is ({})", p, name, got, entry.name(), want));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status VerifyHeader(const Module& module) {
   auto error = [&](const std::string& m) {
     return absl::InvalidArgumentError(fmt::format("verifier: module {}: {}", module.name(), m));
@@ -291,6 +340,9 @@ absl::Status VerifyHeader(const Module& module) {
       module.result_shardings_size() != body.results_size()) {
     return error(fmt::format("{} result_shardings for {} entry results",
                              module.result_shardings_size(), body.results_size()));
+  }
+  if (absl::Status s = VerifyPositionFunctions(module, *entry); !s.ok()) {
+    return error(std::string(s.message()));
   }
   for (int i = 0; i < module.param_shardings_size(); ++i) {
     if (absl::Status s = ValidateSpec(module.mesh(), module.param_shardings(i),

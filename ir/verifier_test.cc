@@ -300,6 +300,27 @@ TEST(VerifierTest, RejectsBadHeader) {
   EXPECT_THAT(std::string(VerifyModule(*m).message()), HasSubstr("mesh device ids repeat"));
 }
 
+TEST(VerifierTest, RejectsBadPositionFunctions) {
+  const std::string funcs =
+      "func main = { lambda ; a:f32[2]. let\n  in (a) }\n"
+      "func other = { lambda ; a:f32[3]. let\n  in (a) }\n";
+  auto verify = [&](const std::string& header) {
+    absl::StatusOr<Module> m = ParseModule("module m [" + header + "]\n" + funcs);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? std::string(VerifyModule(*m).message()) : std::string();
+  };
+  EXPECT_THAT(verify("view=per_device mesh={x:2} entry=main position_functions=(main)"),
+              HasSubstr("1 position_functions for a mesh of 2 positions"));
+  EXPECT_THAT(verify("view=per_device mesh={x:2} entry=main position_functions=(main,nope)"),
+              HasSubstr("position 1 runs function \"nope\", which is not defined"));
+  EXPECT_THAT(verify("view=per_device mesh={x:2} entry=main position_functions=(main,other)"),
+              HasSubstr("position 1 runs other (f32[3] -> f32[3]) but the entry main is "
+                        "(f32[2] -> f32[2])"));
+  EXPECT_THAT(verify("view=global mesh={x:2} entry=main position_functions=(main,main)"),
+              HasSubstr("position_functions need view=per_device"));
+  EXPECT_EQ(verify("view=per_device mesh={x:2} entry=main position_functions=(main,main)"), "");
+}
+
 TEST(BuilderTest, InfersTypesWithTheSameRules) {
   Mesh mesh;
   MeshAxis* axis = mesh.add_axes();

@@ -1,7 +1,9 @@
 #include "tools/run_module.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -138,7 +140,24 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
       }
       for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed->shards()[p]);
     }
+    // An MPMD module: each position runs its function (compiled once per function).
     std::vector<const backends::Executable*> programs(n, exe->get());
+    std::map<std::string, std::unique_ptr<backends::Executable>> by_name;
+    for (int64_t p = 0; p < module.position_functions_size(); ++p) {
+      const std::string& name = module.position_functions(p);
+      if (name == (*entry)->name()) continue;
+      std::unique_ptr<backends::Executable>& compiled = by_name[name];
+      if (compiled == nullptr) {
+        for (const ir::Function& f : module.functions()) {
+          if (f.name() != name) continue;
+          absl::StatusOr<std::unique_ptr<backends::Executable>> other =
+              backends::reference::Compile(f);
+          if (!other.ok()) return other.status();
+          compiled = std::move(*other);
+        }
+      }
+      programs[p] = compiled.get();
+    }
     absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
         rt.RunSpmd(mesh->proto(), programs, std::move(local_args), nullptr, options);
     if (!out.ok()) return out.status();

@@ -77,6 +77,26 @@ TEST(RunModuleTest, HandWrittenPerDeviceModule) {
   EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{6, 8, 10, 12, 14, 16}));
 }
 
+TEST(RunModuleTest, MpmdModuleRunsAFunctionPerPosition) {
+  constexpr char kText[] = R"(module pipe [view=per_device mesh={s:2} devices=(0,1) entry=send param_shardings=(P(s)) result_shardings=(P(s)) position_functions=(send,recv)]
+func send = { lambda ; a:f32[2]. let
+    b:f32[2] = mul a a
+    c:pred[0] = psend[axes=(s) perm=((0,1))] b
+  in (a) }
+func recv = { lambda ; a:f32[2]. let
+    b:pred[0] = constant[dtype=pred shape=(0)]
+    c:f32[2] = precv[axes=(s) perm=((0,1)) dtype=f32 shape=(2)] b
+    d:f32[2] = add a c
+  in (d) }
+)";
+  absl::StatusOr<ir::Module> module = ir::ParseModule(kText);
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<std::vector<Tensor>> out = RunModule(*module, {F32({4}, {1, 2, 3, 4})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Position 0 returns its block; position 1 its block plus position 0's squared.
+  EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{1, 2, 3 + 1, 4 + 4}));
+}
+
 TEST(RunModuleTest, LoweredShardMapModuleThroughAFile) {
   Runtime rt({.num_devices = 2});
   Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
