@@ -1,5 +1,7 @@
 #include "ir/types.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
@@ -38,10 +40,15 @@ absl::Status CheckTypeLimits(const ShapedType& t) {
           fmt::format("type {} has a negative dimension", t.ToString()));
     }
   }
-  std::optional<int64_t> bytes = CheckedByteSize(t.dims, DTypeSize(t.dtype));
+  // Zero dims count as ones, so that strides and offsets (products of trailing dims) of an
+  // empty array stay in range too.
+  std::vector<int64_t> extent;
+  for (int64_t d : t.dims) extent.push_back(std::max<int64_t>(d, 1));
+  std::optional<int64_t> bytes = CheckedByteSize(extent, DTypeSize(t.dtype));
   if (!bytes || *bytes > kMaxArrayBytes) {
     return absl::InvalidArgumentError(fmt::format(
-        "type {} has more than {} bytes (2^48), the largest array a module may hold",
+        "type {} has more than {} bytes (2^48; zero dims counted as ones), the largest array a "
+        "module may hold",
         t.ToString(), kMaxArrayBytes));
   }
   return absl::OkStatus();

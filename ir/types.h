@@ -47,7 +47,8 @@ inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 48;
 // negative or either overflows int64. The one place shape arithmetic on unverified dims happens.
 std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims);
 std::optional<int64_t> CheckedByteSize(const std::vector<int64_t>& dims, int64_t dtype_bytes);
-// OK, or InvalidArgument naming `t` when it breaks a limit above (negative dims included).
+// OK, or InvalidArgument naming `t` when it breaks a limit above (negative dims included; for the
+// byte limit zero dims count as ones).
 absl::Status CheckTypeLimits(const ShapedType& t);
 
 ShapedType FromProto(const TensorType& t);

@@ -234,6 +234,22 @@ TEST(CollectiveSimplifyTest, ReductionsOfVaryingValuesAreUnchanged) {
                        "    d:f32[] = pmax[axes=(x)] c\n"
                        "  in (d) }\n"),
             "(unchanged)");
+  // What precv and ragged_all_to_all return differs by device, even from invariant operands.
+  EXPECT_EQ(Simplified(X2("P()", "P()") +
+                       "func main = { lambda ; a:f32[4]. let\n"
+                       "    b:pred[0] = psend[axes=(x) perm=((0,1))] a\n"
+                       "    c:f32[4] = precv[axes=(x) perm=((0,1)) dtype=f32 shape=(4)] b\n"
+                       "    d:f32[4] = psum[axes=(x)] c\n"
+                       "  in (d) }\n"),
+            "(unchanged)");
+  EXPECT_EQ(Simplified(X2("P()", "P()") +
+                       "func main = { lambda ; a:f32[4]. let\n"
+                       "    b:s32[2] = constant[dtype=s32 shape=(2) value=(0)]\n"
+                       "    c:s32[2] = constant[dtype=s32 shape=(2) value=(1)]\n"
+                       "    d:f32[4] = ragged_all_to_all[axes=(x)] a a b c b c\n"
+                       "    e:f32[4] = psum[axes=(x)] d\n"
+                       "  in (e) }\n"),
+            "(unchanged)");
 }
 
 // Two independent psums over x (one 2-D, one 1-D) and one that depends on the first.

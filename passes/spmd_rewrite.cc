@@ -136,6 +136,9 @@ AxisMask Facts::ResultVarying(const ir::Op& op) const {
   if (op.has_psum_scatter()) return in | Mask(op.psum_scatter().axes());
   if (op.has_all_to_all()) return in | Mask(op.all_to_all().axes());
   if (op.has_ppermute()) return in | Mask(op.ppermute().axes());
+  // What a precv or ragged_all_to_all returns depends on the device even for invariant operands.
+  if (op.has_precv()) return in | Mask(op.precv().axes());
+  if (op.has_ragged_all_to_all()) return in | Mask(op.ragged_all_to_all().axes());
   return in;  // local ops: constants, iota, axis_size and ops over operands
 }
 

@@ -259,16 +259,11 @@ absl::StatusOr<ir::Tensor> ParseNpy(std::string_view data) {
   }
 
   ir::ShapedType type{*dtype, (*shape)->ints};
-  const int64_t item = ir::DTypeSize(*dtype);
-  int64_t elements = 1;
-  for (int64_t d : type.dims) {
-    if (d != 0 && elements > std::numeric_limits<int64_t>::max() / item / d) {
-      return absl::InvalidArgumentError(
-          fmt::format("shape {} is too large", type.ToString()));
-    }
-    elements *= d;
+  if (absl::Status s = ir::CheckTypeLimits(type); !s.ok()) {
+    return absl::InvalidArgumentError(fmt::format("shape {} is too large: {}",
+                                                  type.ToString(), s.message()));
   }
-  const size_t expected = static_cast<size_t>(elements * item);
+  const size_t expected = static_cast<size_t>(type.byte_size());
   const size_t actual = data.size() - preamble - header_len;
   if (actual != expected) {
     return absl::InvalidArgumentError(fmt::format(
@@ -280,7 +275,7 @@ absl::StatusOr<ir::Tensor> ParseNpy(std::string_view data) {
   if (expected > 0) std::memcpy(t.data(), data.data() + preamble + header_len, expected);
   if (*dtype == ir::DType::kPred) {
     uint8_t* b = t.data_as<uint8_t>();
-    for (int64_t i = 0; i < elements; ++i) b[i] = b[i] != 0;
+    for (int64_t i = 0; i < type.num_elements(); ++i) b[i] = b[i] != 0;
   }
   return t;
 }

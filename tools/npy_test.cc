@@ -152,6 +152,20 @@ TEST(NpyTest, RejectsMalformedFiles) {
                  "truncated .npy file: the data has 8 bytes but f32[3] needs 12");
   ExpectRejected(NpyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f32x2),
                  "trailing bytes");
+  // Shapes past the limits of ir/types.h: too many bytes (in any order of dims, an empty array's
+  // other dims included, so its strides cannot overflow) and too high a rank.
+  for (const char* shape : {"(1099511627776, 1099511627776, 0)", "(0, 1099511627776, 1099511627776)",
+                            "(0, 33, 3, 3343, 334, 3343, 3, 3343, 33458, 37)"}) {
+    ExpectRejected(NpyBytes(std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") +
+                                shape + ", }",
+                            ""),
+                   "too large");
+  }
+  std::string rank33;
+  for (int i = 0; i < 33; ++i) rank33 += "1, ";
+  ExpectRejected(NpyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (" + rank33 + "), }",
+                          std::string(4, '\0')),
+                 "has rank 33, more than 32");
   // A huge malformed header is quoted in part only.
   absl::StatusOr<Tensor> junk =
       ParseNpy(std::string("\x93NUMPY\x01\x00\xff\xff", 10) + std::string(65535, '{'));
