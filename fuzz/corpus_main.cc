@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <system_error>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -15,7 +16,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   int files = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(argv[1])) {
+  std::error_code error;
+  std::filesystem::recursive_directory_iterator it(argv[1], error);
+  if (error) {
+    std::fprintf(stderr, "cannot read corpus %s: %s\n", argv[1], error.message().c_str());
+    return 1;
+  }
+  for (const auto& entry : it) {
     if (!entry.is_regular_file()) continue;
     std::ifstream in(entry.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
