@@ -2,9 +2,8 @@
 
 #include "backends/executable.h"
 #include "fmt/format.h"
-#include "ir/fmt_absl.h"
 #include "frontend/control_flow.h"
-#include "ir/printer.h"
+#include "ir/fmt_absl.h"
 #include "ir/sharding.h"
 #include "ir/verifier.h"
 #include "runtime/collective_plan.h"
@@ -88,7 +87,6 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
     if (auto it = s.cache.find(key); it != s.cache.end()) return it->second;
   }
   auto compiled = std::make_shared<Compiled>();
-  std::vector<const ir::Function*> functions;
   for (size_t i = 0; i < s.programs.size(); ++i) {
     JitOptions options = s.options;
     options.name = fmt::format("{}_program{}", s.options.name, i);
@@ -121,6 +119,7 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
   if (absl::Status st = ir::VerifyModule(module); !st.ok()) {
     return absl::InvalidArgumentError(fmt::format("mpmd_map: {}", st.message()));
   }
+  std::vector<const ir::Function*> functions;
   for (const shardjit::Compiled& c : compiled->programs) {
     functions.push_back(c.executable().function());
   }
