@@ -1,5 +1,8 @@
 #include "frontend/mpmd.h"
 
+#include <map>
+#include <mutex>
+
 #include "backends/executable.h"
 #include "fmt/format.h"
 #include "frontend/control_flow.h"

@@ -8,9 +8,7 @@
 #define SHARDJIT_FRONTEND_MPMD_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 

@@ -38,7 +38,8 @@ struct Product {
 
 // Splits each group's product into blocks, columns first (the rhs is packed once either way; the
 // lhs rows are re-packed per column block), then rows, until the blocks are small enough to
-// spread over `threads`; largest first. Empty products give no block.
+// spread over `threads`; largest first. A product with no output element gives no block; one of
+// depth 0 gives one block, whose GEMM zeroes it.
 std::vector<Block> MakeBlocks(const std::vector<Product>& products, int threads) {
   int64_t total = 0;
   for (const Product& p : products) total += 2 * p.rows * p.cols * p.depth;
@@ -47,9 +48,9 @@ std::vector<Block> MakeBlocks(const std::vector<Product>& products, int threads)
   std::vector<Block> blocks;
   for (size_t g = 0; g < products.size(); ++g) {
     const Product& p = products[g];
+    if (p.rows == 0 || p.cols == 0) continue;
     const int64_t flops = 2 * p.rows * p.cols * p.depth;
-    if (flops == 0) continue;
-    const int64_t pieces = threads <= 1 ? 1 : (flops + target - 1) / target;
+    const int64_t pieces = threads <= 1 ? 1 : std::max<int64_t>(1, (flops + target - 1) / target);
     const int64_t col_pieces =
         std::clamp<int64_t>(pieces, 1, std::max<int64_t>(1, p.cols / kMinBlock));
     const int64_t row_pieces = std::clamp<int64_t>((pieces + col_pieces - 1) / col_pieces, 1,
@@ -115,11 +116,6 @@ absl::StatusOr<std::vector<Tensor>> Gmm(const ir::Op& op, const std::vector<Tens
   const int64_t out_elem = ir::DTypeSize(out.dtype());
   std::memset(out.data(), 0, groups->starts.front() * n * out_elem);
   std::memset(At(out, groups->starts.back() * n), 0, (m - groups->starts.back()) * n * out_elem);
-  if (k == 0) {
-    std::memset(At(out, groups->starts.front() * n), 0,
-                (groups->starts.back() - groups->starts.front()) * n * out_elem);
-    return std::vector<Tensor>{out};
-  }
   std::vector<Product> products;
   for (int64_t g = 0; g < groups->local_groups(); ++g) products.push_back({groups->rows(g), n, k});
   const std::vector<Block> blocks =
@@ -152,14 +148,10 @@ absl::StatusOr<std::vector<Tensor>> Tgmm(const ir::Op& op, const std::vector<Ten
       ReadGroupedRows(op, in, m, op.grouped_matmul().num_actual_groups());
   if (!groups.ok()) return groups.status();
   Tensor out = Tensor::Empty(reference::ResultType(op), allocator);
-  const int64_t out_elem = ir::DTypeSize(out.dtype());
-  // out[g] = lhs[:, group g's rows] @ rhs[those rows, :]: a k x n product of depth rows(g). An
-  // empty group's block is zeros; the blocks split k and n, never the depth.
+  // out[g] = lhs[:, group g's rows] @ rhs[those rows, :]: a k x n product of depth rows(g) (an
+  // empty group's GEMM, of depth 0, zeroes its block); the blocks split k and n, never the depth.
   std::vector<Product> products;
-  for (int64_t g = 0; g < groups->local_groups(); ++g) {
-    if (groups->rows(g) == 0) std::memset(At(out, g * k * n), 0, k * n * out_elem);
-    products.push_back({k, n, groups->rows(g)});
-  }
+  for (int64_t g = 0; g < groups->local_groups(); ++g) products.push_back({k, n, groups->rows(g)});
   const std::vector<Block> blocks =
       MakeBlocks(products, backends::CurrentParallelism().available());
   const GemmArgs base = BaseArgs(lhs, out);

@@ -199,6 +199,7 @@ std::vector<Case> Cases() {
     cases.push_back({"offset at the end", tgmm, 30, 8, 10, {10, 10, 10}, 2, 1});
     cases.push_back({"row and column blocks", tgmm, 260, 48, 520, RandomSizes(4, 250, rng), -1, 4});
     cases.push_back({"many small groups", tgmm, 200, 64, 144, RandomSizes(40, 200, rng), -1, 40});
+    cases.push_back({"zero depth", tgmm, 9, 0, 5, {4, 0, 5}, -1, 3});
   }
   cases.push_back({"transposed", false, 33, 21, 17, {4, 0, 20, 9}, -1, 4, true});
   cases.push_back({"transposed offset", false, 40, 32, 48, {6, 10, 14, 10}, 1, 2, true});
