@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "backends/stop_signal.h"
 
 namespace shardjit::backends {
 
@@ -54,10 +55,12 @@ class ThreadPool {
   std::vector<std::thread> helpers_;
 };
 
-// The threads one kernel call may use: the calling thread plus helpers of `pool`, `threads` in all.
+// The threads one kernel call may use: the calling thread plus helpers of `pool`, `threads` in
+// all; and when it must stop.
 struct Parallelism {
   ThreadPool* pool = nullptr;
   int threads = 1;
+  StopSignal stop;
 
   // Threads actually available: `threads`, capped by the pool's size (1 without a pool).
   int available() const;

@@ -69,6 +69,8 @@ class RunState final : public Transport {
   absl::Status CheckAllReceived() const;
   // OK while the run goes on; the failure otherwise.
   absl::Status status() const override;
+  // Set once the run fails, for kernels to poll (backends::StopSignal).
+  const std::atomic<bool>* stopped_flag() const { return &cancelled_; }
 
   // Arrivals at collectives so far: grows while the run makes progress.
   uint64_t arrivals() const;

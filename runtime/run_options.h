@@ -14,13 +14,15 @@
 
 namespace shardjit::runtime {
 
-// Cancels the runs it is given to, from any thread: devices stop at their next op (a kernel
-// already running finishes first) and devices waiting at a collective stop at once; the run
-// returns CancelledError. Stays cancelled until Reset.
+// Cancels the runs it is given to, from any thread: devices stop at their next op, GEMMs
+// between blocks of their work, and devices waiting at a collective at once; the run returns
+// CancelledError. Stays cancelled until Reset.
 class CancellationToken {
  public:
   void Cancel();
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  // The flag cancelled() reads, for kernels to poll (backends::StopSignal).
+  const std::atomic<bool>* flag() const { return &cancelled_; }
   void Reset() { cancelled_.store(false, std::memory_order_release); }
 
   // Calls `on_cancel` from Cancel until the returned id is passed to Unsubscribe (at once if
@@ -37,7 +39,8 @@ class CancellationToken {
 
 struct RunOptions {
   // The run fails with DeadlineExceeded once this passes (checked before every op of every
-  // device, and for devices waiting at a collective by the runtime's watchdog).
+  // device, by GEMMs between blocks, and for devices waiting at a collective by the runtime's
+  // watchdog).
   absl::Time deadline = absl::InfiniteFuture();
   // Null: not cancellable.
   std::shared_ptr<CancellationToken> cancel;

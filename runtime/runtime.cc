@@ -370,8 +370,9 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
           ? -1
           : options.cancel->Subscribe([&run] { run.Cancel(absl::CancelledError("run cancelled")); });
   book.remaining = n;
-  const backends::Parallelism per_device{pool_.get(),
-                                         static_cast<int>(std::max<int64_t>(1, num_threads_ / n))};
+  const backends::Parallelism per_device{
+      pool_.get(), static_cast<int>(std::max<int64_t>(1, num_threads_ / n)),
+      backends::StopSignal{run.stopped_flag(), options.deadline}};
   std::vector<DeviceRun> devices(n);
   for (int64_t p = 0; p < n; ++p) {
     const int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
@@ -402,7 +403,9 @@ absl::StatusOr<std::vector<ir::Tensor>> Runtime::RunGlobal(const ir::Mesh& mesh,
                                                            ShardMapCache& cache,
                                                            const RunOptions& options) {
   GlobalContext ctx(*this, mesh, compile, cache, options);
-  backends::ScopedParallelism parallelism({pool_.get(), num_threads_});
+  backends::ScopedParallelism parallelism(
+      {pool_.get(), num_threads_,
+       backends::StopSignal{options.cancel ? options.cancel->flag() : nullptr, options.deadline}});
   return program.Run(args, ctx);
 }
 

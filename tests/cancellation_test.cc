@@ -1,7 +1,7 @@
 // Runs stopped before they finish: a deadline (DeadlineExceeded) and a token cancelled from
 // another thread (Cancelled), on programs that would run for hours, with devices computing and
-// waiting at collectives; every device stops, its memory is released, and the runtime runs the
-// next program as usual.
+// waiting at collectives, and inside one long GEMM; every device stops, its memory is released,
+// and the runtime runs the next program as usual.
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -107,6 +107,72 @@ TEST_P(CancellationTest, TokenCancelledFromAnotherThread) {
   EXPECT_TRUE(out.ok()) << out.status();
   ExpectRunsNormally(f);
 }
+
+// A run inside one long GEMM (a 4096^3 f32 product per device: about 0.3 s or more on two
+// cores of any host here) stops within 100 ms of Cancel() or of its deadline: the GEMM polls
+// between blocks.
+class GemmCancellationTest : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(GemmCancellationTest, StopsInsideTheGemm) {
+  auto [devices, threads] = GetParam();
+  constexpr int64_t n = 4096;
+  Runtime rt({.num_devices = devices, .num_threads = threads});
+  Mesh mesh = *Mesh::Create(rt, {{"i", devices}});
+  Array x = *device_put(*random::Normal(Key(2), {devices * n, n}), NamedSharding(mesh, P("i")));
+  Array w = *device_put(*random::Normal(Key(3), {n, n}), NamedSharding(mesh, P()));
+  Jitted product = jit(shard_map([](Tracer a, Tracer b) { return matmul(a, b); }, mesh,
+                                 {P("i"), P()}, {P("i")}));
+  // Compiled, and stopped before its first op.
+  RunOptions expired = RunOptions::WithTimeout(absl::ZeroDuration());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(product.Call({x, w}, expired).status()));
+  int64_t live = 0;
+  for (int d = 0; d < devices; ++d) live += rt.memory(d).current_bytes;
+
+  RunOptions options;
+  options.cancel = std::make_shared<CancellationToken>();
+  absl::StatusOr<std::vector<Array>> out;
+  std::chrono::steady_clock::time_point returned_at;
+  std::thread run([&] {
+    out = product.Call({x, w}, options);
+    returned_at = std::chrono::steady_clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  options.cancel->Cancel();
+  run.join();
+  EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
+  EXPECT_LT(std::chrono::duration<double>(returned_at - cancelled_at).count(), 0.1);
+
+  const auto start = std::chrono::steady_clock::now();
+  out = product.Call({x, w}, RunOptions::WithTimeout(absl::Milliseconds(50)));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(out.status())) << out.status();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.15);
+
+  int64_t live_after = 0;
+  for (int d = 0; d < devices; ++d) live_after += rt.memory(d).current_bytes;
+  EXPECT_EQ(live_after, live);
+  // The runtime goes on: a small product on the same devices is right.
+  Array xs = *device_put(*random::Normal(Key(4), {devices * 3, 5}), NamedSharding(mesh, P("i")));
+  Array ws = *device_put(*random::Normal(Key(5), {5, 2}), NamedSharding(mesh, P()));
+  absl::StatusOr<std::vector<Array>> small = product(xs, ws);
+  ASSERT_TRUE(small.ok()) << small.status();
+  const std::vector<double> got = (*small)[0].ToHost()->ToDoubles();
+  const std::vector<double> xv = xs.ToHost()->ToDoubles(), wv = ws.ToHost()->ToDoubles();
+  for (int64_t i = 0; i < devices * 3; ++i) {
+    for (int64_t j = 0; j < 2; ++j) {
+      double want = 0;
+      for (int64_t l = 0; l < 5; ++l) want += xv[i * 5 + l] * wv[l * 2 + j];
+      EXPECT_NEAR(got[i * 2 + j], want, 1e-5) << i << "," << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DevicesAndThreads, GemmCancellationTest,
+                         ::testing::Values(std::pair{1, 1}, std::pair{1, 2}, std::pair{2, 2}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "devices_" +
+                                  std::to_string(info.param.second) + "threads";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(DevicesAndThreads, CancellationTest,
                          ::testing::Values(std::pair{1, 1}, std::pair{4, 2}, std::pair{16, 1},

@@ -75,7 +75,7 @@ std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr, int64_t min_f
   for (int64_t t = 0; t < parts; ++t) {
     const int64_t count = panels / parts + (t < panels % parts ? 1 : 0);
     GemmArgs sub = g;
-    sub.parallel = {};
+    sub.parallel = {.stop = g.parallel.stop};
     if (split_n) {
       const int64_t n0 = begin * nr, n1 = std::min(g.shape.n, (begin + count) * nr);
       sub.shape.n = n1 - n0;
@@ -124,8 +124,7 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
     const int64_t min_flops = GemmPlan().min_flops_per_thread;
     return RunParts(Partition(g, 1, 1 << 30, min_flops), g.parallel,
                     [](const GemmArgs& part, GemmScratch*) {
-      GemmReference(part);
-      return absl::OkStatus();
+      return GemmReference(part);
     });
   }
   const GemmPlan plan = plan_override ? *plan_override : MakePlan(isa, g.type, HostCaches());

@@ -40,7 +40,8 @@ struct GemmArgs {
   // Adds to the existing C instead of overwriting it.
   bool accumulate = false;
   // The threads this call may split its work over (panels of M or N): by default the calling
-  // thread alone; kernels of a running program pass backends::CurrentParallelism().
+  // thread alone; kernels of a running program pass backends::CurrentParallelism(), whose stop
+  // signal the GEMM polls between blocks (returning its error, C unspecified).
   backends::Parallelism parallel;
 };
 

@@ -187,6 +187,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet
       args.k_steps = steps;
       args.accumulate = !first || g.accumulate;
       for (int64_t ic = 0; ic < m; ic += plan.mc) {
+        if (absl::Status s = g.parallel.stop.Check(); !s.ok()) return s;
         const int64_t mc = std::min(plan.mc, m - ic);
         uint8_t* a_block = a_buf;
         if (keep_a) a_block += (pc / plan.kc) * a_block_bytes + ic * steps * 4;

@@ -14,10 +14,13 @@ inline float Load(const void* p, int64_t i, bool bf16) {
 
 }  // namespace
 
-void GemmReference(const GemmArgs& g) {
+absl::Status GemmReference(const GemmArgs& g) {
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   std::vector<float> row(g.shape.n);
   for (int64_t i = 0; i < g.shape.m; ++i) {
+    if (i % 16 == 0) {
+      if (absl::Status s = g.parallel.stop.Check(); !s.ok()) return s;
+    }
     for (int64_t j = 0; j < g.shape.n; ++j) {
       row[j] = g.accumulate ? Load(g.c, i * g.ldc + j, g.out_bf16) : 0.0f;
     }
@@ -36,6 +39,7 @@ void GemmReference(const GemmArgs& g) {
       }
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace shardjit::backends::x86

@@ -4,11 +4,14 @@
 #include "backends/x86/gemm.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/reference/kernel.h"
@@ -449,6 +452,39 @@ TEST(Gemm, InvalidArguments) {
   g.b = buf.data();
   g.parallel.threads = 0;
   EXPECT_TRUE(absl::IsInvalidArgument(Gemm(g)));
+}
+
+// A stop signal set before the call, a deadline passed, or a flag set by another thread while a
+// long product runs: the GEMM returns the signal's error instead of finishing, at every level.
+TEST(Gemm, StopsWhenAsked) {
+  const int64_t n = 2048;  // 17 GFLOP: tens of milliseconds at the fastest
+  std::vector<float> a(n * n, 1.0f), b(n * n, 1.0f), c(n * n);
+  for (IsaLevel isa : HostIsaLevels()) {
+    ScopedMaxIsa cap(isa);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(fmt::format("{} threads={}", IsaName(isa), threads));
+      std::atomic<bool> stopped{true};
+      GemmArgs g;
+      g.shape = {n, n, n};
+      g.a = a.data();
+      g.b = b.data();
+      g.c = c.data();
+      g.parallel = {&TestPool(), threads, StopSignal{&stopped}};
+      EXPECT_TRUE(absl::IsCancelled(Gemm(g)));
+      g.parallel.stop = StopSignal{nullptr, absl::Now() - absl::Milliseconds(1)};
+      EXPECT_TRUE(absl::IsDeadlineExceeded(Gemm(g)));
+      stopped = false;
+      g.parallel.stop = StopSignal{&stopped};
+      std::thread stopper([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        stopped = true;
+      });
+      const absl::Time start = absl::Now();
+      absl::Status s = Gemm(g);
+      stopper.join();
+      EXPECT_TRUE(absl::IsCancelled(s)) << s << " after " << absl::Now() - start;
+    }
+  }
 }
 
 TEST(GemmScratch, KeepsSmallBuffersAndFreesLargeOnes) {

@@ -78,8 +78,11 @@ template <typename ArgsOf>
 absl::Status RunBlocks(const std::vector<Block>& blocks, ArgsOf args_of) {
   std::mutex mu;
   absl::Status status;
-  backends::CurrentParallelism().ParallelFor(static_cast<int>(blocks.size()), [&](int i) {
-    absl::Status s = Gemm(args_of(blocks[i]));
+  const backends::Parallelism parallel = backends::CurrentParallelism();
+  parallel.ParallelFor(static_cast<int>(blocks.size()), [&](int i) {
+    GemmArgs args = args_of(blocks[i]);
+    args.parallel.stop = parallel.stop;  // each block runs on one thread, polling the program's
+    absl::Status s = Gemm(args);
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       if (status.ok()) status = s;
