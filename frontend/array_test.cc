@@ -28,6 +28,16 @@ TEST(MeshTest, CreatesAndValidates) {
               HasSubstr("needs 16 distinct devices in [0, 8)"));
   EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", 2}, {"x", 2}}).status().message()),
               HasSubstr("axis name \"x\" is empty or repeated"));
+  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", 0}}).status().message()),
+              HasSubstr("axis \"x\" has size 0"));
+  // Sizes whose product overflows, or passes the device limit, fail before any device list is
+  // made for them.
+  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", int64_t{1} << 40}}).status().message()),
+              HasSubstr("has more than 1048576 devices"));
+  EXPECT_THAT(
+      std::string(Mesh::Create(rt, {{"x", int64_t{1} << 32}, {"y", int64_t{1} << 32}}).status()
+                      .message()),
+      HasSubstr("has more than 1048576 devices"));
   absl::StatusOr<Mesh> custom = Mesh::Create(rt, {{"i", 2}}, {5, 3});
   ASSERT_TRUE(custom.ok());
   EXPECT_EQ(custom->proto().device_ids(0), 5);

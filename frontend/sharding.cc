@@ -14,21 +14,13 @@ absl::StatusOr<Mesh> Mesh::Create(Runtime& runtime,
                                   std::vector<std::pair<std::string, int64_t>> axes,
                                   std::vector<int64_t> device_ids) {
   ir::Mesh proto;
-  std::set<std::string> names;
-  int64_t size = 1;
   for (const auto& [name, n] : axes) {
-    if (name.empty() || !names.insert(name).second) {
-      return absl::InvalidArgumentError(
-          fmt::format("Mesh: axis name \"{}\" is empty or repeated", name));
-    }
-    if (n < 1) {
-      return absl::InvalidArgumentError(fmt::format("Mesh: axis \"{}\" has size {}", name, n));
-    }
     ir::MeshAxis* a = proto.add_axes();
     a->set_name(name);
     a->set_size(n);
-    size *= n;
   }
+  if (absl::Status s = ir::ValidateMesh(proto, "Mesh"); !s.ok()) return s;
+  const int64_t size = ir::MeshSize(proto);
   if (device_ids.empty()) {
     for (int64_t i = 0; i < size; ++i) device_ids.push_back(i);
   }

@@ -1,5 +1,6 @@
 #include "ir/sharding.h"
 
+#include <optional>
 #include <set>
 #include <string>
 
@@ -9,6 +10,28 @@
 #include "ir/types.h"
 
 namespace shardjit::ir {
+
+absl::Status ValidateMesh(const Mesh& mesh, std::string_view what) {
+  std::set<std::string> names;
+  int64_t size = 1;
+  for (const MeshAxis& a : mesh.axes()) {
+    if (a.name().empty() || !names.insert(a.name()).second) {
+      return absl::InvalidArgumentError(fmt::format("{}: mesh {}: axis name \"{}\" is empty or repeated",
+                                                    what, MeshToString(mesh), a.name()));
+    }
+    if (a.size() < 1) {
+      return absl::InvalidArgumentError(fmt::format("{}: mesh {}: axis \"{}\" has size {}", what,
+                                                    MeshToString(mesh), a.name(), a.size()));
+    }
+    std::optional<int64_t> product = CheckedMul(size, a.size());
+    if (!product || *product > kMaxMeshDevices) {
+      return absl::InvalidArgumentError(fmt::format("{}: mesh {} has more than {} devices (2^20)",
+                                                    what, MeshToString(mesh), kMaxMeshDevices));
+    }
+    size = *product;
+  }
+  return absl::OkStatus();
+}
 
 int64_t MeshSize(const Mesh& mesh) {
   int64_t n = 1;
@@ -87,10 +110,20 @@ absl::StatusOr<std::vector<int64_t>> LocalDims(const Mesh& mesh, const Partition
   return local;
 }
 
-std::vector<int64_t> GlobalDims(const Mesh& mesh, const PartitionSpec& spec,
-                                const std::vector<int64_t>& local_dims) {
+absl::StatusOr<std::vector<int64_t>> GlobalDims(const Mesh& mesh, const PartitionSpec& spec,
+                                                const std::vector<int64_t>& local_dims,
+                                                std::string_view what) {
   std::vector<int64_t> global = local_dims;
-  for (size_t d = 0; d < local_dims.size(); ++d) global[d] *= NumBlocks(mesh, spec, d);
+  for (size_t d = 0; d < local_dims.size(); ++d) {
+    const int64_t n = NumBlocks(mesh, spec, d);
+    std::optional<int64_t> size = CheckedMul(local_dims[d], n);
+    if (!size) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: spec {} makes dim {} of {} blocks of size {}, more than int64 holds",
+                      what, SpecToString(spec), d, n, local_dims[d]));
+    }
+    global[d] = *size;
+  }
   return global;
 }
 

@@ -12,6 +12,10 @@
 
 namespace shardjit::ir {
 
+// Checks that every axis has a distinct non-empty name and a size >= 1, and that the mesh has at
+// most kMaxMeshDevices devices. `what` prefixes the error, e.g. "Mesh".
+absl::Status ValidateMesh(const Mesh& mesh, std::string_view what);
+// The number of devices of a valid mesh.
 int64_t MeshSize(const Mesh& mesh);
 // Index of axis `name` in the mesh, or -1.
 int64_t MeshAxisIndex(const Mesh& mesh, std::string_view name);
@@ -30,8 +34,11 @@ int64_t NumBlocks(const Mesh& mesh, const PartitionSpec& spec, int64_t dim);
 absl::StatusOr<std::vector<int64_t>> LocalDims(const Mesh& mesh, const PartitionSpec& spec,
                                                const std::vector<int64_t>& global_dims,
                                                std::string_view what);
-std::vector<int64_t> GlobalDims(const Mesh& mesh, const PartitionSpec& spec,
-                                const std::vector<int64_t>& local_dims);
+// The global shape of blocks of `local_dims`; an error names the dimension that would overflow
+// int64 (the result is still to be checked against the type limits).
+absl::StatusOr<std::vector<int64_t>> GlobalDims(const Mesh& mesh, const PartitionSpec& spec,
+                                                const std::vector<int64_t>& local_dims,
+                                                std::string_view what);
 // Per dimension, which block the device at mesh coordinates `coords` holds.
 std::vector<int64_t> BlockIndex(const Mesh& mesh, const PartitionSpec& spec, int64_t rank,
                                 const std::vector<int64_t>& coords);

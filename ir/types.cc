@@ -14,19 +14,29 @@ int64_t ShapedType::num_elements() const {
   return n;
 }
 
+std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
+std::optional<int64_t> CheckedAdd(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return std::nullopt;
+  return out;
+}
+
 std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
+  std::optional<int64_t> n = 1;
   for (int64_t d : dims) {
-    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+    if (d < 0 || !(n = CheckedMul(*n, d))) return std::nullopt;
   }
   return n;
 }
 
 std::optional<int64_t> CheckedByteSize(const std::vector<int64_t>& dims, int64_t dtype_bytes) {
   std::optional<int64_t> n = CheckedNumElements(dims);
-  int64_t bytes = 0;
-  if (!n || __builtin_mul_overflow(*n, dtype_bytes, &bytes)) return std::nullopt;
-  return bytes;
+  return n ? CheckedMul(*n, dtype_bytes) : std::nullopt;
 }
 
 absl::Status CheckTypeLimits(const ShapedType& t) {

@@ -42,9 +42,15 @@ struct ShapedType {
 inline constexpr int kMaxRegionDepth = 64;
 inline constexpr int kMaxRank = 32;
 inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 48;
+// Meshes have at most this many devices (so a dim times a group size fits in int64).
+inline constexpr int64_t kMaxMeshDevices = int64_t{1} << 20;
 
+// Shape arithmetic on dims not yet checked against the limits (attributes, or a verified dim
+// times a mesh size): a * b and a + b, or nullopt when they overflow int64.
+std::optional<int64_t> CheckedMul(int64_t a, int64_t b);
+std::optional<int64_t> CheckedAdd(int64_t a, int64_t b);
 // The element count of `dims` and its byte size at `dtype_bytes` per element; nullopt if a dim is
-// negative or either overflows int64. The one place shape arithmetic on unverified dims happens.
+// negative or either overflows int64.
 std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims);
 std::optional<int64_t> CheckedByteSize(const std::vector<int64_t>& dims, int64_t dtype_bytes);
 // OK, or InvalidArgument naming `t` when it breaks a limit above (negative dims included; for the

@@ -300,15 +300,10 @@ absl::Status VerifyHeader(const Module& module) {
     return absl::InvalidArgumentError(fmt::format("verifier: module {}: {}", module.name(), m));
   };
   if (module.view() != GLOBAL && module.view() != PER_DEVICE) return error("view is not set");
-  std::set<std::string> names;
-  for (const MeshAxis& a : module.mesh().axes()) {
-    if (a.name().empty() || !names.insert(a.name()).second) {
-      return error(fmt::format("mesh {} has an empty or repeated axis name",
-                               MeshToString(module.mesh())));
-    }
-    if (a.size() < 1) {
-      return error(fmt::format("mesh axis \"{}\" has size {}", a.name(), a.size()));
-    }
+  if (absl::Status s = ValidateMesh(module.mesh(), fmt::format("verifier: module {}",
+                                                                 module.name()));
+      !s.ok()) {
+    return s;
   }
   if (module.mesh().device_ids_size() != 0) {
     if (module.mesh().device_ids_size() != MeshSize(module.mesh())) {

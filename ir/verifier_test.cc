@@ -246,6 +246,61 @@ TEST(VerifierTest, RejectsTypesPastTheLimits) {
               HasSubstr("result b is declared f32[-1] but the shape rule gives f32[2]"));
 }
 
+// Shape arithmetic that would overflow int64 (a verified dim times a group size, attribute
+// sizes, many operands) is refused by the rule that does it, naming the op and the attribute;
+// before, such products wrapped (2^48 * 2^20 wraps to 0, so `pred[0]` was accepted).
+TEST(VerifierTest, ShapeArithmeticNeverOverflows) {
+  auto verify = [](const std::string& mesh, const std::string& view, const std::string& params,
+                   const std::string& body, const std::string& result) {
+    std::string text = "module m [view=" + view + " mesh=" + mesh +
+                       " entry=main]\nfunc main = { lambda ; " + params + ". let\n" + body +
+                       "  in (" + result + ") }\n";
+    absl::StatusOr<Module> m = ParseModule(text);
+    if (!m.ok()) return m.status();
+    return VerifyModule(*m);
+  };
+  const std::string big = "pred[281474976710656]";  // 2^48 bytes, the most a type may hold
+  EXPECT_THAT(std::string(verify("{x:1048576}", "per_device", "a:" + big,
+                                 "    b:pred[0] = all_gather[axes=(x) axis=0 tiled=True] a\n", "b")
+                              .message()),
+              AllOf(HasSubstr("all_gather"), HasSubstr("axis 0 (size 281474976710656) times the "
+                                                       "group size 1048576 overflows")));
+  EXPECT_THAT(std::string(verify("{x:1048576}", "global", "a:" + big,
+                                 "    c:pred[0] = shard_map[in_specs=(P()) out_specs=(P(x)) "
+                                 "body={ lambda ; b:" + big + ". let\n    in (b) }] a\n",
+                                 "c")
+                              .message()),
+              AllOf(HasSubstr("shard_map"),
+                    HasSubstr("shard_map out_specs[0]: spec P(x) makes dim 0 of 1048576 blocks "
+                              "of size 281474976710656, more than int64 holds")));
+  EXPECT_THAT(std::string(verify("{x:2}", "per_device", "a:f32[0]",
+                                 "    b:f32[0] = reshape[new_sizes=(4294967296,4294967296,0)] a\n",
+                                 "b")
+                              .message()),
+              HasSubstr("reshape: new_sizes (4294967296,4294967296,0) has more elements than "
+                        "int64 holds"));
+  // A stride near int64's limit: one element, no overflow on the way.
+  EXPECT_TRUE(verify("{x:2}", "per_device", "a:f32[4]",
+                     "    b:f32[1] = slice[start_indices=(1) limit_indices=(4) "
+                     "strides=(9223372036854775807)] a\n",
+                     "b")
+                  .ok());
+  // 2^15 + 1 operands of 2^48 elements: the sum passes int64.
+  std::string operands;
+  for (int i = 0; i <= 32768; ++i) operands += " a";
+  EXPECT_THAT(std::string(verify("{x:2}", "per_device", "a:" + big,
+                                 "    b:pred[0] = concatenate[dimension=0]" + operands + "\n", "b")
+                              .message()),
+              HasSubstr("the sizes along dimension 0 overflow"));
+  // Meshes past kMaxMeshDevices, and ones whose size overflows int64.
+  EXPECT_THAT(std::string(verify("{x:1048576,y:2}", "per_device", "a:f32[2]", "", "a").message()),
+              HasSubstr("mesh {x:1048576, y:2} has more than 1048576 devices"));
+  EXPECT_THAT(
+      std::string(verify("{x:4294967296,y:4294967296}", "per_device", "a:f32[2]", "", "a")
+                      .message()),
+      HasSubstr("has more than 1048576 devices"));
+}
+
 // Regions nested past kMaxRegionDepth are refused, not recursed into until the stack ends.
 TEST(VerifierTest, RejectsRegionsNestedTooDeep) {
   auto nested = [](int depth) {

@@ -13,6 +13,7 @@
 #include "frontend/array.h"
 #include "frontend/sharding.h"
 #include "ir/sharding.h"
+#include "ir/types.h"
 #include "ir/verifier.h"
 #include "runtime/runtime.h"
 
@@ -63,19 +64,32 @@ absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module) 
   if (!entry.ok()) return entry.status();
   const ir::Region& body = (*entry)->body();
   const bool per_device = module.view() == ir::PER_DEVICE;
+  // A per-device value's global type: its blocks laid out by `spec`, within the type limits.
+  auto global = [&](ir::ShapedType t, const ir::PartitionSpec& spec,
+                    const std::string& what) -> absl::StatusOr<ir::ShapedType> {
+    if (!per_device) return t;
+    absl::StatusOr<std::vector<int64_t>> dims = ir::GlobalDims(module.mesh(), spec, t.dims, what);
+    if (!dims.ok()) return dims.status();
+    t.dims = *std::move(dims);
+    if (absl::Status s = ir::CheckTypeLimits(t); !s.ok()) {
+      return absl::InvalidArgumentError(fmt::format("{}: global {}", what, s.message()));
+    }
+    return t;
+  };
   GlobalSignature sig;
   for (int i = 0; i < body.params_size(); ++i) {
-    ir::ShapedType t = ir::FromProto(body.params(i).type());
-    if (per_device) t.dims = ir::GlobalDims(module.mesh(), SpecAt(module.param_shardings(), i), t.dims);
-    sig.params.push_back(std::move(t));
+    absl::StatusOr<ir::ShapedType> t = global(ir::FromProto(body.params(i).type()),
+                                              SpecAt(module.param_shardings(), i),
+                                              fmt::format("param {}", i));
+    if (!t.ok()) return t.status();
+    sig.params.push_back(*std::move(t));
   }
   for (int i = 0; i < body.results_size(); ++i) {
     absl::StatusOr<ir::ShapedType> t = ValueType(body, body.results(i));
     if (!t.ok()) return t.status();
-    if (per_device) {
-      t->dims = ir::GlobalDims(module.mesh(), SpecAt(module.result_shardings(), i), t->dims);
-    }
-    sig.results.push_back(std::move(*t));
+    t = global(*std::move(t), SpecAt(module.result_shardings(), i), fmt::format("result {}", i));
+    if (!t.ok()) return t.status();
+    sig.results.push_back(*std::move(t));
   }
   return sig;
 }

@@ -172,6 +172,22 @@ TEST(RunModuleTest, ErrorsNameTheInputAndBothTypes) {
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("does not verify"));
 }
 
+// A per-device module whose blocks make a global array past the type limits is refused before
+// anything is allocated for it (its own types verify).
+TEST(RunModuleTest, GlobalTypesPastTheLimitsAreRefused) {
+  absl::StatusOr<ir::Module> module = ir::ParseModule(
+      "module big [view=per_device mesh={x:1024} entry=main param_shardings=(P(x)) "
+      "result_shardings=(P())]\n"
+      "func main = { lambda ; a:pred[281474976710656]. let\n  in (a) }\n");
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<GlobalSignature> sig = ModuleGlobalSignature(*module);
+  ASSERT_FALSE(sig.ok());
+  EXPECT_THAT(std::string(sig.status().message()),
+              HasSubstr("param 0: global type pred[288230376151711744] has more than"));
+  absl::StatusOr<std::vector<Tensor>> out = RunModule(*module, {});
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("param 0: global type"));
+}
+
 // A deadline stops a run of either view: per-device (devices waiting at a psum) and global.
 TEST(RunModuleTest, DeadlineStopsALoopThatWouldRunForHours) {
   for (const char* text : {kForeverPerDevice, kForeverGlobal}) {

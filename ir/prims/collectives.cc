@@ -2,10 +2,12 @@
 // all_gather, psum_scatter, ppermute, psend, precv, pbroadcast, all_to_all, ragged_all_to_all,
 // axis_index, axis_size, and the asynchronous `*_start` / `*_done` pairs (ir/async.h).
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "ir/async.h"
 #include "ir/prims/rule_util.h"
+#include "ir/types.h"
 
 namespace shardjit::ir::prims {
 namespace {
@@ -40,7 +42,12 @@ absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, 
                      a.tiled() ? "True" : "False");
   }
   if (a.tiled()) {
-    out.dims[a.axis()] *= *n;
+    std::optional<int64_t> size = CheckedMul(out.dims[a.axis()], *n);
+    if (!size) {
+      return RuleError(op, operands, "axis {} (size {}) times the group size {} overflows",
+                       a.axis(), out.dims[a.axis()], *n);
+    }
+    out.dims[a.axis()] = *size;
   } else {
     out.dims.insert(out.dims.begin() + a.axis(), *n);
   }
@@ -168,6 +175,7 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
       return RuleError(op, operands, "split_axis {} (size {}) is not divisible by the axis size {}",
                        split, out.dims[split], *n);
     }
+    // The element count stays the operand's, so this cannot overflow.
     out.dims[split] /= *n;
     out.dims[concat] *= *n;
   } else {

@@ -82,7 +82,10 @@ absl::StatusOr<Types> ShardMap(const ShapeContext& ctx, const Types& operands, c
         !s.ok()) {
       return RuleError(op, operands, "{}", s.message());
     }
-    out.push_back({local.dtype, GlobalDims(mesh, a.out_specs(i), local.dims)});
+    absl::StatusOr<std::vector<int64_t>> global =
+        GlobalDims(mesh, a.out_specs(i), local.dims, fmt::format("shard_map out_specs[{}]", i));
+    if (!global.ok()) return RuleError(op, operands, "{}", global.status().message());
+    out.push_back({local.dtype, *std::move(global)});
   }
   return out;
 }

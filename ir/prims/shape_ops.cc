@@ -1,9 +1,11 @@
 // Shape rules of the data-movement primitives: broadcast_in_dim, reshape, transpose, slice,
 // dynamic_slice, dynamic_update_slice, concatenate.
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_join.h"
 #include "ir/prims/rule_util.h"
+#include "ir/types.h"
 
 namespace shardjit::ir::prims {
 namespace {
@@ -39,14 +41,17 @@ absl::StatusOr<Types> BroadcastInDim(const ShapeContext&, const Types& operands,
 
 absl::StatusOr<Types> Reshape(const ShapeContext&, const Types& operands, const Op& op) {
   std::vector<int64_t> sizes = ToVector(op.reshape().new_sizes());
-  int64_t n = 1;
   for (int64_t d : sizes) {
     if (d < 0) return RuleError(op, operands, "new_sizes has a negative dimension");
-    n *= d;
   }
-  if (n != operands[0].num_elements()) {
+  std::optional<int64_t> n = CheckedNumElements(sizes);
+  if (!n) {
+    return RuleError(op, operands, "new_sizes ({}) has more elements than int64 holds",
+                     absl::StrJoin(sizes, ","));
+  }
+  if (*n != operands[0].num_elements()) {
     return RuleError(op, operands, "new_sizes ({}) has {} elements, operand has {}",
-                     absl::StrJoin(sizes, ","), n, operands[0].num_elements());
+                     absl::StrJoin(sizes, ","), *n, operands[0].num_elements());
   }
   return Types{{operands[0].dtype, sizes}};
 }
@@ -83,7 +88,8 @@ absl::StatusOr<Types> Slice(const ShapeContext&, const Types& operands, const Op
       return RuleError(op, operands, "bad slice [{}:{}:{}] of dim {} (size {})", start[i],
                        limit[i], strides[i], i, x.dims[i]);
     }
-    out.dims.push_back((limit[i] - start[i] + strides[i] - 1) / strides[i]);
+    // ceil((limit - start) / stride), without overflow for any stride.
+    out.dims.push_back(limit[i] == start[i] ? 0 : (limit[i] - start[i] - 1) / strides[i] + 1);
   }
   return Types{out};
 }
@@ -153,7 +159,9 @@ absl::StatusOr<Types> Concatenate(const ShapeContext&, const Types& operands, co
     if (!compatible) {
       return RuleError(op, operands, "operands must agree in dtype and in every dim but {}", dim);
     }
-    out.dims[dim] += t.dims[dim];
+    std::optional<int64_t> size = CheckedAdd(out.dims[dim], t.dims[dim]);
+    if (!size) return RuleError(op, operands, "the sizes along dimension {} overflow", dim);
+    out.dims[dim] = *size;
   }
   return Types{out};
 }
