@@ -10,7 +10,7 @@
 #                                ASan+UBSan over every loader (IR text, binary and text proto,
 #                                .npy: the IR tests, npy_test and the three loader fuzz corpora)
 #                                and TSan over the thread pool, the scheduler (fibers, parking,
-#                                wakes) and the device allocator. Cold, about 4 minutes on 2 cores.
+#                                wakes) and the device allocator. Cold, about 3 minutes on 2 cores.
 # Other arguments go to both bazel test commands.
 set -uo pipefail
 cd "$(dirname "$0")/.."
