@@ -5,8 +5,10 @@
 // its inputs. The program runs on the reference backend and, after elementwise fusion, on the
 // x86 backend; both must succeed or fail alike and agree: integers and preds exactly, floats
 // within rounding (both non-finite counts as agreeing: approximations may overflow apart). Values
-// past a discontinuity of a rounded float (an s32 convert or a compare of a computed float, and
-// everything computed from those) may differ by a whole step and are not compared.
+// past a discontinuity of a rounded float (an s32 convert or a compare of a computed float) or
+// past a function of a sum that may have cancelled (exp, tanh, a product... of such a sum: its
+// error is the size of the terms, not of the sum), and everything computed from those, may
+// differ by more than rounding and are not compared (see Lineage).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -186,6 +188,36 @@ bool Agree(double want, double got, DType dtype, double scale) {
   return std::abs(want - got) <= rel * std::abs(want) + 1e-4 * (1 + scale);
 }
 
+// Which values the backends may compute apart by more than rounding. Computed floats may round
+// differently (FMA contraction, approximations, summation order): `rounded`. A sum of rounded
+// values (add, sub, dot_general, reduce_sum) may cancel, keeping an error the size of its terms:
+// `cancelled`; moving it around keeps that, but any other function of it (exp, tanh, a product, a
+// compare...) may turn the error into anything: `unstable`, as are integers and preds made from
+// rounded floats (a step apart at a boundary) and everything computed from an unstable value.
+struct Lineage {
+  std::set<int64_t> rounded, cancelled, unstable;
+
+  void Add(const std::string& opcode, const std::vector<int64_t>& operands, int64_t result,
+           DType dtype) {
+    auto any = [&](const std::set<int64_t>& s) {
+      return std::any_of(operands.begin(), operands.end(),
+                         [&](int64_t v) { return s.count(v) > 0; });
+    };
+    static const std::set<std::string> kSums = {"add", "sub", "dot_general", "reduce_sum"};
+    static const std::set<std::string> kMoves = {
+        "slice",  "transpose", "broadcast_in_dim", "reshape",    "concatenate", "neg", "abs",
+        "max",    "min",       "reduce_max",       "reduce_min", "select",      "convert_element_type"};
+    const bool is_float = ir::IsFloating(dtype);
+    if (any(unstable) || (!is_float && any(rounded)) ||
+        (any(cancelled) && kMoves.count(opcode) == 0 && kSums.count(opcode) == 0)) {
+      unstable.insert(result);
+    } else if (is_float) {
+      rounded.insert(result);
+      if (any(cancelled) || (kSums.count(opcode) > 0 && any(rounded))) cancelled.insert(result);
+    }
+  }
+};
+
 [[noreturn]] void Fail(const std::string& what, const ir::Module& module) {
   std::fprintf(stderr, "%s\n%s\n", what.c_str(), ir::PrintModule(module).c_str());
   std::abort();
@@ -212,27 +244,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     param_types.push_back(RandomType(in));
     values.push_back(b.AddParam(param_types.back()));
   }
-  // Computed floats may round differently on the two backends (FMA contraction, approximations,
-  // summation order); integers and preds made from them may then differ by a step, and so may
-  // everything computed from those.
-  std::set<int64_t> rounded, unstable;
+  Lineage lineage;
   for (int64_t i = 0, n = in.Pick(24); i < n && !in.empty(); ++i) {
     std::vector<int64_t> operands;
     ir::Op op = RandomOp(in, b, values, operands);
+    const std::string opcode = op.opcode();
     absl::StatusOr<std::vector<int64_t>> results = b.AddOp(std::move(op), operands);
     if (!results.ok()) continue;
-    const bool any_rounded = std::any_of(operands.begin(), operands.end(),
-                                         [&](int64_t v) { return rounded.count(v) > 0; });
-    const bool any_unstable = std::any_of(operands.begin(), operands.end(),
-                                          [&](int64_t v) { return unstable.count(v) > 0; });
-    for (int64_t r : *results) {
-      const bool is_float = ir::IsFloating(b.TypeOf(r).dtype);
-      if (any_unstable || (!is_float && any_rounded)) {
-        unstable.insert(r);
-      } else if (is_float) {
-        rounded.insert(r);
-      }
-    }
+    for (int64_t r : *results) lineage.Add(opcode, operands, r, b.TypeOf(r).dtype);
     values.insert(values.end(), results->begin(), results->end());
   }
   // Elements past this make the reference backend slow; such programs prove nothing more.
@@ -271,7 +290,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Tensor& w = (*want)[r];
     const Tensor& g = (*got)[r];
     if (w.type() != g.type()) Fail("result " + std::to_string(r) + " types differ", fused);
-    if (unstable.count(results[r]) > 0) continue;
+    if (lineage.unstable.count(results[r]) > 0) continue;
     const std::vector<double> wv = w.ToDoubles(), gv = g.ToDoubles();
     double scale = 0;
     for (double v : wv) {
