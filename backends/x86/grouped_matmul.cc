@@ -81,7 +81,7 @@ absl::Status RunBlocks(const std::vector<Block>& blocks, ArgsOf args_of) {
   const backends::Parallelism parallel = backends::CurrentParallelism();
   parallel.ParallelFor(static_cast<int>(blocks.size()), [&](int i) {
     GemmArgs args = args_of(blocks[i]);
-    args.parallel.stop = parallel.stop;  // each block runs on one thread, polling the program's
+    args.parallel.stop = parallel.stop;  // one thread per block; it polls the program's signal
     absl::Status s = Gemm(args);
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
