@@ -12,21 +12,19 @@
 namespace shardjit::ir {
 
 absl::Status ValidateMesh(const Mesh& mesh, std::string_view what) {
+  auto error = [&](const std::string& m) {
+    return absl::InvalidArgumentError(fmt::format("{}: mesh {}{}", what, MeshToString(mesh), m));
+  };
   std::set<std::string> names;
   int64_t size = 1;
   for (const MeshAxis& a : mesh.axes()) {
     if (a.name().empty() || !names.insert(a.name()).second) {
-      return absl::InvalidArgumentError(fmt::format("{}: mesh {}: axis name \"{}\" is empty or repeated",
-                                                    what, MeshToString(mesh), a.name()));
+      return error(fmt::format(": axis name \"{}\" is empty or repeated", a.name()));
     }
-    if (a.size() < 1) {
-      return absl::InvalidArgumentError(fmt::format("{}: mesh {}: axis \"{}\" has size {}", what,
-                                                    MeshToString(mesh), a.name(), a.size()));
-    }
+    if (a.size() < 1) return error(fmt::format(": axis \"{}\" has size {}", a.name(), a.size()));
     std::optional<int64_t> product = CheckedMul(size, a.size());
     if (!product || *product > kMaxMeshDevices) {
-      return absl::InvalidArgumentError(fmt::format("{}: mesh {} has more than {} devices (2^20)",
-                                                    what, MeshToString(mesh), kMaxMeshDevices));
+      return error(fmt::format(" has more than {} devices (2^20)", kMaxMeshDevices));
     }
     size = *product;
   }
