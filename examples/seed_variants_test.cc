@@ -73,12 +73,15 @@ TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
   std::map<std::string, std::vector<std::string>> expected = {
       // The partitioner fetches the one block of w each device multiplies (the device grid
       // transposed) and leaves the result layout to the compiler (as in JAX): the partial sums
-      // end in a psum_scatter over y.
+      // end in a psum_scatter over y, which collective fusion turns into a reduce-scatter ring
+      // (each step's block of x's rows read in place).
       {"a", {"view=per_device", "ppermute[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]",
-             "dot_general", "psum_scatter[axes=(y) scatter_dimension=0 tiled=True]",
-             "result_shardings=(P((x,y),None))"}},
-      {"b", {"all_gather[axes=(y) axis=1 tiled=True]", "all_gather[axes=(x) axis=0 tiled=True]",
-             "dot_general"}},
+             "f32[512,1024] = dot_general", "ppermute_start[axes=(y) perm=((0,1),(1,0))]",
+             "dot_accumulate", "result_shardings=(P((x,y),None))"}},
+      // x's gather over y (along the contracting dim) becomes a ring multiplying row blocks of
+      // w's gather over x as x's shards arrive.
+      {"b", {"all_gather[axes=(x) axis=0 tiled=True]", "ppermute_start[axes=(y)",
+             "dot_accumulate"}},
       // The bf16 partial sums stay in f32 and round once.
       {"c", {"ppermute_start[axes=(x,y)", "ppermute_done",
              "f32[1024,1024] = dot_general", "f32[1024,1024] = psum[axes=(y)]",
@@ -106,16 +109,22 @@ TEST(SeedVariantsTest, GlobalViewMatmulDoesNoRedundantWork) {
     int64_t sx, sy;
     std::vector<std::string> fragments;
   };
+  // Where the partial sums end in a psum_scatter, collective fusion makes it a reduce-scatter
+  // ring: one block of the product per step.
   const std::vector<Case> cases = {
       {2, 2,
        {"ppermute[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))] b",
-        "f32[1024,1024] = dot_general", "psum_scatter[axes=(y)"}},
+        "f32[512,1024] = dot_general", "ppermute_start[axes=(y) perm=((0,1),(1,0))]",
+        "dot_accumulate"}},
       // Device (i, j) receives w's block j from device (j, i): the grid transposed.
       {4, 4,
        {"a:bf16[512,512] b:bf16[512,1024]", "ppermute[axes=(x,y) perm=((0,0),(4,1),(8,2),",
-        "f32[512,1024] = dot_general", "f32[128,1024] = psum_scatter[axes=(y)"}},
+        "f32[128,1024] = dot_general", "ppermute_start[axes=(y) perm=((0,1),(1,2),(2,3),(3,0))]",
+        "dot_accumulate"}},
       {2, 4, {"all_to_all[axes=(y)", "ppermute_start[axes=(x)", "dot_accumulate"}},
-      {4, 2, {"all_gather[axes=(x) axis=0", "f32[512,1024] = dot_general", "psum_scatter"}},
+      {4, 2,
+       {"all_gather[axes=(x) axis=0", "f32[256,1024] = dot_general", "ppermute_start[axes=(y)",
+        "dot_accumulate"}},
   };
   const int64_t m = 2048, k = 2048, n = 1024;
   for (const Case& c : cases) {

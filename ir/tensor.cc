@@ -102,6 +102,13 @@ Tensor Tensor::Reshaped(const std::vector<int64_t>& dims) const {
   return t;
 }
 
+Tensor Tensor::Subrange(int64_t first, const ShapedType& type) const {
+  Tensor t = *this;
+  t.type_ = type;
+  if (type.num_elements() > 0) t.offset_ += first * DTypeSize(type.dtype);
+  return t;
+}
+
 Tensor Tensor::Copy(Allocator* allocator) const {
   Tensor t = Empty(type_, allocator);
   if (byte_size() > 0) std::memcpy(t.data(), data(), byte_size());

@@ -56,8 +56,10 @@ class Tensor {
   int64_t num_elements() const { return type_.num_elements(); }
   int64_t byte_size() const { return type_.byte_size(); }
 
-  void* data() { return storage_ ? storage_->ptr : nullptr; }
-  const void* data() const { return storage_ ? storage_->ptr : nullptr; }
+  void* data() { return storage_ ? static_cast<char*>(storage_->ptr) + offset_ : nullptr; }
+  const void* data() const {
+    return storage_ ? static_cast<const char*>(storage_->ptr) + offset_ : nullptr;
+  }
   template <typename T>
   T* data_as() {
     return static_cast<T*>(data());
@@ -74,6 +76,9 @@ class Tensor {
 
   // The same storage viewed with another shape of the same element count.
   Tensor Reshaped(const std::vector<int64_t>& dims) const;
+  // The `type.num_elements()` elements from row-major element `first` on, viewed as an array of
+  // `type` (same dtype) in this storage: no copy. The range must lie inside this array.
+  Tensor Subrange(int64_t first, const ShapedType& type) const;
   // A fresh copy in `allocator`'s memory.
   Tensor Copy(Allocator* allocator = nullptr) const;
   // Same storage object (zero-copy aliasing check).
@@ -95,6 +100,7 @@ class Tensor {
   };
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<AsyncValue> future_;
+  int64_t offset_ = 0;  // bytes from the storage's start to element 0 (non-zero in subranges)
   ShapedType type_;
 };
 

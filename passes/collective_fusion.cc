@@ -33,6 +33,16 @@ Dims FreeDims(int64_t rank, const Dims& batch, const Dims& contracting) {
   return free;
 }
 
+// Bytes a ring moves to take blocks of `t` along `dim` as dot operands: none when each block is
+// one run of `t`'s elements (every dim before `dim` has size 1), which the backends read in place;
+// otherwise each block is copied out (written, then read).
+double BlockCopyBytes(const ir::ShapedType& t, int64_t dim) {
+  for (int64_t d = 0; d < dim; ++d) {
+    if (t.dims[d] != 1) return 2.0 * static_cast<double>(t.byte_size());
+  }
+  return 0;
+}
+
 class Matcher {
  public:
   Matcher(const ir::Mesh& mesh, const Facts& facts, const CollectiveFusionOptions& options,
@@ -104,7 +114,7 @@ class Matcher {
       if (k >= 0) {
         gm.contracting = true;
         gm.other_dim = other_contracting[k];
-        extra = 2.0 * facts_.Type(dot.operands(1 - side)).byte_size();
+        extra = BlockCopyBytes(facts_.Type(dot.operands(1 - side)), gm.other_dim);
       } else {
         const int64_t lhs_rank = facts_.Type(dot.operands(0)).rank();
         const Dims lhs_free = FreeDims(lhs_rank, ToDims(a.lhs_batch_dims()),
@@ -154,12 +164,12 @@ class Matcher {
       ms.side = 1;
       ms.dim = rhs_free[d - lhs_free.size()];
     }
-    // Unfused, the full product is written, then read by the psum_scatter; the ring copies each
-    // block of the scattered operand (the running sums it receives are handed over, and added
-    // into in place).
+    // Unfused, the full product is written, then read by the psum_scatter; the ring takes blocks
+    // of the scattered operand (the running sums it receives are handed over, and added into in
+    // place).
     const ir::ShapedType product = ir::FromProto(dot.result_types(0));
     const double full = static_cast<double>(product.byte_size());
-    const double copied = 2.0 * facts_.Type(dot.operands(ms.side)).byte_size();
+    const double copied = BlockCopyBytes(facts_.Type(dot.operands(ms.side)), ms.dim);
     if (!Favoured((ms.n - 1) * options_.step_seconds + Seconds(copied), Seconds(2.0 * full))) {
       return false;
     }

@@ -276,5 +276,22 @@ TEST(CollectiveFusionTest, TheTimeModelTakesLargeGathers) {
   EXPECT_THAT(text, Not(HasSubstr("all_gather")));
 }
 
+// A block of the scattered operand's leading rows is read in place, so the reduce-scatter ring
+// pays only its steps; a block of columns is copied out, which a product smaller than the operand
+// does not repay.
+TEST(CollectiveFusionTest, TheTimeModelPricesTheScatteredOperandsBlocks) {
+  auto module = [](int dim, const std::string& result) {
+    return Module("x:2,y:2", "0,1,2,3", "P(None,x),P(x,y)", "a:f32[64,4096] b:f32[4096,2048]",
+                  "    c:f32[64,2048] = dot_general[lhs_contracting_dims=(1) "
+                  "rhs_contracting_dims=(0) preferred_element_type=f32] a b\n"
+                  "    d:" + result + " = psum_scatter[axes=(x) scatter_dimension=" +
+                      std::to_string(dim) + " tiled=True] c\n",
+                  "d");
+  };
+  EXPECT_THAT(Fused(module(0, "f32[32,2048]")), HasSubstr("dot_accumulate"));
+  EXPECT_EQ(Fused(module(1, "f32[64,1024]")), "(unchanged)");
+  EXPECT_THAT(Fused(module(1, "f32[64,1024]"), Always()), HasSubstr("dot_accumulate"));
+}
+
 }  // namespace
 }  // namespace shardjit::passes

@@ -163,13 +163,29 @@ absl::StatusOr<int64_t> ElementBytes(const ir::Op& op, const ir::Tensor& t) {
   return elem;
 }
 
-// The window of `x` starting at `starts` with element steps `steps`, as the result of `op`.
+// Whether a window of `sizes` with `steps` is one run of consecutive elements of a row-major
+// array of `dims`: one element along the dims before some dim, whole along the dims after it.
+bool IsOneRun(const Dims& dims, const Dims& sizes, const Dims& steps) {
+  int64_t d = static_cast<int64_t>(dims.size()) - 1;
+  while (d >= 0 && sizes[d] == dims[d]) {
+    if (sizes[d] > 1 && steps[d] != 1) return false;
+    --d;
+  }
+  if (d >= 0 && sizes[d] > 1 && steps[d] != 1) return false;
+  for (int64_t i = 0; i < d; ++i) {
+    if (sizes[i] != 1) return false;
+  }
+  return true;
+}
+
+// The window of `x` starting at `starts` with element steps `steps`, as the result of `op`. A
+// window that is one run of `x`'s elements (a block of leading rows) is a subrange of `x`'s
+// storage, not a copy.
 Results Window(const ir::Op& op, const ir::Tensor& x, const Dims& starts, const Dims& steps,
                ir::Allocator* allocator) {
   absl::StatusOr<int64_t> elem = ElementBytes(op, x);
   if (!elem.ok()) return elem.status();
-  ir::Tensor out = ir::Tensor::Empty(reference::ResultType(op), allocator);
-  if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
+  const ir::ShapedType type = reference::ResultType(op);
   const Dims x_strides = ir::RowMajorStrides(x.dims());
   Dims src_strides(x_strides.size());
   int64_t offset = 0;
@@ -177,6 +193,11 @@ Results Window(const ir::Op& op, const ir::Tensor& x, const Dims& starts, const 
     src_strides[i] = x_strides[i] * steps[i];
     offset += starts[i] * x_strides[i];
   }
+  if (type.num_elements() > 0 && IsOneRun(x.dims(), type.dims, steps)) {
+    return std::vector<ir::Tensor>{x.Subrange(offset, type)};
+  }
+  ir::Tensor out = ir::Tensor::Empty(type, allocator);
+  if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
   CopyLoops(out.data_as<char>(), x.data_as<char>() + offset * *elem,
             reference::CollapseLoops(out.dims(), ir::RowMajorStrides(out.dims()), src_strides),
             *elem);

@@ -162,6 +162,39 @@ TEST_P(CopyKernelsTest, DynamicSliceClampsLikeJax) {
   }
 }
 
+// A window that is one run of the operand's elements (leading rows, or one element of the leading
+// dims and whole along the rest) is read in place; any other window is a copy.
+TEST_P(CopyKernelsTest, OneRunWindowsShareTheOperandsStorage) {
+  struct Case {
+    Dims dims, sizes, starts;
+    bool shared;
+  };
+  const Case cases[] = {
+      {{8, 6}, {3, 6}, {2, 0}, true},          {{8, 6}, {8, 6}, {0, 0}, true},
+      {{8, 6}, {1, 4}, {5, 1}, true},          {{2, 3, 5}, {1, 2, 5}, {1, 1, 0}, true},
+      {{2, 3, 5}, {1, 1, 3}, {1, 2, 2}, true}, {{1, 1, 7}, {1, 1, 7}, {0, 0, 0}, true},
+      {{8, 6}, {3, 5}, {2, 0}, false},         {{2, 3, 5}, {2, 1, 5}, {0, 1, 0}, false},
+      {{2, 3, 5}, {1, 2, 4}, {0, 0, 0}, false},
+  };
+  for (DType dtype : kDTypes) {
+    for (const Case& c : cases) {
+      Tensor x = RandomTensor(dtype, c.dims, rng_);
+      ir::Op op;
+      op.set_opcode("dynamic_slice");
+      for (int64_t s : c.sizes) op.mutable_dynamic_slice()->add_slice_sizes(s);
+      std::vector<Tensor> operands = {x};
+      for (int64_t s : c.starts) operands.push_back(Index(s));
+      const std::string what = Describe("dynamic_slice", dtype, c.dims, c.sizes, c.starts);
+      ExpectSameAsReference(op, operands, DynamicSliceKernel, what);
+      if (!SetResultType(op, operands)) continue;
+      absl::StatusOr<std::vector<Tensor>> got =
+          DynamicSliceKernel(op, operands, ir::HostAllocator());
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status();
+      EXPECT_EQ((*got)[0].SharesStorageWith(x), c.shared) << what;
+    }
+  }
+}
+
 TEST_P(CopyKernelsTest, DynamicUpdateSliceCopyingAndInPlace) {
   for (DType dtype : kDTypes) {
     for (const Dims& dims : kShapes) {
@@ -482,6 +515,27 @@ TEST(DynamicUpdateSliceInPlace, ViewOfTheOperandKeepsItsBuffer) {
     f:f32[64,6] = sub d e
   in (f) })";
   ExpectSameResults(RunBoth(body, Args(5)));
+}
+
+TEST(DynamicUpdateSliceInPlace, RowsReadInPlaceKeepTheirOperand) {
+  // `d` is a block of c's rows in c's storage: updating it must not write into `c`, which is read
+  // after; and `g` (rows of the argument) must not write into the caller's array.
+  const std::string body = R"({ lambda ; a:f32[64,6] b:f32[16,6]. let
+    c:f32[64,6] = add a a
+    i:s32[] = constant[dtype=s32 value=(16)]
+    j:s32[] = constant[dtype=s32 value=(0)]
+    d:f32[32,6] = dynamic_slice[slice_sizes=(32,6)] c i j
+    e:f32[32,6] = dynamic_update_slice d b i j
+    f:f32[32,6] = dynamic_slice[slice_sizes=(32,6)] c i j
+    g:f32[32,6] = dynamic_slice[slice_sizes=(32,6)] a j j
+    h:f32[32,6] = dynamic_update_slice g b j j
+    k:f32[32,6] = sub e f
+  in (k, h, c) })";
+  std::vector<Tensor> args = Args(8);
+  const Tensor before = args[0].Copy();
+  ProgramRun run = RunBoth(body, args);
+  ExpectSameResults(run);
+  EXPECT_EQ(std::memcmp(args[0].data(), before.data(), before.byte_size()), 0);
 }
 
 TEST(DynamicUpdateSliceInPlace, CarryReturnedAsAnotherCarryKeepsItsBuffer) {
