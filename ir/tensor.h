@@ -9,22 +9,10 @@
 #include <memory>
 #include <vector>
 
+#include "ir/allocator.h"
 #include "ir/types.h"
 
 namespace shardjit::ir {
-
-class Allocator {
- public:
-  virtual ~Allocator() = default;
-  // 64-byte aligned; may return nullptr for 0 bytes.
-  virtual void* Allocate(size_t bytes) = 0;
-  virtual void Deallocate(void* ptr, size_t bytes) = 0;
-  // Keeps the allocator alive while memory it made is live (null for immortal allocators).
-  virtual std::shared_ptr<Allocator> KeepAlive() { return nullptr; }
-};
-
-// Plain aligned heap memory, not accounted to any device.
-Allocator* HostAllocator();
 
 // The state of an in-flight asynchronous collective, owned by whoever runs it (the runtime). A
 // Tensor of a future type holds one instead of storage.

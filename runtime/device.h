@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "ir/tensor.h"
+#include "ir/allocator.h"
 #include "runtime/sanitizers.h"
 #include "runtime/spin_mutex.h"
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "backends/executable.h"
+#include "backends/span.h"
 #include "backends/thread_pool.h"
 #include "runtime/fiber.h"
 
