@@ -2,8 +2,8 @@
 # The sanitizer runs, each sanitizer building in an output base of its own (/tmp/shardjit_asan,
 # /tmp/shardjit_tsan) so that the normal build's cache stays as it is. Ends with
 # "N passed, M failed" over both runs.
-#   scripts/sanitize.sh          ASan+UBSan over the runtime, IR, passes, tools, GEMM, grouped
-#                                matmul, collective and example tests, then TSan over the runtime,
+#   scripts/sanitize.sh          ASan+UBSan over the runtime, IR, passes, tools, GEMM, copy kernels,
+#                                grouped matmul, collective and example tests, then TSan over the runtime,
 #                                scheduler, fabric, point-to-point and cancellation tests.
 #                                Cold, about 11 minutes on 2 cores.
 #   scripts/sanitize.sh --ci     the subset CI runs after the normal tests, within its budget:
@@ -22,6 +22,7 @@ if [ "${1:-}" = "--ci" ]; then
   tsan_targets=(//backends:thread_pool_test //runtime:scheduler_test //runtime:device_test)
 else
   asan_targets=(//runtime:all //ir:all //passes:all //tools:all //backends/x86:gemm_test
+                //backends/x86:copy_kernels_test
                 //tests:collectives_test_2threads //tests:collectives_errors_test_1threads
                 //tests:cancellation_test //tests:ragged_all_to_all_test_2threads
                 //tests:psend_precv_test_1threads //backends/x86:grouped_matmul_test

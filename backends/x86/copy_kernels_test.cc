@@ -66,6 +66,13 @@ bool SetResultType(ir::Op& op, const std::vector<Tensor>& operands) {
   return true;
 }
 
+// Whether `a` and `b` (of one byte size) hold the same bytes; an empty array's data may be null,
+// which memcmp must not be given.
+bool SameBytes(const Tensor& a, const Tensor& b) {
+  return a.byte_size() == b.byte_size() &&
+         (a.byte_size() == 0 || std::memcmp(a.data(), b.data(), a.byte_size()) == 0);
+}
+
 // Runs `kernel` and the reference kernel of op and expects the same type and bytes.
 void ExpectSameAsReference(ir::Op op, const std::vector<Tensor>& operands, const KernelFn& kernel,
                            const std::string& what) {
@@ -78,7 +85,7 @@ void ExpectSameAsReference(ir::Op op, const std::vector<Tensor>& operands, const
   const Tensor& g = (*got)[0];
   const Tensor& w = (*want)[0];
   ASSERT_EQ(g.type(), w.type()) << what;
-  EXPECT_EQ(std::memcmp(g.data(), w.data(), w.byte_size()), 0) << what;
+  EXPECT_TRUE(SameBytes(g, w)) << what;
 }
 
 std::string Describe(const std::string& op, DType dtype, const Dims& dims, const Dims& a,
@@ -219,7 +226,7 @@ TEST_P(CopyKernelsTest, DynamicUpdateSliceCopyingAndInPlace) {
           // `x` is held here too: the kernel must copy and leave it as it was.
           const Tensor before = x.Copy();
           ExpectSameAsReference(op, operands, DynamicUpdateSliceKernel, what);
-          ASSERT_EQ(std::memcmp(x.data(), before.data(), x.byte_size()), 0) << what;
+          ASSERT_TRUE(SameBytes(x, before)) << what;
           // Donated (the only reference): the update lands in the operand's own buffer.
           if (!SetResultType(op, operands)) return;
           absl::StatusOr<std::vector<Tensor>> want =
@@ -235,7 +242,7 @@ TEST_P(CopyKernelsTest, DynamicUpdateSliceCopyingAndInPlace) {
           if (update.num_elements() > 0 && update.dims() != dims) {
             EXPECT_EQ(g.data(), buffer) << what;
           }
-          EXPECT_EQ(std::memcmp(g.data(), (*want)[0].data(), g.byte_size()), 0) << what;
+          EXPECT_TRUE(SameBytes(g, (*want)[0])) << what;
         }
       }
     }
@@ -428,7 +435,7 @@ void ExpectSameResults(const ProgramRun& run) {
   ASSERT_FALSE(run.x86.empty());
   for (size_t i = 0; i < run.x86.size(); ++i) {
     ASSERT_EQ(run.x86[i].type(), run.reference[i].type());
-    EXPECT_EQ(std::memcmp(run.x86[i].data(), run.reference[i].data(), run.x86[i].byte_size()), 0)
+    EXPECT_TRUE(SameBytes(run.x86[i], run.reference[i]))
         << "result " << i;
   }
 }
@@ -475,7 +482,7 @@ TEST(DynamicUpdateSliceInPlace, CallersArgumentIsCopiedOnce) {
   const Tensor before = args[0].Copy();
   ProgramRun run = RunBoth(body, args);
   ExpectSameResults(run);
-  EXPECT_EQ(std::memcmp(args[0].data(), before.data(), before.byte_size()), 0);
+  EXPECT_TRUE(SameBytes(args[0], before));
   EXPECT_EQ(run.acc_allocations,
             1);  // the first update copies the argument, the others reuse it
 }
@@ -490,7 +497,7 @@ TEST(DynamicUpdateSliceInPlace, ParamUpdatedDirectlyIsNotTouched) {
   const Tensor before = args[0].Copy();
   ProgramRun run = RunBoth(body, args);
   ExpectSameResults(run);
-  EXPECT_EQ(std::memcmp(args[0].data(), before.data(), before.byte_size()), 0);
+  EXPECT_TRUE(SameBytes(args[0], before));
 }
 
 TEST(DynamicUpdateSliceInPlace, ValueReadAfterTheUpdateKeepsItsBuffer) {
@@ -535,7 +542,7 @@ TEST(DynamicUpdateSliceInPlace, RowsReadInPlaceKeepTheirOperand) {
   const Tensor before = args[0].Copy();
   ProgramRun run = RunBoth(body, args);
   ExpectSameResults(run);
-  EXPECT_EQ(std::memcmp(args[0].data(), before.data(), before.byte_size()), 0);
+  EXPECT_TRUE(SameBytes(args[0], before));
 }
 
 TEST(DynamicUpdateSliceInPlace, CarryReturnedAsAnotherCarryKeepsItsBuffer) {
