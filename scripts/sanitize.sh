@@ -2,9 +2,10 @@
 # The sanitizer runs, each sanitizer building in an output base of its own (/tmp/shardjit_asan,
 # /tmp/shardjit_tsan) so that the normal build's cache stays as it is. Ends with
 # "N passed, M failed" over both runs.
-#   scripts/sanitize.sh          ASan+UBSan over the runtime, IR, passes, tools, GEMM, copy kernels,
-#                                grouped matmul, collective and example tests, then TSan over the runtime,
-#                                scheduler, fabric, point-to-point and cancellation tests.
+#   scripts/sanitize.sh          ASan+UBSan over the runtime, IR, passes, tools, GEMM, copy
+#                                kernels, grouped matmul, collective and example tests, then TSan
+#                                over the runtime, scheduler, fabric, point-to-point and
+#                                cancellation tests.
 #                                Cold, about 11 minutes on 2 cores.
 #   scripts/sanitize.sh --ci     the subset CI runs after the normal tests, within its budget:
 #                                ASan+UBSan over every loader (IR text, binary and text proto,
