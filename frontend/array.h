@@ -18,7 +18,8 @@ using ir::bf16;
 
 class Array {
  public:
-  // `shards[p]` is the block of mesh position p, in its device's memory.
+  // `shards[p]` is the block of mesh position p, in its device's memory; in a job of several
+  // processes, undefined (Tensor()) where p's device belongs to another process.
   Array(ShapedType type, NamedSharding sharding, std::vector<Tensor> shards)
       : type_(std::move(type)), sharding_(std::move(sharding)), shards_(std::move(shards)) {}
 
@@ -28,8 +29,11 @@ class Array {
   const NamedSharding& sharding() const { return sharding_; }
   const std::vector<Tensor>& shards() const { return shards_; }
 
+  // Whether this process holds every block of the array (always, in a job of one process).
+  bool fully_addressable() const;
   // The whole array in host memory (blocks of replicated axes are taken from the lowest mesh
-  // position that holds them).
+  // position that holds them). FailedPrecondition, naming the blocks' processes, when some block
+  // lives only in other processes: process_allgather gathers those.
   absl::StatusOr<Tensor> ToHost() const;
 
  private:
@@ -38,9 +42,16 @@ class Array {
   std::vector<Tensor> shards_;
 };
 
-// Lays out a host tensor over a mesh; errors name a spec that does not divide a dimension.
+// The whole array in host memory on every process of the job, like JAX's
+// multihost_utils.process_allgather: every process must call it for the same array (the k-th
+// calls meet), each contributing the blocks it holds.
+absl::StatusOr<Tensor> process_allgather(const Array& array);
+
+// Lays out a host tensor over a mesh, keeping the blocks of this process's devices; errors name a
+// spec that does not divide a dimension.
 absl::StatusOr<Array> device_put(const Tensor& host, const NamedSharding& sharding);
-// Re-lays out an array (any sharding to any sharding, on the same runtime).
+// Re-lays out an array (any sharding to any sharding, on the same runtime). An array not fully
+// addressable goes through process_allgather: every process must call it.
 absl::StatusOr<Array> device_put(const Array& array, const NamedSharding& sharding);
 
 // Host tensors from values (converted to `dtype`).

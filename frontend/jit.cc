@@ -1,6 +1,7 @@
 #include "frontend/jit.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/status/status.h"
@@ -224,7 +225,10 @@ absl::StatusOr<std::vector<Array>> RunPerPosition(
   std::vector<Array> results;
   for (size_t r = 0; r < s.result_types.size(); ++r) {
     std::vector<Tensor> shards;
-    for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*out)[p][r]));
+    for (int64_t p = 0; p < n; ++p) {
+      // Positions of other processes have no results here.
+      shards.push_back((*out)[p].empty() ? Tensor() : std::move((*out)[p][r]));
+    }
     results.emplace_back(s.result_types[r], s.result_shardings[r], std::move(shards));
   }
   return results;
@@ -318,6 +322,18 @@ absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
         options.pipeline.machine->flops_per_second = rates.gemm_flops_per_second;
       }
       options.pipeline.machine->bytes_per_second = rates.copy_bytes_per_second;
+      // Processes of one job must choose the same plan: every one prices it by process 0's rates.
+      if (!shardings.empty() && shardings[0].mesh().runtime().num_processes() > 1) {
+        runtime::ProcessGroup& group = *shardings[0].mesh().runtime().processes();
+        passes::MachineModel& m = *options.pipeline.machine;
+        absl::StatusOr<std::string> agreed = group.AgreeOn(
+            "host_rates", fmt::format("{:a} {:a}", m.flops_per_second, m.bytes_per_second));
+        if (!agreed.ok()) return agreed.status();
+        if (std::sscanf(agreed->c_str(), "%la %la", &m.flops_per_second, &m.bytes_per_second) !=
+            2) {
+          return absl::DataLossError(fmt::format("host rates from process 0: \"{}\"", *agreed));
+        }
+      }
     }
   }
   passes::Pipeline pipeline =

@@ -13,6 +13,7 @@
 #include "frontend/array.h"
 #include "frontend/collectives.h"
 #include "frontend/control_flow.h"
+#include "frontend/distributed.h"
 #include "frontend/jit.h"
 #include "frontend/mpmd.h"
 #include "frontend/ops.h"

@@ -1,6 +1,7 @@
 #include "runtime/fabric.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
@@ -52,7 +53,8 @@ RunState::RunState(const CollectivePlan& plan, SlotCache* cache)
       next_seq_(size_, 0),
       waiting_(size_),
       scratch_(size_),
-      receiving_from_(size_, -1) {
+      receiving_from_(size_, -1),
+      gone_(size_, false) {
   slots_.reserve(16);
   if (cache_ != nullptr) {
     std::lock_guard<std::mutex> lock(cache_->mu);
@@ -109,11 +111,85 @@ void RunState::ReleaseSlot(int64_t seq) {
   slots_.erase(it);
 }
 
-void RunState::Cancel(const absl::Status& status) {
+void RunState::Cancel(const absl::Status& status) { CancelRun(status, /*post=*/true); }
+
+void RunState::CancelFromPeer(const absl::Status& status) { CancelRun(status, /*post=*/false); }
+
+void RunState::CancelRun(const absl::Status& status, bool post) {
+  bool first = false;
+  {
+    std::lock_guard<SpinMutex> lock(mu_);
+    first = !cancelled_;
+    if (status_.ok()) status_ = status;
+    cancelled_ = true;
+    for (int64_t p = 0; p < size_; ++p) WakePosition(p);
+  }
+  if (post && first && remote_ != nullptr) remote_->PostFailure(status);
+}
+
+int RunState::LocalMembers(const CollectiveGroup& group) const {
+  if (remote_ == nullptr) return static_cast<int>(group.members.size());
+  int local = 0;
+  for (int64_t member : group.members) local += remote_->IsLocal(member) ? 1 : 0;
+  return local;
+}
+
+void RunState::WakeCompleteGroups(const Slot& slot) {
+  for (int64_t waiter : slot.waiters) {
+    if (GroupHere(slot, *waiting_[waiter].ticket->group)) WakePosition(waiter);
+  }
+}
+
+void RunState::DeliverArrival(int64_t seq, int64_t position, const ResolvedCollective* resolved,
+                              std::vector<ir::Tensor> operands,
+                              std::vector<ir::ShapedType> types) {
   std::lock_guard<SpinMutex> lock(mu_);
-  if (status_.ok()) status_ = status;
-  cancelled_ = true;
-  for (int64_t p = 0; p < size_; ++p) WakePosition(p);
+  if (cancelled_) return;
+  ++arrivals_;
+  Slot& slot = SlotFor(seq);
+  Arrival& theirs = slot.arrivals[position];
+  theirs.present = true;
+  ++slot.present;
+  theirs.resolved = resolved;
+  theirs.operands = std::move(operands);
+  theirs.types = std::move(types);
+  WakeCompleteGroups(slot);
+}
+
+void RunState::MarkGone(const std::vector<int64_t>& positions, const absl::Status& why) {
+  std::unique_lock<SpinMutex> lock(mu_);
+  if (gone_status_.ok()) gone_status_ = why;
+  for (int64_t p : positions) gone_[p] = true;
+  for (int64_t p = 0; p < size_; ++p) {
+    if (waiting_[p].task == nullptr) continue;
+    if (FailIfWaitingOnGone(lock, waiting_[p].ticket, receiving_from_[p])) return;
+  }
+}
+
+bool RunState::FailIfWaitingOnGone(std::unique_lock<SpinMutex>& lock, const Ticket* ticket,
+                                   int64_t source) {
+  if (gone_status_.ok() || cancelled_) return false;
+  bool waits = source >= 0 && gone_[source];
+  if (ticket != nullptr) {
+    const Slot* slot = FindSlot(ticket->seq);
+    for (int64_t member : ticket->group->members) {
+      waits = waits || (gone_[member] && (slot == nullptr || !slot->arrivals[member].present));
+    }
+  }
+  if (!waits) return false;
+  absl::Status why = gone_status_;
+  lock.unlock();
+  CancelRun(why, /*post=*/false);  // every process hears the goodbye itself
+  lock.lock();
+  return true;
+}
+
+void RunState::DeliverMail(int64_t source, int64_t target, ir::Tensor x) {
+  std::lock_guard<SpinMutex> lock(mu_);
+  if (cancelled_) return;
+  ++arrivals_;
+  mail_[{source, target}].push_back(std::move(x));
+  WakePosition(target);
 }
 
 absl::Status RunState::status() const {
@@ -175,10 +251,18 @@ bool RunState::FailStalled(absl::Duration waited) {
       if (!slot->arrivals[member].present) missing.push_back(DeviceOf(member));
     }
     if (missing.empty()) continue;
+    std::string where;
+    if (remote_ != nullptr) {
+      std::set<int> processes;
+      for (int64_t member : ticket->group->members) {
+        if (!slot->arrivals[member].present) processes.insert(remote_->ProcessOf(member));
+      }
+      where = fmt::format(" (run by process {})", absl::StrJoin(processes, ", "));
+    }
     absl::Status error = absl::DeadlineExceededError(fmt::format(
-        "collective #{} ({}) on device {}: devices [{}] of its group did not arrive within {}",
+        "collective #{} ({}) on device {}: devices [{}]{} of its group did not arrive within {}",
         ticket->seq, Describe(*ticket->resolved->op, slot->arrivals[p].types), DeviceOf(p),
-        absl::StrJoin(missing, ","), absl::FormatDuration(waited)));
+        absl::StrJoin(missing, ","), where, absl::FormatDuration(waited)));
     lock.unlock();
     Cancel(error);
     return true;
@@ -265,16 +349,22 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Send(int64_t position, const i
   const absl::StatusOr<CollectiveGroup>& group = plan_.Resolve(op).groups[position];
   if (!group.ok()) return group.status();
   const int64_t me = group->axis_indices[group->my_index];
+  std::vector<int64_t> remote_targets;
   {
     std::lock_guard<SpinMutex> lock(mu_);
     ++arrivals_;
     for (const ir::PermutePair& pair : op.ppermute().perm()) {
       if (pair.source() != me) continue;
       const int64_t target = group->members[pair.target()];
+      if (remote_ != nullptr && !remote_->IsLocal(target)) {
+        remote_targets.push_back(target);
+        continue;
+      }
       mail_[{position, target}].push_back(x);  // operands are immutable: no copy
       WakePosition(target);
     }
   }
+  for (int64_t target : remote_targets) remote_->PostMail(position, target, x);
   return std::vector<ir::Tensor>{ir::Tensor::Empty({ir::DType::kPred, {0}})};
 }
 
@@ -293,6 +383,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Receive(int64_t position, cons
   ++arrivals_;
   std::deque<ir::Tensor>& queue = mail_[{source, position}];
   receiving_from_[position] = source;
+  if (queue.empty()) FailIfWaitingOnGone(lock, nullptr, source);
   ParkUntil(lock, position, nullptr, [&] { return !queue.empty(); });
   receiving_from_[position] = -1;
   if (queue.empty()) {
@@ -359,10 +450,41 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
     }
   }
   // Wake the devices parked on this slot whose groups are now complete.
-  for (int64_t waiter : slot.waiters) {
-    if (GroupHere(slot, *waiting_[waiter].ticket->group)) WakePosition(waiter);
-  }
+  WakeCompleteGroups(slot);
+  lock.unlock();
+  if (remote_ != nullptr) PostToPeers(ticket, operands);
   return ticket;
+}
+
+void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands) {
+  const CollectiveGroup& group = *ticket.group;
+  // A ppermute operand is read by its targets only; every other collective reads every member's.
+  std::vector<int64_t> readers;
+  if (ticket.resolved->is_ppermute) {
+    const int64_t me = group.axis_indices[group.my_index];
+    for (const ir::PermutePair& pair : ticket.resolved->op->ppermute().perm()) {
+      if (pair.source() == me) readers.push_back(group.members[pair.target()]);
+    }
+  }
+  std::vector<int> processes;
+  std::vector<bool> with_data;
+  for (int64_t member : group.members) {
+    if (remote_->IsLocal(member)) continue;
+    const int process = remote_->ProcessOf(member);
+    const bool reads = !ticket.resolved->is_ppermute ||
+                       std::find(readers.begin(), readers.end(), member) != readers.end();
+    auto it = std::find(processes.begin(), processes.end(), process);
+    if (it == processes.end()) {
+      processes.push_back(process);
+      with_data.push_back(reads);
+    } else if (reads) {
+      with_data[it - processes.begin()] = true;
+    }
+  }
+  if (!processes.empty()) {
+    remote_->PostArrival(ticket.seq, ticket.position, *ticket.resolved, operands, processes,
+                         with_data);
+  }
 }
 
 absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* allocator,
@@ -378,7 +500,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
                                            ticket.seq, DeviceOf(position)));
   }
   Slot& slot = *found;
-  if (!GroupHere(slot, group) && !cancelled_) {
+  if (!GroupHere(slot, group) && !cancelled_ && !FailIfWaitingOnGone(lock, &ticket, -1)) {
     slot.waiters.push_back(position);
     ParkUntil(lock, position, &ticket, [&] { return GroupHere(slot, group); });
     slot.waiters.erase(std::find(slot.waiters.begin(), slot.waiters.end(), position));
@@ -428,7 +550,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   // An all-reduce gives every member the same result: past kSharedReductionBytes, the group
   // computes it once, each member a share, instead of each member all of it.
   std::shared_ptr<SharedReduction> shared;
-  if (ticket.resolved->is_all_reduce && group.members.size() > 1) {
+  if (ticket.resolved->is_all_reduce && LocalMembers(group) > 1) {
     const ir::TensorType& out_proto = op.result_types(0);
     int64_t bytes = ir::DTypeSize(ir::FromProto(out_proto.dtype()));
     for (int64_t d : out_proto.dims()) bytes *= d;
@@ -462,9 +584,16 @@ absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
                                                   SharedReduction& shared) {
   const std::string& kind = ticket.resolved->kind;
   const int64_t n = shared.out.num_elements();
-  const int64_t members = static_cast<int64_t>(inputs.inputs.size());
-  const int64_t begin = n * inputs.my_index / members;
-  const int64_t end = n * (inputs.my_index + 1) / members;
+  // The members in this process share the work (all of them but in one process).
+  int64_t members = 0;
+  int64_t share = 0;
+  for (int64_t member : ticket.group->members) {
+    if (remote_ != nullptr && !remote_->IsLocal(member)) continue;
+    if (member == ticket.position) share = members;
+    ++members;
+  }
+  const int64_t begin = n * share / members;
+  const int64_t end = n * (share + 1) / members;
   absl::Status s = ReduceRange(inputs.inputs, kind, shared.out, begin, end);
   if (!s.ok()) {
     Cancel(s);  // the others would wait for this share
@@ -489,7 +618,7 @@ void RunState::FinishReading(const Ticket& ticket) {
   const std::vector<int64_t>& members = ticket.group->members;
   // The last reader of the group drops the arrivals so operands are not kept alive.
   int& left = slot->readers_left[members.front()];
-  if (left == 0) left = static_cast<int>(members.size());
+  if (left == 0) left = LocalMembers(*ticket.group);
   if (--left > 0) return;
   for (int64_t member : members) {
     Arrival& arrival = slot->arrivals[member];

@@ -35,6 +35,7 @@
 #include "ir/tensor.h"
 #include "runtime/collective_ops.h"
 #include "runtime/collective_plan.h"
+#include "runtime/remote.h"
 #include "runtime/scheduler.h"
 #include "runtime/spin_mutex.h"
 #include "runtime/transport.h"
@@ -54,6 +55,21 @@ class RunState final : public Transport {
   ~RunState() override;
 
   const ir::Mesh& mesh() const { return plan_.mesh(); }
+
+  // Connects the run to the processes that run the mesh positions this one does not (before any
+  // device starts; null: every position is here). Arrivals, psends and failures of local
+  // positions are then posted to them too.
+  void SetRemote(RemotePeers* remote) { remote_ = remote; }
+  // What another process posted: remote position `position`'s arrival at its `seq`-th collective
+  // (`resolved` from its signature; operands undefined where not sent, `types` always), a psend
+  // from remote `source` to local `target`, and the failure of the run (not posted back).
+  void DeliverArrival(int64_t seq, int64_t position, const ResolvedCollective* resolved,
+                      std::vector<ir::Tensor> operands, std::vector<ir::ShapedType> types);
+  void DeliverMail(int64_t source, int64_t target, ir::Tensor x);
+  void CancelFromPeer(const absl::Status& status);
+  // Remote `positions` will send nothing more (their process left): a device waiting for one of
+  // them, now or later, fails the run with `why`.
+  void MarkGone(const std::vector<int64_t>& positions, const absl::Status& why);
 
   // Executes collective `op` for mesh position `position`: axis_index and axis_size are answered
   // locally; a blocking collective meets its group; `X_start` posts its operand and returns a
@@ -127,6 +143,8 @@ class RunState final : public Transport {
   // Posts `operands` for `position`'s next collective and checks the peers already there.
   absl::StatusOr<Ticket> Arrive(int64_t position, const ir::Op& op,
                                 const std::vector<ir::Tensor>& operands, bool record);
+  // Posts a local arrival to the processes that run other members of its group.
+  void PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands);
   // Waits for the rest of the ticket's group and computes this position's result.
   absl::StatusOr<ir::Tensor> Await(const Ticket& ticket, ir::Allocator* allocator,
                                    backends::SpanRecorder* recorder);
@@ -144,8 +162,18 @@ class RunState final : public Transport {
                  Done done);
   // Wakes `position` if it is parked; under mu_.
   void WakePosition(int64_t position);
+  // Fails the run if `position` waits (in `ticket`'s group, or for a psend from `source`) for a
+  // position that is gone; under mu_ (released when it fails). True if it failed.
+  bool FailIfWaitingOnGone(std::unique_lock<SpinMutex>& lock, const Ticket* ticket,
+                           int64_t source);
   // Whether every member of the ticket's group has arrived in `slot`.
   static bool GroupHere(const Slot& slot, const CollectiveGroup& group);
+  // Members of `group` that run in this process (the readers of its arrivals here).
+  int LocalMembers(const CollectiveGroup& group) const;
+  // Fails the run; posts the failure to the other processes unless it came from one.
+  void CancelRun(const absl::Status& status, bool post);
+  // Wakes the positions parked on `slot` whose groups are complete; under mu_.
+  void WakeCompleteGroups(const Slot& slot);
   Slot* FindSlot(int64_t seq);
   Slot& SlotFor(int64_t seq);
   void ReleaseSlot(int64_t seq);
@@ -160,6 +188,7 @@ class RunState final : public Transport {
   const CollectivePlan& plan_;
   const int64_t size_;  // mesh positions
   SlotCache* const cache_;
+  RemotePeers* remote_ = nullptr;
   mutable SpinMutex mu_;
   uint64_t arrivals_ = 0;  // under mu_
   std::atomic<bool> cancelled_{false};
@@ -172,6 +201,8 @@ class RunState final : public Transport {
   // receiver's queue stays put. Under mu_.
   std::map<std::pair<int64_t, int64_t>, std::deque<ir::Tensor>> mail_;
   std::vector<int64_t> receiving_from_;  // per position parked in precv: its source, else -1
+  std::vector<bool> gone_;                // per position: its process sends nothing more
+  absl::Status gone_status_;              // why (the first MarkGone's)
   std::vector<std::unique_ptr<Slot>> owned_;   // every slot this run made or borrowed
   std::vector<Slot*> free_;                    // of owned_, not live
 };

@@ -110,6 +110,12 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
             fmt::format("shard_map: mesh position {} names device {}, but the runtime has {}", p,
                         id, rt_.num_devices()));
       }
+      if (!rt_.is_local(id)) {
+        return absl::UnimplementedError(fmt::format(
+            "shard_map of a program run unpartitioned needs every device of its mesh in this "
+            "process; device {} is in process {}",
+            id, rt_.ProcessOfDevice(id)));
+      }
       Device& device = rt_.device(static_cast<int>(id));
       for (size_t i = 0; i < operands.size(); ++i) {
         const ir::Tensor& global = operands[i];
@@ -299,8 +305,10 @@ class Runtime::Watchdog {
   std::thread thread_;        // last: starts once the rest is set
 };
 
-Runtime::Runtime(RuntimeOptions options) : options_(options), id_(NextRuntimeId()) {
-  int n = std::max(1, options_.num_devices);
+Runtime::Runtime(RuntimeOptions options)
+    : options_(options), id_(NextRuntimeId()), processes_(options_.processes) {
+  local_devices_ = std::max(1, options_.num_devices);
+  const int n = local_devices_ * (processes_ ? processes_->num_processes() : 1);
   for (int i = 0; i < n; ++i) {
     devices_.push_back(std::make_unique<Device>(i));
     tasks_.push_back(std::make_unique<Scheduler::Task>());
@@ -353,14 +361,32 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     }
     named[id] = true;
   }
+  std::vector<int> process_of(n);
+  int64_t local = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    process_of[p] = static_cast<int>(ProcessOfDevice(mesh.device_ids_size() ? mesh.device_ids(p) : p));
+    if (process_of[p] == process_id()) ++local;
+  }
+  if (local == 0) return std::vector<std::vector<ir::Tensor>>(n);  // nothing runs here
+  for (int64_t p = 0; p < n; ++p) {
+    if (process_of[p] == process_id() && programs[p] == nullptr) {
+      return absl::InvalidArgumentError(
+          fmt::format("RunSpmd: no program for mesh position {}", p));
+    }
+  }
   std::optional<CollectivePlan> own_plan;
   if (plan == nullptr) {
     std::vector<const ir::Function*> functions;
-    for (const backends::Executable* program : programs) functions.push_back(program->function());
+    for (const backends::Executable* program : programs) {
+      if (program != nullptr) functions.push_back(program->function());
+    }
     plan = &own_plan.emplace(mesh, functions);
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
   RunState run(*plan, &slot_cache_);
+  // Positions of other processes: the run meets them through the process group.
+  std::unique_ptr<RemotePeers> peers;
+  if (local < n) peers = processes_->BeginRun(mesh, process_of, run);
   RunBook book{run, *scheduler_, options,
                std::vector<absl::StatusOr<std::vector<ir::Tensor>>>(
                    n, absl::UnknownError("not run"))};
@@ -369,19 +395,18 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
       options.cancel == nullptr
           ? -1
           : options.cancel->Subscribe([&run] { run.Cancel(absl::CancelledError("run cancelled")); });
-  book.remaining = n;
+  book.remaining = local;
   const backends::Parallelism per_device{
-      pool_.get(), static_cast<int>(std::max<int64_t>(1, num_threads_ / n)),
+      pool_.get(), static_cast<int>(std::max<int64_t>(1, num_threads_ / local)),
       backends::StopSignal{run.stopped_flag(), options.deadline}};
   std::vector<DeviceRun> devices(n);
+  int64_t started = 0;
   for (int64_t p = 0; p < n; ++p) {
+    if (process_of[p] != process_id()) continue;
     const int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
     devices[p] = DeviceRun{&book,         p,        devices_[id].get(), programs[p], &args[p],
                            per_device,    profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr};
-  }
-  for (int64_t p = 0; p < n; ++p) {
-    const int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
-    scheduler_->Start(*tasks_[id], static_cast<int>(p % num_threads_), &DeviceRun::Body,
+    scheduler_->Start(*tasks_[id], static_cast<int>(started++ % num_threads_), &DeviceRun::Body,
                       &DeviceRun::Exited, &devices[p]);
   }
   // This thread runs thread 0's devices until every device has finished.
@@ -389,10 +414,16 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   scheduler_->Drive([&] { return book.remaining.load(std::memory_order_acquire) == 0; });
   watchdog_->Watch(nullptr);
   if (subscription >= 0) options.cancel->Unsubscribe(subscription);
+  // What this process posted to the others leaves before the run ends (and the process may exit).
+  absl::Status flushed = peers != nullptr ? processes_->Flush(*peers) : absl::OkStatus();
+  peers.reset();
   if (absl::Status s = run.status(); !s.ok()) return s;
   if (absl::Status s = run.CheckAllReceived(); !s.ok()) return s;
-  std::vector<std::vector<ir::Tensor>> out;
-  for (auto& r : book.results) out.push_back(std::move(*r));
+  if (!flushed.ok()) return flushed;
+  std::vector<std::vector<ir::Tensor>> out(n);
+  for (int64_t p = 0; p < n; ++p) {
+    if (process_of[p] == process_id()) out[p] = std::move(*book.results[p]);
+  }
   return out;
 }
 

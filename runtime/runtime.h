@@ -21,6 +21,7 @@
 #include "runtime/device.h"
 #include "runtime/fabric.h"
 #include "runtime/profiler.h"
+#include "runtime/remote.h"
 #include "runtime/run_options.h"
 #include "runtime/scheduler.h"
 
@@ -41,6 +42,11 @@ struct RuntimeOptions {
   // Records per-device spans (runtime/profiler.h). Also on when $SHARDJIT_PROFILE names a file,
   // which then receives the Chrome trace when the runtime is destroyed.
   bool profile = false;
+  // The processes of a distributed job (runtime/distributed/distributed.h), or null: this process
+  // alone. With them, `num_devices` devices belong to each process, process k owning global
+  // device ids [k * num_devices, (k + 1) * num_devices); runs execute the mesh positions of this
+  // process's devices, and collectives reach the others' through the group.
+  std::shared_ptr<ProcessGroup> processes;
 };
 
 // Compiles a per-device function; the backend in use.
@@ -54,7 +60,16 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
+  // Devices of the whole job (of every process); ids are global.
   int num_devices() const { return static_cast<int>(devices_.size()); }
+  // Devices of this process, and whether device `id` is one of them.
+  int num_local_devices() const { return local_devices_; }
+  bool is_local(int64_t id) const { return ProcessOfDevice(id) == process_id(); }
+  int64_t ProcessOfDevice(int64_t id) const { return id / local_devices_; }
+  int process_id() const { return processes_ ? processes_->process_id() : 0; }
+  int num_processes() const { return processes_ ? processes_->num_processes() : 1; }
+  // The job's processes, or null for a runtime of one process.
+  ProcessGroup* processes() const { return processes_.get(); }
   // Unique in the process (never reused, unlike an address).
   uint64_t id() const { return id_; }
   const RuntimeOptions& options() const { return options_; }
@@ -64,7 +79,8 @@ class Runtime {
   Profiler* profiler() { return profiler_.get(); }
 
   // Runs programs[p] on the device at mesh position p with args[p], all concurrently, and
-  // returns each position's results. On failure, the first error (with the device named).
+  // returns each position's results. Positions whose devices belong to other processes are run
+  // there (their programs may be null, their arguments empty, their results are empty here). On failure, the first error (with the device named).
   // `plan`, built for `mesh` from the programs' functions, resolves their collectives (a compiled
   // program keeps one across runs); without it the run resolves them itself. `options`: a
   // deadline (DeadlineExceeded) and a cancellation token (Cancelled); either way every device
@@ -92,6 +108,8 @@ class Runtime {
 
   RuntimeOptions options_;
   uint64_t id_;
+  std::shared_ptr<ProcessGroup> processes_;  // null: one process
+  int local_devices_ = 1;                    // devices per process
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Scheduler::Task>> tasks_;  // per device
   int num_threads_;                            // resolved options_.num_threads

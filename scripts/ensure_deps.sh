@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages shardjit builds with, if any is missing.
 set -euo pipefail
 packages=(bazel-bootstrap bazel-rules-java g++ libabsl-dev libfmt-dev libxbyak-dev libgtest-dev
-          libgmock-dev libprotobuf-dev protobuf-compiler libbenchmark-dev)
+          libgmock-dev libprotobuf-dev protobuf-compiler libbenchmark-dev libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,10 +19,13 @@ scripts/ensure_deps.sh || exit 1
 if [ "${1:-}" = "--ci" ]; then
   shift
   asan_targets=(//ir:all //tools:npy_test //fuzz:ir_text_fuzzer_corpus_test
-                //fuzz:proto_fuzzer_corpus_test //fuzz:npy_fuzzer_corpus_test)
-  tsan_targets=(//backends:thread_pool_test //runtime:scheduler_test //runtime:device_test)
+                //fuzz:proto_fuzzer_corpus_test //fuzz:npy_fuzzer_corpus_test
+                //runtime/distributed:tcp_store_test)
+  tsan_targets=(//backends:thread_pool_test //runtime:scheduler_test //runtime:device_test
+                //runtime/distributed:tcp_store_test)
 else
-  asan_targets=(//runtime:all //ir:all //passes:all //tools:all //backends/x86:gemm_test
+  asan_targets=(//runtime:all //runtime/distributed:all //ir:all //passes:all //tools:all
+                //backends/x86:gemm_test
                 //backends/x86:copy_kernels_test
                 //tests:collectives_test_2threads //tests:collectives_errors_test_1threads
                 //tests:cancellation_test //tests:ragged_all_to_all_test_2threads
@@ -32,6 +35,7 @@ else
                 //fuzz:npy_fuzzer_corpus_test //fuzz:module_fuzzer_corpus_test)
   tsan_targets=(//backends:thread_pool_test //runtime:scheduler_test
                 //runtime:runtime_parallelism_test //runtime:device_test
+                //runtime/distributed:tcp_store_test
                 //tests:collectives_test_2threads //tests:async_collectives_test_2threads
                 //tests:collectives_errors_test_2threads //tests:cancellation_test
                 //tests:psend_precv_test_2threads //tests:ragged_all_to_all_test_2threads

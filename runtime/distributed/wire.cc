@@ -1,0 +1,134 @@
+#include "runtime/distributed/wire.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+
+namespace shardjit::runtime::distributed {
+namespace {
+
+class Writer {
+ public:
+  void U64(uint64_t v) { Raw(&v, sizeof(v)); }
+  void I64(int64_t v) { Raw(&v, sizeof(v)); }
+  void Bytes(const std::string& s) {
+    U64(s.size());
+    Raw(s.data(), s.size());
+  }
+  std::vector<char> Take() { return std::move(out_); }
+
+ private:
+  void Raw(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    out_.insert(out_.end(), c, c + n);
+  }
+  std::vector<char> out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::vector<char>& in) : in_(in) {}
+  bool U64(uint64_t& v) { return Raw(&v, sizeof(v)); }
+  bool I64(int64_t& v) { return Raw(&v, sizeof(v)); }
+  bool Bytes(std::string& s) {
+    uint64_t n = 0;
+    if (!U64(n) || n > in_.size() - pos_) return false;
+    s.assign(in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  bool Raw(void* p, size_t n) {
+    if (n > in_.size() - pos_) return false;
+    std::memcpy(p, in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  const std::vector<char>& in_;
+  size_t pos_ = 0;
+};
+
+absl::Status Malformed(const Message& m, const std::string& what) {
+  return absl::DataLossError(fmt::format(
+      "malformed message (kind {}) from mesh position {}: {}", m.header.kind, m.header.position,
+      what));
+}
+
+}  // namespace
+
+std::vector<char> EncodeMeta(const Message& m) {
+  Writer w;
+  w.Bytes(m.signature);
+  w.Bytes(m.text);
+  w.U64(m.types.size());
+  for (size_t i = 0; i < m.types.size(); ++i) {
+    const ir::ShapedType& t = m.types[i];
+    w.U64(static_cast<uint64_t>(t.dtype));
+    w.U64(t.dims.size());
+    for (int64_t d : t.dims) w.I64(d);
+    w.U64(i < m.sent.size() && m.sent[i] ? 1 : 0);
+  }
+  w.U64(m.offsets.size());
+  for (const std::vector<int64_t>& offset : m.offsets) {
+    w.U64(offset.size());
+    for (int64_t o : offset) w.I64(o);
+  }
+  return w.Take();
+}
+
+absl::Status DecodeMeta(const std::vector<char>& bytes, Message& m) {
+  Reader r(bytes);
+  uint64_t count = 0;
+  if (!r.Bytes(m.signature) || !r.Bytes(m.text) || !r.U64(count)) {
+    return Malformed(m, "truncated metadata");
+  }
+  if (count > kMaxPayloads) return Malformed(m, fmt::format("{} operands", count));
+  m.types.assign(count, {});
+  m.sent.assign(count, false);
+  uint64_t sent = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t dtype = 0, rank = 0, flag = 0;
+    if (!r.U64(dtype) || !r.U64(rank) || rank > 64) return Malformed(m, "truncated type");
+    ir::ShapedType& t = m.types[i];
+    t.dtype = static_cast<ir::DType>(dtype);
+    t.dims.resize(rank);
+    for (int64_t& d : t.dims) {
+      if (!r.I64(d)) return Malformed(m, "truncated dims");
+    }
+    if (!r.U64(flag)) return Malformed(m, "truncated type");
+    if (dtype < 1 || dtype > 4) return Malformed(m, fmt::format("dtype {}", dtype));
+    if (absl::Status s = ir::CheckTypeLimits(t); !s.ok()) return Malformed(m, s.ToString());
+    m.sent[i] = flag != 0;
+    sent += m.sent[i] ? 1 : 0;
+  }
+  if (!r.U64(count) || count > kMaxPayloads) return Malformed(m, "truncated offsets");
+  m.offsets.assign(count, {});
+  for (std::vector<int64_t>& offset : m.offsets) {
+    uint64_t rank = 0;
+    if (!r.U64(rank) || rank > 64) return Malformed(m, "truncated offset");
+    offset.resize(rank);
+    for (int64_t& o : offset) {
+      if (!r.I64(o)) return Malformed(m, "truncated offset");
+    }
+  }
+  if (!r.done()) return Malformed(m, "trailing bytes");
+  if (sent != m.header.num_payloads) {
+    return Malformed(m, fmt::format("{} payloads announced, {} operands sent",
+                                    m.header.num_payloads, sent));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t RunSetKey(const std::vector<int>& processes) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (int p : processes) {
+    h ^= static_cast<uint64_t>(p) + 1;
+    h *= 1099511628211ull;
+  }
+  return h == 0 ? 1 : h;
+}
+
+}  // namespace shardjit::runtime::distributed

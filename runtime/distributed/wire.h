@@ -1,0 +1,68 @@
+// The messages processes of a distributed job send each other, and their encoding. A message
+// travels as a fixed 64-byte header, its metadata (`meta_bytes` long, absent when 0) and one
+// payload per operand sent (the tensor's bytes, received straight into a tensor of its type).
+// Everything is in the sender's byte order: the processes of a job run the same build on x86.
+#ifndef SHARDJIT_RUNTIME_DISTRIBUTED_WIRE_H_
+#define SHARDJIT_RUNTIME_DISTRIBUTED_WIRE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/tensor.h"
+#include "ir/types.h"
+
+namespace shardjit::runtime::distributed {
+
+enum class MessageKind : uint32_t {
+  kArrival = 1,  // a position's arrival at a collective (operands, or only their types)
+  kMail = 2,     // a psend's operand for a position of the receiver
+  kFailure = 3,  // the run failed (its status in `text`)
+  kBlocks = 4,   // blocks of a host array (ProcessGroup::ExchangeBlocks)
+  kBye = 5,      // the sender is done: nothing more will come from it
+};
+
+inline constexpr uint32_t kWireMagic = 0x534a4d31;  // "SJM1"
+// Limits a receiver enforces before allocating what a header announces.
+inline constexpr uint64_t kMaxMetaBytes = 64 << 20;
+inline constexpr uint32_t kMaxPayloads = 1 << 16;
+
+struct Header {
+  uint32_t magic = kWireMagic;
+  uint32_t kind = 0;
+  uint64_t run_set = 0;    // the run's processes (RunSetKey); 0 for job-level messages
+  uint64_t run_index = 0;  // the run's number among that set's runs, or the exchange's number
+  int64_t seq = 0;         // kArrival: the position's collective number in the run
+  int64_t position = 0;    // the sending mesh position
+  int64_t target = 0;      // kMail: the receiving mesh position
+  uint64_t meta_bytes = 0;
+  uint32_t num_payloads = 0;
+  uint32_t status_code = 0;  // kFailure: the absl::StatusCode
+};
+static_assert(sizeof(Header) == 64, "the header is sent as raw bytes");
+
+// A message, decoded. `types[i]` is the type of operand i; `sent[i]` says whether its bytes
+// follow (a payload), in operand order; `offsets[i]` is block i's place in its array (kBlocks).
+struct Message {
+  Header header;
+  std::string signature;  // kArrival: ResolvedCollective::signature
+  std::string text;       // kFailure: the status message
+  std::vector<ir::ShapedType> types;
+  std::vector<bool> sent;
+  std::vector<std::vector<int64_t>> offsets;
+  std::vector<ir::Tensor> payloads;  // one per `sent` operand, in order
+};
+
+// The metadata bytes of `m` (everything but the header and payloads).
+std::vector<char> EncodeMeta(const Message& m);
+// Fills `m`'s metadata from `bytes`, refusing anything malformed (lengths past the end, ranks or
+// dims past ir's limits, a payload count that disagrees with the header).
+absl::Status DecodeMeta(const std::vector<char>& bytes, Message& m);
+
+// A key for the set of processes `processes` (sorted), the same in every process.
+uint64_t RunSetKey(const std::vector<int>& processes);
+
+}  // namespace shardjit::runtime::distributed
+
+#endif  // SHARDJIT_RUNTIME_DISTRIBUTED_WIRE_H_

@@ -1,0 +1,82 @@
+// How the in-process fabric (runtime/fabric.h) reaches devices in other processes. A job of
+// several processes gives every process the whole mesh; each runs the mesh positions whose devices
+// it owns, and stands in for the others with what they send: a remote position's arrival at a
+// collective (its operands, or only their types where no local member reads them), a psend to a
+// local target, or the failure of the run. The fabric then computes every local result with the
+// same code as in one process, from the same operands in the same order, so results are bitwise
+// identical to an in-process run. runtime/distributed/ implements these interfaces over Gloo.
+#ifndef SHARDJIT_RUNTIME_REMOTE_H_
+#define SHARDJIT_RUNTIME_REMOTE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+
+namespace shardjit::runtime {
+
+class RunState;
+struct ResolvedCollective;
+
+// The cross-process half of one run, as the fabric sees it. Posts never block: they queue the
+// message (the tensors stay alive until sent) and return.
+class RemotePeers {
+ public:
+  virtual ~RemotePeers() = default;
+
+  // The process that runs mesh position `position`, and whether that is this one.
+  virtual int ProcessOf(int64_t position) const = 0;
+  virtual bool IsLocal(int64_t position) const = 0;
+
+  // Sends local position `position`'s arrival at its `seq`-th collective to `processes`: with its
+  // operands to those where `with_data` is true, with only their types to the others.
+  virtual void PostArrival(int64_t seq, int64_t position, const ResolvedCollective& resolved,
+                           const std::vector<ir::Tensor>& operands,
+                           const std::vector<int>& processes,
+                           const std::vector<bool>& with_data) = 0;
+  // Sends a psend's operand from local position `source` to remote position `target`.
+  virtual void PostMail(int64_t source, int64_t target, const ir::Tensor& x) = 0;
+  // Tells every other process of the run that it failed with `status`.
+  virtual void PostFailure(const absl::Status& status) = 0;
+};
+
+// The processes of a distributed job, as the runtime sees them.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int process_id() const = 0;
+  virtual int num_processes() const = 0;
+
+  // Connects `run` (over `mesh`, whose position p runs in process `process_of[p]`) to the other
+  // processes of the run until the returned object is destroyed: messages for it are delivered to
+  // `run`, those that came before it started included. Every process of the run must begin the
+  // runs it shares with the others in the same order.
+  virtual std::unique_ptr<RemotePeers> BeginRun(const ir::Mesh& mesh,
+                                                const std::vector<int>& process_of,
+                                                RunState& run) = 0;
+  // Waits until everything `peers` posted has left this process (so that the process may exit).
+  virtual absl::Status Flush(RemotePeers& peers) = 0;
+
+  // Sends `blocks` (tensors with their offsets in a host array) to every other process and
+  // returns every block the others sent for the same call. All processes must call it the same
+  // number of times; the k-th calls meet.
+  struct Block {
+    std::vector<int64_t> offset;
+    ir::Tensor data;
+  };
+  virtual absl::StatusOr<std::vector<Block>> ExchangeBlocks(const std::vector<Block>& blocks) = 0;
+
+  // The value process 0 gives for `key` (all processes call it with their own): a way to make
+  // every process take the same decisions, e.g. a plan priced by process 0's measured rates.
+  virtual absl::StatusOr<std::string> AgreeOn(const std::string& key,
+                                              const std::string& value) = 0;
+};
+
+}  // namespace shardjit::runtime
+
+#endif  // SHARDJIT_RUNTIME_REMOTE_H_

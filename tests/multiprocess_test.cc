@@ -1,0 +1,373 @@
+// The runtime across processes (runtime/distributed/): each test starts this binary as 2 or 4
+// processes on loopback (tools/launcher.h), each with 1 or 2 devices, and the children check
+// themselves: every collective (blocking and async, tuple axes, axis_index_groups, psend/precv)
+// computed across processes must equal, bit for bit, the same program run in one process on as
+// many devices; meshes whose x axis crosses processes and y stays within (and the reverse); the
+// file store as well as the TCP store. Failures: a killed process, one that never joins, one that
+// hangs, and a mismatched program make every other process fail with an error naming it. A child
+// writes "ok" or its error to its result file, which the parent reads.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "frontend/shardjit.h"
+#include "gtest/gtest.h"
+#include "tools/launcher.h"
+
+namespace shardjit {
+namespace {
+
+constexpr char kRole[] = "SHARDJIT_TEST_ROLE";
+constexpr char kLocal[] = "SHARDJIT_TEST_LOCAL_DEVICES";
+constexpr char kLayout[] = "SHARDJIT_TEST_LAYOUT";
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+int EnvInt(const char* name) {
+  int v = 0;
+  return absl::SimpleAtoi(Env(name), &v) ? v : 0;
+}
+
+std::string ResultPath(int process) {
+  return absl::StrCat(Env("TEST_TMPDIR"), "/result_", process, ".txt");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child side
+// ---------------------------------------------------------------------------------------------
+
+// The job's mesh {x:2, y:n/2} over `rt`: row-major (x crosses processes when each process owns
+// one row) or transposed device ids ("cols": y crosses processes, x stays within).
+absl::StatusOr<Mesh> JobMesh(Runtime& rt, const std::string& layout) {
+  const int64_t n = rt.num_devices();
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = i;
+  if (layout == "cols") {  // position (x, y) runs device y * 2 + x
+    for (int64_t x = 0; x < 2; ++x) {
+      for (int64_t y = 0; y < n / 2; ++y) ids[x * (n / 2) + y] = y * 2 + x;
+    }
+  }
+  return Mesh::Create(rt, {{"x", 2}, {"y", n / 2}}, ids);
+}
+
+// The leading dimension split over every mesh axis: one [1, ...] block per position.
+PartitionSpec Stacked() {
+  ir::PartitionSpec proto;
+  ir::DimSpec* d = proto.add_dims();
+  d->add_axes("x");
+  d->add_axes("y");
+  return PartitionSpec(proto);
+}
+
+Tensor Inputs(DType dtype, int64_t n) {
+  std::vector<double> v(n * 4 * 6);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * i + 1.0) * 3.0 + 0.25 * (i % 7);
+  return HostTensor(dtype, {n, 4, 6}, v);
+}
+
+// Every collective, each result a [1, ...] block of one position: x is the position's [4, 6].
+std::vector<Tracer> Collectives(Tracer x, int64_t n) {
+  const AxisNames xy{"x", "y"}, yx{"y", "x"};
+  std::vector<std::pair<int64_t, int64_t>> ring;
+  for (int64_t i = 0; i < n; ++i) ring.emplace_back(i, (i + 1) % n);
+  AxisIndexGroups halves(2), interleaved(2);
+  for (int64_t i = 0; i < n; ++i) {
+    halves[i < n / 2 ? 0 : 1].push_back(i);
+    interleaved[i % 2].push_back(i);
+  }
+  std::vector<Tracer> out = {
+      psum(x, "x"),
+      psum(x, xy),
+      pmean(x, "y"),
+      pmax(x, yx),
+      pmin(x, "x"),
+      psum(x, xy, halves),
+      pmax(x, xy, interleaved),
+      all_gather(x, "x", 0, /*tiled=*/true),
+      all_gather(x, xy, 1, /*tiled=*/false),
+      psum_scatter(x, xy, 0, /*tiled=*/true),
+      psum_scatter(x, "x", 1, /*tiled=*/true),
+      ppermute(x, xy, ring),
+      ppermute(x, "x", {{0, 1}, {1, 0}}),
+      all_to_all(x, xy, 0, 1, /*tiled=*/true),
+      pbroadcast(x, "x", 1),
+      psum_done(psum_start(x, xy)),
+      all_gather_done(all_gather_start(x, "y", 0, true)),
+      ppermute_done(ppermute_start(x, xy, ring)),
+      psum_scatter_done(psum_scatter_start(x, "x", 0, true)),
+      all_to_all_done(all_to_all_start(x, xy, 0, 1, /*tiled=*/true)),
+      pbroadcast_done(pbroadcast_start(x, "y", 0)),
+      precv(psend(x, xy, ring), x.type(), xy, ring),
+  };
+  for (Tracer& r : out) r = reshape(r, [&] {
+    std::vector<int64_t> dims = r.shape();
+    dims.insert(dims.begin(), 1);
+    return dims;
+  }());
+  return out;
+}
+
+// Runs the collectives on `mesh`; results as arrays.
+absl::StatusOr<std::vector<Array>> RunCollectives(const Mesh& mesh, DType dtype) {
+  const int64_t n = mesh.size();
+  const PartitionSpec stacked = Stacked();
+  absl::StatusOr<Array> x = device_put(Inputs(dtype, n), NamedSharding(mesh, stacked));
+  if (!x.ok()) return x.status();
+  constexpr int kResults = 22;
+  auto f = jit(shard_map([n](Tracer x) { return Collectives(reshape(x, {4, 6}), n); }, mesh,
+                         {stacked}, std::vector<PartitionSpec>(kResults, stacked)));
+  return f(*x);
+}
+
+// Compares every block this process holds with the one-process run's, bit for bit.
+absl::Status SameBlocks(const std::vector<Array>& got, const std::vector<Array>& want,
+                        const std::string& what) {
+  if (got.size() != want.size()) return absl::InternalError(what + ": result counts differ");
+  int64_t compared = 0;
+  for (size_t r = 0; r < got.size(); ++r) {
+    for (size_t p = 0; p < got[r].shards().size(); ++p) {
+      const Tensor& a = got[r].shards()[p];
+      if (!a.defined()) continue;
+      const Tensor& b = want[r].shards()[p];
+      if (a.type() != b.type() || std::memcmp(a.data(), b.data(), a.byte_size()) != 0) {
+        return absl::InternalError(absl::StrCat(what, ": result ", r, " at mesh position ", p,
+                                                " differs from the one-process run"));
+      }
+      ++compared;
+    }
+  }
+  if (compared == 0) return absl::InternalError(what + ": no block compared");
+  return absl::OkStatus();
+}
+
+absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
+  const int local = std::max(1, EnvInt(kLocal));
+  Runtime rt({.num_devices = local, .processes = group});
+  Runtime one({.num_devices = local * group->num_processes()});
+  for (const std::string layout : {Env(kLayout)}) {
+    absl::StatusOr<Mesh> mesh = JobMesh(rt, layout);
+    absl::StatusOr<Mesh> mesh1 = JobMesh(one, layout);
+    if (!mesh.ok()) return mesh.status();
+    if (!mesh1.ok()) return mesh1.status();
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      absl::StatusOr<std::vector<Array>> got = RunCollectives(*mesh, dtype);
+      if (!got.ok()) return got.status();
+      absl::StatusOr<std::vector<Array>> want = RunCollectives(*mesh1, dtype);
+      if (!want.ok()) return want.status();
+      if (absl::Status s = SameBlocks(*got, *want, layout); !s.ok()) return s;
+      // process_allgather gives every process the whole of a sharded result.
+      absl::StatusOr<Tensor> all = process_allgather((*got)[1]);
+      absl::StatusOr<Tensor> all1 = (*want)[1].ToHost();
+      if (!all.ok()) return all.status();
+      if (std::memcmp(all->data(), all1->data(), all1->byte_size()) != 0) {
+        return absl::InternalError("process_allgather differs from the one-process ToHost");
+      }
+      if ((*got)[1].ToHost().ok()) return absl::InternalError("ToHost of remote blocks worked");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A psum over every device; `op` picks what this process runs instead of psum. With `die`,
+// runs it once, then this process dies before the second run.
+absl::Status RunOnePsum(const std::shared_ptr<ProcessGroup>& group, const std::string& op,
+                        absl::Duration collective_timeout, bool die = false) {
+  Runtime rt({.num_devices = 1, .collective_timeout = collective_timeout, .processes = group});
+  absl::StatusOr<Mesh> mesh = JobMesh(rt, "rows");
+  if (!mesh.ok()) return mesh.status();
+  const PartitionSpec stacked = Stacked();
+  absl::StatusOr<Array> x =
+      device_put(Inputs(DType::kF32, mesh->size()), NamedSharding(*mesh, stacked));
+  if (!x.ok()) return x.status();
+  auto f = jit(shard_map(
+      [op](Tracer x) { return op == "pmax" ? pmax(x, {"x", "y"}) : psum(x, {"x", "y"}); }, *mesh,
+      {stacked}, {stacked}));
+  absl::StatusOr<std::vector<Array>> out = f(*x);
+  if (!die || !out.ok()) return out.status();
+  if (group->process_id() == 1) raise(SIGKILL);
+  return f(*x).status();
+}
+
+// Checks that `s` failed naming `needle`.
+absl::Status ExpectFailure(const absl::Status& s, const std::string& needle) {
+  if (s.ok()) return absl::InternalError("expected a failure naming \"" + needle + "\", got OK");
+  if (!absl::StrContains(s.message(), needle)) {
+    return absl::InternalError(absl::StrCat("expected a failure naming \"", needle,
+                                            "\", got: ", s.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChildMain(const std::string& role, int id) {
+  if (role == "never_joins" && id == 1) return absl::OkStatus();  // never initialises
+  if (role == "file_store") {
+    setenv("SHARDJIT_STORE_DIR", (Env("TEST_TMPDIR") + "/store").c_str(), 1);
+    unsetenv("SHARDJIT_COORDINATOR");
+  }
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> group = distributed::initialize();
+  if (role == "never_joins") return ExpectFailure(group.status(), "processes [1] did not join");
+  if (!group.ok()) return group.status();
+  if (*group == nullptr) return absl::InternalError("SHARDJIT_NUM_PROCESSES is not set");
+  if (role == "collectives" || role == "file_store") return CheckCollectives(*group);
+  if (role == "killed") {
+    return ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(30), /*die=*/true),
+                         "process 1 (devices [1]) failed");
+  }
+  if (role == "hangs") {
+    if (id == 1) {
+      absl::SleepFor(absl::Seconds(3));  // runs nothing; leaves once the others gave up
+      return absl::OkStatus();
+    }
+    return ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(1)), "(run by process 1)");
+  }
+  if (role == "mismatch") {
+    return ExpectFailure(RunOnePsum(*group, id == 1 ? "pmax" : "psum", absl::Seconds(30)),
+                         "mismatch");
+  }
+  return absl::InvalidArgumentError("unknown role " + role);
+}
+
+int RunChild() {
+  const int id = EnvInt("SHARDJIT_PROCESS_ID");
+  absl::Status s = ChildMain(Env(kRole), id);
+  std::ofstream(ResultPath(id)) << (s.ok() ? "ok" : s.ToString());
+  if (!s.ok()) std::fprintf(stderr, "process %d: %s\n", id, s.ToString().c_str());
+  return s.ok() ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent side
+// ---------------------------------------------------------------------------------------------
+
+struct Job {
+  int status = -1;
+  std::string output;
+  std::vector<std::string> results;  // per process
+};
+
+Job Launch(const std::string& role, int processes, int local_devices, const std::string& layout,
+           absl::Duration timeout = absl::Seconds(120)) {
+  for (int p = 0; p < processes; ++p) std::remove(ResultPath(p).c_str());
+  setenv(kRole, role.c_str(), 1);
+  setenv(kLocal, std::to_string(local_devices).c_str(), 1);
+  setenv(kLayout, layout.c_str(), 1);
+  setenv("SHARDJIT_DISTRIBUTED_TIMEOUT", "10", 1);
+  tools::LaunchOptions options;
+  options.num_processes = processes;
+  options.timeout = timeout;
+  options.grace = absl::Seconds(20);
+  options.argv = {"/proc/self/exe"};
+  std::ostringstream out;
+  Job job;
+  absl::StatusOr<int> status = tools::Launch(options, out, out);
+  job.status = status.ok() ? *status : -1;
+  job.output = out.str() + (status.ok() ? "" : status.status().ToString());
+  for (int p = 0; p < processes; ++p) {
+    std::ifstream in(ResultPath(p));
+    std::stringstream text;
+    text << in.rdbuf();
+    job.results.push_back(text.str());
+  }
+  unsetenv(kRole);
+  return job;
+}
+
+struct Shape {
+  int processes;
+  int local_devices;
+  const char* layout;
+};
+
+class MultiprocessCollectives : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MultiprocessCollectives, BitwiseEqualToOneProcess) {
+  const Shape s = GetParam();
+  Job job = Launch("collectives", s.processes, s.local_devices, s.layout);
+  EXPECT_EQ(job.status, 0) << job.output;
+  for (int p = 0; p < s.processes; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, MultiprocessCollectives,
+    ::testing::Values(Shape{2, 1, "rows"},   // {x:2, y:1}: x across 2 processes
+                      Shape{2, 2, "rows"},   // {x:2, y:2}: x across processes, y within
+                      Shape{2, 2, "cols"},   // {x:2, y:2}: y across processes, x within
+                      Shape{4, 1, "rows"}),  // {x:2, y:2}: every axis across 4 processes
+    [](const auto& info) {
+      return absl::StrCat(info.param.processes, "x", info.param.local_devices, "_",
+                          info.param.layout);
+    });
+
+TEST(Multiprocess, FileStore) {
+  Job job = Launch("file_store", 2, 2, "rows");
+  EXPECT_EQ(job.status, 0) << job.output;
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p;
+}
+
+TEST(Multiprocess, AKilledProcessFailsTheOthersNamingIt) {
+  const absl::Time start = absl::Now();
+  Job job = Launch("killed", 4, 1, "rows");
+  EXPECT_EQ(job.status, 128 + SIGKILL) << job.output;  // process 1's death is the first failure
+  for (int p : {0, 2, 3}) EXPECT_EQ(job.results[p], "ok") << "process " << p << job.output;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(25)) << "not at once: " << job.output;
+}
+
+TEST(Multiprocess, AProcessThatNeverJoinsIsNamed) {
+  Job job = Launch("never_joins", 2, 1, "rows");
+  EXPECT_EQ(job.status, 0) << job.output;
+  EXPECT_EQ(job.results[0], "ok") << job.output;
+}
+
+TEST(Multiprocess, AHangingProcessFailsTheRunAtTheCollectiveTimeout) {
+  Job job = Launch("hangs", 2, 1, "rows");
+  EXPECT_EQ(job.status, 0) << job.output;
+  EXPECT_EQ(job.results[0], "ok") << job.output;
+}
+
+TEST(Multiprocess, AMismatchedProgramIsNamedInEveryProcess) {
+  Job job = Launch("mismatch", 2, 1, "rows");
+  EXPECT_EQ(job.status, 0) << job.output;
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p << job.output;
+}
+
+TEST(Multiprocess, BadCoordinatorsAreClearErrors) {
+  DistributedOptions o;
+  o.num_processes = 2;
+  o.process_id = 1;
+  o.coordinator = "no-port";
+  EXPECT_TRUE(absl::StrContains(distributed::initialize(o).status().message(), "HOST:PORT"));
+  absl::StatusOr<int> port = tools::PickFreePort();
+  ASSERT_TRUE(port.ok());
+  o.coordinator = absl::StrCat("127.0.0.1:", *port);  // nobody serves it
+  o.timeout = absl::Milliseconds(500);
+  const absl::Time start = absl::Now();
+  absl::Status s = distributed::initialize(o).status();
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), o.coordinator)) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  o.process_id = 2;
+  EXPECT_TRUE(absl::IsInvalidArgument(distributed::initialize(o).status()));
+}
+
+}  // namespace
+}  // namespace shardjit
+
+int main(int argc, char** argv) {
+  if (!shardjit::Env(shardjit::kRole).empty()) return shardjit::RunChild();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
