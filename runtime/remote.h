@@ -59,8 +59,9 @@ class ProcessGroup {
   virtual std::unique_ptr<RemotePeers> BeginRun(const ir::Mesh& mesh,
                                                 const std::vector<int>& process_of,
                                                 RunState& run) = 0;
-  // Waits until everything `peers` posted has left this process (so that the process may exit).
-  virtual absl::Status Flush(RemotePeers& peers) = 0;
+  // Waits until everything this process posted has been taken by its peers (so that a run may
+  // end and the process exit); an error naming the peers that did not take it in time.
+  virtual absl::Status Flush() = 0;
 
   // Sends `blocks` (tensors with their offsets in a host array) to every other process and
   // returns every block the others sent for the same call. All processes must call it the same

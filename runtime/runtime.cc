@@ -364,7 +364,8 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   std::vector<int> process_of(n);
   int64_t local = 0;
   for (int64_t p = 0; p < n; ++p) {
-    process_of[p] = static_cast<int>(ProcessOfDevice(mesh.device_ids_size() ? mesh.device_ids(p) : p));
+    const int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
+    process_of[p] = static_cast<int>(ProcessOfDevice(id));
     if (process_of[p] == process_id()) ++local;
   }
   if (local == 0) return std::vector<std::vector<ir::Tensor>>(n);  // nothing runs here
@@ -415,7 +416,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   watchdog_->Watch(nullptr);
   if (subscription >= 0) options.cancel->Unsubscribe(subscription);
   // What this process posted to the others leaves before the run ends (and the process may exit).
-  absl::Status flushed = peers != nullptr ? processes_->Flush(*peers) : absl::OkStatus();
+  absl::Status flushed = peers != nullptr ? processes_->Flush() : absl::OkStatus();
   peers.reset();
   if (absl::Status s = run.status(); !s.ok()) return s;
   if (absl::Status s = run.CheckAllReceived(); !s.ok()) return s;

@@ -28,7 +28,7 @@ class SingleProcessGroup final : public ProcessGroup {
                                         RunState&) override {
     return nullptr;  // every position of every run is here
   }
-  absl::Status Flush(RemotePeers&) override { return absl::OkStatus(); }
+  absl::Status Flush() override { return absl::OkStatus(); }
   absl::StatusOr<std::vector<Block>> ExchangeBlocks(const std::vector<Block>&) override {
     return std::vector<Block>{};
   }

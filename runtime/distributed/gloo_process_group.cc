@@ -77,7 +77,8 @@ class RunLink final : public RemotePeers {
   std::string DevicesOf(int process) const {
     std::vector<int64_t> ids;
     for (size_t p = 0; p < process_of_.size(); ++p) {
-      if (process_of_[p] == process) ids.push_back(mesh_.device_ids_size() ? mesh_.device_ids(p) : p);
+      if (process_of_[p] != process) continue;
+      ids.push_back(mesh_.device_ids_size() ? mesh_.device_ids(p) : static_cast<int64_t>(p));
     }
     return fmt::format("[{}]", absl::StrJoin(ids, ","));
   }
@@ -132,7 +133,7 @@ class GlooProcessGroup final : public ProcessGroup {
   int num_processes() const override { return options_.size; }
   std::unique_ptr<RemotePeers> BeginRun(const ir::Mesh& mesh, const std::vector<int>& process_of,
                                         RunState& run) override;
-  absl::Status Flush(RemotePeers& peers) override;
+  absl::Status Flush() override;
   absl::StatusOr<std::vector<Block>> ExchangeBlocks(const std::vector<Block>& blocks) override;
   absl::StatusOr<std::string> AgreeOn(const std::string& key, const std::string& value) override;
 
@@ -309,7 +310,8 @@ GlooProcessGroup::~GlooProcessGroup() {
     bye.header.kind = static_cast<uint32_t>(MessageKind::kBye);
     Post(p, std::move(bye));
   }
-  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(options_.timeout);
+  const auto deadline =
+      std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(options_.timeout);
   {
     // Wait for every peer's goodbye (or failure), and for ours to be taken.
     std::unique_lock<std::mutex> lock(mu_);
@@ -585,7 +587,7 @@ void GlooProcessGroup::EndRun(RunLink* link) {
   active_.erase(std::find(active_.begin(), active_.end(), link));
 }
 
-absl::Status GlooProcessGroup::Flush(RemotePeers&) {
+absl::Status GlooProcessGroup::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   const bool done = cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.timeout),
                                  [&] { return outstanding_ == 0; });
