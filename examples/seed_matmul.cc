@@ -6,14 +6,23 @@
 //
 //   bazel run -c opt //examples:seed_matmul -- [--m=2048 --k=2048 --n=1024 --runs=10
 //                                              --meshes=2x2,4x4 --backend=x86|reference
-//                                              --trace=path.json]
+//                                              --trace=path.json --processes=N]
 //
 // --trace writes a Chrome trace (open in Perfetto) of one extra run of each variant.
+// --processes=N runs the job as N processes on this host (through tools/launcher.h), each mesh
+// spread evenly over them in row-major order (for 2 processes, a 2x2 mesh's row x=0 lives in
+// process 0 and x=1 in process 1), so collectives over x cross processes. Started with the
+// SHARDJIT_* variables set (by //tools:launch, or by hand on several hosts), it joins that job.
+// Process 0 prints; each process writes its own trace (path.pK.json).
+#include <limits.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -21,7 +30,9 @@
 #include "absl/strings/str_split.h"
 #include "examples/seed_variants.h"
 #include "fmt/format.h"
+#include "frontend/distributed.h"
 #include "ir/fmt_absl.h"
+#include "tools/launcher.h"
 
 namespace shardjit::examples {
 namespace {
@@ -33,11 +44,14 @@ struct Flags {
   std::vector<std::pair<int64_t, int64_t>> meshes = {{2, 2}, {4, 4}};
   Backend backend = DefaultBackend();
   std::string trace;  // Chrome trace of one run per variant; empty: none
+  int processes = 1;  // >1: run as that many processes of one job
+  std::vector<std::string> args;  // as given, for the processes' command line
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    flags.args.push_back(arg);
     std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
     if (kv.size() != 2) return false;
     int64_t v = 0;
@@ -65,6 +79,8 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
       flags.k = v;
     } else if (kv[0] == "--n") {
       flags.n = v;
+    } else if (kv[0] == "--processes") {
+      flags.processes = static_cast<int>(v);
     } else if (kv[0] == "--runs") {
       flags.runs = static_cast<int>(v);
     } else if (kv[0] == "--warmup") {
@@ -73,7 +89,7 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
       return false;
     }
   }
-  return flags.runs > 0;
+  return flags.runs > 0 && flags.processes > 0;
 }
 
 // out[M,N] = x[M,K] @ w[K,N] in double precision from the bf16 inputs.
@@ -116,7 +132,8 @@ struct Timing {
   absl::StatusOr<std::vector<Array>> out;
   double median_ms = 0;
   double p90_ms = 0;
-  // The largest rise of a device's peak memory in the runs above what it held before them.
+  // The largest rise of a device's peak memory in the runs above what it held before them (over
+  // this process's devices).
   double work_mib = 0;
 };
 
@@ -126,7 +143,12 @@ Timing Time(Runtime& rt, const Mesh& mesh, const Jitted& program, const Array& x
   for (int i = 0; i < flags.warmup; ++i) t.out = program(x, w);
   std::vector<int64_t> held;
   for (int64_t p = 0; p < mesh.size(); ++p) {
-    runtime::AccountingAllocator* a = rt.device(mesh.proto().device_ids(p)).allocator();
+    const int64_t id = mesh.proto().device_ids(p);
+    if (!rt.is_local(id)) {  // another process's device
+      held.push_back(0);
+      continue;
+    }
+    runtime::AccountingAllocator* a = rt.device(id).allocator();
     a->ResetPeak();
     held.push_back(a->stats().current_bytes);
   }
@@ -144,16 +166,55 @@ Timing Time(Runtime& rt, const Mesh& mesh, const Jitted& program, const Array& x
   t.p90_ms = times[times.size() * 9 / 10];
   int64_t work = 0;
   for (int64_t p = 0; p < mesh.size(); ++p) {
-    work = std::max(work, rt.memory(mesh.proto().device_ids(p)).peak_bytes - held[p]);
+    const int64_t id = mesh.proto().device_ids(p);
+    if (rt.is_local(id)) work = std::max(work, rt.memory(id).peak_bytes - held[p]);
   }
   t.work_mib = static_cast<double>(work) / (1 << 20);
   return t;
 }
 
+// A mesh over the job's devices: positions in row-major order spread evenly over the processes,
+// each process's share on its first devices (all of them in one process when it runs alone).
+absl::StatusOr<Mesh> JobMesh(Runtime& rt, int64_t sx, int64_t sy) {
+  const int64_t size = sx * sy, processes = rt.num_processes();
+  if (size % processes != 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "mesh {}x{} has {} devices, not a multiple of the job's {} processes", sx, sy, size,
+        processes));
+  }
+  const int64_t per_process = size / processes;
+  std::vector<int64_t> ids(size);
+  for (int64_t p = 0; p < size; ++p) {
+    ids[p] = p / per_process * rt.num_local_devices() + p % per_process;
+  }
+  return Mesh::Create(rt, {{"x", sx}, {"y", sy}}, ids);
+}
+
+// The whole result on every process (a gather when other processes hold blocks of it).
+absl::StatusOr<Tensor> Gathered(const Array& array) {
+  return array.fully_addressable() ? array.ToHost() : process_allgather(array);
+}
+
 int Run(const Flags& flags) {
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> group = distributed::initialize();
+  if (!group.ok()) {
+    std::fprintf(stderr, "distributed::initialize: %s\n",
+                 std::string(group.status().message()).c_str());
+    return 1;
+  }
+  const int processes = *group != nullptr ? (*group)->num_processes() : 1;
+  if (flags.processes > 1 && flags.processes != processes) {
+    std::fprintf(stderr, "--processes=%d, but this process is one of a job of %d\n",
+                 flags.processes, processes);
+    return 1;
+  }
   int64_t devices = 1;
   for (const auto& [a, b] : flags.meshes) devices = std::max(devices, a * b);
-  Runtime rt({.num_devices = static_cast<int>(devices), .profile = !flags.trace.empty()});
+  Runtime rt({.num_devices = static_cast<int>(std::max<int64_t>(1, devices / processes)),
+              .profile = !flags.trace.empty(),
+              .processes = *group});
+  // Only process 0 prints results (every process runs every variant).
+  const bool printer = rt.process_id() == 0;
   // Only --trace's profiler pauses between runs ($SHARDJIT_PROFILE alone records everything).
   runtime::Profiler* profiler = flags.trace.empty() ? nullptr : rt.profiler();
   if (profiler != nullptr) profiler->SetPaused(true);
@@ -163,11 +224,19 @@ int Run(const Flags& flags) {
     std::fprintf(stderr, "random: %s\n", std::string(x_host.status().message()).c_str());
     return 1;
   }
-  std::printf("shardjit seed matmul: bf16 x[%ld,%ld] @ w[%ld,%ld], %s backend\n", flags.m,
-              flags.k, flags.k, flags.n, flags.backend == Backend::kX86 ? "x86" : "reference");
-  std::vector<double> reference = ReferenceMatmul(*x_host, *w_host);
+  std::vector<double> reference;
+  if (printer) {
+    std::printf("shardjit seed matmul: bf16 x[%ld,%ld] @ w[%ld,%ld], %s backend", flags.m, flags.k,
+                flags.k, flags.n, flags.backend == Backend::kX86 ? "x86" : "reference");
+    if (processes > 1) {
+      std::printf(", %d processes of %d devices (%d threads each)", processes,
+                  rt.num_local_devices(), rt.num_threads());
+    }
+    std::printf("\n");
+    reference = ReferenceMatmul(*x_host, *w_host);
+  }
   for (const auto& [sx, sy] : flags.meshes) {
-    absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", sx}, {"y", sy}});
+    absl::StatusOr<Mesh> mesh = JobMesh(rt, sx, sy);
     if (!mesh.ok()) {
       std::fprintf(stderr, "%s\n", std::string(mesh.status().message()).c_str());
       return 1;
@@ -179,10 +248,12 @@ int Run(const Flags& flags) {
                    std::string(w.status().message()).c_str());
       return 1;
     }
-    std::printf("\nmesh %s (%ld devices)\n", mesh->ToString().c_str(), mesh->size());
-    std::printf("%-3s %-6s %10s %10s %10s %8s %10s %9s %10s %9s %9s  %s\n", "", "dtype",
+    if (printer) {
+      std::printf("\nmesh %s (%ld devices)\n", mesh->ToString().c_str(), mesh->size());
+      std::printf("%-3s %-6s %10s %10s %10s %8s %10s %9s %10s %9s %9s  %s\n", "", "dtype",
                 "max diff", "mean diff", "median", "% >0.1", "fused ms", "fused p90",
-                "written ms", "fused MiB", "written MiB", "variant");
+                  "written ms", "fused MiB", "written MiB", "variant");
+    }
     std::vector<SeedVariant> fused = SeedVariants(*mesh, flags.k, flags.backend);
     std::vector<SeedVariant> written =
         SeedVariants(*mesh, flags.k, flags.backend, {"collective-fusion"});
@@ -212,8 +283,13 @@ int Run(const Flags& flags) {
           return 1;
         }
       }
-      absl::StatusOr<Tensor> result = (*as_compiled.out)[0].ToHost();
-      if (!result.ok()) return 1;
+      absl::StatusOr<Tensor> result = Gathered((*as_compiled.out)[0]);
+      if (!result.ok()) {
+        std::printf("(%s) FAILED: %s\n", v.name.c_str(),
+                    std::string(result.status().message()).c_str());
+        return 1;
+      }
+      if (!printer) continue;
       Diff d = Compare(*result, reference);
       std::printf(
           "(%s) %-6s %10.4g %10.4g %10.4g %7.2f%% %10.3f %9.3f %10.3f %9.1f %11.1f  %s\n",
@@ -223,13 +299,36 @@ int Run(const Flags& flags) {
     }
   }
   if (profiler != nullptr) {
-    if (absl::Status s = profiler->WriteChromeTrace(flags.trace); !s.ok()) {
+    const std::string path =
+        runtime::ProcessTracePath(flags.trace, rt.process_id(), rt.num_processes());
+    if (absl::Status s = profiler->WriteChromeTrace(path); !s.ok()) {
       std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
       return 1;
     }
-    std::printf("\ntrace: %s (%zu spans)\n", flags.trace.c_str(), profiler->Events().size());
+    std::printf("\ntrace: %s (%zu spans)\n", path.c_str(), profiler->Events().size());
   }
   return 0;
+}
+
+// Runs this program as `flags.processes` processes of one job on this host; their exit status.
+int LaunchJob(const Flags& flags) {
+  char self[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0) {
+    std::perror("readlink /proc/self/exe");
+    return 1;
+  }
+  tools::LaunchOptions options{.num_processes = flags.processes,
+                               .forward_signals = true,
+                               .output_fd = STDOUT_FILENO,
+                               .argv = {std::string(self, length)}};
+  options.argv.insert(options.argv.end(), flags.args.begin(), flags.args.end());
+  absl::StatusOr<int> status = tools::Launch(options, std::cout, std::cerr);
+  if (!status.ok()) {
+    std::fprintf(stderr, "launch: %s\n", std::string(status.status().message()).c_str());
+    return 1;
+  }
+  return *status;
 }
 
 }  // namespace
@@ -240,8 +339,13 @@ int main(int argc, char** argv) {
   if (!shardjit::examples::ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr,
                  "usage: seed_matmul [--m=2048] [--k=2048] [--n=1024] [--runs=10] [--warmup=2] "
-                 "[--meshes=2x2,4x4] [--backend=x86|reference] [--trace=path.json]\n");
+                 "[--meshes=2x2,4x4] [--backend=x86|reference] [--trace=path.json] "
+                 "[--processes=N]\n");
     return 2;
+  }
+  // --processes=N starts the job's processes unless this is one of them.
+  if (flags.processes > 1 && std::getenv("SHARDJIT_NUM_PROCESSES") == nullptr) {
+    return shardjit::examples::LaunchJob(flags);
   }
   return shardjit::examples::Run(flags);
 }

@@ -140,4 +140,12 @@ absl::Status Profiler::WriteChromeTrace(const std::string& path) const {
   return absl::OkStatus();
 }
 
+std::string ProcessTracePath(const std::string& path, int process_id, int num_processes) {
+  if (num_processes <= 1) return path;
+  const size_t slash = path.rfind('/');
+  size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) dot = path.size();
+  return fmt::format("{}.p{}{}", path.substr(0, dot), process_id, path.substr(dot));
+}
+
 }  // namespace shardjit::runtime

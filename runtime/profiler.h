@@ -65,6 +65,10 @@ class Profiler {
   std::vector<Event> events_;
 };
 
+// Process k's file for a trace `path` of a job of several processes: "t.json" -> "t.pK.json"
+// ("t" -> "t.pK"); `path` itself for a job of one process.
+std::string ProcessTracePath(const std::string& path, int process_id, int num_processes);
+
 }  // namespace shardjit::runtime
 
 #endif  // SHARDJIT_RUNTIME_PROFILER_H_

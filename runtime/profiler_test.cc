@@ -17,6 +17,7 @@
 
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
+#include "runtime/overlap.h"
 
 namespace shardjit {
 namespace {
@@ -276,10 +277,50 @@ TEST(ProfilerTest, RingComputeOverlapsTheTransfersInFlight) {
     EXPECT_EQ(transfers, 3) << "device " << d;
     EXPECT_EQ(overlapped, transfers) << "device " << d;
   }
+  // The products ran while the shards travelled: some of the transfer time is hidden.
+  runtime::CommunicationOverlap overlap = runtime::MeasureOverlap(events);
+  EXPECT_GT(overlap.transfer_ns, 0);
+  EXPECT_GT(overlap.hidden_ns, 0);
+  EXPECT_LE(overlap.hidden_ns, overlap.transfer_ns);
   const std::string json = rt.profiler()->ChromeTraceJson();
   EXPECT_NE(json.find(R"("name":"thread_name","pid":0,"tid":1,"args":{"name":"transfers"})"),
             std::string::npos);
   EXPECT_NE(json.find(R"("cat":"transfer","pid":0,"tid":1)"), std::string::npos);
+}
+
+// Hand-made spans: device 0's transfer [100, 400) overlaps kernels [50, 150) and [200, 260)
+// (which nests [210, 220)): 50 + 60 hidden; device 1's transfer [0, 100) overlaps nothing of its
+// own (device 0's kernel [0, 40) does not count); a blocking psum of 30 with its data step and a
+// host span count only as they should.
+TEST(ProfilerTest, OverlapOfHandMadeSpans) {
+  using E = runtime::Profiler::Event;
+  std::vector<E> events = {
+      {0, "dot", "kernel", "", 50, 100},
+      {0, "dot", "kernel", "", 200, 60},
+      {0, "add", "kernel", "", 210, 10},
+      {0, "ppermute_start", "transfer", "", 100, 300},
+      {0, "ppermute_start", "collective", "", 100, 5},
+      {0, "ppermute_done", "collective", "", 390, 10},
+      {0, "psum", "collective", "", 500, 30},
+      {0, "psum data", "collective", "", 520, 10},
+      {0, "axis_index", "collective", "", 540, 1},
+      {1, "all_gather_start", "transfer", "", 0, 100},
+      {0, "dot", "kernel", "", 0, 40},
+      {runtime::Profiler::kHost, "x", "transfer", "", 0, 1000},
+  };
+  runtime::CommunicationOverlap o = runtime::MeasureOverlap(events);
+  EXPECT_EQ(o.transfer_ns, 400);
+  EXPECT_EQ(o.blocking_ns, 30);
+  EXPECT_EQ(o.hidden_ns, 110);
+  EXPECT_DOUBLE_EQ(o.hidden_share(), 110.0 / 430.0);
+  EXPECT_EQ(runtime::MeasureOverlap({}).hidden_share(), 0.0);
+}
+
+TEST(ProfilerTest, EachProcessOfAJobHasItsOwnTraceFile) {
+  EXPECT_EQ(runtime::ProcessTracePath("/tmp/t.json", 0, 1), "/tmp/t.json");
+  EXPECT_EQ(runtime::ProcessTracePath("/tmp/t.json", 3, 4), "/tmp/t.p3.json");
+  EXPECT_EQ(runtime::ProcessTracePath("trace", 1, 2), "trace.p1");
+  EXPECT_EQ(runtime::ProcessTracePath("/a.b/trace", 1, 2), "/a.b/trace.p1");
 }
 
 TEST(ProfilerTest, OffByDefault) {

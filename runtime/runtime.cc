@@ -322,7 +322,7 @@ Runtime::Runtime(RuntimeOptions options)
           : std::clamp(options_.collective_timeout, absl::Milliseconds(1), absl::Hours(24 * 365)),
       *scheduler_);
   if (const char* path = std::getenv("SHARDJIT_PROFILE"); path != nullptr && *path != '\0') {
-    profile_path_ = path;
+    profile_path_ = ProcessTracePath(path, process_id(), num_processes());
   }
   if (options_.profile || !profile_path_.empty()) profiler_ = std::make_unique<Profiler>(n);
 }

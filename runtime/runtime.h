@@ -73,6 +73,8 @@ class Runtime {
   // Unique in the process (never reused, unlike an address).
   uint64_t id() const { return id_; }
   const RuntimeOptions& options() const { return options_; }
+  // Threads that run devices and their kernels (options or $SHARDJIT_NUM_THREADS or the cores).
+  int num_threads() const { return num_threads_; }
   Device& device(int id) { return *devices_[id]; }
   MemoryStats memory(int id) const { return devices_[id]->memory(); }
   // The profiler, or null when profiling is off.
@@ -80,7 +82,8 @@ class Runtime {
 
   // Runs programs[p] on the device at mesh position p with args[p], all concurrently, and
   // returns each position's results. Positions whose devices belong to other processes are run
-  // there (their programs may be null, their arguments empty, their results are empty here). On failure, the first error (with the device named).
+  // there (their programs may be null, their arguments empty, their results are empty here). On
+  // failure, the first error (with the device named).
   // `plan`, built for `mesh` from the programs' functions, resolves their collectives (a compiled
   // program keeps one across runs); without it the run resolves them itself. `options`: a
   // deadline (DeadlineExceeded) and a cancellation token (Cancelled); either way every device

@@ -1,11 +1,12 @@
 // The runtime across processes (runtime/distributed/): each test starts this binary as 2 or 4
 // processes on loopback (tools/launcher.h), each with 1 or 2 devices, and the children check
 // themselves: every collective (blocking and async, tuple axes, axis_index_groups, psend/precv)
-// computed across processes must equal, bit for bit, the same program run in one process on as
-// many devices; meshes whose x axis crosses processes and y stays within (and the reverse); the
-// file store as well as the TCP store. Failures: a killed process, one that never joins, one that
-// hangs, and a mismatched program make every other process fail with an error naming it. A child
-// writes "ok" or its error to its result file, which the parent reads.
+// computed across processes must equal, bit for bit, the same program run in one process on as many
+// devices; so must the seed notebook's matmul variants (as compiled and as written), which also
+// match the f64 product; meshes whose x axis crosses processes and y stays within (and the
+// reverse); the file store as well as the TCP store. Failures: a killed process, one that never
+// joins, one that hangs, and a mismatched program make every other process fail with an error
+// naming it. A child writes "ok" or its error to its result file, which the parent reads.
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "examples/seed_variants.h"
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
 #include "tools/launcher.h"
@@ -158,25 +161,84 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
   const int local = std::max(1, EnvInt(kLocal));
   Runtime rt({.num_devices = local, .processes = group});
   Runtime one({.num_devices = local * group->num_processes()});
-  for (const std::string layout : {Env(kLayout)}) {
-    absl::StatusOr<Mesh> mesh = JobMesh(rt, layout);
-    absl::StatusOr<Mesh> mesh1 = JobMesh(one, layout);
-    if (!mesh.ok()) return mesh.status();
-    if (!mesh1.ok()) return mesh1.status();
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
-      absl::StatusOr<std::vector<Array>> got = RunCollectives(*mesh, dtype);
-      if (!got.ok()) return got.status();
-      absl::StatusOr<std::vector<Array>> want = RunCollectives(*mesh1, dtype);
-      if (!want.ok()) return want.status();
-      if (absl::Status s = SameBlocks(*got, *want, layout); !s.ok()) return s;
-      // process_allgather gives every process the whole of a sharded result.
-      absl::StatusOr<Tensor> all = process_allgather((*got)[1]);
-      absl::StatusOr<Tensor> all1 = (*want)[1].ToHost();
-      if (!all.ok()) return all.status();
-      if (std::memcmp(all->data(), all1->data(), all1->byte_size()) != 0) {
-        return absl::InternalError("process_allgather differs from the one-process ToHost");
+  const std::string layout = Env(kLayout);
+  absl::StatusOr<Mesh> mesh = JobMesh(rt, layout);
+  absl::StatusOr<Mesh> mesh1 = JobMesh(one, layout);
+  if (!mesh.ok()) return mesh.status();
+  if (!mesh1.ok()) return mesh1.status();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    absl::StatusOr<std::vector<Array>> got = RunCollectives(*mesh, dtype);
+    if (!got.ok()) return got.status();
+    absl::StatusOr<std::vector<Array>> want = RunCollectives(*mesh1, dtype);
+    if (!want.ok()) return want.status();
+    if (absl::Status s = SameBlocks(*got, *want, layout); !s.ok()) return s;
+    // process_allgather gives every process the whole of a sharded result.
+    absl::StatusOr<Tensor> all = process_allgather((*got)[1]);
+    absl::StatusOr<Tensor> all1 = (*want)[1].ToHost();
+    if (!all.ok()) return all.status();
+    if (std::memcmp(all->data(), all1->data(), all1->byte_size()) != 0) {
+      return absl::InternalError("process_allgather differs from the one-process ToHost");
+    }
+    if ((*got)[1].ToHost().ok()) return absl::InternalError("ToHost of remote blocks worked");
+  }
+  return absl::OkStatus();
+}
+
+// The seed notebook's matmul variants (examples/seed_variants.h), as compiled and as written, on
+// the job's {x:2, y:2} mesh: every block bitwise equal to the one-process run's, and the gathered
+// product within the variant's rounding of the f64 one (what seed_matmul --processes=N prints).
+absl::Status CheckSeedVariants(const std::shared_ptr<ProcessGroup>& group) {
+  const int local = std::max(1, EnvInt(kLocal));
+  Runtime rt({.num_devices = local, .processes = group});
+  Runtime one({.num_devices = local * group->num_processes(), .num_threads = rt.num_threads()});
+  absl::StatusOr<Mesh> mesh = JobMesh(rt, Env(kLayout));
+  absl::StatusOr<Mesh> mesh1 = JobMesh(one, Env(kLayout));
+  if (!mesh.ok()) return mesh.status();
+  if (!mesh1.ok()) return mesh1.status();
+  const int64_t m = 36, k = 52, n = 20;  // blocks of odd sizes: 18x26, 26x20
+  Tensor x_host = *random::Normal(Key(11), {m, k}, DType::kBF16);
+  Tensor w_host = *random::Normal(Key(12), {k, n}, DType::kBF16);
+  std::vector<double> xd = x_host.ToDoubles(), wd = w_host.ToDoubles(), want(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) want[i * n + j] += xd[i * k + p] * wd[p * n + j];
+    }
+  }
+  std::vector<Array> args, args1;
+  for (const Mesh* on : {&*mesh, &*mesh1}) {
+    absl::StatusOr<Array> x = device_put(x_host, NamedSharding(*on, P("x", "y")));
+    absl::StatusOr<Array> w = device_put(w_host, NamedSharding(*on, P("x", None)));
+    if (!x.ok()) return x.status();
+    if (!w.ok()) return w.status();
+    (on == &*mesh ? args : args1) = {*x, *w};
+  }
+  for (bool fused : {true, false}) {
+    std::set<std::string> disabled;
+    if (!fused) disabled.insert("collective-fusion");
+    std::vector<examples::SeedVariant> variants =
+        examples::SeedVariants(*mesh, k, DefaultBackend(), disabled);
+    std::vector<examples::SeedVariant> variants1 =
+        examples::SeedVariants(*mesh1, k, DefaultBackend(), disabled);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const std::string what =
+          absl::StrCat("variant (", variants[v].name, fused ? ") as compiled" : ") as written");
+      absl::StatusOr<std::vector<Array>> got = variants[v].program(args[0], args[1]);
+      if (!got.ok()) {
+        return absl::Status(got.status().code(), what + ": " + got.status().ToString());
       }
-      if ((*got)[1].ToHost().ok()) return absl::InternalError("ToHost of remote blocks worked");
+      absl::StatusOr<std::vector<Array>> want1 = variants1[v].program(args1[0], args1[1]);
+      if (!want1.ok()) return want1.status();
+      if (absl::Status s = SameBlocks(*got, *want1, what); !s.ok()) return s;
+      absl::StatusOr<Tensor> product = process_allgather((*got)[0]);
+      if (!product.ok()) return product.status();
+      // Within a few bf16 roundings of the f64 product (f32 variants: far closer).
+      const double tolerance = product->dtype() == DType::kF32 ? 1e-4 : 0.1;
+      for (int64_t i = 0; i < m * n; ++i) {
+        if (std::abs(product->GetDouble(i) - want[i]) > tolerance * (1 + std::abs(want[i]))) {
+          return absl::InternalError(absl::StrCat(what, ": element ", i, " is ",
+                                                  product->GetDouble(i), ", f64 gives ", want[i]));
+        }
+      }
     }
   }
   return absl::OkStatus();
@@ -223,6 +285,7 @@ absl::Status ChildMain(const std::string& role, int id) {
   if (!group.ok()) return group.status();
   if (*group == nullptr) return absl::InternalError("SHARDJIT_NUM_PROCESSES is not set");
   if (role == "collectives" || role == "file_store") return CheckCollectives(*group);
+  if (role == "seed") return CheckSeedVariants(*group);
   if (role == "killed") {
     return ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(30), /*die=*/true),
                          "process 1 (devices [1]) failed");
@@ -307,6 +370,25 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{2, 2, "rows"},   // {x:2, y:2}: x across processes, y within
                       Shape{2, 2, "cols"},   // {x:2, y:2}: y across processes, x within
                       Shape{4, 1, "rows"}),  // {x:2, y:2}: every axis across 4 processes
+    [](const auto& info) {
+      return absl::StrCat(info.param.processes, "x", info.param.local_devices, "_",
+                          info.param.layout);
+    });
+
+class MultiprocessSeedVariants : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MultiprocessSeedVariants, MatchOneProcessAndF64) {
+  const Shape s = GetParam();
+  Job job = Launch("seed", s.processes, s.local_devices, s.layout);
+  EXPECT_EQ(job.status, 0) << job.output;
+  for (int p = 0; p < s.processes; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, MultiprocessSeedVariants,
+    ::testing::Values(Shape{2, 2, "rows"},   // seed_matmul --processes=2: x across processes
+                      Shape{2, 2, "cols"},   // y across processes
+                      Shape{4, 1, "rows"}),  // seed_matmul --processes=4 on a 2x2 mesh
     [](const auto& info) {
       return absl::StrCat(info.param.processes, "x", info.param.local_devices, "_",
                           info.param.layout);

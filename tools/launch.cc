@@ -3,7 +3,8 @@
 //   launch -n N [--port=P] [--timeout=S] [--grace=S] -- PROGRAM ARGS...
 //
 // Process i gets SHARDJIT_NUM_PROCESSES=N, SHARDJIT_PROCESS_ID=i (0..N-1) and
-// SHARDJIT_COORDINATOR=127.0.0.1:PORT, where process 0 serves the TCP store the others join.
+// SHARDJIT_COORDINATOR=127.0.0.1:PORT, where process 0 serves the TCP store the others join,
+// and SHARDJIT_NUM_THREADS=cores/N unless set (the processes share this host's cores).
 // Output lines come out prefixed by "[i] "; the exit status is the first failure's. On several
 // hosts, start one process per host (or per task) by hand with the three variables set, the
 // coordinator being host 0's address: e.g. under Slurm, SHARDJIT_NUM_PROCESSES=$SLURM_NTASKS

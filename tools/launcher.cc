@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -233,6 +234,20 @@ std::vector<std::string> InheritedEnvironment() {
   return env;
 }
 
+// The cores this process may run on, shared out among `n` children (at least one each).
+int ThreadsPerChild(int n) {
+  cpu_set_t set;
+  int cores = 1;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = std::max(1, CPU_COUNT(&set));
+  return std::max(1, cores / n);
+}
+
+bool HasVariable(const std::vector<std::string>& env, std::string_view name) {
+  return std::any_of(env.begin(), env.end(), [&](const std::string& entry) {
+    return entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=';
+  });
+}
+
 std::vector<char*> CStrings(std::vector<std::string>& strings) {
   std::vector<char*> pointers;
   for (std::string& s : strings) pointers.push_back(s.data());
@@ -267,8 +282,11 @@ class Launcher {
     if (!dev_null.valid()) return Errno("open /dev/null");
     std::vector<std::string> argv_strings = options_.argv;
     std::vector<char*> argv = CStrings(argv_strings);
-    const std::vector<std::string> inherited = InheritedEnvironment();
+    std::vector<std::string> inherited = InheritedEnvironment();
     const int n = options_.num_processes;
+    if (!HasVariable(inherited, "SHARDJIT_NUM_THREADS")) {
+      inherited.push_back(fmt::format("SHARDJIT_NUM_THREADS={}", ThreadsPerChild(n)));
+    }
     children_.resize(n);
     for (int i = 0; i < n && !stopping_; ++i) {
       std::vector<std::string> env_strings = inherited;

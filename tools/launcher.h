@@ -1,12 +1,14 @@
-// Runs one program as N cooperating processes on this host (tools/launch.cc is the command).
-// Child i gets the launcher's environment plus SHARDJIT_NUM_PROCESSES=N, SHARDJIT_PROCESS_ID=i
-// and SHARDJIT_COORDINATOR=127.0.0.1:PORT (process 0 serves a TCP store there). Each child runs
-// in its own process group with stdin from /dev/null; its stdout and stderr lines are streamed
-// to `out` and `err` prefixed by "[i] ", whole lines only (a last line without a newline gets
-// one; a line over 1 MiB is cut into pieces). When a child fails, the others get a grace
-// period to end by themselves, then SIGTERM and, after kill_delay, SIGKILL to their process
-// groups. Children die with the forking thread (PR_SET_PDEATHSIG), and what is left in a child's
-// process group when the child exits is killed.
+// Runs one program as N cooperating processes on this host (tools/launch.cc is the command). Child
+// i gets the launcher's environment plus SHARDJIT_NUM_PROCESSES=N, SHARDJIT_PROCESS_ID=i and
+// SHARDJIT_COORDINATOR=127.0.0.1:PORT (process 0 serves a TCP store there), and, unless the
+// environment sets it, SHARDJIT_NUM_THREADS: this process's cores divided among the children (at
+// least 1 each), so that N runtimes on one host do not each start a thread per core. Each child
+// runs in its own process group with stdin from /dev/null; its stdout and stderr lines are streamed
+// to `out` and `err` prefixed by "[i] ", whole lines only (a last line without a newline gets one;
+// a line over 1 MiB is cut into pieces). When a child fails, the others get a grace period to end
+// by themselves, then SIGTERM and, after kill_delay, SIGKILL to their process groups. Children die
+// with the forking thread (PR_SET_PDEATHSIG), and what is left in a child's process group when the
+// child exits is killed.
 #ifndef SHARDJIT_TOOLS_LAUNCHER_H_
 #define SHARDJIT_TOOLS_LAUNCHER_H_
 

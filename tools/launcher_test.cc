@@ -5,6 +5,7 @@
 #include "tools/launcher.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -125,6 +126,24 @@ TEST(LauncherTest, FixedPortIsTheCoordinator) {
   std::vector<std::string> lines = Lines(r.out);
   std::sort(lines.begin(), lines.end());
   EXPECT_EQ(lines, (std::vector<std::string>{"[0] 127.0.0.1:43211", "[1] 127.0.0.1:43211"}));
+}
+
+TEST(LauncherTest, ChildrenShareTheCoresUnlessThreadsAreSet) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int share = std::max(1, CPU_COUNT(&set) / 3);
+  unsetenv("SHARDJIT_NUM_THREADS");
+  Result shared = RunShell(3, "echo \"$SHARDJIT_NUM_THREADS\"");
+  ASSERT_TRUE(shared.status.ok()) << shared.status.status();
+  EXPECT_EQ(Lines(shared.out).size(), 3u) << shared.out;
+  for (const std::string& line : Lines(shared.out)) {
+    EXPECT_EQ(line.substr(4), std::to_string(share)) << line;
+  }
+  setenv("SHARDJIT_NUM_THREADS", "5", 1);
+  Result given = RunShell(2, "echo \"$SHARDJIT_NUM_THREADS\"");
+  unsetenv("SHARDJIT_NUM_THREADS");
+  ASSERT_TRUE(given.status.ok()) << given.status.status();
+  EXPECT_THAT(Lines(given.out), ::testing::UnorderedElementsAre("[0] 5", "[1] 5"));
 }
 
 TEST(LauncherTest, OutputIsPrefixedAndComplete) {
