@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -27,17 +28,19 @@ namespace {
 
 using Buffer = gloo::transport::UnboundBuffer;
 
-// Every message between two processes travels on this Gloo slot, in order.
-constexpr uint64_t kSlot = 0x534a;
+// Between two processes, envelopes travel in order on one Gloo slot and what did not fit in them
+// (wire.h) in order on another.
+constexpr uint64_t kEnvelopeSlot = 0x534a;
+constexpr uint64_t kSpillSlot = 0x534b;
 // Waits that only an abort or a peer's failure may end.
 constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
 
 // A message posted to a peer: what it sends from stays alive until the peer has taken it.
 struct Outgoing {
-  Header header;
-  std::vector<char> meta;
+  std::vector<char> envelope;
+  std::vector<char> meta;  // when it does not fit in the envelope
   std::vector<ir::Tensor> keep;
-  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::unique_ptr<Buffer>> buffers;  // the envelope's first
 };
 
 class GlooProcessGroup;
@@ -162,9 +165,14 @@ class GlooProcessGroup final : public ProcessGroup {
     std::string reason;
   };
 
+  // The receiving thread of `peer`'s messages.
   void Receive(int peer);
-  absl::StatusOr<Message> ReceiveOne(int peer);
-  bool RecvInto(int peer, void* data, size_t bytes);
+  // Waits for `buffer`'s receive from `peer`; false when stopped.
+  bool Await(int peer, Buffer& buffer);
+  // Receives what did not fit in an envelope into `data`; false when stopped.
+  bool ReceiveSpilled(int peer, void* data, size_t bytes);
+  // The message of a received envelope (and what follows it).
+  absl::StatusOr<Message> Open(int peer, const std::vector<char>& envelope);
   void Deliver(int peer, Message m);
   void CompleteSends(int peer);
   void MarkFailed(int peer, const std::string& reason);
@@ -345,10 +353,30 @@ GlooProcessGroup::~GlooProcessGroup() {
 
 void GlooProcessGroup::Post(int peer, Message m) {
   auto out = std::make_unique<Outgoing>();
-  out->meta = EncodeMeta(m);
-  out->header = m.header;
-  out->header.meta_bytes = out->meta.size();
-  out->header.num_payloads = static_cast<uint32_t>(m.payloads.size());
+  std::vector<char> meta = EncodeMeta(m);
+  Header header = m.header;
+  header.meta_bytes = meta.size();
+  header.num_payloads = static_cast<uint32_t>(m.payloads.size());
+  uint64_t payload_bytes = 0;
+  for (const ir::Tensor& x : m.payloads) payload_bytes += x.byte_size();
+  const EnvelopeLayout layout = LayOutEnvelope(meta.size(), payload_bytes);
+  out->envelope.resize(layout.bytes);
+  char* at = out->envelope.data();
+  std::memcpy(at, &header, sizeof(Header));
+  at += sizeof(Header);
+  if (layout.meta_inline) {
+    std::memcpy(at, meta.data(), meta.size());
+    at += meta.size();
+  } else {
+    out->meta = std::move(meta);
+  }
+  if (layout.payloads_inline) {
+    for (const ir::Tensor& x : m.payloads) {
+      if (x.byte_size() > 0) std::memcpy(at, x.data(), x.byte_size());
+      at += x.byte_size();
+    }
+    m.payloads.clear();
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     const PeerState& s = peer_state_[peer];
@@ -357,9 +385,10 @@ void GlooProcessGroup::Post(int peer, Message m) {
   }
   Peer& p = peers_[peer];
   std::lock_guard<std::mutex> lock(p.mu);
-  // Posted under the peer's lock: the parts of one message are never interleaved with another's.
+  // Posted under the peer's lock: one message's parts are never interleaved with another's.
   try {
-    out->buffers.push_back(context_->createUnboundBuffer(&out->header, sizeof(Header)));
+    out->buffers.push_back(
+        context_->createUnboundBuffer(out->envelope.data(), out->envelope.size()));
     if (!out->meta.empty()) {
       out->buffers.push_back(context_->createUnboundBuffer(out->meta.data(), out->meta.size()));
     }
@@ -369,7 +398,9 @@ void GlooProcessGroup::Post(int peer, Message m) {
           context_->createUnboundBuffer(const_cast<void*>(x.data()), x.byte_size()));
       out->keep.push_back(std::move(x));
     }
-    for (std::unique_ptr<Buffer>& b : out->buffers) b->send(peer, kSlot);
+    for (size_t i = 0; i < out->buffers.size(); ++i) {
+      out->buffers[i]->send(peer, i == 0 ? kEnvelopeSlot : kSpillSlot);
+    }
   } catch (const std::exception& e) {
     // The pair failed: the sender thread drops what was posted before; this one is not posted.
     out->buffers.clear();
@@ -419,18 +450,16 @@ void GlooProcessGroup::CompleteSends(int peer) {
   }
 }
 
-bool GlooProcessGroup::RecvInto(int peer, void* data, size_t bytes) {
-  std::unique_ptr<Buffer> buffer = context_->createUnboundBuffer(data, bytes);
+bool GlooProcessGroup::Await(int peer, Buffer& buffer) {
   Peer& p = peers_[peer];
   {
     std::lock_guard<std::mutex> lock(p.mu);
     if (p.stop) return false;
-    p.receiving = buffer.get();
+    p.receiving = &buffer;
   }
   bool received = false;
   try {
-    buffer->recv(peer, kSlot);  // throws at once if the pair has failed
-    received = buffer->waitRecv(nullptr, kForever);
+    received = buffer.waitRecv(nullptr, kForever);
   } catch (...) {
     std::lock_guard<std::mutex> lock(p.mu);
     p.receiving = nullptr;
@@ -441,27 +470,49 @@ bool GlooProcessGroup::RecvInto(int peer, void* data, size_t bytes) {
   return received;
 }
 
-absl::StatusOr<Message> GlooProcessGroup::ReceiveOne(int peer) {
+bool GlooProcessGroup::ReceiveSpilled(int peer, void* data, size_t bytes) {
+  std::unique_ptr<Buffer> buffer = context_->createUnboundBuffer(data, bytes);
+  buffer->recv(peer, kSpillSlot);  // throws at once if the pair has failed
+  return Await(peer, *buffer);
+}
+
+absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>& envelope) {
   Message m;
-  if (!RecvInto(peer, &m.header, sizeof(Header))) return absl::CancelledError("stopped");
+  std::memcpy(&m.header, envelope.data(), sizeof(Header));
   const Header& h = m.header;
   if (h.magic != kWireMagic || h.meta_bytes > kMaxMetaBytes || h.num_payloads > kMaxPayloads) {
     return absl::DataLossError(fmt::format(
         "malformed header (magic {:#x}, {} metadata bytes, {} payloads)", h.magic, h.meta_bytes,
         h.num_payloads));
   }
+  const char* at = envelope.data() + sizeof(Header);
   if (h.meta_bytes > 0) {
     std::vector<char> meta(h.meta_bytes);
-    if (!RecvInto(peer, meta.data(), meta.size())) return absl::CancelledError("stopped");
+    if (LayOutEnvelope(h.meta_bytes, 0).meta_inline) {
+      std::memcpy(meta.data(), at, meta.size());
+      at += meta.size();
+    } else if (!ReceiveSpilled(peer, meta.data(), meta.size())) {
+      return absl::CancelledError("stopped");
+    }
     if (absl::Status s = DecodeMeta(meta, m); !s.ok()) return s;
   } else if (h.num_payloads != 0) {
     return absl::DataLossError("payloads without metadata");
   }
+  uint64_t payload_bytes = 0;
+  for (size_t i = 0; i < m.types.size(); ++i) {
+    if (m.sent[i]) payload_bytes += m.types[i].byte_size();
+  }
+  const bool inline_payloads = LayOutEnvelope(h.meta_bytes, payload_bytes).payloads_inline;
   for (size_t i = 0; i < m.types.size(); ++i) {
     if (!m.sent[i]) continue;
     ir::Tensor x = ir::Tensor::Empty(m.types[i]);
-    if (x.byte_size() > 0 && !RecvInto(peer, x.data(), x.byte_size())) {
-      return absl::CancelledError("stopped");
+    if (x.byte_size() > 0) {
+      if (inline_payloads) {
+        std::memcpy(x.data(), at, x.byte_size());
+        at += x.byte_size();
+      } else if (!ReceiveSpilled(peer, x.data(), x.byte_size())) {
+        return absl::CancelledError("stopped");
+      }
     }
     m.payloads.push_back(std::move(x));
   }
@@ -469,10 +520,26 @@ absl::StatusOr<Message> GlooProcessGroup::ReceiveOne(int peer) {
 }
 
 void GlooProcessGroup::Receive(int peer) {
-  for (;;) {
+  // Two envelopes: the next one is posted before the last one is opened, so that the peer's
+  // next message leaves at once.
+  std::vector<char> envelopes[2] = {std::vector<char>(kEnvelopeBytes),
+                                    std::vector<char>(kEnvelopeBytes)};
+  std::unique_ptr<Buffer> buffers[2];
+  try {
+    for (int i = 0; i < 2; ++i) {
+      buffers[i] = context_->createUnboundBuffer(envelopes[i].data(), kEnvelopeBytes);
+    }
+    buffers[0]->recv(peer, kEnvelopeSlot);
+  } catch (const std::exception& e) {
+    MarkFailed(peer, e.what());
+    return;
+  }
+  for (int next = 0;; next ^= 1) {
     absl::StatusOr<Message> m;
     try {
-      m = ReceiveOne(peer);
+      if (!Await(peer, *buffers[next])) return;  // stopped
+      buffers[next ^ 1]->recv(peer, kEnvelopeSlot);
+      m = Open(peer, envelopes[next]);
     } catch (const std::exception& e) {
       MarkFailed(peer, e.what());
       return;

@@ -122,6 +122,17 @@ absl::Status DecodeMeta(const std::vector<char>& bytes, Message& m) {
   return absl::OkStatus();
 }
 
+EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes) {
+  EnvelopeLayout layout;
+  layout.bytes = sizeof(Header);
+  layout.meta_inline = meta_bytes <= kEnvelopeBytes - layout.bytes;
+  if (!layout.meta_inline) return layout;
+  layout.bytes += meta_bytes;
+  layout.payloads_inline = payload_bytes <= kEnvelopeBytes - layout.bytes;
+  if (layout.payloads_inline) layout.bytes += payload_bytes;
+  return layout;
+}
+
 uint64_t RunSetKey(const std::vector<int>& processes) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (int p : processes) {

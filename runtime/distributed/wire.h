@@ -1,6 +1,9 @@
-// The messages processes of a distributed job send each other, and their encoding. A message
-// travels as a fixed 64-byte header, its metadata (`meta_bytes` long, absent when 0) and one
-// payload per operand sent (the tensor's bytes, received straight into a tensor of its type).
+// The messages processes of a distributed job send each other, and their encoding. A message is
+// a fixed 64-byte header, its metadata (`meta_bytes` long, absent when 0) and one payload per
+// operand sent (the tensor's bytes). It travels as an envelope of at most kEnvelopeBytes, which
+// the receiver keeps posted ahead so that it leaves at once: the header, then the metadata if it
+// fits, then the payloads if they all fit too (EnvelopeLayout); what does not fit follows
+// separately, in order, received straight into place (a payload into a tensor of its type).
 // Everything is in the sender's byte order: the processes of a job run the same build on x86.
 #ifndef SHARDJIT_RUNTIME_DISTRIBUTED_WIRE_H_
 #define SHARDJIT_RUNTIME_DISTRIBUTED_WIRE_H_
@@ -59,6 +62,18 @@ std::vector<char> EncodeMeta(const Message& m);
 // Fills `m`'s metadata from `bytes`, refusing anything malformed (lengths past the end, ranks or
 // dims past ir's limits, a payload count that disagrees with the header).
 absl::Status DecodeMeta(const std::vector<char>& bytes, Message& m);
+
+// The largest envelope; the receiver keeps one posted per peer (and one more while it reads).
+inline constexpr uint64_t kEnvelopeBytes = 256 << 10;
+
+// What a message's envelope holds beyond the header, from its metadata and payload sizes (sender
+// and receiver both decide it from the header and the metadata).
+struct EnvelopeLayout {
+  bool meta_inline = false;
+  bool payloads_inline = false;
+  uint64_t bytes = 0;  // the envelope's size
+};
+EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes);
 
 // A key for the set of processes `processes` (sorted), the same in every process.
 uint64_t RunSetKey(const std::vector<int>& processes);

@@ -1,0 +1,478 @@
+// The runtime across processes on this host (runtime/distributed/), side by side in one run with
+// what it is judged against:
+//  - psum, all_gather and ppermute (a ring) of f32 buffers between N processes of one device
+//    each, through jit, against Gloo's own allreduce (ring), allgather and a send/recv pair on
+//    the same buffers in a second Gloo context of the same processes; the same collectives
+//    between N devices of one process for scale. Counter: GB/s of one device's operand.
+//  - the seed variants (examples/seed_variants.h) on a 2x2 mesh as N processes (each mesh row
+//    split evenly over them) against 4 devices in one process, fused and as written;
+//  - the share of communication hidden behind compute (runtime/overlap.h) in one profiled run of
+//    each seed variant, across processes (process 0's devices) and in one process.
+// Started without SHARDJIT_* variables it runs the one-process benchmarks on every core, then
+// starts itself as N processes (tools/launcher.h; they share the cores), whose process 0 prints
+// its benchmarks; the parent prints the ratios last.
+//
+//   bazel run -c opt //bench:multiprocess -- [--processes=2] [--benchmark_filter=...]
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "benchmark/benchmark.h"
+#include "examples/seed_variants.h"
+#include "fmt/format.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/math.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "runtime/distributed/tcp_store.h"
+#include "runtime/overlap.h"
+#include "tools/launcher.h"
+
+namespace shardjit {
+namespace {
+
+constexpr char kResultsVariable[] = "SHARDJIT_BENCH_RESULTS";
+constexpr int64_t kM = 2048, kK = 2048, kN = 1024;  // the seed notebook's product
+constexpr int kRepetitions = 3;
+
+const std::vector<int64_t>& BufferBytes() {
+  static const auto* sizes = new std::vector<int64_t>{
+      4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+  return *sizes;
+}
+
+// Calls per repetition: about 256 MiB moved, at least 5 and at most 2000 calls. Fixed, so that
+// every process runs the same calls.
+int64_t Calls(int64_t bytes) { return std::clamp<int64_t>((256 << 20) / bytes, 5, 2000); }
+
+// Median real times (µs) of benchmarks by name, printed or not as they come.
+class Recorder : public benchmark::ConsoleReporter {
+ public:
+  explicit Recorder(bool print) : print_(print) {}
+  bool ReportContext(const Context& context) override {
+    return print_ ? ConsoleReporter::ReportContext(context) : true;
+  }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median") {
+        median_us[run.run_name.function_name] = run.GetAdjustedRealTime();
+      }
+    }
+    if (print_) ConsoleReporter::ReportRuns(runs);
+  }
+  void Finalize() override {
+    if (print_) ConsoleReporter::Finalize();
+  }
+
+  std::map<std::string, double> median_us;
+
+ private:
+  bool print_;
+};
+
+benchmark::internal::Benchmark* Register(const std::string& name, int64_t calls,
+                                         std::function<void(benchmark::State&)> body) {
+  return benchmark::RegisterBenchmark(name.c_str(),
+                                      [body](benchmark::State& state) { body(state); })
+      ->Iterations(calls)
+      ->Repetitions(kRepetitions)
+      ->ReportAggregatesOnly(true)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collectives
+// ---------------------------------------------------------------------------------------------
+
+// psum, all_gather and ppermute (ring) of `bytes` of f32 per device through jit on `mesh` (one
+// axis "x"), as benchmarks "<prefix>/<op>/<bytes>".
+void RegisterCollectives(const std::string& prefix, const Mesh& mesh) {
+  const int64_t n = mesh.size();
+  std::vector<std::pair<int64_t, int64_t>> ring;
+  for (int64_t i = 0; i < n; ++i) ring.emplace_back(i, (i + 1) % n);
+  const std::vector<std::pair<std::string, std::function<Tracer(Tracer)>>> ops = {
+      {"psum", [](Tracer b) { return psum(b, "x"); }},
+      {"all_gather", [](Tracer b) { return all_gather(b, "x", 0, /*tiled=*/true); }},
+      {"ppermute", [ring](Tracer b) { return ppermute(b, "x", ring); }},
+  };
+  for (int64_t bytes : BufferBytes()) {
+    const int64_t elements = bytes / 4;
+    auto input = std::make_shared<absl::StatusOr<Array>>(
+        device_put(*random::Normal(Key(3), {n * elements}, DType::kF32),
+                   NamedSharding(mesh, P("x"))));
+    for (const auto& [op, f] : ops) {
+      auto program = std::make_shared<Jitted>(jit(shard_map(f, mesh, {P("x")}, {P("x")})));
+      Register(fmt::format("{}/{}/{}", prefix, op, bytes), Calls(bytes),
+               [input, program, bytes](benchmark::State& state) {
+                 if (!input->ok()) return state.SkipWithError("device_put failed");
+                 for (auto _ : state) {
+                   absl::StatusOr<std::vector<Array>> out = (*program)(**input);
+                   if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
+                 }
+                 state.SetBytesProcessed(state.iterations() * bytes);
+               });
+    }
+  }
+}
+
+// Gloo's own collectives on the same buffers, in a context of their own ("gloo/<op>/<bytes>").
+void RegisterGloo(std::shared_ptr<gloo::Context> context) {
+  const int rank = context->rank, size = context->size;
+  for (int64_t bytes : BufferBytes()) {
+    const size_t elements = bytes / 4;
+    auto in = std::make_shared<std::vector<float>>(elements, 1e-3f);
+    auto out = std::make_shared<std::vector<float>>(elements * size);
+    Register(fmt::format("gloo/allreduce/{}", bytes), Calls(bytes),
+             [context, out, elements, bytes](benchmark::State& state) {
+               for (auto _ : state) {
+                 gloo::AllreduceOptions options(context);
+                 options.setOutput(out->data(), elements);
+                 options.setReduceFunction(
+                     static_cast<void (*)(void*, const void*, const void*, size_t)>(
+                         &gloo::sum<float>));
+                 options.setTag(1);
+                 gloo::allreduce(options);
+               }
+               state.SetBytesProcessed(state.iterations() * bytes);
+             });
+    Register(fmt::format("gloo/allgather/{}", bytes), Calls(bytes),
+             [context, in, out, elements, bytes](benchmark::State& state) {
+               for (auto _ : state) {
+                 gloo::AllgatherOptions options(context);
+                 options.setInput(in->data(), elements);
+                 options.setOutput(out->data(), elements * context->size);
+                 options.setTag(2);
+                 gloo::allgather(options);
+               }
+               state.SetBytesProcessed(state.iterations() * bytes);
+             });
+    Register(fmt::format("gloo/sendrecv/{}", bytes), Calls(bytes),
+             [context, in, out, rank, size, bytes](benchmark::State& state) {
+               std::unique_ptr<gloo::transport::UnboundBuffer> send =
+                   context->createUnboundBuffer(in->data(), bytes);
+               std::unique_ptr<gloo::transport::UnboundBuffer> recv =
+                   context->createUnboundBuffer(out->data(), bytes);
+               for (auto _ : state) {
+                 recv->recv((rank + size - 1) % size, /*slot=*/3);
+                 send->send((rank + 1) % size, /*slot=*/3);
+                 send->waitSend();
+                 recv->waitRecv();
+               }
+               state.SetBytesProcessed(state.iterations() * bytes);
+             });
+  }
+}
+
+// A second Gloo context of this job's processes, met through the coordinator's store.
+absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGloo(const ProcessGroup& group) {
+  const char* coordinator = std::getenv("SHARDJIT_COORDINATOR");
+  std::vector<std::string> host_port = absl::StrSplit(coordinator ? coordinator : "", ':');
+  int port = 0;
+  if (host_port.size() != 2 || !absl::SimpleAtoi(host_port[1], &port)) {
+    return absl::InvalidArgumentError("the Gloo comparison needs SHARDJIT_COORDINATOR=host:port");
+  }
+  absl::StatusOr<std::unique_ptr<runtime::TcpStore>> store =
+      runtime::TcpStore::Connect(host_port[0], port, std::chrono::seconds(60));
+  if (!store.ok()) return store.status();
+  auto context =
+      std::make_shared<gloo::rendezvous::Context>(group.process_id(), group.num_processes());
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = "127.0.0.1";
+    gloo::rendezvous::PrefixStore prefix("bench/gloo", **store);
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    context->connectFullMesh(prefix, device);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(fmt::format("connecting Gloo: {}", e.what()));
+  }
+  return context;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed variants
+// ---------------------------------------------------------------------------------------------
+
+struct SeedCase {
+  Mesh mesh;
+  Array x, w;
+  std::vector<examples::SeedVariant> fused, written;
+};
+
+absl::StatusOr<std::shared_ptr<SeedCase>> MakeSeedCase(const Mesh& mesh) {
+  absl::StatusOr<Array> x = device_put(*random::Normal(Key(1), {kM, kK}, DType::kBF16),
+                                       NamedSharding(mesh, P("x", "y")));
+  absl::StatusOr<Array> w = device_put(*random::Normal(Key(2), {kK, kN}, DType::kBF16),
+                                       NamedSharding(mesh, P("x", None)));
+  if (!x.ok()) return x.status();
+  if (!w.ok()) return w.status();
+  return std::make_shared<SeedCase>(
+      SeedCase{mesh, *x, *w, examples::SeedVariants(mesh, kK),
+               examples::SeedVariants(mesh, kK, DefaultBackend(), {"collective-fusion"})});
+}
+
+// "<prefix>/seed/<variant>/fused" and ".../written".
+void RegisterSeed(const std::string& prefix, std::shared_ptr<SeedCase> seed) {
+  for (size_t v = 0; v < seed->fused.size(); ++v) {
+    for (bool fused : {true, false}) {
+      const std::string name =
+          fmt::format("{}/seed/{}/{}", prefix, seed->fused[v].name, fused ? "fused" : "written");
+      Register(name, 10, [seed, v, fused](benchmark::State& state) {
+        const Jitted& program = fused ? seed->fused[v].program : seed->written[v].program;
+        for (auto _ : state) {
+          absl::StatusOr<std::vector<Array>> out = program(seed->x, seed->w);
+          if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
+        }
+        state.counters["GFLOPS"] =
+            benchmark::Counter(2.0 * kM * kK * kN * state.iterations() / 1e9,
+                               benchmark::Counter::kIsRate);
+      });
+    }
+  }
+}
+
+// One profiled run of each fused variant: the share of its communication hidden behind
+// kernels on this process's devices, as "hidden/<prefix>/<variant>".
+absl::Status MeasureHidden(Runtime& rt, const std::string& prefix, const SeedCase& seed,
+                           std::map<std::string, double>& results) {
+  runtime::Profiler* profiler = rt.profiler();
+  for (const examples::SeedVariant& v : seed.fused) {
+    profiler->Clear();
+    profiler->SetPaused(false);
+    absl::StatusOr<std::vector<Array>> out = v.program(seed.x, seed.w);
+    profiler->SetPaused(true);
+    if (!out.ok()) return out.status();
+    runtime::CommunicationOverlap overlap = runtime::MeasureOverlap(profiler->Events());
+    results[fmt::format("hidden/{}/{}", prefix, v.name)] = overlap.hidden_share();
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two sides
+// ---------------------------------------------------------------------------------------------
+
+void WriteResults(const std::string& path, const std::map<std::string, double>& results) {
+  std::ofstream out(path);
+  for (const auto& [name, value] : results) out << name << '\t' << value << '\n';
+}
+
+std::map<std::string, double> ReadResults(const std::string& path) {
+  std::map<std::string, double> results;
+  std::ifstream in(path);
+  std::string name;
+  double value;
+  while (in >> name >> value) results[name] = value;
+  return results;
+}
+
+// One process of the job: the collectives between processes, Gloo's, and the seed variants.
+int RunProcess() {
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> group = distributed::initialize();
+  if (!group.ok() || *group == nullptr) {
+    std::fprintf(stderr, "distributed::initialize: %s\n",
+                 group.ok() ? "no job" : group.status().ToString().c_str());
+    return 1;
+  }
+  const int processes = (*group)->num_processes(), id = (*group)->process_id();
+  // Device 0 of each process joins the collectives; a 2x2 mesh spread evenly over the
+  // processes (when 4 divides evenly) runs the seed variants.
+  const int local = std::max(1, 4 / processes);
+  Runtime rt({.num_devices = local, .profile = true, .processes = *group});
+  rt.profiler()->SetPaused(true);
+  std::vector<int64_t> firsts;
+  for (int p = 0; p < processes; ++p) firsts.push_back(int64_t{p} * local);
+  absl::StatusOr<Mesh> line = Mesh::Create(rt, {{"x", processes}}, firsts);
+  if (!line.ok()) {
+    std::fprintf(stderr, "%s\n", line.status().ToString().c_str());
+    return 1;
+  }
+  RegisterCollectives("procs", *line);
+  absl::StatusOr<std::shared_ptr<gloo::Context>> context = ConnectGloo(**group);
+  if (!context.ok()) {
+    std::fprintf(stderr, "%s\n", context.status().ToString().c_str());
+    return 1;
+  }
+  RegisterGloo(*context);
+  std::shared_ptr<SeedCase> seed;
+  if (4 % processes == 0) {
+    std::vector<int64_t> ids;
+    for (int64_t p = 0; p < 4; ++p) ids.push_back(p / local * local + p % local);
+    absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", 2}, {"y", 2}}, ids);
+    absl::StatusOr<std::shared_ptr<SeedCase>> made =
+        mesh.ok() ? MakeSeedCase(*mesh) : absl::StatusOr<std::shared_ptr<SeedCase>>(mesh.status());
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+      return 1;
+    }
+    seed = *made;
+    RegisterSeed("procs", seed);
+  }
+  Recorder recorder(/*print=*/id == 0);
+  benchmark::RunSpecifiedBenchmarks(&recorder);
+  std::map<std::string, double> results = recorder.median_us;
+  if (seed != nullptr) {
+    if (absl::Status s = MeasureHidden(rt, "procs", *seed, results); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+  if (const char* path = std::getenv(kResultsVariable); path != nullptr && id == 0) {
+    WriteResults(path, results);
+  }
+  benchmark::Shutdown();
+  return 0;
+}
+
+std::string Cell(const std::map<std::string, double>& r, const std::string& name,
+                 const char* format = "{:10.1f}") {
+  auto it = r.find(name);
+  return it == r.end() ? fmt::format("{:>10}", "-") : fmt::format(fmt::runtime(format), it->second);
+}
+
+std::string Ratio(const std::map<std::string, double>& r, const std::string& a,
+                  const std::string& b) {
+  auto x = r.find(a), y = r.find(b);
+  if (x == r.end() || y == r.end() || y->second <= 0) return fmt::format("{:>7}", "-");
+  return fmt::format("{:7.2f}", x->second / y->second);
+}
+
+void PrintSummary(int processes, const std::map<std::string, double>& r) {
+  fmt::print("\nCollectives of f32 buffers between {} processes on loopback (one device each): "
+             "median µs per call; ratio = shardjit / Gloo; the same collective between {} "
+             "devices of one process beside them\n",
+             processes, processes);
+  fmt::print("{:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>7} "
+             "{:>10}\n",
+             "bytes", "psum", "allreduce", "ratio", "in-proc", "all_gather", "allgather",
+             "ratio", "in-proc", "ppermute", "send/recv", "ratio", "in-proc");
+  for (int64_t bytes : BufferBytes()) {
+    std::string row = fmt::format("{:>10}", bytes);
+    for (auto [op, gloo] : std::vector<std::pair<std::string, std::string>>{
+             {"psum", "allreduce"}, {"all_gather", "allgather"}, {"ppermute", "sendrecv"}}) {
+      const std::string ours = fmt::format("procs/{}/{}", op, bytes);
+      const std::string theirs = fmt::format("gloo/{}/{}", gloo, bytes);
+      row += " " + Cell(r, ours) + " " + Cell(r, theirs) + " " + Ratio(r, ours, theirs) + " " +
+             Cell(r, fmt::format("inproc/{}/{}", op, bytes));
+    }
+    fmt::print("{}\n", row);
+  }
+  fmt::print("\nSeed variants, bf16 x[{},{}] @ w[{},{}] on a 2x2 mesh: median ms per call, as {} "
+             "processes vs 4 devices in one process; hidden: share of communication behind "
+             "kernels in one fused run\n",
+             kM, kK, kK, kN, processes);
+  fmt::print("{:>8} {:>12} {:>12} {:>7} {:>12} {:>12} {:>7} {:>10} {:>10}\n", "variant",
+             "procs fused", "1-proc fused", "ratio", "procs wrtn", "1-proc wrtn", "ratio",
+             "hidden", "1-proc hid");
+  for (const std::string v : {"a", "b", "c", "d", "e", "f"}) {
+    auto name = [&](const char* side, const char* mode) {
+      return fmt::format("{}/seed/{}/{}", side, v, mode);
+    };
+    std::map<std::string, double> ms;
+    for (const auto& [k, value] : r) ms[k] = value / 1e3;
+    fmt::print("{:>8} {:>12} {:>12} {} {:>12} {:>12} {} {:>10} {:>10}\n", "(" + v + ")",
+               Cell(ms, name("procs", "fused"), "{:12.2f}"),
+               Cell(ms, name("inproc", "fused"), "{:12.2f}"),
+               Ratio(r, name("procs", "fused"), name("inproc", "fused")),
+               Cell(ms, name("procs", "written"), "{:12.2f}"),
+               Cell(ms, name("inproc", "written"), "{:12.2f}"),
+               Ratio(r, name("procs", "written"), name("inproc", "written")),
+               Cell(r, "hidden/procs/" + v, "{:10.2f}"), Cell(r, "hidden/inproc/" + v, "{:10.2f}"));
+  }
+}
+
+// The parent: the one-process benchmarks on every core, then the job; prints the ratios.
+int RunParent(int processes, int argc, char** argv) {
+  std::map<std::string, double> results;
+  {
+    Runtime rt({.num_devices = 4, .profile = true});
+    rt.profiler()->SetPaused(true);
+    std::vector<int64_t> ids;
+    for (int p = 0; p < processes && p < 4; ++p) ids.push_back(p);
+    absl::StatusOr<Mesh> line = Mesh::Create(rt, {{"x", static_cast<int64_t>(ids.size())}}, ids);
+    absl::StatusOr<Mesh> square = Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+    if (!line.ok() || !square.ok()) return 1;
+    RegisterCollectives("inproc", *line);
+    absl::StatusOr<std::shared_ptr<SeedCase>> seed = MakeSeedCase(*square);
+    if (!seed.ok()) {
+      std::fprintf(stderr, "%s\n", seed.status().ToString().c_str());
+      return 1;
+    }
+    RegisterSeed("inproc", *seed);
+    Recorder recorder(/*print=*/true);
+    benchmark::RunSpecifiedBenchmarks(&recorder);
+    benchmark::ClearRegisteredBenchmarks();
+    results = recorder.median_us;
+    if (absl::Status s = MeasureHidden(rt, "inproc", **seed, results); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+  char dir_template[] = "/tmp/shardjit_bench_XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return 1;
+  const std::string path = std::string(dir) + "/results.tsv";
+  setenv(kResultsVariable, path.c_str(), 1);
+  char self[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0) return 1;
+  tools::LaunchOptions options{.num_processes = processes,
+                               .forward_signals = true,
+                               .output_fd = STDOUT_FILENO,
+                               .argv = {std::string(self, length)}};
+  for (int i = 1; i < argc; ++i) options.argv.push_back(argv[i]);
+  fmt::print("\n{} processes:\n", processes);
+  std::fflush(stdout);
+  absl::StatusOr<int> status = tools::Launch(options, std::cout, std::cerr);
+  if (!status.ok() || *status != 0) {
+    std::fprintf(stderr, "the job failed: %s\n",
+                 status.ok() ? fmt::format("status {}", *status).c_str()
+                             : status.status().ToString().c_str());
+    return 1;
+  }
+  for (const auto& [name, value] : ReadResults(path)) results[name] = value;
+  std::remove(path.c_str());
+  rmdir(dir);
+  PrintSummary(processes, results);
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardjit
+
+int main(int argc, char** argv) {
+  int processes = 2;
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--processes=", 0) == 0) {
+      if (!absl::SimpleAtoi(arg.substr(12), &processes) || processes < 2) {
+        std::fprintf(stderr, "--processes must be at least 2\n");
+        return 2;
+      }
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+  if (std::getenv("SHARDJIT_NUM_PROCESSES") != nullptr) return shardjit::RunProcess();
+  return shardjit::RunParent(processes, argc, argv);
+}
