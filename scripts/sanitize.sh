@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The sanitizer runs, each sanitizer building in an output base of its own (/tmp/shardjit_asan,
-# /tmp/shardjit_tsan) so that the normal build's cache stays as it is. Ends with
+# The sanitizer runs, each sanitizer building in an output base of its own per checkout
+# (/tmp/shardjit_asan_<hash of its path>, /tmp/shardjit_tsan_<...>) so that the normal build's
+# cache stays as it is and two checkouts never share runfiles. Ends with
 # "N passed, M failed" over both runs.
 #   scripts/sanitize.sh          ASan+UBSan over the runtime, IR, passes, tools, GEMM, copy
 #                                kernels, grouped matmul, collective and example tests, then TSan
@@ -42,11 +43,12 @@ else
                 //examples:pipeline_test)
 fi
 log=$(mktemp)
-bazel --output_base=/tmp/shardjit_asan test --symlink_prefix=/ --config=asan --config=ubsan \
+checkout=$(pwd -P | md5sum | cut -c1-12)
+bazel --output_base="/tmp/shardjit_asan_$checkout" test --symlink_prefix=/ --config=asan --config=ubsan \
   "${asan_targets[@]}" "$@" 2>&1 | tee "$log"
 asan=${PIPESTATUS[0]}
 # TSan runs the async collective tests ~20x slower (560 s on 2 cores): a longer timeout.
-bazel --output_base=/tmp/shardjit_tsan test --symlink_prefix=/ --config=tsan --test_timeout=1800 \
+bazel --output_base="/tmp/shardjit_tsan_$checkout" test --symlink_prefix=/ --config=tsan --test_timeout=1800 \
   "${tsan_targets[@]}" "$@" 2>&1 | tee -a "$log"
 tsan=${PIPESTATUS[0]}
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")

@@ -381,13 +381,22 @@ struct Shape {
   const char* layout;
 };
 
+// Runs `role` as the job `s` and expects every process to report "ok".
+void ExpectEveryProcessOk(const std::string& role, const Shape& s) {
+  Job job = Launch(role, s.processes, s.local_devices, s.layout);
+  EXPECT_EQ(job.status, 0) << job.output;
+  for (int p = 0; p < s.processes; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p;
+}
+
+std::string ShapeName(const ::testing::TestParamInfo<Shape>& info) {
+  return absl::StrCat(info.param.processes, "x", info.param.local_devices, "_",
+                      info.param.layout);
+}
+
 class MultiprocessCollectives : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(MultiprocessCollectives, BitwiseEqualToOneProcess) {
-  const Shape s = GetParam();
-  Job job = Launch("collectives", s.processes, s.local_devices, s.layout);
-  EXPECT_EQ(job.status, 0) << job.output;
-  for (int p = 0; p < s.processes; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p;
+  ExpectEveryProcessOk("collectives", GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -396,18 +405,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{2, 2, "rows"},   // {x:2, y:2}: x across processes, y within
                       Shape{2, 2, "cols"},   // {x:2, y:2}: y across processes, x within
                       Shape{4, 1, "rows"}),  // {x:2, y:2}: every axis across 4 processes
-    [](const auto& info) {
-      return absl::StrCat(info.param.processes, "x", info.param.local_devices, "_",
-                          info.param.layout);
-    });
+    ShapeName);
 
 class MultiprocessSeedVariants : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(MultiprocessSeedVariants, MatchOneProcessAndF64) {
-  const Shape s = GetParam();
-  Job job = Launch("seed", s.processes, s.local_devices, s.layout);
-  EXPECT_EQ(job.status, 0) << job.output;
-  for (int p = 0; p < s.processes; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p;
+  ExpectEveryProcessOk("seed", GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -415,16 +418,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Shape{2, 2, "rows"},   // seed_matmul --processes=2: x across processes
                       Shape{2, 2, "cols"},   // y across processes
                       Shape{4, 1, "rows"}),  // seed_matmul --processes=4 on a 2x2 mesh
-    [](const auto& info) {
-      return absl::StrCat(info.param.processes, "x", info.param.local_devices, "_",
-                          info.param.layout);
-    });
+    ShapeName);
 
-TEST(Multiprocess, FileStore) {
-  Job job = Launch("file_store", 2, 2, "rows");
-  EXPECT_EQ(job.status, 0) << job.output;
-  for (int p = 0; p < 2; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p;
-}
+TEST(Multiprocess, FileStore) { ExpectEveryProcessOk("file_store", Shape{2, 2, "rows"}); }
 
 TEST(Multiprocess, AKilledProcessFailsTheOthersNamingIt) {
   const absl::Time start = absl::Now();
