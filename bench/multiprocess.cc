@@ -381,12 +381,12 @@ void PrintSummary(int processes, const std::map<std::string, double>& r) {
   fmt::print("{:>8} {:>12} {:>12} {:>7} {:>12} {:>12} {:>7} {:>10} {:>10}\n", "variant",
              "procs fused", "1-proc fused", "ratio", "procs wrtn", "1-proc wrtn", "ratio",
              "hidden", "1-proc hid");
+  std::map<std::string, double> ms;
+  for (const auto& [k, value] : r) ms[k] = value / 1e3;
   for (const std::string v : {"a", "b", "c", "d", "e", "f"}) {
     auto name = [&](const char* side, const char* mode) {
       return fmt::format("{}/seed/{}/{}", side, v, mode);
     };
-    std::map<std::string, double> ms;
-    for (const auto& [k, value] : r) ms[k] = value / 1e3;
     fmt::print("{:>8} {:>12} {:>12} {} {:>12} {:>12} {} {:>10} {:>10}\n", "(" + v + ")",
                Cell(ms, name("procs", "fused"), "{:12.2f}"),
                Cell(ms, name("inproc", "fused"), "{:12.2f}"),
