@@ -13,7 +13,6 @@
 // its benchmarks; the parent prints the ratios last.
 //
 //   bazel run -c opt //bench:multiprocess -- [--processes=2] [--benchmark_filter=...]
-#include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -50,7 +49,7 @@ namespace {
 
 constexpr char kResultsVariable[] = "SHARDJIT_BENCH_RESULTS";
 constexpr int64_t kM = 2048, kK = 2048, kN = 1024;  // the seed notebook's product
-constexpr int kRepetitions = 3;
+constexpr int kRepetitions = 5;
 
 const std::vector<int64_t>& BufferBytes() {
   static const auto* sizes = new std::vector<int64_t>{
@@ -102,9 +101,63 @@ benchmark::internal::Benchmark* Register(const std::string& name, int64_t calls,
 // Collectives
 // ---------------------------------------------------------------------------------------------
 
+// Gloo's counterpart of `op` (allreduce, allgather, or a send/recv ring) on `bytes` of f32 per
+// process, on buffers of its own, as benchmark "gloo/<counterpart>/<bytes>".
+void RegisterGloo(const std::shared_ptr<gloo::Context>& context, const std::string& op,
+                  int64_t bytes) {
+  const int rank = context->rank, size = context->size;
+  const size_t elements = bytes / 4;
+  auto in = std::make_shared<std::vector<float>>(elements, 1e-3f);
+  auto out = std::make_shared<std::vector<float>>(elements * size);
+  if (op == "psum") {
+    Register(fmt::format("gloo/allreduce/{}", bytes), Calls(bytes),
+             [context, out, elements, bytes](benchmark::State& state) {
+               for (auto _ : state) {
+                 gloo::AllreduceOptions options(context);
+                 options.setOutput(out->data(), elements);
+                 options.setReduceFunction(
+                     static_cast<void (*)(void*, const void*, const void*, size_t)>(
+                         &gloo::sum<float>));
+                 options.setTag(1);
+                 gloo::allreduce(options);
+               }
+               state.SetBytesProcessed(state.iterations() * bytes);
+             });
+  } else if (op == "all_gather") {
+    Register(fmt::format("gloo/allgather/{}", bytes), Calls(bytes),
+             [context, in, out, elements, bytes](benchmark::State& state) {
+               for (auto _ : state) {
+                 gloo::AllgatherOptions options(context);
+                 options.setInput(in->data(), elements);
+                 options.setOutput(out->data(), elements * context->size);
+                 options.setTag(2);
+                 gloo::allgather(options);
+               }
+               state.SetBytesProcessed(state.iterations() * bytes);
+             });
+  } else {
+    Register(fmt::format("gloo/sendrecv/{}", bytes), Calls(bytes),
+             [context, in, out, rank, size, bytes](benchmark::State& state) {
+               std::unique_ptr<gloo::transport::UnboundBuffer> send =
+                   context->createUnboundBuffer(in->data(), bytes);
+               std::unique_ptr<gloo::transport::UnboundBuffer> recv =
+                   context->createUnboundBuffer(out->data(), bytes);
+               for (auto _ : state) {
+                 recv->recv((rank + size - 1) % size, /*slot=*/3);
+                 send->send((rank + 1) % size, /*slot=*/3);
+                 send->waitSend();
+                 recv->waitRecv();
+               }
+               state.SetBytesProcessed(state.iterations() * bytes);
+             });
+  }
+}
+
 // psum, all_gather and ppermute (ring) of `bytes` of f32 per device through jit on `mesh` (one
-// axis "x"), as benchmarks "<prefix>/<op>/<bytes>".
-void RegisterCollectives(const std::string& prefix, const Mesh& mesh) {
+// axis "x"), as benchmarks "<prefix>/<op>/<bytes>"; each followed by Gloo's counterpart when a
+// `context` is given, so that the two run side by side (this machine's speed drifts).
+void RegisterCollectives(const std::string& prefix, const Mesh& mesh,
+                         const std::shared_ptr<gloo::Context>& context = nullptr) {
   const int64_t n = mesh.size();
   std::vector<std::pair<int64_t, int64_t>> ring;
   for (int64_t i = 0; i < n; ++i) ring.emplace_back(i, (i + 1) % n);
@@ -129,55 +182,8 @@ void RegisterCollectives(const std::string& prefix, const Mesh& mesh) {
                  }
                  state.SetBytesProcessed(state.iterations() * bytes);
                });
+      if (context != nullptr) RegisterGloo(context, op, bytes);
     }
-  }
-}
-
-// Gloo's own collectives on the same buffers, in a context of their own ("gloo/<op>/<bytes>").
-void RegisterGloo(std::shared_ptr<gloo::Context> context) {
-  const int rank = context->rank, size = context->size;
-  for (int64_t bytes : BufferBytes()) {
-    const size_t elements = bytes / 4;
-    auto in = std::make_shared<std::vector<float>>(elements, 1e-3f);
-    auto out = std::make_shared<std::vector<float>>(elements * size);
-    Register(fmt::format("gloo/allreduce/{}", bytes), Calls(bytes),
-             [context, out, elements, bytes](benchmark::State& state) {
-               for (auto _ : state) {
-                 gloo::AllreduceOptions options(context);
-                 options.setOutput(out->data(), elements);
-                 options.setReduceFunction(
-                     static_cast<void (*)(void*, const void*, const void*, size_t)>(
-                         &gloo::sum<float>));
-                 options.setTag(1);
-                 gloo::allreduce(options);
-               }
-               state.SetBytesProcessed(state.iterations() * bytes);
-             });
-    Register(fmt::format("gloo/allgather/{}", bytes), Calls(bytes),
-             [context, in, out, elements, bytes](benchmark::State& state) {
-               for (auto _ : state) {
-                 gloo::AllgatherOptions options(context);
-                 options.setInput(in->data(), elements);
-                 options.setOutput(out->data(), elements * context->size);
-                 options.setTag(2);
-                 gloo::allgather(options);
-               }
-               state.SetBytesProcessed(state.iterations() * bytes);
-             });
-    Register(fmt::format("gloo/sendrecv/{}", bytes), Calls(bytes),
-             [context, in, out, rank, size, bytes](benchmark::State& state) {
-               std::unique_ptr<gloo::transport::UnboundBuffer> send =
-                   context->createUnboundBuffer(in->data(), bytes);
-               std::unique_ptr<gloo::transport::UnboundBuffer> recv =
-                   context->createUnboundBuffer(out->data(), bytes);
-               for (auto _ : state) {
-                 recv->recv((rank + size - 1) % size, /*slot=*/3);
-                 send->send((rank + 1) % size, /*slot=*/3);
-                 send->waitSend();
-                 recv->waitRecv();
-               }
-               state.SetBytesProcessed(state.iterations() * bytes);
-             });
   }
 }
 
@@ -304,13 +310,12 @@ int RunProcess() {
     std::fprintf(stderr, "%s\n", line.status().ToString().c_str());
     return 1;
   }
-  RegisterCollectives("procs", *line);
   absl::StatusOr<std::shared_ptr<gloo::Context>> context = ConnectGloo(**group);
   if (!context.ok()) {
     std::fprintf(stderr, "%s\n", context.status().ToString().c_str());
     return 1;
   }
-  RegisterGloo(*context);
+  RegisterCollectives("procs", *line, *context);
   std::shared_ptr<SeedCase> seed;
   if (4 % processes == 0) {
     std::vector<int64_t> ids;
@@ -430,17 +435,9 @@ int RunParent(int processes, int argc, char** argv) {
   if (dir == nullptr) return 1;
   const std::string path = std::string(dir) + "/results.tsv";
   setenv(kResultsVariable, path.c_str(), 1);
-  char self[PATH_MAX];
-  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (length <= 0) return 1;
-  tools::LaunchOptions options{.num_processes = processes,
-                               .forward_signals = true,
-                               .output_fd = STDOUT_FILENO,
-                               .argv = {std::string(self, length)}};
-  for (int i = 1; i < argc; ++i) options.argv.push_back(argv[i]);
   fmt::print("\n{} processes:\n", processes);
-  std::fflush(stdout);
-  absl::StatusOr<int> status = tools::Launch(options, std::cout, std::cerr);
+  absl::StatusOr<int> status =
+      tools::LaunchSelf(processes, std::vector<std::string>(argv + 1, argv + argc));
   if (!status.ok() || *status != 0) {
     std::fprintf(stderr, "the job failed: %s\n",
                  status.ok() ? fmt::format("status {}", *status).c_str()

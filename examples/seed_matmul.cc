@@ -14,8 +14,6 @@
 // process 0 and x=1 in process 1), so collectives over x cross processes. Started with the
 // SHARDJIT_* variables set (by //tools:launch, or by hand on several hosts), it joins that job.
 // Process 0 prints; each process writes its own trace (path.pK.json).
-#include <limits.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -312,18 +310,7 @@ int Run(const Flags& flags) {
 
 // Runs this program as `flags.processes` processes of one job on this host; their exit status.
 int LaunchJob(const Flags& flags) {
-  char self[PATH_MAX];
-  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (length <= 0) {
-    std::perror("readlink /proc/self/exe");
-    return 1;
-  }
-  tools::LaunchOptions options{.num_processes = flags.processes,
-                               .forward_signals = true,
-                               .output_fd = STDOUT_FILENO,
-                               .argv = {std::string(self, length)}};
-  options.argv.insert(options.argv.end(), flags.args.begin(), flags.args.end());
-  absl::StatusOr<int> status = tools::Launch(options, std::cout, std::cerr);
+  absl::StatusOr<int> status = tools::LaunchSelf(flags.processes, flags.args);
   if (!status.ok()) {
     std::fprintf(stderr, "launch: %s\n", std::string(status.status().message()).c_str());
     return 1;

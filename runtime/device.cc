@@ -7,26 +7,44 @@
 
 namespace shardjit::runtime {
 
-AccountingAllocator::~AccountingAllocator() {
-  for (std::vector<void*>& blocks : free_) {
-    for (void* p : blocks) std::free(p);
-  }
-}
+AccountingAllocator::~AccountingAllocator() { ReleaseCached(); }
 
 int AccountingAllocator::ClassOf(size_t bytes) {
   const size_t rounded = std::bit_ceil(std::max<size_t>(bytes, size_t{1} << kMinClassLog2));
   return std::countr_zero(rounded) - kMinClassLog2;
 }
 
+size_t AccountingAllocator::LargeClassBytes(size_t bytes) {
+  const size_t step = std::bit_floor(bytes) / 8;
+  return (bytes + step - 1) / step * step;
+}
+
 size_t AccountingAllocator::cached_bytes() const {
   std::lock_guard<SpinMutex> lock(mu_);
-  return cached_bytes_;
+  return cached_bytes_ + cached_large_bytes_;
+}
+
+void AccountingAllocator::ReleaseCached() {
+  std::vector<void*> blocks;
+  {
+    std::lock_guard<SpinMutex> lock(mu_);
+    for (std::vector<void*>& kept : free_) {
+      blocks.insert(blocks.end(), kept.begin(), kept.end());
+      kept.clear();
+    }
+    for (const LargeBlock& b : large_free_) blocks.push_back(b.ptr);
+    large_free_.clear();
+    cached_bytes_ = cached_large_bytes_ = 0;
+  }
+  for (void* p : blocks) std::free(p);
 }
 
 void* AccountingAllocator::Allocate(size_t bytes) {
   void* p = nullptr;
   if (bytes == 0) return nullptr;
-  if (kDeviceReusesBlocks && bytes <= kMaxCachedBlock) {
+  if (!kDeviceReusesBlocks) {
+    p = ir::HostAllocator()->Allocate(bytes);
+  } else if (bytes <= kMaxCachedBlock) {
     const int cls = ClassOf(bytes);
     {
       std::lock_guard<SpinMutex> lock(mu_);
@@ -38,7 +56,7 @@ void* AccountingAllocator::Allocate(size_t bytes) {
     }
     if (p == nullptr) p = std::aligned_alloc(64, ClassBytes(cls));
   } else {
-    p = ir::HostAllocator()->Allocate(bytes);
+    p = AllocateLarge(bytes);
   }
   const int64_t now = current_.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
   int64_t peak = peak_.load();
@@ -47,13 +65,30 @@ void* AccountingAllocator::Allocate(size_t bytes) {
   return p;
 }
 
+void* AccountingAllocator::AllocateLarge(size_t bytes) {
+  const size_t block = LargeClassBytes(bytes);
+  {
+    std::lock_guard<SpinMutex> lock(mu_);
+    // The most recently kept block of the class.
+    for (auto it = large_free_.rbegin(); it != large_free_.rend(); ++it) {
+      if (it->bytes != block) continue;
+      void* p = it->ptr;
+      large_free_.erase(std::next(it).base());
+      cached_large_bytes_ -= block;
+      return p;
+    }
+  }
+  return std::aligned_alloc(64, block);
+}
+
 void AccountingAllocator::Deallocate(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
   current_.fetch_sub(static_cast<int64_t>(bytes));
-  if (!kDeviceReusesBlocks || bytes > kMaxCachedBlock) {
+  if (!kDeviceReusesBlocks) {
     ir::HostAllocator()->Deallocate(ptr, bytes);
     return;
   }
+  if (bytes > kMaxCachedBlock) return DeallocateLarge(ptr, bytes);
   const int cls = ClassOf(bytes);
   {
     std::lock_guard<SpinMutex> lock(mu_);
@@ -63,6 +98,30 @@ void AccountingAllocator::Deallocate(void* ptr, size_t bytes) {
       return;
     }
   }
+  std::free(ptr);
+}
+
+void AccountingAllocator::DeallocateLarge(void* ptr, size_t bytes) {
+  const size_t block = LargeClassBytes(bytes);
+  std::vector<void*> evicted;  // freed without the lock
+  {
+    std::lock_guard<SpinMutex> lock(mu_);
+    // A block is at most 1/8 larger than its request: the bound holds the peak's blocks.
+    const auto peak = static_cast<size_t>(std::max<int64_t>(peak_.load(), 0));
+    const size_t bound = peak + peak / 8;
+    if (block <= bound) {
+      // The blocks kept longest go first: they serve sizes the program no longer asks for.
+      while (cached_large_bytes_ + block > bound) {
+        evicted.push_back(large_free_.front().ptr);
+        cached_large_bytes_ -= large_free_.front().bytes;
+        large_free_.pop_front();
+      }
+      large_free_.push_back({block, ptr});
+      cached_large_bytes_ += block;
+      ptr = nullptr;
+    }
+  }
+  for (void* p : evicted) std::free(p);
   std::free(ptr);
 }
 

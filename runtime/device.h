@@ -1,11 +1,12 @@
 // A virtual device: an id and an allocator that accounts its memory (current and peak bytes) and
-// keeps small freed blocks for reuse.
+// keeps freed blocks for reuse.
 #ifndef SHARDJIT_RUNTIME_DEVICE_H_
 #define SHARDJIT_RUNTIME_DEVICE_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -28,10 +29,17 @@ struct MemoryStats {
 };
 
 // Aligned heap memory whose live bytes are counted. A program allocates the same sizes run after
-// run, so freed blocks up to kMaxCachedBlock bytes (in power-of-two size classes, at most
-// kMaxCachedBytes in all) are kept for the next allocation of their class instead of going back to
-// malloc (unless kDeviceReusesBlocks is false). Cached blocks do not count as live. Thread-safe:
-// arrays may be freed on any thread.
+// run, so freed blocks are kept for the next allocation of their size class instead of going back
+// to malloc (unless kDeviceReusesBlocks is false):
+//  - small ones, up to kMaxCachedBlock bytes, in power-of-two classes, at most kMaxCachedBytes in
+//    all;
+//  - large ones in classes of an eighth of their power of two (a block is at most 1/8 larger than
+//    asked), at most as many bytes in all as the peak of live bytes (and that eighth), the ones
+//    kept longest making room for newer ones. Past glibc's mmap threshold every fresh block is
+//    mapped and page-faulted anew (a 64 MiB buffer costs milliseconds before it is written
+//    once); a kept one is not.
+// Cached blocks do not count as live; ReleaseCached returns them. Thread-safe: arrays may be freed
+// on any thread.
 class AccountingAllocator final : public ir::Allocator,
                                   public std::enable_shared_from_this<AccountingAllocator> {
  public:
@@ -50,8 +58,13 @@ class AccountingAllocator final : public ir::Allocator,
   MemoryStats stats() const { return {current_.load(), peak_.load()}; }
   // Restarts peak tracking from the current figure.
   void ResetPeak() { peak_.store(current_.load()); }
-  // Bytes held in freed blocks kept for reuse.
+  // Bytes held in freed blocks kept for reuse (small and large).
   size_t cached_bytes() const;
+  // Returns every kept block to malloc.
+  void ReleaseCached();
+  // The block size a large request (> kMaxCachedBlock) is served with: `bytes` rounded up to an
+  // eighth of its power of two.
+  static size_t LargeClassBytes(size_t bytes);
 
  private:
   static constexpr int kMinClassLog2 = 6;  // 64 bytes
@@ -59,12 +72,20 @@ class AccountingAllocator final : public ir::Allocator,
   // The size class of `bytes` (<= kMaxCachedBlock) and its block size.
   static int ClassOf(size_t bytes);
   static size_t ClassBytes(int cls) { return size_t{1} << (cls + kMinClassLog2); }
+  void* AllocateLarge(size_t bytes);
+  void DeallocateLarge(void* ptr, size_t bytes);
 
   std::atomic<int64_t> current_{0};
   std::atomic<int64_t> peak_{0};
   mutable SpinMutex mu_;
   std::vector<void*> free_[kClasses];  // under mu_
-  size_t cached_bytes_ = 0;            // under mu_
+  size_t cached_bytes_ = 0;            // under mu_: small blocks kept
+  struct LargeBlock {
+    size_t bytes;
+    void* ptr;
+  };
+  std::deque<LargeBlock> large_free_;  // oldest first; under mu_
+  size_t cached_large_bytes_ = 0;      // under mu_
 };
 
 class Device {

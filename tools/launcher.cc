@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <climits>
+#include <iostream>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -608,6 +611,19 @@ absl::StatusOr<int> Launch(const LaunchOptions& options, std::ostream& out, std:
     port = *free_port;
   }
   return Launcher(options, out, err).Run(fmt::format("127.0.0.1:{}", port));
+}
+
+absl::StatusOr<int> LaunchSelf(int num_processes, const std::vector<std::string>& args) {
+  char self[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0) return Errno("readlink /proc/self/exe");
+  LaunchOptions options{.num_processes = num_processes,
+                        .forward_signals = true,
+                        .output_fd = STDOUT_FILENO,
+                        .argv = {std::string(self, length)}};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  std::fflush(stdout);  // what this process printed comes before the children's lines
+  return Launch(options, std::cout, std::cerr);
 }
 
 }  // namespace shardjit::tools

@@ -52,6 +52,12 @@ struct LaunchOptions {
 // child cannot be started (children already started are killed first).
 absl::StatusOr<int> Launch(const LaunchOptions& options, std::ostream& out, std::ostream& err);
 
+// Runs this executable (/proc/self/exe) with `args` as `num_processes` processes of one job:
+// Launch with the output on this process's stdout and stderr and SIGINT and SIGTERM forwarded.
+// How a program starts itself as a job when asked to (e.g. seed_matmul --processes=N); its
+// children tell themselves apart by SHARDJIT_NUM_PROCESSES being set.
+absl::StatusOr<int> LaunchSelf(int num_processes, const std::vector<std::string>& args);
+
 // A port on 127.0.0.1 that was free a moment ago.
 absl::StatusOr<int> PickFreePort();
 

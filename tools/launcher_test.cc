@@ -1,10 +1,11 @@
 // Tests of the multi-process launcher with /bin/sh scripts as children: the environment each
 // child sees, prefixed and complete output, exit statuses (first failure, signals, timeout, a
 // program that cannot run), stopping children after the grace period, forwarded signals and a
-// closed output.
+// closed output; and LaunchSelf with this test program as the children (kSelfChild).
 #include "tools/launcher.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -26,6 +27,10 @@
 
 namespace shardjit::tools {
 namespace {
+
+// argv[1] of this program started by LaunchSelf: it writes "<id> <processes> <argv[2]>" to
+// argv[2]/<id> and exits with status argv[3].
+constexpr char kSelfChild[] = "--launch-self-child";
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -359,6 +364,26 @@ TEST(LauncherTest, BadOptionsAreRejected) {
   EXPECT_THAT(status.status().message(), HasSubstr("no program"));
 }
 
+TEST(LauncherTest, LaunchSelfRunsThisProgramWithItsArguments) {
+  const std::string dir = TempPath("launch_self");
+  ASSERT_TRUE(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST);
+  absl::StatusOr<int> status = LaunchSelf(3, {kSelfChild, dir, "0"});
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, 0);
+  for (int i = 0; i < 3; ++i) {
+    std::ifstream in(dir + "/" + std::to_string(i));
+    int id = -1, processes = 0;
+    std::string arg;
+    in >> id >> processes >> arg;
+    EXPECT_EQ(id, i);
+    EXPECT_EQ(processes, 3);
+    EXPECT_EQ(arg, dir);
+  }
+  status = LaunchSelf(2, {kSelfChild, dir, "3"});
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, 3);  // the first failed child's status
+}
+
 TEST(LauncherTest, SignalNames) {
   EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
   EXPECT_EQ(SignalName(SIGTERM), "SIGTERM");
@@ -366,3 +391,15 @@ TEST(LauncherTest, SignalNames) {
 
 }  // namespace
 }  // namespace shardjit::tools
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == shardjit::tools::kSelfChild) {
+    const char* id = std::getenv("SHARDJIT_PROCESS_ID");
+    const char* processes = std::getenv("SHARDJIT_NUM_PROCESSES");
+    if (id == nullptr || processes == nullptr) return 2;
+    std::ofstream(std::string(argv[2]) + "/" + id) << id << " " << processes << " " << argv[2];
+    return std::atoi(argv[3]);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

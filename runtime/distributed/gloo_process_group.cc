@@ -20,6 +20,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "ir/sharding.h"
 #include "runtime/collective_plan.h"
+#include "runtime/device.h"
 #include "runtime/distributed/wire.h"
 #include "runtime/fabric.h"
 
@@ -195,6 +196,10 @@ class GlooProcessGroup final : public ProcessGroup {
   const std::shared_ptr<void> keep_alive_;
   const std::shared_ptr<gloo::rendezvous::Context> context_;
   std::vector<Peer> peers_;
+  // What received payloads are allocated from: a run receives the same sizes as the last, so the
+  // blocks it freed serve the next (a fresh large one would be page-faulted anew).
+  const std::shared_ptr<AccountingAllocator> receive_allocator_ =
+      std::make_shared<AccountingAllocator>();
 
   std::mutex mu_;  // everything below
   std::condition_variable cv_;
@@ -505,7 +510,7 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>
   const bool inline_payloads = LayOutEnvelope(h.meta_bytes, payload_bytes).payloads_inline;
   for (size_t i = 0; i < m.types.size(); ++i) {
     if (!m.sent[i]) continue;
-    ir::Tensor x = ir::Tensor::Empty(m.types[i]);
+    ir::Tensor x = ir::Tensor::Empty(m.types[i], receive_allocator_.get());
     if (x.byte_size() > 0) {
       if (inline_payloads) {
         std::memcpy(x.data(), at, x.byte_size());
