@@ -4,7 +4,8 @@
 # cache stays as it is and two checkouts never share runfiles. Ends with
 # "N passed, M failed" over both runs.
 #   scripts/sanitize.sh          ASan+UBSan over the runtime, IR, passes, tools, GEMM, copy
-#                                kernels, grouped matmul, collective and example tests, then TSan
+#                                kernels, grouped matmul, collective, multi-process and example
+#                                tests, then TSan
 #                                over the runtime, scheduler, fabric, point-to-point and
 #                                cancellation tests.
 #                                Cold, about 11 minutes on 2 cores.
@@ -32,6 +33,7 @@ else
                 //tests:cancellation_test //tests:ragged_all_to_all_test_2threads
                 //tests:psend_precv_test_1threads //backends/x86:grouped_matmul_test
                 //tests:grouped_matmul_test //examples:moe_layer_test //examples:pipeline_test
+                //tests:multiprocess_test
                 //fuzz:ir_text_fuzzer_corpus_test //fuzz:proto_fuzzer_corpus_test
                 //fuzz:npy_fuzzer_corpus_test //fuzz:module_fuzzer_corpus_test)
   tsan_targets=(//backends:thread_pool_test //runtime:scheduler_test
