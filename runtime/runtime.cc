@@ -250,7 +250,9 @@ class Runtime::Watchdog {
     cv_.notify_one();
     thread_.join();
   }
-  // Watches `run` (null: none) until `deadline` from now on.
+  // Watches `run` (null: none) until `deadline` from now on. The thread is woken only to take
+  // a deadline into account: its periodic samples find the run anyway, and a wake per run costs
+  // a context switch where cores are scarce.
   void Watch(RunState* run, absl::Time deadline = absl::InfiniteFuture()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -258,7 +260,7 @@ class Runtime::Watchdog {
       deadline_ = deadline;
       stalled_samples_ = -1;
     }
-    cv_.notify_one();
+    if (deadline != absl::InfiniteFuture()) cv_.notify_one();
   }
 
  private:
