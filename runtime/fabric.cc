@@ -458,18 +458,23 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
 
 void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands) {
   const CollectiveGroup& group = *ticket.group;
+  const int64_t me = group.axis_indices[group.my_index];
   // A ppermute operand is read by its targets only; every other collective reads every member's.
   std::vector<int64_t> readers;
+  std::vector<int64_t> sources;  // the remote members whose operands this position reads
   if (ticket.resolved->is_ppermute) {
-    const int64_t me = group.axis_indices[group.my_index];
     for (const ir::PermutePair& pair : ticket.resolved->op->ppermute().perm()) {
       if (pair.source() == me) readers.push_back(group.members[pair.target()]);
+      if (pair.target() == me && !remote_->IsLocal(group.members[pair.source()])) {
+        sources.push_back(group.members[pair.source()]);
+      }
     }
   }
   std::vector<int> processes;
   std::vector<bool> with_data;
   for (int64_t member : group.members) {
     if (remote_->IsLocal(member)) continue;
+    if (!ticket.resolved->is_ppermute) sources.push_back(member);
     const int process = remote_->ProcessOf(member);
     const bool reads = !ticket.resolved->is_ppermute ||
                        std::find(readers.begin(), readers.end(), member) != readers.end();
@@ -480,6 +485,12 @@ void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& 
     } else if (reads) {
       with_data[it - processes.begin()] = true;
     }
+  }
+  // Ready to receive first, so that the peers' operands leave as soon as they are posted.
+  if (!sources.empty()) {
+    std::vector<ir::ShapedType> types;
+    for (const ir::Tensor& x : operands) types.push_back(x.type());
+    remote_->ExpectOperands(ticket.seq, sources, types);
   }
   if (!processes.empty()) {
     remote_->PostArrival(ticket.seq, ticket.position, *ticket.resolved, operands, processes,

@@ -143,7 +143,8 @@ class RunState final : public Transport {
   // Posts `operands` for `position`'s next collective and checks the peers already there.
   absl::StatusOr<Ticket> Arrive(int64_t position, const ir::Op& op,
                                 const std::vector<ir::Tensor>& operands, bool record);
-  // Posts a local arrival to the processes that run other members of its group.
+  // Posts a local arrival to the processes that run other members of its group, having told the
+  // transport which of their operands this position reads.
   void PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands);
   // Waits for the rest of the ticket's group and computes this position's result.
   absl::StatusOr<ir::Tensor> Await(const Ticket& ticket, ir::Allocator* allocator,

@@ -38,6 +38,12 @@ class RemotePeers {
                            const std::vector<ir::Tensor>& operands,
                            const std::vector<int>& processes,
                            const std::vector<bool>& with_data) = 0;
+  // Local position `position`, arrived at its `seq`-th collective, will read the operands of
+  // remote `sources`, of types `types` (its own: a group agrees on them, and a member whose
+  // types differ fails the run): the transport may post their receives now, before they are
+  // sent. A hint: they are delivered as arrivals all the same.
+  virtual void ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
+                              const std::vector<ir::ShapedType>& types) {}
   // Sends a psend's operand from local position `source` to remote position `target`.
   virtual void PostMail(int64_t source, int64_t target, const ir::Tensor& x) = 0;
   // Tells every other process of the run that it failed with `status`.

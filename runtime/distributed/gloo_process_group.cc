@@ -65,6 +65,8 @@ class RunLink final : public RemotePeers {
   void PostArrival(int64_t seq, int64_t position, const ResolvedCollective& resolved,
                    const std::vector<ir::Tensor>& operands, const std::vector<int>& processes,
                    const std::vector<bool>& with_data) override;
+  void ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
+                      const std::vector<ir::ShapedType>& types) override;
   void PostMail(int64_t source, int64_t target, const ir::Tensor& x) override;
   void PostFailure(const absl::Status& status) override;
   // The messages telling every other process of the run that it failed with `status`.
@@ -143,6 +145,10 @@ class GlooProcessGroup final : public ProcessGroup {
 
   // Queues `m` for `peer` (dropped if the peer failed or left: the runs that need it fail).
   void Post(int peer, Message m);
+  // Posts the receive of a direct payload from `peer` on `slot` into a tensor of `type`, unless
+  // it is posted or taken already.
+  void ExpectDirect(int peer, uint64_t run_set, uint64_t run_index, uint64_t slot,
+                    const ir::ShapedType& type);
   // The resolution over `mesh` of a collective another process sent the signature of.
   absl::StatusOr<const ResolvedCollective*> RemoteResolved(const ir::Mesh& mesh,
                                                            const std::string& signature);
@@ -172,6 +178,12 @@ class GlooProcessGroup final : public ProcessGroup {
   bool Await(int peer, Buffer& buffer);
   // Receives what did not fit in an envelope into `data`; false when stopped.
   bool ReceiveSpilled(int peer, void* data, size_t bytes);
+  // Receives the direct payload on `slot` (posted ahead, or now) into `x`; false when stopped.
+  bool ReceiveDirect(int peer, const Header& h, uint64_t slot, const ir::ShapedType& type,
+                     ir::Tensor& x);
+  // Drops the receives posted ahead that will never be taken: those of `peer` (gone, when
+  // >= 0), and the tombstones of run (`run_set`, `run_index`) once it has ended.
+  void DropDirect(int peer, uint64_t run_set, uint64_t run_index);
   // The message of a received envelope (and what follows it).
   absl::StatusOr<Message> Open(int peer, const std::vector<char>& envelope);
   void Deliver(int peer, Message m);
@@ -196,10 +208,24 @@ class GlooProcessGroup final : public ProcessGroup {
   const std::shared_ptr<void> keep_alive_;
   const std::shared_ptr<gloo::rendezvous::Context> context_;
   std::vector<Peer> peers_;
-  // What received payloads are allocated from: a run receives the same sizes as the last, so the
-  // blocks it freed serve the next (a fresh large one would be page-faulted anew).
+  // What received payloads are allocated from: a run receives the same sizes as the last, so
+  // the blocks it freed serve the next (a fresh large one is page-faulted anew).
   const std::shared_ptr<AccountingAllocator> receive_allocator_ =
       std::make_shared<AccountingAllocator>();
+  // Direct payloads' receives, by slot: posted ahead by the first local device that arrives at
+  // the collective (ExpectDirect), or by the receiving thread when the envelope comes first; the
+  // receiving thread takes them, leaving a tombstone until the run ends so that a device arriving
+  // later does not post the receive again. One whose send never comes (a mismatched program)
+  // stays posted (Gloo would write into it) until its peer is gone or the group ends.
+  struct Direct {
+    int peer = 0;
+    uint64_t run_set = 0;
+    uint64_t run_index = 0;
+    ir::Tensor x;
+    std::unique_ptr<Buffer> buffer;  // null once taken
+  };
+  std::mutex direct_mu_;
+  std::map<uint64_t, Direct> direct_;  // under direct_mu_
 
   std::mutex mu_;  // everything below
   std::condition_variable cv_;
@@ -249,6 +275,21 @@ void RunLink::PostMail(int64_t source, int64_t target, const ir::Tensor& x) {
   m.sent = {true};
   m.payloads = {x};
   group_.Post(ProcessOf(target), std::move(m));
+}
+
+void RunLink::ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
+                             const std::vector<ir::ShapedType>& types) {
+  uint64_t bytes = 0;
+  for (const ir::ShapedType& t : types) bytes += t.byte_size();
+  if (!PayloadsDirect(MessageKind::kArrival, bytes)) return;
+  for (int64_t source : sources) {
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i].byte_size() == 0) continue;
+      group_.ExpectDirect(process_of_[source], set_, index_,
+                          DirectSlot(set_, index_, seq, source, static_cast<int>(i), types[i]),
+                          types[i]);
+    }
+  }
 }
 
 void RunLink::PostFailure(const absl::Status& status) {
@@ -364,7 +405,8 @@ void GlooProcessGroup::Post(int peer, Message m) {
   header.num_payloads = static_cast<uint32_t>(m.payloads.size());
   uint64_t payload_bytes = 0;
   for (const ir::Tensor& x : m.payloads) payload_bytes += x.byte_size();
-  const EnvelopeLayout layout = LayOutEnvelope(meta.size(), payload_bytes);
+  const bool direct = PayloadsDirect(static_cast<MessageKind>(header.kind), payload_bytes);
+  const EnvelopeLayout layout = LayOutEnvelope(meta.size(), direct ? 0 : payload_bytes);
   out->envelope.resize(layout.bytes);
   char* at = out->envelope.data();
   std::memcpy(at, &header, sizeof(Header));
@@ -375,7 +417,7 @@ void GlooProcessGroup::Post(int peer, Message m) {
   } else {
     out->meta = std::move(meta);
   }
-  if (layout.payloads_inline) {
+  if (layout.payloads_inline && !direct) {
     for (const ir::Tensor& x : m.payloads) {
       if (x.byte_size() > 0) std::memcpy(at, x.data(), x.byte_size());
       at += x.byte_size();
@@ -397,15 +439,19 @@ void GlooProcessGroup::Post(int peer, Message m) {
     if (!out->meta.empty()) {
       out->buffers.push_back(context_->createUnboundBuffer(out->meta.data(), out->meta.size()));
     }
-    for (ir::Tensor& x : m.payloads) {
+    std::vector<uint64_t> slots(out->buffers.size(), kSpillSlot);
+    slots[0] = kEnvelopeSlot;
+    for (size_t i = 0; i < m.payloads.size(); ++i) {
+      ir::Tensor& x = m.payloads[i];
       if (x.byte_size() == 0) continue;
       out->buffers.push_back(
           context_->createUnboundBuffer(const_cast<void*>(x.data()), x.byte_size()));
+      slots.push_back(direct ? DirectSlot(header.run_set, header.run_index, header.seq,
+                                          header.position, static_cast<int>(i), x.type())
+                             : kSpillSlot);
       out->keep.push_back(std::move(x));
     }
-    for (size_t i = 0; i < out->buffers.size(); ++i) {
-      out->buffers[i]->send(peer, i == 0 ? kEnvelopeSlot : kSpillSlot);
-    }
+    for (size_t i = 0; i < out->buffers.size(); ++i) out->buffers[i]->send(peer, slots[i]);
   } catch (const std::exception& e) {
     // The pair failed: the sender thread drops what was posted before; this one is not posted.
     out->buffers.clear();
@@ -481,6 +527,56 @@ bool GlooProcessGroup::ReceiveSpilled(int peer, void* data, size_t bytes) {
   return Await(peer, *buffer);
 }
 
+void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_index,
+                                    uint64_t slot, const ir::ShapedType& type) {
+  if (PeerEnded(peer)) return;  // it sends nothing more
+  std::lock_guard<std::mutex> lock(direct_mu_);
+  if (direct_.count(slot) > 0) return;  // posted or taken already
+  Direct d{peer, run_set, run_index, ir::Tensor::Empty(type, receive_allocator_.get()), nullptr};
+  d.buffer = context_->createUnboundBuffer(d.x.data(), d.x.byte_size());
+  try {
+    d.buffer->recv(peer, slot);
+  } catch (const std::exception& e) {
+    return;  // the pair failed: the receiving thread fails the runs
+  }
+  direct_.emplace(slot, std::move(d));
+}
+
+bool GlooProcessGroup::ReceiveDirect(int peer, const Header& h, uint64_t slot,
+                                     const ir::ShapedType& type, ir::Tensor& x) {
+  std::unique_ptr<Buffer> buffer;
+  {
+    std::lock_guard<std::mutex> lock(direct_mu_);
+    auto it = direct_.find(slot);
+    if (it != direct_.end() && it->second.buffer != nullptr) {
+      x = std::move(it->second.x);
+      buffer = std::move(it->second.buffer);
+    } else {
+      x = ir::Tensor::Empty(type, receive_allocator_.get());
+      buffer = context_->createUnboundBuffer(x.data(), x.byte_size());
+      buffer->recv(peer, slot);  // throws at once if the pair has failed
+      direct_[slot] = Direct{peer, h.run_set, h.run_index, ir::Tensor(), nullptr};
+    }
+  }
+  return Await(peer, *buffer);
+}
+
+void GlooProcessGroup::DropDirect(int peer, uint64_t run_set, uint64_t run_index) {
+  std::vector<Direct> dropped;  // destroyed without the lock
+  std::lock_guard<std::mutex> lock(direct_mu_);
+  for (auto it = direct_.begin(); it != direct_.end();) {
+    const Direct& d = it->second;
+    const bool gone = d.peer == peer;
+    const bool ended = d.buffer == nullptr && d.run_set == run_set && d.run_index == run_index;
+    if (gone || ended) {
+      dropped.push_back(std::move(it->second));
+      it = direct_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>& envelope) {
   Message m;
   std::memcpy(&m.header, envelope.data(), sizeof(Header));
@@ -507,9 +603,22 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>
   for (size_t i = 0; i < m.types.size(); ++i) {
     if (m.sent[i]) payload_bytes += m.types[i].byte_size();
   }
-  const bool inline_payloads = LayOutEnvelope(h.meta_bytes, payload_bytes).payloads_inline;
+  const bool direct = PayloadsDirect(static_cast<MessageKind>(h.kind), payload_bytes);
+  const bool inline_payloads =
+      !direct && LayOutEnvelope(h.meta_bytes, payload_bytes).payloads_inline;
   for (size_t i = 0; i < m.types.size(); ++i) {
     if (!m.sent[i]) continue;
+    if (direct && m.types[i].byte_size() > 0) {
+      ir::Tensor x;
+      const int index = static_cast<int>(m.payloads.size());
+      if (!ReceiveDirect(peer, h,
+                         DirectSlot(h.run_set, h.run_index, h.seq, h.position, index, m.types[i]),
+                         m.types[i], x)) {
+        return absl::CancelledError("stopped");
+      }
+      m.payloads.push_back(std::move(x));
+      continue;
+    }
     ir::Tensor x = ir::Tensor::Empty(m.types[i], receive_allocator_.get());
     if (x.byte_size() > 0) {
       if (inline_payloads) {
@@ -554,14 +663,17 @@ void GlooProcessGroup::Receive(int peer) {
       return;
     }
     if (static_cast<MessageKind>(m->header.kind) == MessageKind::kBye) {
-      std::lock_guard<std::mutex> lock(mu_);
-      peer_state_[peer].left = true;
-      AbortSends(peer);
-      // Everything it sent came before: what a run still waits for from it never comes.
-      for (RunLink* link : active_) {
-        if (link->Involves(peer)) link->MarkGone(peer, PeerGone(peer, *link));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        peer_state_[peer].left = true;
+        AbortSends(peer);
+        // Everything it sent came before: what a run still waits for from it never comes.
+        for (RunLink* link : active_) {
+          if (link->Involves(peer)) link->MarkGone(peer, PeerGone(peer, *link));
+        }
+        cv_.notify_all();
       }
-      cv_.notify_all();
+      DropDirect(peer, 0, 0);
       return;
     }
     Deliver(peer, std::move(*m));
@@ -607,6 +719,7 @@ void GlooProcessGroup::MarkFailed(int peer, const std::string& reason) {
   }
   // Found here: told to the others too, who may not have seen it yet (posted without mu_).
   for (Message& m : tell) Post(static_cast<int>(m.header.target), std::move(m));
+  DropDirect(peer, 0, 0);  // its connection is down: nothing more is written into them
 }
 
 absl::Status GlooProcessGroup::PeerGone(int peer, const RunLink& link) const {
@@ -655,8 +768,11 @@ std::unique_ptr<RemotePeers> GlooProcessGroup::BeginRun(const ir::Mesh& mesh,
 }
 
 void GlooProcessGroup::EndRun(RunLink* link) {
-  std::lock_guard<std::mutex> lock(mu_);
-  active_.erase(std::find(active_.begin(), active_.end(), link));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_.erase(std::find(active_.begin(), active_.end(), link));
+  }
+  DropDirect(/*peer=*/-1, link->set(), link->index());
 }
 
 absl::Status GlooProcessGroup::Flush() {

@@ -133,6 +133,29 @@ EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes) {
   return layout;
 }
 
+namespace {
+
+// splitmix64's finaliser: every input bit moves every output bit.
+uint64_t Mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
+
+uint64_t DirectSlot(uint64_t run_set, uint64_t run_index, int64_t seq, int64_t position,
+                    int index, const ir::ShapedType& type) {
+  uint64_t h = Mix(Mix(Mix(run_set, run_index), static_cast<uint64_t>(seq)),
+                   static_cast<uint64_t>(position));
+  h = Mix(Mix(h, static_cast<uint64_t>(index)), static_cast<uint64_t>(type.dtype));
+  for (int64_t d : type.dims) h = Mix(h, static_cast<uint64_t>(d));
+  return Mix(h, type.dims.size()) | (uint64_t{1} << 63);
+}
+
 uint64_t RunSetKey(const std::vector<int>& processes) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (int p : processes) {

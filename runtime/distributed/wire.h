@@ -4,6 +4,8 @@
 // the receiver keeps posted ahead so that it leaves at once: the header, then the metadata if it
 // fits, then the payloads if they all fit too (EnvelopeLayout); what does not fit follows
 // separately, in order, received straight into place (a payload into a tensor of its type).
+// The payloads of an arrival past kDirectPayloadBytes go apart from the start, each on a slot of
+// its own (DirectSlot), which the receiving process may post before the envelope comes.
 // Everything is in the sender's byte order: the processes of a job run the same build on x86.
 #ifndef SHARDJIT_RUNTIME_DISTRIBUTED_WIRE_H_
 #define SHARDJIT_RUNTIME_DISTRIBUTED_WIRE_H_
@@ -74,6 +76,21 @@ struct EnvelopeLayout {
   uint64_t bytes = 0;  // the envelope's size
 };
 EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes);
+
+// Arrivals whose payloads total more than this many bytes send each payload on its DirectSlot:
+// the receiving process knows their types as soon as one of its devices arrives at the
+// collective (a group agrees on them) and posts the receive then, so that the data leaves as
+// soon as both sides are there, not a round trip after the envelope.
+inline constexpr uint64_t kDirectPayloadBytes = 128 << 10;
+inline bool PayloadsDirect(MessageKind kind, uint64_t payload_bytes) {
+  return kind == MessageKind::kArrival && payload_bytes > kDirectPayloadBytes;
+}
+// The slot of payload `index` (of type `type`) of mesh position `position`'s arrival at
+// collective `seq` of run (`run_set`, `run_index`): the same in sender and receiver, distinct
+// for every payload in flight, and never one of the envelope's or spill's slots (its top bit is
+// set). A receive posted for a type other than the one sent never meets the send.
+uint64_t DirectSlot(uint64_t run_set, uint64_t run_index, int64_t seq, int64_t position,
+                    int index, const ir::ShapedType& type);
 
 // A key for the set of processes `processes` (sorted), the same in every process.
 uint64_t RunSetKey(const std::vector<int>& processes);

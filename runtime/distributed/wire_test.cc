@@ -1,5 +1,7 @@
-// The wire format: what a message's envelope holds, and metadata round trips.
+// The wire format: what a message's envelope holds, metadata round trips, direct payload slots.
 #include "runtime/distributed/wire.h"
+
+#include <set>
 
 #include "gtest/gtest.h"
 
@@ -49,6 +51,36 @@ TEST(Wire, MetadataRoundTrip) {
   // Cut short: refused, never read past the end.
   bytes.resize(bytes.size() / 2);
   EXPECT_FALSE(DecodeMeta(bytes, back).ok());
+}
+
+TEST(Wire, DirectSlotsAreDistinctPerPayloadAndType) {
+  const ir::ShapedType f32{ir::DType::kF32, {3, 160, 160}};
+  const uint64_t slot = DirectSlot(7, 2, 5, 1, 0, f32);
+  EXPECT_EQ(slot, DirectSlot(7, 2, 5, 1, 0, f32));  // the same in sender and receiver
+  EXPECT_NE(slot >> 63, 0u);                        // never an envelope or spill slot
+  std::set<uint64_t> slots = {slot};
+  // Any field or the type differing gives another slot.
+  for (uint64_t other : {DirectSlot(8, 2, 5, 1, 0, f32), DirectSlot(7, 3, 5, 1, 0, f32),
+                         DirectSlot(7, 2, 6, 1, 0, f32), DirectSlot(7, 2, 5, 2, 0, f32),
+                         DirectSlot(7, 2, 5, 1, 1, f32),
+                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kS32, {3, 160, 160}}),
+                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {3, 160, 161}}),
+                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {3, 160, 160, 1}}),
+                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {160, 3, 160}})}) {
+    EXPECT_TRUE(slots.insert(other).second);
+  }
+  // Many payloads in flight at once: no two share a slot.
+  std::set<uint64_t> many;
+  for (int64_t seq = 0; seq < 200; ++seq) {
+    for (int64_t position = 0; position < 16; ++position) {
+      for (int index = 0; index < 3; ++index) {
+        EXPECT_TRUE(many.insert(DirectSlot(7, 2, seq, position, index, f32)).second);
+      }
+    }
+  }
+  EXPECT_TRUE(PayloadsDirect(MessageKind::kArrival, kDirectPayloadBytes + 1));
+  EXPECT_FALSE(PayloadsDirect(MessageKind::kArrival, kDirectPayloadBytes));
+  EXPECT_FALSE(PayloadsDirect(MessageKind::kMail, kDirectPayloadBytes + 1));
 }
 
 }  // namespace
