@@ -1,0 +1,298 @@
+// How messages travel between the processes of a GlooProcessGroup (gloo_group_internal.h):
+// posting a message (its envelope, and what does not fit in it on the spill or its own slots),
+// the sending thread that waits for the peer to take it, and the receiving thread that opens
+// envelopes and receives what follows them straight into tensors.
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/distributed/gloo_group_internal.h"
+
+namespace shardjit::runtime::distributed {
+
+void GlooProcessGroup::Post(int peer, Message m) {
+  auto out = std::make_unique<Outgoing>();
+  std::vector<char> meta = EncodeMeta(m);
+  Header header = m.header;
+  header.meta_bytes = meta.size();
+  header.num_payloads = static_cast<uint32_t>(m.payloads.size());
+  uint64_t payload_bytes = 0;
+  for (const ir::Tensor& x : m.payloads) payload_bytes += x.byte_size();
+  const bool direct = PayloadsDirect(static_cast<MessageKind>(header.kind), payload_bytes);
+  const EnvelopeLayout layout = LayOutEnvelope(meta.size(), direct ? 0 : payload_bytes);
+  out->envelope.resize(layout.bytes);
+  char* at = out->envelope.data();
+  std::memcpy(at, &header, sizeof(Header));
+  at += sizeof(Header);
+  if (layout.meta_inline) {
+    std::memcpy(at, meta.data(), meta.size());
+    at += meta.size();
+  } else {
+    out->meta = std::move(meta);
+  }
+  if (layout.payloads_inline && !direct) {
+    for (const ir::Tensor& x : m.payloads) {
+      if (x.byte_size() > 0) std::memcpy(at, x.data(), x.byte_size());
+      at += x.byte_size();
+    }
+    m.payloads.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const PeerState& s = peer_state_[peer];
+    if (s.failed || s.left) return;
+    ++outstanding_;
+  }
+  Peer& p = peers_[peer];
+  std::lock_guard<std::mutex> lock(p.mu);
+  // Posted under the peer's lock: one message's parts are never interleaved with another's.
+  try {
+    out->buffers.push_back(
+        context_->createUnboundBuffer(out->envelope.data(), out->envelope.size()));
+    if (!out->meta.empty()) {
+      out->buffers.push_back(context_->createUnboundBuffer(out->meta.data(), out->meta.size()));
+    }
+    std::vector<uint64_t> slots(out->buffers.size(), kSpillSlot);
+    slots[0] = kEnvelopeSlot;
+    for (size_t i = 0; i < m.payloads.size(); ++i) {
+      ir::Tensor& x = m.payloads[i];
+      if (x.byte_size() == 0) continue;
+      out->buffers.push_back(
+          context_->createUnboundBuffer(const_cast<void*>(x.data()), x.byte_size()));
+      slots.push_back(direct ? DirectSlot(header.run_set, header.run_index, header.seq,
+                                          header.position, static_cast<int>(i), x.type())
+                             : kSpillSlot);
+      out->keep.push_back(std::move(x));
+    }
+    for (size_t i = 0; i < out->buffers.size(); ++i) out->buffers[i]->send(peer, slots[i]);
+  } catch (const std::exception& e) {
+    // The pair failed: the sender thread drops what was posted before; this one is not posted.
+    out->buffers.clear();
+  }
+  p.outgoing.push_back(std::move(out));
+  p.cv.notify_all();
+}
+
+void GlooProcessGroup::CompleteSends(int peer) {
+  Peer& p = peers_[peer];
+  for (;;) {
+    std::unique_ptr<Outgoing> out;
+    {
+      std::unique_lock<std::mutex> lock(p.mu);
+      p.cv.wait(lock, [&] { return p.stop || !p.outgoing.empty(); });
+      if (p.outgoing.empty()) return;
+      out = std::move(p.outgoing.front());
+      p.outgoing.pop_front();
+    }
+    for (std::unique_ptr<Buffer>& b : out->buffers) {
+      if (PeerEnded(peer)) break;  // it takes nothing more: drop the rest
+      {
+        std::lock_guard<std::mutex> lock(p.mu);
+        if (p.stop) break;
+        p.sending = b.get();
+      }
+      bool sent = false;
+      std::string error = "send aborted";
+      try {
+        sent = b->waitSend(nullptr, kForever);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lock(p.mu);
+        p.sending = nullptr;
+      }
+      if (!sent) {
+        if (!PeerEnded(peer)) MarkFailed(peer, error);
+        break;
+      }
+    }
+    out.reset();  // releases the tensors sent from
+    std::lock_guard<std::mutex> lock(mu_);
+    --outstanding_;
+    cv_.notify_all();
+  }
+}
+
+bool GlooProcessGroup::Await(int peer, Buffer& buffer) {
+  Peer& p = peers_[peer];
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.stop) return false;
+    p.receiving = &buffer;
+  }
+  bool received = false;
+  try {
+    received = buffer.waitRecv(nullptr, kForever);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.receiving = nullptr;
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.receiving = nullptr;
+  return received;
+}
+
+bool GlooProcessGroup::ReceiveSpilled(int peer, void* data, size_t bytes) {
+  std::unique_ptr<Buffer> buffer = context_->createUnboundBuffer(data, bytes);
+  buffer->recv(peer, kSpillSlot);  // throws at once if the pair has failed
+  return Await(peer, *buffer);
+}
+
+void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_index,
+                                    uint64_t slot, const ir::ShapedType& type) {
+  if (PeerEnded(peer)) return;  // it sends nothing more
+  std::lock_guard<std::mutex> lock(direct_mu_);
+  if (direct_.count(slot) > 0) return;  // posted or taken already
+  Direct d{peer, run_set, run_index, ir::Tensor::Empty(type, receive_allocator_.get()), nullptr};
+  d.buffer = context_->createUnboundBuffer(d.x.data(), d.x.byte_size());
+  try {
+    d.buffer->recv(peer, slot);
+  } catch (const std::exception& e) {
+    return;  // the pair failed: the receiving thread fails the runs
+  }
+  direct_.emplace(slot, std::move(d));
+}
+
+bool GlooProcessGroup::ReceiveDirect(int peer, const Header& h, uint64_t slot,
+                                     const ir::ShapedType& type, ir::Tensor& x) {
+  std::unique_ptr<Buffer> buffer;
+  {
+    std::lock_guard<std::mutex> lock(direct_mu_);
+    auto it = direct_.find(slot);
+    if (it != direct_.end() && it->second.buffer != nullptr) {
+      x = std::move(it->second.x);
+      buffer = std::move(it->second.buffer);
+    } else {
+      x = ir::Tensor::Empty(type, receive_allocator_.get());
+      buffer = context_->createUnboundBuffer(x.data(), x.byte_size());
+      buffer->recv(peer, slot);  // throws at once if the pair has failed
+      direct_[slot] = Direct{peer, h.run_set, h.run_index, ir::Tensor(), nullptr};
+    }
+  }
+  return Await(peer, *buffer);
+}
+
+void GlooProcessGroup::DropDirect(int peer, uint64_t run_set, uint64_t run_index) {
+  std::vector<Direct> dropped;  // destroyed without the lock
+  std::lock_guard<std::mutex> lock(direct_mu_);
+  for (auto it = direct_.begin(); it != direct_.end();) {
+    const Direct& d = it->second;
+    const bool gone = d.peer == peer;
+    const bool ended = d.buffer == nullptr && d.run_set == run_set && d.run_index == run_index;
+    if (gone || ended) {
+      dropped.push_back(std::move(it->second));
+      it = direct_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>& envelope) {
+  Message m;
+  std::memcpy(&m.header, envelope.data(), sizeof(Header));
+  const Header& h = m.header;
+  if (h.magic != kWireMagic || h.meta_bytes > kMaxMetaBytes || h.num_payloads > kMaxPayloads) {
+    return absl::DataLossError(fmt::format(
+        "malformed header (magic {:#x}, {} metadata bytes, {} payloads)", h.magic, h.meta_bytes,
+        h.num_payloads));
+  }
+  const char* at = envelope.data() + sizeof(Header);
+  if (h.meta_bytes > 0) {
+    std::vector<char> meta(h.meta_bytes);
+    if (LayOutEnvelope(h.meta_bytes, 0).meta_inline) {
+      std::memcpy(meta.data(), at, meta.size());
+      at += meta.size();
+    } else if (!ReceiveSpilled(peer, meta.data(), meta.size())) {
+      return absl::CancelledError("stopped");
+    }
+    if (absl::Status s = DecodeMeta(meta, m); !s.ok()) return s;
+  } else if (h.num_payloads != 0) {
+    return absl::DataLossError("payloads without metadata");
+  }
+  uint64_t payload_bytes = 0;
+  for (size_t i = 0; i < m.types.size(); ++i) {
+    if (m.sent[i]) payload_bytes += m.types[i].byte_size();
+  }
+  const bool direct = PayloadsDirect(static_cast<MessageKind>(h.kind), payload_bytes);
+  const bool inline_payloads =
+      !direct && LayOutEnvelope(h.meta_bytes, payload_bytes).payloads_inline;
+  for (size_t i = 0; i < m.types.size(); ++i) {
+    if (!m.sent[i]) continue;
+    if (direct && m.types[i].byte_size() > 0) {
+      ir::Tensor x;
+      const int index = static_cast<int>(m.payloads.size());
+      if (!ReceiveDirect(peer, h,
+                         DirectSlot(h.run_set, h.run_index, h.seq, h.position, index, m.types[i]),
+                         m.types[i], x)) {
+        return absl::CancelledError("stopped");
+      }
+      m.payloads.push_back(std::move(x));
+      continue;
+    }
+    ir::Tensor x = ir::Tensor::Empty(m.types[i], receive_allocator_.get());
+    if (x.byte_size() > 0) {
+      if (inline_payloads) {
+        std::memcpy(x.data(), at, x.byte_size());
+        at += x.byte_size();
+      } else if (!ReceiveSpilled(peer, x.data(), x.byte_size())) {
+        return absl::CancelledError("stopped");
+      }
+    }
+    m.payloads.push_back(std::move(x));
+  }
+  return m;
+}
+
+void GlooProcessGroup::Receive(int peer) {
+  // Two envelopes: the next one is posted before the last one is opened, so that the peer's
+  // next message leaves at once.
+  std::vector<char> envelopes[2] = {std::vector<char>(kEnvelopeBytes),
+                                    std::vector<char>(kEnvelopeBytes)};
+  std::unique_ptr<Buffer> buffers[2];
+  try {
+    for (int i = 0; i < 2; ++i) {
+      buffers[i] = context_->createUnboundBuffer(envelopes[i].data(), kEnvelopeBytes);
+    }
+    buffers[0]->recv(peer, kEnvelopeSlot);
+  } catch (const std::exception& e) {
+    MarkFailed(peer, e.what());
+    return;
+  }
+  for (int next = 0;; next ^= 1) {
+    absl::StatusOr<Message> m;
+    try {
+      if (!Await(peer, *buffers[next])) return;  // stopped
+      buffers[next ^ 1]->recv(peer, kEnvelopeSlot);
+      m = Open(peer, envelopes[next]);
+    } catch (const std::exception& e) {
+      MarkFailed(peer, e.what());
+      return;
+    }
+    if (!m.ok()) {
+      if (!absl::IsCancelled(m.status())) MarkFailed(peer, m.status().ToString());
+      return;
+    }
+    if (static_cast<MessageKind>(m->header.kind) == MessageKind::kBye) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        peer_state_[peer].left = true;
+        AbortSends(peer);
+        // Everything it sent came before: what a run still waits for from it never comes.
+        for (RunLink* link : active_) {
+          if (link->Involves(peer)) link->MarkGone(peer, PeerGone(peer, *link));
+        }
+        cv_.notify_all();
+      }
+      DropDirect(peer, 0, 0);
+      return;
+    }
+    Deliver(peer, std::move(*m));
+  }
+}
+
+}  // namespace shardjit::runtime::distributed
