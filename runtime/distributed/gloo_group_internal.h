@@ -5,6 +5,7 @@
 #define SHARDJIT_RUNTIME_DISTRIBUTED_GLOO_GROUP_INTERNAL_H_
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -121,13 +122,15 @@ class RunLink final : public RemotePeers {
 
 class GlooProcessGroup final : public ProcessGroup {
  public:
+  // `contexts`: the connections upward (from each process to those of higher rank) and
+  // downward, each over a Gloo device of its own (see SendContext).
   GlooProcessGroup(const GlooOptions& options, std::shared_ptr<gloo::rendezvous::Store> store,
                    std::shared_ptr<void> keep_alive,
-                   std::shared_ptr<gloo::rendezvous::Context> context)
+                   std::array<std::shared_ptr<gloo::rendezvous::Context>, 2> contexts)
       : options_(options),
         store_(std::move(store)),
         keep_alive_(std::move(keep_alive)),
-        context_(std::move(context)),
+        contexts_(std::move(contexts)),
         peers_(options.size) {
     for (int p = 0; p < options_.size; ++p) {
       if (p == options_.rank) continue;
@@ -204,11 +207,23 @@ class GlooProcessGroup final : public ProcessGroup {
   }
   // The error a run gets for a peer that is gone; under mu_.
   absl::Status PeerGone(int peer, const RunLink& link) const;
+  // What this process sends to `peer` travels on the upward context when the peer's rank is
+  // higher, else on the downward one; what it receives from `peer`, on the context the peer sends
+  // on. So each connection carries payloads one way only, and each context's loop thread (one
+  // per Gloo device) either reads them or writes them. On one connection per pair, the loop
+  // thread reading a peer's payload kept reading while it kept coming, its own writes waited, and
+  // the two directions of an exchange ran in turn.
+  gloo::rendezvous::Context& SendContext(int peer) {
+    return *contexts_[options_.rank < peer ? 0 : 1];
+  }
+  gloo::rendezvous::Context& ReceiveContext(int peer) {
+    return *contexts_[peer < options_.rank ? 0 : 1];
+  }
 
   const GlooOptions options_;
   const std::shared_ptr<gloo::rendezvous::Store> store_;
   const std::shared_ptr<void> keep_alive_;
-  const std::shared_ptr<gloo::rendezvous::Context> context_;
+  const std::array<std::shared_ptr<gloo::rendezvous::Context>, 2> contexts_;  // upward, downward
   std::vector<Peer> peers_;
   // What received payloads are allocated from: a run receives the same sizes as the last, so
   // the blocks it freed serve the next (a fresh large one is page-faulted anew).

@@ -49,10 +49,11 @@ void GlooProcessGroup::Post(int peer, Message m) {
   std::lock_guard<std::mutex> lock(p.mu);
   // Posted under the peer's lock: one message's parts are never interleaved with another's.
   try {
+    gloo::rendezvous::Context& context = SendContext(peer);
     out->buffers.push_back(
-        context_->createUnboundBuffer(out->envelope.data(), out->envelope.size()));
+        context.createUnboundBuffer(out->envelope.data(), out->envelope.size()));
     if (!out->meta.empty()) {
-      out->buffers.push_back(context_->createUnboundBuffer(out->meta.data(), out->meta.size()));
+      out->buffers.push_back(context.createUnboundBuffer(out->meta.data(), out->meta.size()));
     }
     std::vector<uint64_t> slots(out->buffers.size(), kSpillSlot);
     slots[0] = kEnvelopeSlot;
@@ -60,7 +61,7 @@ void GlooProcessGroup::Post(int peer, Message m) {
       ir::Tensor& x = m.payloads[i];
       if (x.byte_size() == 0) continue;
       out->buffers.push_back(
-          context_->createUnboundBuffer(const_cast<void*>(x.data()), x.byte_size()));
+          context.createUnboundBuffer(const_cast<void*>(x.data()), x.byte_size()));
       slots.push_back(direct ? DirectSlot(header.run_set, header.run_index, header.seq,
                                           header.position, static_cast<int>(i), x.type())
                              : kSpillSlot);
@@ -137,7 +138,7 @@ bool GlooProcessGroup::Await(int peer, Buffer& buffer) {
 }
 
 bool GlooProcessGroup::ReceiveSpilled(int peer, void* data, size_t bytes) {
-  std::unique_ptr<Buffer> buffer = context_->createUnboundBuffer(data, bytes);
+  std::unique_ptr<Buffer> buffer = ReceiveContext(peer).createUnboundBuffer(data, bytes);
   buffer->recv(peer, kSpillSlot);  // throws at once if the pair has failed
   return Await(peer, *buffer);
 }
@@ -148,7 +149,7 @@ void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_ind
   std::lock_guard<std::mutex> lock(direct_mu_);
   if (direct_.count(slot) > 0) return;  // posted or taken already
   Direct d{peer, run_set, run_index, ir::Tensor::Empty(type, receive_allocator_.get()), nullptr};
-  d.buffer = context_->createUnboundBuffer(d.x.data(), d.x.byte_size());
+  d.buffer = ReceiveContext(peer).createUnboundBuffer(d.x.data(), d.x.byte_size());
   try {
     d.buffer->recv(peer, slot);
   } catch (const std::exception& e) {
@@ -168,7 +169,7 @@ bool GlooProcessGroup::ReceiveDirect(int peer, const Header& h, uint64_t slot,
       buffer = std::move(it->second.buffer);
     } else {
       x = ir::Tensor::Empty(type, receive_allocator_.get());
-      buffer = context_->createUnboundBuffer(x.data(), x.byte_size());
+      buffer = ReceiveContext(peer).createUnboundBuffer(x.data(), x.byte_size());
       buffer->recv(peer, slot);  // throws at once if the pair has failed
       direct_[slot] = Direct{peer, h.run_set, h.run_index, ir::Tensor(), nullptr};
     }
@@ -256,7 +257,7 @@ void GlooProcessGroup::Receive(int peer) {
   std::unique_ptr<Buffer> buffers[2];
   try {
     for (int i = 0; i < 2; ++i) {
-      buffers[i] = context_->createUnboundBuffer(envelopes[i].data(), kEnvelopeBytes);
+      buffers[i] = ReceiveContext(peer).createUnboundBuffer(envelopes[i].data(), kEnvelopeBytes);
     }
     buffers[0]->recv(peer, kEnvelopeSlot);
   } catch (const std::exception& e) {

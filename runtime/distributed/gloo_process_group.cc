@@ -395,21 +395,25 @@ absl::StatusOr<const ResolvedCollective*> GlooProcessGroup::RemoteResolved(
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ConnectGloo(
     const GlooOptions& options, std::shared_ptr<gloo::rendezvous::Store> store,
     std::shared_ptr<void> keep_alive) {
-  auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+  std::array<std::shared_ptr<gloo::rendezvous::Context>, 2> contexts;
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.hostname;
-    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
-    gloo::rendezvous::PrefixStore prefix("shardjit/gloo", *store);
-    context->connectFullMesh(prefix, device);
+    for (int i = 0; i < 2; ++i) {
+      contexts[i] = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+      contexts[i]->setTimeout(absl::ToChronoMilliseconds(options.timeout));
+      gloo::rendezvous::PrefixStore prefix(i == 0 ? "shardjit/gloo/up" : "shardjit/gloo/down",
+                                           *store);
+      std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+      contexts[i]->connectFullMesh(prefix, device);
+    }
   } catch (const std::exception& e) {
     return absl::UnavailableError(fmt::format(
         "process {} of {}: connecting to the other processes (listening on {}) failed: {}",
         options.rank, options.size, options.hostname, e.what()));
   }
   return std::shared_ptr<ProcessGroup>(
-      new GlooProcessGroup(options, std::move(store), std::move(keep_alive), std::move(context)));
+      new GlooProcessGroup(options, std::move(store), std::move(keep_alive), std::move(contexts)));
 }
 
 }  // namespace shardjit::runtime::distributed

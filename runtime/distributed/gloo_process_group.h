@@ -1,9 +1,10 @@
-// The processes of a distributed job connected by Gloo (TCP pairs, one per pair of processes):
-// the runtime's ProcessGroup (runtime/remote.h). Each process runs, per peer, a receiving thread
-// that keeps an envelope posted for the peer's next message (so a small message leaves at once,
-// whole), receives what did not fit in it straight into place (a payload into a tensor of its
-// type), and hands the message to the run it belongs to, keeping those of runs not begun yet; and a sending thread that waits for the peer to take what this process posted, so that
-// operands stay alive until sent and posting never blocks a device. A peer whose connection
+// The processes of a distributed job connected by Gloo (two TCP connections per pair of
+// processes, one for each direction): the runtime's ProcessGroup (runtime/remote.h). Each process
+// runs, per peer, a receiving thread that keeps an envelope posted for the peer's next message (so
+// a small message leaves at once, whole), receives what did not fit in it straight into place (a
+// payload into a tensor of its type), and hands the message to the run it belongs to, keeping
+// those of runs not begun yet; and a sending thread that waits for the peer to take what this
+// process posted, so that operands stay alive until sent and posting never blocks a device. A peer whose connection
 // fails fails every run it takes part in at once, naming it; one that said goodbye fails only
 // runs that begin later. Destroying the group says goodbye to every peer and waits (up to the
 // timeout) for theirs, so no process closes a connection another still reads from.
