@@ -153,17 +153,31 @@ absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::strin
 }
 
 // Tiled gather: member j's operand lands at offset j*size along `axis`.
-Tensor Concat(const std::vector<Tensor>& inputs, int64_t axis, ir::Allocator* allocator) {
-  ir::ShapedType type = inputs[0].type();
-  int64_t block = type.dims[axis];
-  type.dims[axis] *= static_cast<int64_t>(inputs.size());
-  Tensor out = Tensor::Empty(type, allocator);
-  std::vector<int64_t> zero(type.rank(), 0);
+// The inputs (of one type) concatenated along `axis` into `out` (of their concatenated type). An
+// input that is already its block of `out` (one run of it, received in place) is not copied.
+void ConcatInto(const std::vector<Tensor>& inputs, int64_t axis, Tensor& out) {
+  const int64_t block = inputs[0].dims()[axis];
+  std::vector<int64_t> zero(out.dims().size(), 0);
+  int64_t outer = 1;  // elements before `axis`: each block is one run of `out` when 1
+  for (int64_t d = 0; d < axis; ++d) outer *= out.dims()[d];
   for (size_t j = 0; j < inputs.size(); ++j) {
+    const int64_t first = static_cast<int64_t>(j) * inputs[j].num_elements();
+    if (outer == 1 && inputs[j].num_elements() > 0 &&
+        inputs[j].data() == static_cast<const char*>(out.data()) +
+                                first * ir::DTypeSize(out.dtype())) {
+      continue;
+    }
     std::vector<int64_t> offset = zero;
     offset[axis] = static_cast<int64_t>(j) * block;
     CopyBox(inputs[j], zero, out, offset, inputs[j].dims());
   }
+}
+
+Tensor Concat(const std::vector<Tensor>& inputs, int64_t axis, ir::Allocator* allocator) {
+  ir::ShapedType type = inputs[0].type();
+  type.dims[axis] *= static_cast<int64_t>(inputs.size());
+  Tensor out = Tensor::Empty(type, allocator);
+  ConcatInto(inputs, axis, out);
   return out;
 }
 
@@ -343,10 +357,17 @@ absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& 
   }
   if (name == "all_gather") {
     const ir::AllGatherAttrs& a = op.all_gather();
-    if (a.tiled()) return Concat(group.inputs, a.axis(), allocator);
-    std::vector<Tensor> expanded;
-    for (const Tensor& t : group.inputs) expanded.push_back(ExpandDims(t, a.axis()));
-    return Concat(expanded, a.axis(), allocator);
+    Tensor out = group.output.defined() && group.output.type() == out_type
+                     ? group.output
+                     : Tensor::Empty(out_type, allocator);
+    if (a.tiled()) {
+      ConcatInto(group.inputs, a.axis(), out);
+    } else {
+      std::vector<Tensor> expanded;
+      for (const Tensor& t : group.inputs) expanded.push_back(ExpandDims(t, a.axis()));
+      ConcatInto(expanded, a.axis(), out);
+    }
+    return out;
   }
   if (name == "psum_scatter") {
     const ir::PsumScatterAttrs& a = op.psum_scatter();

@@ -24,6 +24,9 @@ struct GroupOperands {
   int64_t my_index = 0;
   // For ppermute: the combined axis index of each member (perm pairs refer to these).
   std::vector<int64_t> axis_indices;
+  // For all_gather: its result, allocated ahead (undefined: allocated here). A member's operand
+  // that already lies in its place there (received in place, runtime/fabric.h) is not copied.
+  ir::Tensor output;
 };
 
 // psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pbroadcast, all_to_all,

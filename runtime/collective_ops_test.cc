@@ -101,5 +101,49 @@ TEST_P(ReduceTest, NanPropagates) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ReduceTest, ::testing::Values(DType::kF32, DType::kBF16));
 
+// An all_gather given its result ahead (GroupOperands::output), with member 1's operand already
+// in its place there where its block is a run of the result (as the transport receives it): the
+// result is that tensor, with every block right. Along a dim with a non-1 dim before it (no
+// block is a run; the fabric prepares no result then) every operand is copied in.
+TEST(AllGather, IntoAPreparedResultSkipsBlocksAlreadyInPlace) {
+  struct Case {
+    std::vector<int64_t> dims;  // of an operand
+    int64_t axis;
+    bool tiled;
+    std::vector<int64_t> out_dims;
+  };
+  for (const Case& c : {Case{{1, 3, 5}, 1, true, {1, 9, 5}}, Case{{2, 5}, 0, false, {3, 2, 5}},
+                        Case{{2, 3}, 1, true, {2, 9}}}) {
+    const ir::ShapedType type{DType::kF32, c.dims};
+    const ir::ShapedType out_type{DType::kF32, c.out_dims};
+    std::vector<Tensor> members;
+    for (int m = 0; m < 3; ++m) {
+      std::vector<double> v(type.num_elements());
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 100 * m + static_cast<double>(i);
+      members.push_back(Tensor::FromDoubles(type, v));
+    }
+    ir::Op op;
+    op.set_opcode("all_gather");
+    op.mutable_all_gather()->set_axis(c.axis);
+    op.mutable_all_gather()->set_tiled(c.tiled);
+    *op.add_result_types() = ir::ToProto(out_type);
+    GroupOperands plain;
+    plain.inputs = members;
+    absl::StatusOr<Tensor> want = ComputeCollective(op, plain, ir::HostAllocator());
+    ASSERT_TRUE(want.ok()) << want.status();
+
+    GroupOperands prepared = plain;
+    prepared.output = Tensor::Empty(out_type);
+    Tensor in_place = prepared.output.Subrange(type.num_elements(), type);
+    std::memcpy(in_place.data(), members[1].data(), members[1].byte_size());
+    const bool runs = c.axis == 0 || c.dims[0] == 1;
+    if (runs) prepared.inputs[1] = in_place;
+    absl::StatusOr<Tensor> got = ComputeCollective(op, prepared, ir::HostAllocator());
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(got->SharesStorageWith(prepared.output));
+    EXPECT_EQ(got->ToDoubles(), want->ToDoubles()) << out_type.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace shardjit::runtime

@@ -333,7 +333,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     return std::vector<ir::Tensor>{
         ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(value)}, allocator)};
   }
-  absl::StatusOr<Ticket> ticket = Arrive(position, op, operands, recorder != nullptr);
+  absl::StatusOr<Ticket> ticket = Arrive(position, op, operands, allocator, recorder != nullptr);
   if (!ticket.ok()) return ticket.status();
   if (ir::IsAsyncStart(opcode)) {
     return std::vector<ir::Tensor>{ir::Tensor::Future(ir::FromProto(op.result_types(0)),
@@ -415,9 +415,26 @@ absl::Status RunState::CheckAllReceived() const {
   return absl::OkStatus();
 }
 
+ir::Tensor RunState::PrepareGatherResult(const ResolvedCollective& resolved,
+                                         const CollectiveGroup& group,
+                                         const std::vector<ir::Tensor>& operands,
+                                         ir::Allocator* allocator) const {
+  if (remote_ == nullptr || resolved.kind != "all_gather" || operands.size() != 1) return {};
+  const bool remote_member = std::any_of(group.members.begin(), group.members.end(),
+                                         [&](int64_t m) { return !remote_->IsLocal(m); });
+  if (!remote_member || operands[0].num_elements() == 0) return {};
+  // A member's block is one run of the result when every dim before the gathered one is 1.
+  const std::vector<int64_t>& dims = operands[0].dims();
+  const int64_t axis = resolved.op->all_gather().axis();
+  for (int64_t d = 0; d < axis && d < static_cast<int64_t>(dims.size()); ++d) {
+    if (dims[d] != 1) return {};
+  }
+  return ir::Tensor::Empty(ir::FromProto(resolved.op->result_types(0)).Awaited(), allocator);
+}
+
 absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op& op,
                                                   const std::vector<ir::Tensor>& operands,
-                                                  bool record) {
+                                                  ir::Allocator* allocator, bool record) {
   const ResolvedCollective& resolved = plan_.Resolve(op);
   const absl::StatusOr<CollectiveGroup>& group = resolved.groups[position];
   if (!group.ok()) {
@@ -427,6 +444,7 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
     return error;
   }
   Ticket ticket{0, position, &resolved, &*group, record ? backends::SpanClockNs() : 0};
+  ir::Tensor prepared = PrepareGatherResult(resolved, *group, operands, allocator);
   std::unique_lock<SpinMutex> lock(mu_);
   ++arrivals_;
   ticket.seq = next_seq_[position]++;
@@ -436,6 +454,7 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
   ++slot.present;
   mine.resolved = &resolved;
   mine.operands.assign(operands.begin(), operands.end());
+  mine.prepared = prepared;
   mine.types.resize(operands.size());
   for (size_t i = 0; i < operands.size(); ++i) mine.types[i] = operands[i].type();
   // Anyone of my group already here must agree with me.
@@ -452,11 +471,12 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
   // Wake the devices parked on this slot whose groups are now complete.
   WakeCompleteGroups(slot);
   lock.unlock();
-  if (remote_ != nullptr) PostToPeers(ticket, operands);
+  if (remote_ != nullptr) PostToPeers(ticket, operands, prepared);
   return ticket;
 }
 
-void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands) {
+void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands,
+                           const ir::Tensor& prepared) {
   const CollectiveGroup& group = *ticket.group;
   const int64_t me = group.axis_indices[group.my_index];
   // A ppermute operand is read by its targets only; every other collective reads every member's.
@@ -490,7 +510,16 @@ void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& 
   if (!sources.empty()) {
     std::vector<ir::ShapedType> types;
     for (const ir::Tensor& x : operands) types.push_back(x.type());
-    remote_->ExpectOperands(ticket.seq, sources, types);
+    // Member j's block of a prepared all_gather result is its j-th run of the operand's size.
+    std::vector<ir::Tensor> destinations;
+    if (prepared.defined()) {
+      for (int64_t source : sources) {
+        const int64_t j = std::find(group.members.begin(), group.members.end(), source) -
+                          group.members.begin();
+        destinations.push_back(prepared.Subrange(j * operands[0].num_elements(), types[0]));
+      }
+    }
+    remote_->ExpectOperands(ticket.seq, sources, types, destinations);
   }
   if (!processes.empty()) {
     remote_->PostArrival(ticket.seq, ticket.position, *ticket.resolved, operands, processes,
@@ -532,6 +561,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   inputs.axis_indices.assign(group.axis_indices.begin(), group.axis_indices.end());
   inputs.inputs.clear();
   inputs.all_inputs.clear();
+  inputs.output = mine.prepared;
   const bool several = mine.operands.size() > 1;
   for (int64_t member : group.members) {
     const Arrival& theirs = slot.arrivals[member];
@@ -582,6 +612,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
                                           : ComputeCollective(op, inputs, allocator);
   inputs.inputs.clear();  // the peers' operands are not kept alive by the scratch
   inputs.all_inputs.clear();
+  inputs.output = ir::Tensor();
   if (recorder != nullptr) {
     const std::string name = op.opcode() + " data";
     recorder->Record(
@@ -636,6 +667,7 @@ void RunState::FinishReading(const Ticket& ticket) {
     if (!arrival.present) continue;
     arrival.present = false;
     arrival.operands.clear();
+    arrival.prepared = ir::Tensor();
     --slot->present;
   }
   slot->shared[members.front()].reset();  // its members hold it

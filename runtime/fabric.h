@@ -111,6 +111,9 @@ class RunState final : public Transport {
     const ResolvedCollective* resolved = nullptr;  // lives as long as the run
     std::vector<ir::Tensor> operands;  // a ppermute's is handed to its target when it reads it
     std::vector<ir::ShapedType> types;  // of the operands, for agreement checks and errors
+    // A local all_gather's result, allocated at arrival so that the operands of members in
+    // other processes are received into their places in it (undefined otherwise).
+    ir::Tensor prepared;
   };
   // An all-reduce result the members of a group share: each reduces a share of its elements,
   // then all return it (read-only, like a ppermute result).
@@ -142,10 +145,19 @@ class RunState final : public Transport {
                                                   ir::Allocator* allocator);
   // Posts `operands` for `position`'s next collective and checks the peers already there.
   absl::StatusOr<Ticket> Arrive(int64_t position, const ir::Op& op,
-                                const std::vector<ir::Tensor>& operands, bool record);
+                                const std::vector<ir::Tensor>& operands, ir::Allocator* allocator,
+                                bool record);
+  // The result of an all_gather of `operands` over `group` from `allocator`, when members of
+  // the group run in other processes and each member's block is one run of the result (so that
+  // theirs can be received in place); undefined otherwise.
+  ir::Tensor PrepareGatherResult(const ResolvedCollective& resolved, const CollectiveGroup& group,
+                                 const std::vector<ir::Tensor>& operands,
+                                 ir::Allocator* allocator) const;
   // Posts a local arrival to the processes that run other members of its group, having told the
-  // transport which of their operands this position reads.
-  void PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands);
+  // transport which of their operands this position reads (and, with a `prepared` all_gather
+  // result, where to receive them).
+  void PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands,
+                   const ir::Tensor& prepared);
   // Waits for the rest of the ticket's group and computes this position's result.
   absl::StatusOr<ir::Tensor> Await(const Ticket& ticket, ir::Allocator* allocator,
                                    backends::SpanRecorder* recorder);

@@ -41,9 +41,12 @@ class RemotePeers {
   // Local position `position`, arrived at its `seq`-th collective, will read the operands of
   // remote `sources`, of types `types` (its own: a group agrees on them, and a member whose
   // types differ fails the run): the transport may post their receives now, before they are
-  // sent. A hint: they are delivered as arrivals all the same.
+  // sent. A hint: they are delivered as arrivals all the same. `destinations` (empty, or one per
+  // source) are tensors of the first operand's type (views into the collective's result) the
+  // transport may receive that source's first operand into, and deliver as it.
   virtual void ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
-                              const std::vector<ir::ShapedType>& types) {}
+                              const std::vector<ir::ShapedType>& types,
+                              const std::vector<ir::Tensor>& destinations) {}
   // Sends a psend's operand from local position `source` to remote position `target`.
   virtual void PostMail(int64_t source, int64_t target, const ir::Tensor& x) = 0;
   // Tells every other process of the run that it failed with `status`.

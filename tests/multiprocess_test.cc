@@ -182,7 +182,9 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
     if ((*got)[1].ToHost().ok()) return absl::InternalError("ToHost of remote blocks worked");
   }
   // Operands too large for a message's envelope (wire.h) travel apart from it, on receives the
-  // receiving process posts when its devices arrive, among small ones, blocking and async.
+  // receiving process posts when its devices arrive, among small ones, blocking and async; an
+  // all_gather whose blocks are runs of its result receives them in place (along dim 1 here,
+  // and a new leading dim), one along dim 2 copies them.
   const int64_t n = mesh->size();
   std::vector<double> values(n * 3 * 160 * 160);
   for (size_t i = 0; i < values.size(); ++i) values[i] = std::cos(0.01 * i) + 0.5 * (i % 5);
@@ -201,9 +203,12 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
                                      all_gather(b, "x", 1, /*tiled=*/true),
                                      ppermute(b, {"x", "y"}, ring), pmax(small, {"x", "y"}),
                                      psum_done(psum_start(b, {"x", "y"})),
-                                     ppermute_done(ppermute_start(b, {"x", "y"}, ring))};
+                                     ppermute_done(ppermute_start(b, {"x", "y"}, ring)),
+                                     all_gather(b, "x", 0, /*tiled=*/false),
+                                     all_gather(b, "y", 2, /*tiled=*/true),
+                                     all_gather_done(all_gather_start(b, "x", 1, true))};
         },
-        on, {Stacked()}, std::vector<PartitionSpec>(7, Stacked())));
+        on, {Stacked()}, std::vector<PartitionSpec>(10, Stacked())));
   };
   absl::StatusOr<std::vector<Array>> got = large(*mesh)(*big);
   if (!got.ok()) return got.status();

@@ -69,7 +69,8 @@ class RunLink final : public RemotePeers {
                    const std::vector<ir::Tensor>& operands, const std::vector<int>& processes,
                    const std::vector<bool>& with_data) override;
   void ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
-                      const std::vector<ir::ShapedType>& types) override;
+                      const std::vector<ir::ShapedType>& types,
+                      const std::vector<ir::Tensor>& destinations) override;
   void PostMail(int64_t source, int64_t target, const ir::Tensor& x) override;
   void PostFailure(const absl::Status& status) override;
   // The messages telling every other process of the run that it failed with `status`.
@@ -150,10 +151,10 @@ class GlooProcessGroup final : public ProcessGroup {
 
   // Queues `m` for `peer` (dropped if the peer failed or left: the runs that need it fail).
   void Post(int peer, Message m);
-  // Posts the receive of a direct payload from `peer` on `slot` into a tensor of `type`, unless
-  // it is posted or taken already.
+  // Posts the receive of a direct payload from `peer` on `slot` into `destination` when it is a
+  // tensor of `type`, else into a new one, unless it is posted or taken already.
   void ExpectDirect(int peer, uint64_t run_set, uint64_t run_index, uint64_t slot,
-                    const ir::ShapedType& type);
+                    const ir::ShapedType& type, const ir::Tensor& destination);
   // The resolution over `mesh` of a collective another process sent the signature of.
   absl::StatusOr<const ResolvedCollective*> RemoteResolved(const ir::Mesh& mesh,
                                                            const std::string& signature);

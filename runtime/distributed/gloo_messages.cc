@@ -144,11 +144,16 @@ bool GlooProcessGroup::ReceiveSpilled(int peer, void* data, size_t bytes) {
 }
 
 void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_index,
-                                    uint64_t slot, const ir::ShapedType& type) {
+                                    uint64_t slot, const ir::ShapedType& type,
+                                    const ir::Tensor& destination) {
   if (PeerEnded(peer)) return;  // it sends nothing more
   std::lock_guard<std::mutex> lock(direct_mu_);
   if (direct_.count(slot) > 0) return;  // posted or taken already
-  Direct d{peer, run_set, run_index, ir::Tensor::Empty(type, receive_allocator_.get()), nullptr};
+  Direct d{peer, run_set, run_index,
+           destination.defined() && destination.type() == type
+               ? destination
+               : ir::Tensor::Empty(type, receive_allocator_.get()),
+           nullptr};
   d.buffer = ReceiveContext(peer).createUnboundBuffer(d.x.data(), d.x.byte_size());
   try {
     d.buffer->recv(peer, slot);

@@ -54,16 +54,19 @@ void RunLink::PostMail(int64_t source, int64_t target, const ir::Tensor& x) {
 }
 
 void RunLink::ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
-                             const std::vector<ir::ShapedType>& types) {
+                             const std::vector<ir::ShapedType>& types,
+                             const std::vector<ir::Tensor>& destinations) {
   uint64_t bytes = 0;
   for (const ir::ShapedType& t : types) bytes += t.byte_size();
   if (!PayloadsDirect(MessageKind::kArrival, bytes)) return;
-  for (int64_t source : sources) {
+  for (size_t s = 0; s < sources.size(); ++s) {
+    const int64_t source = sources[s];
     for (size_t i = 0; i < types.size(); ++i) {
       if (types[i].byte_size() == 0) continue;
+      const bool in_place = i == 0 && s < destinations.size();
       group_.ExpectDirect(process_of_[source], set_, index_,
                           DirectSlot(set_, index_, seq, source, static_cast<int>(i), types[i]),
-                          types[i]);
+                          types[i], in_place ? destinations[s] : ir::Tensor());
     }
   }
 }
