@@ -75,6 +75,7 @@ RunState::~RunState() {
     for (Arrival& a : slot->arrivals) {
       a.present = false;
       a.operands.clear();
+      a.prepared = ir::Tensor();
     }
     slot->present = 0;
     slot->waiters.clear();
