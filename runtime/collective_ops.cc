@@ -158,11 +158,10 @@ absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::strin
 void ConcatInto(const std::vector<Tensor>& inputs, int64_t axis, Tensor& out) {
   const int64_t block = inputs[0].dims()[axis];
   std::vector<int64_t> zero(out.dims().size(), 0);
-  int64_t outer = 1;  // elements before `axis`: each block is one run of `out` when 1
-  for (int64_t d = 0; d < axis; ++d) outer *= out.dims()[d];
+  const bool runs = GatherBlocksAreRuns(inputs[0].type(), axis);
   for (size_t j = 0; j < inputs.size(); ++j) {
     const int64_t first = static_cast<int64_t>(j) * inputs[j].num_elements();
-    if (outer == 1 && inputs[j].num_elements() > 0 &&
+    if (runs && inputs[j].num_elements() > 0 &&
         inputs[j].data() == static_cast<const char*>(out.data()) +
                                 first * ir::DTypeSize(out.dtype())) {
       continue;
@@ -296,6 +295,13 @@ absl::StatusOr<Tensor> RaggedAllToAll(const ir::Op& op, const GroupOperands& gro
 }
 
 }  // namespace
+
+bool GatherBlocksAreRuns(const ir::ShapedType& operand, int64_t axis) {
+  for (int64_t d = 0; d < axis && d < operand.rank(); ++d) {
+    if (operand.dims[d] != 1) return false;
+  }
+  return true;
+}
 
 absl::Status ReduceRange(const std::vector<Tensor>& boxes, const std::string& kind, Tensor& out,
                          int64_t begin, int64_t end) {

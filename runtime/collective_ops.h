@@ -35,6 +35,10 @@ struct GroupOperands {
 absl::StatusOr<ir::Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
                                              ir::Allocator* allocator);
 
+// Whether each member's block of an all_gather of `operand` along `axis` is one run of the
+// result's elements (every dim before `axis` is 1), so that it can be received in place.
+bool GatherBlocksAreRuns(const ir::ShapedType& operand, int64_t axis);
+
 // Elements [begin, end) of the all-reduce `kind` (psum, pmean, pmax, pmin) of `inputs` (in group
 // order) into `out`, allocated by the caller with the result type: the members of a group may
 // each reduce a share of one result they then all read.

@@ -423,12 +423,9 @@ ir::Tensor RunState::PrepareGatherResult(const ResolvedCollective& resolved,
   if (remote_ == nullptr || resolved.kind != "all_gather" || operands.size() != 1) return {};
   const bool remote_member = std::any_of(group.members.begin(), group.members.end(),
                                          [&](int64_t m) { return !remote_->IsLocal(m); });
-  if (!remote_member || operands[0].num_elements() == 0) return {};
-  // A member's block is one run of the result when every dim before the gathered one is 1.
-  const std::vector<int64_t>& dims = operands[0].dims();
-  const int64_t axis = resolved.op->all_gather().axis();
-  for (int64_t d = 0; d < axis && d < static_cast<int64_t>(dims.size()); ++d) {
-    if (dims[d] != 1) return {};
+  if (!remote_member || operands[0].num_elements() == 0 ||
+      !GatherBlocksAreRuns(operands[0].type(), resolved.op->all_gather().axis())) {
+    return {};
   }
   return ir::Tensor::Empty(ir::FromProto(resolved.op->result_types(0)).Awaited(), allocator);
 }
