@@ -115,8 +115,21 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, 
     scratch.resize(2 * n);
     acc = scratch.data();
   }
-  WidenToF32(boxes[0], begin, n, acc);
-  for (size_t b = 1; b < boxes.size(); ++b) {
+  // f32 into f32: the first combination reads both operands where they are (one pass, not a
+  // copy and a pass).
+  size_t first = 1;
+  if (f32 && boxes.size() > 1) {
+    if (absl::Status s = backends::x86::ReduceBuffers(reduction.kind, DType::kF32,
+                                                      boxes[1].data_as<float>() + begin,
+                                                      boxes[0].data_as<float>() + begin, acc, n);
+        !s.ok()) {
+      return s;
+    }
+    first = 2;
+  } else {
+    WidenToF32(boxes[0], begin, n, acc);
+  }
+  for (size_t b = first; b < boxes.size(); ++b) {
     const float* operand = f32 ? boxes[b].data_as<float>() + begin : scratch.data() + n;
     if (!f32) WidenToF32(boxes[b], begin, n, scratch.data() + n);
     // ReduceBuffers keeps its second input on ties (max(-0, +0)), as std::max(acc, x) does.
