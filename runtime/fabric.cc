@@ -1,6 +1,7 @@
 #include "runtime/fabric.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "absl/strings/str_join.h"
@@ -25,6 +26,12 @@ std::string Describe(const ir::Op& op, const std::vector<ir::ShapedType>& operan
 
 // All-reduce results from this size on are computed once per group, a share per member.
 constexpr int64_t kSharedReductionBytes = 64 << 10;
+// All-reduces over members in several processes from this size on are split among the processes
+// (remote.h): each receives and reduces a share instead of every operand whole.
+constexpr int64_t kSplitReductionBytes = 1 << 20;
+// A shared reduction is written, and a split one's share sent, in pieces of at most this size:
+// a piece travels while the next is reduced.
+constexpr int64_t kReducedPieceBytes = 4 << 20;
 
 }  // namespace
 
@@ -163,15 +170,26 @@ void RunState::MarkGone(const std::vector<int64_t>& positions, const absl::Statu
   for (int64_t p : positions) gone_[p] = true;
   for (int64_t p = 0; p < size_; ++p) {
     if (waiting_[p].task == nullptr) continue;
-    if (FailIfWaitingOnGone(lock, waiting_[p].ticket, receiving_from_[p])) return;
+    if (FailIfWaitingOnGone(lock, waiting_[p].ticket, receiving_from_[p], waiting_[p].reduced)) {
+      return;
+    }
   }
 }
 
 bool RunState::FailIfWaitingOnGone(std::unique_lock<SpinMutex>& lock, const Ticket* ticket,
-                                   int64_t source) {
+                                   int64_t source, const SharedReduction* reduced) {
   if (gone_status_.ok() || cancelled_) return false;
   bool waits = source >= 0 && gone_[source];
-  if (ticket != nullptr) {
+  if (reduced != nullptr) {
+    for (int64_t member : reduced->group->members) {
+      if (!gone_[member]) continue;
+      const auto it = std::find(reduced->others.begin(), reduced->others.end(),
+                                remote_->ProcessOf(member));
+      const size_t i = it - reduced->others.begin();
+      waits = waits || (it != reduced->others.end() &&
+                        reduced->received[i] < reduced->their_shares[i].size());
+    }
+  } else if (ticket != nullptr) {
     const Slot* slot = FindSlot(ticket->seq);
     for (int64_t member : ticket->group->members) {
       waits = waits || (gone_[member] && (slot == nullptr || !slot->arrivals[member].present));
@@ -183,6 +201,43 @@ bool RunState::FailIfWaitingOnGone(std::unique_lock<SpinMutex>& lock, const Tick
   CancelRun(why, /*post=*/false);  // every process hears the goodbye itself
   lock.lock();
   return true;
+}
+
+void RunState::DeliverReduced(int process, int64_t seq, int64_t key, const ElementRange& piece,
+                              const ir::Tensor& x) {
+  std::unique_lock<SpinMutex> lock(mu_);
+  if (cancelled_) return;
+  auto it = receiving_reduced_.find({seq, key});
+  SharedReduction* shared = it == receiving_reduced_.end() ? nullptr : it->second.get();
+  const auto from = shared == nullptr
+                        ? std::vector<int>::const_iterator()
+                        : std::find(shared->others.begin(), shared->others.end(), process);
+  const size_t i = shared == nullptr ? 0 : from - shared->others.begin();
+  if (shared == nullptr || from == shared->others.end() ||
+      piece.begin < shared->their_shares[i].begin || piece.end > shared->their_shares[i].end ||
+      piece.begin >= piece.end || x.dtype() != shared->out.dtype() ||
+      (x.num_elements() != shared->out.num_elements() && x.num_elements() != piece.size()) ||
+      shared->received[i] + piece.size() > shared->their_shares[i].size()) {
+    lock.unlock();
+    CancelFromPeer(absl::DataLossError(fmt::format(
+        "process {} sent elements [{}, {}) of collective #{}'s all-reduce result ({}), which "
+        "this process does not expect from it",
+        process, piece.begin, piece.end, seq, x.type().ToString())));
+    return;
+  }
+  // Received in place, or copied there.
+  const int64_t elem = ir::DTypeSize(x.dtype());
+  char* to = static_cast<char*>(shared->out.data()) + piece.begin * elem;
+  const char* from_data = static_cast<const char*>(x.data()) +
+                          (x.num_elements() == piece.size() ? 0 : piece.begin * elem);
+  if (to != from_data) std::memcpy(to, from_data, piece.size() * elem);
+  ++arrivals_;
+  shared->received[i] += piece.size();
+  shared->missing -= piece.size();
+  if (shared->missing == 0) {
+    for (int64_t member : shared->group->members) WakePosition(member);
+    receiving_reduced_.erase(it);
+  }
 }
 
 void RunState::DeliverMail(int64_t source, int64_t target, ir::Tensor x) {
@@ -215,9 +270,9 @@ void RunState::WakePosition(int64_t position) {
 
 template <typename Done>
 void RunState::ParkUntil(std::unique_lock<SpinMutex>& lock, int64_t position,
-                         const Ticket* ticket, Done done) {
+                         const Ticket* ticket, Done done, const SharedReduction* reduced) {
   if (done() || cancelled_) return;
-  waiting_[position] = {Scheduler::Current(), ticket};
+  waiting_[position] = {Scheduler::Current(), ticket, reduced};
   while (!done() && !cancelled_) Scheduler::Park(lock);
   waiting_[position] = {};
 }
@@ -243,8 +298,27 @@ bool RunState::FailStalled(absl::Duration waited) {
     }
   }
   for (int64_t p = 0; p < size_; ++p) {
+    const SharedReduction* reduced = waiting_[p].reduced;
+    if (reduced == nullptr || reduced->missing == 0) continue;
+    std::vector<int> missing;
+    for (size_t i = 0; i < reduced->others.size(); ++i) {
+      if (reduced->received[i] < reduced->their_shares[i].size()) {
+        missing.push_back(reduced->others[i]);
+      }
+    }
+    const Ticket& ticket = *waiting_[p].ticket;
+    absl::Status error = absl::DeadlineExceededError(fmt::format(
+        "collective #{} ({}) on device {}: the shares of its all-reduce that processes [{}] "
+        "reduce did not come within {}",
+        ticket.seq, ticket.resolved->op->opcode(), DeviceOf(p), absl::StrJoin(missing, ","),
+        absl::FormatDuration(waited)));
+    lock.unlock();
+    Cancel(error);
+    return true;
+  }
+  for (int64_t p = 0; p < size_; ++p) {
     const Ticket* ticket = waiting_[p].ticket;
-    if (ticket == nullptr) continue;
+    if (ticket == nullptr || waiting_[p].reduced != nullptr) continue;
     const Slot* slot = FindSlot(ticket->seq);
     if (slot == nullptr) continue;
     std::vector<int64_t> missing;
@@ -443,6 +517,8 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
   }
   Ticket ticket{0, position, &resolved, &*group, record ? backends::SpanClockNs() : 0};
   ir::Tensor prepared = PrepareGatherResult(resolved, *group, operands, allocator);
+  const ProcessShares split = SplitAcrossProcesses(resolved, *group, operands);
+  std::shared_ptr<SharedReduction> receiving;  // a split all-reduce's, begun by this arrival
   std::unique_lock<SpinMutex> lock(mu_);
   ++arrivals_;
   ticket.seq = next_seq_[position]++;
@@ -466,15 +542,89 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
       return error;
     }
   }
+  // The first local member of a split all-reduce begins its result.
+  if (!split.processes.empty() && slot.shared[group->members.front()] == nullptr) {
+    receiving = std::make_shared<SharedReduction>();
+    receiving->out =
+        ir::Tensor::Empty(ir::FromProto(resolved.op->result_types(0)).Awaited(), allocator);
+    receiving->group = &*group;
+    const int me = remote_->ProcessOf(position);
+    for (size_t i = 0; i < split.processes.size(); ++i) {
+      if (split.processes[i] == me) {
+        receiving->mine = split.shares[i];
+        continue;
+      }
+      receiving->others.push_back(split.processes[i]);
+      receiving->their_shares.push_back(split.shares[i]);
+      receiving->received.push_back(0);
+      receiving->missing += split.shares[i].size();
+    }
+    slot.shared[group->members.front()] = receiving;
+    receiving_reduced_[{ticket.seq, group->members.front()}] = receiving;
+  }
   // Wake the devices parked on this slot whose groups are now complete.
   WakeCompleteGroups(slot);
   lock.unlock();
-  if (remote_ != nullptr) PostToPeers(ticket, operands, prepared);
+  if (receiving != nullptr) {
+    // Posted before this process's operands leave: the other processes' shares need them.
+    const int64_t elem = ir::DTypeSize(receiving->out.dtype());
+    for (size_t i = 0; i < receiving->others.size(); ++i) {
+      for (const ElementRange& piece : SharePieces(*group, receiving->others[i],
+                                                   receiving->their_shares[i], elem, -1)) {
+        remote_->ExpectReduced(ticket.seq, group->members.front(), receiving->others[i],
+                               receiving->out, piece);
+      }
+    }
+  }
+  if (remote_ != nullptr) PostToPeers(ticket, operands, prepared, split);
   return ticket;
 }
 
+RunState::ProcessShares RunState::SplitAcrossProcesses(
+    const ResolvedCollective& resolved, const CollectiveGroup& group,
+    const std::vector<ir::Tensor>& operands) const {
+  ProcessShares split;
+  if (remote_ == nullptr || !resolved.is_all_reduce || operands.size() != 1) return split;
+  const ir::ShapedType out = ir::FromProto(resolved.op->result_types(0)).Awaited();
+  const int64_t n = out.num_elements();
+  if (out.byte_size() < kSplitReductionBytes || operands[0].num_elements() != n) return split;
+  for (int64_t member : group.members) {
+    const int process = remote_->ProcessOf(member);
+    if (std::find(split.processes.begin(), split.processes.end(), process) ==
+        split.processes.end()) {
+      split.processes.push_back(process);
+    }
+  }
+  const int64_t p = static_cast<int64_t>(split.processes.size());
+  if (p < 2 || n < p) return {};
+  for (int64_t i = 0; i < p; ++i) split.shares.push_back({n * i / p, n * (i + 1) / p});
+  return split;
+}
+
+std::vector<ElementRange> RunState::SharePieces(const CollectiveGroup& group, int process,
+                                                const ElementRange& share, int64_t elem_bytes,
+                                                int64_t member) const {
+  int64_t members = 0;
+  for (int64_t m : group.members) {
+    members += remote_ == nullptr || remote_->ProcessOf(m) == process ? 1 : 0;
+  }
+  const int64_t per_piece = std::max<int64_t>(1, kReducedPieceBytes / elem_bytes);
+  std::vector<ElementRange> pieces;
+  for (int64_t k = 0; k < members; ++k) {
+    if (member >= 0 && k != member) continue;
+    const ElementRange part{share.begin + share.size() * k / members,
+                            share.begin + share.size() * (k + 1) / members};
+    const int64_t count = (part.size() + per_piece - 1) / per_piece;
+    for (int64_t c = 0; c < count; ++c) {
+      pieces.push_back({part.begin + part.size() * c / count,
+                        part.begin + part.size() * (c + 1) / count});
+    }
+  }
+  return pieces;
+}
+
 void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands,
-                           const ir::Tensor& prepared) {
+                           const ir::Tensor& prepared, const ProcessShares& split) {
   const CollectiveGroup& group = *ticket.group;
   const int64_t me = group.axis_indices[group.my_index];
   // A ppermute operand is read by its targets only; every other collective reads every member's.
@@ -504,6 +654,12 @@ void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& 
       with_data[it - processes.begin()] = true;
     }
   }
+  // A split all-reduce's: process processes[i] reads share shares[i] of each operand.
+  auto share_of = [&](int process) {
+    const auto it = std::find(split.processes.begin(), split.processes.end(), process);
+    return it == split.processes.end() ? ElementRange{}
+                                       : split.shares[it - split.processes.begin()];
+  };
   // Ready to receive first, so that the peers' operands leave as soon as they are posted.
   if (!sources.empty()) {
     std::vector<ir::ShapedType> types;
@@ -517,11 +673,16 @@ void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& 
         destinations.push_back(prepared.Subrange(j * operands[0].num_elements(), types[0]));
       }
     }
-    remote_->ExpectOperands(ticket.seq, sources, types, destinations);
+    remote_->ExpectOperands(ticket.seq, sources, types, destinations,
+                            share_of(remote_->ProcessOf(ticket.position)));
   }
   if (!processes.empty()) {
+    std::vector<ElementRange> shares;
+    if (!split.processes.empty()) {
+      for (int process : processes) shares.push_back(share_of(process));
+    }
     remote_->PostArrival(ticket.seq, ticket.position, *ticket.resolved, operands, processes,
-                         with_data);
+                         with_data, shares);
   }
 }
 
@@ -588,19 +749,20 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   }
   // An all-reduce gives every member the same result: past kSharedReductionBytes, the group
   // computes it once, each member a share, instead of each member all of it.
+  // A split one's was begun at arrival.
   std::shared_ptr<SharedReduction> shared;
-  if (ticket.resolved->is_all_reduce && LocalMembers(group) > 1) {
+  if (ticket.resolved->is_all_reduce) {
+    std::shared_ptr<SharedReduction>& entry = slot.shared[group.members.front()];
     const ir::TensorType& out_proto = op.result_types(0);
     int64_t bytes = ir::DTypeSize(ir::FromProto(out_proto.dtype()));
     for (int64_t d : out_proto.dims()) bytes *= d;
-    if (bytes >= kSharedReductionBytes) {
-      std::shared_ptr<SharedReduction>& entry = slot.shared[group.members.front()];
-      if (entry == nullptr) {
-        entry = std::make_shared<SharedReduction>();
-        entry->out = ir::Tensor::Empty(ir::FromProto(out_proto).Awaited(), allocator);
-      }
-      shared = entry;
+    if (entry == nullptr && LocalMembers(group) > 1 && bytes >= kSharedReductionBytes) {
+      entry = std::make_shared<SharedReduction>();
+      entry->out = ir::Tensor::Empty(ir::FromProto(out_proto).Awaited(), allocator);
+      entry->mine = {0, entry->out.num_elements()};
+      entry->group = &group;
     }
+    shared = entry;
   }
   FinishReading(ticket);
   lock.unlock();
@@ -623,29 +785,43 @@ absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
                                                   const GroupOperands& inputs,
                                                   SharedReduction& shared) {
   const std::string& kind = ticket.resolved->kind;
-  const int64_t n = shared.out.num_elements();
+  const CollectiveGroup& group = *ticket.group;
   // The members in this process share the work (all of them but in one process).
   int64_t members = 0;
   int64_t share = 0;
-  for (int64_t member : ticket.group->members) {
+  for (int64_t member : group.members) {
     if (remote_ != nullptr && !remote_->IsLocal(member)) continue;
     if (member == ticket.position) share = members;
     ++members;
   }
-  const int64_t begin = n * share / members;
-  const int64_t end = n * (share + 1) / members;
-  absl::Status s = ReduceRange(inputs.inputs, kind, shared.out, begin, end);
-  if (!s.ok()) {
-    Cancel(s);  // the others would wait for this share
-    return s;
+  const int process = remote_ != nullptr ? remote_->ProcessOf(ticket.position) : 0;
+  for (const ElementRange& piece : SharePieces(group, process, shared.mine,
+                                               ir::DTypeSize(shared.out.dtype()), share)) {
+    absl::Status s = ReduceRange(inputs.inputs, kind, shared.out, piece.begin, piece.end);
+    if (!s.ok()) {
+      Cancel(s);  // the others would wait for this share
+      return s;
+    }
+    if (!shared.others.empty()) {
+      remote_->PostReduced(ticket.seq, group.members.front(), shared.out, piece, shared.others);
+    }
   }
   std::unique_lock<SpinMutex> lock(mu_);
-  if (++shared.finished == members) {
-    for (int64_t member : ticket.group->members) WakePosition(member);
+  ++shared.finished;
+  if (shared.Done(members)) {
+    for (int64_t member : group.members) WakePosition(member);
     return shared.out;
   }
-  ParkUntil(lock, ticket.position, nullptr, [&] { return shared.finished == members; });
-  if (shared.finished != members) {
+  // Split: waits for the other processes' shares too.
+  const SharedReduction* split = shared.others.empty() ? nullptr : &shared;
+  if (split != nullptr && FailIfWaitingOnGone(lock, &ticket, -1, split)) {
+    lock.unlock();
+    return CancelledError(ticket.position);
+  }
+  ParkUntil(
+      lock, ticket.position, split != nullptr ? &ticket : nullptr,
+      [&] { return shared.Done(members); }, split);
+  if (!shared.Done(members)) {
     lock.unlock();
     return CancelledError(ticket.position);
   }

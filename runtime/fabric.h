@@ -66,6 +66,10 @@ class RunState final : public Transport {
   void DeliverArrival(int64_t seq, int64_t position, const ResolvedCollective* resolved,
                       std::vector<ir::Tensor> operands, std::vector<ir::ShapedType> types);
   void DeliverMail(int64_t source, int64_t target, ir::Tensor x);
+  // Elements `piece` of a split all-reduce's result (RemotePeers::PostReduced) from `process`,
+  // held by `x` (a tensor of the result's type, or `piece.size()` elements of its dtype).
+  void DeliverReduced(int process, int64_t seq, int64_t key, const ElementRange& piece,
+                      const ir::Tensor& x);
   void CancelFromPeer(const absl::Status& status);
   // Remote `positions` will send nothing more (their process left): a device waiting for one of
   // them, now or later, fails the run with `why`.
@@ -116,10 +120,26 @@ class RunState final : public Transport {
     ir::Tensor prepared;
   };
   // An all-reduce result the members of a group share: each reduces a share of its elements,
-  // then all return it (read-only, like a ppermute result).
+  // then all return it (read-only, like a ppermute result). Split across processes (remote.h),
+  // this process's members reduce elements `mine` and the rest comes from the other processes.
   struct SharedReduction {
     ir::Tensor out;
-    int64_t finished = 0;  // members whose share is written; under mu_
+    ElementRange mine;
+    int64_t finished = 0;  // local members whose part is written; under mu_
+    // Split: the other processes of the group, their shares, and the elements of each received
+    // so far; under mu_.
+    std::vector<int> others;
+    std::vector<ElementRange> their_shares;
+    std::vector<int64_t> received;
+    int64_t missing = 0;  // elements of the others' shares not yet received
+    const CollectiveGroup* group = nullptr;
+    bool Done(int64_t members) const { return finished == members && missing == 0; }
+  };
+  // How a split all-reduce divides its result: process `processes[i]` of the group reduces
+  // `shares[i]` (empty `processes`: not split).
+  struct ProcessShares {
+    std::vector<int> processes;
+    std::vector<ElementRange> shares;
   };
   // All arrivals for the k-th collective of the run. Vectors are indexed by mesh position (a
   // group's entries by its first member) and keep their capacity when the slot is recycled.
@@ -134,6 +154,8 @@ class RunState final : public Transport {
   struct Waiting {
     Scheduler::Task* task = nullptr;
     const Ticket* ticket = nullptr;  // in Await: the group's arrivals; else null
+    // In ReduceShared, split across processes: the shares it waits for; else null.
+    const SharedReduction* reduced = nullptr;
   };
 
   // psend: queues `x` for each target of the pairs whose source is `position`; returns the token.
@@ -153,11 +175,21 @@ class RunState final : public Transport {
   ir::Tensor PrepareGatherResult(const ResolvedCollective& resolved, const CollectiveGroup& group,
                                  const std::vector<ir::Tensor>& operands,
                                  ir::Allocator* allocator) const;
+  // Whether the all-reduce `resolved` over `group` is split across processes, and how.
+  ProcessShares SplitAcrossProcesses(const ResolvedCollective& resolved,
+                                     const CollectiveGroup& group,
+                                     const std::vector<ir::Tensor>& operands) const;
+  // The pieces in which the members of `group` in `process` reduce and send its share of a split
+  // all-reduce of `elem_bytes`-byte elements: those of its `member`-th local member, or of all of
+  // them when `member` < 0.
+  std::vector<ElementRange> SharePieces(const CollectiveGroup& group, int process,
+                                        const ElementRange& share, int64_t elem_bytes,
+                                        int64_t member) const;
   // Posts a local arrival to the processes that run other members of its group, having told the
   // transport which of their operands this position reads (and, with a `prepared` all_gather
   // result, where to receive them).
   void PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands,
-                   const ir::Tensor& prepared);
+                   const ir::Tensor& prepared, const ProcessShares& split);
   // Waits for the rest of the ticket's group and computes this position's result.
   absl::StatusOr<ir::Tensor> Await(const Ticket& ticket, ir::Allocator* allocator,
                                    backends::SpanRecorder* recorder);
@@ -172,13 +204,14 @@ class RunState final : public Transport {
   // Parks `position` (under mu_, held again on return) until `done()` or the run is cancelled.
   template <typename Done>
   void ParkUntil(std::unique_lock<SpinMutex>& lock, int64_t position, const Ticket* ticket,
-                 Done done);
+                 Done done, const SharedReduction* reduced = nullptr);
   // Wakes `position` if it is parked; under mu_.
   void WakePosition(int64_t position);
-  // Fails the run if `position` waits (in `ticket`'s group, or for a psend from `source`) for a
-  // position that is gone; under mu_ (released when it fails). True if it failed.
+  // Fails the run if `position` waits (in `ticket`'s group, for a psend from `source`, or for
+  // the shares of a `reduced` split all-reduce) for a position that is gone; under mu_ (released
+  // when it fails). True if it failed.
   bool FailIfWaitingOnGone(std::unique_lock<SpinMutex>& lock, const Ticket* ticket,
-                           int64_t source);
+                           int64_t source, const SharedReduction* reduced = nullptr);
   // Whether every member of the ticket's group has arrived in `slot`.
   static bool GroupHere(const Slot& slot, const CollectiveGroup& group);
   // Members of `group` that run in this process (the readers of its arrivals here).
@@ -216,6 +249,8 @@ class RunState final : public Transport {
   std::vector<int64_t> receiving_from_;  // per position parked in precv: its source, else -1
   std::vector<bool> gone_;                // per position: its process sends nothing more
   absl::Status gone_status_;              // why (the first MarkGone's)
+  // Split all-reduces still receiving the other processes' shares, by (seq, first member).
+  std::map<std::pair<int64_t, int64_t>, std::shared_ptr<SharedReduction>> receiving_reduced_;
   std::vector<std::unique_ptr<Slot>> owned_;   // every slot this run made or borrowed
   std::vector<Slot*> free_;                    // of owned_, not live
 };

@@ -4,7 +4,11 @@
 // collective (its operands, or only their types where no local member reads them), a psend to a
 // local target, or the failure of the run. The fabric then computes every local result with the
 // same code as in one process, from the same operands in the same order, so results are bitwise
-// identical to an in-process run. runtime/distributed/ implements these interfaces over Gloo.
+// identical to an in-process run. A large all-reduce over members in several processes is split
+// among them (a reduce-scatter, then an all-gather): each process receives from the others only
+// the share of their operands it reduces, reduces it in member order (as one process would), and
+// sends the reduced share to the others. runtime/distributed/ implements these interfaces over
+// Gloo.
 #ifndef SHARDJIT_RUNTIME_REMOTE_H_
 #define SHARDJIT_RUNTIME_REMOTE_H_
 
@@ -22,6 +26,13 @@ namespace shardjit::runtime {
 class RunState;
 struct ResolvedCollective;
 
+// Elements [begin, end) of a tensor, in row-major order.
+struct ElementRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 // The cross-process half of one run, as the fabric sees it. Posts never block: they queue the
 // message (the tensors stay alive until sent) and return.
 class RemotePeers {
@@ -33,20 +44,32 @@ class RemotePeers {
   virtual bool IsLocal(int64_t position) const = 0;
 
   // Sends local position `position`'s arrival at its `seq`-th collective to `processes`: with its
-  // operands to those where `with_data` is true, with only their types to the others.
+  // operands to those where `with_data` is true, with only their types to the others. With
+  // `shares` (one per process), a split all-reduce's: only elements `shares[i]` of its operand go
+  // to `processes[i]`.
   virtual void PostArrival(int64_t seq, int64_t position, const ResolvedCollective& resolved,
                            const std::vector<ir::Tensor>& operands,
-                           const std::vector<int>& processes,
-                           const std::vector<bool>& with_data) = 0;
+                           const std::vector<int>& processes, const std::vector<bool>& with_data,
+                           const std::vector<ElementRange>& shares) = 0;
   // Local position `position`, arrived at its `seq`-th collective, will read the operands of
   // remote `sources`, of types `types` (its own: a group agrees on them, and a member whose
   // types differ fails the run): the transport may post their receives now, before they are
   // sent. A hint: they are delivered as arrivals all the same. `destinations` (empty, or one per
   // source) are tensors of the first operand's type (views into the collective's result) the
-  // transport may receive that source's first operand into, and deliver as it.
+  // transport may receive that source's first operand into, and deliver as it. A split
+  // all-reduce's sources send only elements `share` of their operand (`share` empty: all).
   virtual void ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
                               const std::vector<ir::ShapedType>& types,
-                              const std::vector<ir::Tensor>& destinations) {}
+                              const std::vector<ir::Tensor>& destinations,
+                              const ElementRange& share) {}
+  // A split all-reduce's result: sends elements `piece` of `out`, which this process reduced for
+  // its `seq`-th collective of the group whose first member is `key`, to `processes`.
+  virtual void PostReduced(int64_t seq, int64_t key, const ir::Tensor& out,
+                           const ElementRange& piece, const std::vector<int>& processes) = 0;
+  // Elements `piece` of that result will come from `process`: the transport may post their
+  // receive into `out` now. A hint: they are delivered (RunState::DeliverReduced) all the same.
+  virtual void ExpectReduced(int64_t seq, int64_t key, int process, const ir::Tensor& out,
+                             const ElementRange& piece) {}
   // Sends a psend's operand from local position `source` to remote position `target`.
   virtual void PostMail(int64_t source, int64_t target, const ir::Tensor& x) = 0;
   // Tells every other process of the run that it failed with `status`.

@@ -214,7 +214,38 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
   if (!got.ok()) return got.status();
   absl::StatusOr<std::vector<Array>> want = large(*mesh1)(*big1);
   if (!want.ok()) return want.status();
-  return SameBlocks(*got, *want, layout + " (large operands)");
+  if (absl::Status s = SameBlocks(*got, *want, layout + " (large operands)"); !s.ok()) return s;
+  // All-reduces of 1 MiB and more over members in several processes are split among the
+  // processes (runtime/remote.h): each receives only the share of the operands it reduces and
+  // sends the reduced share back, in pieces. f32 blocks of 2.1 MiB and bf16 of 1.04 MiB (element
+  // counts no process or piece count divides), every reduction, groups across processes, within
+  // one, and split by axis_index_groups, blocking and async.
+  std::vector<double> wide(n * 5 * 331 * 331);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = std::sin(0.003 * i) * 4.0 + 0.25 * (i % 3);
+  const Tensor huge_host = HostTensor(DType::kF32, {n, 5, 331, 331}, wide);
+  absl::StatusOr<Array> huge = device_put(huge_host, NamedSharding(*mesh, Stacked()));
+  absl::StatusOr<Array> huge1 = device_put(huge_host, NamedSharding(*mesh1, Stacked()));
+  if (!huge.ok()) return huge.status();
+  if (!huge1.ok()) return huge1.status();
+  auto split = [n](const Mesh& on) {
+    AxisIndexGroups halves(2);
+    for (int64_t i = 0; i < n; ++i) halves[i < n / 2 ? 0 : 1].push_back(i);
+    return jit(shard_map(
+        [halves](Tracer h) {
+          const AxisNames xy{"x", "y"}, yx{"y", "x"};
+          Tracer h16 = convert_element_type(h, DType::kBF16);
+          return std::vector<Tracer>{psum(h, xy),      pmean(h, "x"),
+                                     pmax(h, yx),      pmin(h, "y"),
+                                     psum(h16, xy),    pmean(h16, "x"),
+                                     psum(h, xy, halves), psum_done(psum_start(h, xy))};
+        },
+        on, {Stacked()}, std::vector<PartitionSpec>(8, Stacked())));
+  };
+  got = split(*mesh)(*huge);
+  if (!got.ok()) return got.status();
+  want = split(*mesh1)(*huge1);
+  if (!want.ok()) return want.status();
+  return SameBlocks(*got, *want, layout + " (split all-reduces)");
 }
 
 // The seed notebook's matmul variants (examples/seed_variants.h), as compiled and as written, on
@@ -323,15 +354,18 @@ absl::Status RunMismatchedLargePsum(const std::shared_ptr<ProcessGroup>& group) 
     return jit(shard_map([](Tracer b) { return psum(b, {"x", "y"}); }, *mesh, {Stacked()},
                          {Stacked()}))(*x);
   };
-  absl::Status mismatched = psum_of(group->process_id() == 1 ? 161 : 160).status();
-  if (absl::Status s = ExpectFailure(mismatched, "mismatch"); !s.ok()) return s;
-  absl::StatusOr<std::vector<Array>> good = psum_of(160);
-  if (!good.ok()) return good.status();
-  for (const Tensor& block : (*good)[0].shards()) {
-    if (!block.defined()) continue;
-    for (double v : block.ToDoubles()) {
-      if (v != static_cast<double>(n)) {
-        return absl::InternalError(absl::StrCat("psum after the mismatch gave ", v));
+  // 300 KiB blocks, and 1.05 MiB ones (a psum split among the processes, runtime/remote.h).
+  for (int64_t cols : {160, 560}) {
+    absl::Status mismatched = psum_of(group->process_id() == 1 ? cols + 1 : cols).status();
+    if (absl::Status s = ExpectFailure(mismatched, "mismatch"); !s.ok()) return s;
+    absl::StatusOr<std::vector<Array>> good = psum_of(cols);
+    if (!good.ok()) return good.status();
+    for (const Tensor& block : (*good)[0].shards()) {
+      if (!block.defined()) continue;
+      for (double v : block.ToDoubles()) {
+        if (v != static_cast<double>(n)) {
+          return absl::InternalError(absl::StrCat("psum after the mismatch gave ", v));
+        }
       }
     }
   }

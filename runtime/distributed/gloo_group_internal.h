@@ -67,10 +67,16 @@ class RunLink final : public RemotePeers {
   bool IsLocal(int64_t position) const override;
   void PostArrival(int64_t seq, int64_t position, const ResolvedCollective& resolved,
                    const std::vector<ir::Tensor>& operands, const std::vector<int>& processes,
-                   const std::vector<bool>& with_data) override;
+                   const std::vector<bool>& with_data,
+                   const std::vector<ElementRange>& shares) override;
   void ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
                       const std::vector<ir::ShapedType>& types,
-                      const std::vector<ir::Tensor>& destinations) override;
+                      const std::vector<ir::Tensor>& destinations,
+                      const ElementRange& share) override;
+  void PostReduced(int64_t seq, int64_t key, const ir::Tensor& out, const ElementRange& piece,
+                   const std::vector<int>& processes) override;
+  void ExpectReduced(int64_t seq, int64_t key, int process, const ir::Tensor& out,
+                     const ElementRange& piece) override;
   void PostMail(int64_t source, int64_t target, const ir::Tensor& x) override;
   void PostFailure(const absl::Status& status) override;
   // The messages telling every other process of the run that it failed with `status`.
@@ -151,10 +157,12 @@ class GlooProcessGroup final : public ProcessGroup {
 
   // Queues `m` for `peer` (dropped if the peer failed or left: the runs that need it fail).
   void Post(int peer, Message m);
-  // Posts the receive of a direct payload from `peer` on `slot` into `destination` when it is a
-  // tensor of `type`, else into a new one, unless it is posted or taken already.
+  // Posts the receive of a direct payload from `peer` on `slot` (elements `elements` of a tensor
+  // of `type`) into `destination` when it is a tensor of `type`, else into a new one, unless it
+  // is posted or taken already.
   void ExpectDirect(int peer, uint64_t run_set, uint64_t run_index, uint64_t slot,
-                    const ir::ShapedType& type, const ir::Tensor& destination);
+                    const ir::ShapedType& type, std::pair<int64_t, int64_t> elements,
+                    const ir::Tensor& destination);
   // The resolution over `mesh` of a collective another process sent the signature of.
   absl::StatusOr<const ResolvedCollective*> RemoteResolved(const ir::Mesh& mesh,
                                                            const std::string& signature);
@@ -184,9 +192,13 @@ class GlooProcessGroup final : public ProcessGroup {
   bool Await(int peer, Buffer& buffer);
   // Receives what did not fit in an envelope into `data`; false when stopped.
   bool ReceiveSpilled(int peer, void* data, size_t bytes);
-  // Receives the direct payload on `slot` (posted ahead, or now) into `x`; false when stopped.
+  // Receives the direct payload on `slot` (posted ahead, or now) into elements `elements` of `x`
+  // (a tensor of `type`); false when stopped.
   bool ReceiveDirect(int peer, const Header& h, uint64_t slot, const ir::ShapedType& type,
-                     ir::Tensor& x);
+                     std::pair<int64_t, int64_t> elements, ir::Tensor& x);
+  // A buffer for receiving elements `elements` of `x` from `peer`.
+  std::unique_ptr<Buffer> ReceiveInto(int peer, ir::Tensor& x,
+                                      std::pair<int64_t, int64_t> elements);
   // Drops the receives posted ahead that will never be taken: those of `peer` (gone, when
   // >= 0), and the tombstones of run (`run_set`, `run_index`) once it has ended.
   void DropDirect(int peer, uint64_t run_set, uint64_t run_index);

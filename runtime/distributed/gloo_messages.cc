@@ -21,6 +21,10 @@ void GlooProcessGroup::Post(int peer, Message m) {
   uint64_t payload_bytes = 0;
   for (const ir::Tensor& x : m.payloads) payload_bytes += x.byte_size();
   const bool direct = PayloadsDirect(static_cast<MessageKind>(header.kind), payload_bytes);
+  std::vector<size_t> operand_of;  // payload i is operand operand_of[i]'s
+  for (size_t i = 0; i < m.sent.size(); ++i) {
+    if (m.sent[i]) operand_of.push_back(i);
+  }
   const EnvelopeLayout layout = LayOutEnvelope(meta.size(), direct ? 0 : payload_bytes);
   out->envelope.resize(layout.bytes);
   char* at = out->envelope.data();
@@ -62,9 +66,17 @@ void GlooProcessGroup::Post(int peer, Message m) {
       if (x.byte_size() == 0) continue;
       out->buffers.push_back(
           context.createUnboundBuffer(const_cast<void*>(x.data()), x.byte_size()));
-      slots.push_back(direct ? DirectSlot(header.run_set, header.run_index, header.seq,
-                                          header.position, static_cast<int>(i), x.type())
-                             : kSpillSlot);
+      if (direct) {
+        const size_t operand = operand_of[i];
+        const std::pair<int64_t, int64_t> elements = *PayloadElements(m, operand);
+        slots.push_back(DirectSlot(header.run_set, header.run_index, header.seq, header.position,
+                                   static_cast<MessageKind>(header.kind) == MessageKind::kReduced
+                                       ? kReducedIndex
+                                       : static_cast<int>(i),
+                                   m.types[operand], elements));
+      } else {
+        slots.push_back(kSpillSlot);
+      }
       out->keep.push_back(std::move(x));
     }
     for (size_t i = 0; i < out->buffers.size(); ++i) out->buffers[i]->send(peer, slots[i]);
@@ -145,6 +157,7 @@ bool GlooProcessGroup::ReceiveSpilled(int peer, void* data, size_t bytes) {
 
 void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_index,
                                     uint64_t slot, const ir::ShapedType& type,
+                                    std::pair<int64_t, int64_t> elements,
                                     const ir::Tensor& destination) {
   if (PeerEnded(peer)) return;  // it sends nothing more
   std::lock_guard<std::mutex> lock(direct_mu_);
@@ -154,7 +167,7 @@ void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_ind
                ? destination
                : ir::Tensor::Empty(type, receive_allocator_.get()),
            nullptr};
-  d.buffer = ReceiveContext(peer).createUnboundBuffer(d.x.data(), d.x.byte_size());
+  d.buffer = ReceiveInto(peer, d.x, elements);
   try {
     d.buffer->recv(peer, slot);
   } catch (const std::exception& e) {
@@ -163,8 +176,17 @@ void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_ind
   direct_.emplace(slot, std::move(d));
 }
 
+std::unique_ptr<Buffer> GlooProcessGroup::ReceiveInto(int peer, ir::Tensor& x,
+                                                      std::pair<int64_t, int64_t> elements) {
+  const int64_t elem = ir::DTypeSize(x.dtype());
+  return ReceiveContext(peer).createUnboundBuffer(
+      static_cast<char*>(x.data()) + elements.first * elem,
+      (elements.second - elements.first) * elem);
+}
+
 bool GlooProcessGroup::ReceiveDirect(int peer, const Header& h, uint64_t slot,
-                                     const ir::ShapedType& type, ir::Tensor& x) {
+                                     const ir::ShapedType& type,
+                                     std::pair<int64_t, int64_t> elements, ir::Tensor& x) {
   std::unique_ptr<Buffer> buffer;
   {
     std::lock_guard<std::mutex> lock(direct_mu_);
@@ -174,7 +196,7 @@ bool GlooProcessGroup::ReceiveDirect(int peer, const Header& h, uint64_t slot,
       buffer = std::move(it->second.buffer);
     } else {
       x = ir::Tensor::Empty(type, receive_allocator_.get());
-      buffer = ReceiveContext(peer).createUnboundBuffer(x.data(), x.byte_size());
+      buffer = ReceiveInto(peer, x, elements);
       buffer->recv(peer, slot);  // throws at once if the pair has failed
       direct_[slot] = Direct{peer, h.run_set, h.run_index, ir::Tensor(), nullptr};
     }
@@ -220,32 +242,48 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>
   } else if (h.num_payloads != 0) {
     return absl::DataLossError("payloads without metadata");
   }
+  const auto kind = static_cast<MessageKind>(h.kind);
+  std::vector<std::pair<int64_t, int64_t>> elements(m.types.size());
   uint64_t payload_bytes = 0;
   for (size_t i = 0; i < m.types.size(); ++i) {
-    if (m.sent[i]) payload_bytes += m.types[i].byte_size();
+    absl::StatusOr<std::pair<int64_t, int64_t>> range = PayloadElements(m, i);
+    if (!range.ok()) return range.status();
+    elements[i] = *range;
+    if (m.sent[i]) {
+      payload_bytes += (range->second - range->first) * ir::DTypeSize(m.types[i].dtype);
+    }
   }
-  const bool direct = PayloadsDirect(static_cast<MessageKind>(h.kind), payload_bytes);
+  const bool direct = PayloadsDirect(kind, payload_bytes);
   const bool inline_payloads =
       !direct && LayOutEnvelope(h.meta_bytes, payload_bytes).payloads_inline;
   for (size_t i = 0; i < m.types.size(); ++i) {
     if (!m.sent[i]) continue;
     if (direct && m.types[i].byte_size() > 0) {
       ir::Tensor x;
-      const int index = static_cast<int>(m.payloads.size());
+      const int index =
+          kind == MessageKind::kReduced ? kReducedIndex : static_cast<int>(m.payloads.size());
       if (!ReceiveDirect(peer, h,
-                         DirectSlot(h.run_set, h.run_index, h.seq, h.position, index, m.types[i]),
-                         m.types[i], x)) {
+                         DirectSlot(h.run_set, h.run_index, h.seq, h.position, index, m.types[i],
+                                    elements[i]),
+                         m.types[i], elements[i], x)) {
         return absl::CancelledError("stopped");
       }
       m.payloads.push_back(std::move(x));
       continue;
     }
-    ir::Tensor x = ir::Tensor::Empty(m.types[i], receive_allocator_.get());
-    if (x.byte_size() > 0) {
+    // A result piece on its own; an arrival's share in its place in an operand.
+    const int64_t count = elements[i].second - elements[i].first;
+    ir::Tensor x = ir::Tensor::Empty(
+        kind == MessageKind::kReduced ? ir::ShapedType{m.types[i].dtype, {count}} : m.types[i],
+        receive_allocator_.get());
+    const size_t bytes = count * ir::DTypeSize(x.dtype());
+    char* to = static_cast<char*>(x.data()) +
+               (kind == MessageKind::kReduced ? 0 : elements[i].first * ir::DTypeSize(x.dtype()));
+    if (bytes > 0) {
       if (inline_payloads) {
-        std::memcpy(x.data(), at, x.byte_size());
-        at += x.byte_size();
-      } else if (!ReceiveSpilled(peer, x.data(), x.byte_size())) {
+        std::memcpy(to, at, bytes);
+        at += bytes;
+      } else if (!ReceiveSpilled(peer, to, bytes)) {
         return absl::CancelledError("stopped");
       }
     }

@@ -26,9 +26,19 @@ bool RunLink::IsLocal(int64_t position) const {
   return process_of_[position] == group_.process_id();
 }
 
+namespace {
+
+// Elements `range` of `x`, as a tensor of their own.
+ir::Tensor Elements(const ir::Tensor& x, const ElementRange& range) {
+  return x.Subrange(range.begin, ir::ShapedType{x.dtype(), {range.size()}});
+}
+
+}  // namespace
+
 void RunLink::PostArrival(int64_t seq, int64_t position, const ResolvedCollective& resolved,
                           const std::vector<ir::Tensor>& operands,
-                          const std::vector<int>& processes, const std::vector<bool>& with_data) {
+                          const std::vector<int>& processes, const std::vector<bool>& with_data,
+                          const std::vector<ElementRange>& shares) {
   for (size_t i = 0; i < processes.size(); ++i) {
     Message m = Start(MessageKind::kArrival);
     m.header.seq = seq;
@@ -39,8 +49,36 @@ void RunLink::PostArrival(int64_t seq, int64_t position, const ResolvedCollectiv
       m.sent.push_back(with_data[i]);
       if (with_data[i]) m.payloads.push_back(x);
     }
+    // A split all-reduce's single operand: only the receiver's share.
+    if (!shares.empty() && with_data[i]) {
+      m.offsets = {{shares[i].begin, shares[i].end}};
+      m.payloads[0] = Elements(operands[0], shares[i]);
+    }
     group_.Post(processes[i], std::move(m));
   }
+}
+
+void RunLink::PostReduced(int64_t seq, int64_t key, const ir::Tensor& out,
+                          const ElementRange& piece, const std::vector<int>& processes) {
+  for (int process : processes) {
+    Message m = Start(MessageKind::kReduced);
+    m.header.seq = seq;
+    m.header.position = key;
+    m.types = {out.type()};
+    m.sent = {true};
+    m.offsets = {{piece.begin, piece.end}};
+    m.payloads = {Elements(out, piece)};
+    group_.Post(process, std::move(m));
+  }
+}
+
+void RunLink::ExpectReduced(int64_t seq, int64_t key, int process, const ir::Tensor& out,
+                            const ElementRange& piece) {
+  if (!PayloadsDirect(MessageKind::kReduced, piece.size() * ir::DTypeSize(out.dtype()))) return;
+  group_.ExpectDirect(
+      process, set_, index_,
+      DirectSlot(set_, index_, seq, key, kReducedIndex, out.type(), {piece.begin, piece.end}),
+      out.type(), {piece.begin, piece.end}, out);
 }
 
 void RunLink::PostMail(int64_t source, int64_t target, const ir::Tensor& x) {
@@ -55,18 +93,27 @@ void RunLink::PostMail(int64_t source, int64_t target, const ir::Tensor& x) {
 
 void RunLink::ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
                              const std::vector<ir::ShapedType>& types,
-                             const std::vector<ir::Tensor>& destinations) {
+                             const std::vector<ir::Tensor>& destinations,
+                             const ElementRange& share) {
+  // The elements of operand i that come: a split all-reduce's share, or all of them.
+  auto elements = [&](size_t i) -> std::pair<int64_t, int64_t> {
+    if (share.size() > 0) return {share.begin, share.end};
+    return {0, types[i].num_elements()};
+  };
   uint64_t bytes = 0;
-  for (const ir::ShapedType& t : types) bytes += t.byte_size();
+  for (size_t i = 0; i < types.size(); ++i) {
+    bytes += (elements(i).second - elements(i).first) * ir::DTypeSize(types[i].dtype);
+  }
   if (!PayloadsDirect(MessageKind::kArrival, bytes)) return;
   for (size_t s = 0; s < sources.size(); ++s) {
     const int64_t source = sources[s];
     for (size_t i = 0; i < types.size(); ++i) {
       if (types[i].byte_size() == 0) continue;
       const bool in_place = i == 0 && s < destinations.size();
-      group_.ExpectDirect(process_of_[source], set_, index_,
-                          DirectSlot(set_, index_, seq, source, static_cast<int>(i), types[i]),
-                          types[i], in_place ? destinations[s] : ir::Tensor());
+      group_.ExpectDirect(
+          process_of_[source], set_, index_,
+          DirectSlot(set_, index_, seq, source, static_cast<int>(i), types[i], elements(i)),
+          types[i], elements(i), in_place ? destinations[s] : ir::Tensor());
     }
   }
 }
@@ -119,6 +166,15 @@ void RunLink::Deliver(int peer, Message& m) {
         if (m.sent[i]) operands[i] = std::move(m.payloads[next++]);
       }
       run_.DeliverArrival(h.seq, h.position, *resolved, std::move(operands), std::move(m.types));
+      return;
+    }
+    case MessageKind::kReduced: {
+      if (h.seq < 0 || h.position < 0 || h.position >= n || m.payloads.size() != 1 ||
+          m.offsets.size() != 1 || m.offsets[0].size() != 2) {
+        return refuse(fmt::format("an all-reduce result piece of collective #{}", h.seq));
+      }
+      run_.DeliverReduced(peer, h.seq, h.position, {m.offsets[0][0], m.offsets[0][1]},
+                          m.payloads[0]);
       return;
     }
     case MessageKind::kMail:

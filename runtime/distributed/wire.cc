@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_join.h"
 #include "fmt/format.h"
 
 namespace shardjit::runtime::distributed {
@@ -122,6 +123,20 @@ absl::Status DecodeMeta(const std::vector<char>& bytes, Message& m) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::pair<int64_t, int64_t>> PayloadElements(const Message& m, size_t i) {
+  const int64_t n = m.types[i].num_elements();
+  const auto kind = static_cast<MessageKind>(m.header.kind);
+  if (i >= m.offsets.size() || (kind != MessageKind::kArrival && kind != MessageKind::kReduced)) {
+    return std::pair<int64_t, int64_t>{0, n};
+  }
+  const std::vector<int64_t>& range = m.offsets[i];
+  if (range.size() != 2 || range[0] < 0 || range[0] >= range[1] || range[1] > n) {
+    return Malformed(m, fmt::format("elements [{}] of operand {} ({})",
+                                    absl::StrJoin(range, ", "), i, m.types[i].ToString()));
+  }
+  return std::pair<int64_t, int64_t>{range[0], range[1]};
+}
+
 EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes) {
   EnvelopeLayout layout;
   layout.bytes = sizeof(Header);
@@ -148,11 +163,13 @@ uint64_t Mix(uint64_t h, uint64_t v) {
 }  // namespace
 
 uint64_t DirectSlot(uint64_t run_set, uint64_t run_index, int64_t seq, int64_t position,
-                    int index, const ir::ShapedType& type) {
+                    int index, const ir::ShapedType& type,
+                    std::pair<int64_t, int64_t> elements) {
   uint64_t h = Mix(Mix(Mix(run_set, run_index), static_cast<uint64_t>(seq)),
                    static_cast<uint64_t>(position));
   h = Mix(Mix(h, static_cast<uint64_t>(index)), static_cast<uint64_t>(type.dtype));
   for (int64_t d : type.dims) h = Mix(h, static_cast<uint64_t>(d));
+  h = Mix(Mix(h, static_cast<uint64_t>(elements.first)), static_cast<uint64_t>(elements.second));
   return Mix(h, type.dims.size()) | (uint64_t{1} << 63);
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,7 @@ enum class MessageKind : uint32_t {
   kFailure = 3,  // the run failed (its status in `text`)
   kBlocks = 4,   // blocks of a host array (ProcessGroup::ExchangeBlocks)
   kBye = 5,      // the sender is done: nothing more will come from it
+  kReduced = 6,  // elements of a split all-reduce's result (RemotePeers::PostReduced)
 };
 
 inline constexpr uint32_t kWireMagic = 0x534a4d31;  // "SJM1"
@@ -38,8 +40,8 @@ struct Header {
   uint32_t kind = 0;
   uint64_t run_set = 0;    // the run's processes (RunSetKey); 0 for job-level messages
   uint64_t run_index = 0;  // the run's number among that set's runs, or the exchange's number
-  int64_t seq = 0;         // kArrival: the position's collective number in the run
-  int64_t position = 0;    // the sending mesh position
+  int64_t seq = 0;         // kArrival, kReduced: the collective's number in the run
+  int64_t position = 0;    // the sending mesh position; kReduced: the group's first member
   int64_t target = 0;      // kMail: the receiving mesh position
   uint64_t meta_bytes = 0;
   uint32_t num_payloads = 0;
@@ -48,7 +50,9 @@ struct Header {
 static_assert(sizeof(Header) == 64, "the header is sent as raw bytes");
 
 // A message, decoded. `types[i]` is the type of operand i; `sent[i]` says whether its bytes
-// follow (a payload), in operand order; `offsets[i]` is block i's place in its array (kBlocks).
+// follow (a payload), in operand order; `offsets[i]` is block i's place in its array (kBlocks),
+// or for kArrival and kReduced, when present, {begin, end}: the payload holds only elements
+// [begin, end) of operand i (a split all-reduce's share, runtime/remote.h).
 struct Message {
   Header header;
   std::string signature;  // kArrival: ResolvedCollective::signature
@@ -64,6 +68,10 @@ std::vector<char> EncodeMeta(const Message& m);
 // Fills `m`'s metadata from `bytes`, refusing anything malformed (lengths past the end, ranks or
 // dims past ir's limits, a payload count that disagrees with the header).
 absl::Status DecodeMeta(const std::vector<char>& bytes, Message& m);
+
+// The elements [first, second) of operand `i` of `m` its payload holds (all of them unless
+// `m.offsets` says otherwise); an error naming the message if they are not within the operand.
+absl::StatusOr<std::pair<int64_t, int64_t>> PayloadElements(const Message& m, size_t i);
 
 // The largest envelope; the receiver keeps one posted per peer (and one more while it reads).
 inline constexpr uint64_t kEnvelopeBytes = 256 << 10;
@@ -82,15 +90,21 @@ EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes);
 // collective (a group agrees on them) and posts the receive then, so that the data leaves as
 // soon as both sides are there, not a round trip after the envelope.
 inline constexpr uint64_t kDirectPayloadBytes = 128 << 10;
+// So do the results of split all-reduces, which the receiver posts in place ahead.
 inline bool PayloadsDirect(MessageKind kind, uint64_t payload_bytes) {
-  return kind == MessageKind::kArrival && payload_bytes > kDirectPayloadBytes;
+  return (kind == MessageKind::kArrival || kind == MessageKind::kReduced) &&
+         payload_bytes > kDirectPayloadBytes;
 }
-// The slot of payload `index` (of type `type`) of mesh position `position`'s arrival at
-// collective `seq` of run (`run_set`, `run_index`): the same in sender and receiver, distinct
-// for every payload in flight, and never one of the envelope's or spill's slots (its top bit is
-// set). A receive posted for a type other than the one sent never meets the send.
+// The slot of payload `index` (elements `elements` of an operand of type `type`) of mesh
+// position `position`'s arrival at collective `seq` of run (`run_set`, `run_index`), or with
+// `index` kReducedIndex of a split all-reduce's result piece (`position`: the group's first
+// member): the same in sender and receiver, distinct for every payload in flight, and never one
+// of the envelope's or spill's slots (its top bit is set). A receive posted for a type or range
+// other than the one sent never meets the send.
+inline constexpr int kReducedIndex = -1;
 uint64_t DirectSlot(uint64_t run_set, uint64_t run_index, int64_t seq, int64_t position,
-                    int index, const ir::ShapedType& type);
+                    int index, const ir::ShapedType& type,
+                    std::pair<int64_t, int64_t> elements);
 
 // A key for the set of processes `processes` (sorted), the same in every process.
 uint64_t RunSetKey(const std::vector<int>& processes);

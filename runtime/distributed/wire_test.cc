@@ -2,7 +2,10 @@
 #include "runtime/distributed/wire.h"
 
 #include <set>
+#include <utility>
+#include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace shardjit::runtime::distributed {
@@ -53,20 +56,29 @@ TEST(Wire, MetadataRoundTrip) {
   EXPECT_FALSE(DecodeMeta(bytes, back).ok());
 }
 
-TEST(Wire, DirectSlotsAreDistinctPerPayloadAndType) {
+// The slot of all elements of a payload of type `type`.
+uint64_t WholeSlot(uint64_t run_set, uint64_t run_index, int64_t seq, int64_t position, int index,
+                   const ir::ShapedType& type) {
+  return DirectSlot(run_set, run_index, seq, position, index, type, {0, type.num_elements()});
+}
+
+TEST(Wire, DirectSlotsAreDistinctPerPayloadTypeAndRange) {
   const ir::ShapedType f32{ir::DType::kF32, {3, 160, 160}};
-  const uint64_t slot = DirectSlot(7, 2, 5, 1, 0, f32);
-  EXPECT_EQ(slot, DirectSlot(7, 2, 5, 1, 0, f32));  // the same in sender and receiver
-  EXPECT_NE(slot >> 63, 0u);                        // never an envelope or spill slot
+  const uint64_t slot = WholeSlot(7, 2, 5, 1, 0, f32);
+  EXPECT_EQ(slot, WholeSlot(7, 2, 5, 1, 0, f32));  // the same in sender and receiver
+  EXPECT_NE(slot >> 63, 0u);                       // never an envelope or spill slot
   std::set<uint64_t> slots = {slot};
-  // Any field or the type differing gives another slot.
-  for (uint64_t other : {DirectSlot(8, 2, 5, 1, 0, f32), DirectSlot(7, 3, 5, 1, 0, f32),
-                         DirectSlot(7, 2, 6, 1, 0, f32), DirectSlot(7, 2, 5, 2, 0, f32),
-                         DirectSlot(7, 2, 5, 1, 1, f32),
-                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kS32, {3, 160, 160}}),
-                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {3, 160, 161}}),
-                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {3, 160, 160, 1}}),
-                         DirectSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {160, 3, 160}})}) {
+  // Any field, the type or the elements differing gives another slot.
+  for (uint64_t other : {WholeSlot(8, 2, 5, 1, 0, f32), WholeSlot(7, 3, 5, 1, 0, f32),
+                         WholeSlot(7, 2, 6, 1, 0, f32), WholeSlot(7, 2, 5, 2, 0, f32),
+                         WholeSlot(7, 2, 5, 1, 1, f32), WholeSlot(7, 2, 5, 1, kReducedIndex, f32),
+                         WholeSlot(7, 2, 5, 1, 0, {ir::DType::kS32, {3, 160, 160}}),
+                         WholeSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {3, 160, 161}}),
+                         WholeSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {3, 160, 160, 1}}),
+                         WholeSlot(7, 2, 5, 1, 0, {ir::DType::kF32, {160, 3, 160}}),
+                         DirectSlot(7, 2, 5, 1, 0, f32, {0, 38400}),
+                         DirectSlot(7, 2, 5, 1, 0, f32, {38400, 76800}),
+                         DirectSlot(7, 2, 5, 1, kReducedIndex, f32, {0, 38400})}) {
     EXPECT_TRUE(slots.insert(other).second);
   }
   // Many payloads in flight at once: no two share a slot.
@@ -74,13 +86,41 @@ TEST(Wire, DirectSlotsAreDistinctPerPayloadAndType) {
   for (int64_t seq = 0; seq < 200; ++seq) {
     for (int64_t position = 0; position < 16; ++position) {
       for (int index = 0; index < 3; ++index) {
-        EXPECT_TRUE(many.insert(DirectSlot(7, 2, seq, position, index, f32)).second);
+        EXPECT_TRUE(many.insert(WholeSlot(7, 2, seq, position, index, f32)).second);
+      }
+      for (int64_t piece = 0; piece < 4; ++piece) {
+        EXPECT_TRUE(many.insert(DirectSlot(7, 2, seq, position, kReducedIndex, f32,
+                                           {piece * 1000, (piece + 1) * 1000}))
+                        .second);
       }
     }
   }
   EXPECT_TRUE(PayloadsDirect(MessageKind::kArrival, kDirectPayloadBytes + 1));
+  EXPECT_TRUE(PayloadsDirect(MessageKind::kReduced, kDirectPayloadBytes + 1));
   EXPECT_FALSE(PayloadsDirect(MessageKind::kArrival, kDirectPayloadBytes));
   EXPECT_FALSE(PayloadsDirect(MessageKind::kMail, kDirectPayloadBytes + 1));
+}
+
+TEST(Wire, PayloadElementsAreAllOrAShareWithinTheOperand) {
+  Message m;
+  m.header.kind = static_cast<uint32_t>(MessageKind::kArrival);
+  m.types = {{ir::DType::kF32, {4, 25}}};
+  m.sent = {true};
+  EXPECT_EQ(*PayloadElements(m, 0), (std::pair<int64_t, int64_t>{0, 100}));
+  m.offsets = {{50, 100}};
+  EXPECT_EQ(*PayloadElements(m, 0), (std::pair<int64_t, int64_t>{50, 100}));
+  // Empty, reversed, past the end, negative or not a pair: refused, naming the range.
+  for (const std::vector<int64_t>& bad : std::vector<std::vector<int64_t>>{
+           {50, 50}, {60, 50}, {50, 101}, {-1, 10}, {5}, {1, 2, 3}}) {
+    m.offsets = {bad};
+    const absl::Status s = PayloadElements(m, 0).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(s.message(), ::testing::HasSubstr("elements ["));
+  }
+  // Offsets of other kinds (a block's place in its array) are not ranges.
+  m.header.kind = static_cast<uint32_t>(MessageKind::kBlocks);
+  m.offsets = {{1, 0}};
+  EXPECT_EQ(*PayloadElements(m, 0), (std::pair<int64_t, int64_t>{0, 100}));
 }
 
 }  // namespace
