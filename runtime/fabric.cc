@@ -28,7 +28,7 @@ std::string Describe(const ir::Op& op, const std::vector<ir::ShapedType>& operan
 constexpr int64_t kSharedReductionBytes = 64 << 10;
 // All-reduces over members in several processes from this size on are split among the processes
 // (remote.h): each receives and reduces a share instead of every operand whole.
-constexpr int64_t kSplitReductionBytes = 1 << 20;
+constexpr int64_t kSplitReductionBytes = 2 << 20;
 // A shared reduction is written, and a split one's share sent, in pieces of at most this size:
 // a piece travels while the next is reduced.
 constexpr int64_t kReducedPieceBytes = 4 << 20;

@@ -215,14 +215,14 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
   absl::StatusOr<std::vector<Array>> want = large(*mesh1)(*big1);
   if (!want.ok()) return want.status();
   if (absl::Status s = SameBlocks(*got, *want, layout + " (large operands)"); !s.ok()) return s;
-  // All-reduces of 1 MiB and more over members in several processes are split among the
+  // All-reduces of 2 MiB and more over members in several processes are split among the
   // processes (runtime/remote.h): each receives only the share of the operands it reduces and
-  // sends the reduced share back, in pieces. f32 blocks of 2.1 MiB and bf16 of 1.04 MiB (element
+  // sends the reduced share back, in pieces. f32 blocks of 4.6 MiB and bf16 of 2.3 MiB (element
   // counts no process or piece count divides), every reduction, groups across processes, within
   // one, and split by axis_index_groups, blocking and async.
-  std::vector<double> wide(n * 5 * 331 * 331);
+  std::vector<double> wide(n * 11 * 331 * 331);
   for (size_t i = 0; i < wide.size(); ++i) wide[i] = std::sin(0.003 * i) * 4.0 + 0.25 * (i % 3);
-  const Tensor huge_host = HostTensor(DType::kF32, {n, 5, 331, 331}, wide);
+  const Tensor huge_host = HostTensor(DType::kF32, {n, 11, 331, 331}, wide);
   absl::StatusOr<Array> huge = device_put(huge_host, NamedSharding(*mesh, Stacked()));
   absl::StatusOr<Array> huge1 = device_put(huge_host, NamedSharding(*mesh1, Stacked()));
   if (!huge.ok()) return huge.status();
@@ -354,8 +354,8 @@ absl::Status RunMismatchedLargePsum(const std::shared_ptr<ProcessGroup>& group) 
     return jit(shard_map([](Tracer b) { return psum(b, {"x", "y"}); }, *mesh, {Stacked()},
                          {Stacked()}))(*x);
   };
-  // 300 KiB blocks, and 1.05 MiB ones (a psum split among the processes, runtime/remote.h).
-  for (int64_t cols : {160, 560}) {
+  // 300 KiB blocks, and 2.01 MiB ones (a psum split among the processes, runtime/remote.h).
+  for (int64_t cols : {160, 1100}) {
     absl::Status mismatched = psum_of(group->process_id() == 1 ? cols + 1 : cols).status();
     if (absl::Status s = ExpectFailure(mismatched, "mismatch"); !s.ok()) return s;
     absl::StatusOr<std::vector<Array>> good = psum_of(cols);
