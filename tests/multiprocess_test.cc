@@ -184,11 +184,11 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
   // Operands too large for a message's envelope (wire.h) travel apart from it, on receives the
   // receiving process posts when its devices arrive, among small ones, blocking and async; an
   // all_gather whose blocks are runs of its result receives them in place (along dim 1 here,
-  // and a new leading dim), one along dim 2 copies them.
+  // and a new leading dim), one along dim 2 copies them; a psend's follows its envelope.
   const int64_t n = mesh->size();
-  std::vector<double> values(n * 3 * 160 * 160);
+  std::vector<double> values(n * 3 * 160 * 560);
   for (size_t i = 0; i < values.size(); ++i) values[i] = std::cos(0.01 * i) + 0.5 * (i % 5);
-  const Tensor big_host = HostTensor(DType::kF32, {n, 3, 160, 160}, values);  // 300 KiB blocks
+  const Tensor big_host = HostTensor(DType::kF32, {n, 3, 160, 560}, values);  // 1.03 MiB blocks
   absl::StatusOr<Array> big = device_put(big_host, NamedSharding(*mesh, Stacked()));
   absl::StatusOr<Array> big1 = device_put(big_host, NamedSharding(*mesh1, Stacked()));
   if (!big.ok()) return big.status();
@@ -206,9 +206,11 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
                                      ppermute_done(ppermute_start(b, {"x", "y"}, ring)),
                                      all_gather(b, "x", 0, /*tiled=*/false),
                                      all_gather(b, "y", 2, /*tiled=*/true),
-                                     all_gather_done(all_gather_start(b, "x", 1, true))};
+                                     all_gather_done(all_gather_start(b, "x", 1, true)),
+                                     precv(psend(b, {"x", "y"}, ring), b.type(), {"x", "y"},
+                                           ring)};
         },
-        on, {Stacked()}, std::vector<PartitionSpec>(10, Stacked())));
+        on, {Stacked()}, std::vector<PartitionSpec>(11, Stacked())));
   };
   absl::StatusOr<std::vector<Array>> got = large(*mesh)(*big);
   if (!got.ok()) return got.status();
@@ -338,9 +340,9 @@ absl::Status ExpectFailure(const absl::Status& s, const std::string& needle) {
   return absl::OkStatus();
 }
 
-// A psum of operands past the envelope (sent apart from it, wire.h) whose shapes differ between
-// the processes: every process fails naming the mismatch, and the next run, the same everywhere,
-// gives every device the sum.
+// A psum of operands in the envelope and past it (sent apart from it, wire.h) whose shapes differ
+// between the processes: every process fails naming the mismatch, and the next run, the same
+// everywhere, gives every device the sum.
 absl::Status RunMismatchedLargePsum(const std::shared_ptr<ProcessGroup>& group) {
   Runtime rt({.num_devices = 1, .collective_timeout = absl::Seconds(30), .processes = group});
   absl::StatusOr<Mesh> mesh = JobMesh(rt, "rows");
@@ -354,8 +356,9 @@ absl::Status RunMismatchedLargePsum(const std::shared_ptr<ProcessGroup>& group) 
     return jit(shard_map([](Tracer b) { return psum(b, {"x", "y"}); }, *mesh, {Stacked()},
                          {Stacked()}))(*x);
   };
-  // 300 KiB blocks, and 2.01 MiB ones (a psum split among the processes, runtime/remote.h).
-  for (int64_t cols : {160, 1100}) {
+  // 300 KiB blocks (in the envelope), 1.1 MiB ones (apart from it) and 2.01 MiB ones (a psum
+  // split among the processes, runtime/remote.h).
+  for (int64_t cols : {160, 600, 1100}) {
     absl::Status mismatched = psum_of(group->process_id() == 1 ? cols + 1 : cols).status();
     if (absl::Status s = ExpectFailure(mismatched, "mismatch"); !s.ok()) return s;
     absl::StatusOr<std::vector<Array>> good = psum_of(cols);

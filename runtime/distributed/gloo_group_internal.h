@@ -41,7 +41,8 @@ constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
 
 // A message posted to a peer: what it sends from stays alive until the peer has taken it.
 struct Outgoing {
-  std::vector<char> envelope;
+  std::unique_ptr<char[]> envelope;  // envelope_bytes, written whole (not zeroed first)
+  size_t envelope_bytes = 0;
   std::vector<char> meta;  // when it does not fit in the envelope
   std::vector<ir::Tensor> keep;
   std::vector<std::unique_ptr<Buffer>> buffers;  // the envelope's first

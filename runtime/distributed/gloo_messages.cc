@@ -26,8 +26,9 @@ void GlooProcessGroup::Post(int peer, Message m) {
     if (m.sent[i]) operand_of.push_back(i);
   }
   const EnvelopeLayout layout = LayOutEnvelope(meta.size(), direct ? 0 : payload_bytes);
-  out->envelope.resize(layout.bytes);
-  char* at = out->envelope.data();
+  out->envelope = std::make_unique_for_overwrite<char[]>(layout.bytes);
+  out->envelope_bytes = layout.bytes;
+  char* at = out->envelope.get();
   std::memcpy(at, &header, sizeof(Header));
   at += sizeof(Header);
   if (layout.meta_inline) {
@@ -55,7 +56,7 @@ void GlooProcessGroup::Post(int peer, Message m) {
   try {
     gloo::rendezvous::Context& context = SendContext(peer);
     out->buffers.push_back(
-        context.createUnboundBuffer(out->envelope.data(), out->envelope.size()));
+        context.createUnboundBuffer(out->envelope.get(), out->envelope_bytes));
     if (!out->meta.empty()) {
       out->buffers.push_back(context.createUnboundBuffer(out->meta.data(), out->meta.size()));
     }
