@@ -64,16 +64,24 @@ Acc Combine(ReduceKind kind, Acc acc, Acc x) {
   return backends::CombineInOrder(kind, acc, x);
 }
 
+// The element of its operand that box `b`'s first element is (ReduceRange's `firsts`).
+int64_t FirstOf(const std::vector<int64_t>& firsts, size_t b) {
+  return firsts.empty() ? 0 : firsts[b];
+}
+
 // Elements [begin, end) of the elementwise reduction of `boxes` (in group order) into `out`,
 // accumulating in Acc (f32 for bf16, as XLA does) and rounding once.
 template <typename T, typename Acc>
-void ReduceInto(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out,
-                int64_t begin, int64_t end) {
+void ReduceInto(const std::vector<Tensor>& boxes, const std::vector<int64_t>& firsts,
+                Reduction reduction, Tensor& out, int64_t begin, int64_t end) {
   std::vector<Acc> acc(end - begin);
-  for (int64_t i = begin; i < end; ++i) acc[i - begin] = Load<T, Acc>(boxes[0], i);
+  for (int64_t i = begin; i < end; ++i) {
+    acc[i - begin] = Load<T, Acc>(boxes[0], i - FirstOf(firsts, 0));
+  }
   for (size_t b = 1; b < boxes.size(); ++b) {
+    const int64_t first = FirstOf(firsts, b);
     for (int64_t i = begin; i < end; ++i) {
-      acc[i - begin] = Combine(reduction.kind, acc[i - begin], Load<T, Acc>(boxes[b], i));
+      acc[i - begin] = Combine(reduction.kind, acc[i - begin], Load<T, Acc>(boxes[b], i - first));
     }
   }
   const bool mean = reduction.mean;
@@ -105,8 +113,8 @@ void WidenToF32(const Tensor& t, int64_t begin, int64_t n, float* out) {
 // ReduceInto for f32 and bf16 on the x86 backend's buffer kernels: the same f32 accumulation in
 // group order and one rounding at the end. bf16 members are widened first, since the kernels
 // would round a bf16 accumulator at every step.
-absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, Tensor& out,
-                         int64_t begin, int64_t end) {
+absl::Status ReduceFloat(const std::vector<Tensor>& boxes, const std::vector<int64_t>& firsts,
+                         Reduction reduction, Tensor& out, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   const bool f32 = out.dtype() == DType::kF32;
   std::vector<float> scratch;
@@ -120,18 +128,22 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, Reduction reduction, 
   size_t first = 1;
   if (f32 && boxes.size() > 1) {
     if (absl::Status s = backends::x86::ReduceBuffers(reduction.kind, DType::kF32,
-                                                      boxes[1].data_as<float>() + begin,
-                                                      boxes[0].data_as<float>() + begin, acc, n);
+                                                      boxes[1].data_as<float>() + begin -
+                                                          FirstOf(firsts, 1),
+                                                      boxes[0].data_as<float>() + begin -
+                                                          FirstOf(firsts, 0),
+                                                      acc, n);
         !s.ok()) {
       return s;
     }
     first = 2;
   } else {
-    WidenToF32(boxes[0], begin, n, acc);
+    WidenToF32(boxes[0], begin - FirstOf(firsts, 0), n, acc);
   }
   for (size_t b = first; b < boxes.size(); ++b) {
-    const float* operand = f32 ? boxes[b].data_as<float>() + begin : scratch.data() + n;
-    if (!f32) WidenToF32(boxes[b], begin, n, scratch.data() + n);
+    const int64_t at = begin - FirstOf(firsts, b);
+    const float* operand = f32 ? boxes[b].data_as<float>() + at : scratch.data() + n;
+    if (!f32) WidenToF32(boxes[b], at, n, scratch.data() + n);
     // ReduceBuffers keeps its second input on ties (max(-0, +0)), as std::max(acc, x) does.
     if (absl::Status s =
             backends::x86::ReduceBuffers(reduction.kind, DType::kF32, operand, acc, acc, n);
@@ -317,7 +329,7 @@ bool GatherBlocksAreRuns(const ir::ShapedType& operand, int64_t axis) {
 }
 
 absl::Status ReduceRange(const std::vector<Tensor>& boxes, const std::string& kind, Tensor& out,
-                         int64_t begin, int64_t end) {
+                         int64_t begin, int64_t end, const std::vector<int64_t>& firsts) {
   const Reduction reduction{kind == "pmax"   ? ReduceKind::kMax
                             : kind == "pmin" ? ReduceKind::kMin
                                              : ReduceKind::kSum,
@@ -325,17 +337,17 @@ absl::Status ReduceRange(const std::vector<Tensor>& boxes, const std::string& ki
   const DType dtype = boxes[0].dtype();
   if (begin >= end) return absl::OkStatus();
   if ((dtype == DType::kF32 || dtype == DType::kBF16) && out.dtype() == dtype) {
-    return ReduceFloat(boxes, reduction, out, begin, end);
+    return ReduceFloat(boxes, firsts, reduction, out, begin, end);
   }
   switch (dtype) {
     case DType::kF32:
-      ReduceInto<float, float>(boxes, reduction, out, begin, end);
+      ReduceInto<float, float>(boxes, firsts, reduction, out, begin, end);
       break;
     case DType::kBF16:
-      ReduceInto<ir::bf16, float>(boxes, reduction, out, begin, end);
+      ReduceInto<ir::bf16, float>(boxes, firsts, reduction, out, begin, end);
       break;
     case DType::kS32:
-      ReduceInto<int32_t, int32_t>(boxes, reduction, out, begin, end);
+      ReduceInto<int32_t, int32_t>(boxes, firsts, reduction, out, begin, end);
       break;
     default:
       return absl::InvalidArgumentError(

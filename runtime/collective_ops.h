@@ -24,6 +24,9 @@ struct GroupOperands {
   int64_t my_index = 0;
   // For ppermute: the combined axis index of each member (perm pairs refer to these).
   std::vector<int64_t> axis_indices;
+  // For an all-reduce split across processes (runtime/remote.h): per input, the element of the
+  // operand that its first element is (ReduceRange); empty: every input is a whole operand.
+  std::vector<int64_t> firsts;
   // For all_gather: its result, allocated ahead (undefined: allocated here). A member's operand
   // that already lies in its place there (received in place, runtime/fabric.h) is not copied.
   ir::Tensor output;
@@ -41,9 +44,13 @@ bool GatherBlocksAreRuns(const ir::ShapedType& operand, int64_t axis);
 
 // Elements [begin, end) of the all-reduce `kind` (psum, pmean, pmax, pmin) of `inputs` (in group
 // order) into `out`, allocated by the caller with the result type: the members of a group may
-// each reduce a share of one result they then all read.
+// each reduce a share of one result they then all read. `firsts` (empty: all 0) gives, per
+// input, the element of its operand that the input's first element is: an input may hold only
+// the elements of its operand from there on (a share sent by another process) that [begin, end)
+// reads.
 absl::Status ReduceRange(const std::vector<ir::Tensor>& inputs, const std::string& kind,
-                         ir::Tensor& out, int64_t begin, int64_t end);
+                         ir::Tensor& out, int64_t begin, int64_t end,
+                         const std::vector<int64_t>& firsts = {});
 
 // Copies the box of size `extent` at `src_offset` of `src` to `dst_offset` of `dst` (same rank).
 void CopyBox(const ir::Tensor& src, const std::vector<int64_t>& src_offset, ir::Tensor& dst,

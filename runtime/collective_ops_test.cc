@@ -99,6 +99,45 @@ TEST_P(ReduceTest, NanPropagates) {
   }
 }
 
+// A range of the reduction where some inputs hold only their operand's elements from `firsts`
+// on (a share another process sent, runtime/remote.h): bitwise the same elements as the
+// reduction of whole operands, for every kind and for ranges starting where the share does and
+// inside it.
+TEST_P(ReduceTest, RangeOfSharesMatchesWholeOperands) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 10.f);
+  const int64_t n = 103, share_begin = 37;
+  std::vector<Tensor> whole, shares;
+  for (int m = 0; m < 3; ++m) {
+    std::vector<double> v(n);
+    for (double& x : v) x = normal(rng);
+    whole.push_back(Tensor::FromDoubles({dtype, {n}}, v));
+    // Members 0 and 2 send only [share_begin, n); member 1 is local (whole).
+    if (m == 1) {
+      shares.push_back(whole.back());
+    } else {
+      shares.push_back(Tensor::FromDoubles(
+          {dtype, {n - share_begin}}, std::vector<double>(v.begin() + share_begin, v.end())));
+    }
+  }
+  const std::vector<int64_t> firsts = {share_begin, 0, share_begin};
+  for (const char* kind : {"psum", "pmean", "pmax", "pmin"}) {
+    Tensor want = Tensor::Empty({dtype, {n}});
+    ASSERT_TRUE(ReduceRange(whole, kind, want, 0, n).ok());
+    for (int64_t begin : {share_begin, share_begin + 9}) {
+      Tensor got = Tensor::Zeros({dtype, {n}});
+      ASSERT_TRUE(ReduceRange(shares, kind, got, begin, n, firsts).ok());
+      for (int64_t i = begin; i < n; ++i) {
+        ASSERT_EQ(Bits(static_cast<float>(got.GetDouble(i))),
+                  Bits(static_cast<float>(want.GetDouble(i))))
+            << kind << " begin=" << begin << " i=" << i;
+      }
+      EXPECT_EQ(got.GetDouble(begin - 1), 0.0) << kind << ": wrote before the range";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, ReduceTest, ::testing::Values(DType::kF32, DType::kBF16));
 
 // An all_gather given its result ahead (GroupOperands::output), with member 1's operand already

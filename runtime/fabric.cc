@@ -149,8 +149,8 @@ void RunState::WakeCompleteGroups(const Slot& slot) {
 }
 
 void RunState::DeliverArrival(int64_t seq, int64_t position, const ResolvedCollective* resolved,
-                              std::vector<ir::Tensor> operands,
-                              std::vector<ir::ShapedType> types) {
+                              std::vector<ir::Tensor> operands, std::vector<ir::ShapedType> types,
+                              const ElementRange& share) {
   std::lock_guard<SpinMutex> lock(mu_);
   if (cancelled_) return;
   ++arrivals_;
@@ -161,6 +161,7 @@ void RunState::DeliverArrival(int64_t seq, int64_t position, const ResolvedColle
   theirs.resolved = resolved;
   theirs.operands = std::move(operands);
   theirs.types = std::move(types);
+  theirs.share = share;
   WakeCompleteGroups(slot);
 }
 
@@ -205,38 +206,56 @@ bool RunState::FailIfWaitingOnGone(std::unique_lock<SpinMutex>& lock, const Tick
 
 void RunState::DeliverReduced(int process, int64_t seq, int64_t key, const ElementRange& piece,
                               const ir::Tensor& x) {
-  std::unique_lock<SpinMutex> lock(mu_);
-  if (cancelled_) return;
-  auto it = receiving_reduced_.find({seq, key});
-  SharedReduction* shared = it == receiving_reduced_.end() ? nullptr : it->second.get();
-  const auto from = shared == nullptr
-                        ? std::vector<int>::const_iterator()
-                        : std::find(shared->others.begin(), shared->others.end(), process);
-  const size_t i = shared == nullptr ? 0 : from - shared->others.begin();
-  if (shared == nullptr || from == shared->others.end() ||
-      piece.begin < shared->their_shares[i].begin || piece.end > shared->their_shares[i].end ||
-      piece.begin >= piece.end || x.dtype() != shared->out.dtype() ||
-      (x.num_elements() != shared->out.num_elements() && x.num_elements() != piece.size()) ||
-      shared->received[i] + piece.size() > shared->their_shares[i].size()) {
-    lock.unlock();
-    CancelFromPeer(absl::DataLossError(fmt::format(
-        "process {} sent elements [{}, {}) of collective #{}'s all-reduce result ({}), which "
-        "this process does not expect from it",
-        process, piece.begin, piece.end, seq, x.type().ToString())));
-    return;
+  std::shared_ptr<SharedReduction> shared;
+  size_t from = 0;  // index of `process` in shared->others
+  {
+    std::unique_lock<SpinMutex> lock(mu_);
+    if (cancelled_) return;
+    auto it = receiving_reduced_.find({seq, key});
+    std::string wrong;
+    if (it == receiving_reduced_.end()) {
+      wrong = "no split all-reduce of that group is receiving";
+    } else {
+      shared = it->second;
+      from = std::find(shared->others.begin(), shared->others.end(), process) -
+             shared->others.begin();
+      if (from == shared->others.size()) {
+        wrong = "that process takes no part in it";
+      } else {
+        const ElementRange& theirs = shared->their_shares[from];
+        if (piece.begin < theirs.begin || piece.end > theirs.end || piece.begin >= piece.end ||
+            shared->received[from] + piece.size() > theirs.size()) {
+          wrong = fmt::format("its share is [{}, {}), {} elements of which came before",
+                              theirs.begin, theirs.end, shared->received[from]);
+        } else if (x.dtype() != shared->out.dtype() ||
+                   (x.num_elements() != shared->out.num_elements() &&
+                    x.num_elements() != piece.size())) {
+          wrong = fmt::format("the result is {}", shared->out.type().ToString());
+        }
+      }
+    }
+    if (!wrong.empty()) {
+      lock.unlock();
+      CancelFromPeer(absl::DataLossError(fmt::format(
+          "process {} sent elements [{}, {}) of collective #{}'s all-reduce result ({}) for the "
+          "group of device {}, which this process does not expect: {} (a mismatched program?)",
+          process, piece.begin, piece.end, seq, x.type().ToString(), DeviceOf(key), wrong)));
+      return;
+    }
   }
-  // Received in place, or copied there.
+  // Received in place, or copied there (without the lock: only this piece writes there).
   const int64_t elem = ir::DTypeSize(x.dtype());
   char* to = static_cast<char*>(shared->out.data()) + piece.begin * elem;
-  const char* from_data = static_cast<const char*>(x.data()) +
-                          (x.num_elements() == piece.size() ? 0 : piece.begin * elem);
-  if (to != from_data) std::memcpy(to, from_data, piece.size() * elem);
+  const char* data = static_cast<const char*>(x.data()) +
+                     (x.num_elements() == piece.size() ? 0 : piece.begin * elem);
+  if (to != data) std::memcpy(to, data, piece.size() * elem);
+  std::lock_guard<SpinMutex> lock(mu_);
   ++arrivals_;
-  shared->received[i] += piece.size();
+  shared->received[from] += piece.size();
   shared->missing -= piece.size();
   if (shared->missing == 0) {
     for (int64_t member : shared->group->members) WakePosition(member);
-    receiving_reduced_.erase(it);
+    receiving_reduced_.erase({seq, key});
   }
 }
 
@@ -519,6 +538,11 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
   ir::Tensor prepared = PrepareGatherResult(resolved, *group, operands, allocator);
   const ProcessShares split = SplitAcrossProcesses(resolved, *group, operands);
   std::shared_ptr<SharedReduction> receiving;  // a split all-reduce's, begun by this arrival
+  ir::Tensor split_out;  // its result, if this arrival begins it (allocated without the lock)
+  if (!split.processes.empty()) {
+    split_out =
+        ir::Tensor::Empty(ir::FromProto(resolved.op->result_types(0)).Awaited(), allocator);
+  }
   std::unique_lock<SpinMutex> lock(mu_);
   ++arrivals_;
   ticket.seq = next_seq_[position]++;
@@ -529,6 +553,7 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
   mine.resolved = &resolved;
   mine.operands.assign(operands.begin(), operands.end());
   mine.prepared = prepared;
+  mine.share = {};
   mine.types.resize(operands.size());
   for (size_t i = 0; i < operands.size(); ++i) mine.types[i] = operands[i].type();
   // Anyone of my group already here must agree with me.
@@ -545,8 +570,7 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
   // The first local member of a split all-reduce begins its result.
   if (!split.processes.empty() && slot.shared[group->members.front()] == nullptr) {
     receiving = std::make_shared<SharedReduction>();
-    receiving->out =
-        ir::Tensor::Empty(ir::FromProto(resolved.op->result_types(0)).Awaited(), allocator);
+    receiving->out = std::move(split_out);
     receiving->group = &*group;
     const int me = remote_->ProcessOf(position);
     for (size_t i = 0; i < split.processes.size(); ++i) {
@@ -764,6 +788,28 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
     }
     shared = entry;
   }
+  // A split all-reduce reads the share of every remote member's operand that was sent alone;
+  // anything else reads whole operands. Processes that split differently (another build) fail.
+  const bool split = shared != nullptr && !shared->others.empty();
+  inputs.firsts.clear();
+  for (int64_t member : group.members) {
+    const ElementRange& got = slot.arrivals[member].share;
+    const bool share_expected = split && !remote_->IsLocal(member);
+    if (share_expected ? got.begin != shared->mine.begin || got.end != shared->mine.end
+                       : got.size() != 0) {
+      absl::Status error = absl::FailedPreconditionError(fmt::format(
+          "collective #{} ({}) on device {}: device {} sent elements [{}, {}) of its operand, "
+          "where this process reads {}: the processes split the all-reduce differently",
+          ticket.seq, Describe(op, mine.types), DeviceOf(position), DeviceOf(member), got.begin,
+          got.end,
+          share_expected ? fmt::format("[{}, {})", shared->mine.begin, shared->mine.end)
+                         : std::string("all of it")));
+      lock.unlock();
+      Cancel(error);
+      return error;
+    }
+    if (split) inputs.firsts.push_back(got.begin);
+  }
   FinishReading(ticket);
   lock.unlock();
   const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
@@ -772,6 +818,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
                                           : ComputeCollective(op, inputs, allocator);
   inputs.inputs.clear();  // the peers' operands are not kept alive by the scratch
   inputs.all_inputs.clear();
+  inputs.firsts.clear();
   inputs.output = ir::Tensor();
   if (recorder != nullptr) {
     const std::string name = op.opcode() + " data";
@@ -797,7 +844,8 @@ absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
   const int process = remote_ != nullptr ? remote_->ProcessOf(ticket.position) : 0;
   for (const ElementRange& piece : SharePieces(group, process, shared.mine,
                                                ir::DTypeSize(shared.out.dtype()), share)) {
-    absl::Status s = ReduceRange(inputs.inputs, kind, shared.out, piece.begin, piece.end);
+    absl::Status s =
+        ReduceRange(inputs.inputs, kind, shared.out, piece.begin, piece.end, inputs.firsts);
     if (!s.ok()) {
       Cancel(s);  // the others would wait for this share
       return s;

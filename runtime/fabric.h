@@ -63,8 +63,10 @@ class RunState final : public Transport {
   // What another process posted: remote position `position`'s arrival at its `seq`-th collective
   // (`resolved` from its signature; operands undefined where not sent, `types` always), a psend
   // from remote `source` to local `target`, and the failure of the run (not posted back).
+  // `share`: the elements of its operand a split all-reduce's arrival holds (empty: all).
   void DeliverArrival(int64_t seq, int64_t position, const ResolvedCollective* resolved,
-                      std::vector<ir::Tensor> operands, std::vector<ir::ShapedType> types);
+                      std::vector<ir::Tensor> operands, std::vector<ir::ShapedType> types,
+                      const ElementRange& share = {});
   void DeliverMail(int64_t source, int64_t target, ir::Tensor x);
   // Elements `piece` of a split all-reduce's result (RemotePeers::PostReduced) from `process`,
   // held by `x` (a tensor of the result's type, or `piece.size()` elements of its dtype).
@@ -118,6 +120,9 @@ class RunState final : public Transport {
     // A local all_gather's result, allocated at arrival so that the operands of members in
     // other processes are received into their places in it (undefined otherwise).
     ir::Tensor prepared;
+    // A remote member's arrival at a split all-reduce: the elements of its operand sent (the
+    // receiving process's share), which operands[0] holds; empty: all of them.
+    ElementRange share;
   };
   // An all-reduce result the members of a group share: each reduces a share of its elements,
   // then all return it (read-only, like a ppermute result). Split across processes (remote.h),

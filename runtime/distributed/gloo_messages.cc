@@ -69,7 +69,7 @@ void GlooProcessGroup::Post(int peer, Message m) {
           context.createUnboundBuffer(const_cast<void*>(x.data()), x.byte_size()));
       if (direct) {
         const size_t operand = operand_of[i];
-        const std::pair<int64_t, int64_t> elements = *PayloadElements(m, operand);
+        const std::pair<int64_t, int64_t> elements = PayloadElements(m, operand).value();
         slots.push_back(DirectSlot(header.run_set, header.run_index, header.seq, header.position,
                                    static_cast<MessageKind>(header.kind) == MessageKind::kReduced
                                        ? kReducedIndex
@@ -166,7 +166,7 @@ void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_ind
   Direct d{peer, run_set, run_index,
            destination.defined() && destination.type() == type
                ? destination
-               : ir::Tensor::Empty(type, receive_allocator_.get()),
+               : ir::Tensor::Empty(PayloadType(type, elements), receive_allocator_.get()),
            nullptr};
   d.buffer = ReceiveInto(peer, d.x, elements);
   try {
@@ -180,9 +180,11 @@ void GlooProcessGroup::ExpectDirect(int peer, uint64_t run_set, uint64_t run_ind
 std::unique_ptr<Buffer> GlooProcessGroup::ReceiveInto(int peer, ir::Tensor& x,
                                                       std::pair<int64_t, int64_t> elements) {
   const int64_t elem = ir::DTypeSize(x.dtype());
-  return ReceiveContext(peer).createUnboundBuffer(
-      static_cast<char*>(x.data()) + elements.first * elem,
-      (elements.second - elements.first) * elem);
+  const int64_t count = elements.second - elements.first;
+  // A tensor of just those elements, or one of the whole operand they are part of.
+  const int64_t at = x.num_elements() == count ? 0 : elements.first;
+  return ReceiveContext(peer).createUnboundBuffer(static_cast<char*>(x.data()) + at * elem,
+                                                  count * elem);
 }
 
 bool GlooProcessGroup::ReceiveDirect(int peer, const Header& h, uint64_t slot,
@@ -196,7 +198,7 @@ bool GlooProcessGroup::ReceiveDirect(int peer, const Header& h, uint64_t slot,
       x = std::move(it->second.x);
       buffer = std::move(it->second.buffer);
     } else {
-      x = ir::Tensor::Empty(type, receive_allocator_.get());
+      x = ir::Tensor::Empty(PayloadType(type, elements), receive_allocator_.get());
       buffer = ReceiveInto(peer, x, elements);
       buffer->recv(peer, slot);  // throws at once if the pair has failed
       direct_[slot] = Direct{peer, h.run_set, h.run_index, ir::Tensor(), nullptr};
@@ -272,14 +274,10 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>
       m.payloads.push_back(std::move(x));
       continue;
     }
-    // A result piece on its own; an arrival's share in its place in an operand.
-    const int64_t count = elements[i].second - elements[i].first;
-    ir::Tensor x = ir::Tensor::Empty(
-        kind == MessageKind::kReduced ? ir::ShapedType{m.types[i].dtype, {count}} : m.types[i],
-        receive_allocator_.get());
-    const size_t bytes = count * ir::DTypeSize(x.dtype());
-    char* to = static_cast<char*>(x.data()) +
-               (kind == MessageKind::kReduced ? 0 : elements[i].first * ir::DTypeSize(x.dtype()));
+    ir::Tensor x =
+        ir::Tensor::Empty(PayloadType(m.types[i], elements[i]), receive_allocator_.get());
+    const size_t bytes = x.byte_size();
+    char* to = static_cast<char*>(x.data());
     if (bytes > 0) {
       if (inline_payloads) {
         std::memcpy(to, at, bytes);

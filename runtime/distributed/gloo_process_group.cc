@@ -165,7 +165,15 @@ void RunLink::Deliver(int peer, Message& m) {
       for (size_t i = 0; i < m.types.size(); ++i) {
         if (m.sent[i]) operands[i] = std::move(m.payloads[next++]);
       }
-      run_.DeliverArrival(h.seq, h.position, *resolved, std::move(operands), std::move(m.types));
+      // A split all-reduce's: the share of its operand sent (checked against this process's).
+      ElementRange share;
+      if (!m.offsets.empty()) {
+        if (m.types.size() != 1 || !m.sent[0]) return refuse("elements of an arrival not sent");
+        const std::pair<int64_t, int64_t> elements = PayloadElements(m, 0).value();  // Open's
+        share = {elements.first, elements.second};
+      }
+      run_.DeliverArrival(h.seq, h.position, *resolved, std::move(operands), std::move(m.types),
+                          share);
       return;
     }
     case MessageKind::kReduced: {

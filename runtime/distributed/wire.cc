@@ -54,8 +54,9 @@ class Reader {
 
 absl::Status Malformed(const Message& m, const std::string& what) {
   return absl::DataLossError(fmt::format(
-      "malformed message (kind {}) from mesh position {}: {}", m.header.kind, m.header.position,
-      what));
+      "malformed message (kind {}) {} mesh position {}: {}", m.header.kind,
+      m.header.kind == static_cast<uint32_t>(MessageKind::kReduced) ? "for the group of" : "from",
+      m.header.position, what));
 }
 
 }  // namespace

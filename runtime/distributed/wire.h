@@ -72,6 +72,14 @@ absl::Status DecodeMeta(const std::vector<char>& bytes, Message& m);
 // The elements [first, second) of operand `i` of `m` its payload holds (all of them unless
 // `m.offsets` says otherwise); an error naming the message if they are not within the operand.
 absl::StatusOr<std::pair<int64_t, int64_t>> PayloadElements(const Message& m, size_t i);
+// The type of a tensor holding just `elements` of an operand of type `type`: `type` when they
+// are all of it, else a vector of them.
+inline ir::ShapedType PayloadType(const ir::ShapedType& type,
+                                  std::pair<int64_t, int64_t> elements) {
+  const int64_t count = elements.second - elements.first;
+  if (elements.first == 0 && count == type.num_elements()) return type;
+  return ir::ShapedType{type.dtype, {count}};
+}
 
 // The largest envelope; the receiver keeps one posted per peer (and one more while it reads). It
 // holds payloads up to kDirectPayloadBytes with room for the metadata: a message that fits in
