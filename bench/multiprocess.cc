@@ -3,7 +3,10 @@
 //  - psum, all_gather and ppermute (a ring) of f32 buffers between N processes of one device
 //    each, through jit, against Gloo's own allreduce (ring), allgather and a send/recv pair on
 //    the same buffers in a second Gloo context of the same processes; the same collectives
-//    between N devices of one process for scale. Counter: GB/s of one device's operand.
+//    between N devices of one process for scale. Counter: GB/s of one device's operand. Then
+//    single calls of ours and Gloo's counterpart in turn, each from a barrier, and the median
+//    ratio of the pairs (this shared machine drifts between benchmarks more than between two
+//    calls; work a call leaves running, e.g. a sender thread finishing, is not counted).
 //  - the seed variants (examples/seed_variants.h) on a 2x2 mesh as N processes (each mesh row
 //    split evenly over them) against 4 devices in one process, fused and as written;
 //  - the share of communication hidden behind compute (runtime/overlap.h) in one profiled run of
@@ -34,6 +37,7 @@
 #include "examples/seed_variants.h"
 #include "fmt/format.h"
 #include "gloo/allgather.h"
+#include "gloo/barrier.h"
 #include "gloo/allreduce.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
@@ -72,6 +76,10 @@ class Recorder : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median") {
         median_us[run.run_name.function_name] = run.GetAdjustedRealTime();
+        // RegisterPaired's median ratio of a repetition, the median over repetitions.
+        if (auto it = run.counters.find("ratio"); it != run.counters.end()) {
+          median_us[run.run_name.function_name + "/ratio"] = it->second;
+        }
       }
     }
     if (print_) ConsoleReporter::ReportRuns(runs);
@@ -101,56 +109,93 @@ benchmark::internal::Benchmark* Register(const std::string& name, int64_t calls,
 // Collectives
 // ---------------------------------------------------------------------------------------------
 
-// Gloo's counterpart of `op` (allreduce, allgather, or a send/recv ring) on `bytes` of f32 per
-// process, on buffers of its own, as benchmark "gloo/<counterpart>/<bytes>".
-void RegisterGloo(const std::shared_ptr<gloo::Context>& context, const std::string& op,
-                  int64_t bytes) {
+// The name of Gloo's counterpart of `op`.
+std::string GlooName(const std::string& op) {
+  return op == "psum" ? "allreduce" : op == "all_gather" ? "allgather" : "sendrecv";
+}
+
+// One call of Gloo's counterpart of `op` (allreduce, allgather, or a send/recv ring) on `bytes`
+// of f32 per process, on buffers of its own.
+std::function<void()> GlooCall(const std::shared_ptr<gloo::Context>& context,
+                               const std::string& op, int64_t bytes) {
   const int rank = context->rank, size = context->size;
   const size_t elements = bytes / 4;
   auto in = std::make_shared<std::vector<float>>(elements, 1e-3f);
   auto out = std::make_shared<std::vector<float>>(elements * size);
   if (op == "psum") {
-    Register(fmt::format("gloo/allreduce/{}", bytes), Calls(bytes),
-             [context, out, elements, bytes](benchmark::State& state) {
-               for (auto _ : state) {
-                 gloo::AllreduceOptions options(context);
-                 options.setOutput(out->data(), elements);
-                 options.setReduceFunction(
-                     static_cast<void (*)(void*, const void*, const void*, size_t)>(
-                         &gloo::sum<float>));
-                 options.setTag(1);
-                 gloo::allreduce(options);
-               }
-               state.SetBytesProcessed(state.iterations() * bytes);
-             });
-  } else if (op == "all_gather") {
-    Register(fmt::format("gloo/allgather/{}", bytes), Calls(bytes),
-             [context, in, out, elements, bytes](benchmark::State& state) {
-               for (auto _ : state) {
-                 gloo::AllgatherOptions options(context);
-                 options.setInput(in->data(), elements);
-                 options.setOutput(out->data(), elements * context->size);
-                 options.setTag(2);
-                 gloo::allgather(options);
-               }
-               state.SetBytesProcessed(state.iterations() * bytes);
-             });
-  } else {
-    Register(fmt::format("gloo/sendrecv/{}", bytes), Calls(bytes),
-             [context, in, out, rank, size, bytes](benchmark::State& state) {
-               std::unique_ptr<gloo::transport::UnboundBuffer> send =
-                   context->createUnboundBuffer(in->data(), bytes);
-               std::unique_ptr<gloo::transport::UnboundBuffer> recv =
-                   context->createUnboundBuffer(out->data(), bytes);
-               for (auto _ : state) {
-                 recv->recv((rank + size - 1) % size, /*slot=*/3);
-                 send->send((rank + 1) % size, /*slot=*/3);
-                 send->waitSend();
-                 recv->waitRecv();
-               }
-               state.SetBytesProcessed(state.iterations() * bytes);
-             });
+    return [context, out, elements] {
+      gloo::AllreduceOptions options(context);
+      options.setOutput(out->data(), elements);
+      options.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      options.setTag(1);
+      gloo::allreduce(options);
+    };
   }
+  if (op == "all_gather") {
+    return [context, in, out, elements] {
+      gloo::AllgatherOptions options(context);
+      options.setInput(in->data(), elements);
+      options.setOutput(out->data(), elements * context->size);
+      options.setTag(2);
+      gloo::allgather(options);
+    };
+  }
+  std::shared_ptr<gloo::transport::UnboundBuffer> send =
+      context->createUnboundBuffer(in->data(), bytes);
+  std::shared_ptr<gloo::transport::UnboundBuffer> recv =
+      context->createUnboundBuffer(out->data(), bytes);
+  return [in, out, send, recv, rank, size] {
+    recv->recv((rank + size - 1) % size, /*slot=*/3);
+    send->send((rank + 1) % size, /*slot=*/3);
+    send->waitSend();
+    recv->waitRecv();
+  };
+}
+
+// Gloo's counterpart of `op` as benchmark "gloo/<counterpart>/<bytes>".
+void RegisterGloo(const std::shared_ptr<gloo::Context>& context, const std::string& op,
+                  int64_t bytes) {
+  std::function<void()> call = GlooCall(context, op, bytes);
+  Register(fmt::format("gloo/{}/{}", GlooName(op), bytes), Calls(bytes),
+           [call, bytes](benchmark::State& state) {
+             for (auto _ : state) call();
+             state.SetBytesProcessed(state.iterations() * bytes);
+           });
+}
+
+// "paired/<op>/<bytes>": `ours` and Gloo's counterpart called in turn, each call timed from a
+// barrier of the processes (so that neither absorbs the other's tail in a peer); counter "ratio"
+// is the median over the pairs of calls of ours / Gloo's, which the machine's drift (it is
+// shared) moves far less than the ratio of two benchmarks run one after the other.
+void RegisterPaired(const std::shared_ptr<gloo::Context>& context, const std::string& op,
+                    int64_t bytes, std::function<absl::Status()> ours) {
+  std::function<void()> theirs = GlooCall(context, op, bytes);
+  auto barrier = [context] {
+    gloo::BarrierOptions options(context);
+    options.setTag(4);
+    gloo::barrier(options);
+  };
+  Register(fmt::format("paired/{}/{}", op, bytes), Calls(bytes),
+           [ours, theirs, barrier](benchmark::State& state) {
+             std::vector<double> ratios;
+             for (auto _ : state) {
+               barrier();
+               const auto t0 = std::chrono::steady_clock::now();
+               if (absl::Status s = ours(); !s.ok()) {
+                 return state.SkipWithError(s.ToString().c_str());
+               }
+               const auto t1 = std::chrono::steady_clock::now();
+               barrier();
+               const auto t2 = std::chrono::steady_clock::now();
+               theirs();
+               const auto t3 = std::chrono::steady_clock::now();
+               ratios.push_back(std::chrono::duration<double>(t1 - t0).count() /
+                                std::chrono::duration<double>(t3 - t2).count());
+             }
+             std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+             state.counters["ratio"] = ratios[ratios.size() / 2];
+           });
 }
 
 // psum, all_gather and ppermute (ring) of `bytes` of f32 per device through jit on `mesh` (one
@@ -182,7 +227,12 @@ void RegisterCollectives(const std::string& prefix, const Mesh& mesh,
                  }
                  state.SetBytesProcessed(state.iterations() * bytes);
                });
-      if (context != nullptr) RegisterGloo(context, op, bytes);
+      if (context == nullptr) continue;
+      RegisterGloo(context, op, bytes);
+      RegisterPaired(context, op, bytes, [input, program]() -> absl::Status {
+        if (!input->ok()) return input->status();
+        return (*program)(**input).status();
+      });
     }
   }
 }
@@ -361,13 +411,16 @@ std::string Ratio(const std::map<std::string, double>& r, const std::string& a,
 
 void PrintSummary(int processes, const std::map<std::string, double>& r) {
   fmt::print("\nCollectives of f32 buffers between {} processes on loopback (one device each): "
-             "median µs per call; ratio = shardjit / Gloo; the same collective between {} "
-             "devices of one process beside them\n",
+             "median µs per call back to back; ratio = shardjit / Gloo; paired: median of the "
+             "ratios of single calls made in turn, each from a barrier (work left running after a "
+             "call is not counted); the same collective between {} devices of one process beside "
+             "them\n",
              processes, processes);
-  fmt::print("{:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10} {:>7} "
-             "{:>10}\n",
-             "bytes", "psum", "allreduce", "ratio", "in-proc", "all_gather", "allgather",
-             "ratio", "in-proc", "ppermute", "send/recv", "ratio", "in-proc");
+  fmt::print("{:>10} {:>10} {:>10} {:>7} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7} {:>10} {:>10} "
+             "{:>10} {:>7} {:>7} {:>10}\n",
+             "bytes", "psum", "allreduce", "ratio", "paired", "in-proc", "all_gather",
+             "allgather", "ratio", "paired", "in-proc", "ppermute", "send/recv", "ratio",
+             "paired", "in-proc");
   for (int64_t bytes : BufferBytes()) {
     std::string row = fmt::format("{:>10}", bytes);
     for (auto [op, gloo] : std::vector<std::pair<std::string, std::string>>{
@@ -375,6 +428,7 @@ void PrintSummary(int processes, const std::map<std::string, double>& r) {
       const std::string ours = fmt::format("procs/{}/{}", op, bytes);
       const std::string theirs = fmt::format("gloo/{}/{}", gloo, bytes);
       row += " " + Cell(r, ours) + " " + Cell(r, theirs) + " " + Ratio(r, ours, theirs) + " " +
+             Cell(r, fmt::format("paired/{}/{}/ratio", op, bytes), "{:7.2f}") + " " +
              Cell(r, fmt::format("inproc/{}/{}", op, bytes));
     }
     fmt::print("{}\n", row);
