@@ -229,19 +229,26 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
   absl::StatusOr<Array> huge1 = device_put(huge_host, NamedSharding(*mesh1, Stacked()));
   if (!huge.ok()) return huge.status();
   if (!huge1.ok()) return huge1.status();
+  // A ppermute of 876 KiB travels inside its envelope and is handed on as a view of it.
   auto split = [n](const Mesh& on) {
     AxisIndexGroups halves(2);
-    for (int64_t i = 0; i < n; ++i) halves[i < n / 2 ? 0 : 1].push_back(i);
+    std::vector<std::pair<int64_t, int64_t>> ring;
+    for (int64_t i = 0; i < n; ++i) {
+      halves[i < n / 2 ? 0 : 1].push_back(i);
+      ring.emplace_back(i, (i + 1) % n);
+    }
     return jit(shard_map(
-        [halves](Tracer h) {
+        [halves, ring](Tracer h) {
           const AxisNames xy{"x", "y"}, yx{"y", "x"};
           Tracer h16 = convert_element_type(h, DType::kBF16);
+          Tracer part = slice(h, {0, 0, 0, 0}, {1, 2, 331, 331});
           return std::vector<Tracer>{psum(h, xy),      pmean(h, "x"),
                                      pmax(h, yx),      pmin(h, "y"),
                                      psum(h16, xy),    pmean(h16, "x"),
-                                     psum(h, xy, halves), psum_done(psum_start(h, xy))};
+                                     psum(h, xy, halves), psum_done(psum_start(h, xy)),
+                                     ppermute(part, xy, ring)};
         },
-        on, {Stacked()}, std::vector<PartitionSpec>(8, Stacked())));
+        on, {Stacked()}, std::vector<PartitionSpec>(9, Stacked())));
   };
   got = split(*mesh)(*huge);
   if (!got.ok()) return got.status();

@@ -36,6 +36,9 @@ using Buffer = gloo::transport::UnboundBuffer;
 // (wire.h) in order on another.
 constexpr uint64_t kEnvelopeSlot = 0x534a;
 constexpr uint64_t kSpillSlot = 0x534b;
+// Inline payloads of at least this many bytes are handed on as views of their envelope (no
+// copy; the envelope, at most about twice their size, stays allocated while they live).
+constexpr int64_t kAdoptedPayloadBytes = 512 << 10;
 // Waits that only an abort or a peer's failure may end.
 constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
 
@@ -203,8 +206,9 @@ class GlooProcessGroup final : public ProcessGroup {
   // Drops the receives posted ahead that will never be taken: those of `peer` (gone, when
   // >= 0), and the tombstones of run (`run_set`, `run_index`) once it has ended.
   void DropDirect(int peer, uint64_t run_set, uint64_t run_index);
-  // The message of a received envelope (and what follows it).
-  absl::StatusOr<Message> Open(int peer, const std::vector<char>& envelope);
+  // The message of a received envelope (and what follows it). `adopted`: a payload is a view of
+  // `envelope`, which must not be received into again.
+  absl::StatusOr<Message> Open(int peer, const ir::Tensor& envelope, bool& adopted);
   void Deliver(int peer, Message m);
   void CompleteSends(int peer);
   void MarkFailed(int peer, const std::string& reason);

@@ -38,6 +38,9 @@ void GlooProcessGroup::Post(int peer, Message m) {
     out->meta = std::move(meta);
   }
   if (layout.payloads_inline && !direct) {
+    char* payloads = out->envelope.get() + layout.payload_offset;
+    std::memset(at, 0, payloads - at);  // the padding before them
+    at = payloads;
     for (const ir::Tensor& x : m.payloads) {
       if (x.byte_size() > 0) std::memcpy(at, x.data(), x.byte_size());
       at += x.byte_size();
@@ -223,16 +226,19 @@ void GlooProcessGroup::DropDirect(int peer, uint64_t run_set, uint64_t run_index
   }
 }
 
-absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>& envelope) {
+absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const ir::Tensor& envelope_tensor,
+                                               bool& adopted) {
+  adopted = false;
+  const char* envelope = static_cast<const char*>(envelope_tensor.data());
   Message m;
-  std::memcpy(&m.header, envelope.data(), sizeof(Header));
+  std::memcpy(&m.header, envelope, sizeof(Header));
   const Header& h = m.header;
   if (h.magic != kWireMagic || h.meta_bytes > kMaxMetaBytes || h.num_payloads > kMaxPayloads) {
     return absl::DataLossError(fmt::format(
         "malformed header (magic {:#x}, {} metadata bytes, {} payloads)", h.magic, h.meta_bytes,
         h.num_payloads));
   }
-  const char* at = envelope.data() + sizeof(Header);
+  const char* at = envelope + sizeof(Header);
   if (h.meta_bytes > 0) {
     std::vector<char> meta(h.meta_bytes);
     if (LayOutEnvelope(h.meta_bytes, 0).meta_inline) {
@@ -257,8 +263,9 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>
     }
   }
   const bool direct = PayloadsDirect(kind, payload_bytes);
-  const bool inline_payloads =
-      !direct && LayOutEnvelope(h.meta_bytes, payload_bytes).payloads_inline;
+  const EnvelopeLayout layout = LayOutEnvelope(h.meta_bytes, direct ? 0 : payload_bytes);
+  const bool inline_payloads = !direct && layout.payloads_inline;
+  if (inline_payloads) at = envelope + layout.payload_offset;
   for (size_t i = 0; i < m.types.size(); ++i) {
     if (!m.sent[i]) continue;
     if (direct && m.types[i].byte_size() > 0) {
@@ -274,8 +281,17 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>
       m.payloads.push_back(std::move(x));
       continue;
     }
-    ir::Tensor x =
-        ir::Tensor::Empty(PayloadType(m.types[i], elements[i]), receive_allocator_.get());
+    const ir::ShapedType type = PayloadType(m.types[i], elements[i]);
+    const int64_t elem = ir::DTypeSize(type.dtype);
+    const int64_t offset = at - envelope;
+    if (inline_payloads && type.byte_size() >= kAdoptedPayloadBytes && offset % elem == 0) {
+      // A view of the envelope, which the receiving thread replaces by a new one.
+      m.payloads.push_back(envelope_tensor.Subrange(offset / elem, type));
+      at += type.byte_size();
+      adopted = true;
+      continue;
+    }
+    ir::Tensor x = ir::Tensor::Empty(type, receive_allocator_.get());
     const size_t bytes = x.byte_size();
     char* to = static_cast<char*>(x.data());
     if (bytes > 0) {
@@ -293,14 +309,17 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const std::vector<char>
 
 void GlooProcessGroup::Receive(int peer) {
   // Two envelopes: the next one is posted before the last one is opened, so that the peer's
-  // next message leaves at once.
-  std::vector<char> envelopes[2] = {std::vector<char>(kEnvelopeBytes),
-                                    std::vector<char>(kEnvelopeBytes)};
+  // next message leaves at once. A large inline payload is handed on as a view of its envelope,
+  // which is then replaced by a new one.
+  ir::Tensor envelopes[2];
   std::unique_ptr<Buffer> buffers[2];
+  auto make_envelope = [&](int i) {
+    envelopes[i] = ir::Tensor::Empty({ir::DType::kF32, {static_cast<int64_t>(kEnvelopeBytes / 4)}},
+                                     receive_allocator_.get());
+    buffers[i] = ReceiveContext(peer).createUnboundBuffer(envelopes[i].data(), kEnvelopeBytes);
+  };
   try {
-    for (int i = 0; i < 2; ++i) {
-      buffers[i] = ReceiveContext(peer).createUnboundBuffer(envelopes[i].data(), kEnvelopeBytes);
-    }
+    for (int i = 0; i < 2; ++i) make_envelope(i);
     buffers[0]->recv(peer, kEnvelopeSlot);
   } catch (const std::exception& e) {
     MarkFailed(peer, e.what());
@@ -311,7 +330,9 @@ void GlooProcessGroup::Receive(int peer) {
     try {
       if (!Await(peer, *buffers[next])) return;  // stopped
       buffers[next ^ 1]->recv(peer, kEnvelopeSlot);
-      m = Open(peer, envelopes[next]);
+      bool adopted = false;
+      m = Open(peer, envelopes[next], adopted);
+      if (adopted) make_envelope(next);  // not posted: its receive is done
     } catch (const std::exception& e) {
       MarkFailed(peer, e.what());
       return;

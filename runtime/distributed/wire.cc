@@ -144,8 +144,18 @@ EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes) {
   layout.meta_inline = meta_bytes <= kEnvelopeBytes - layout.bytes;
   if (!layout.meta_inline) return layout;
   layout.bytes += meta_bytes;
-  layout.payloads_inline = payload_bytes <= kEnvelopeBytes - layout.bytes;
-  if (layout.payloads_inline) layout.bytes += payload_bytes;
+  if (payload_bytes == 0) {  // nothing to place: no padding
+    layout.payloads_inline = true;
+    layout.payload_offset = layout.bytes;
+    return layout;
+  }
+  const uint64_t offset = (layout.bytes + kPayloadAlignment - 1) / kPayloadAlignment *
+                          kPayloadAlignment;
+  layout.payloads_inline = offset <= kEnvelopeBytes && payload_bytes <= kEnvelopeBytes - offset;
+  if (layout.payloads_inline) {
+    layout.payload_offset = offset;
+    layout.bytes = offset + payload_bytes;
+  }
   return layout;
 }
 

@@ -93,8 +93,12 @@ inline constexpr uint64_t kEnvelopeBytes = (1 << 20) + (64 << 10);
 struct EnvelopeLayout {
   bool meta_inline = false;
   bool payloads_inline = false;
+  // Where inline payloads start: past the metadata, at a multiple of kPayloadAlignment, so that
+  // the receiver may hand a payload on as a view of the envelope (no copy).
+  uint64_t payload_offset = 0;
   uint64_t bytes = 0;  // the envelope's size
 };
+inline constexpr uint64_t kPayloadAlignment = 64;
 EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes);
 
 // Arrivals whose payloads total more than this many bytes send each payload on its DirectSlot:

@@ -16,12 +16,18 @@ TEST(Wire, EnvelopeHoldsWhatFits) {
   EnvelopeLayout all = LayOutEnvelope(100, 1000);
   EXPECT_TRUE(all.meta_inline);
   EXPECT_TRUE(all.payloads_inline);
-  EXPECT_EQ(all.bytes, h + 100 + 1000);
+  // Payloads start past the metadata at a multiple of kPayloadAlignment.
+  const uint64_t payloads = (h + 100 + kPayloadAlignment - 1) / kPayloadAlignment *
+                            kPayloadAlignment;
+  EXPECT_EQ(all.payload_offset, payloads);
+  EXPECT_EQ(all.payload_offset % kPayloadAlignment, 0u);
+  EXPECT_EQ(all.bytes, payloads + 1000);
+  EXPECT_EQ(LayOutEnvelope(100, 0).bytes, h + 100);  // no payload, no padding
   // Exactly full, and one byte over.
-  EnvelopeLayout full = LayOutEnvelope(100, kEnvelopeBytes - h - 100);
+  EnvelopeLayout full = LayOutEnvelope(100, kEnvelopeBytes - payloads);
   EXPECT_TRUE(full.payloads_inline);
   EXPECT_EQ(full.bytes, kEnvelopeBytes);
-  EnvelopeLayout over = LayOutEnvelope(100, kEnvelopeBytes - h - 99);
+  EnvelopeLayout over = LayOutEnvelope(100, kEnvelopeBytes - payloads + 1);
   EXPECT_TRUE(over.meta_inline);
   EXPECT_FALSE(over.payloads_inline);
   EXPECT_EQ(over.bytes, h + 100);
