@@ -145,6 +145,13 @@ class RunState final : public Transport {
   struct ProcessShares {
     std::vector<int> processes;
     std::vector<ElementRange> shares;
+    // The share of `process` (empty when it is not one of them).
+    ElementRange ShareOf(int process) const {
+      for (size_t i = 0; i < processes.size(); ++i) {
+        if (processes[i] == process) return shares[i];
+      }
+      return {};
+    }
   };
   // All arrivals for the k-th collective of the run. Vectors are indexed by mesh position (a
   // group's entries by its first member) and keep their capacity when the slot is recycled.
@@ -184,17 +191,22 @@ class RunState final : public Transport {
   ProcessShares SplitAcrossProcesses(const ResolvedCollective& resolved,
                                      const CollectiveGroup& group,
                                      const std::vector<ir::Tensor>& operands) const;
-  // The pieces in which the members of `group` in `process` reduce and send its share of a split
-  // all-reduce of `elem_bytes`-byte elements: those of its `member`-th local member, or of all of
-  // them when `member` < 0.
-  std::vector<ElementRange> SharePieces(const CollectiveGroup& group, int process,
-                                        const ElementRange& share, int64_t elem_bytes,
-                                        int64_t member) const;
+  // Calls visit(piece) for the pieces in which the members of `group` in `process` reduce and
+  // send its share of a split all-reduce of `elem_bytes`-byte elements: those of its `member`-th
+  // local member, or of all of them when `member` < 0. Allocates nothing.
+  template <typename Visit>
+  void ForEachSharePiece(const CollectiveGroup& group, int process, const ElementRange& share,
+                         int64_t elem_bytes, int64_t member, Visit visit) const;
   // Posts a local arrival to the processes that run other members of its group, having told the
   // transport which of their operands this position reads (and, with a `prepared` all_gather
   // result, where to receive them).
   void PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& operands,
                    const ir::Tensor& prepared, const ProcessShares& split);
+  // Fills `inputs.firsts` for a split all-reduce (`shared` with other processes): an error if a
+  // remote member's arrival holds other elements of its operand than this process reads, or any
+  // arrival holds a share where none is read (processes that split differently); under mu_.
+  absl::Status TakeShares(const Slot& slot, const Ticket& ticket, const SharedReduction* shared,
+                          GroupOperands& inputs) const;
   // Waits for the rest of the ticket's group and computes this position's result.
   absl::StatusOr<ir::Tensor> Await(const Ticket& ticket, ir::Allocator* allocator,
                                    backends::SpanRecorder* recorder);
