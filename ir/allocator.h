@@ -18,8 +18,17 @@ class Allocator {
   virtual std::shared_ptr<Allocator> KeepAlive() { return nullptr; }
 };
 
-// Plain aligned heap memory, not accounted to any device.
+// Plain aligned heap memory (AllocateStorage), not accounted to any device.
 Allocator* HostAllocator();
+
+// Blocks from this size up are backed by transparent huge pages where the system allows it.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Heap memory for array storage, 64-byte aligned, freed with std::free; nullptr when out of
+// memory. A block of kHugePageBytes or more starts on a huge page boundary and is advised for
+// transparent huge pages: a walk down the rows of a large matrix (packing a GEMM operand, a
+// strided slice) touches a new 4 KiB page per row, and huge pages keep those TLB misses away.
+void* AllocateStorage(size_t bytes);
 
 }  // namespace shardjit::ir
 

@@ -54,7 +54,7 @@ void* AccountingAllocator::Allocate(size_t bytes) {
         cached_bytes_ -= ClassBytes(cls);
       }
     }
-    if (p == nullptr) p = std::aligned_alloc(64, ClassBytes(cls));
+    if (p == nullptr) p = ir::AllocateStorage(ClassBytes(cls));
   } else {
     p = AllocateLarge(bytes);
   }
@@ -78,7 +78,7 @@ void* AccountingAllocator::AllocateLarge(size_t bytes) {
       return p;
     }
   }
-  return std::aligned_alloc(64, block);
+  return ir::AllocateStorage(block);
 }
 
 void AccountingAllocator::Deallocate(void* ptr, size_t bytes) {
