@@ -132,7 +132,7 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
   std::vector<GemmArgs> parts = Partition(g, plan.mr, plan.nr, plan.min_flops_per_thread);
   std::vector<KernelSet> kernels(parts.size());
   for (size_t t = 0; t < parts.size(); ++t) {
-    if (absl::Status s = kernels[t].Prepare(plan, parts[t].shape.m, parts[t].shape.n); !s.ok()) {
+    if (absl::Status s = kernels[t].Prepare(plan, parts[t]); !s.ok()) {
       return s;
     }
   }

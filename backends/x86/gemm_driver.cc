@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <xmmintrin.h>
 
 #include "backends/x86/gemm_pack.h"
 #include "fmt/format.h"
 #include "backends/x86/kernel_cache.h"
+#include "ir/allocator.h"
 #include "ir/dtype.h"
 
 namespace shardjit::backends::x86 {
@@ -34,6 +36,78 @@ void Narrow(const float* src, int64_t ld_src, uint16_t* dst, int64_t ld_dst, int
       dst[i * ld_dst + j] = ir::bf16::FromFloat(src[i * ld_src + j]);
     }
   }
+}
+
+// Streaming B (see StreamsB): the next packed block, its rows copied by the kernels of the
+// current block's row tiles (`per_tile` each, in the first `streamed_panels` panels, those the
+// current tiles span) and the rest packed after them.
+struct NextBlock {
+  MatrixView b;
+  int64_t k0 = 0, col0 = 0;    // position in B
+  int64_t rows = 0, cols = 0;  // 0 rows: no next block
+  int nr = 0;
+  uint8_t* packed = nullptr;  // its panels
+  int64_t streamed_panels = 0, per_tile = 0;
+  int64_t copied_rows = 0;  // rows [0, copied_rows) of the streamed panels are packed
+
+  // Spreads the rows over `tiles` row tiles of `iters` k iterations each, in `panels` panels.
+  void Plan(int64_t tiles, int64_t iters, int64_t panels) {
+    streamed_panels = rows > 0 ? std::min(panels, cols / nr) : 0;
+    per_tile = std::min(iters, CeilDiv(rows, tiles));
+  }
+  // Sets the copy of the next row tile; false when it copies nothing.
+  bool StartTile(MicroKernelArgs* args) const {
+    const int64_t count = std::min(per_tile, rows - copied_rows);
+    if (streamed_panels == 0 || count <= 0) return false;
+    const int64_t row_bytes = b.row_stride * 4;
+    const auto* src =
+        static_cast<const char*>(b.data) + ((k0 + copied_rows) * b.row_stride + col0) * 4;
+    // The kernel prefetches each panel's rows a panel ahead, and in its last panel the first
+    // panel's rows of the next tile; the first tile's are prefetched here.
+    if (copied_rows == 0) {
+      for (int64_t r = 0; r < count; ++r) {
+        for (int64_t line = 0; line < nr * 4; line += 64) {
+          _mm_prefetch(src + r * row_bytes + line, _MM_HINT_T0);
+        }
+      }
+    }
+    args->stream_last_ahead = count * row_bytes - (streamed_panels - 1) * nr * 4;
+    args->stream_src = src;
+    args->stream_dst = packed + copied_rows * nr * 4;
+    args->stream_iters = count;
+    return true;
+  }
+  // Packs what the kernels did not copy.
+  void PackRest() {
+    if (rows == 0) return;
+    if (copied_rows < rows) {
+      PackBRows(b, k0, rows, copied_rows, rows - copied_rows, col0, streamed_panels * nr, nr,
+                packed);
+    }
+    const int64_t done_cols = streamed_panels * nr;
+    if (done_cols < cols) {
+      PackBRows(b, k0, rows, 0, rows, col0 + done_cols, cols - done_cols, nr,
+                packed + streamed_panels * rows * nr * 4);
+    }
+  }
+};
+
+// The block after (jc, pc) in RunBlocked's order: the next depth block, else the next column
+// block's first.
+NextBlock NextBlockOf(const MatrixView& b, const GemmPlan& plan, int64_t jc, int64_t pc,
+                      int64_t k, int64_t n, uint8_t* packed) {
+  NextBlock next;
+  next.b = b;
+  next.nr = plan.nr;
+  next.packed = packed;
+  const bool last_k = pc + plan.kc >= k;
+  next.k0 = last_k ? 0 : pc + plan.kc;
+  next.col0 = last_k ? jc + plan.nc : jc;
+  if (next.col0 < n) {
+    next.rows = std::min(plan.kc, k - next.k0);
+    next.cols = std::min(plan.nc, n - next.col0);
+  }
+  return next;
 }
 
 }  // namespace
@@ -92,28 +166,38 @@ absl::Status ValidatePlan(const GemmPlan& p) {
                                                 p.mr, p.nr, p.mc, p.kc, p.nc));
 }
 
-absl::Status KernelSet::Prepare(const GemmPlan& plan, int64_t m, int64_t n) {
+bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
+  const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
+  return plan.layout == PanelLayout::kF32 && args.type == GemmType::kF32F32F32 &&
+         args.b_col_stride == 1 && args.shape.m <= plan.mc && !one_block;
+}
+
+absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
   plan_ = &plan;
-  const int partial_rows = static_cast<int>(m % plan.mr);
-  const int tail_vecs = static_cast<int>(CeilDiv(n % plan.nr, plan.lanes));
-  for (bool partial : {false, true}) {
-    for (bool tail : {false, true}) {
-      if ((partial && partial_rows == 0) || (tail && tail_vecs == 0)) continue;
-      KernelKey& key = keys_[Index(partial, tail)];
-      key = KernelKey{
-          plan.layout,         plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
-          tail ? tail_vecs : 0};
-      if (plan.portable_kernels) continue;
-      absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
-      if (!fn.ok()) return fn.status();
-      fns_[Index(partial, tail)] = *fn;
+  const int partial_rows = static_cast<int>(args.shape.m % plan.mr);
+  const int tail_vecs = static_cast<int>(CeilDiv(args.shape.n % plan.nr, plan.lanes));
+  const bool streams = StreamsB(plan, args);
+  for (bool stream : {false, true}) {
+    for (bool partial : {false, true}) {
+      for (bool tail : {false, true}) {
+        if ((partial && partial_rows == 0) || (tail && tail_vecs == 0) || (stream && !streams)) {
+          continue;
+        }
+        KernelKey& key = keys_[Index(partial, tail, stream)];
+        key = KernelKey{plan.layout, plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
+                        tail ? tail_vecs : 0, stream};
+        if (plan.portable_kernels) continue;
+        absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
+        if (!fn.ok()) return fn.status();
+        fns_[Index(partial, tail, stream)] = *fn;
+      }
     }
   }
   return absl::OkStatus();
 }
 
-void KernelSet::Call(int rows, int tail_vecs, MicroKernelArgs* args) const {
-  const int i = Index(rows != plan_->mr, tail_vecs != 0);
+void KernelSet::Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const {
+  const int i = Index(rows != plan_->mr, tail_vecs != 0, stream);
   if (plan_->portable_kernels) {
     args->key = &keys_[i];
     PortableMicroKernel(args);
@@ -133,14 +217,29 @@ void AlignedBuffer::Trim(size_t max_bytes) {
 void* AlignedBuffer::Get(size_t bytes) {
   if (bytes > size_) {
     size_ = RoundUp(static_cast<int64_t>(bytes), 4096);
-    data_.reset(std::aligned_alloc(4096, size_));
+    data_.reset(size_ >= ir::kHugePageBytes ? ir::AllocateStorage(size_)
+                                            : std::aligned_alloc(4096, size_));
     if (data_ == nullptr) size_ = 0;
   }
   return data_.get();
 }
 
-absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet& kernels,
+GemmPlan BalancedPlan(const GemmPlan& plan, const GemmShape& shape) {
+  // Each block the same size, within the alignment a block needs (AMX: whole tiles in k).
+  auto balanced = [](int64_t extent, int64_t block, int64_t align) {
+    if (extent <= 0) return block;
+    const int64_t blocks = CeilDiv(extent, block);
+    return std::min(block, RoundUp(CeilDiv(extent, blocks), align));
+  };
+  GemmPlan p = plan;
+  p.kc = balanced(shape.k, plan.kc, plan.layout == PanelLayout::kAmxTiles ? 32 : kStreamSteps);
+  p.nc = balanced(shape.n, plan.nc, plan.nr);
+  return p;
+}
+
+absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const KernelSet& kernels,
                         GemmScratch* scratch) {
+  const GemmPlan plan = BalancedPlan(given_plan, g.shape);
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   const MatrixView a{g.a, g.a_row_stride, g.a_col_stride, bf16_in};
   const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, bf16_in};
@@ -151,7 +250,10 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet
   const int64_t steps_max = KSteps(plan.layout, kc_max);
   const int64_t nc_max = std::min(plan.nc, RoundUp(n, nr));
   const int64_t mc_max = std::min(plan.mc, RoundUp(m, mr));
-  auto* b_buf = static_cast<uint8_t*>(scratch->b.Get(steps_max * nc_max * 4));
+  // Streaming B: two packed blocks, the one in use and the next (see StreamsB).
+  const bool stream_b = StreamsB(plan, g);
+  const int64_t b_block_bytes = steps_max * nc_max * 4;
+  auto* b_buf = static_cast<uint8_t*>(scratch->b.Get((stream_b ? 2 : 1) * b_block_bytes));
   // With several column blocks, A is packed once, during the first, and kept for the others.
   const int64_t a_block_bytes = steps_max * RoundUp(m, mr) * 4;
   const int64_t k_blocks = CeilDiv(k, plan.kc);
@@ -171,6 +273,9 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet
   }
 
   MicroKernelArgs args;
+  args.stream_src_stride = b.row_stride * 4;
+  int packed = 0;  // streaming B: the half of b_buf that holds the current block
+  if (stream_b) PackB(b, 0, kc_max, 0, std::min(plan.nc, n), plan.layout, nr, b_buf);
   for (int64_t jc = 0; jc < n; jc += plan.nc) {
     const int64_t nc = std::min(plan.nc, n - jc);
     const int tail_cols = static_cast<int>(nc % nr);
@@ -181,11 +286,19 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet
       const int64_t kc = std::min(plan.kc, k - pc);
       const int64_t steps = KSteps(plan.layout, kc);
       const bool first = pc == 0, last = pc + kc >= k;
-      PackB(b, pc, kc, jc, nc, plan.layout, nr, b_buf);
-      args.b = b_buf;
+      uint8_t* b_block = b_buf + packed * b_block_bytes;
+      if (!stream_b) PackB(b, pc, kc, jc, nc, plan.layout, nr, b_block);
+      args.b = b_block;
       args.b_panel_stride = steps * nr * 4;
       args.k_steps = steps;
       args.accumulate = !first || g.accumulate;
+      NextBlock next;
+      if (stream_b) {
+        next = NextBlockOf(b, plan, jc, pc, k, n, b_buf + (1 - packed) * b_block_bytes);
+        next.Plan(CeilDiv(m, mr), steps / kStreamSteps, args.n_panels);
+        args.stream_dst_panel_stride = next.rows * nr * 4;
+        args.stream_panels = next.streamed_panels;
+      }
       for (int64_t ic = 0; ic < m; ic += plan.mc) {
         if (absl::Status s = g.parallel.stop.Check(); !s.ok()) return s;
         const int64_t mc = std::min(plan.mc, m - ic);
@@ -209,11 +322,17 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& plan, const KernelSet
           const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
           args.a = a_block + (ir / mr) * steps * mr * 4;
           args.c = c_block + ir * ldc;
-          kernels.Call(rows, tail_vecs, &args);
+          const bool stream = stream_b && next.StartTile(&args);
+          kernels.Call(rows, tail_vecs, stream, &args);
+          if (stream) next.copied_rows += args.stream_iters;
         }
         if (g.out_bf16 && last) {
           Narrow(c_block, ldc, static_cast<uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, mc, nc);
         }
+      }
+      if (stream_b) {
+        next.PackRest();
+        packed = 1 - packed;
       }
     }
   }

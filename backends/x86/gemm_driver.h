@@ -42,16 +42,27 @@ absl::Status ValidatePlan(const GemmPlan& plan);
 // generation failure is reported before C is touched.
 class KernelSet {
  public:
-  absl::Status Prepare(const GemmPlan& plan, int64_t m, int64_t n);
-  void Call(int rows, int tail_vecs, MicroKernelArgs* args) const;
+  absl::Status Prepare(const GemmPlan& plan, const GemmArgs& args);
+  // `stream`: the streaming kernel (see StreamsB).
+  void Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const;
 
  private:
-  static int Index(bool partial_rows, bool tail) { return (partial_rows ? 2 : 0) + (tail ? 1 : 0); }
+  static int Index(bool partial_rows, bool tail, bool stream) {
+    return (stream ? 4 : 0) + (partial_rows ? 2 : 0) + (tail ? 1 : 0);
+  }
 
   const GemmPlan* plan_ = nullptr;
-  KernelKey keys_[4];
-  MicroKernelFn fns_[4] = {};
+  KernelKey keys_[8];
+  MicroKernelFn fns_[8] = {};
 };
+
+// Streaming B: a product of one row block (m <= mc) uses each packed B block for a few row
+// tiles only, so packing B from memory would dominate its time. Such a product keeps two packed
+// blocks: while the kernels of the row tiles compute on one, they also copy rows of the next B
+// block into the other (streaming kernels, gemm_kernel.h), so that the memory reads overlap the
+// arithmetic; what they do not copy (rows past their share, a tail panel) is packed after them.
+// True for f32 products in the kF32 layout with B contiguous along n and more than one B block.
+bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 
 // Grow-only page-aligned buffer.
 class AlignedBuffer {
@@ -83,8 +94,14 @@ struct GemmScratch {
   }
 };
 
-// Runs `args` (validated, row strides and ldc resolved) with `plan`, on this thread.
-// ResourceExhausted when the scratch buffers cannot be allocated (before C is touched).
+// `plan` with its depth and column blocks evened out over `shape`: a k of 1024 in blocks of at
+// most 320 becomes 4 blocks of 256, not 3 of 320 and one of 64 (a short block pays the loads
+// and stores of C of a long one, and a streaming product copies few rows of B during it).
+GemmPlan BalancedPlan(const GemmPlan& plan, const GemmShape& shape);
+
+// Runs `args` (validated, row strides and ldc resolved) with `plan` balanced over its shape
+// (BalancedPlan), on this thread. ResourceExhausted when the scratch buffers cannot be allocated
+// (before C is touched).
 absl::Status RunBlocked(const GemmArgs& args, const GemmPlan& plan, const KernelSet& kernels,
                         GemmScratch* scratch);
 

@@ -12,8 +12,8 @@ std::string KernelKey::Name() const {
   const char* layout_name = layout == PanelLayout::kF32          ? "f32"
                             : layout == PanelLayout::kBf16Pairs ? "bf16_pairs"
                                                                 : "amx_tiles";
-  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}", IsaName(isa), layout_name, mr, nr, rows,
-                     tail_vecs);
+  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}", IsaName(isa), layout_name, mr, nr, rows,
+                     tail_vecs, stream_b ? "_s" : "");
 }
 
 void SetTailMasks(int cols, MicroKernelArgs* args) {
@@ -45,6 +45,17 @@ float StepProduct(PanelLayout layout, const uint8_t* a, const uint8_t* b) {
 
 void PortableMicroKernel(const MicroKernelArgs* args) {
   const KernelKey& key = *args->key;
+  if (key.stream_b) {
+    for (int64_t p = 0; p < args->stream_panels; ++p) {
+      for (int64_t i = 0; i < args->stream_iters; ++i) {
+        std::memcpy(static_cast<char*>(args->stream_dst) + p * args->stream_dst_panel_stride +
+                        i * key.nr * 4,
+                    static_cast<const char*>(args->stream_src) + p * key.nr * 4 +
+                        i * args->stream_src_stride,
+                    key.nr * 4);
+      }
+    }
+  }
   const int64_t panels = args->n_panels + (key.tail_vecs > 0 ? 1 : 0);
   const auto* a = static_cast<const uint8_t*>(args->a);
   for (int64_t p = 0; p < panels; ++p) {

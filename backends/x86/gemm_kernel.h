@@ -2,7 +2,17 @@
 // driver. A micro-kernel computes `rows` rows of C over a strip of packed B panels:
 //   for each panel p (n_panels full ones, then an optional masked tail panel):
 //     C[0:rows, p*NR : p*NR+NR] = (accumulate ? C : 0) + Apanel * Bpanel[p]
-// with f32 accumulation, A and B read from packed panels (gemm_pack.h).
+// with f32 accumulation, A and B read from packed panels (gemm_pack.h). A streaming kernel
+// (stream_b) also packs part of the next B block while it computes, so that the memory reads of
+// packing overlap the arithmetic: in each of the first stream_iters k iterations i (of
+// kStreamSteps steps) of each of the first stream_panels panels p, it copies NR f32 (kF32
+// layout) from
+//   stream_src + p * NR * 4 + i * stream_src_stride  (row i of a row-major B, panel p's columns)
+// to
+//   stream_dst + p * stream_dst_panel_stride + i * NR * 4  (k step i of the packed panel p)
+// and prefetches the same row of panel p + 1 (the copy of panel p + 1 then reads cache), in the
+// last streamed panel the line stream_last_ahead bytes past the one it copies (the driver points
+// it at the first panel's rows of its next call).
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 
@@ -29,6 +39,9 @@ inline int64_t PackedAOffset(PanelLayout layout, int mr, int64_t step, int row) 
   return (step * mr + row) * 4;
 }
 
+// k steps per row of a streaming kernel's copy.
+inline constexpr int kStreamSteps = 8;
+
 // Identifies one generated kernel.
 struct KernelKey {
   PanelLayout layout = PanelLayout::kF32;
@@ -37,16 +50,18 @@ struct KernelKey {
   int nr = 0;         // columns of a packed B panel (its k-step stride is 4 * nr bytes)
   int rows = 0;       // rows computed, 1..mr
   int tail_vecs = 0;  // vectors computed in the masked tail panel; 0: no tail panel
+  bool stream_b = false;  // copies part of the next B block (kF32 only; see the top)
 
   bool operator==(const KernelKey& o) const {
     return layout == o.layout && isa == o.isa && mr == o.mr && nr == o.nr && rows == o.rows &&
-           tail_vecs == o.tail_vecs;
+           tail_vecs == o.tail_vecs && stream_b == o.stream_b;
   }
   template <typename H>
   friend H AbslHashValue(H h, const KernelKey& k) {
-    return H::combine(std::move(h), k.layout, k.isa, k.mr, k.nr, k.rows, k.tail_vecs);
+    return H::combine(std::move(h), k.layout, k.isa, k.mr, k.nr, k.rows, k.tail_vecs,
+                      k.stream_b);
   }
-  // "gemm_avx512_bf16_pairs_6x64_r6_t2".
+  // "gemm_avx512_bf16_pairs_6x64_r6_t2"; "..._s" for a streaming kernel.
   std::string Name() const;
 };
 
@@ -64,6 +79,15 @@ struct MicroKernelArgs {
   // panel, an AVX-512 opmask (bit j: column j valid) and AVX2 per-lane masks (-1 valid, 0 not).
   uint32_t vec_mask[8] = {};
   int32_t lane_mask[64] = {};
+  // Streaming kernels (see the top): 0 <= stream_iters <= k_steps / kStreamSteps and
+  // 0 <= stream_panels <= n_panels (the tail panel never streams).
+  const void* stream_src = nullptr;
+  void* stream_dst = nullptr;
+  int64_t stream_src_stride = 0;        // bytes between rows of the source
+  int64_t stream_dst_panel_stride = 0;  // bytes between destination panels
+  int64_t stream_iters = 0;
+  int64_t stream_panels = 0;
+  int64_t stream_last_ahead = 0;  // bytes; only prefetched, so any value is safe
   // The kernel's own key, for the portable kernel; generated code ignores it.
   const KernelKey* key = nullptr;
 };

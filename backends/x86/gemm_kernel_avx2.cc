@@ -51,6 +51,11 @@ void GemmKernelAvx2::EmitAddC(int row, int vec, const Xbyak::Address& c, bool ta
   }
 }
 
+void GemmKernelAvx2::EmitCopyVector(const Xbyak::Address& dst, const Xbyak::Address& src) {
+  vmovups(B(0), src);
+  vmovups(dst, B(0));
+}
+
 void GemmKernelAvx2::EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) {
   if (tail) {
     vmaskmovps(c, TailMask(vec), Acc(row, vec));

@@ -10,7 +10,8 @@ bool GemmKernelAvx512::Supports(const KernelKey& key) {
   return key.rows >= 1 && key.rows <= key.mr && key.rows * vecs + vecs <= 32 &&
          key.tail_vecs >= 0 && key.tail_vecs <= vecs &&
          (key.layout == PanelLayout::kF32 ||
-          (key.layout == PanelLayout::kBf16Pairs && key.isa >= IsaLevel::kAvx512Bf16));
+          (key.layout == PanelLayout::kBf16Pairs && key.isa >= IsaLevel::kAvx512Bf16 &&
+           !key.stream_b));
 }
 
 GemmKernelAvx512::GemmKernelAvx512(const KernelKey& key) : GemmKernelGenerator(key, kLanes) {}
@@ -55,6 +56,11 @@ void GemmKernelAvx512::EmitAddC(int row, int vec, const Xbyak::Address& c, bool 
   } else {
     vaddps(Acc(row, vec), Acc(row, vec), c);
   }
+}
+
+void GemmKernelAvx512::EmitCopyVector(const Xbyak::Address& dst, const Xbyak::Address& src) {
+  vmovups(B(0), src);
+  vmovups(dst, B(0));
 }
 
 void GemmKernelAvx512::EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) {

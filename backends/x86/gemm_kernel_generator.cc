@@ -11,6 +11,11 @@ void GemmKernelGenerator::GenerateBody() {
   mov(reg_b_panel, ptr[reg_args + offsetof(MicroKernelArgs, b)]);
   mov(reg_c, ptr[reg_args + offsetof(MicroKernelArgs, c)]);
   mov(reg_panels, ptr[reg_args + offsetof(MicroKernelArgs, n_panels)]);
+  if (key_.stream_b) {
+    mov(reg_stream_src_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_src)]);
+    mov(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst)]);
+    mov(reg_stream_panels, ptr[reg_args + offsetof(MicroKernelArgs, stream_panels)]);
+  }
   EmitSetup();
   Label panel_loop, panels_done;
   test(reg_panels, reg_panels);
@@ -19,6 +24,11 @@ void GemmKernelGenerator::GenerateBody() {
   EmitBody(/*tail=*/false);
   add(reg_b_panel, ptr[reg_args + offsetof(MicroKernelArgs, b_panel_stride)]);
   add(reg_c, key_.nr * 4);
+  if (key_.stream_b) {
+    add(reg_stream_src_panel, key_.nr * 4);
+    add(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst_panel_stride)]);
+    dec(reg_stream_panels);
+  }
   dec(reg_panels);
   jnz(panel_loop, T_NEAR);
   L(panels_done);
@@ -32,12 +42,45 @@ void GemmKernelGenerator::EmitBody(bool tail) {
   mov(reg_a, ptr[reg_args + offsetof(MicroKernelArgs, a)]);
   mov(reg_b, reg_b_panel);
   mov(reg_k, ptr[reg_args + offsetof(MicroKernelArgs, k_steps)]);
-  EmitKLoop(vecs);
+  EmitKLoop(vecs, key_.stream_b && !tail);
   EmitStoreC(vecs, tail);
 }
 
-void GemmKernelGenerator::EmitKLoop(int vecs) {
+void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
   Label main_loop, remainder, remainder_loop, done;
+  if (stream) {
+    Label stream_loop, streamed;
+    cmp(reg_stream_panels, 0);
+    jle(streamed, T_NEAR);
+    mov(reg_c_row, ptr[reg_args + offsetof(MicroKernelArgs, stream_iters)]);
+    test(reg_c_row, reg_c_row);
+    jz(streamed, T_NEAR);
+    mov(reg_stream_src, reg_stream_src_panel);
+    mov(reg_stream_dst, reg_stream_dst_panel);
+    // Prefetch the same rows of the next panel; in the last panel, those of the next call's
+    // first panel.
+    Label ahead_set;
+    mov(reg_stream_ahead, key_.nr * 4);
+    cmp(reg_stream_panels, 1);
+    jne(ahead_set);
+    mov(reg_stream_ahead, ptr[reg_args + offsetof(MicroKernelArgs, stream_last_ahead)]);
+    L(ahead_set);
+    L(stream_loop);
+    // The copy and the prefetch among the FMAs, apart, not in a burst at the loop's end.
+    for (int s = 0; s < kStreamSteps; ++s) {
+      EmitStep(vecs, s);
+      if (s == 0) EmitStreamCopy();
+      if (s == kStreamSteps / 2) EmitStreamPrefetch();
+    }
+    add(reg_stream_src, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
+    add(reg_stream_dst, key_.nr * 4);
+    add(reg_a, kStreamSteps * key_.mr * 4);
+    add(reg_b, kStreamSteps * key_.nr * 4);
+    sub(reg_k, kStreamSteps);
+    dec(reg_c_row);
+    jnz(stream_loop, T_NEAR);
+    L(streamed);
+  }
   cmp(reg_k, kUnroll);
   jl(remainder, T_NEAR);
   L(main_loop);
@@ -57,6 +100,18 @@ void GemmKernelGenerator::EmitKLoop(int vecs) {
   dec(reg_k);
   jnz(remainder_loop, T_NEAR);
   L(done);
+}
+
+void GemmKernelGenerator::EmitStreamCopy() {
+  for (int j = 0; j < vecs_; ++j) {
+    EmitCopyVector(ptr[reg_stream_dst + j * lanes_ * 4], ptr[reg_stream_src + j * lanes_ * 4]);
+  }
+}
+
+void GemmKernelGenerator::EmitStreamPrefetch() {
+  for (int line = 0; line < key_.nr * 4; line += 64) {
+    prefetcht0(ptr[reg_stream_src + reg_stream_ahead + line]);
+  }
 }
 
 void GemmKernelGenerator::EmitStoreC(int vecs, bool tail) {

@@ -27,6 +27,8 @@ class GemmKernelGenerator : public JitGenerator {
   // Accumulator (row, vec) += C at `c`; stores it to `c`. `tail`: the vector is masked.
   virtual void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
   virtual void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
+  // Copies one vector from `src` to `dst` through a register free between two k steps.
+  virtual void EmitCopyVector(const Xbyak::Address& dst, const Xbyak::Address& src) = 0;
 
   // Emits body(row) for each row of the tile, with reg_c_row at that row of C.
   template <typename Body>
@@ -54,12 +56,26 @@ class GemmKernelGenerator : public JitGenerator {
   const Xbyak::Reg64 reg_panels = r10;
   const Xbyak::Reg64 reg_b_panel = r11;
   const Xbyak::Reg64 reg_c_row = rax;
+  // Streaming kernels: source and destination of the copy in the current k loop and at the
+  // current panel's start, the distance from the source to what is prefetched, and the panels
+  // left to stream into (<= 0: none). reg_c_row, free until C is stored, counts the copy's
+  // iterations.
+  const Xbyak::Reg64 reg_stream_src = rbx;
+  const Xbyak::Reg64 reg_stream_dst = rbp;
+  const Xbyak::Reg64 reg_stream_src_panel = r12;
+  const Xbyak::Reg64 reg_stream_dst_panel = r13;
+  const Xbyak::Reg64 reg_stream_ahead = r14;
+  const Xbyak::Reg64 reg_stream_panels = r15;
 
  private:
   void GenerateBody() final;
   // One panel: zero, k loop, store. `tail`: the last, partial panel.
   void EmitBody(bool tail);
-  void EmitKLoop(int vecs);
+  // The k loop; `stream`: its first iterations copy the stream (when panels are left).
+  void EmitKLoop(int vecs, bool stream);
+  // One row of the stream: copied, and prefetched for the next panel.
+  void EmitStreamCopy();
+  void EmitStreamPrefetch();
   // Adds C when accumulating, stores; `tail`: tail_vecs vectors, masked.
   void EmitStoreC(int vecs, bool tail);
 };

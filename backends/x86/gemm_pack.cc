@@ -82,11 +82,11 @@ SHARDJIT_TARGET_AVX2 void PackAlongKAvx2(const Lines<T>& src, int64_t steps, int
 
 // Packs `lines` lines of a source contiguous along the lines (row-major B, column-major A) into
 // kF32 panels of `width`, one k row at a time across all panels: the source is read in long
-// contiguous runs rather than one short run per page.
+// contiguous runs rather than one short run per page. `panel_floats`: the distance between
+// panels (steps * width for a whole block).
 template <typename T>
-SHARDJIT_TARGET_AVX2 void PackAcrossKAvx2(const Lines<T>& src, int64_t steps, int64_t lines, int width,
-                                   float* out) {
-  const int64_t panel_floats = steps * width;
+SHARDJIT_TARGET_AVX2 void PackAcrossKAvx2(const Lines<T>& src, int64_t steps, int64_t lines,
+                                          int width, int64_t panel_floats, float* out) {
   // Rows are a page or more apart, too far for the hardware prefetchers: fetch a few rows ahead.
   constexpr int64_t kAhead = 4, kLine = 64 / sizeof(T);
   for (int64_t s = 0; s < steps; ++s) {
@@ -230,7 +230,7 @@ void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t lin
   if (layout == PanelLayout::kF32 && line_stride == 1 && k_stride != 1 &&
       ActiveIsa() >= IsaLevel::kAvx2) {
     PackAcrossKAvx2(Lines<T>{data + line0 + k0 * k_stride, 1, k_stride}, steps, lines, width,
-                    static_cast<float*>(dst));
+                    steps * width, static_cast<float*>(dst));
     return;
   }
   for (int64_t p = 0; p * width < lines; ++p) {
@@ -253,6 +253,25 @@ void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t lin
   }
 }
 
+template <typename T>
+void PackRowsAcrossK(const T* data, int64_t k_stride, int64_t col0, int64_t cols, int64_t k0,
+                     int64_t rows, int nr, int64_t panel_floats, float* dst) {
+  const Lines<T> src{data + col0 + k0 * k_stride, 1, k_stride};
+  if (ActiveIsa() >= IsaLevel::kAvx2) {
+    PackAcrossKAvx2(src, rows, cols, nr, panel_floats, dst);
+    return;
+  }
+  for (int64_t p = 0; p * nr < cols; ++p) {
+    const int count = static_cast<int>(std::min<int64_t>(nr, cols - p * nr));
+    for (int64_t s = 0; s < rows; ++s) {
+      const T* in = src.data + s * k_stride + p * nr;
+      float* o = dst + p * panel_floats + s * nr;
+      for (int n = 0; n < count; ++n) o[n] = ToF32(in[n]);
+      for (int n = count; n < nr; ++n) o[n] = 0.0f;
+    }
+  }
+}
+
 void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t line0, int64_t lines,
           int64_t k0, int64_t kc, PanelLayout layout, int width, bool is_a, void* dst) {
   if (v.bf16) {
@@ -265,6 +284,19 @@ void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t li
 }
 
 }  // namespace
+
+void PackBRows(const MatrixView& b, int64_t k0, int64_t block_rows, int64_t row0, int64_t rows,
+               int64_t col0, int64_t cols, int nr, void* dst) {
+  float* out = static_cast<float*>(dst) + row0 * nr;
+  const int64_t panel_floats = block_rows * nr;
+  if (b.bf16) {
+    PackRowsAcrossK(static_cast<const uint16_t*>(b.data), b.row_stride, col0, cols, k0 + row0,
+                    rows, nr, panel_floats, out);
+  } else {
+    PackRowsAcrossK(static_cast<const float*>(b.data), b.row_stride, col0, cols, k0 + row0, rows,
+                    nr, panel_floats, out);
+  }
+}
 
 void PackA(const MatrixView& a, int64_t row0, int64_t rows, int64_t k0, int64_t kc,
            PanelLayout layout, int mr, void* dst) {

@@ -43,6 +43,13 @@ void PackA(const MatrixView& a, int64_t row0, int64_t rows, int64_t k0, int64_t 
 void PackB(const MatrixView& b, int64_t k0, int64_t kc, int64_t col0, int64_t cols,
            PanelLayout layout, int nr, void* dst);
 
+// Packs k rows [k0 + row0, k0 + row0 + rows) of the kF32 B block that starts at k0, columns
+// [col0, col0 + cols), into its panels of `block_rows` k steps (rows row0.. of each panel; the
+// panels start at `dst`): part of what PackB(b, k0, block_rows, col0, cols, kF32, nr, dst)
+// writes, so that a block can be packed in pieces. `b` must be contiguous along n.
+void PackBRows(const MatrixView& b, int64_t k0, int64_t block_rows, int64_t row0, int64_t rows,
+               int64_t col0, int64_t cols, int nr, void* dst);
+
 }  // namespace shardjit::backends::x86
 
 #endif  // SHARDJIT_BACKENDS_X86_GEMM_PACK_H_

@@ -2,6 +2,7 @@
 // micro-kernel, for run_kernels.py to execute in an AVX-512 emulator. This is how the AVX-512
 // kernels are checked on hosts without AVX-512.
 //   bazel run //backends/x86/emulation:dump_kernels -- /tmp/gemm_cases
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -22,8 +23,10 @@ using emulation::Bytes;
 using emulation::kGuestArgs;
 using emulation::kGuestData;
 
-// A, B and C in the first three guest data regions.
+// A, B and C in the first three guest data regions; a streaming kernel's source and
+// destination in the next two.
 constexpr uint64_t kGuestA = kGuestData[0], kGuestB = kGuestData[1], kGuestC = kGuestData[2];
+constexpr uint64_t kGuestStreamSrc = kGuestData[3], kGuestStreamDst = kGuestData[4];
 
 std::vector<KernelKey> Keys() {
   std::vector<KernelKey> keys;
@@ -37,6 +40,13 @@ std::vector<KernelKey> Keys() {
     for (int tail = 0; tail <= 2; ++tail) {
       keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, tail});
     }
+  }
+  // Streaming kernels (f32 only).
+  for (int rows : {1, 5, 6}) {
+    for (int tail : {0, 1, 4}) {
+      keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, 6, 64, rows, tail, true});
+    }
+    keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, 1, true});
   }
   return keys;
 }
@@ -70,7 +80,7 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
     const int lanes = key.isa == IsaLevel::kAvx2 ? 8 : 16;
     for (int n_panels : {0, 1, 2}) {
       if (n_panels == 0 && key.tail_vecs == 0) continue;
-      for (int k_steps : {1, 5, 8}) {
+      for (int k_steps : key.stream_b ? std::vector<int>{8, 17} : std::vector<int>{1, 5, 8}) {
         for (int accumulate : {0, 1}) {
           const int tail_cols =
               key.tail_vecs == 0 ? 0 : (key.tail_vecs - 1) * lanes + 1 + rng() % lanes;
@@ -92,12 +102,34 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           args.b_panel_stride = b_stride;
           args.accumulate = accumulate;
           if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
+          // Streaming: rows of a row-major source (padded rows) into packed panels with room
+          // past the copied rows, which must stay as they were.
+          const int64_t iters = key.stream_b ? k_steps / kStreamSteps : 0;
+          const int64_t src_stride = (n_panels + 2) * key.nr + 3;
+          const int64_t dst_panel = iters * key.nr + 16;
+          std::vector<uint32_t> src(key.stream_b ? iters * src_stride + 16 : 0);
+          for (uint32_t& x : src) x = value(key.layout);
+          std::vector<float> dst_in(key.stream_b ? std::max(n_panels, 1) * dst_panel : 0, -100.0f);
+          std::vector<float> dst_want = dst_in;
+          if (key.stream_b) {
+            args.stream_src = src.data();
+            args.stream_dst = dst_want.data();
+            args.stream_src_stride = src_stride * 4;
+            args.stream_dst_panel_stride = dst_panel * 4;
+            args.stream_iters = iters;
+            args.stream_panels = accumulate ? n_panels : n_panels / 2;
+            args.stream_last_ahead = 64;
+          }
           args.key = &key;
           PortableMicroKernel(&args);
           args.a = reinterpret_cast<const void*>(kGuestA);
           args.b = reinterpret_cast<const void*>(kGuestB);
           args.c = reinterpret_cast<float*>(kGuestC);
           args.key = nullptr;
+          if (key.stream_b) {
+            args.stream_src = reinterpret_cast<const void*>(kGuestStreamSrc);
+            args.stream_dst = reinterpret_cast<void*>(kGuestStreamDst);
+          }
           emulation::Case c;
           c.description = key.Name() + " panels=" + std::to_string(n_panels) +
                           " k_steps=" + std::to_string(k_steps) +
@@ -109,6 +141,14 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
                       {kGuestC, Bytes(c_in.data(), c_in.size() * 4)},
                       {kGuestArgs, Bytes(&args, sizeof(args))}};
           c.checks = {{kGuestC, Bytes(want.data(), want.size() * 4), "f32", 0, {}}};
+          if (key.stream_b) {
+            c.description += " stream_iters=" + std::to_string(args.stream_iters) +
+                             " stream_panels=" + std::to_string(args.stream_panels);
+            c.writes.push_back({kGuestStreamSrc, Bytes(src.data(), src.size() * 4)});
+            c.writes.push_back({kGuestStreamDst, Bytes(dst_in.data(), dst_in.size() * 4)});
+            c.checks.push_back(
+                {kGuestStreamDst, Bytes(dst_want.data(), dst_want.size() * 4), "f32", 0, {}});
+          }
           if (!writer.Add(c)) return false;
         }
       }

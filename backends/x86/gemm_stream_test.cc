@@ -1,0 +1,262 @@
+// Streaming B (gemm_driver.h, StreamsB): products of few rows whose micro-kernels copy the next
+// packed B block while they compute. The generated streaming kernels against the portable one
+// (results and copies bit for bit), whole products against the f64 oracle at every kF32 level,
+// balanced blocking, and the storage allocator that backs large operands with huge pages.
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/x86/cpu_features.h"
+#include "backends/x86/gemm_driver.h"
+#include "backends/x86/gemm_internal.h"
+#include "backends/x86/gemm_kernel.h"
+#include "backends/x86/gemm_test_util.h"
+#include "backends/x86/isa_test_util.h"
+#include "backends/x86/kernel_cache.h"
+#include "fmt/format.h"
+#include "gtest/gtest.h"
+#include "ir/allocator.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+using gemm_test::Case;
+using gemm_test::Problem;
+
+TEST(BalancedPlan, EvensOutDepthAndColumnBlocks) {
+  GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
+  plan.kc = 320;
+  plan.nc = 192;
+  GemmPlan p = BalancedPlan(plan, {64, 1024, 1024});
+  EXPECT_EQ(p.kc, 256);  // 4 blocks of 256, not 3 of 320 and one of 64
+  EXPECT_EQ(p.nc, 176);  // 6 blocks: 5 of 176 and one of 144
+  p = BalancedPlan(plan, {64, 100, 1000});
+  EXPECT_EQ(p.kc, 256);  // 4 blocks: 3 of 256, one of 232
+  EXPECT_EQ(p.nc, 112);  // one block, rounded up to whole panels
+  p = BalancedPlan(plan, {64, 192, 321});
+  EXPECT_EQ(p.kc, 168);  // 2 blocks, rounded up to a multiple of kStreamSteps
+  EXPECT_EQ(p.nc, 192);
+  p = BalancedPlan(plan, {64, 0, 0});
+  EXPECT_EQ(p.kc, 320);
+  EXPECT_EQ(p.nc, 192);
+  // Never above the plan's blocks, whatever the rounding.
+  plan.kc = 10;
+  plan.nc = 32;
+  p = BalancedPlan(plan, {7, 33, 25});
+  EXPECT_EQ(p.kc, 10);
+  EXPECT_EQ(p.nc, 32);
+  // AMX tiles: whole blocks of 32 in k.
+  GemmPlan amx = MakePlan(IsaLevel::kAmxBf16, GemmType::kBf16Bf16F32, CacheSizes{});
+  amx.kc = 512;
+  EXPECT_EQ(BalancedPlan(amx, {64, 64, 600}).kc, 320);
+}
+
+TEST(StreamsB, OnlyF32ProductsOfOneRowBlockWithSeveralBBlocks) {
+  const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
+  GemmArgs args;
+  args.type = GemmType::kF32F32F32;
+  args.shape = {plan.mc, plan.nc + 1, 16};
+  args.b_row_stride = args.shape.n;
+  args.b_col_stride = 1;
+  EXPECT_TRUE(StreamsB(plan, args));
+  GemmArgs more_rows = args;
+  more_rows.shape.m = plan.mc + 1;
+  EXPECT_FALSE(StreamsB(plan, more_rows));
+  GemmArgs one_block = args;
+  one_block.shape.n = plan.nc;
+  EXPECT_FALSE(StreamsB(plan, one_block));
+  GemmArgs deep = one_block;
+  deep.shape.k = plan.kc + 1;
+  EXPECT_TRUE(StreamsB(plan, deep));
+  GemmArgs transposed_b = args;
+  transposed_b.b_row_stride = 1;
+  transposed_b.b_col_stride = 16;
+  EXPECT_FALSE(StreamsB(plan, transposed_b));
+  GemmArgs bf16 = args;
+  bf16.type = GemmType::kBf16Bf16F32;
+  EXPECT_FALSE(StreamsB(plan, bf16));
+  const GemmPlan pairs = MakePlan(IsaLevel::kAvx512Bf16, GemmType::kBf16Bf16F32, CacheSizes{});
+  EXPECT_FALSE(StreamsB(pairs, bf16));
+}
+
+// One streaming micro-kernel call's buffers; values are small integers, so that every product
+// and sum is exact and the generated kernel must match the portable one bit for bit.
+struct KernelCall {
+  std::vector<float> a, b, c, src, dst;
+  MicroKernelArgs args;
+
+  KernelCall(const KernelKey& key, int64_t n_panels, int64_t k_steps, int64_t iters,
+             int64_t panels, int tail_cols, std::mt19937& rng) {
+    std::uniform_int_distribution<int> small(-3, 3);
+    auto fill = [&](std::vector<float>& v, size_t size) {
+      v.resize(size);
+      for (float& x : v) x = static_cast<float>(small(rng));
+    };
+    const int64_t all_panels = n_panels + (key.tail_vecs > 0 ? 1 : 0);
+    const int64_t ldc = all_panels * key.nr + 5;
+    const int64_t src_stride = (n_panels + 2) * key.nr + 3;  // row-major B, padded rows
+    const int64_t dst_panel = iters * key.nr + 16;           // room past the copied rows
+    fill(a, k_steps * key.mr);
+    fill(b, all_panels * k_steps * key.nr);
+    fill(c, key.rows * ldc);
+    fill(src, iters * src_stride + 16);
+    dst.assign(std::max<int64_t>(n_panels, 1) * dst_panel, -100.0f);  // untouched past the copy
+    args.a = a.data();
+    args.b = b.data();
+    args.c = c.data();
+    args.ldc = ldc * 4;
+    args.k_steps = k_steps;
+    args.n_panels = n_panels;
+    args.b_panel_stride = k_steps * key.nr * 4;
+    args.accumulate = rng() % 2;
+    if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
+    args.stream_src = src.data();
+    args.stream_dst = dst.data();
+    args.stream_src_stride = src_stride * 4;
+    args.stream_dst_panel_stride = dst_panel * 4;
+    args.stream_iters = iters;
+    args.stream_panels = panels;
+    args.stream_last_ahead = 12345 * 64;  // only prefetched: any value is safe
+  }
+};
+
+// Every streaming key of `isa` with nr `nr`, against the portable kernel, over panel counts,
+// depths, copied rows and copied panels (none, some, all).
+void CheckStreamingKernels(IsaLevel isa, int nr, int lanes) {
+  std::mt19937 rng(17);
+  for (int rows = 1; rows <= 6; ++rows) {
+    for (int tail_vecs = 0; tail_vecs <= 2; ++tail_vecs) {
+      const KernelKey key{PanelLayout::kF32, isa, 6, nr, rows, tail_vecs, /*stream_b=*/true};
+      absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
+      ASSERT_TRUE(fn.ok()) << key.Name() << ": " << fn.status();
+      for (int64_t n_panels : {0, 1, 3}) {
+        for (int64_t k_steps : {8, 13, 24, 41}) {
+          const int64_t max_iters = k_steps / kStreamSteps;
+          for (int64_t iters : {int64_t{0}, int64_t{1}, max_iters}) {
+            for (int64_t panels : {int64_t{0}, n_panels / 2, n_panels}) {
+              if (n_panels == 0 && tail_vecs == 0) continue;
+              const int tail_cols =
+                  tail_vecs == 0 ? 0 : (tail_vecs - 1) * lanes + 1 + rng() % lanes;
+              const uint32_t seed = rng();
+              std::mt19937 r1(seed), r2(seed);
+              KernelCall want(key, n_panels, k_steps, iters, panels, tail_cols, r1);
+              KernelCall got(key, n_panels, k_steps, iters, panels, tail_cols, r2);
+              want.args.key = &key;
+              PortableMicroKernel(&want.args);
+              (*fn)(&got.args);
+              const std::string label = fmt::format("{} panels={} k_steps={} iters={} streamed={}",
+                                                    key.Name(), n_panels, k_steps, iters, panels);
+              EXPECT_EQ(got.c, want.c) << label;
+              EXPECT_EQ(got.dst, want.dst) << label;
+              EXPECT_EQ(got.src, want.src) << label;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(StreamingKernels, MatchThePortableKernelAvx2) {
+  if (DetectedIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "this CPU lacks avx2";
+  CheckStreamingKernels(IsaLevel::kAvx2, 16, 8);
+}
+
+// Hosts without AVX-512 check these kernels in the emulator (emulation/dump_kernels).
+TEST(StreamingKernels, MatchThePortableKernelAvx512) {
+  if (DetectedIsa() < IsaLevel::kAvx512) GTEST_SKIP() << "this CPU lacks avx512";
+  CheckStreamingKernels(IsaLevel::kAvx512, 64, 16);
+}
+
+TEST(StreamingKernels, OnlyForTheF32Layout) {
+  EXPECT_FALSE(KernelCache::Global()
+                   .Get({PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 6, 0, true})
+                   .ok());
+  EXPECT_FALSE(
+      KernelCache::Global().Get({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 32, 32, 32, 0, true})
+          .ok());
+  const KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, true};
+  EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t1_s");
+}
+
+// Small blocks, so that small products cross several depth and column blocks: a few k
+// iterations per tile, some rows left to pack after the tiles, tail panels.
+GemmPlan SmallStreamingPlan(IsaLevel isa, bool portable) {
+  GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, CacheSizes{});
+  plan.mc = 2 * plan.mr;
+  plan.kc = 24;
+  plan.nc = 2 * plan.nr;
+  plan.portable_kernels = portable;
+  plan.min_flops_per_thread = 0;
+  return plan;
+}
+
+void CheckStreamingProducts(IsaLevel isa, bool portable) {
+  int seed = 0, streamed = 0;
+  for (int64_t m : {1, 5, 6, 7, 12}) {
+    for (int64_t n : {17, 33, 64, 95, 129}) {
+      for (int64_t k : {8, 24, 25, 50, 73}) {
+        Case c;
+        c.shape = {m, n, k};
+        c.accumulate = seed % 3 == 1;
+        c.out_bf16 = seed % 5 == 2;
+        c.pad = seed % 4 == 3 ? 5 : 0;
+        c.threads = seed % 7 == 4 ? 2 : 1;
+        Problem p(c, 4000 + ++seed);
+        const GemmPlan plan = SmallStreamingPlan(isa, portable);
+        streamed += StreamsB(plan, p.args);
+        p.Check(fmt::format("{}{} streaming", IsaName(isa), portable ? " portable" : ""),
+                [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
+      }
+    }
+  }
+  EXPECT_GT(streamed, 62);  // most of the 125 cases cross several B blocks
+}
+
+TEST(StreamingProducts, MatchTheOracleAtHostLevels) {
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (isa > DetectedIsa()) continue;
+    CheckStreamingProducts(isa, /*portable=*/false);
+  }
+}
+
+// The driver, packing and copies of every kF32 level, on any host.
+TEST(StreamingProducts, MatchTheOracleWithPortableKernels) {
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    CheckStreamingProducts(isa, /*portable=*/true);
+  }
+}
+
+// The host's own blocking: balanced depth and column blocks of full size, many row tiles.
+TEST(StreamingProducts, MatchTheOracleWithHostBlocking) {
+  for (IsaLevel isa : HostIsaLevels()) {
+    if (isa == IsaLevel::kReference) continue;
+    GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, HostCaches());
+    Case c;
+    c.shape = {std::min<int64_t>(plan.mc, 50), 2 * plan.nc + 37, 2 * plan.kc + 61};
+    c.accumulate = true;
+    Problem p(c, 77);
+    EXPECT_EQ(StreamsB(plan, p.args), plan.layout == PanelLayout::kF32) << IsaName(isa);
+    p.Check(std::string(IsaName(isa)) + " host blocking",
+            [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
+  }
+}
+
+TEST(AllocateStorage, AlignsLargeBlocksToHugePages) {
+  for (size_t bytes : {size_t{1}, size_t{100}, size_t{4096}, ir::kHugePageBytes - 1,
+                       ir::kHugePageBytes, 3 * ir::kHugePageBytes + 7}) {
+    void* p = ir::AllocateStorage(bytes);
+    ASSERT_NE(p, nullptr) << bytes;
+    const auto address = reinterpret_cast<uintptr_t>(p);
+    EXPECT_EQ(address % 64, 0u) << bytes;
+    if (bytes >= ir::kHugePageBytes) EXPECT_EQ(address % ir::kHugePageBytes, 0u) << bytes;
+    std::memset(p, 0x5a, bytes);
+    EXPECT_EQ(static_cast<unsigned char*>(p)[bytes - 1], 0x5a);
+    std::free(p);
+  }
+}
+
+}  // namespace
+}  // namespace shardjit::backends::x86
