@@ -39,8 +39,8 @@ void Narrow(const float* src, int64_t ld_src, uint16_t* dst, int64_t ld_dst, int
 }
 
 // Streaming B (see StreamsB): the next packed block, its rows copied by the kernels of the
-// current block's row tiles (`per_tile` each, in the first `streamed_panels` panels, those the
-// current tiles span) and the rest packed after them.
+// current block's last row tiles (`per_tile` each, in the first `streamed_panels` panels, those
+// the current tiles span) and the rest packed after them.
 struct NextBlock {
   MatrixView b;
   int64_t k0 = 0, col0 = 0;    // position in B
@@ -169,7 +169,7 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
   return plan.layout == PanelLayout::kF32 && args.type == GemmType::kF32F32F32 &&
-         args.b_col_stride == 1 && args.shape.m <= plan.mc && !one_block;
+         args.b_col_stride == 1 && args.shape.m <= kStreamRowBlocks * plan.mc && !one_block;
 }
 
 absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
@@ -275,6 +275,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
   MicroKernelArgs args;
   args.stream_src_stride = b.row_stride * 4;
   int packed = 0;  // streaming B: the half of b_buf that holds the current block
+  const int64_t last_ic = (m - 1) / plan.mc * plan.mc;  // the row block that copies it
   if (stream_b) PackB(b, 0, kc_max, 0, std::min(plan.nc, n), plan.layout, nr, b_buf);
   for (int64_t jc = 0; jc < n; jc += plan.nc) {
     const int64_t nc = std::min(plan.nc, n - jc);
@@ -295,7 +296,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
       NextBlock next;
       if (stream_b) {
         next = NextBlockOf(b, plan, jc, pc, k, n, b_buf + (1 - packed) * b_block_bytes);
-        next.Plan(CeilDiv(m, mr), steps / kStreamSteps, args.n_panels);
+        next.Plan(CeilDiv(m - last_ic, mr), steps / kStreamSteps, args.n_panels);
         args.stream_dst_panel_stride = next.rows * nr * 4;
         args.stream_panels = next.streamed_panels;
       }
@@ -322,7 +323,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
           const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
           args.a = a_block + (ir / mr) * steps * mr * 4;
           args.c = c_block + ir * ldc;
-          const bool stream = stream_b && next.StartTile(&args);
+          const bool stream = stream_b && ic == last_ic && next.StartTile(&args);
           kernels.Call(rows, tail_vecs, stream, &args);
           if (stream) next.copied_rows += args.stream_iters;
         }

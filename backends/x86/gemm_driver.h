@@ -56,12 +56,14 @@ class KernelSet {
   MicroKernelFn fns_[8] = {};
 };
 
-// Streaming B: a product of one row block (m <= mc) uses each packed B block for a few row
-// tiles only, so packing B from memory would dominate its time. Such a product keeps two packed
-// blocks: while the kernels of the row tiles compute on one, they also copy rows of the next B
-// block into the other (streaming kernels, gemm_kernel.h), so that the memory reads overlap the
-// arithmetic; what they do not copy (rows past their share, a tail panel) is packed after them.
-// True for f32 products in the kF32 layout with B contiguous along n and more than one B block.
+// Streaming B: a product of a few row blocks (m <= kStreamRowBlocks * mc) uses each packed B
+// block for a few row tiles only, so packing B from memory would take much of its time. Such a
+// product keeps two packed blocks: while the kernels of the last row block's tiles compute on
+// one, they also copy rows of the next B block into the other (streaming kernels,
+// gemm_kernel.h), so that the memory reads overlap the arithmetic; what they do not copy (rows
+// past their share, a tail panel) is packed after them. True for f32 products in the kF32 layout
+// with B contiguous along n and more than one B block.
+inline constexpr int64_t kStreamRowBlocks = 4;
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 
 // Grow-only page-aligned buffer.

@@ -53,7 +53,7 @@ TEST(BalancedPlan, EvensOutDepthAndColumnBlocks) {
   EXPECT_EQ(BalancedPlan(amx, {64, 64, 600}).kc, 320);
 }
 
-TEST(StreamsB, OnlyF32ProductsOfOneRowBlockWithSeveralBBlocks) {
+TEST(StreamsB, OnlyF32ProductsOfFewRowBlocksWithSeveralBBlocks) {
   const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
   GemmArgs args;
   args.type = GemmType::kF32F32F32;
@@ -61,8 +61,11 @@ TEST(StreamsB, OnlyF32ProductsOfOneRowBlockWithSeveralBBlocks) {
   args.b_row_stride = args.shape.n;
   args.b_col_stride = 1;
   EXPECT_TRUE(StreamsB(plan, args));
+  GemmArgs row_blocks = args;
+  row_blocks.shape.m = kStreamRowBlocks * plan.mc;
+  EXPECT_TRUE(StreamsB(plan, row_blocks));
   GemmArgs more_rows = args;
-  more_rows.shape.m = plan.mc + 1;
+  more_rows.shape.m = kStreamRowBlocks * plan.mc + 1;
   EXPECT_FALSE(StreamsB(plan, more_rows));
   GemmArgs one_block = args;
   one_block.shape.n = plan.nc;
@@ -195,7 +198,7 @@ GemmPlan SmallStreamingPlan(IsaLevel isa, bool portable) {
 
 void CheckStreamingProducts(IsaLevel isa, bool portable) {
   int seed = 0, streamed = 0;
-  for (int64_t m : {1, 5, 6, 7, 12}) {
+  for (int64_t m : {1, 5, 7, 12, 13, 30, 48}) {
     for (int64_t n : {17, 33, 64, 95, 129}) {
       for (int64_t k : {8, 24, 25, 50, 73}) {
         Case c;
@@ -212,7 +215,7 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
       }
     }
   }
-  EXPECT_GT(streamed, 62);  // most of the 125 cases cross several B blocks
+  EXPECT_GT(streamed, 87);  // most of the 175 cases cross several B blocks
 }
 
 TEST(StreamingProducts, MatchTheOracleAtHostLevels) {
@@ -229,13 +232,13 @@ TEST(StreamingProducts, MatchTheOracleWithPortableKernels) {
   }
 }
 
-// The host's own blocking: balanced depth and column blocks of full size, many row tiles.
+// The host's own blocking: balanced depth and column blocks of full size, two row blocks.
 TEST(StreamingProducts, MatchTheOracleWithHostBlocking) {
   for (IsaLevel isa : HostIsaLevels()) {
     if (isa == IsaLevel::kReference) continue;
     GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, HostCaches());
     Case c;
-    c.shape = {std::min<int64_t>(plan.mc, 50), 2 * plan.nc + 37, 2 * plan.kc + 61};
+    c.shape = {plan.mc + 50, 2 * plan.nc + 37, 2 * plan.kc + 61};
     c.accumulate = true;
     Problem p(c, 77);
     EXPECT_EQ(StreamsB(plan, p.args), plan.layout == PanelLayout::kF32) << IsaName(isa);
