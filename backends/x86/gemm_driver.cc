@@ -59,19 +59,20 @@ struct NextBlock {
   bool StartTile(MicroKernelArgs* args) const {
     const int64_t count = std::min(per_tile, rows - copied_rows);
     if (streamed_panels == 0 || count <= 0) return false;
-    const int64_t row_bytes = b.row_stride * 4;
+    const int elem = b.bf16 ? 2 : 4;
+    const int64_t row_bytes = b.row_stride * elem;
     const auto* src =
-        static_cast<const char*>(b.data) + ((k0 + copied_rows) * b.row_stride + col0) * 4;
+        static_cast<const char*>(b.data) + ((k0 + copied_rows) * b.row_stride + col0) * elem;
     // The kernel prefetches each panel's rows a panel ahead, and in its last panel the first
     // panel's rows of the next tile; the first tile's are prefetched here.
     if (copied_rows == 0) {
       for (int64_t r = 0; r < count; ++r) {
-        for (int64_t line = 0; line < nr * 4; line += 64) {
+        for (int64_t line = 0; line < nr * elem; line += 64) {
           _mm_prefetch(src + r * row_bytes + line, _MM_HINT_T0);
         }
       }
     }
-    args->stream_last_ahead = count * row_bytes - (streamed_panels - 1) * nr * 4;
+    args->stream_last_ahead = count * row_bytes - (streamed_panels - 1) * nr * elem;
     args->stream_src = src;
     args->stream_dst = packed + copied_rows * nr * 4;
     args->stream_iters = count;
@@ -168,24 +169,27 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
-  return plan.layout == PanelLayout::kF32 && args.type == GemmType::kF32F32F32 &&
-         args.b_col_stride == 1 && args.shape.m <= kStreamRowBlocks * plan.mc && !one_block;
+  return plan.layout == PanelLayout::kF32 && args.b_col_stride == 1 &&
+         args.shape.m <= kStreamRowBlocks * plan.mc && !one_block;
 }
 
 absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
   plan_ = &plan;
   const int partial_rows = static_cast<int>(args.shape.m % plan.mr);
   const int tail_vecs = static_cast<int>(CeilDiv(args.shape.n % plan.nr, plan.lanes));
-  const bool streams = StreamsB(plan, args);
+  const StreamSource source = !StreamsB(plan, args)                 ? StreamSource::kNone
+                              : args.type == GemmType::kBf16Bf16F32 ? StreamSource::kBf16
+                                                                    : StreamSource::kF32;
   for (bool stream : {false, true}) {
     for (bool partial : {false, true}) {
       for (bool tail : {false, true}) {
-        if ((partial && partial_rows == 0) || (tail && tail_vecs == 0) || (stream && !streams)) {
+        if ((partial && partial_rows == 0) || (tail && tail_vecs == 0) ||
+            (stream && source == StreamSource::kNone)) {
           continue;
         }
         KernelKey& key = keys_[Index(partial, tail, stream)];
         key = KernelKey{plan.layout, plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
-                        tail ? tail_vecs : 0, stream};
+                        tail ? tail_vecs : 0, stream ? source : StreamSource::kNone};
         if (plan.portable_kernels) continue;
         absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
         if (!fn.ok()) return fn.status();
@@ -273,7 +277,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
   }
 
   MicroKernelArgs args;
-  args.stream_src_stride = b.row_stride * 4;
+  args.stream_src_stride = b.row_stride * (bf16_in ? 2 : 4);
   int packed = 0;  // streaming B: the half of b_buf that holds the current block
   const int64_t last_ic = (m - 1) / plan.mc * plan.mc;  // the row block that copies it
   if (stream_b) PackB(b, 0, kc_max, 0, std::min(plan.nc, n), plan.layout, nr, b_buf);

@@ -61,8 +61,8 @@ class KernelSet {
 // product keeps two packed blocks: while the kernels of the last row block's tiles compute on
 // one, they also copy rows of the next B block into the other (streaming kernels,
 // gemm_kernel.h), so that the memory reads overlap the arithmetic; what they do not copy (rows
-// past their share, a tail panel) is packed after them. True for f32 products in the kF32 layout
-// with B contiguous along n and more than one B block.
+// past their share, a tail panel) is packed after them. True for products in the kF32 layout
+// (f32, or bf16 widened) with B contiguous along n and more than one B block.
 inline constexpr int64_t kStreamRowBlocks = 4;
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 

@@ -13,7 +13,10 @@ std::string KernelKey::Name() const {
                             : layout == PanelLayout::kBf16Pairs ? "bf16_pairs"
                                                                 : "amx_tiles";
   return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}", IsaName(isa), layout_name, mr, nr, rows,
-                     tail_vecs, stream_b ? "_s" : "");
+                     tail_vecs,
+                     stream == StreamSource::kF32    ? "_sf32"
+                     : stream == StreamSource::kBf16 ? "_sbf16"
+                                                     : "");
 }
 
 void SetTailMasks(int cols, MicroKernelArgs* args) {
@@ -45,14 +48,23 @@ float StepProduct(PanelLayout layout, const uint8_t* a, const uint8_t* b) {
 
 void PortableMicroKernel(const MicroKernelArgs* args) {
   const KernelKey& key = *args->key;
-  if (key.stream_b) {
+  if (key.stream != StreamSource::kNone) {
+    const int src_bytes = StreamElementBytes(key.stream);
     for (int64_t p = 0; p < args->stream_panels; ++p) {
       for (int64_t i = 0; i < args->stream_iters; ++i) {
-        std::memcpy(static_cast<char*>(args->stream_dst) + p * args->stream_dst_panel_stride +
-                        i * key.nr * 4,
-                    static_cast<const char*>(args->stream_src) + p * key.nr * 4 +
-                        i * args->stream_src_stride,
-                    key.nr * 4);
+        const char* src = static_cast<const char*>(args->stream_src) + p * key.nr * src_bytes +
+                          i * args->stream_src_stride;
+        float* dst = reinterpret_cast<float*>(static_cast<char*>(args->stream_dst) +
+                                              p * args->stream_dst_panel_stride + i * key.nr * 4);
+        for (int j = 0; j < key.nr; ++j) {
+          if (key.stream == StreamSource::kF32) {
+            std::memcpy(dst + j, src + 4 * j, 4);
+          } else {
+            uint16_t x;
+            std::memcpy(&x, src + 2 * j, 2);
+            dst[j] = ir::bf16::ToFloat(x);
+          }
+        }
       }
     }
   }

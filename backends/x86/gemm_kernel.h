@@ -3,11 +3,11 @@
 //   for each panel p (n_panels full ones, then an optional masked tail panel):
 //     C[0:rows, p*NR : p*NR+NR] = (accumulate ? C : 0) + Apanel * Bpanel[p]
 // with f32 accumulation, A and B read from packed panels (gemm_pack.h). A streaming kernel
-// (stream_b) also packs part of the next B block while it computes, so that the memory reads of
-// packing overlap the arithmetic: in each of the first stream_iters k iterations i (of
-// kStreamSteps steps) of each of the first stream_panels panels p, it copies NR f32 (kF32
-// layout) from
-//   stream_src + p * NR * 4 + i * stream_src_stride  (row i of a row-major B, panel p's columns)
+// (stream != kNone) also packs part of the next B block while it computes, so that the memory
+// reads of packing overlap the arithmetic: in each of the first stream_iters k iterations i (of
+// kStreamSteps steps) of each of the first stream_panels panels p, it copies NR elements of E
+// bytes (4 for f32, 2 for bf16, widened to f32: the kF32 layout) from
+//   stream_src + p * NR * E + i * stream_src_stride  (row i of a row-major B, panel p's columns)
 // to
 //   stream_dst + p * stream_dst_panel_stride + i * NR * 4  (k step i of the packed panel p)
 // and prefetches the same row of panel p + 1 (the copy of panel p + 1 then reads cache), in the
@@ -42,6 +42,14 @@ inline int64_t PackedAOffset(PanelLayout layout, int mr, int64_t step, int row) 
 // k steps per row of a streaming kernel's copy.
 inline constexpr int kStreamSteps = 8;
 
+// What a streaming kernel copies: nothing, f32 rows, or bf16 rows widened to f32.
+enum class StreamSource : int { kNone = 0, kF32 = 1, kBf16 = 2 };
+
+// Bytes per element of a stream's source (0 for kNone).
+inline int StreamElementBytes(StreamSource source) {
+  return source == StreamSource::kF32 ? 4 : source == StreamSource::kBf16 ? 2 : 0;
+}
+
 // Identifies one generated kernel.
 struct KernelKey {
   PanelLayout layout = PanelLayout::kF32;
@@ -50,18 +58,18 @@ struct KernelKey {
   int nr = 0;         // columns of a packed B panel (its k-step stride is 4 * nr bytes)
   int rows = 0;       // rows computed, 1..mr
   int tail_vecs = 0;  // vectors computed in the masked tail panel; 0: no tail panel
-  bool stream_b = false;  // copies part of the next B block (kF32 only; see the top)
+  StreamSource stream = StreamSource::kNone;  // copies part of the next B block (kF32 only)
 
   bool operator==(const KernelKey& o) const {
     return layout == o.layout && isa == o.isa && mr == o.mr && nr == o.nr && rows == o.rows &&
-           tail_vecs == o.tail_vecs && stream_b == o.stream_b;
+           tail_vecs == o.tail_vecs && stream == o.stream;
   }
   template <typename H>
   friend H AbslHashValue(H h, const KernelKey& k) {
     return H::combine(std::move(h), k.layout, k.isa, k.mr, k.nr, k.rows, k.tail_vecs,
-                      k.stream_b);
+                      k.stream);
   }
-  // "gemm_avx512_bf16_pairs_6x64_r6_t2"; "..._s" for a streaming kernel.
+  // "gemm_avx512_bf16_pairs_6x64_r6_t2"; "..._sf32" / "..._sbf16" for a streaming kernel.
   std::string Name() const;
 };
 

@@ -11,7 +11,7 @@ bool GemmKernelAvx512::Supports(const KernelKey& key) {
          key.tail_vecs >= 0 && key.tail_vecs <= vecs &&
          (key.layout == PanelLayout::kF32 ||
           (key.layout == PanelLayout::kBf16Pairs && key.isa >= IsaLevel::kAvx512Bf16 &&
-           !key.stream_b));
+           key.stream == StreamSource::kNone));
 }
 
 GemmKernelAvx512::GemmKernelAvx512(const KernelKey& key) : GemmKernelGenerator(key, kLanes) {}
@@ -58,8 +58,14 @@ void GemmKernelAvx512::EmitAddC(int row, int vec, const Xbyak::Address& c, bool 
   }
 }
 
-void GemmKernelAvx512::EmitCopyVector(const Xbyak::Address& dst, const Xbyak::Address& src) {
-  vmovups(B(0), src);
+void GemmKernelAvx512::EmitCopyVector(const Xbyak::Address& dst, const Xbyak::Address& src,
+                                bool bf16) {
+  if (bf16) {
+    vpmovzxwd(B(0), src);  // a bf16 is the high half of its f32
+    vpslld(B(0), B(0), 16);
+  } else {
+    vmovups(B(0), src);
+  }
   vmovups(dst, B(0));
 }
 

@@ -11,7 +11,7 @@ void GemmKernelGenerator::GenerateBody() {
   mov(reg_b_panel, ptr[reg_args + offsetof(MicroKernelArgs, b)]);
   mov(reg_c, ptr[reg_args + offsetof(MicroKernelArgs, c)]);
   mov(reg_panels, ptr[reg_args + offsetof(MicroKernelArgs, n_panels)]);
-  if (key_.stream_b) {
+  if (key_.stream != StreamSource::kNone) {
     mov(reg_stream_src_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_src)]);
     mov(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst)]);
     mov(reg_stream_panels, ptr[reg_args + offsetof(MicroKernelArgs, stream_panels)]);
@@ -24,8 +24,8 @@ void GemmKernelGenerator::GenerateBody() {
   EmitBody(/*tail=*/false);
   add(reg_b_panel, ptr[reg_args + offsetof(MicroKernelArgs, b_panel_stride)]);
   add(reg_c, key_.nr * 4);
-  if (key_.stream_b) {
-    add(reg_stream_src_panel, key_.nr * 4);
+  if (key_.stream != StreamSource::kNone) {
+    add(reg_stream_src_panel, key_.nr * StreamElementBytes(key_.stream));
     add(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst_panel_stride)]);
     dec(reg_stream_panels);
   }
@@ -42,7 +42,7 @@ void GemmKernelGenerator::EmitBody(bool tail) {
   mov(reg_a, ptr[reg_args + offsetof(MicroKernelArgs, a)]);
   mov(reg_b, reg_b_panel);
   mov(reg_k, ptr[reg_args + offsetof(MicroKernelArgs, k_steps)]);
-  EmitKLoop(vecs, key_.stream_b && !tail);
+  EmitKLoop(vecs, key_.stream != StreamSource::kNone && !tail);
   EmitStoreC(vecs, tail);
 }
 
@@ -60,7 +60,7 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     // Prefetch the same rows of the next panel; in the last panel, those of the next call's
     // first panel.
     Label ahead_set;
-    mov(reg_stream_ahead, key_.nr * 4);
+    mov(reg_stream_ahead, key_.nr * StreamElementBytes(key_.stream));
     cmp(reg_stream_panels, 1);
     jne(ahead_set);
     mov(reg_stream_ahead, ptr[reg_args + offsetof(MicroKernelArgs, stream_last_ahead)]);
@@ -103,13 +103,16 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
 }
 
 void GemmKernelGenerator::EmitStreamCopy() {
+  const int src_bytes = StreamElementBytes(key_.stream);
   for (int j = 0; j < vecs_; ++j) {
-    EmitCopyVector(ptr[reg_stream_dst + j * lanes_ * 4], ptr[reg_stream_src + j * lanes_ * 4]);
+    EmitCopyVector(ptr[reg_stream_dst + j * lanes_ * 4],
+                   ptr[reg_stream_src + j * lanes_ * src_bytes],
+                   key_.stream == StreamSource::kBf16);
   }
 }
 
 void GemmKernelGenerator::EmitStreamPrefetch() {
-  for (int line = 0; line < key_.nr * 4; line += 64) {
+  for (int line = 0; line < key_.nr * StreamElementBytes(key_.stream); line += 64) {
     prefetcht0(ptr[reg_stream_src + reg_stream_ahead + line]);
   }
 }

@@ -18,6 +18,7 @@
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "ir/allocator.h"
+#include "ir/dtype.h"
 
 namespace shardjit::backends::x86 {
 namespace {
@@ -53,7 +54,7 @@ TEST(BalancedPlan, EvensOutDepthAndColumnBlocks) {
   EXPECT_EQ(BalancedPlan(amx, {64, 64, 600}).kc, 320);
 }
 
-TEST(StreamsB, OnlyF32ProductsOfFewRowBlocksWithSeveralBBlocks) {
+TEST(StreamsB, OnlyKF32ProductsOfFewRowBlocksWithSeveralBBlocks) {
   const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
   GemmArgs args;
   args.type = GemmType::kF32F32F32;
@@ -79,7 +80,7 @@ TEST(StreamsB, OnlyF32ProductsOfFewRowBlocksWithSeveralBBlocks) {
   EXPECT_FALSE(StreamsB(plan, transposed_b));
   GemmArgs bf16 = args;
   bf16.type = GemmType::kBf16Bf16F32;
-  EXPECT_FALSE(StreamsB(plan, bf16));
+  EXPECT_TRUE(StreamsB(plan, bf16));  // widened to f32 as it is copied
   const GemmPlan pairs = MakePlan(IsaLevel::kAvx512Bf16, GemmType::kBf16Bf16F32, CacheSizes{});
   EXPECT_FALSE(StreamsB(pairs, bf16));
 }
@@ -87,7 +88,8 @@ TEST(StreamsB, OnlyF32ProductsOfFewRowBlocksWithSeveralBBlocks) {
 // One streaming micro-kernel call's buffers; values are small integers, so that every product
 // and sum is exact and the generated kernel must match the portable one bit for bit.
 struct KernelCall {
-  std::vector<float> a, b, c, src, dst;
+  std::vector<float> a, b, c, dst;
+  std::vector<uint8_t> src;  // f32 or bf16 elements
   MicroKernelArgs args;
 
   KernelCall(const KernelKey& key, int64_t n_panels, int64_t k_steps, int64_t iters,
@@ -104,7 +106,17 @@ struct KernelCall {
     fill(a, k_steps * key.mr);
     fill(b, all_panels * k_steps * key.nr);
     fill(c, key.rows * ldc);
-    fill(src, iters * src_stride + 16);
+    const int elem = StreamElementBytes(key.stream);
+    src.resize((iters * src_stride + 16) * elem);
+    for (size_t at = 0; at < src.size(); at += elem) {
+      const float x = static_cast<float>(small(rng));
+      if (elem == 4) {
+        std::memcpy(&src[at], &x, 4);
+      } else {
+        const uint16_t h = ir::bf16::FromFloat(x);
+        std::memcpy(&src[at], &h, 2);
+      }
+    }
     dst.assign(std::max<int64_t>(n_panels, 1) * dst_panel, -100.0f);  // untouched past the copy
     args.a = a.data();
     args.b = b.data();
@@ -117,7 +129,7 @@ struct KernelCall {
     if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
     args.stream_src = src.data();
     args.stream_dst = dst.data();
-    args.stream_src_stride = src_stride * 4;
+    args.stream_src_stride = src_stride * elem;
     args.stream_dst_panel_stride = dst_panel * 4;
     args.stream_iters = iters;
     args.stream_panels = panels;
@@ -125,38 +137,45 @@ struct KernelCall {
   }
 };
 
-// Every streaming key of `isa` with nr `nr`, against the portable kernel, over panel counts,
-// depths, copied rows and copied panels (none, some, all).
+// One streaming key against the portable kernel, over panel counts, depths, copied rows and
+// copied panels (none, some, all).
+void CheckStreamingKernel(const KernelKey& key, int lanes, std::mt19937& rng) {
+  absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
+  ASSERT_TRUE(fn.ok()) << key.Name() << ": " << fn.status();
+  for (int64_t n_panels : {0, 1, 3}) {
+    for (int64_t k_steps : {8, 13, 24, 41}) {
+      const int64_t max_iters = k_steps / kStreamSteps;
+      for (int64_t iters : {int64_t{0}, int64_t{1}, max_iters}) {
+        for (int64_t panels : {int64_t{0}, n_panels / 2, n_panels}) {
+          if (n_panels == 0 && key.tail_vecs == 0) continue;
+          const int tail_cols =
+              key.tail_vecs == 0 ? 0 : (key.tail_vecs - 1) * lanes + 1 + rng() % lanes;
+          const uint32_t seed = rng();
+          std::mt19937 r1(seed), r2(seed);
+          KernelCall want(key, n_panels, k_steps, iters, panels, tail_cols, r1);
+          KernelCall got(key, n_panels, k_steps, iters, panels, tail_cols, r2);
+          want.args.key = &key;
+          PortableMicroKernel(&want.args);
+          (*fn)(&got.args);
+          const std::string label = fmt::format("{} panels={} k_steps={} iters={} streamed={}",
+                                                key.Name(), n_panels, k_steps, iters, panels);
+          EXPECT_EQ(got.c, want.c) << label;
+          EXPECT_EQ(got.dst, want.dst) << label;
+          EXPECT_EQ(got.src, want.src) << label;
+        }
+      }
+    }
+  }
+}
+
+// Every streaming key of `isa` with nr `nr`: f32 and bf16 sources.
 void CheckStreamingKernels(IsaLevel isa, int nr, int lanes) {
   std::mt19937 rng(17);
-  for (int rows = 1; rows <= 6; ++rows) {
-    for (int tail_vecs = 0; tail_vecs <= 2; ++tail_vecs) {
-      const KernelKey key{PanelLayout::kF32, isa, 6, nr, rows, tail_vecs, /*stream_b=*/true};
-      absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
-      ASSERT_TRUE(fn.ok()) << key.Name() << ": " << fn.status();
-      for (int64_t n_panels : {0, 1, 3}) {
-        for (int64_t k_steps : {8, 13, 24, 41}) {
-          const int64_t max_iters = k_steps / kStreamSteps;
-          for (int64_t iters : {int64_t{0}, int64_t{1}, max_iters}) {
-            for (int64_t panels : {int64_t{0}, n_panels / 2, n_panels}) {
-              if (n_panels == 0 && tail_vecs == 0) continue;
-              const int tail_cols =
-                  tail_vecs == 0 ? 0 : (tail_vecs - 1) * lanes + 1 + rng() % lanes;
-              const uint32_t seed = rng();
-              std::mt19937 r1(seed), r2(seed);
-              KernelCall want(key, n_panels, k_steps, iters, panels, tail_cols, r1);
-              KernelCall got(key, n_panels, k_steps, iters, panels, tail_cols, r2);
-              want.args.key = &key;
-              PortableMicroKernel(&want.args);
-              (*fn)(&got.args);
-              const std::string label = fmt::format("{} panels={} k_steps={} iters={} streamed={}",
-                                                    key.Name(), n_panels, k_steps, iters, panels);
-              EXPECT_EQ(got.c, want.c) << label;
-              EXPECT_EQ(got.dst, want.dst) << label;
-              EXPECT_EQ(got.src, want.src) << label;
-            }
-          }
-        }
+  for (StreamSource source : {StreamSource::kF32, StreamSource::kBf16}) {
+    for (int rows = 1; rows <= 6; ++rows) {
+      for (int tail_vecs = 0; tail_vecs <= 2; ++tail_vecs) {
+        CheckStreamingKernel({PanelLayout::kF32, isa, 6, nr, rows, tail_vecs, source}, lanes,
+                             rng);
       }
     }
   }
@@ -175,19 +194,21 @@ TEST(StreamingKernels, MatchThePortableKernelAvx512) {
 
 TEST(StreamingKernels, OnlyForTheF32Layout) {
   EXPECT_FALSE(KernelCache::Global()
-                   .Get({PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 6, 0, true})
+                   .Get({PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 6, 0,
+                         StreamSource::kBf16})
                    .ok());
   EXPECT_FALSE(
-      KernelCache::Global().Get({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 32, 32, 32, 0, true})
+      KernelCache::Global()
+          .Get({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 32, 32, 32, 0, StreamSource::kBf16})
           .ok());
-  const KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, true};
-  EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t1_s");
+  const KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, StreamSource::kBf16};
+  EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t1_sbf16");
 }
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
 // iterations per tile, some rows left to pack after the tiles, tail panels.
-GemmPlan SmallStreamingPlan(IsaLevel isa, bool portable) {
-  GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, CacheSizes{});
+GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable) {
+  GemmPlan plan = MakePlan(isa, type, CacheSizes{});
   plan.mc = 2 * plan.mr;
   plan.kc = 24;
   plan.nc = 2 * plan.nr;
@@ -203,12 +224,13 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
       for (int64_t k : {8, 24, 25, 50, 73}) {
         Case c;
         c.shape = {m, n, k};
+        c.bf16_in = seed % 2 == 1;  // widened as it is copied
         c.accumulate = seed % 3 == 1;
         c.out_bf16 = seed % 5 == 2;
         c.pad = seed % 4 == 3 ? 5 : 0;
         c.threads = seed % 7 == 4 ? 2 : 1;
         Problem p(c, 4000 + ++seed);
-        const GemmPlan plan = SmallStreamingPlan(isa, portable);
+        const GemmPlan plan = SmallStreamingPlan(isa, p.args.type, portable);
         streamed += StreamsB(plan, p.args);
         p.Check(fmt::format("{}{} streaming", IsaName(isa), portable ? " portable" : ""),
                 [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
@@ -236,14 +258,18 @@ TEST(StreamingProducts, MatchTheOracleWithPortableKernels) {
 TEST(StreamingProducts, MatchTheOracleWithHostBlocking) {
   for (IsaLevel isa : HostIsaLevels()) {
     if (isa == IsaLevel::kReference) continue;
-    GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, HostCaches());
-    Case c;
-    c.shape = {plan.mc + 50, 2 * plan.nc + 37, 2 * plan.kc + 61};
-    c.accumulate = true;
-    Problem p(c, 77);
-    EXPECT_EQ(StreamsB(plan, p.args), plan.layout == PanelLayout::kF32) << IsaName(isa);
-    p.Check(std::string(IsaName(isa)) + " host blocking",
-            [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
+    for (bool bf16_in : {false, true}) {
+      Case c;
+      c.bf16_in = bf16_in;
+      GemmPlan plan = MakePlan(isa, c.bf16_in ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32,
+                               HostCaches());
+      c.shape = {plan.mc + 50, 2 * plan.nc + 37, 2 * plan.kc + 61};
+      c.accumulate = true;
+      Problem p(c, 77);
+      EXPECT_EQ(StreamsB(plan, p.args), plan.layout == PanelLayout::kF32) << IsaName(isa);
+      p.Check(std::string(IsaName(isa)) + " host blocking",
+              [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
+    }
   }
 }
 

@@ -41,12 +41,14 @@ std::vector<KernelKey> Keys() {
       keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, tail});
     }
   }
-  // Streaming kernels (f32 only).
-  for (int rows : {1, 5, 6}) {
-    for (int tail : {0, 1, 4}) {
-      keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, 6, 64, rows, tail, true});
+  // Streaming kernels (kF32 layout), of f32 and of bf16 widened.
+  for (StreamSource source : {StreamSource::kF32, StreamSource::kBf16}) {
+    for (int rows : {1, 5, 6}) {
+      for (int tail : {0, 1, 4}) {
+        keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, 6, 64, rows, tail, source});
+      }
+      keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, 1, source});
     }
-    keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, 1, true});
   }
   return keys;
 }
@@ -78,9 +80,10 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
       return false;
     }
     const int lanes = key.isa == IsaLevel::kAvx2 ? 8 : 16;
+    const bool streams = key.stream != StreamSource::kNone;
     for (int n_panels : {0, 1, 2}) {
       if (n_panels == 0 && key.tail_vecs == 0) continue;
-      for (int k_steps : key.stream_b ? std::vector<int>{8, 17} : std::vector<int>{1, 5, 8}) {
+      for (int k_steps : streams ? std::vector<int>{8, 17} : std::vector<int>{1, 5, 8}) {
         for (int accumulate : {0, 1}) {
           const int tail_cols =
               key.tail_vecs == 0 ? 0 : (key.tail_vecs - 1) * lanes + 1 + rng() % lanes;
@@ -104,17 +107,22 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
           // Streaming: rows of a row-major source (padded rows) into packed panels with room
           // past the copied rows, which must stay as they were.
-          const int64_t iters = key.stream_b ? k_steps / kStreamSteps : 0;
+          const int64_t iters = streams ? k_steps / kStreamSteps : 0;
+          const int elem = StreamElementBytes(key.stream);
           const int64_t src_stride = (n_panels + 2) * key.nr + 3;
           const int64_t dst_panel = iters * key.nr + 16;
-          std::vector<uint32_t> src(key.stream_b ? iters * src_stride + 16 : 0);
-          for (uint32_t& x : src) x = value(key.layout);
-          std::vector<float> dst_in(key.stream_b ? std::max(n_panels, 1) * dst_panel : 0, -100.0f);
+          std::vector<uint8_t> src(streams ? (iters * src_stride + 16) * elem : 0);
+          for (size_t at = 0; at < src.size(); at += elem) {
+            const uint32_t x = value(PanelLayout::kF32);  // an f32 small integer
+            const uint16_t high = static_cast<uint16_t>(x >> 16);  // exact in bf16
+            std::memcpy(&src[at], elem == 4 ? static_cast<const void*>(&x) : &high, elem);
+          }
+          std::vector<float> dst_in(streams ? std::max(n_panels, 1) * dst_panel : 0, -100.0f);
           std::vector<float> dst_want = dst_in;
-          if (key.stream_b) {
+          if (streams) {
             args.stream_src = src.data();
             args.stream_dst = dst_want.data();
-            args.stream_src_stride = src_stride * 4;
+            args.stream_src_stride = src_stride * elem;
             args.stream_dst_panel_stride = dst_panel * 4;
             args.stream_iters = iters;
             args.stream_panels = accumulate ? n_panels : n_panels / 2;
@@ -126,7 +134,7 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           args.b = reinterpret_cast<const void*>(kGuestB);
           args.c = reinterpret_cast<float*>(kGuestC);
           args.key = nullptr;
-          if (key.stream_b) {
+          if (streams) {
             args.stream_src = reinterpret_cast<const void*>(kGuestStreamSrc);
             args.stream_dst = reinterpret_cast<void*>(kGuestStreamDst);
           }
@@ -141,10 +149,10 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
                       {kGuestC, Bytes(c_in.data(), c_in.size() * 4)},
                       {kGuestArgs, Bytes(&args, sizeof(args))}};
           c.checks = {{kGuestC, Bytes(want.data(), want.size() * 4), "f32", 0, {}}};
-          if (key.stream_b) {
+          if (streams) {
             c.description += " stream_iters=" + std::to_string(args.stream_iters) +
                              " stream_panels=" + std::to_string(args.stream_panels);
-            c.writes.push_back({kGuestStreamSrc, Bytes(src.data(), src.size() * 4)});
+            c.writes.push_back({kGuestStreamSrc, Bytes(src.data(), src.size())});
             c.writes.push_back({kGuestStreamDst, Bytes(dst_in.data(), dst_in.size() * 4)});
             c.checks.push_back(
                 {kGuestStreamDst, Bytes(dst_want.data(), dst_want.size() * 4), "f32", 0, {}});
