@@ -51,17 +51,6 @@ void GemmKernelAvx2::EmitAddC(int row, int vec, const Xbyak::Address& c, bool ta
   }
 }
 
-void GemmKernelAvx2::EmitCopyVector(const Xbyak::Address& dst, const Xbyak::Address& src,
-                                bool bf16) {
-  if (bf16) {
-    vpmovzxwd(B(0), src);  // a bf16 is the high half of its f32
-    vpslld(B(0), B(0), 16);
-  } else {
-    vmovups(B(0), src);
-  }
-  vmovups(dst, B(0));
-}
-
 void GemmKernelAvx2::EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) {
   if (tail) {
     vmaskmovps(c, TailMask(vec), Acc(row, vec));

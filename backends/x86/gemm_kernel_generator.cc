@@ -104,10 +104,16 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
 
 void GemmKernelGenerator::EmitStreamCopy() {
   const int src_bytes = StreamElementBytes(key_.stream);
+  const Xbyak::Xmm v = CopyRegister();
   for (int j = 0; j < vecs_; ++j) {
-    EmitCopyVector(ptr[reg_stream_dst + j * lanes_ * 4],
-                   ptr[reg_stream_src + j * lanes_ * src_bytes],
-                   key_.stream == StreamSource::kBf16);
+    const Xbyak::Address src = ptr[reg_stream_src + j * lanes_ * src_bytes];
+    if (key_.stream == StreamSource::kBf16) {
+      vpmovzxwd(v, src);  // a bf16 is the high half of its f32
+      vpslld(v, v, 16);
+    } else {
+      vmovups(v, src);
+    }
+    vmovups(ptr[reg_stream_dst + j * lanes_ * 4], v);
   }
 }
 

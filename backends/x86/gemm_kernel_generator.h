@@ -27,10 +27,8 @@ class GemmKernelGenerator : public JitGenerator {
   // Accumulator (row, vec) += C at `c`; stores it to `c`. `tail`: the vector is masked.
   virtual void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
   virtual void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
-  // Copies one vector of f32 to `dst` from `src` (f32, or bf16 widened when `bf16`) through a
-  // register free between two k steps.
-  virtual void EmitCopyVector(const Xbyak::Address& dst, const Xbyak::Address& src,
-                              bool bf16) = 0;
+  // A full-width vector register free between two k steps (for the streaming copy).
+  virtual Xbyak::Xmm CopyRegister() const = 0;
 
   // Emits body(row) for each row of the tile, with reg_c_row at that row of C.
   template <typename Body>
