@@ -27,7 +27,7 @@ if [ "${1:-}" = "--ci" ]; then
                 //runtime/distributed:tcp_store_test)
 else
   asan_targets=(//runtime:all //runtime/distributed:all //ir:all //passes:all //tools:all
-                //backends/x86:gemm_test
+                //backends/x86:gemm_test //backends/x86:gemm_stream_test
                 //backends/x86:copy_kernels_test
                 //tests:collectives_test_2threads //tests:collectives_errors_test_1threads
                 //tests:cancellation_test //tests:ragged_all_to_all_test_2threads
