@@ -177,7 +177,8 @@ absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
   plan_ = &plan;
   const int partial_rows = static_cast<int>(args.shape.m % plan.mr);
   const int tail_vecs = static_cast<int>(CeilDiv(args.shape.n % plan.nr, plan.lanes));
-  const StreamSource source = !StreamsB(plan, args)                 ? StreamSource::kNone
+  streams_b_ = StreamsB(plan, args);
+  const StreamSource source = !streams_b_                           ? StreamSource::kNone
                               : args.type == GemmType::kBf16Bf16F32 ? StreamSource::kBf16
                                                                     : StreamSource::kF32;
   for (bool stream : {false, true}) {
@@ -255,7 +256,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
   const int64_t nc_max = std::min(plan.nc, RoundUp(n, nr));
   const int64_t mc_max = std::min(plan.mc, RoundUp(m, mr));
   // Streaming B: two packed blocks, the one in use and the next (see StreamsB).
-  const bool stream_b = StreamsB(plan, g);
+  const bool stream_b = kernels.streams_b();
   const int64_t b_block_bytes = steps_max * nc_max * 4;
   auto* b_buf = static_cast<uint8_t*>(scratch->b.Get((stream_b ? 2 : 1) * b_block_bytes));
   // With several column blocks, A is packed once, during the first, and kept for the others.
@@ -276,6 +277,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
     return absl::ResourceExhaustedError("gemm: cannot allocate packing buffers");
   }
 
+  scratch->streamed_rows = 0;
   MicroKernelArgs args;
   args.stream_src_stride = b.row_stride * (bf16_in ? 2 : 4);
   int packed = 0;  // streaming B: the half of b_buf that holds the current block
@@ -330,6 +332,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
           const bool stream = stream_b && ic == last_ic && next.StartTile(&args);
           kernels.Call(rows, tail_vecs, stream, &args);
           if (stream) next.copied_rows += args.stream_iters;
+          if (stream) scratch->streamed_rows += args.stream_iters;
         }
         if (g.out_bf16 && last) {
           Narrow(c_block, ldc, static_cast<uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, mc, nc);

@@ -45,6 +45,8 @@ class KernelSet {
   absl::Status Prepare(const GemmPlan& plan, const GemmArgs& args);
   // `stream`: the streaming kernel (see StreamsB).
   void Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const;
+  // Whether the product streams B (StreamsB, decided once, in Prepare).
+  bool streams_b() const { return streams_b_; }
 
  private:
   static int Index(bool partial_rows, bool tail, bool stream) {
@@ -52,6 +54,7 @@ class KernelSet {
   }
 
   const GemmPlan* plan_ = nullptr;
+  bool streams_b_ = false;
   KernelKey keys_[8];
   MicroKernelFn fns_[8] = {};
 };
@@ -89,6 +92,9 @@ struct GemmScratch {
   // keep the largest packed operand they ever saw (refilling one costs page faults only, small
   // against a GEMM that needs so much).
   static constexpr size_t kKeepBytes = size_t{32} << 20;
+  // Rows of B blocks that the last RunBlocked call's kernels copied while they computed
+  // (streaming B); for tests and profiles.
+  int64_t streamed_rows = 0;
   void Trim() {
     a.Trim(kKeepBytes);
     b.Trim(kKeepBytes);

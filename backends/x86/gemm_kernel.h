@@ -11,7 +11,7 @@
 // to
 //   stream_dst + p * stream_dst_panel_stride + i * NR * 4  (k step i of the packed panel p)
 // and prefetches the same row of panel p + 1 (the copy of panel p + 1 then reads cache), in the
-// last streamed panel the line stream_last_ahead bytes past the one it copies (the driver points
+// last streamed panel the row stream_last_ahead bytes past the one it copies (the driver points
 // it at the first panel's rows of its next call).
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_

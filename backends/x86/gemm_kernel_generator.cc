@@ -52,8 +52,8 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     Label stream_loop, streamed;
     cmp(reg_stream_panels, 0);
     jle(streamed, T_NEAR);
-    mov(reg_c_row, ptr[reg_args + offsetof(MicroKernelArgs, stream_iters)]);
-    test(reg_c_row, reg_c_row);
+    mov(reg_stream_count, ptr[reg_args + offsetof(MicroKernelArgs, stream_iters)]);
+    test(reg_stream_count, reg_stream_count);
     jz(streamed, T_NEAR);
     mov(reg_stream_src, reg_stream_src_panel);
     mov(reg_stream_dst, reg_stream_dst_panel);
@@ -77,7 +77,7 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     add(reg_a, kStreamSteps * key_.mr * 4);
     add(reg_b, kStreamSteps * key_.nr * 4);
     sub(reg_k, kStreamSteps);
-    dec(reg_c_row);
+    dec(reg_stream_count);
     jnz(stream_loop, T_NEAR);
     L(streamed);
   }

@@ -57,15 +57,16 @@ class GemmKernelGenerator : public JitGenerator {
   const Xbyak::Reg64 reg_b_panel = r11;
   const Xbyak::Reg64 reg_c_row = rax;
   // Streaming kernels: source and destination of the copy in the current k loop and at the
-  // current panel's start, the distance from the source to what is prefetched, and the panels
-  // left to stream into (<= 0: none). reg_c_row, free until C is stored, counts the copy's
-  // iterations.
+  // current panel's start, the distance from the source to what is prefetched, the panels left
+  // to stream into (<= 0: none), and the copy's iterations left (reg_c_row's register, free in
+  // the k loop).
   const Xbyak::Reg64 reg_stream_src = rbx;
   const Xbyak::Reg64 reg_stream_dst = rbp;
   const Xbyak::Reg64 reg_stream_src_panel = r12;
   const Xbyak::Reg64 reg_stream_dst_panel = r13;
   const Xbyak::Reg64 reg_stream_ahead = r14;
   const Xbyak::Reg64 reg_stream_panels = r15;
+  const Xbyak::Reg64 reg_stream_count = rax;
 
  private:
   void GenerateBody() final;

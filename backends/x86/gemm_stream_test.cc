@@ -254,6 +254,36 @@ TEST(StreamingProducts, MatchTheOracleWithPortableKernels) {
   }
 }
 
+// The kernels themselves copy rows of the next block (were they never to, the rows packed after
+// the tiles would still give right results): the driver's count, per level, generated and
+// portable; none for a product of more row blocks.
+TEST(StreamingProducts, KernelsCopyRowsWhileTheyCompute) {
+  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    for (bool portable : {false, true}) {
+      if (!portable && isa > DetectedIsa()) continue;
+      for (int64_t m : {30, 100}) {
+        Case c;
+        c.shape = {m, 95, 50};
+        Problem p(c, 91);
+        const GemmPlan plan = SmallStreamingPlan(isa, p.args.type, portable);
+        KernelSet kernels;
+        ASSERT_TRUE(kernels.Prepare(plan, p.args).ok());
+        const bool streams = m <= kStreamRowBlocks * plan.mc;
+        EXPECT_EQ(kernels.streams_b(), streams);
+        GemmScratch scratch;
+        const std::string label =
+            fmt::format("{}{} m={}", IsaName(isa), portable ? " portable" : "", m);
+        p.Check(label, [&](const GemmArgs& g) { return RunBlocked(g, plan, kernels, &scratch); });
+        if (streams) {
+          EXPECT_GT(scratch.streamed_rows, 0) << label;
+        } else {
+          EXPECT_EQ(scratch.streamed_rows, 0) << label;
+        }
+      }
+    }
+  }
+}
+
 // The host's own blocking: balanced depth and column blocks of full size, two row blocks.
 TEST(StreamingProducts, MatchTheOracleWithHostBlocking) {
   for (IsaLevel isa : HostIsaLevels()) {
