@@ -24,11 +24,14 @@ Allocator* HostAllocator();
 // Blocks from this size up are backed by transparent huge pages where the system allows it.
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
-// Heap memory for array storage, 64-byte aligned, freed with std::free; nullptr when out of
-// memory. A block of kHugePageBytes or more starts on a huge page boundary and is advised for
-// transparent huge pages: a walk down the rows of a large matrix (packing a GEMM operand, a
-// strided slice) touches a new 4 KiB page per row, and huge pages keep those TLB misses away.
+// Memory for array storage, 64-byte aligned, freed with FreeStorage(p, bytes) (the same bytes);
+// nullptr when out of memory. A block of kHugePageBytes or more is mapped on its own, starts on a
+// huge page boundary and is advised for transparent huge pages: a walk down the rows of a large
+// matrix (packing a GEMM operand, a strided slice) touches a new 4 KiB page per row, and huge
+// pages keep those TLB misses away. (Mapped apart from malloc's heap, so that the advice ends
+// with the block.) Smaller blocks come from the heap.
 void* AllocateStorage(size_t bytes);
+void FreeStorage(void* p, size_t bytes);
 
 }  // namespace shardjit::ir
 

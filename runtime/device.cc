@@ -25,18 +25,18 @@ size_t AccountingAllocator::cached_bytes() const {
 }
 
 void AccountingAllocator::ReleaseCached() {
-  std::vector<void*> blocks;
+  std::vector<LargeBlock> blocks;  // (bytes, ptr), freed without the lock
   {
     std::lock_guard<SpinMutex> lock(mu_);
-    for (std::vector<void*>& kept : free_) {
-      blocks.insert(blocks.end(), kept.begin(), kept.end());
-      kept.clear();
+    for (int cls = 0; cls < kClasses; ++cls) {
+      for (void* p : free_[cls]) blocks.push_back({ClassBytes(cls), p});
+      free_[cls].clear();
     }
-    for (const LargeBlock& b : large_free_) blocks.push_back(b.ptr);
+    blocks.insert(blocks.end(), large_free_.begin(), large_free_.end());
     large_free_.clear();
     cached_bytes_ = cached_large_bytes_ = 0;
   }
-  for (void* p : blocks) std::free(p);
+  for (const LargeBlock& b : blocks) ir::FreeStorage(b.ptr, b.bytes);
 }
 
 void* AccountingAllocator::Allocate(size_t bytes) {
@@ -98,12 +98,12 @@ void AccountingAllocator::Deallocate(void* ptr, size_t bytes) {
       return;
     }
   }
-  std::free(ptr);
+  ir::FreeStorage(ptr, ClassBytes(cls));
 }
 
 void AccountingAllocator::DeallocateLarge(void* ptr, size_t bytes) {
   const size_t block = LargeClassBytes(bytes);
-  std::vector<void*> evicted;  // freed without the lock
+  std::vector<LargeBlock> evicted;  // freed without the lock
   {
     std::lock_guard<SpinMutex> lock(mu_);
     // A block is at most 1/8 larger than its request: the bound holds the peak's blocks.
@@ -112,7 +112,7 @@ void AccountingAllocator::DeallocateLarge(void* ptr, size_t bytes) {
     if (block <= bound) {
       // The blocks kept longest go first: they serve sizes the program no longer asks for.
       while (cached_large_bytes_ + block > bound) {
-        evicted.push_back(large_free_.front().ptr);
+        evicted.push_back(large_free_.front());
         cached_large_bytes_ -= large_free_.front().bytes;
         large_free_.pop_front();
       }
@@ -121,8 +121,8 @@ void AccountingAllocator::DeallocateLarge(void* ptr, size_t bytes) {
       ptr = nullptr;
     }
   }
-  for (void* p : evicted) std::free(p);
-  std::free(ptr);
+  for (const LargeBlock& b : evicted) ir::FreeStorage(b.ptr, b.bytes);
+  ir::FreeStorage(ptr, block);
 }
 
 }  // namespace shardjit::runtime

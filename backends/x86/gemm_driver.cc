@@ -211,7 +211,7 @@ void KernelSet::Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args
   }
 }
 
-void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
+void FreeAlignedBlock::operator()(void* p) const { ir::FreeStorage(p, bytes); }
 
 void AlignedBuffer::Trim(size_t max_bytes) {
   if (size_ <= max_bytes) return;
@@ -221,10 +221,13 @@ void AlignedBuffer::Trim(size_t max_bytes) {
 
 void* AlignedBuffer::Get(size_t bytes) {
   if (bytes > size_) {
-    size_ = RoundUp(static_cast<int64_t>(bytes), 4096);
-    data_.reset(size_ >= ir::kHugePageBytes ? ir::AllocateStorage(size_)
-                                            : std::aligned_alloc(4096, size_));
-    if (data_ == nullptr) size_ = 0;
+    const size_t size = RoundUp(static_cast<int64_t>(bytes), 4096);
+    data_.reset();
+    // Page aligned; from 2 MiB on, on huge pages (ir::AllocateStorage).
+    void* p =
+        size >= ir::kHugePageBytes ? ir::AllocateStorage(size) : std::aligned_alloc(4096, size);
+    data_ = std::unique_ptr<void, FreeAlignedBlock>(p, FreeAlignedBlock{size});
+    size_ = p == nullptr ? 0 : size;
   }
   return data_.get();
 }

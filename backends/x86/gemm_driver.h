@@ -69,6 +69,12 @@ class KernelSet {
 inline constexpr int64_t kStreamRowBlocks = 4;
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 
+// Frees an AlignedBuffer's block (ir::FreeStorage with the size it was allocated with).
+struct FreeAlignedBlock {
+  size_t bytes = 0;
+  void operator()(void* p) const;
+};
+
 // Grow-only page-aligned buffer.
 class AlignedBuffer {
  public:
@@ -78,10 +84,7 @@ class AlignedBuffer {
   void Trim(size_t max_bytes);
 
  private:
-  struct Free {
-    void operator()(void* p) const;
-  };
-  std::unique_ptr<void, Free> data_;
+  std::unique_ptr<void, FreeAlignedBlock> data_;
   size_t size_ = 0;
 };
 

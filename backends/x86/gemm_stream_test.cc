@@ -313,7 +313,7 @@ TEST(AllocateStorage, AlignsLargeBlocksToHugePages) {
     if (bytes >= ir::kHugePageBytes) EXPECT_EQ(address % ir::kHugePageBytes, 0u) << bytes;
     std::memset(p, 0x5a, bytes);
     EXPECT_EQ(static_cast<unsigned char*>(p)[bytes - 1], 0x5a);
-    std::free(p);
+    ir::FreeStorage(p, bytes);
   }
 }
 
