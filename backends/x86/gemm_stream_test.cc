@@ -310,7 +310,9 @@ TEST(AllocateStorage, AlignsLargeBlocksToHugePages) {
     ASSERT_NE(p, nullptr) << bytes;
     const auto address = reinterpret_cast<uintptr_t>(p);
     EXPECT_EQ(address % 64, 0u) << bytes;
-    if (bytes >= ir::kHugePageBytes) EXPECT_EQ(address % ir::kHugePageBytes, 0u) << bytes;
+    if (bytes >= ir::kHugePageBytes) {
+      EXPECT_EQ(address % ir::kHugePageBytes, 0u) << bytes;
+    }
     std::memset(p, 0x5a, bytes);
     EXPECT_EQ(static_cast<unsigned char*>(p)[bytes - 1], 0x5a);
     ir::FreeStorage(p, bytes);
