@@ -81,11 +81,10 @@ struct NextBlock {
   // Packs what the kernels did not copy.
   void PackRest() {
     if (rows == 0) return;
-    if (copied_rows < rows) {
-      PackBRows(b, k0, rows, copied_rows, rows - copied_rows, col0, streamed_panels * nr, nr,
-                packed);
-    }
     const int64_t done_cols = streamed_panels * nr;
+    if (done_cols > 0 && copied_rows < rows) {
+      PackBRows(b, k0, rows, copied_rows, rows - copied_rows, col0, done_cols, nr, packed);
+    }
     if (done_cols < cols) {
       PackBRows(b, k0, rows, 0, rows, col0 + done_cols, cols - done_cols, nr,
                 packed + streamed_panels * rows * nr * 4);
