@@ -4,8 +4,11 @@
 // device allocator, as a program does (which keeps freed blocks: a fresh 256 MiB tgmm result
 // would be page-faulted anew on every call). GFLOPS counts the rows actually multiplied
 // (2 * sum(group_sizes) * k * n). Group sizes: uniform, skewed (group i gets a share ~ 1/(i+1)),
-// and half empty (every other group empty, the rest uniform).
+// and half empty (every other group empty, the rest uniform). With 64 groups, "paired_with_dense"
+// calls the grouped kernel and the dense GEMM in turn and reports the median ratio of their rates.
 //   bazel run -c opt //bench:gmm -- --benchmark_filter='m:4096'
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -109,17 +112,23 @@ void Finish(benchmark::State& state, double flops) {
       benchmark::Counter(flops * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// One grouped call, its result from the device allocator.
+absl::Status RunGrouped(const Setup& s) {
+  absl::StatusOr<std::vector<Tensor>> out =
+      backends::x86::GroupedMatmul(s.op, s.operands, DeviceAllocator());
+  if (!out.ok()) return out.status();
+  benchmark::DoNotOptimize(out->front().data());
+  return absl::OkStatus();
+}
+
 void BM_Grouped(benchmark::State& state, const Problem& p) {
   const Setup s = MakeSetup(p);
   backends::ScopedParallelism parallel(AllCores());
   for (auto _ : state) {
-    absl::StatusOr<std::vector<Tensor>> out =
-        backends::x86::GroupedMatmul(s.op, s.operands, DeviceAllocator());
-    if (!out.ok()) {
-      state.SkipWithError(std::string(out.status().message()).c_str());
+    if (absl::Status st = RunGrouped(s); !st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
       break;
     }
-    benchmark::DoNotOptimize(out->front().data());
   }
   Finish(state, s.flops);
 }
@@ -171,29 +180,81 @@ void BM_PerGroupLoop(benchmark::State& state, const Problem& p) {
 
 // One dense GEMM of the grouped product's size on every core: [m,k] x [k,n] for gmm, [k,m] x
 // [m,n] for tgmm.
-void BM_Dense(benchmark::State& state, const Problem& p) {
-  const Tensor a = Filled(p.dtype, p.tgmm ? std::vector<int64_t>{p.k, p.m}
-                                          : std::vector<int64_t>{p.m, p.k});
-  const Tensor b = Filled(p.dtype, p.tgmm ? std::vector<int64_t>{p.m, p.n}
-                                          : std::vector<int64_t>{p.k, p.n});
-  backends::x86::GemmArgs args;
-  args.type = p.dtype == DType::kBF16 ? backends::x86::GemmType::kBf16Bf16F32
-                                      : backends::x86::GemmType::kF32F32F32;
-  args.shape = p.tgmm ? backends::x86::GemmShape{p.k, p.n, p.m}
-                      : backends::x86::GemmShape{p.m, p.n, p.k};
-  args.a = a.data();
-  args.b = b.data();
-  args.parallel = AllCores();
-  for (auto _ : state) {
-    Tensor c = Tensor::Empty({DType::kF32, {p.tgmm ? p.k : p.m, p.n}}, DeviceAllocator());
+struct Dense {
+  explicit Dense(const Problem& p)
+      : a(Filled(p.dtype, p.tgmm ? std::vector<int64_t>{p.k, p.m}
+                                 : std::vector<int64_t>{p.m, p.k})),
+        b(Filled(p.dtype, p.tgmm ? std::vector<int64_t>{p.m, p.n}
+                                 : std::vector<int64_t>{p.k, p.n})),
+        result_type({DType::kF32, {p.tgmm ? p.k : p.m, p.n}}),
+        flops(2.0 * static_cast<double>(p.m) * p.k * p.n) {
+    args.type = p.dtype == DType::kBF16 ? backends::x86::GemmType::kBf16Bf16F32
+                                        : backends::x86::GemmType::kF32F32F32;
+    args.shape = p.tgmm ? backends::x86::GemmShape{p.k, p.n, p.m}
+                        : backends::x86::GemmShape{p.m, p.n, p.k};
+    args.a = a.data();
+    args.b = b.data();
+    args.parallel = AllCores();
+  }
+  // One call, its result from the device allocator.
+  absl::Status Run() {
+    Tensor c = Tensor::Empty(result_type, DeviceAllocator());
     args.c = c.data();
-    if (absl::Status st = backends::x86::Gemm(args); !st.ok()) {
+    absl::Status st = backends::x86::Gemm(args);
+    benchmark::DoNotOptimize(c.data());
+    return st;
+  }
+
+  Tensor a, b;
+  ir::ShapedType result_type;
+  double flops;
+  backends::x86::GemmArgs args;
+};
+
+void BM_Dense(benchmark::State& state, const Problem& p) {
+  Dense dense(p);
+  for (auto _ : state) {
+    if (absl::Status st = dense.Run(); !st.ok()) {
       state.SkipWithError(std::string(st.message()).c_str());
       break;
     }
-    benchmark::DoNotOptimize(c.data());
   }
-  Finish(state, 2.0 * static_cast<double>(p.m) * p.k * p.n);
+  Finish(state, dense.flops);
+}
+
+// The grouped call and the dense GEMM of the same size called in turn (which goes first
+// alternates), each timed alone: the median over pairs of the grouped rate over the dense rate
+// ("ratio"). Two calls a few ms apart see the same state of this shared machine, which drifts
+// between benchmarks more than between two calls.
+void BM_PairedWithDense(benchmark::State& state, const Problem& p) {
+  const Setup s = MakeSetup(p);
+  Dense dense(p);
+  backends::ScopedParallelism parallel(AllCores());
+  std::vector<double> ratios;
+  auto timed = [](auto call) -> absl::StatusOr<double> {
+    const auto start = std::chrono::steady_clock::now();
+    if (absl::Status st = call(); !st.ok()) return st;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (auto _ : state) {
+    absl::StatusOr<double> grouped, dense_s;
+    if (ratios.size() % 2 == 0) {
+      grouped = timed([&] { return RunGrouped(s); });
+      dense_s = timed([&] { return dense.Run(); });
+    } else {
+      dense_s = timed([&] { return dense.Run(); });
+      grouped = timed([&] { return RunGrouped(s); });
+    }
+    if (!grouped.ok() || !dense_s.ok()) {
+      state.SkipWithError("a call failed");
+      break;
+    }
+    // The same flops (the groups cover every row): the rates' ratio is the times' inverse.
+    ratios.push_back(*dense_s / *grouped);
+  }
+  if (ratios.empty()) return;
+  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+  state.counters["ratio"] = ratios[ratios.size() / 2];
 }
 
 void RegisterAll() {
@@ -220,6 +281,11 @@ void RegisterAll() {
     benchmark::RegisterBenchmark((name + "/per_group_loop").c_str(), BM_PerGroupLoop, p)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
+    if (p.g == 64) {
+      benchmark::RegisterBenchmark((name + "/paired_with_dense").c_str(), BM_PairedWithDense, p)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
     if (p.sizes == std::string("uniform") && p.g == 8) {
       benchmark::RegisterBenchmark((name + "/dense").c_str(), BM_Dense, p)
           ->Unit(benchmark::kMillisecond)
