@@ -38,43 +38,49 @@ void Narrow(const float* src, int64_t ld_src, uint16_t* dst, int64_t ld_dst, int
   }
 }
 
-// Streaming B (see StreamsB): the next packed block, its rows copied by the kernels of the
+// Streaming B (see StreamsB): the next packed block, its k steps copied by the kernels of the
 // current block's last row tiles (`per_tile` each, in the first `streamed_panels` panels, those
-// the current tiles span) and the rest packed after them.
+// the current tiles span) and the rest packed after them. Only whole steps are copied (a bf16
+// pair's second row past the block's end is packed after the tiles).
 struct NextBlock {
   MatrixView b;
+  PanelLayout layout = PanelLayout::kF32;
   int64_t k0 = 0, col0 = 0;    // position in B
-  int64_t rows = 0, cols = 0;  // 0 rows: no next block
+  int64_t rows = 0, cols = 0;  // k values and columns; 0 rows: no next block
   int nr = 0;
   uint8_t* packed = nullptr;  // its panels
   int64_t streamed_panels = 0, per_tile = 0;
-  int64_t copied_rows = 0;  // rows [0, copied_rows) of the streamed panels are packed
+  int64_t copied_steps = 0;  // steps [0, copied_steps) of the streamed panels are packed
 
-  // Spreads the rows over `tiles` row tiles of `iters` k iterations each, in `panels` panels.
+  int64_t steps() const { return KSteps(layout, rows); }
+  // Source rows per step, and the steps whose rows are all in the block.
+  int64_t rows_per_step() const { return layout == PanelLayout::kBf16Pairs ? 2 : 1; }
+  int64_t whole_steps() const { return rows / rows_per_step(); }
+  // Spreads the steps over `tiles` row tiles of `iters` k iterations each, in `panels` panels.
   void Plan(int64_t tiles, int64_t iters, int64_t panels) {
     streamed_panels = rows > 0 ? std::min(panels, cols / nr) : 0;
-    per_tile = std::min(iters, CeilDiv(rows, tiles));
+    per_tile = std::min(iters, CeilDiv(whole_steps(), tiles));
   }
   // Sets the copy of the next row tile; false when it copies nothing.
   bool StartTile(MicroKernelArgs* args) const {
-    const int64_t count = std::min(per_tile, rows - copied_rows);
+    const int64_t count = std::min(per_tile, whole_steps() - copied_steps);
     if (streamed_panels == 0 || count <= 0) return false;
     const int elem = b.bf16 ? 2 : 4;
-    const int64_t row_bytes = b.row_stride * elem;
-    const auto* src =
-        static_cast<const char*>(b.data) + ((k0 + copied_rows) * b.row_stride + col0) * elem;
+    const int64_t row_bytes = b.row_stride * elem, step_bytes = row_bytes * rows_per_step();
+    const auto* src = static_cast<const char*>(b.data) +
+                      ((k0 + copied_steps * rows_per_step()) * b.row_stride + col0) * elem;
     // The kernel prefetches each panel's rows a panel ahead, and in its last panel the first
     // panel's rows of the next tile; the first tile's are prefetched here.
-    if (copied_rows == 0) {
-      for (int64_t r = 0; r < count; ++r) {
+    if (copied_steps == 0) {
+      for (int64_t r = 0; r < count * rows_per_step(); ++r) {
         for (int64_t line = 0; line < nr * elem; line += 64) {
           _mm_prefetch(src + r * row_bytes + line, _MM_HINT_T0);
         }
       }
     }
-    args->stream_last_ahead = count * row_bytes - (streamed_panels - 1) * nr * elem;
+    args->stream_last_ahead = count * step_bytes - (streamed_panels - 1) * nr * elem;
     args->stream_src = src;
-    args->stream_dst = packed + copied_rows * nr * 4;
+    args->stream_dst = packed + copied_steps * nr * 4;
     args->stream_iters = count;
     return true;
   }
@@ -82,12 +88,13 @@ struct NextBlock {
   void PackRest() {
     if (rows == 0) return;
     const int64_t done_cols = streamed_panels * nr;
-    if (done_cols > 0 && copied_rows < rows) {
-      PackBRows(b, k0, rows, copied_rows, rows - copied_rows, col0, done_cols, nr, packed);
+    if (done_cols > 0 && copied_steps < steps()) {
+      PackBSteps(b, layout, k0, rows, copied_steps, steps() - copied_steps, col0, done_cols, nr,
+                 packed);
     }
     if (done_cols < cols) {
-      PackBRows(b, k0, rows, 0, rows, col0 + done_cols, cols - done_cols, nr,
-                packed + streamed_panels * rows * nr * 4);
+      PackBSteps(b, layout, k0, rows, 0, steps(), col0 + done_cols, cols - done_cols, nr,
+                 packed + streamed_panels * steps() * nr * 4);
     }
   }
 };
@@ -98,6 +105,7 @@ NextBlock NextBlockOf(const MatrixView& b, const GemmPlan& plan, int64_t jc, int
                       int64_t k, int64_t n, uint8_t* packed) {
   NextBlock next;
   next.b = b;
+  next.layout = plan.layout;
   next.nr = plan.nr;
   next.packed = packed;
   const bool last_k = pc + plan.kc >= k;
@@ -168,7 +176,7 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
-  return plan.layout == PanelLayout::kF32 && args.b_col_stride == 1 &&
+  return plan.layout != PanelLayout::kAmxTiles && args.b_col_stride == 1 &&
          args.shape.m <= kStreamRowBlocks * plan.mc && !one_block;
 }
 
@@ -279,9 +287,11 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
     return absl::ResourceExhaustedError("gemm: cannot allocate packing buffers");
   }
 
-  scratch->streamed_rows = 0;
+  scratch->streamed_steps = 0;
   MicroKernelArgs args;
-  args.stream_src_stride = b.row_stride * (bf16_in ? 2 : 4);
+  // Bytes between copied steps: a row of B, two for bf16 pairs.
+  args.stream_src_stride = b.row_stride * (bf16_in ? 2 : 4) *
+                           (plan.layout == PanelLayout::kBf16Pairs ? 2 : 1);
   int packed = 0;  // streaming B: the half of b_buf that holds the current block
   const int64_t last_ic = (m - 1) / plan.mc * plan.mc;  // the row block that copies it
   if (stream_b) PackB(b, 0, kc_max, 0, std::min(plan.nc, n), plan.layout, nr, b_buf);
@@ -305,7 +315,7 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
       if (stream_b) {
         next = NextBlockOf(b, plan, jc, pc, k, n, b_buf + (1 - packed) * b_block_bytes);
         next.Plan(CeilDiv(m - last_ic, mr), steps / kStreamSteps, args.n_panels);
-        args.stream_dst_panel_stride = next.rows * nr * 4;
+        args.stream_dst_panel_stride = next.steps() * nr * 4;
         args.stream_panels = next.streamed_panels;
       }
       for (int64_t ic = 0; ic < m; ic += plan.mc) {
@@ -333,8 +343,8 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
           args.c = c_block + ir * ldc;
           const bool stream = stream_b && ic == last_ic && next.StartTile(&args);
           kernels.Call(rows, tail_vecs, stream, &args);
-          if (stream) next.copied_rows += args.stream_iters;
-          if (stream) scratch->streamed_rows += args.stream_iters;
+          if (stream) next.copied_steps += args.stream_iters;
+          if (stream) scratch->streamed_steps += args.stream_iters;
         }
         if (g.out_bf16 && last) {
           Narrow(c_block, ldc, static_cast<uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, mc, nc);

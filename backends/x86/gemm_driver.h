@@ -62,10 +62,11 @@ class KernelSet {
 // Streaming B: a product of a few row blocks (m <= kStreamRowBlocks * mc) uses each packed B
 // block for a few row tiles only, so packing B from memory would take much of its time. Such a
 // product keeps two packed blocks: while the kernels of the last row block's tiles compute on
-// one, they also copy rows of the next B block into the other (streaming kernels,
-// gemm_kernel.h), so that the memory reads overlap the arithmetic; what they do not copy (rows
+// one, they also copy k steps of the next B block into the other (streaming kernels,
+// gemm_kernel.h), so that the memory reads overlap the arithmetic; what they do not copy (steps
 // past their share, a tail panel) is packed after them. True for products in the kF32 layout
-// (f32, or bf16 widened) with B contiguous along n and more than one B block.
+// (f32, or bf16 widened) or the kBf16Pairs layout with B contiguous along n and more than one B
+// block.
 inline constexpr int64_t kStreamRowBlocks = 4;
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 
@@ -95,9 +96,9 @@ struct GemmScratch {
   // keep the largest packed operand they ever saw (refilling one costs page faults only, small
   // against a GEMM that needs so much).
   static constexpr size_t kKeepBytes = size_t{32} << 20;
-  // Rows of B blocks that the last RunBlocked call's kernels copied while they computed
+  // k steps of B blocks that the last RunBlocked call's kernels copied while they computed
   // (streaming B); for tests and profiles.
-  int64_t streamed_rows = 0;
+  int64_t streamed_steps = 0;
   void Trim() {
     a.Trim(kKeepBytes);
     b.Trim(kKeepBytes);

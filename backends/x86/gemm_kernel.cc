@@ -54,15 +54,21 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
       for (int64_t i = 0; i < args->stream_iters; ++i) {
         const char* src = static_cast<const char*>(args->stream_src) + p * key.nr * src_bytes +
                           i * args->stream_src_stride;
-        float* dst = reinterpret_cast<float*>(static_cast<char*>(args->stream_dst) +
-                                              p * args->stream_dst_panel_stride + i * key.nr * 4);
+        char* dst = static_cast<char*>(args->stream_dst) + p * args->stream_dst_panel_stride +
+                    i * key.nr * 4;
         for (int j = 0; j < key.nr; ++j) {
           if (key.stream == StreamSource::kF32) {
-            std::memcpy(dst + j, src + 4 * j, 4);
+            std::memcpy(dst + 4 * j, src + 4 * j, 4);
+          } else if (key.layout == PanelLayout::kBf16Pairs) {
+            uint16_t pair[2];
+            std::memcpy(&pair[0], src + 2 * j, 2);
+            std::memcpy(&pair[1], src + args->stream_src_stride / 2 + 2 * j, 2);
+            std::memcpy(dst + 4 * j, pair, 4);
           } else {
             uint16_t x;
             std::memcpy(&x, src + 2 * j, 2);
-            dst[j] = ir::bf16::ToFloat(x);
+            const float f = ir::bf16::ToFloat(x);
+            std::memcpy(dst + 4 * j, &f, 4);
           }
         }
       }

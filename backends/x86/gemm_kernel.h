@@ -5,13 +5,15 @@
 // with f32 accumulation, A and B read from packed panels (gemm_pack.h). A streaming kernel
 // (stream != kNone) also packs part of the next B block while it computes, so that the memory
 // reads of packing overlap the arithmetic: in each of the first stream_iters k iterations i (of
-// kStreamSteps steps) of each of the first stream_panels panels p, it copies NR elements of E
-// bytes (4 for f32, 2 for bf16, widened to f32: the kF32 layout) from
-//   stream_src + p * NR * E + i * stream_src_stride  (row i of a row-major B, panel p's columns)
-// to
-//   stream_dst + p * stream_dst_panel_stride + i * NR * 4  (k step i of the packed panel p)
-// and prefetches the same row of panel p + 1 (the copy of panel p + 1 then reads cache), in the
-// last streamed panel the row stream_last_ahead bytes past the one it copies (the driver points
+// kStreamSteps steps) of each of the first stream_panels panels p, it packs k step i of panel p
+// from the NR elements of E bytes (4 for f32, 2 for bf16) at
+//   src_i = stream_src + p * NR * E + i * stream_src_stride  (panel p's columns of a row-major B)
+// into
+//   stream_dst + p * stream_dst_panel_stride + i * NR * 4  (k step i of the packed panel p):
+// in the kF32 layout the row at src_i (bf16 widened to f32); in the kBf16Pairs layout the rows
+// at src_i and src_i + stream_src_stride / 2 interleaved into pairs (the step's two k values).
+// It prefetches the same rows of panel p + 1 (the copy of panel p + 1 then reads cache), in the
+// last streamed panel the rows stream_last_ahead bytes past the ones it copies (the driver points
 // it at the first panel's rows of its next call).
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
@@ -42,7 +44,8 @@ inline int64_t PackedAOffset(PanelLayout layout, int mr, int64_t step, int row) 
 // k steps per row of a streaming kernel's copy.
 inline constexpr int kStreamSteps = 8;
 
-// What a streaming kernel copies: nothing, f32 rows, or bf16 rows widened to f32.
+// What a streaming kernel copies: nothing, f32 rows, or bf16 rows (widened to f32 in the kF32
+// layout, interleaved in pairs in the kBf16Pairs layout).
 enum class StreamSource : int { kNone = 0, kF32 = 1, kBf16 = 2 };
 
 // Bytes per element of a stream's source (0 for kNone).
@@ -58,7 +61,8 @@ struct KernelKey {
   int nr = 0;         // columns of a packed B panel (its k-step stride is 4 * nr bytes)
   int rows = 0;       // rows computed, 1..mr
   int tail_vecs = 0;  // vectors computed in the masked tail panel; 0: no tail panel
-  StreamSource stream = StreamSource::kNone;  // copies part of the next B block (kF32 only)
+  // Copies part of the next B block: kF32 layout (f32 or bf16 source), kBf16Pairs (bf16).
+  StreamSource stream = StreamSource::kNone;
 
   bool operator==(const KernelKey& o) const {
     return layout == o.layout && isa == o.isa && mr == o.mr && nr == o.nr && rows == o.rows &&
@@ -91,7 +95,7 @@ struct MicroKernelArgs {
   // 0 <= stream_panels <= n_panels (the tail panel never streams).
   const void* stream_src = nullptr;
   void* stream_dst = nullptr;
-  int64_t stream_src_stride = 0;        // bytes between rows of the source
+  int64_t stream_src_stride = 0;        // bytes between copied steps (two rows for pairs)
   int64_t stream_dst_panel_stride = 0;  // bytes between destination panels
   int64_t stream_iters = 0;
   int64_t stream_panels = 0;

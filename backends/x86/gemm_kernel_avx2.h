@@ -24,7 +24,7 @@ class GemmKernelAvx2 final : public GemmKernelGenerator {
   void EmitBeforeStoreC(int vecs, bool tail) override;
   void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) override;
   void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) override;
-  Xbyak::Xmm CopyRegister() const override { return B(0); }
+  Xbyak::Xmm CopyRegister(int i) const override { return B(i); }
 
   Xbyak::Ymm Acc(int row, int vec) const { return Xbyak::Ymm(row * vecs_ + vec); }
   Xbyak::Ymm B(int vec) const { return Xbyak::Ymm(13 - vec); }

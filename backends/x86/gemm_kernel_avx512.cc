@@ -11,7 +11,8 @@ bool GemmKernelAvx512::Supports(const KernelKey& key) {
          key.tail_vecs >= 0 && key.tail_vecs <= vecs &&
          (key.layout == PanelLayout::kF32 ||
           (key.layout == PanelLayout::kBf16Pairs && key.isa >= IsaLevel::kAvx512Bf16 &&
-           key.stream == StreamSource::kNone));
+           key.stream != StreamSource::kF32 &&
+           (key.stream == StreamSource::kNone || vecs >= 2)));  // the copy needs two B registers
 }
 
 GemmKernelAvx512::GemmKernelAvx512(const KernelKey& key) : GemmKernelGenerator(key, kLanes) {}

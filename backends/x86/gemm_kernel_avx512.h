@@ -25,7 +25,7 @@ class GemmKernelAvx512 final : public GemmKernelGenerator {
   void EmitPrefetchC(int vecs) override;
   void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) override;
   void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) override;
-  Xbyak::Xmm CopyRegister() const override { return B(0); }
+  Xbyak::Xmm CopyRegister(int i) const override { return B(i); }
 
   Xbyak::Zmm Acc(int row, int vec) const { return Xbyak::Zmm(row * vecs_ + vec); }
   Xbyak::Zmm B(int vec) const { return Xbyak::Zmm(31 - vec); }

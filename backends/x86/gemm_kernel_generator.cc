@@ -49,6 +49,7 @@ void GemmKernelGenerator::EmitBody(bool tail) {
 void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
   Label main_loop, remainder, remainder_loop, done;
   if (stream) {
+    const bool pairs = key_.layout == PanelLayout::kBf16Pairs;
     Label stream_loop, streamed;
     cmp(reg_stream_panels, 0);
     jle(streamed, T_NEAR);
@@ -57,6 +58,11 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     jz(streamed, T_NEAR);
     mov(reg_stream_src, reg_stream_src_panel);
     mov(reg_stream_dst, reg_stream_dst_panel);
+    if (pairs) {  // the second row of each step, half a step further
+      mov(reg_stream_src_hi, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
+      shr(reg_stream_src_hi, 1);
+      add(reg_stream_src_hi, reg_stream_src);
+    }
     // Prefetch the same rows of the next panel; in the last panel, those of the next call's
     // first panel.
     Label ahead_set;
@@ -73,12 +79,14 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
       if (s == kStreamSteps / 2) EmitStreamPrefetch();
     }
     add(reg_stream_src, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
+    if (pairs) add(reg_stream_src_hi, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
     add(reg_stream_dst, key_.nr * 4);
     add(reg_a, kStreamSteps * key_.mr * 4);
     add(reg_b, kStreamSteps * key_.nr * 4);
     sub(reg_k, kStreamSteps);
     dec(reg_stream_count);
     jnz(stream_loop, T_NEAR);
+    if (pairs) mov(reg_ldc, ptr[reg_args + offsetof(MicroKernelArgs, ldc)]);
     L(streamed);
   }
   cmp(reg_k, kUnroll);
@@ -104,10 +112,17 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
 
 void GemmKernelGenerator::EmitStreamCopy() {
   const int src_bytes = StreamElementBytes(key_.stream);
-  const Xbyak::Xmm v = CopyRegister();
+  const Xbyak::Xmm v = CopyRegister(0);
   for (int j = 0; j < vecs_; ++j) {
     const Xbyak::Address src = ptr[reg_stream_src + j * lanes_ * src_bytes];
-    if (key_.stream == StreamSource::kBf16) {
+    if (key_.layout == PanelLayout::kBf16Pairs) {
+      // Pair (lo, hi) of column c is the u32 lo | hi << 16.
+      const Xbyak::Xmm hi = CopyRegister(1);
+      vpmovzxwd(v, src);
+      vpmovzxwd(hi, ptr[reg_stream_src_hi + j * lanes_ * src_bytes]);
+      vpslld(hi, hi, 16);
+      vpord(v, v, hi);
+    } else if (key_.stream == StreamSource::kBf16) {
       vpmovzxwd(v, src);  // a bf16 is the high half of its f32
       vpslld(v, v, 16);
     } else {
@@ -120,6 +135,9 @@ void GemmKernelGenerator::EmitStreamCopy() {
 void GemmKernelGenerator::EmitStreamPrefetch() {
   for (int line = 0; line < key_.nr * StreamElementBytes(key_.stream); line += 64) {
     prefetcht0(ptr[reg_stream_src + reg_stream_ahead + line]);
+    if (key_.layout == PanelLayout::kBf16Pairs) {
+      prefetcht0(ptr[reg_stream_src_hi + reg_stream_ahead + line]);
+    }
   }
 }
 

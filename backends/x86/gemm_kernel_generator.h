@@ -27,8 +27,9 @@ class GemmKernelGenerator : public JitGenerator {
   // Accumulator (row, vec) += C at `c`; stores it to `c`. `tail`: the vector is masked.
   virtual void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
   virtual void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) = 0;
-  // A full-width vector register free between two k steps (for the streaming copy).
-  virtual Xbyak::Xmm CopyRegister() const = 0;
+  // Full-width vector registers free between two k steps (for the streaming copy): i = 0, and
+  // i = 1 for the kBf16Pairs layout.
+  virtual Xbyak::Xmm CopyRegister(int i) const = 0;
 
   // Emits body(row) for each row of the tile, with reg_c_row at that row of C.
   template <typename Body>
@@ -58,8 +59,9 @@ class GemmKernelGenerator : public JitGenerator {
   const Xbyak::Reg64 reg_c_row = rax;
   // Streaming kernels: source and destination of the copy in the current k loop and at the
   // current panel's start, the distance from the source to what is prefetched, the panels left
-  // to stream into (<= 0: none), and the copy's iterations left (reg_c_row's register, free in
-  // the k loop).
+  // to stream into (<= 0: none), the copy's iterations left (reg_c_row's register, free in the
+  // k loop), and for bf16 pairs the second row of the step (reg_ldc's register, reloaded
+  // after the copy).
   const Xbyak::Reg64 reg_stream_src = rbx;
   const Xbyak::Reg64 reg_stream_dst = rbp;
   const Xbyak::Reg64 reg_stream_src_panel = r12;
@@ -67,6 +69,7 @@ class GemmKernelGenerator : public JitGenerator {
   const Xbyak::Reg64 reg_stream_ahead = r14;
   const Xbyak::Reg64 reg_stream_panels = r15;
   const Xbyak::Reg64 reg_stream_count = rax;
+  const Xbyak::Reg64 reg_stream_src_hi = r8;
 
  private:
   void GenerateBody() final;

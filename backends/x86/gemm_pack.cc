@@ -195,6 +195,38 @@ void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
   }
 }
 
+// Steps [step0, step0 + steps) of kBf16Pairs panels of `width` lines of a source contiguous
+// along the lines (row-major B, column-major A) of `k` values: one step (two source rows, the
+// second zero past k) at a time across all panels, as PackAcrossKAvx2 does for kF32.
+// `panel_u32s`: the distance between panels.
+void PackPairsAcrossK(const Lines<uint16_t>& src, int64_t k, int64_t step0, int64_t steps,
+                      int64_t lines, int width, int64_t panel_u32s, uint32_t* out) {
+  // Rows are a page or more apart, too far for the hardware prefetchers: fetch a few ahead.
+  constexpr int64_t kAhead = 2, kLine = 32;
+  const bool avx2 = ActiveIsa() >= IsaLevel::kAvx2;
+  for (int64_t s = step0; s < step0 + steps; ++s) {
+    const uint16_t* lo = src.data + 2 * s * src.k_stride;
+    const uint16_t* hi = 2 * s + 1 < k ? lo + src.k_stride : nullptr;
+    for (int64_t r = 2 * (s + kAhead); r < std::min(2 * (s + kAhead + 1), k); ++r) {
+      const uint16_t* ahead = src.data + r * src.k_stride;
+      for (int64_t n = 0; n < lines; n += kLine) _mm_prefetch(ahead + n, _MM_HINT_T0);
+    }
+    for (int64_t p = 0; p * width < lines; ++p) {
+      const int count = static_cast<int>(std::min<int64_t>(width, lines - p * width));
+      uint32_t* o = out + p * panel_u32s + s * width;
+      const uint16_t* l = lo + p * width;
+      if (hi != nullptr && avx2) {
+        InterleaveRowsAvx2(l, hi + p * width, count, o);
+      } else if (hi != nullptr) {
+        for (int n = 0; n < count; ++n) o[n] = l[n] | static_cast<uint32_t>(hi[p * width + n]) << 16;
+      } else {
+        for (int n = 0; n < count; ++n) o[n] = l[n];
+      }
+      std::memset(o + count, 0, (width - count) * sizeof(uint32_t));
+    }
+  }
+}
+
 // One kAmxTiles A panel: for each block of 32 k values, `width` rows of 64 bytes (row n's values
 // in k order, zero past k and for rows past `count`). Each source row is read once, in order.
 void PackAmxAPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, uint16_t* out) {
@@ -232,6 +264,13 @@ void PackLines(const T* data, int64_t line_stride, int64_t k_stride, int64_t lin
     PackAcrossKAvx2(Lines<T>{data + line0 + k0 * k_stride, 1, k_stride}, steps, lines, width,
                     steps * width, static_cast<float*>(dst));
     return;
+  }
+  if constexpr (sizeof(T) == 2) {
+    if (layout == PanelLayout::kBf16Pairs && line_stride == 1 && k_stride != 1) {
+      PackPairsAcrossK(Lines<uint16_t>{data + line0 + k0 * k_stride, 1, k_stride}, kc, 0, steps,
+                       lines, width, steps * width, static_cast<uint32_t*>(dst));
+      return;
+    }
   }
   for (int64_t p = 0; p * width < lines; ++p) {
     const int count = static_cast<int>(std::min<int64_t>(width, lines - p * width));
@@ -285,16 +324,23 @@ void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t li
 
 }  // namespace
 
-void PackBRows(const MatrixView& b, int64_t k0, int64_t block_rows, int64_t row0, int64_t rows,
-               int64_t col0, int64_t cols, int nr, void* dst) {
-  float* out = static_cast<float*>(dst) + row0 * nr;
-  const int64_t panel_floats = block_rows * nr;
+void PackBSteps(const MatrixView& b, PanelLayout layout, int64_t k0, int64_t block_k,
+                int64_t step0, int64_t steps, int64_t col0, int64_t cols, int nr, void* dst) {
+  const int64_t panel_elems = KSteps(layout, block_k) * nr;
+  if (layout == PanelLayout::kBf16Pairs) {
+    PackPairsAcrossK(
+        Lines<uint16_t>{static_cast<const uint16_t*>(b.data) + col0 + k0 * b.row_stride, 1,
+                        b.row_stride},
+        block_k, step0, steps, cols, nr, panel_elems, static_cast<uint32_t*>(dst));
+    return;
+  }
+  float* out = static_cast<float*>(dst) + step0 * nr;
   if (b.bf16) {
-    PackRowsAcrossK(static_cast<const uint16_t*>(b.data), b.row_stride, col0, cols, k0 + row0,
-                    rows, nr, panel_floats, out);
+    PackRowsAcrossK(static_cast<const uint16_t*>(b.data), b.row_stride, col0, cols, k0 + step0,
+                    steps, nr, panel_elems, out);
   } else {
-    PackRowsAcrossK(static_cast<const float*>(b.data), b.row_stride, col0, cols, k0 + row0, rows,
-                    nr, panel_floats, out);
+    PackRowsAcrossK(static_cast<const float*>(b.data), b.row_stride, col0, cols, k0 + step0,
+                    steps, nr, panel_elems, out);
   }
 }
 

@@ -43,12 +43,14 @@ void PackA(const MatrixView& a, int64_t row0, int64_t rows, int64_t k0, int64_t 
 void PackB(const MatrixView& b, int64_t k0, int64_t kc, int64_t col0, int64_t cols,
            PanelLayout layout, int nr, void* dst);
 
-// Packs k rows [k0 + row0, k0 + row0 + rows) of the kF32 B block that starts at k0, columns
-// [col0, col0 + cols), into its panels of `block_rows` k steps (rows row0.. of each panel; the
-// panels start at `dst`): part of what PackB(b, k0, block_rows, col0, cols, kF32, nr, dst)
-// writes, so that a block can be packed in pieces. `b` must be contiguous along n.
-void PackBRows(const MatrixView& b, int64_t k0, int64_t block_rows, int64_t row0, int64_t rows,
-               int64_t col0, int64_t cols, int nr, void* dst);
+// Packs k steps [step0, step0 + steps) of the B block of `block_k` k values that starts at k0,
+// in `layout` (kF32: a step is a row of B; kBf16Pairs: two rows, the second zero past the
+// block), columns [col0, col0 + cols), into its panels of KSteps(layout, block_k) steps (steps
+// step0.. of each panel; the panels start at `dst`): part of what
+// PackB(b, k0, block_k, col0, cols, layout, nr, dst) writes, so that a block can be packed in
+// pieces. `b` must be contiguous along n (and bf16 for kBf16Pairs).
+void PackBSteps(const MatrixView& b, PanelLayout layout, int64_t k0, int64_t block_k,
+                int64_t step0, int64_t steps, int64_t col0, int64_t cols, int nr, void* dst);
 
 }  // namespace shardjit::backends::x86
 

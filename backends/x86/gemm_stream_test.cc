@@ -1,7 +1,8 @@
 // Streaming B (gemm_driver.h, StreamsB): products of few rows whose micro-kernels copy the next
 // packed B block while they compute. The generated streaming kernels against the portable one
-// (results and copies bit for bit), whole products against the f64 oracle at every kF32 level,
-// balanced blocking, and the storage allocator that backs large operands with huge pages.
+// (results and copies bit for bit), whole products against the f64 oracle at every level with a
+// kF32 or kBf16Pairs layout, balanced blocking, and the storage allocator that backs large
+// operands with huge pages.
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -54,7 +55,7 @@ TEST(BalancedPlan, EvensOutDepthAndColumnBlocks) {
   EXPECT_EQ(BalancedPlan(amx, {64, 64, 600}).kc, 320);
 }
 
-TEST(StreamsB, OnlyKF32ProductsOfFewRowBlocksWithSeveralBBlocks) {
+TEST(StreamsB, ProductsOfFewRowBlocksWithSeveralBBlocks) {
   const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
   GemmArgs args;
   args.type = GemmType::kF32F32F32;
@@ -82,11 +83,14 @@ TEST(StreamsB, OnlyKF32ProductsOfFewRowBlocksWithSeveralBBlocks) {
   bf16.type = GemmType::kBf16Bf16F32;
   EXPECT_TRUE(StreamsB(plan, bf16));  // widened to f32 as it is copied
   const GemmPlan pairs = MakePlan(IsaLevel::kAvx512Bf16, GemmType::kBf16Bf16F32, CacheSizes{});
-  EXPECT_FALSE(StreamsB(pairs, bf16));
+  EXPECT_TRUE(StreamsB(pairs, bf16));  // interleaved in pairs as it is copied
+  const GemmPlan amx = MakePlan(IsaLevel::kAmxBf16, GemmType::kBf16Bf16F32, CacheSizes{});
+  EXPECT_FALSE(StreamsB(amx, bf16));
 }
 
 // One streaming micro-kernel call's buffers; values are small integers, so that every product
-// and sum is exact and the generated kernel must match the portable one bit for bit.
+// and sum is exact and the generated kernel must match the portable one bit for bit (a packed
+// f32 small integer read as a bf16 pair is (0, the same integer)).
 struct KernelCall {
   std::vector<float> a, b, c, dst;
   std::vector<uint8_t> src;  // f32 or bf16 elements
@@ -101,7 +105,9 @@ struct KernelCall {
     };
     const int64_t all_panels = n_panels + (key.tail_vecs > 0 ? 1 : 0);
     const int64_t ldc = all_panels * key.nr + 5;
-    const int64_t src_stride = (n_panels + 2) * key.nr + 3;  // row-major B, padded rows
+    // Row-major B, padded rows; a step of bf16 pairs copies two.
+    const int64_t row = (n_panels + 2) * key.nr + 3;
+    const int64_t src_stride = key.layout == PanelLayout::kBf16Pairs ? 2 * row : row;
     const int64_t dst_panel = iters * key.nr + 16;           // room past the copied rows
     fill(a, k_steps * key.mr);
     fill(b, all_panels * k_steps * key.nr);
@@ -168,14 +174,17 @@ void CheckStreamingKernel(const KernelKey& key, int lanes, std::mt19937& rng) {
   }
 }
 
-// Every streaming key of `isa` with nr `nr`: f32 and bf16 sources.
+// Every streaming key of `isa` with nr `nr`: f32 and bf16 sources into kF32 panels, bf16 into
+// kBf16Pairs panels where `isa` has them.
 void CheckStreamingKernels(IsaLevel isa, int nr, int lanes) {
   std::mt19937 rng(17);
-  for (StreamSource source : {StreamSource::kF32, StreamSource::kBf16}) {
+  std::vector<std::pair<PanelLayout, StreamSource>> kinds = {
+      {PanelLayout::kF32, StreamSource::kF32}, {PanelLayout::kF32, StreamSource::kBf16}};
+  if (isa >= IsaLevel::kAvx512Bf16) kinds.push_back({PanelLayout::kBf16Pairs, StreamSource::kBf16});
+  for (const auto& [layout, source] : kinds) {
     for (int rows = 1; rows <= 6; ++rows) {
       for (int tail_vecs = 0; tail_vecs <= 2; ++tail_vecs) {
-        CheckStreamingKernel({PanelLayout::kF32, isa, 6, nr, rows, tail_vecs, source}, lanes,
-                             rng);
+        CheckStreamingKernel({layout, isa, 6, nr, rows, tail_vecs, source}, lanes, rng);
       }
     }
   }
@@ -192,10 +201,15 @@ TEST(StreamingKernels, MatchThePortableKernelAvx512) {
   CheckStreamingKernels(IsaLevel::kAvx512, 64, 16);
 }
 
-TEST(StreamingKernels, OnlyForTheF32Layout) {
+TEST(StreamingKernels, MatchThePortableKernelAvx512Bf16) {
+  if (DetectedIsa() < IsaLevel::kAvx512Bf16) GTEST_SKIP() << "this CPU lacks avx512_bf16";
+  CheckStreamingKernels(IsaLevel::kAvx512Bf16, 64, 16);
+}
+
+TEST(StreamingKernels, NotForAmxTilesNorF32IntoPairs) {
   EXPECT_FALSE(KernelCache::Global()
                    .Get({PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 6, 0,
-                         StreamSource::kBf16})
+                         StreamSource::kF32})
                    .ok());
   EXPECT_FALSE(
       KernelCache::Global()
@@ -203,6 +217,9 @@ TEST(StreamingKernels, OnlyForTheF32Layout) {
           .ok());
   const KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, StreamSource::kBf16};
   EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t1_sbf16");
+  const KernelKey pairs{PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 2, 0,
+                        StreamSource::kBf16};
+  EXPECT_EQ(pairs.Name(), "gemm_avx512_bf16_bf16_pairs_6x64_r2_t0_sbf16");
 }
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
@@ -224,7 +241,8 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
       for (int64_t k : {8, 24, 25, 50, 73}) {
         Case c;
         c.shape = {m, n, k};
-        c.bf16_in = seed % 2 == 1;  // widened as it is copied
+        // bf16: widened as it is copied, or interleaved in pairs (kAvx512Bf16).
+        c.bf16_in = seed % 2 == 1;
         c.accumulate = seed % 3 == 1;
         c.out_bf16 = seed % 5 == 2;
         c.pad = seed % 4 == 3 ? 5 : 0;
@@ -240,16 +258,19 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
   EXPECT_GT(streamed, 105);  // most of the 210 cases cross several B blocks
 }
 
+constexpr IsaLevel kStreamingLevels[] = {IsaLevel::kAvx2, IsaLevel::kAvx512,
+                                         IsaLevel::kAvx512Bf16};
+
 TEST(StreamingProducts, MatchTheOracleAtHostLevels) {
-  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : kStreamingLevels) {
     if (isa > DetectedIsa()) continue;
     CheckStreamingProducts(isa, /*portable=*/false);
   }
 }
 
-// The driver, packing and copies of every kF32 level, on any host.
+// The driver, packing and copies of every streaming level, on any host.
 TEST(StreamingProducts, MatchTheOracleWithPortableKernels) {
-  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : kStreamingLevels) {
     CheckStreamingProducts(isa, /*portable=*/true);
   }
 }
@@ -258,12 +279,13 @@ TEST(StreamingProducts, MatchTheOracleWithPortableKernels) {
 // the tiles would still give right results): the driver's count, per level, generated and
 // portable; none for a product of more row blocks.
 TEST(StreamingProducts, KernelsCopyRowsWhileTheyCompute) {
-  for (IsaLevel isa : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+  for (IsaLevel isa : kStreamingLevels) {
     for (bool portable : {false, true}) {
       if (!portable && isa > DetectedIsa()) continue;
       for (int64_t m : {30, 100}) {
         Case c;
         c.shape = {m, 95, 50};
+        c.bf16_in = isa == IsaLevel::kAvx512Bf16;  // pairs
         Problem p(c, 91);
         const GemmPlan plan = SmallStreamingPlan(isa, p.args.type, portable);
         KernelSet kernels;
@@ -275,9 +297,9 @@ TEST(StreamingProducts, KernelsCopyRowsWhileTheyCompute) {
             fmt::format("{}{} m={}", IsaName(isa), portable ? " portable" : "", m);
         p.Check(label, [&](const GemmArgs& g) { return RunBlocked(g, plan, kernels, &scratch); });
         if (streams) {
-          EXPECT_GT(scratch.streamed_rows, 0) << label;
+          EXPECT_GT(scratch.streamed_steps, 0) << label;
         } else {
-          EXPECT_EQ(scratch.streamed_rows, 0) << label;
+          EXPECT_EQ(scratch.streamed_steps, 0) << label;
         }
       }
     }
@@ -296,7 +318,7 @@ TEST(StreamingProducts, MatchTheOracleWithHostBlocking) {
       c.shape = {plan.mc + 50, 2 * plan.nc + 37, 2 * plan.kc + 61};
       c.accumulate = true;
       Problem p(c, 77);
-      EXPECT_EQ(StreamsB(plan, p.args), plan.layout == PanelLayout::kF32) << IsaName(isa);
+      EXPECT_EQ(StreamsB(plan, p.args), plan.layout != PanelLayout::kAmxTiles) << IsaName(isa);
       p.Check(std::string(IsaName(isa)) + " host blocking",
               [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
     }

@@ -41,11 +41,15 @@ std::vector<KernelKey> Keys() {
       keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, tail});
     }
   }
-  // Streaming kernels (kF32 layout), of f32 and of bf16 widened.
+  // Streaming kernels: kF32 layout of f32 and of bf16 widened, kBf16Pairs of bf16.
   for (StreamSource source : {StreamSource::kF32, StreamSource::kBf16}) {
     for (int rows : {1, 5, 6}) {
       for (int tail : {0, 1, 4}) {
         keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, 6, 64, rows, tail, source});
+        if (source == StreamSource::kBf16) {
+          keys.push_back(
+              {PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, rows, tail, source});
+        }
       }
       keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, 1, source});
     }
@@ -105,11 +109,12 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           args.b_panel_stride = b_stride;
           args.accumulate = accumulate;
           if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
-          // Streaming: rows of a row-major source (padded rows) into packed panels with room
-          // past the copied rows, which must stay as they were.
+          // Streaming: rows of a row-major source (padded rows; two per step of bf16 pairs)
+          // into packed panels with room past the copied steps, which must stay as they were.
+          const bool pairs = key.layout == PanelLayout::kBf16Pairs;
           const int64_t iters = streams ? k_steps / kStreamSteps : 0;
           const int elem = StreamElementBytes(key.stream);
-          const int64_t src_stride = (n_panels + 2) * key.nr + 3;
+          const int64_t src_stride = ((n_panels + 2) * key.nr + 3) * (pairs ? 2 : 1);
           const int64_t dst_panel = iters * key.nr + 16;
           std::vector<uint8_t> src(streams ? (iters * src_stride + 16) * elem : 0);
           for (size_t at = 0; at < src.size(); at += elem) {
@@ -154,8 +159,9 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
                              " stream_panels=" + std::to_string(args.stream_panels);
             c.writes.push_back({kGuestStreamSrc, Bytes(src.data(), src.size())});
             c.writes.push_back({kGuestStreamDst, Bytes(dst_in.data(), dst_in.size() * 4)});
-            c.checks.push_back(
-                {kGuestStreamDst, Bytes(dst_want.data(), dst_want.size() * 4), "f32", 0, {}});
+            // Pairs bit for bit (as f32, a pair (0, -0) would pass for (0, 0)).
+            c.checks.push_back({kGuestStreamDst, Bytes(dst_want.data(), dst_want.size() * 4),
+                                pairs ? "s32" : "f32", 0, {}});
           }
           if (!writer.Add(c)) return false;
         }
