@@ -40,8 +40,8 @@ void Narrow(const float* src, int64_t ld_src, uint16_t* dst, int64_t ld_dst, int
 
 // Streaming B (see StreamsB): the next packed block, its k steps copied by the kernels of the
 // current block's last row tiles (`per_tile` each, in the first `streamed_panels` panels, those
-// the current tiles span) and the rest packed after them. Only whole steps are copied (a bf16
-// pair's second row past the block's end is packed after the tiles).
+// the current tiles span) and the rest packed after them. Only whole steps are copied (an odd
+// block's last row, a bf16 pair without its second row, is packed after the tiles).
 struct NextBlock {
   MatrixView b;
   PanelLayout layout = PanelLayout::kF32;
@@ -176,7 +176,11 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
-  return plan.layout != PanelLayout::kAmxTiles && args.b_col_stride == 1 &&
+  // A pairs kernel's copy needs two vectors of B registers (GemmKernelAvx512::Supports).
+  const bool layout_streams =
+      plan.layout == PanelLayout::kF32 ||
+      (plan.layout == PanelLayout::kBf16Pairs && plan.nr >= 2 * plan.lanes);
+  return layout_streams && args.b_col_stride == 1 &&
          args.shape.m <= kStreamRowBlocks * plan.mc && !one_block;
 }
 

@@ -77,7 +77,7 @@ class GemmKernelGenerator : public JitGenerator {
   void EmitBody(bool tail);
   // The k loop; `stream`: its first iterations copy the stream (when panels are left).
   void EmitKLoop(int vecs, bool stream);
-  // One row of the stream: copied, and prefetched for the next panel.
+  // One k step of the stream: copied, and prefetched for the next panel.
   void EmitStreamCopy();
   void EmitStreamPrefetch();
   // Adds C when accumulating, stores; `tail`: tail_vecs vectors, masked.

@@ -218,7 +218,8 @@ void PackPairsAcrossK(const Lines<uint16_t>& src, int64_t k, int64_t step0, int6
       if (hi != nullptr && avx2) {
         InterleaveRowsAvx2(l, hi + p * width, count, o);
       } else if (hi != nullptr) {
-        for (int n = 0; n < count; ++n) o[n] = l[n] | static_cast<uint32_t>(hi[p * width + n]) << 16;
+        const uint16_t* h = hi + p * width;
+        for (int n = 0; n < count; ++n) o[n] = l[n] | static_cast<uint32_t>(h[n]) << 16;
       } else {
         for (int n = 0; n < count; ++n) o[n] = l[n];
       }

@@ -13,6 +13,7 @@
 #include "backends/x86/gemm_driver.h"
 #include "backends/x86/gemm_internal.h"
 #include "backends/x86/gemm_kernel.h"
+#include "backends/x86/gemm_pack.h"
 #include "backends/x86/gemm_test_util.h"
 #include "backends/x86/isa_test_util.h"
 #include "backends/x86/kernel_cache.h"
@@ -84,6 +85,9 @@ TEST(StreamsB, ProductsOfFewRowBlocksWithSeveralBBlocks) {
   EXPECT_TRUE(StreamsB(plan, bf16));  // widened to f32 as it is copied
   const GemmPlan pairs = MakePlan(IsaLevel::kAvx512Bf16, GemmType::kBf16Bf16F32, CacheSizes{});
   EXPECT_TRUE(StreamsB(pairs, bf16));  // interleaved in pairs as it is copied
+  GemmPlan narrow_pairs = pairs;  // the copy needs two vectors of B registers
+  narrow_pairs.nr = narrow_pairs.lanes;
+  EXPECT_FALSE(StreamsB(narrow_pairs, bf16));
   const GemmPlan amx = MakePlan(IsaLevel::kAmxBf16, GemmType::kBf16Bf16F32, CacheSizes{});
   EXPECT_FALSE(StreamsB(amx, bf16));
 }
@@ -108,7 +112,7 @@ struct KernelCall {
     // Row-major B, padded rows; a step of bf16 pairs copies two.
     const int64_t row = (n_panels + 2) * key.nr + 3;
     const int64_t src_stride = key.layout == PanelLayout::kBf16Pairs ? 2 * row : row;
-    const int64_t dst_panel = iters * key.nr + 16;           // room past the copied rows
+    const int64_t dst_panel = iters * key.nr + 16;           // room past the copied steps
     fill(a, k_steps * key.mr);
     fill(b, all_panels * k_steps * key.nr);
     fill(c, key.rows * ldc);
@@ -143,7 +147,14 @@ struct KernelCall {
   }
 };
 
-// One streaming key against the portable kernel, over panel counts, depths, copied rows and
+// The bits of `v` (bf16 pairs compared as floats would take (0, -0) for (0, 0)).
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> bits(v.size());
+  std::memcpy(bits.data(), v.data(), v.size() * 4);
+  return bits;
+}
+
+// One streaming key against the portable kernel, over panel counts, depths, copied steps and
 // copied panels (none, some, all).
 void CheckStreamingKernel(const KernelKey& key, int lanes, std::mt19937& rng) {
   absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
@@ -166,7 +177,7 @@ void CheckStreamingKernel(const KernelKey& key, int lanes, std::mt19937& rng) {
           const std::string label = fmt::format("{} panels={} k_steps={} iters={} streamed={}",
                                                 key.Name(), n_panels, k_steps, iters, panels);
           EXPECT_EQ(got.c, want.c) << label;
-          EXPECT_EQ(got.dst, want.dst) << label;
+          EXPECT_EQ(Bits(got.dst), Bits(want.dst)) << label;
           EXPECT_EQ(got.src, want.src) << label;
         }
       }
@@ -220,6 +231,85 @@ TEST(StreamingKernels, NotForAmxTilesNorF32IntoPairs) {
   const KernelKey pairs{PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 2, 0,
                         StreamSource::kBf16};
   EXPECT_EQ(pairs.Name(), "gemm_avx512_bf16_bf16_pairs_6x64_r2_t0_sbf16");
+}
+
+// A B block packed whole (PackB) or in pieces of k steps (PackBSteps: what the kernels do not
+// copy is packed so) holds the source's values, and each piece writes its own steps only: kF32 from f32 and from bf16
+// (widened), bf16 pairs (an odd block's last step zero-paired), tail panels.
+TEST(PackBSteps, PiecesMakeTheWholeBlock) {
+  std::mt19937 rng(5);
+  struct Kind {
+    PanelLayout layout;
+    bool bf16;
+    int nr;
+  };
+  for (const Kind& kind : {Kind{PanelLayout::kF32, false, 16}, Kind{PanelLayout::kF32, true, 64},
+                           Kind{PanelLayout::kBf16Pairs, true, 64}}) {
+    for (int64_t block_k : {1, 2, 7, 24, 25}) {
+      for (int64_t cols : {5, 64, 130}) {
+        const int64_t k0 = 3, col0 = 2, ld = col0 + cols + 9;
+        std::vector<uint16_t> src16((k0 + block_k) * ld);
+        std::vector<float> src32(src16.size());
+        for (size_t i = 0; i < src16.size(); ++i) {
+          src16[i] = static_cast<uint16_t>(rng());
+          if ((src16[i] & 0x7f80) == 0x7f80) src16[i] &= 0xbfff;  // no NaN or infinity
+          src32[i] = ir::bf16::ToFloat(src16[i]) + 0.25f;
+        }
+        const MatrixView b{kind.bf16 ? static_cast<const void*>(src16.data()) : src32.data(), ld,
+                           1, kind.bf16};
+        const int64_t steps = KSteps(kind.layout, block_k);
+        const int64_t panels = (cols + kind.nr - 1) / kind.nr;
+        const size_t bytes = panels * steps * kind.nr * 4;
+        // Each packed element from the source: an f32 (bf16 widened), or the pair of rows 2s and
+        // 2s + 1 (zero past the block); zero past the columns.
+        std::vector<uint8_t> whole(bytes);
+        for (int64_t p = 0; p < panels; ++p) {
+          for (int64_t st = 0; st < steps; ++st) {
+            for (int j = 0; j < kind.nr; ++j) {
+              const int64_t col = p * kind.nr + j;
+              uint32_t value = 0;
+              if (col < cols && kind.layout == PanelLayout::kBf16Pairs) {
+                const int64_t lo = (k0 + 2 * st) * ld + col0 + col;
+                value = src16[lo] | (2 * st + 1 < block_k ? uint32_t{src16[lo + ld]} << 16 : 0u);
+              } else if (col < cols) {
+                const int64_t at = (k0 + st) * ld + col0 + col;
+                const float f = kind.bf16 ? ir::bf16::ToFloat(src16[at]) : src32[at];
+                std::memcpy(&value, &f, 4);
+              }
+              std::memcpy(&whole[((p * steps + st) * kind.nr + j) * 4], &value, 4);
+            }
+          }
+        }
+        const std::string label = fmt::format("layout={} bf16={} k={} cols={}",
+                                              static_cast<int>(kind.layout), kind.bf16, block_k,
+                                              cols);
+        std::vector<uint8_t> pieces(bytes, 0xcd);
+        PackB(b, k0, block_k, col0, cols, kind.layout, kind.nr, pieces.data());
+        EXPECT_EQ(pieces, whole) << label << " PackB";
+        for (int64_t split : {int64_t{0}, steps / 2, steps - 1}) {
+          std::fill(pieces.begin(), pieces.end(), 0xcd);
+          PackBSteps(b, kind.layout, k0, block_k, split, steps - split, col0, cols, kind.nr,
+                     pieces.data());
+          // Only steps [split, steps) of each panel are written.
+          for (int64_t p = 0; p < panels; ++p) {
+            for (int64_t st = 0; st < steps; ++st) {
+              const auto first = pieces.begin() + (p * steps + st) * kind.nr * 4;
+              const std::vector<uint8_t> got(first, first + kind.nr * 4);
+              const std::vector<uint8_t> want =
+                  st >= split ? std::vector<uint8_t>(whole.begin() + (first - pieces.begin()),
+                                                     whole.begin() + (first - pieces.begin()) +
+                                                         kind.nr * 4)
+                              : std::vector<uint8_t>(kind.nr * 4, 0xcd);
+              EXPECT_EQ(got, want) << label << " split=" << split << " panel=" << p
+                                   << " step=" << st;
+            }
+          }
+          PackBSteps(b, kind.layout, k0, block_k, 0, split, col0, cols, kind.nr, pieces.data());
+          EXPECT_EQ(pieces, whole) << label << " split=" << split;
+        }
+      }
+    }
+  }
 }
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
