@@ -13,6 +13,7 @@
 #include "backends/x86/gemm_reference.h"
 #include "backends/x86/kernel_cache.h"
 #include "backends/x86/peak_loop.h"
+#include "backends/x86/zero_fill.h"
 #include "fmt/format.h"
 
 namespace shardjit::backends::x86 {
@@ -96,9 +97,7 @@ std::vector<GemmArgs> Partition(const GemmArgs& g, int mr, int nr, int64_t min_f
 // C = accumulate ? C : 0 when there is nothing to add.
 void ZeroOrKeep(const GemmArgs& g) {
   if (g.accumulate) return;
-  for (int64_t i = 0; i < g.shape.m; ++i) {
-    std::memset(static_cast<char*>(g.c) + i * g.ldc * OutBytes(g), 0, g.shape.n * OutBytes(g));
-  }
+  ZeroRows(g.c, g.shape.m, g.shape.n * OutBytes(g), g.ldc * OutBytes(g));
 }
 
 // Runs `work(part, scratch)` for every part over the threads of `parallel`.

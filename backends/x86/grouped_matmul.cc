@@ -1,7 +1,6 @@
 #include "backends/x86/grouped_matmul.h"
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 
 #include "absl/status/status.h"
@@ -9,6 +8,7 @@
 #include "backends/reference/kernel.h"
 #include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
+#include "backends/x86/zero_fill.h"
 #include "ir/dtype.h"
 
 namespace shardjit::backends::x86 {
@@ -117,8 +117,9 @@ absl::StatusOr<std::vector<Tensor>> Gmm(const ir::Op& op, const std::vector<Tens
   Tensor out = Tensor::Empty(reference::ResultType(op), allocator);
   // Rows outside the local groups are zeros; every row inside is written by its group's GEMM.
   const int64_t out_elem = ir::DTypeSize(out.dtype());
-  std::memset(out.data(), 0, groups->starts.front() * n * out_elem);
-  std::memset(At(out, groups->starts.back() * n), 0, (m - groups->starts.back()) * n * out_elem);
+  ZeroRows(out.data(), groups->starts.front(), n * out_elem, n * out_elem);
+  ZeroRows(At(out, groups->starts.back() * n), m - groups->starts.back(), n * out_elem,
+           n * out_elem);
   std::vector<Product> products;
   for (int64_t g = 0; g < groups->local_groups(); ++g) products.push_back({groups->rows(g), n, k});
   const std::vector<Block> blocks =

@@ -201,6 +201,9 @@ std::vector<Case> Cases() {
     cases.push_back({"many small groups", tgmm, 200, 64, 144, RandomSizes(40, 200, rng), -1, 40});
     cases.push_back({"zero depth", tgmm, 9, 0, 5, {4, 0, 5}, -1, 3});
   }
+  // Zero blocks of 1 MiB and more are written with streaming stores (zero_fill.h).
+  cases.push_back({"large empty results", true, 40, 520, 512, {0, 40, 0}, -1, 3});
+  cases.push_back({"large rows outside the groups", false, 600, 8, 1024, {300, 10, 290}, 1, 1});
   cases.push_back({"transposed", false, 33, 21, 17, {4, 0, 20, 9}, -1, 4, true});
   cases.push_back({"transposed offset", false, 40, 32, 48, {6, 10, 14, 10}, 1, 2, true});
   // Every dtype pair on two cases.
