@@ -14,10 +14,6 @@ class AlignedHostAllocator final : public Allocator {
   void Deallocate(void* ptr, size_t bytes) override { FreeStorage(ptr, bytes); }
 };
 
-}  // namespace
-
-namespace {
-
 constexpr size_t kPageBytes = 4096;
 
 size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }

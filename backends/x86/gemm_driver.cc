@@ -347,8 +347,10 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
           args.c = c_block + ir * ldc;
           const bool stream = stream_b && ic == last_ic && next.StartTile(&args);
           kernels.Call(rows, tail_vecs, stream, &args);
-          if (stream) next.copied_steps += args.stream_iters;
-          if (stream) scratch->streamed_steps += args.stream_iters;
+          if (stream) {
+            next.copied_steps += args.stream_iters;
+            scratch->streamed_steps += args.stream_iters;
+          }
         }
         if (g.out_bf16 && last) {
           Narrow(c_block, ldc, static_cast<uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, mc, nc);

@@ -154,6 +154,15 @@ SHARDJIT_TARGET_AVX2 void InterleaveRowsAvx2(const uint16_t* lo, const uint16_t*
   for (; n < count; ++n) out[n] = lo[n] | static_cast<uint32_t>(hi[n]) << 16;
 }
 
+// InterleaveRowsAvx2 where `avx2` (the CPU has it), else the same in plain C++.
+void InterleaveRows(const uint16_t* lo, const uint16_t* hi, int count, bool avx2, uint32_t* out) {
+  if (avx2) {
+    InterleaveRowsAvx2(lo, hi, count, out);
+    return;
+  }
+  for (int n = 0; n < count; ++n) out[n] = lo[n] | static_cast<uint32_t>(hi[n]) << 16;
+}
+
 // One kBf16Pairs panel: out[s * width + n] holds bf16 values at k = 2s (low half) and 2s + 1
 // (high half, zero past k) of line n; lines past `count` are zero.
 void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, uint32_t* out) {
@@ -175,10 +184,8 @@ void PackPairPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
       const uint16_t* lo = src.data + 2 * s * ks;
       const uint16_t* hi = lo + ks;
       uint32_t* o = out + s * width;
-      if (s < full && ls == 1 && avx2) {
-        InterleaveRowsAvx2(lo, hi, count, o);
-      } else if (s < full && ls == 1) {
-        for (int n = 0; n < count; ++n) o[n] = lo[n] | static_cast<uint32_t>(hi[n]) << 16;
+      if (s < full && ls == 1) {
+        InterleaveRows(lo, hi, count, avx2, o);
       } else if (s < full) {
         for (int n = 0; n < count; ++n) {
           o[n] = lo[n * ls] | static_cast<uint32_t>(hi[n * ls]) << 16;
@@ -215,11 +222,8 @@ void PackPairsAcrossK(const Lines<uint16_t>& src, int64_t k, int64_t step0, int6
       const int count = static_cast<int>(std::min<int64_t>(width, lines - p * width));
       uint32_t* o = out + p * panel_u32s + s * width;
       const uint16_t* l = lo + p * width;
-      if (hi != nullptr && avx2) {
-        InterleaveRowsAvx2(l, hi + p * width, count, o);
-      } else if (hi != nullptr) {
-        const uint16_t* h = hi + p * width;
-        for (int n = 0; n < count; ++n) o[n] = l[n] | static_cast<uint32_t>(h[n]) << 16;
+      if (hi != nullptr) {
+        InterleaveRows(l, hi + p * width, count, avx2, o);
       } else {
         for (int n = 0; n < count; ++n) o[n] = l[n];
       }
@@ -303,12 +307,8 @@ void PackRowsAcrossK(const T* data, int64_t k_stride, int64_t col0, int64_t cols
   }
   for (int64_t p = 0; p * nr < cols; ++p) {
     const int count = static_cast<int>(std::min<int64_t>(nr, cols - p * nr));
-    for (int64_t s = 0; s < rows; ++s) {
-      const T* in = src.data + s * k_stride + p * nr;
-      float* o = dst + p * panel_floats + s * nr;
-      for (int n = 0; n < count; ++n) o[n] = ToF32(in[n]);
-      for (int n = count; n < nr; ++n) o[n] = 0.0f;
-    }
+    PackF32Panel(Lines<T>{src.data + p * nr, 1, k_stride}, rows, count, nr,
+                 dst + p * panel_floats);
   }
 }
 

@@ -234,9 +234,11 @@ TEST(StreamingKernels, NotForAmxTilesNorF32IntoPairs) {
 }
 
 // A B block packed whole (PackB) or in pieces of k steps (PackBSteps: what the kernels do not
-// copy is packed so) holds the source's values, and each piece writes its own steps only: kF32 from f32 and from bf16
-// (widened), bf16 pairs (an odd block's last step zero-paired), tail panels.
-TEST(PackBSteps, PiecesMakeTheWholeBlock) {
+// copy is packed so) holds the source's values, and each piece writes its own steps only: kF32
+// from f32 and from bf16 (widened), bf16 pairs (an odd block's last step zero-paired), tail
+// panels; packed at `packing` (kReference: the plain C++ code).
+void CheckPackBSteps(IsaLevel packing) {
+  ScopedMaxIsa max_isa(packing);
   std::mt19937 rng(5);
   struct Kind {
     PanelLayout layout;
@@ -280,9 +282,9 @@ TEST(PackBSteps, PiecesMakeTheWholeBlock) {
             }
           }
         }
-        const std::string label = fmt::format("layout={} bf16={} k={} cols={}",
-                                              static_cast<int>(kind.layout), kind.bf16, block_k,
-                                              cols);
+        const std::string label =
+            fmt::format("packing={} layout={} bf16={} k={} cols={}", IsaName(packing),
+                        static_cast<int>(kind.layout), kind.bf16, block_k, cols);
         std::vector<uint8_t> pieces(bytes, 0xcd);
         PackB(b, k0, block_k, col0, cols, kind.layout, kind.nr, pieces.data());
         EXPECT_EQ(pieces, whole) << label << " PackB";
@@ -310,6 +312,11 @@ TEST(PackBSteps, PiecesMakeTheWholeBlock) {
       }
     }
   }
+}
+
+TEST(PackBSteps, PiecesMakeTheWholeBlock) {
+  CheckPackBSteps(IsaLevel::kReference);  // plain C++ packing
+  CheckPackBSteps(DetectedIsa());
 }
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
