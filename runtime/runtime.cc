@@ -317,7 +317,10 @@ Runtime::Runtime(RuntimeOptions options)
   }
   num_threads_ = options_.num_threads > 0 ? options_.num_threads : DefaultThreads();
   pool_ = std::make_unique<backends::ThreadPool>(num_threads_ - 1);
-  scheduler_ = std::make_unique<Scheduler>(num_threads_);
+  // The processes of a job may share this host's cores: an idle thread that polls would take a
+  // core from another process's transfer (see RuntimeOptions::processes).
+  scheduler_ = std::make_unique<Scheduler>(
+      num_threads_, n > local_devices_ ? std::chrono::microseconds(0) : Scheduler::kDefaultIdleSpin);
   watchdog_ = std::make_unique<Watchdog>(
       options_.collective_timeout == absl::InfiniteDuration()
           ? absl::InfiniteDuration()

@@ -45,7 +45,9 @@ struct RuntimeOptions {
   // The processes of a distributed job (runtime/distributed/distributed.h), or null: this process
   // alone. With them, `num_devices` devices belong to each process, process k owning global
   // device ids [k * num_devices, (k + 1) * num_devices); runs execute the mesh positions of this
-  // process's devices, and collectives reach the others' through the group.
+  // process's devices, and collectives reach the others' through the group. The device threads
+  // of a runtime with several processes sleep as soon as they are idle instead of polling for a
+  // while: the processes may share the host's cores.
   std::shared_ptr<ProcessGroup> processes;
 };
 

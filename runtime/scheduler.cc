@@ -13,10 +13,6 @@ namespace {
 
 thread_local Scheduler::Task* current_task = nullptr;
 
-// How long an idle thread polls its ready list before it sleeps: about twice what waking a
-// sleeping thread costs, so that a peer's wake-up on another core arrives while it still spins.
-constexpr auto kSpin = std::chrono::microseconds(50);
-
 }  // namespace
 
 struct Scheduler::Thread {
@@ -42,7 +38,7 @@ struct Scheduler::Thread {
   }
   // The next ready task (now running); null once stopped or interrupted with nothing ready.
   Task* Next() {
-    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    const auto spin_until = std::chrono::steady_clock::now() + scheduler->idle_spin_;
     for (int i = 0; ready.load(std::memory_order_acquire) == 0 &&
                     !interrupted.load(std::memory_order_relaxed);
          ++i) {
@@ -74,7 +70,8 @@ void Scheduler::Task::Body(void* arg) {
   task->finished_ = true;
 }
 
-Scheduler::Scheduler(int num_threads) {
+Scheduler::Scheduler(int num_threads, std::chrono::microseconds idle_spin)
+    : idle_spin_(idle_spin) {
   for (int i = 0; i < std::max(1, num_threads); ++i) {
     threads_.push_back(std::make_unique<Thread>());
     threads_.back()->scheduler = this;

@@ -1,7 +1,10 @@
 #include "runtime/distributed/gloo_process_group.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -459,6 +462,34 @@ absl::StatusOr<const ResolvedCollective*> GlooProcessGroup::RemoteResolved(
   return &plan->Resolve(*op);
 }
 
+namespace {
+
+// A Gloo TCP device whose loop thread (started by the device, inheriting its creator's policy)
+// is SCHED_BATCH: it never preempts a running thread when it wakes. Gloo's loop polls a pair only
+// if it gets the pair's lock at once, and polls again immediately otherwise; a loop thread woken
+// by a peer's message that preempted the thread holding that lock (one posting a send or a
+// receive) left the other loop threads polling in vain until the next scheduler tick. With 2
+// processes on 2 cores, a 1 MiB ppermute back to back took 1.2-1.8 ms with normal loop threads
+// and 0.7-1.1 ms with batch ones (Gloo's own send/recv: 0.4-0.9 ms).
+std::shared_ptr<gloo::transport::Device> CreateBatchDevice(const gloo::transport::tcp::attr& attr) {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::exception_ptr failed;
+  std::thread creator([&] {
+    sched_param param{};
+    sched_setscheduler(0, SCHED_BATCH, &param);  // best effort: a normal thread works too
+    try {
+      device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  creator.join();
+  if (failed) std::rethrow_exception(failed);
+  return device;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<ProcessGroup>> ConnectGloo(
     const GlooOptions& options, std::shared_ptr<gloo::rendezvous::Store> store,
     std::shared_ptr<void> keep_alive) {
@@ -471,7 +502,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> ConnectGloo(
       contexts[i]->setTimeout(absl::ToChronoMilliseconds(options.timeout));
       gloo::rendezvous::PrefixStore prefix(i == 0 ? "shardjit/gloo/up" : "shardjit/gloo/down",
                                            *store);
-      std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+      std::shared_ptr<gloo::transport::Device> device = CreateBatchDevice(attr);
       contexts[i]->connectFullMesh(prefix, device);
     }
   } catch (const std::exception& e) {
