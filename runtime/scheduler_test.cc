@@ -3,6 +3,7 @@
 #include <xmmintrin.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -126,16 +127,21 @@ void RunRing(Scheduler& scheduler, Ring& ring) {
 }
 
 TEST(Scheduler, TasksParkAndWakeAcrossAndWithinThreads) {
-  for (int threads : {1, 2, 3}) {
-    for (int n : {1, 2, 16, 64}) {
-      Scheduler scheduler(threads);
-      Ring ring(n);
-      for (int run = 0; run < 3; ++run) {  // tasks are started again once they finished
-        RunRing(scheduler, ring);
-        EXPECT_EQ(ring.token, ring.laps * n) << threads << " threads, " << n << " tasks";
-        for (int i = 0; i < n; ++i) {
-          // A task stays on the thread it was started on.
-          EXPECT_EQ(ring.threads_seen[i].size(), 1u) << "task " << i;
+  // Idle threads that poll for a while, and ones that sleep at once (every hand-over across
+  // threads then wakes a sleeping one).
+  for (auto idle_spin : {Scheduler::kDefaultIdleSpin, std::chrono::microseconds(0)}) {
+    for (int threads : {1, 2, 3}) {
+      for (int n : {1, 2, 16, 64}) {
+        Scheduler scheduler(threads, idle_spin);
+        Ring ring(n);
+        for (int run = 0; run < 3; ++run) {  // tasks are started again once they finished
+          RunRing(scheduler, ring);
+          EXPECT_EQ(ring.token, ring.laps * n) << threads << " threads, " << n << " tasks, idle "
+                                               << idle_spin.count() << " us";
+          for (int i = 0; i < n; ++i) {
+            // A task stays on the thread it was started on.
+            EXPECT_EQ(ring.threads_seen[i].size(), 1u) << "task " << i;
+          }
         }
       }
     }

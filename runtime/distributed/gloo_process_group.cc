@@ -470,7 +470,7 @@ namespace {
 // by a peer's message that preempted the thread holding that lock (one posting a send or a
 // receive) left the other loop threads polling in vain until the next scheduler tick. With 2
 // processes on 2 cores, a 1 MiB ppermute back to back took 1.2-1.8 ms with normal loop threads
-// and 0.7-1.1 ms with batch ones (Gloo's own send/recv: 0.4-0.9 ms).
+// and 0.7-1.3 ms with batch ones (Gloo's own send/recv: 0.4-0.9 ms).
 std::shared_ptr<gloo::transport::Device> CreateBatchDevice(const gloo::transport::tcp::attr& attr) {
   std::shared_ptr<gloo::transport::Device> device;
   std::exception_ptr failed;
