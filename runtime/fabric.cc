@@ -1,6 +1,7 @@
 #include "runtime/fabric.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "absl/strings/str_join.h"
@@ -484,6 +485,12 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
     }
   }
   if (remote_ != nullptr) PostToPeers(ticket, operands, prepared, split);
+  // This position's block of a prepared all_gather result is copied while the other processes'
+  // blocks travel, not after they came (Await hands it on in place).
+  if (prepared.defined()) {
+    const ir::Tensor& x = operands[0];
+    std::memcpy(GatherBlock(prepared, group->my_index, x.type()).data(), x.data(), x.byte_size());
+  }
   return ticket;
 }
 
@@ -532,7 +539,10 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
       Cancel(error);
       return error;
     }
-    inputs.inputs.push_back(theirs.operands[0]);
+    // My block of a prepared all_gather result is in place already (Arrive).
+    inputs.inputs.push_back(member == position && mine.prepared.defined()
+                                ? GatherBlock(mine.prepared, group.my_index, mine.types[0])
+                                : theirs.operands[0]);
     if (several) inputs.all_inputs.push_back(theirs.operands);
   }
   // A ppermute operand has one reader, its target: handed over, so that the target may update

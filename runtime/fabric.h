@@ -187,6 +187,10 @@ class RunState final : public Transport {
   ir::Tensor PrepareGatherResult(const ResolvedCollective& resolved, const CollectiveGroup& group,
                                  const std::vector<ir::Tensor>& operands,
                                  ir::Allocator* allocator) const;
+  // Member `j`'s block (of type `type`) of a prepared all_gather result: its j-th run.
+  static ir::Tensor GatherBlock(const ir::Tensor& prepared, int64_t j, const ir::ShapedType& type) {
+    return prepared.Subrange(j * type.num_elements(), type);
+  }
   // Whether the all-reduce `resolved` over `group` is split across processes, and how.
   ProcessShares SplitAcrossProcesses(const ResolvedCollective& resolved,
                                      const CollectiveGroup& group,

@@ -209,13 +209,12 @@ void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& 
   if (!sources.empty()) {
     std::vector<ir::ShapedType> types;
     for (const ir::Tensor& x : operands) types.push_back(x.type());
-    // Member j's block of a prepared all_gather result is its j-th run of the operand's size.
     std::vector<ir::Tensor> destinations;
     if (prepared.defined()) {
       for (int64_t source : sources) {
         const int64_t j = std::find(group.members.begin(), group.members.end(), source) -
                           group.members.begin();
-        destinations.push_back(prepared.Subrange(j * operands[0].num_elements(), types[0]));
+        destinations.push_back(GatherBlock(prepared, j, types[0]));
       }
     }
     remote_->ExpectOperands(ticket.seq, sources, types, destinations,
