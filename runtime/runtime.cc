@@ -320,7 +320,8 @@ Runtime::Runtime(RuntimeOptions options)
   // The processes of a job may share this host's cores: an idle thread that polls would take a
   // core from another process's transfer (see RuntimeOptions::processes).
   scheduler_ = std::make_unique<Scheduler>(
-      num_threads_, n > local_devices_ ? std::chrono::microseconds(0) : Scheduler::kDefaultIdleSpin);
+      num_threads_,
+      num_processes() > 1 ? std::chrono::microseconds(0) : Scheduler::kDefaultIdleSpin);
   watchdog_ = std::make_unique<Watchdog>(
       options_.collective_timeout == absl::InfiniteDuration()
           ? absl::InfiniteDuration()

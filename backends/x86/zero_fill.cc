@@ -34,21 +34,20 @@ void StreamZero(char* p, int64_t bytes) {
 void ZeroRows(void* dst, int64_t rows, int64_t row_bytes, int64_t stride) {
   if (rows <= 0 || row_bytes <= 0) return;
   char* p = static_cast<char*>(dst);
-  const bool contiguous = rows == 1 || stride == row_bytes;
-  if (rows * row_bytes < kStreamingZeroBytes) {
-    if (contiguous) {
-      std::memset(p, 0, rows * row_bytes);
-      return;
+  const bool streaming = rows * row_bytes >= kStreamingZeroBytes;
+  auto zero = [streaming](char* at, int64_t bytes) {
+    if (streaming) {
+      StreamZero(at, bytes);
+    } else {
+      std::memset(at, 0, bytes);
     }
-    for (int64_t i = 0; i < rows; ++i) std::memset(p + i * stride, 0, row_bytes);
-    return;
-  }
-  if (contiguous) {
-    StreamZero(p, rows * row_bytes);
+  };
+  if (rows == 1 || stride == row_bytes) {
+    zero(p, rows * row_bytes);  // contiguous
   } else {
-    for (int64_t i = 0; i < rows; ++i) StreamZero(p + i * stride, row_bytes);
+    for (int64_t i = 0; i < rows; ++i) zero(p + i * stride, row_bytes);
   }
-  _mm_sfence();  // non-temporal stores are weakly ordered
+  if (streaming) _mm_sfence();  // non-temporal stores are weakly ordered
 }
 
 }  // namespace shardjit::backends::x86
