@@ -134,7 +134,10 @@ void RegisterAll() {
                                IsaLevel::kAvx2, 12, 16.0);
   const Shape shapes[] = {{128, 128, 128},    {256, 256, 256},    {512, 512, 512},
                           {1024, 1024, 1024}, {2048, 2048, 1024}, {1024, 2048, 1024},
-                          {1000, 1000, 1000}, {777, 1234, 555}};
+                          {1000, 1000, 1000}, {777, 1234, 555},
+                          // Few rows (streaming B; its 4 MiB stay in L3 between calls).
+                          {1, 1024, 1024},    {6, 1024, 1024},    {13, 1024, 1024},
+                          {20, 1024, 1024},   {41, 1024, 1024}};
   // bf16 also below AMX where the host has it: the AVX-512 kernels side by side.
   const bool amx = x86::ActiveIsa() >= IsaLevel::kAmxBf16;
   for (GemmType type : {GemmType::kBf16Bf16F32, GemmType::kF32F32F32}) {

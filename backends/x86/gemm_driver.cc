@@ -39,15 +39,17 @@ void Narrow(const float* src, int64_t ld_src, uint16_t* dst, int64_t ld_dst, int
 }
 
 // Streaming B (see StreamsB): the next packed block, its k steps copied by the kernels of the
-// current block's last row tiles (`per_tile` each, in the first `streamed_panels` panels, those
-// the current tiles span) and the rest packed after them. Only whole steps are copied (an odd
-// block's last row, a bf16 pair without its second row, is packed after the tiles).
+// current block's last row tiles (`per_tile` each, `stream_rows` per k iteration, in the first
+// `streamed_panels` panels, those the current tiles span) and the rest packed after them. Only
+// whole steps are copied (an odd block's last row, a bf16 pair without its second row, is packed
+// after the tiles).
 struct NextBlock {
   MatrixView b;
   PanelLayout layout = PanelLayout::kF32;
   int64_t k0 = 0, col0 = 0;    // position in B
   int64_t rows = 0, cols = 0;  // k values and columns; 0 rows: no next block
   int nr = 0;
+  int stream_rows = 1;        // steps a kernel copies per k iteration
   uint8_t* packed = nullptr;  // its panels
   int64_t streamed_panels = 0, per_tile = 0;
   int64_t copied_steps = 0;  // steps [0, copied_steps) of the streamed panels are packed
@@ -59,11 +61,13 @@ struct NextBlock {
   // Spreads the steps over `tiles` row tiles of `iters` k iterations each, in `panels` panels.
   void Plan(int64_t tiles, int64_t iters, int64_t panels) {
     streamed_panels = rows > 0 ? std::min(panels, cols / nr) : 0;
-    per_tile = std::min(iters, CeilDiv(whole_steps(), tiles));
+    per_tile = std::min(iters, CeilDiv(whole_steps(), tiles * stream_rows)) * stream_rows;
   }
   // Sets the copy of the next row tile; false when it copies nothing.
   bool StartTile(MicroKernelArgs* args) const {
-    const int64_t count = std::min(per_tile, whole_steps() - copied_steps);
+    // Whole iterations only: a last few steps are packed after the tiles.
+    const int64_t count =
+        std::min(per_tile, whole_steps() - copied_steps) / stream_rows * stream_rows;
     if (streamed_panels == 0 || count <= 0) return false;
     const int elem = b.bf16 ? 2 : 4;
     const int64_t row_bytes = b.row_stride * elem, step_bytes = row_bytes * rows_per_step();
@@ -81,7 +85,7 @@ struct NextBlock {
     args->stream_last_ahead = count * step_bytes - (streamed_panels - 1) * nr * elem;
     args->stream_src = src;
     args->stream_dst = packed + copied_steps * nr * 4;
-    args->stream_iters = count;
+    args->stream_iters = count / stream_rows;
     return true;
   }
   // Packs what the kernels did not copy.
@@ -101,12 +105,13 @@ struct NextBlock {
 
 // The block after (jc, pc) in RunBlocked's order: the next depth block, else the next column
 // block's first.
-NextBlock NextBlockOf(const MatrixView& b, const GemmPlan& plan, int64_t jc, int64_t pc,
-                      int64_t k, int64_t n, uint8_t* packed) {
+NextBlock NextBlockOf(const MatrixView& b, const GemmPlan& plan, int stream_rows, int64_t jc,
+                      int64_t pc, int64_t k, int64_t n, uint8_t* packed) {
   NextBlock next;
   next.b = b;
   next.layout = plan.layout;
   next.nr = plan.nr;
+  next.stream_rows = stream_rows;
   next.packed = packed;
   const bool last_k = pc + plan.kc >= k;
   next.k0 = last_k ? 0 : pc + plan.kc;
@@ -184,11 +189,24 @@ bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
          args.shape.m <= kStreamRowBlocks * plan.mc && !one_block;
 }
 
+int StreamRows(const GemmPlan& given_plan, const GemmShape& shape) {
+  const GemmPlan plan = BalancedPlan(given_plan, shape);
+  const int64_t steps = KSteps(plan.layout, std::min(plan.kc, shape.k));
+  const int64_t iters = steps / kStreamSteps;
+  if (shape.m <= 0 || iters == 0) return 1;
+  // The last row block's tiles copy the next block.
+  const int64_t tiles = CeilDiv(shape.m - (shape.m - 1) / plan.mc * plan.mc, plan.mr);
+  int rows = 1;
+  while (rows < kStreamSteps && rows * iters * tiles < steps) rows *= 2;
+  return rows;
+}
+
 absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
   plan_ = &plan;
   const int partial_rows = static_cast<int>(args.shape.m % plan.mr);
   const int tail_vecs = static_cast<int>(CeilDiv(args.shape.n % plan.nr, plan.lanes));
   streams_b_ = StreamsB(plan, args);
+  stream_rows_ = streams_b_ ? StreamRows(plan, args.shape) : 1;
   const StreamSource source = !streams_b_                           ? StreamSource::kNone
                               : args.type == GemmType::kBf16Bf16F32 ? StreamSource::kBf16
                                                                     : StreamSource::kF32;
@@ -201,7 +219,8 @@ absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
         }
         KernelKey& key = keys_[Index(partial, tail, stream)];
         key = KernelKey{plan.layout, plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
-                        tail ? tail_vecs : 0, stream ? source : StreamSource::kNone};
+                        tail ? tail_vecs : 0, stream ? source : StreamSource::kNone,
+                        stream ? stream_rows_ : 1};
         if (plan.portable_kernels) continue;
         absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
         if (!fn.ok()) return fn.status();
@@ -317,7 +336,8 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
       args.accumulate = !first || g.accumulate;
       NextBlock next;
       if (stream_b) {
-        next = NextBlockOf(b, plan, jc, pc, k, n, b_buf + (1 - packed) * b_block_bytes);
+        next = NextBlockOf(b, plan, kernels.stream_rows(), jc, pc, k, n,
+                           b_buf + (1 - packed) * b_block_bytes);
         next.Plan(CeilDiv(m - last_ic, mr), steps / kStreamSteps, args.n_panels);
         args.stream_dst_panel_stride = next.steps() * nr * 4;
         args.stream_panels = next.streamed_panels;
@@ -348,8 +368,8 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
           const bool stream = stream_b && ic == last_ic && next.StartTile(&args);
           kernels.Call(rows, tail_vecs, stream, &args);
           if (stream) {
-            next.copied_steps += args.stream_iters;
-            scratch->streamed_steps += args.stream_iters;
+            next.copied_steps += args.stream_iters * kernels.stream_rows();
+            scratch->streamed_steps += args.stream_iters * kernels.stream_rows();
           }
         }
         if (g.out_bf16 && last) {

@@ -47,6 +47,8 @@ class KernelSet {
   void Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const;
   // Whether the product streams B (StreamsB, decided once, in Prepare).
   bool streams_b() const { return streams_b_; }
+  // k steps the streaming kernels copy per iteration (StreamRows).
+  int stream_rows() const { return stream_rows_; }
 
  private:
   static int Index(bool partial_rows, bool tail, bool stream) {
@@ -55,6 +57,7 @@ class KernelSet {
 
   const GemmPlan* plan_ = nullptr;
   bool streams_b_ = false;
+  int stream_rows_ = 1;
   KernelKey keys_[8];
   MicroKernelFn fns_[8] = {};
 };
@@ -69,6 +72,11 @@ class KernelSet {
 // block.
 inline constexpr int64_t kStreamRowBlocks = 4;
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
+// The k steps per iteration (KernelKey::stream_rows) that the streaming kernels of a product of
+// `shape` copy so that the last row block's tiles copy a whole next block between them: 1 from 8
+// tiles on, up to 8 for a single tile (few rows, so few FMAs per copied byte: such a product is
+// bound by B's reads either way, which then overlap its arithmetic instead of following it).
+int StreamRows(const GemmPlan& plan, const GemmShape& shape);
 
 // Frees an AlignedBuffer's block (ir::FreeStorage with the size it was allocated with).
 struct FreeAlignedBlock {

@@ -12,11 +12,14 @@ std::string KernelKey::Name() const {
   const char* layout_name = layout == PanelLayout::kF32          ? "f32"
                             : layout == PanelLayout::kBf16Pairs ? "bf16_pairs"
                                                                 : "amx_tiles";
-  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}", IsaName(isa), layout_name, mr, nr, rows,
+  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}{}", IsaName(isa), layout_name, mr, nr, rows,
                      tail_vecs,
                      stream == StreamSource::kF32    ? "_sf32"
                      : stream == StreamSource::kBf16 ? "_sbf16"
-                                                     : "");
+                                                     : "",
+                     stream != StreamSource::kNone && stream_rows > 1
+                         ? fmt::format("x{}", stream_rows)
+                         : "");
 }
 
 void SetTailMasks(int cols, MicroKernelArgs* args) {
@@ -51,7 +54,7 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
   if (key.stream != StreamSource::kNone) {
     const int src_bytes = StreamElementBytes(key.stream);
     for (int64_t p = 0; p < args->stream_panels; ++p) {
-      for (int64_t i = 0; i < args->stream_iters; ++i) {
+      for (int64_t i = 0; i < args->stream_iters * key.stream_rows; ++i) {
         const char* src = static_cast<const char*>(args->stream_src) + p * key.nr * src_bytes +
                           i * args->stream_src_stride;
         char* dst = static_cast<char*>(args->stream_dst) + p * args->stream_dst_panel_stride +

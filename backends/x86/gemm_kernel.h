@@ -4,9 +4,10 @@
 //     C[0:rows, p*NR : p*NR+NR] = (accumulate ? C : 0) + Apanel * Bpanel[p]
 // with f32 accumulation, A and B read from packed panels (gemm_pack.h). A streaming kernel
 // (stream != kNone) also packs part of the next B block while it computes, so that the memory
-// reads of packing overlap the arithmetic: in each of the first stream_iters k iterations i (of
-// kStreamSteps steps) of each of the first stream_panels panels p, it packs k step i of panel p
-// from the NR elements of E bytes (4 for f32, 2 for bf16) at
+// reads of packing overlap the arithmetic: in each of the first stream_iters k iterations (of
+// kStreamSteps steps) of each of the first stream_panels panels p, it packs R = stream_rows k
+// steps of panel p, steps i = 0 .. R * stream_iters - 1 in all, step i from the NR elements of E
+// bytes (4 for f32, 2 for bf16) at
 //   src_i = stream_src + p * NR * E + i * stream_src_stride  (panel p's columns of a row-major B)
 // into
 //   stream_dst + p * stream_dst_panel_stride + i * NR * 4  (k step i of the packed panel p):
@@ -14,7 +15,9 @@
 // at src_i and src_i + stream_src_stride / 2 interleaved into pairs (the step's two k values).
 // It prefetches the same rows of panel p + 1 (the copy of panel p + 1 then reads cache), in the
 // last streamed panel the rows stream_last_ahead bytes past the ones it copies (the driver points
-// it at the first panel's rows of its next call).
+// it at the first panel's rows of its next call), and into L2 those of panel p +
+// kStreamFarPanels (prefetches only: past the block's columns they are merely wasted). A tile of few rows has few FMAs to hide its
+// copy behind, but the block is shared by few tiles, so each must copy more: R > 1.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 
@@ -41,8 +44,19 @@ inline int64_t PackedAOffset(PanelLayout layout, int mr, int64_t step, int row) 
   return (step * mr + row) * 4;
 }
 
-// k steps per row of a streaming kernel's copy.
+// k steps per iteration of a streaming kernel's copy; it copies 1, 2, 4 or 8 (at most this
+// many) k steps of the next block per iteration (KernelKey::stream_rows).
 inline constexpr int kStreamSteps = 8;
+
+// Whether a streaming kernel can copy `rows` k steps per iteration: a power of two that divides
+// kStreamSteps.
+inline bool ValidStreamRows(int rows) {
+  return rows >= 1 && rows <= kStreamSteps && kStreamSteps % rows == 0 && (rows & (rows - 1)) == 0;
+}
+
+// Panels ahead of the copy that a streaming kernel prefetches into L2: one panel's k loop is too
+// short to hide a memory read behind when tiles have few rows.
+inline constexpr int kStreamFarPanels = 4;
 
 // What a streaming kernel copies: nothing, f32 rows, or bf16 rows (widened to f32 in the kF32
 // layout, interleaved in pairs in the kBf16Pairs layout).
@@ -63,17 +77,20 @@ struct KernelKey {
   int tail_vecs = 0;  // vectors computed in the masked tail panel; 0: no tail panel
   // Copies part of the next B block: kF32 layout (f32 or bf16 source), kBf16Pairs (bf16).
   StreamSource stream = StreamSource::kNone;
+  // k steps a streaming kernel copies per iteration of kStreamSteps steps: 1, 2, 4 or 8.
+  int stream_rows = 1;
 
   bool operator==(const KernelKey& o) const {
     return layout == o.layout && isa == o.isa && mr == o.mr && nr == o.nr && rows == o.rows &&
-           tail_vecs == o.tail_vecs && stream == o.stream;
+           tail_vecs == o.tail_vecs && stream == o.stream && stream_rows == o.stream_rows;
   }
   template <typename H>
   friend H AbslHashValue(H h, const KernelKey& k) {
-    return H::combine(std::move(h), k.layout, k.isa, k.mr, k.nr, k.rows, k.tail_vecs,
-                      k.stream);
+    return H::combine(std::move(h), k.layout, k.isa, k.mr, k.nr, k.rows, k.tail_vecs, k.stream,
+                      k.stream_rows);
   }
-  // "gemm_avx512_bf16_pairs_6x64_r6_t2"; "..._sf32" / "..._sbf16" for a streaming kernel.
+  // "gemm_avx512_bf16_pairs_6x64_r6_t2"; "..._sf32" / "..._sbf16" for a streaming kernel,
+  // "..._sf32x4" for one that copies 4 steps per iteration.
   std::string Name() const;
 };
 

@@ -72,15 +72,21 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     mov(reg_stream_ahead, ptr[reg_args + offsetof(MicroKernelArgs, stream_last_ahead)]);
     L(ahead_set);
     L(stream_loop);
-    // The copy and the prefetch among the FMAs, apart, not in a burst at the loop's end.
+    // The copies and prefetches among the FMAs, spread out, not in a burst at the loop's end:
+    // copy j at step j * gap, its prefetch half a gap later, then on to the next row.
+    const int gap = kStreamSteps / key_.stream_rows;
     for (int s = 0; s < kStreamSteps; ++s) {
       EmitStep(vecs, s);
-      if (s == 0) EmitStreamCopy();
-      if (s == kStreamSteps / 2) EmitStreamPrefetch();
+      if (s % gap == 0) EmitStreamCopy();
+      if (s % gap == gap / 2) {
+        EmitStreamPrefetch();
+        add(reg_stream_src, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
+        if (pairs) {
+          add(reg_stream_src_hi, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
+        }
+        add(reg_stream_dst, key_.nr * 4);
+      }
     }
-    add(reg_stream_src, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
-    if (pairs) add(reg_stream_src_hi, ptr[reg_args + offsetof(MicroKernelArgs, stream_src_stride)]);
-    add(reg_stream_dst, key_.nr * 4);
     add(reg_a, kStreamSteps * key_.mr * 4);
     add(reg_b, kStreamSteps * key_.nr * 4);
     sub(reg_k, kStreamSteps);
@@ -133,11 +139,14 @@ void GemmKernelGenerator::EmitStreamCopy() {
 }
 
 void GemmKernelGenerator::EmitStreamPrefetch() {
-  for (int line = 0; line < key_.nr * StreamElementBytes(key_.stream); line += 64) {
+  const int panel_bytes = key_.nr * StreamElementBytes(key_.stream);
+  const bool pairs = key_.layout == PanelLayout::kBf16Pairs;
+  for (int line = 0; line < panel_bytes; line += 64) {
     prefetcht0(ptr[reg_stream_src + reg_stream_ahead + line]);
-    if (key_.layout == PanelLayout::kBf16Pairs) {
-      prefetcht0(ptr[reg_stream_src_hi + reg_stream_ahead + line]);
-    }
+    if (pairs) prefetcht0(ptr[reg_stream_src_hi + reg_stream_ahead + line]);
+    // From memory into L2 well ahead: the next panel's fetch then finds the row there.
+    prefetcht2(ptr[reg_stream_src + kStreamFarPanels * panel_bytes + line]);
+    if (pairs) prefetcht2(ptr[reg_stream_src_hi + kStreamFarPanels * panel_bytes + line]);
   }
 }
 

@@ -77,7 +77,8 @@ class GemmKernelGenerator : public JitGenerator {
   void EmitBody(bool tail);
   // The k loop; `stream`: its first iterations copy the stream (when panels are left).
   void EmitKLoop(int vecs, bool stream);
-  // One k step of the stream: copied, and prefetched for the next panel.
+  // One k step of the stream: copied, and prefetched for the next panel (stream_rows per
+  // iteration of the k loop).
   void EmitStreamCopy();
   void EmitStreamPrefetch();
   // Adds C when accumulating, stores; `tail`: tail_vecs vectors, masked.

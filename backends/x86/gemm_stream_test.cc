@@ -56,6 +56,24 @@ TEST(BalancedPlan, EvensOutDepthAndColumnBlocks) {
   EXPECT_EQ(BalancedPlan(amx, {64, 64, 600}).kc, 320);
 }
 
+// The last row block's tiles copy a whole next block between them: 1 step per iteration from 8
+// tiles on (32 iterations of 8 steps in a block of 256), 2 from 4, 4 from 2, 8 for one.
+TEST(StreamRows, TheLastRowBlocksTilesCopyTheWholeNextBlock) {
+  const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
+  ASSERT_EQ(BalancedPlan(plan, {6, 1024, 1024}).kc, 256);
+  ASSERT_GE(plan.mc, 60);
+  const std::pair<int64_t, int> cases[] = {{1, 8},  {6, 8},  {7, 4},  {18, 4},
+                                           {19, 2}, {42, 2}, {43, 1}, {60, 1}};
+  for (const auto& [m, rows] : cases) {
+    EXPECT_EQ(StreamRows(plan, {m, 1024, 1024}), rows) << m;
+  }
+  // The last row block of two, with a single tile.
+  EXPECT_EQ(StreamRows(plan, {plan.mc + 3, 1024, 1024}), 8);
+  // A block shallower than one iteration copies nothing; an uneven one, all its whole iterations.
+  EXPECT_EQ(StreamRows(plan, {6, 1024, 7}), 1);
+  EXPECT_EQ(StreamRows(plan, {42, 1024, 1000}), 2);
+}
+
 TEST(StreamsB, ProductsOfFewRowBlocksWithSeveralBBlocks) {
   const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
   GemmArgs args;
@@ -112,12 +130,13 @@ struct KernelCall {
     // Row-major B, padded rows; a step of bf16 pairs copies two.
     const int64_t row = (n_panels + 2) * key.nr + 3;
     const int64_t src_stride = key.layout == PanelLayout::kBf16Pairs ? 2 * row : row;
-    const int64_t dst_panel = iters * key.nr + 16;           // room past the copied steps
+    const int64_t copied = iters * key.stream_rows;          // steps copied per panel
+    const int64_t dst_panel = copied * key.nr + 16;          // room past the copied steps
     fill(a, k_steps * key.mr);
     fill(b, all_panels * k_steps * key.nr);
     fill(c, key.rows * ldc);
     const int elem = StreamElementBytes(key.stream);
-    src.resize((iters * src_stride + 16) * elem);
+    src.resize((copied * src_stride + 16) * elem);
     for (size_t at = 0; at < src.size(); at += elem) {
       const float x = static_cast<float>(small(rng));
       if (elem == 4) {
@@ -176,6 +195,13 @@ void CheckStreamingKernel(const KernelKey& key, int lanes, std::mt19937& rng) {
           (*fn)(&got.args);
           const std::string label = fmt::format("{} panels={} k_steps={} iters={} streamed={}",
                                                 key.Name(), n_panels, k_steps, iters, panels);
+          if (iters > 0 && panels > 0) {
+            // The oracle itself: the last panel's last step copied, the one after it not.
+            const int64_t copied = iters * key.stream_rows;
+            const float* last = want.dst.data() + (panels - 1) * (copied * key.nr + 16);
+            EXPECT_NE(last[(copied - 1) * key.nr], -100.0f) << label;
+            EXPECT_EQ(last[copied * key.nr], -100.0f) << label;
+          }
           EXPECT_EQ(got.c, want.c) << label;
           EXPECT_EQ(Bits(got.dst), Bits(want.dst)) << label;
           EXPECT_EQ(got.src, want.src) << label;
@@ -186,7 +212,7 @@ void CheckStreamingKernel(const KernelKey& key, int lanes, std::mt19937& rng) {
 }
 
 // Every streaming key of `isa` with nr `nr`: f32 and bf16 sources into kF32 panels, bf16 into
-// kBf16Pairs panels where `isa` has them.
+// kBf16Pairs panels where `isa` has them; 1, 2, 4 and 8 steps copied per iteration.
 void CheckStreamingKernels(IsaLevel isa, int nr, int lanes) {
   std::mt19937 rng(17);
   std::vector<std::pair<PanelLayout, StreamSource>> kinds = {
@@ -195,7 +221,12 @@ void CheckStreamingKernels(IsaLevel isa, int nr, int lanes) {
   for (const auto& [layout, source] : kinds) {
     for (int rows = 1; rows <= 6; ++rows) {
       for (int tail_vecs = 0; tail_vecs <= 2; ++tail_vecs) {
-        CheckStreamingKernel({layout, isa, 6, nr, rows, tail_vecs, source}, lanes, rng);
+        for (int stream_rows : {1, 2, 4, 8}) {
+          // Every copy width with full tiles; the others with one.
+          if (stream_rows != 1 && rows != 6 && rows != 1) continue;
+          CheckStreamingKernel({layout, isa, 6, nr, rows, tail_vecs, source, stream_rows}, lanes,
+                               rng);
+        }
       }
     }
   }
@@ -228,6 +259,15 @@ TEST(StreamingKernels, NotForAmxTilesNorF32IntoPairs) {
           .ok());
   const KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, StreamSource::kBf16};
   EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t1_sbf16");
+  const KernelKey wide{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, StreamSource::kF32, 4};
+  EXPECT_EQ(wide.Name(), "gemm_avx2_f32_6x16_r6_t1_sf32x4");
+  for (int bad : {0, 3, 16}) {
+    KernelKey k = wide;
+    k.stream_rows = bad;
+    absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(k);
+    EXPECT_EQ(fn.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(fn.status().message().find("steps per iteration"), std::string::npos) << bad;
+  }
   const KernelKey pairs{PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 2, 0,
                         StreamSource::kBf16};
   EXPECT_EQ(pairs.Name(), "gemm_avx512_bf16_bf16_pairs_6x64_r2_t0_sbf16");
@@ -321,9 +361,9 @@ TEST(PackBSteps, PiecesMakeTheWholeBlock) {
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
 // iterations per tile, some rows left to pack after the tiles, tail panels.
-GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable) {
+GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable, int tiles_per_block = 2) {
   GemmPlan plan = MakePlan(isa, type, CacheSizes{});
-  plan.mc = 2 * plan.mr;
+  plan.mc = tiles_per_block * plan.mr;
   plan.kc = 24;
   plan.nc = 2 * plan.nr;
   plan.portable_kernels = portable;
@@ -345,7 +385,9 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
         c.pad = seed % 4 == 3 ? 5 : 0;
         c.threads = seed % 7 == 4 ? 2 : 1;
         Problem p(c, 4000 + ++seed);
-        const GemmPlan plan = SmallStreamingPlan(isa, p.args.type, portable);
+        // Row blocks of 2 tiles (each copies 4 or 8 steps per iteration), or of 8 (1 to 8).
+        const GemmPlan plan =
+            SmallStreamingPlan(isa, p.args.type, portable, seed % 2 == 0 ? 2 : 8);
         streamed += StreamsB(plan, p.args);
         p.Check(fmt::format("{}{} streaming", IsaName(isa), portable ? " portable" : ""),
                 [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });

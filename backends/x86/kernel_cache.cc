@@ -15,6 +15,11 @@ KernelCache& KernelCache::Global() {
 
 absl::StatusOr<std::unique_ptr<JitGenerator>> KernelCache::Generate(const KernelKey& key) {
   std::unique_ptr<JitGenerator> gen;
+  if (!ValidStreamRows(key.stream_rows)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gemm: ", key.Name(), " copies ", key.stream_rows,
+                     " steps per iteration; 1, 2, 4 or 8 are possible"));
+  }
   if (key.layout == PanelLayout::kAmxTiles) {
     if (!GemmKernelAmx::Supports(key)) {
       return absl::UnimplementedError(absl::StrCat("gemm: no generator for ", key.Name()));

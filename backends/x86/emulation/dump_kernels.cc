@@ -53,6 +53,14 @@ std::vector<KernelKey> Keys() {
       }
       keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, rows, 1, source});
     }
+    // Copying 2, 4 or 8 steps per iteration.
+    for (int stream_rows : {2, 4, 8}) {
+      keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, 6, 64, 6, 1, source, stream_rows});
+      if (source == StreamSource::kBf16) {
+        keys.push_back(
+            {PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 6, 0, source, stream_rows});
+      }
+    }
   }
   return keys;
 }
@@ -115,8 +123,9 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           const int64_t iters = streams ? k_steps / kStreamSteps : 0;
           const int elem = StreamElementBytes(key.stream);
           const int64_t src_stride = ((n_panels + 2) * key.nr + 3) * (pairs ? 2 : 1);
-          const int64_t dst_panel = iters * key.nr + 16;
-          std::vector<uint8_t> src(streams ? (iters * src_stride + 16) * elem : 0);
+          const int64_t copied = iters * key.stream_rows;
+          const int64_t dst_panel = copied * key.nr + 16;
+          std::vector<uint8_t> src(streams ? (copied * src_stride + 16) * elem : 0);
           for (size_t at = 0; at < src.size(); at += elem) {
             const uint32_t x = value(PanelLayout::kF32);  // an f32 small integer
             const uint16_t high = static_cast<uint16_t>(x >> 16);  // exact in bf16
