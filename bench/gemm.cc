@@ -1,6 +1,7 @@
 // GEMM benchmarks of the x86 backend (bf16 and f32 inputs, f32 output, 1 and 2 threads) and
 // micro-benchmarks of this CPU's peak: loops of independent tdpbf16ps / vdpbf16ps / vfmadd231ps.
-// Every benchmark reports counters["GFLOPS"]. Run with
+// Products of few rows also against weights read from memory (BM_GemmWeightsFromMemory). Every
+// benchmark reports counters["GFLOPS"]. Run with
 //   bazel run -c opt //bench:gemm -- --benchmark_filter=... [--benchmark_format=json]
 // SHARDJIT_GEMM_BLOCKING=mc,kc,nc overrides the cache blocking (for tuning).
 #include "backends/x86/gemm.h"
@@ -19,6 +20,7 @@
 #include "backends/x86/gemm_internal.h"
 #include "backends/x86/peak_loop.h"
 #include "fmt/format.h"
+#include "ir/allocator.h"
 #include "ir/dtype.h"
 #include "xbyak/xbyak.h"
 
@@ -101,6 +103,44 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   state.SetLabel(std::string(x86::IsaName(isa)));
 }
 
+// Few rows against weights read from memory: each iteration multiplies the same m x k rows by
+// the next of 64 different k x n matrices (256 MiB of f32, on huge pages as a device allocator
+// gives them), as a grouped matmul's small groups do, on one thread.
+void BM_GemmWeightsFromMemory(benchmark::State& state, GemmType type, int64_t m, int64_t k,
+                              int64_t n) {
+  constexpr int64_t kMatrices = 64;
+  const bool bf16 = type == GemmType::kBf16Bf16F32;
+  const size_t elem = bf16 ? 2 : 4;
+  const size_t b_bytes = static_cast<size_t>(k * n) * elem;
+  const size_t all_bytes = b_bytes * kMatrices;
+  auto* b = static_cast<char*>(ir::AllocateStorage(all_bytes));
+  std::vector<float> a(m * k, 0.5f), c(m * n);
+  std::vector<uint16_t> a16(m * k, ir::bf16::FromFloat(0.5f));
+  for (size_t i = 0; i < all_bytes / elem; ++i) {
+    const float v = static_cast<float>(i % 7) * 0.25f;
+    if (bf16) {
+      reinterpret_cast<uint16_t*>(b)[i] = ir::bf16::FromFloat(v);
+    } else {
+      reinterpret_cast<float*>(b)[i] = v;
+    }
+  }
+  GemmArgs g;
+  g.shape = {m, n, k};
+  g.type = type;
+  g.a = bf16 ? static_cast<const void*>(a16.data()) : a.data();
+  g.c = c.data();
+  int64_t next = 0;
+  for (auto _ : state) {
+    g.b = b + (next++ % kMatrices) * b_bytes;
+    absl::Status s = x86::Gemm(g);
+    benchmark::DoNotOptimize(s);
+    benchmark::ClobberMemory();
+  }
+  ir::FreeStorage(b, all_bytes);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2e-9 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 using x86::PeakLoop;
 
 void BM_Peak(benchmark::State& state, PeakLoop::Kind kind, IsaLevel needs, int accumulators,
@@ -154,6 +194,13 @@ void RegisterAll() {
               ->Unit(benchmark::kMillisecond);
         }
       }
+    }
+    for (int64_t m : {1, 6, 13, 20, 41, 64}) {
+      const std::string name = fmt::format("BM_GemmWeightsFromMemory/{}/M:{}/K:1024/N:1024",
+                                           bf16 ? "bf16" : "f32", m);
+      benchmark::RegisterBenchmark(name.c_str(), BM_GemmWeightsFromMemory, type, m, 1024, 1024)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
     }
   }
 }
