@@ -16,8 +16,9 @@
 // It prefetches the same rows of panel p + 1 (the copy of panel p + 1 then reads cache), in the
 // last streamed panel the rows stream_last_ahead bytes past the ones it copies (the driver points
 // it at the first panel's rows of its next call), and into L2 those of panel p +
-// kStreamFarPanels (prefetches only: past the block's columns they are merely wasted). A tile of few rows has few FMAs to hide its
-// copy behind, but the block is shared by few tiles, so each must copy more: R > 1.
+// kStreamFarPanels (prefetches only: past the block's columns they are merely wasted). A tile
+// of few rows has few FMAs to hide its copy behind, but then few tiles share the block, so each
+// must copy more: R > 1.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 
@@ -48,11 +49,8 @@ inline int64_t PackedAOffset(PanelLayout layout, int mr, int64_t step, int row) 
 // many) k steps of the next block per iteration (KernelKey::stream_rows).
 inline constexpr int kStreamSteps = 8;
 
-// Whether a streaming kernel can copy `rows` k steps per iteration: a power of two that divides
-// kStreamSteps.
-inline bool ValidStreamRows(int rows) {
-  return rows >= 1 && rows <= kStreamSteps && kStreamSteps % rows == 0 && (rows & (rows - 1)) == 0;
-}
+// Whether a streaming kernel can copy `rows` k steps per iteration: a divisor of kStreamSteps.
+inline bool ValidStreamRows(int rows) { return rows >= 1 && kStreamSteps % rows == 0; }
 
 // Panels ahead of the copy that a streaming kernel prefetches into L2: one panel's k loop is too
 // short to hide a memory read behind when tiles have few rows.
