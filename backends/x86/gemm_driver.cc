@@ -83,6 +83,7 @@ struct NextBlock {
       }
     }
     args->stream_last_ahead = count * step_bytes - (streamed_panels - 1) * nr * elem;
+    args->stream_far_wrap = count * step_bytes - (streamed_panels - kStreamFarPanels) * nr * elem;
     args->stream_src = src;
     args->stream_dst = packed + copied_steps * nr * 4;
     args->stream_iters = count / stream_rows;

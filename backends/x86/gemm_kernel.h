@@ -16,9 +16,9 @@
 // It prefetches the same rows of panel p + 1 (the copy of panel p + 1 then reads cache), in the
 // last streamed panel the rows stream_last_ahead bytes past the ones it copies (the driver points
 // it at the first panel's rows of its next call), and into L2 those of panel p +
-// kStreamFarPanels (prefetches only: past the block's columns they are merely wasted). A tile
-// of few rows has few FMAs to hide its copy behind, but then few tiles share the block, so each
-// must copy more: R > 1.
+// kStreamFarPanels, in the kF32 layout from the kStreamFarPanels-th last panel on those of the
+// next call's panel as far ahead (stream_far_wrap). A tile of few rows has few FMAs to hide its
+// copy behind, but then few tiles share the block, so each must copy more: R > 1.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 
@@ -115,6 +115,9 @@ struct MicroKernelArgs {
   int64_t stream_iters = 0;
   int64_t stream_panels = 0;
   int64_t stream_last_ahead = 0;  // bytes; only prefetched, so any value is safe
+  // Bytes from a row copied in the last kStreamFarPanels streamed panels to the row prefetched
+  // into L2, in the next call (kF32 layout); only prefetched, so any value is safe.
+  int64_t stream_far_wrap = 0;
   // The kernel's own key, for the portable kernel; generated code ignores it.
   const KernelKey* key = nullptr;
 };

@@ -71,6 +71,16 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     jne(ahead_set);
     mov(reg_stream_ahead, ptr[reg_args + offsetof(MicroKernelArgs, stream_last_ahead)]);
     L(ahead_set);
+    if (!pairs) {
+      // Into L2, kStreamFarPanels panels ahead; from the panel that many before the last on, the
+      // rows of the next call at as many panels less (reg_ldc's register, reloaded after).
+      Label far_set;
+      mov(reg_stream_far, kStreamFarPanels * key_.nr * StreamElementBytes(key_.stream));
+      cmp(reg_stream_panels, kStreamFarPanels);
+      jg(far_set);
+      mov(reg_stream_far, ptr[reg_args + offsetof(MicroKernelArgs, stream_far_wrap)]);
+      L(far_set);
+    }
     L(stream_loop);
     // The copies and prefetches among the FMAs, spread out, not in a burst at the loop's end:
     // copy j at step j * gap, its prefetch half a gap later, then on to the next row.
@@ -92,7 +102,7 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     sub(reg_k, kStreamSteps);
     dec(reg_stream_count);
     jnz(stream_loop, T_NEAR);
-    if (pairs) mov(reg_ldc, ptr[reg_args + offsetof(MicroKernelArgs, ldc)]);
+    mov(reg_ldc, ptr[reg_args + offsetof(MicroKernelArgs, ldc)]);
     L(streamed);
   }
   cmp(reg_k, kUnroll);
@@ -145,8 +155,12 @@ void GemmKernelGenerator::EmitStreamPrefetch() {
     prefetcht0(ptr[reg_stream_src + reg_stream_ahead + line]);
     if (pairs) prefetcht0(ptr[reg_stream_src_hi + reg_stream_ahead + line]);
     // From memory into L2 well ahead: the next panel's fetch then finds the row there.
-    prefetcht2(ptr[reg_stream_src + kStreamFarPanels * panel_bytes + line]);
-    if (pairs) prefetcht2(ptr[reg_stream_src_hi + kStreamFarPanels * panel_bytes + line]);
+    if (pairs) {
+      prefetcht2(ptr[reg_stream_src + kStreamFarPanels * panel_bytes + line]);
+      prefetcht2(ptr[reg_stream_src_hi + kStreamFarPanels * panel_bytes + line]);
+    } else {
+      prefetcht2(ptr[reg_stream_src + reg_stream_far + line]);
+    }
   }
 }
 

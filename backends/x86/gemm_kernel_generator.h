@@ -70,6 +70,7 @@ class GemmKernelGenerator : public JitGenerator {
   const Xbyak::Reg64 reg_stream_panels = r15;
   const Xbyak::Reg64 reg_stream_count = rax;
   const Xbyak::Reg64 reg_stream_src_hi = r8;
+  const Xbyak::Reg64 reg_stream_far = r8;  // kF32 layout: the distance of the L2 prefetch
 
  private:
   void GenerateBody() final;

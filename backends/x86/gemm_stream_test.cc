@@ -163,6 +163,7 @@ struct KernelCall {
     args.stream_iters = iters;
     args.stream_panels = panels;
     args.stream_last_ahead = 12345 * 64;  // only prefetched: any value is safe
+    args.stream_far_wrap = -54321 * 64;
   }
 };
 
