@@ -114,6 +114,10 @@ void BM_GemmWeightsFromMemory(benchmark::State& state, GemmType type, int64_t m,
   const size_t b_bytes = static_cast<size_t>(k * n) * elem;
   const size_t all_bytes = b_bytes * kMatrices;
   auto* b = static_cast<char*>(ir::AllocateStorage(all_bytes));
+  if (b == nullptr) {
+    state.SkipWithError("cannot allocate the weights");
+    return;
+  }
   std::vector<float> a(m * k, 0.5f), c(m * n);
   std::vector<uint16_t> a16(m * k, ir::bf16::FromFloat(0.5f));
   for (size_t i = 0; i < all_bytes / elem; ++i) {

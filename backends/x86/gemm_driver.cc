@@ -63,12 +63,12 @@ struct NextBlock {
     streamed_panels = rows > 0 ? std::min(panels, cols / nr) : 0;
     per_tile = std::min(iters, CeilDiv(whole_steps(), tiles * stream_rows)) * stream_rows;
   }
-  // Sets the copy of the next row tile; false when it copies nothing.
-  bool StartTile(MicroKernelArgs* args) const {
+  // Sets the copy of the next row tile; the steps it copies (0: none, no streaming kernel).
+  int64_t StartTile(MicroKernelArgs* args) const {
     // Whole iterations only: a last few steps are packed after the tiles.
     const int64_t count =
         std::min(per_tile, whole_steps() - copied_steps) / stream_rows * stream_rows;
-    if (streamed_panels == 0 || count <= 0) return false;
+    if (streamed_panels == 0 || count <= 0) return 0;
     const int elem = b.bf16 ? 2 : 4;
     const int64_t row_bytes = b.row_stride * elem, step_bytes = row_bytes * rows_per_step();
     const auto* src = static_cast<const char*>(b.data) +
@@ -87,7 +87,7 @@ struct NextBlock {
     args->stream_src = src;
     args->stream_dst = packed + copied_steps * nr * 4;
     args->stream_iters = count / stream_rows;
-    return true;
+    return count;
   }
   // Packs what the kernels did not copy.
   void PackRest() {
@@ -366,12 +366,10 @@ absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const Ker
           const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
           args.a = a_block + (ir / mr) * steps * mr * 4;
           args.c = c_block + ir * ldc;
-          const bool stream = stream_b && ic == last_ic && next.StartTile(&args);
-          kernels.Call(rows, tail_vecs, stream, &args);
-          if (stream) {
-            next.copied_steps += args.stream_iters * kernels.stream_rows();
-            scratch->streamed_steps += args.stream_iters * kernels.stream_rows();
-          }
+          const int64_t copies = stream_b && ic == last_ic ? next.StartTile(&args) : 0;
+          kernels.Call(rows, tail_vecs, copies > 0, &args);
+          next.copied_steps += copies;
+          scratch->streamed_steps += copies;
         }
         if (g.out_bf16 && last) {
           Narrow(c_block, ldc, static_cast<uint16_t*>(g.c) + ic * g.ldc + jc, g.ldc, mc, nc);

@@ -151,11 +151,12 @@ void GemmKernelGenerator::EmitStreamCopy() {
 void GemmKernelGenerator::EmitStreamPrefetch() {
   const int panel_bytes = key_.nr * StreamElementBytes(key_.stream);
   const bool pairs = key_.layout == PanelLayout::kBf16Pairs;
+  // The next panel's rows into L1; into L2 well ahead, those kStreamFarPanels panels on (the
+  // next panel's fetch then finds them there), for kF32 at reg_stream_far's distance.
   for (int line = 0; line < panel_bytes; line += 64) {
     prefetcht0(ptr[reg_stream_src + reg_stream_ahead + line]);
-    if (pairs) prefetcht0(ptr[reg_stream_src_hi + reg_stream_ahead + line]);
-    // From memory into L2 well ahead: the next panel's fetch then finds the row there.
     if (pairs) {
+      prefetcht0(ptr[reg_stream_src_hi + reg_stream_ahead + line]);
       prefetcht2(ptr[reg_stream_src + kStreamFarPanels * panel_bytes + line]);
       prefetcht2(ptr[reg_stream_src_hi + kStreamFarPanels * panel_bytes + line]);
     } else {
