@@ -181,6 +181,7 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 }
 
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
+  // Decided on the cache blocking; a streaming product is then re-blocked (StreamingPlan).
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
   // A pairs kernel's copy needs two vectors of B registers (GemmKernelAvx512::Supports).
   const bool layout_streams =
@@ -190,8 +191,18 @@ bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
          args.shape.m <= kStreamRowBlocks * plan.mc && !one_block;
 }
 
+GemmPlan StreamingPlan(const GemmPlan& plan, const GemmShape& shape) {
+  const int64_t tiles = CeilDiv(shape.m, plan.mr);
+  if (!plan.streaming_plan || tiles < 2 || shape.m > plan.mc) return plan;
+  const int64_t per_step = plan.layout == PanelLayout::kBf16Pairs ? 2 : 1;  // k values a step
+  const int64_t steps = std::max(kMinStreamBlockSteps, kStreamStepsPerTile * tiles);
+  GemmPlan p = plan;
+  p.kc = std::min(plan.kc, steps * per_step);
+  return p;
+}
+
 int StreamRows(const GemmPlan& given_plan, const GemmShape& shape) {
-  const GemmPlan plan = BalancedPlan(given_plan, shape);
+  const GemmPlan plan = BalancedPlan(StreamingPlan(given_plan, shape), shape);
   const int64_t steps = KSteps(plan.layout, std::min(plan.kc, shape.k));
   const int64_t iters = steps / kStreamSteps;
   if (shape.m <= 0 || iters == 0) return 1;
@@ -278,7 +289,8 @@ GemmPlan BalancedPlan(const GemmPlan& plan, const GemmShape& shape) {
 
 absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const KernelSet& kernels,
                         GemmScratch* scratch) {
-  const GemmPlan plan = BalancedPlan(given_plan, g.shape);
+  const GemmPlan plan = BalancedPlan(
+      kernels.streams_b() ? StreamingPlan(given_plan, g.shape) : given_plan, g.shape);
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   const MatrixView a{g.a, g.a_row_stride, g.a_col_stride, bf16_in};
   const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, bf16_in};

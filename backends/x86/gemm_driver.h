@@ -24,6 +24,7 @@ struct GemmPlan {
   int64_t mc = 0;      // rows of A packed at once (multiple of mr)
   int64_t kc = 0;      // depth per packed block (even for bf16 pairs, a multiple of 32 for AMX)
   int64_t nc = 0;      // columns of B packed at once (multiple of nr): kc x nc stays in L2
+  bool streaming_plan = true;     // re-block streaming products (StreamingPlan)
   bool portable_kernels = false;  // run PortableMicroKernel instead of generated code
   // A call uses at most flops / min_flops_per_thread threads: 2 MFLOP is ~20 us of work. A helper
   // that is slow to wake (~27 us when asleep) costs little: the caller runs the parts no helper
@@ -77,6 +78,19 @@ bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 // tiles on, up to 8 for a single tile (few rows, so few FMAs per copied byte: such a product is
 // bound by B's reads either way, which then overlap its arithmetic instead of following it).
 int StreamRows(const GemmPlan& plan, const GemmShape& shape);
+
+// `plan` for a streaming product (StreamsB) of one row block of 2 tiles or more: depth blocks
+// in which each row tile copies about kStreamStepsPerTile k steps of the next block (at least
+// kMinStreamBlockSteps steps a block, never deeper than the cache plan). A tile's copy reads one
+// row of B per step it copies, all of them side by side across the block's columns; in a block
+// of the cache plan's depth a few tiles read many rows at once (a 20-row f32 product: 64 rows a
+// tile), which memory serves more slowly than a few (16). Such products, B read from memory,
+// ran 1.2-1.5x faster with these blocks (BM_GemmWeightsFromMemory). A single tile copies a
+// whole block either way and would only pay the more frequent block changes (1-row f32, B in
+// L3: 0.7x), so it keeps `plan`, as do other products, and any with streaming_plan false.
+inline constexpr int64_t kStreamStepsPerTile = 16;
+inline constexpr int64_t kMinStreamBlockSteps = 48;
+GemmPlan StreamingPlan(const GemmPlan& plan, const GemmShape& shape);
 
 // Frees an AlignedBuffer's block (ir::FreeStorage with the size it was allocated with).
 struct FreeAlignedBlock {

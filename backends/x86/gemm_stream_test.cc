@@ -74,6 +74,41 @@ TEST(StreamRows, TheLastRowBlocksTilesCopyTheWholeNextBlock) {
   EXPECT_EQ(StreamRows(plan, {42, 1024, 1000}), 2);
 }
 
+// Streaming products of one row block of 2 tiles or more: about kStreamStepsPerTile steps per
+// tile, at least kMinStreamBlockSteps, never deeper than the cache plan; the columns as planned.
+TEST(StreamingPlan, FewRowsOfBPerTile) {
+  GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
+  plan.mc = 96;
+  plan.kc = 320;
+  plan.nc = 192;
+  const std::pair<int64_t, int64_t> cases[] = {
+      {1, 320}, {6, 320}, {7, 48}, {18, 48}, {19, 64}, {20, 64}, {41, 112}, {96, 256}};
+  for (const auto& [m, kc] : cases) {
+    const GemmPlan p = StreamingPlan(plan, {m, 1024, 1024});
+    EXPECT_EQ(p.kc, kc) << m;
+    EXPECT_EQ(p.nc, 192) << m;
+    EXPECT_EQ(p.mc, 96) << m;
+  }
+  // 4 tiles copy 2 steps in each of 8 iterations of a 64-step block: 16 each.
+  EXPECT_EQ(StreamRows(plan, {20, 1024, 1024}), 2);
+  // Never deeper than the cache plan; two row blocks keep it.
+  plan.mc = 300;
+  EXPECT_EQ(StreamingPlan(plan, {300, 1024, 1024}).kc, 320);
+  plan.mc = 96;
+  EXPECT_EQ(StreamingPlan(plan, {97, 1024, 1024}).kc, 320);
+  plan.kc = 24;
+  EXPECT_EQ(StreamingPlan(plan, {20, 1024, 1024}).kc, 24);
+  plan.kc = 320;
+  plan.streaming_plan = false;
+  EXPECT_EQ(StreamingPlan(plan, {20, 1024, 1024}).kc, 320);
+  // bf16 pairs: two k values a step.
+  GemmPlan pairs = MakePlan(IsaLevel::kAvx512Bf16, GemmType::kBf16Bf16F32, CacheSizes{});
+  ASSERT_EQ(pairs.layout, PanelLayout::kBf16Pairs);
+  ASSERT_EQ(pairs.mr, 6);
+  ASSERT_GE(pairs.kc, 128);
+  EXPECT_EQ(StreamingPlan(pairs, {20, 1024, 1024}).kc, 128);
+}
+
 TEST(StreamsB, ProductsOfFewRowBlocksWithSeveralBBlocks) {
   const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
   GemmArgs args;
@@ -361,11 +396,13 @@ TEST(PackBSteps, PiecesMakeTheWholeBlock) {
 }
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
-// iterations per tile, some rows left to pack after the tiles, tail panels.
-GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable, int tiles_per_block = 2) {
+// iterations per tile, some rows left to pack after the tiles, tail panels. `deep`: a depth of
+// 96 steps, which a product of one row block takes down to StreamingPlan's (48 or 64 steps).
+GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable, int tiles_per_block = 2,
+                            bool deep = false) {
   GemmPlan plan = MakePlan(isa, type, CacheSizes{});
   plan.mc = tiles_per_block * plan.mr;
-  plan.kc = 24;
+  plan.kc = deep ? 96 * (plan.layout == PanelLayout::kBf16Pairs ? 2 : 1) : 24;
   plan.nc = 2 * plan.nr;
   plan.portable_kernels = portable;
   plan.min_flops_per_thread = 0;
@@ -376,7 +413,7 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
   int seed = 0, streamed = 0;
   for (int64_t m : {1, 5, 7, 12, 13, 30, 48}) {
     for (int64_t n : {17, 33, 64, 95, 129, 300}) {
-      for (int64_t k : {8, 24, 25, 50, 73}) {
+      for (int64_t k : {8, 24, 25, 50, 73, 130}) {
         Case c;
         c.shape = {m, n, k};
         // bf16: widened as it is copied, or interleaved in pairs (kAvx512Bf16).
@@ -387,15 +424,15 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
         c.threads = seed % 7 == 4 ? 2 : 1;
         Problem p(c, 4000 + ++seed);
         // Row blocks of 2 tiles (each copies 4 or 8 steps per iteration), or of 8 (1 to 8).
-        const GemmPlan plan =
-            SmallStreamingPlan(isa, p.args.type, portable, seed % 2 == 0 ? 2 : 8);
+        const GemmPlan plan = SmallStreamingPlan(isa, p.args.type, portable,
+                                                 seed % 2 == 0 ? 2 : 8, seed % 3 == 0);
         streamed += StreamsB(plan, p.args);
         p.Check(fmt::format("{}{} streaming", IsaName(isa), portable ? " portable" : ""),
                 [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
       }
     }
   }
-  EXPECT_GT(streamed, 105);  // most of the 210 cases cross several B blocks
+  EXPECT_GT(streamed, 126);  // most of the 252 cases cross several B blocks
 }
 
 constexpr IsaLevel kStreamingLevels[] = {IsaLevel::kAvx2, IsaLevel::kAvx512,
@@ -446,21 +483,26 @@ TEST(StreamingProducts, KernelsCopyRowsWhileTheyCompute) {
   }
 }
 
-// The host's own blocking: balanced depth and column blocks of full size, two row blocks.
+// The host's own blocking: balanced depth and column blocks of full size, two row blocks; and
+// one row block of 20 rows in StreamingPlan's shallower blocks.
 TEST(StreamingProducts, MatchTheOracleWithHostBlocking) {
   for (IsaLevel isa : HostIsaLevels()) {
     if (isa == IsaLevel::kReference) continue;
     for (bool bf16_in : {false, true}) {
-      Case c;
-      c.bf16_in = bf16_in;
-      GemmPlan plan = MakePlan(isa, c.bf16_in ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32,
-                               HostCaches());
-      c.shape = {plan.mc + 50, 2 * plan.nc + 37, 2 * plan.kc + 61};
-      c.accumulate = true;
-      Problem p(c, 77);
-      EXPECT_EQ(StreamsB(plan, p.args), plan.layout != PanelLayout::kAmxTiles) << IsaName(isa);
-      p.Check(std::string(IsaName(isa)) + " host blocking",
-              [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
+      for (bool few_rows : {false, true}) {
+        Case c;
+        c.bf16_in = bf16_in;
+        GemmPlan plan = MakePlan(isa, c.bf16_in ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32,
+                                 HostCaches());
+        c.shape = few_rows ? GemmShape{20, 4 * plan.nc + 37, 2 * plan.kc + 61}
+                           : GemmShape{plan.mc + 50, 2 * plan.nc + 37, 2 * plan.kc + 61};
+        c.accumulate = true;
+        Problem p(c, 77);
+        const std::string label =
+            fmt::format("{} host blocking m={}", IsaName(isa), c.shape.m);
+        EXPECT_EQ(StreamsB(plan, p.args), plan.layout != PanelLayout::kAmxTiles) << label;
+        p.Check(label, [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
+      }
     }
   }
 }
