@@ -3,7 +3,8 @@
 // Products of few rows also against weights read from memory (BM_GemmWeightsFromMemory). Every
 // benchmark reports counters["GFLOPS"]. Run with
 //   bazel run -c opt //bench:gemm -- --benchmark_filter=... [--benchmark_format=json]
-// SHARDJIT_GEMM_BLOCKING=mc,kc,nc overrides the cache blocking (for tuning).
+// SHARDJIT_GEMM_BLOCKING=mc,kc,nc overrides the cache blocking (for tuning), of streaming products
+// too (no StreamingPlan).
 #include "backends/x86/gemm.h"
 
 #include <benchmark/benchmark.h>
@@ -40,6 +41,32 @@ bool BlockingOverride(int64_t* mc, int64_t* kc, int64_t* nc) {
   return parts.size() == 3 && absl::SimpleAtoi(parts[0], mc) && absl::SimpleAtoi(parts[1], kc) &&
          absl::SimpleAtoi(parts[2], nc);
 }
+
+// Runs x86::Gemm(g), with the cache blocking of SHARDJIT_GEMM_BLOCKING when it is set.
+class GemmRunner {
+ public:
+  GemmRunner(const GemmArgs& g, IsaLevel isa) : g_(g), isa_(isa) {
+    custom_ = isa != IsaLevel::kReference && BlockingOverride(&plan_.mc, &plan_.kc, &plan_.nc);
+    if (custom_) {
+      x86::GemmPlan base = x86::MakePlan(isa, g.type, x86::HostCaches());
+      base.mc = plan_.mc;
+      base.kc = plan_.kc;
+      base.nc = plan_.nc;
+      base.streaming_plan = false;  // the blocks as given, streaming or not
+      plan_ = base;
+    }
+  }
+  absl::Status operator()() const { return (*this)(g_); }
+  absl::Status operator()(const GemmArgs& g) const {
+    return custom_ ? x86::internal::GemmWithPlan(g, isa_, &plan_) : x86::Gemm(g);
+  }
+
+ private:
+  GemmArgs g_;
+  IsaLevel isa_;
+  x86::GemmPlan plan_;
+  bool custom_ = false;
+};
 
 // Caps the ISA for one benchmark (the level below the host's, for side-by-side figures).
 class ScopedCap {
@@ -79,16 +106,7 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   g.parallel = {&pool, threads};
 
   const IsaLevel isa = x86::GemmIsaFor(g);
-  x86::GemmPlan plan;
-  const bool custom = isa != IsaLevel::kReference && BlockingOverride(&plan.mc, &plan.kc, &plan.nc);
-  if (custom) {
-    x86::GemmPlan base = x86::MakePlan(isa, type, x86::HostCaches());
-    base.mc = plan.mc;
-    base.kc = plan.kc;
-    base.nc = plan.nc;
-    plan = base;
-  }
-  auto run = [&] { return custom ? x86::internal::GemmWithPlan(g, isa, &plan) : x86::Gemm(g); };
+  const GemmRunner run(g, isa);
   if (absl::Status s = run(); !s.ok()) {
     state.SkipWithError(s.ToString().c_str());
     return;
@@ -105,9 +123,9 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
 
 // Few rows against weights read from memory: each iteration multiplies the same m x k rows by
 // the next of 64 different k x n matrices (256 MiB of f32, on huge pages as a device allocator
-// gives them), as a grouped matmul's small groups do, on one thread.
+// gives them), as a grouped matmul's small groups do, on `threads` threads.
 void BM_GemmWeightsFromMemory(benchmark::State& state, GemmType type, int64_t m, int64_t k,
-                              int64_t n) {
+                              int64_t n, int threads) {
   constexpr int64_t kMatrices = 64;
   const bool bf16 = type == GemmType::kBf16Bf16F32;
   const size_t elem = bf16 ? 2 : 4;
@@ -133,10 +151,14 @@ void BM_GemmWeightsFromMemory(benchmark::State& state, GemmType type, int64_t m,
   g.type = type;
   g.a = bf16 ? static_cast<const void*>(a16.data()) : a.data();
   g.c = c.data();
+  g.b = b;
+  static backends::ThreadPool pool(1);
+  g.parallel = {&pool, threads};
+  const GemmRunner run(g, x86::GemmIsaFor(g));
   int64_t next = 0;
   for (auto _ : state) {
     g.b = b + (next++ % kMatrices) * b_bytes;
-    absl::Status s = x86::Gemm(g);
+    absl::Status s = run(g);
     benchmark::DoNotOptimize(s);
     benchmark::ClobberMemory();
   }
@@ -199,12 +221,16 @@ void RegisterAll() {
         }
       }
     }
-    for (int64_t m : {1, 6, 13, 20, 41, 64}) {
-      const std::string name = fmt::format("BM_GemmWeightsFromMemory/{}/M:{}/K:1024/N:1024",
-                                           bf16 ? "bf16" : "f32", m);
-      benchmark::RegisterBenchmark(name.c_str(), BM_GemmWeightsFromMemory, type, m, 1024, 1024)
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+    for (int64_t m : {1, 6, 13, 20, 27, 41, 64, 96}) {
+      for (int threads : {1, 2}) {
+        const std::string name =
+            fmt::format("BM_GemmWeightsFromMemory/{}/M:{}/K:1024/N:1024/threads:{}",
+                        bf16 ? "bf16" : "f32", m, threads);
+        benchmark::RegisterBenchmark(name.c_str(), BM_GemmWeightsFromMemory, type, m, 1024, 1024,
+                                     threads)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
   }
 }
