@@ -397,7 +397,7 @@ TEST(PackBSteps, PiecesMakeTheWholeBlock) {
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
 // iterations per tile, some rows left to pack after the tiles, tail panels. `deep`: a depth of
-// 96 steps, which a product of one row block takes down to StreamingPlan's (48 or 64 steps).
+// 96 steps, which a product of one row block of 2-5 tiles takes down to StreamingPlan's (48-80).
 GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable, int tiles_per_block = 2,
                             bool deep = false) {
   GemmPlan plan = MakePlan(isa, type, CacheSizes{});
@@ -479,6 +479,30 @@ TEST(StreamingProducts, KernelsCopyRowsWhileTheyCompute) {
           EXPECT_EQ(scratch.streamed_steps, 0) << label;
         }
       }
+    }
+  }
+}
+
+// RunBlocked takes StreamingPlan's depth: a 20-row product (4 tiles) of depth 256 in blocks of
+// 64 steps, not the plan's 96 (3 blocks of 88), its kernels copying each block after the first
+// whole: 192 steps (168 in the plan's blocks).
+TEST(StreamingProducts, RunInStreamingPlansBlocks) {
+  for (bool portable : {false, true}) {
+    if (!portable && DetectedIsa() < IsaLevel::kAvx2) continue;
+    Case c;
+    c.shape = {20, 32, 256};  // one column block
+    Problem p(c, 93);
+    GemmPlan plan = SmallStreamingPlan(IsaLevel::kAvx2, p.args.type, portable, 8, /*deep=*/true);
+    for (bool streaming_plan : {true, false}) {
+      plan.streaming_plan = streaming_plan;
+      KernelSet kernels;
+      ASSERT_TRUE(kernels.Prepare(plan, p.args).ok());
+      ASSERT_TRUE(kernels.streams_b());
+      GemmScratch scratch;
+      const std::string label = fmt::format("{} streaming_plan={}", portable ? "portable" : "avx2",
+                                            streaming_plan);
+      p.Check(label, [&](const GemmArgs& g) { return RunBlocked(g, plan, kernels, &scratch); });
+      EXPECT_EQ(scratch.streamed_steps, streaming_plan ? 192 : 168) << label;
     }
   }
 }
