@@ -52,7 +52,7 @@ class GemmRunner {
       base.mc = plan_.mc;
       base.kc = plan_.kc;
       base.nc = plan_.nc;
-      base.streaming_plan = false;  // the blocks as given, streaming or not
+      base.streaming_plan = false;  // these blocks (balanced), streaming or not
       plan_ = base;
     }
   }
@@ -155,6 +155,11 @@ void BM_GemmWeightsFromMemory(benchmark::State& state, GemmType type, int64_t m,
   static backends::ThreadPool pool(1);
   g.parallel = {&pool, threads};
   const GemmRunner run(g, x86::GemmIsaFor(g));
+  if (absl::Status s = run(g); !s.ok()) {
+    ir::FreeStorage(b, all_bytes);
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
   int64_t next = 0;
   for (auto _ : state) {
     g.b = b + (next++ % kMatrices) * b_bytes;

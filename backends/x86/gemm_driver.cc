@@ -181,7 +181,8 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 }
 
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
-  // Decided on the cache blocking; a streaming product is then re-blocked (StreamingPlan).
+  // Decided on the cache blocking; RunBlocked then re-blocks one of a single row block
+  // (StreamingPlan).
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
   // A pairs kernel's copy needs two vectors of B registers (GemmKernelAvx512::Supports).
   const bool layout_streams =
@@ -193,7 +194,10 @@ bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
 
 GemmPlan StreamingPlan(const GemmPlan& plan, const GemmShape& shape) {
   const int64_t tiles = CeilDiv(shape.m, plan.mr);
-  if (!plan.streaming_plan || tiles < 2 || shape.m > plan.mc) return plan;
+  if (!plan.streaming_plan || plan.layout == PanelLayout::kAmxTiles || tiles < 2 ||
+      shape.m > plan.mc) {
+    return plan;
+  }
   const int64_t per_step = plan.layout == PanelLayout::kBf16Pairs ? 2 : 1;  // k values a step
   const int64_t steps = std::max(kMinStreamBlockSteps, kStreamStepsPerTile * tiles);
   GemmPlan p = plan;

@@ -81,7 +81,8 @@ int StreamRows(const GemmPlan& plan, const GemmShape& shape);
 
 // `plan` for a streaming product (StreamsB) of one row block of 2 tiles or more: depth blocks
 // in which each row tile copies about kStreamStepsPerTile k steps of the next block (at least
-// kMinStreamBlockSteps steps a block, never deeper than the cache plan). A tile's copy reads one
+// kMinStreamBlockSteps steps a block before BalancedPlan evens them out over k, never deeper than
+// the cache plan; not for AMX tiles, which do not stream). A tile's copy reads one
 // row of B per step it copies, all of them side by side across the block's columns; in a block
 // of the cache plan's depth a few tiles read many rows at once (a 20-row f32 product: 64 rows a
 // tile), which memory serves more slowly than a few (16). Such products, B read from memory,
@@ -133,9 +134,9 @@ struct GemmScratch {
 // and stores of C of a long one, and a streaming product copies few rows of B during it).
 GemmPlan BalancedPlan(const GemmPlan& plan, const GemmShape& shape);
 
-// Runs `args` (validated, row strides and ldc resolved) with `plan` balanced over its shape
-// (BalancedPlan), on this thread. ResourceExhausted when the scratch buffers cannot be allocated
-// (before C is touched).
+// Runs `args` (validated, row strides and ldc resolved) with `plan` (StreamingPlan's when the
+// product streams B) balanced over its shape (BalancedPlan), on this thread. ResourceExhausted
+// when the scratch buffers cannot be allocated (before C is touched).
 absl::Status RunBlocked(const GemmArgs& args, const GemmPlan& plan, const KernelSet& kernels,
                         GemmScratch* scratch);
 

@@ -57,9 +57,11 @@ TEST(BalancedPlan, EvensOutDepthAndColumnBlocks) {
 }
 
 // The last row block's tiles copy a whole next block between them: 1 step per iteration from 8
-// tiles on (32 iterations of 8 steps in a block of 256), 2 from 4, 4 from 2, 8 for one.
+// tiles on (32 iterations of 8 steps in a block of 256), 2 from 4, 4 from 2, 8 for one. (The
+// cache plan's blocks; StreamingPlan's, about 16 steps a tile, give the same counts.)
 TEST(StreamRows, TheLastRowBlocksTilesCopyTheWholeNextBlock) {
-  const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
+  GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
+  plan.streaming_plan = false;
   ASSERT_EQ(BalancedPlan(plan, {6, 1024, 1024}).kc, 256);
   ASSERT_GE(plan.mc, 60);
   const std::pair<int64_t, int> cases[] = {{1, 8},  {6, 8},  {7, 4},  {18, 4},
@@ -107,6 +109,9 @@ TEST(StreamingPlan, FewRowsOfBPerTile) {
   ASSERT_EQ(pairs.mr, 6);
   ASSERT_GE(pairs.kc, 128);
   EXPECT_EQ(StreamingPlan(pairs, {20, 1024, 1024}).kc, 128);
+  // AMX tiles (which never stream) keep their blocks of whole tiles.
+  const GemmPlan amx = MakePlan(IsaLevel::kAmxBf16, GemmType::kBf16Bf16F32, CacheSizes{});
+  EXPECT_EQ(StreamingPlan(amx, {20, 1024, 1024}).kc, amx.kc);
 }
 
 TEST(StreamsB, ProductsOfFewRowBlocksWithSeveralBBlocks) {
@@ -397,7 +402,7 @@ TEST(PackBSteps, PiecesMakeTheWholeBlock) {
 
 // Small blocks, so that small products cross several depth and column blocks: a few k
 // iterations per tile, some rows left to pack after the tiles, tail panels. `deep`: a depth of
-// 96 steps, which a product of one row block of 2-5 tiles takes down to StreamingPlan's (48-80).
+// 96 steps, which a product of one row block of 2-5 tiles takes down to StreamingPlan's 48-80.
 GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable, int tiles_per_block = 2,
                             bool deep = false) {
   GemmPlan plan = MakePlan(isa, type, CacheSizes{});
@@ -422,10 +427,12 @@ void CheckStreamingProducts(IsaLevel isa, bool portable) {
         c.out_bf16 = seed % 5 == 2;
         c.pad = seed % 4 == 3 ? 5 : 0;
         c.threads = seed % 7 == 4 ? 2 : 1;
+        const int index = seed;
         Problem p(c, 4000 + ++seed);
-        // Row blocks of 2 tiles (each copies 4 or 8 steps per iteration), or of 8 (1 to 8).
+        // Row blocks of 2 tiles (each copies 4 or 8 steps per iteration), or of 8 (1 to 8), with
+        // f32 and bf16 alike; deep blocks for every other (m, n), at every k.
         const GemmPlan plan = SmallStreamingPlan(isa, p.args.type, portable,
-                                                 seed % 2 == 0 ? 2 : 8, seed % 3 == 0);
+                                                 index / 2 % 2 == 0 ? 2 : 8, index / 6 % 2 == 1);
         streamed += StreamsB(plan, p.args);
         p.Check(fmt::format("{}{} streaming", IsaName(isa), portable ? " portable" : ""),
                 [&](const GemmArgs& g) { return internal::GemmWithPlan(g, isa, &plan); });
