@@ -137,7 +137,7 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
   }
   const GemmArgs* base = parts.data();
   return RunParts(parts, g.parallel, [&](const GemmArgs& part, GemmScratch* scratch) {
-    return RunBlocked(part, plan, kernels[&part - base], scratch);
+    return RunBlocked(part, kernels[&part - base], scratch);
   });
 }
 

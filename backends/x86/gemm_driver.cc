@@ -181,7 +181,7 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 }
 
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
-  // Decided on the cache blocking; RunBlocked then re-blocks one of a single row block
+  // Decided on the cache blocking; KernelSet::Prepare then re-blocks one of a single row block
   // (StreamingPlan).
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
   // A pairs kernel's copy needs two vectors of B registers (GemmKernelAvx512::Supports).
@@ -205,8 +205,7 @@ GemmPlan StreamingPlan(const GemmPlan& plan, const GemmShape& shape) {
   return p;
 }
 
-int StreamRows(const GemmPlan& given_plan, const GemmShape& shape) {
-  const GemmPlan plan = BalancedPlan(StreamingPlan(given_plan, shape), shape);
+int StreamRows(const GemmPlan& plan, const GemmShape& shape) {
   const int64_t steps = KSteps(plan.layout, std::min(plan.kc, shape.k));
   const int64_t iters = steps / kStreamSteps;
   if (shape.m <= 0 || iters == 0) return 1;
@@ -217,11 +216,12 @@ int StreamRows(const GemmPlan& given_plan, const GemmShape& shape) {
   return rows;
 }
 
-absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
-  plan_ = &plan;
+absl::Status KernelSet::Prepare(const GemmPlan& given_plan, const GemmArgs& args) {
+  streams_b_ = StreamsB(given_plan, args);
+  plan_ = BalancedPlan(streams_b_ ? StreamingPlan(given_plan, args.shape) : given_plan, args.shape);
+  const GemmPlan& plan = plan_;
   const int partial_rows = static_cast<int>(args.shape.m % plan.mr);
   const int tail_vecs = static_cast<int>(CeilDiv(args.shape.n % plan.nr, plan.lanes));
-  streams_b_ = StreamsB(plan, args);
   stream_rows_ = streams_b_ ? StreamRows(plan, args.shape) : 1;
   const StreamSource source = !streams_b_                           ? StreamSource::kNone
                               : args.type == GemmType::kBf16Bf16F32 ? StreamSource::kBf16
@@ -248,8 +248,8 @@ absl::Status KernelSet::Prepare(const GemmPlan& plan, const GemmArgs& args) {
 }
 
 void KernelSet::Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const {
-  const int i = Index(rows != plan_->mr, tail_vecs != 0, stream);
-  if (plan_->portable_kernels) {
+  const int i = Index(rows != plan_.mr, tail_vecs != 0, stream);
+  if (plan_.portable_kernels) {
     args->key = &keys_[i];
     PortableMicroKernel(args);
   } else {
@@ -291,10 +291,8 @@ GemmPlan BalancedPlan(const GemmPlan& plan, const GemmShape& shape) {
   return p;
 }
 
-absl::Status RunBlocked(const GemmArgs& g, const GemmPlan& given_plan, const KernelSet& kernels,
-                        GemmScratch* scratch) {
-  const GemmPlan plan = BalancedPlan(
-      kernels.streams_b() ? StreamingPlan(given_plan, g.shape) : given_plan, g.shape);
+absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch* scratch) {
+  const GemmPlan& plan = kernels.plan();
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   const MatrixView a{g.a, g.a_row_stride, g.a_col_stride, bf16_in};
   const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, bf16_in};

@@ -39,14 +39,17 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches);
 // even for bf16 pairs; AMX tiles: 32x32 register tiles and kc a multiple of 32).
 absl::Status ValidatePlan(const GemmPlan& plan);
 
-// The micro-kernels one RunBlocked call needs, fetched (and generated) up front so that a
-// generation failure is reported before C is touched.
+// The blocks and micro-kernels of one product (what RunBlocked runs it with), decided and
+// fetched (generated) up front so that a generation failure is reported before C is touched.
 class KernelSet {
  public:
+  // For `args` in `plan`'s blocks: StreamingPlan's when it streams B, balanced over its shape.
   absl::Status Prepare(const GemmPlan& plan, const GemmArgs& args);
   // `stream`: the streaming kernel (see StreamsB).
   void Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const;
-  // Whether the product streams B (StreamsB, decided once, in Prepare).
+  // The product's blocks.
+  const GemmPlan& plan() const { return plan_; }
+  // Whether the product streams B (StreamsB, decided on the given plan).
   bool streams_b() const { return streams_b_; }
   // k steps the streaming kernels copy per iteration (StreamRows).
   int stream_rows() const { return stream_rows_; }
@@ -56,7 +59,7 @@ class KernelSet {
     return (stream ? 4 : 0) + (partial_rows ? 2 : 0) + (tail ? 1 : 0);
   }
 
-  const GemmPlan* plan_ = nullptr;
+  GemmPlan plan_;
   bool streams_b_ = false;
   int stream_rows_ = 1;
   KernelKey keys_[8];
@@ -74,7 +77,8 @@ class KernelSet {
 inline constexpr int64_t kStreamRowBlocks = 4;
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 // The k steps per iteration (KernelKey::stream_rows) that the streaming kernels of a product of
-// `shape` copy so that the last row block's tiles copy a whole next block between them: 1 from 8
+// `shape` in `plan`'s blocks (balanced over it, KernelSet::plan) copy so that the last row
+// block's tiles copy a whole next block between them: 1 from 8
 // tiles on, up to 8 for a single tile (few rows, so few FMAs per copied byte: such a product is
 // bound by B's reads either way, which then overlap its arithmetic instead of following it).
 int StreamRows(const GemmPlan& plan, const GemmShape& shape);
@@ -134,11 +138,10 @@ struct GemmScratch {
 // and stores of C of a long one, and a streaming product copies few rows of B during it).
 GemmPlan BalancedPlan(const GemmPlan& plan, const GemmShape& shape);
 
-// Runs `args` (validated, row strides and ldc resolved) with `plan` (StreamingPlan's when the
-// product streams B) balanced over its shape (BalancedPlan), on this thread. ResourceExhausted
-// when the scratch buffers cannot be allocated (before C is touched).
-absl::Status RunBlocked(const GemmArgs& args, const GemmPlan& plan, const KernelSet& kernels,
-                        GemmScratch* scratch);
+// Runs `args` (validated, row strides and ldc resolved; `kernels` prepared for it) in the blocks
+// of `kernels`, on this thread. ResourceExhausted when the scratch buffers cannot be allocated
+// (before C is touched).
+absl::Status RunBlocked(const GemmArgs& args, const KernelSet& kernels, GemmScratch* scratch);
 
 }  // namespace shardjit::backends::x86
 

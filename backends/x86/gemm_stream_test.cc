@@ -60,20 +60,23 @@ TEST(BalancedPlan, EvensOutDepthAndColumnBlocks) {
 // tiles on (32 iterations of 8 steps in a block of 256), 2 from 4, 4 from 2, 8 for one. (The
 // cache plan's blocks; StreamingPlan's, about 16 steps a tile, give the same counts.)
 TEST(StreamRows, TheLastRowBlocksTilesCopyTheWholeNextBlock) {
-  GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
-  plan.streaming_plan = false;
+  const GemmPlan plan = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
   ASSERT_EQ(BalancedPlan(plan, {6, 1024, 1024}).kc, 256);
   ASSERT_GE(plan.mc, 60);
+  // In the cache plan's blocks balanced over the product.
+  auto stream_rows = [&](const GemmShape& shape) {
+    return StreamRows(BalancedPlan(plan, shape), shape);
+  };
   const std::pair<int64_t, int> cases[] = {{1, 8},  {6, 8},  {7, 4},  {18, 4},
                                            {19, 2}, {42, 2}, {43, 1}, {60, 1}};
   for (const auto& [m, rows] : cases) {
-    EXPECT_EQ(StreamRows(plan, {m, 1024, 1024}), rows) << m;
+    EXPECT_EQ(stream_rows({m, 1024, 1024}), rows) << m;
   }
   // The last row block of two, with a single tile.
-  EXPECT_EQ(StreamRows(plan, {plan.mc + 3, 1024, 1024}), 8);
+  EXPECT_EQ(stream_rows({plan.mc + 3, 1024, 1024}), 8);
   // A block shallower than one iteration copies nothing; an uneven one, all its whole iterations.
-  EXPECT_EQ(StreamRows(plan, {6, 1024, 7}), 1);
-  EXPECT_EQ(StreamRows(plan, {42, 1024, 1000}), 2);
+  EXPECT_EQ(stream_rows({6, 1024, 7}), 1);
+  EXPECT_EQ(stream_rows({42, 1024, 1000}), 2);
 }
 
 // Streaming products of one row block of 2 tiles or more: about kStreamStepsPerTile steps per
@@ -91,8 +94,21 @@ TEST(StreamingPlan, FewRowsOfBPerTile) {
     EXPECT_EQ(p.nc, 192) << m;
     EXPECT_EQ(p.mc, 96) << m;
   }
-  // 4 tiles copy 2 steps in each of 8 iterations of a 64-step block: 16 each.
-  EXPECT_EQ(StreamRows(plan, {20, 1024, 1024}), 2);
+  // A streaming product's KernelSet takes these blocks, balanced over it (columns: 6 blocks of
+  // 176), and kernels whose 4 tiles copy 2 steps in each of 8 iterations of a 64-step block.
+  GemmArgs args;
+  args.type = GemmType::kF32F32F32;
+  args.shape = {20, 1024, 1024};
+  args.b_row_stride = args.shape.n;
+  args.b_col_stride = 1;
+  plan.portable_kernels = true;
+  KernelSet kernels;
+  ASSERT_TRUE(kernels.Prepare(plan, args).ok());
+  EXPECT_TRUE(kernels.streams_b());
+  EXPECT_EQ(kernels.plan().kc, 64);
+  EXPECT_EQ(kernels.plan().nc, 176);
+  EXPECT_EQ(kernels.stream_rows(), 2);
+  plan.portable_kernels = false;
   // Never deeper than the cache plan; two row blocks keep it.
   plan.mc = 300;
   EXPECT_EQ(StreamingPlan(plan, {300, 1024, 1024}).kc, 320);
@@ -479,7 +495,7 @@ TEST(StreamingProducts, KernelsCopyRowsWhileTheyCompute) {
         GemmScratch scratch;
         const std::string label =
             fmt::format("{}{} m={}", IsaName(isa), portable ? " portable" : "", m);
-        p.Check(label, [&](const GemmArgs& g) { return RunBlocked(g, plan, kernels, &scratch); });
+        p.Check(label, [&](const GemmArgs& g) { return RunBlocked(g, kernels, &scratch); });
         if (streams) {
           EXPECT_GT(scratch.streamed_steps, 0) << label;
         } else {
@@ -508,7 +524,7 @@ TEST(StreamingProducts, RunInStreamingPlansBlocks) {
       GemmScratch scratch;
       const std::string label = fmt::format("{} streaming_plan={}", portable ? "portable" : "avx2",
                                             streaming_plan);
-      p.Check(label, [&](const GemmArgs& g) { return RunBlocked(g, plan, kernels, &scratch); });
+      p.Check(label, [&](const GemmArgs& g) { return RunBlocked(g, kernels, &scratch); });
       EXPECT_EQ(scratch.streamed_steps, streaming_plan ? 192 : 168) << label;
     }
   }
