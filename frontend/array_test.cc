@@ -5,6 +5,7 @@
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/sharding.h"
 
 namespace shardjit {
 namespace {
@@ -41,6 +42,47 @@ TEST(MeshTest, CreatesAndValidates) {
   absl::StatusOr<Mesh> custom = Mesh::Create(rt, {{"i", 2}}, {5, 3});
   ASSERT_TRUE(custom.ok());
   EXPECT_EQ(custom->proto().device_ids(0), 5);
+}
+
+TEST(MeshTest, EqualityComparesAxesDevicesAndRuntime) {
+  Runtime rt({.num_devices = 8});
+  Runtime other({.num_devices = 8});
+  const Mesh m = *Mesh::Create(rt, {{"x", 2}, {"y", 4}});
+  EXPECT_EQ(m, *Mesh::Create(rt, {{"x", 2}, {"y", 4}}));
+  EXPECT_EQ(m, *Mesh::Create(rt, {{"x", 2}, {"y", 4}}, {0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 2}, {"z", 4}}));  // a name
+  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 4}, {"y", 2}}));  // sizes
+  EXPECT_FALSE(m == *Mesh::Create(rt, {{"y", 4}, {"x", 2}}));  // order
+  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 2}, {"y", 4}}, {1, 0, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 8}}));  // axis count
+  EXPECT_FALSE(m == *Mesh::Create(other, {{"x", 2}, {"y", 4}}));  // runtime
+  // The protos alone: an empty device list is not the identity list.
+  ir::Mesh a = m.proto();
+  ir::Mesh b = a;
+  EXPECT_TRUE(ir::MeshesEqual(a, b));
+  b.clear_device_ids();
+  EXPECT_FALSE(ir::MeshesEqual(a, b));
+  a.clear_device_ids();
+  EXPECT_TRUE(ir::MeshesEqual(a, b));
+  // Copies share the proto and stay equal to the original.
+  const Mesh copy = m;
+  EXPECT_EQ(&copy.proto(), &m.proto());
+  EXPECT_EQ(copy, m);
+}
+
+TEST(PartitionSpecTest, EqualityIgnoresTrailingReplicatedDims) {
+  EXPECT_EQ(P(), P(None));
+  EXPECT_EQ(P("x"), P("x", None));
+  EXPECT_EQ(P("x", None, None), P("x"));
+  EXPECT_EQ(P(Axes{"x", "y"}, None), P(Axes{"x", "y"}));
+  EXPECT_FALSE(P("x") == P("y"));
+  EXPECT_FALSE(P("x") == P());
+  EXPECT_FALSE(P() == P(None, "x"));
+  EXPECT_FALSE(P(None, "x") == P("x"));
+  EXPECT_FALSE(P("x", None, "y") == P("x"));
+  EXPECT_FALSE(P(Axes{"x", "y"}) == P("x", "y"));
+  EXPECT_FALSE(P(Axes{"x", "y"}) == P(Axes{"y", "x"}));
+  EXPECT_FALSE(P(Axes{"x", "y"}) == P("x"));
 }
 
 TEST(PartitionSpecTest, PrintsAndCompares) {

@@ -1,10 +1,10 @@
 #include "frontend/sharding.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
 
@@ -41,18 +41,17 @@ absl::StatusOr<Mesh> Mesh::Create(Runtime& runtime,
   return Mesh(&runtime, std::move(proto));
 }
 
-int64_t Mesh::size() const { return ir::MeshSize(proto_); }
+int64_t Mesh::size() const { return ir::MeshSize(*proto_); }
 
 int64_t Mesh::axis_size(const std::string& name) const {
-  int64_t a = ir::MeshAxisIndex(proto_, name);
-  return a < 0 ? 0 : proto_.axes(a).size();
+  int64_t a = ir::MeshAxisIndex(*proto_, name);
+  return a < 0 ? 0 : proto_->axes(a).size();
 }
 
-std::string Mesh::ToString() const { return ir::MeshToString(proto_); }
+std::string Mesh::ToString() const { return ir::MeshToString(*proto_); }
 
 bool Mesh::operator==(const Mesh& o) const {
-  return runtime_ == o.runtime_ &&
-         google::protobuf::util::MessageDifferencer::Equals(proto_, o.proto_);
+  return runtime_ == o.runtime_ && (proto_ == o.proto_ || ir::MeshesEqual(*proto_, *o.proto_));
 }
 
 PartitionSpec::PartitionSpec(std::vector<SpecEntry> entries) {
@@ -66,14 +65,18 @@ std::string PartitionSpec::ToString() const { return ir::SpecToString(proto_); }
 
 bool PartitionSpec::operator==(const PartitionSpec& o) const {
   // Trailing replicated entries do not change the layout.
-  auto trimmed = [](const ir::PartitionSpec& s) {
-    int n = s.dims_size();
-    while (n > 0 && s.dims(n - 1).axes().empty()) --n;
-    std::vector<std::vector<std::string>> dims;
-    for (int i = 0; i < n; ++i) dims.emplace_back(s.dims(i).axes().begin(), s.dims(i).axes().end());
-    return dims;
-  };
-  return trimmed(proto_) == trimmed(o.proto_);
+  const int n = std::max(proto_.dims_size(), o.proto_.dims_size());
+  for (int i = 0; i < n; ++i) {
+    const bool here = i < proto_.dims_size(), there = i < o.proto_.dims_size();
+    if (here && there) {
+      const auto& a = proto_.dims(i).axes();
+      const auto& b = o.proto_.dims(i).axes();
+      if (!std::equal(a.begin(), a.end(), b.begin(), b.end())) return false;
+    } else if ((here ? proto_.dims(i) : o.proto_.dims(i)).axes_size() > 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string NamedSharding::ToString() const {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,7 +28,7 @@ class Mesh {
                                      std::vector<std::pair<std::string, int64_t>> axes,
                                      std::vector<int64_t> device_ids = {});
 
-  const ir::Mesh& proto() const { return proto_; }
+  const ir::Mesh& proto() const { return *proto_; }
   Runtime& runtime() const { return *runtime_; }
   int64_t size() const;
   // Size of axis `name`, 0 if there is none.
@@ -36,9 +37,12 @@ class Mesh {
   bool operator==(const Mesh& o) const;
 
  private:
-  Mesh(Runtime* runtime, ir::Mesh proto) : runtime_(runtime), proto_(std::move(proto)) {}
+  Mesh(Runtime* runtime, ir::Mesh proto)
+      : runtime_(runtime), proto_(std::make_shared<const ir::Mesh>(std::move(proto))) {}
   Runtime* runtime_;
-  ir::Mesh proto_;
+  // Immutable and shared by copies: every array and sharding holds its mesh, and a call of a
+  // jitted program copies and compares them.
+  std::shared_ptr<const ir::Mesh> proto_;
 };
 
 struct NoneType {};

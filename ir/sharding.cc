@@ -1,5 +1,6 @@
 #include "ir/sharding.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
@@ -35,6 +36,16 @@ int64_t MeshSize(const Mesh& mesh) {
   int64_t n = 1;
   for (const MeshAxis& a : mesh.axes()) n *= a.size();
   return n;
+}
+
+bool MeshesEqual(const Mesh& a, const Mesh& b) {
+  if (a.axes_size() != b.axes_size() || a.device_ids_size() != b.device_ids_size()) return false;
+  for (int i = 0; i < a.axes_size(); ++i) {
+    if (a.axes(i).name() != b.axes(i).name() || a.axes(i).size() != b.axes(i).size()) {
+      return false;
+    }
+  }
+  return std::equal(a.device_ids().begin(), a.device_ids().end(), b.device_ids().begin());
 }
 
 int64_t MeshAxisIndex(const Mesh& mesh, std::string_view name) {

@@ -17,6 +17,9 @@ namespace shardjit::ir {
 absl::Status ValidateMesh(const Mesh& mesh, std::string_view what);
 // The number of devices of a valid mesh.
 int64_t MeshSize(const Mesh& mesh);
+// Whether two meshes have the same axes (names and sizes, in order) and the same device_ids
+// (field by field: an empty list and the identity list differ).
+bool MeshesEqual(const Mesh& a, const Mesh& b);
 // Index of axis `name` in the mesh, or -1.
 int64_t MeshAxisIndex(const Mesh& mesh, std::string_view name);
 // Row-major coordinates of mesh position `position` (0 <= position < MeshSize).
