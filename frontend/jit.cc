@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_join.h"
 #include "backends/reference/evaluator.h"
 #include "backends/reference/kernel.h"
 #include "backends/x86/compile.h"
@@ -86,17 +87,44 @@ absl::StatusOr<ir::Module> Trace(const TracedFunction& f, const std::vector<Shap
   return m;
 }
 
+// Appends `v` to a cache key as its 8 bytes, and a string as its length and bytes, so that keys
+// of different arguments never read alike.
+void AppendKey(std::string& key, int64_t v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+void AppendKey(std::string& key, std::string_view s) {
+  AppendKey(key, static_cast<int64_t>(s.size()));
+  key.append(s);
+}
+
 // Everything about the arguments that changes the compiled program: types, specs, and the mesh
-// (axes, device assignment and runtime).
-std::string CacheKey(const std::vector<ShapedType>& types,
-                     const std::vector<NamedSharding>& shardings) {
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < types.size(); ++i) {
-    const Mesh& mesh = shardings[i].mesh();
-    parts.push_back(fmt::format("{}@{}@{}#{}", types[i].ToString(), shardings[i].spec().ToString(),
-                                mesh.proto().SerializeAsString(), mesh.runtime().id()));
+// (axes, device assignment and runtime). Made on every call, so built from bytes, not text.
+std::string CacheKey(const std::vector<Array>& args) {
+  std::string key;
+  key.reserve(128 * args.size());
+  for (const Array& a : args) {
+    const ShapedType& type = a.type();
+    AppendKey(key, static_cast<int64_t>(type.dtype));
+    AppendKey(key, type.future);
+    AppendKey(key, type.rank());
+    for (int64_t d : type.dims) AppendKey(key, d);
+    const ir::PartitionSpec& spec = a.sharding().spec().proto();
+    AppendKey(key, spec.dims_size());
+    for (const ir::DimSpec& dim : spec.dims()) {
+      AppendKey(key, dim.axes_size());
+      for (const std::string& axis : dim.axes()) AppendKey(key, axis);
+    }
+    const Mesh& mesh = a.sharding().mesh();
+    AppendKey(key, mesh.proto().axes_size());
+    for (const ir::MeshAxis& axis : mesh.proto().axes()) {
+      AppendKey(key, axis.name());
+      AppendKey(key, axis.size());
+    }
+    AppendKey(key, mesh.proto().device_ids_size());
+    for (int64_t id : mesh.proto().device_ids()) AppendKey(key, id);
+    AppendKey(key, static_cast<int64_t>(mesh.runtime().id()));
   }
-  return absl::StrJoin(parts, ";");
+  return key;
 }
 
 const ir::Function& Entry(const ir::Module& m) {
@@ -356,13 +384,7 @@ absl::StatusOr<Lowered> Jitted::Lower(const std::vector<Array>& args) const {
 
 absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args,
                                                  const RunOptions& options) const {
-  std::vector<ShapedType> types;
-  std::vector<NamedSharding> shardings;
-  for (const Array& a : args) {
-    types.push_back(a.type());
-    shardings.push_back(a.sharding());
-  }
-  std::string key = CacheKey(types, shardings);
+  std::string key = CacheKey(args);
   std::optional<Compiled> compiled;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -370,6 +392,12 @@ absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args,
     if (it != state_->cache.end()) compiled = it->second;
   }
   if (!compiled) {
+    std::vector<ShapedType> types;
+    std::vector<NamedSharding> shardings;
+    for (const Array& a : args) {
+      types.push_back(a.type());
+      shardings.push_back(a.sharding());
+    }
     absl::StatusOr<Lowered> lowered = LowerFor(types, shardings);
     if (!lowered.ok()) return lowered.status();
     absl::StatusOr<Compiled> c = lowered->compile();

@@ -101,6 +101,32 @@ TEST(JitTest, CachesByTypeAndSharding) {
   EXPECT_EQ(f.cache_size(), 3u);
 }
 
+TEST(JitTest, CacheKeyDistinguishesAxesSpecsAndRuntimes) {
+  Runtime rt({.num_devices = 2});
+  Runtime other({.num_devices = 2});
+  auto f = jit([](Tracer a) { return a + 1.0; });
+  const Tensor host = HostTensor(DType::kF32, {4}, {1, 2, 3, 4});
+  const Mesh x = *Mesh::Create(rt, {{"x", 2}});
+  const Mesh y = *Mesh::Create(rt, {{"y", 2}});
+  const Mesh xy = *Mesh::Create(rt, {{"x", 1}, {"y", 2}});
+  const std::vector<Array> args = {
+      *device_put(host, NamedSharding(x, P("x"))),
+      *device_put(host, NamedSharding(y, P("y"))),
+      *device_put(host, NamedSharding(xy, P("y"))),
+      *device_put(host, NamedSharding(xy, P(Axes{"x", "y"}))),
+      *device_put(host, NamedSharding(*Mesh::Create(other, {{"x", 2}}), P("x"))),
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::StatusOr<std::vector<Array>> out = f(args[i]);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{2, 3, 4, 5}));
+    EXPECT_EQ(f.cache_size(), i + 1);
+  }
+  // The same arguments again: every call finds its program.
+  for (const Array& a : args) ASSERT_TRUE(f(a).ok());
+  EXPECT_EQ(f.cache_size(), args.size());
+}
+
 TEST(JitTest, GlobalViewRunsUnpartitionedAndSaysSo) {
   Runtime rt({.num_devices = 4});
   Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
