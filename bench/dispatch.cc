@@ -2,10 +2,10 @@
 // the time is the call's own (argument checks and the compile-cache lookup, starting the devices,
 // collectives' hand-offs, assembling results). Per device count N (a mesh {x:N} of a runtime
 // with N devices):
-//  - add: jit(shard_map(x + 1)) on f32[8N], through the jitted function (cache lookup by its
-//    arguments) and through its Compiled program (no lookup);
-//  - global: a global-view jit of x + 1 (partitioned: every device runs its block);
-//  - psum, ppermute (a ring), all_gather of one f32 per device.
+//  - dispatch/add: jit(shard_map(x + 1)) on f32[8N] through the jitted function (its compile
+//    cache looked up by the arguments), dispatch/add_compiled through its Compiled program;
+//  - dispatch/global_add: a global-view jit of x + 1 (partitioned: every device runs its block);
+//  - dispatch/{psum,ppermute,all_gather}: one f32 per device (ppermute: a ring), N = 2 and 4.
 //
 //   bazel run -c opt //bench:dispatch
 #include <cstdint>
@@ -42,7 +42,7 @@ Setup& SetupFor(int devices) {
   return *s;
 }
 
-// Times `call` (one call of a program on setup `s`) per iteration.
+// Times `call` (one call of a program) per iteration, after one call that compiles it.
 void TimeCalls(benchmark::State& state, const std::function<absl::Status()>& call) {
   if (absl::Status warm = call(); !warm.ok()) return state.SkipWithError(warm.ToString().c_str());
   for (auto _ : state) {
