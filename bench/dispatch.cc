@@ -94,8 +94,9 @@ void Register() {
   each(benchmark::RegisterBenchmark("dispatch/add", BM_Add));
   each(benchmark::RegisterBenchmark("dispatch/add_compiled", BM_AddCompiled));
   each(benchmark::RegisterBenchmark("dispatch/global_add", BM_Global));
-  for (const std::string op : {"psum", "ppermute", "all_gather"}) {
-    benchmark::RegisterBenchmark(fmt::format("dispatch/{}", op).c_str(), BM_Collective, op)
+  for (const char* op : {"psum", "ppermute", "all_gather"}) {
+    benchmark::RegisterBenchmark(fmt::format("dispatch/{}", op).c_str(), BM_Collective,
+                                 std::string(op))
         ->Arg(2)
         ->Arg(4)
         ->UseRealTime()

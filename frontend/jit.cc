@@ -98,7 +98,9 @@ void AppendKey(std::string& key, std::string_view s) {
 }
 
 // Everything about the arguments that changes the compiled program: types, specs, and the mesh
-// (axes, device assignment and runtime). Made on every call, so built from bytes, not text.
+// (axes, device assignment and runtime). Made on every call, so built from bytes, not text. Every
+// field of ir.proto's Mesh, MeshAxis, PartitionSpec and DimSpec is in it (a test counts them).
+// Specs are taken as written: P("x") and P("x", None) compare equal but compile apart.
 std::string CacheKey(const std::vector<Array>& args) {
   std::string key;
   key.reserve(128 * args.size());

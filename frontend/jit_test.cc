@@ -125,6 +125,22 @@ TEST(JitTest, CacheKeyDistinguishesAxesSpecsAndRuntimes) {
   // The same arguments again: every call finds its program.
   for (const Array& a : args) ASSERT_TRUE(f(a).ok());
   EXPECT_EQ(f.cache_size(), args.size());
+  // Another dtype of the same shape and sharding, and a spec written with a trailing None (equal
+  // as a sharding, but the key takes specs as written).
+  ASSERT_TRUE(f(*device_put(HostTensor(DType::kS32, {4}, {1, 2, 3, 4}),
+                            NamedSharding(x, P("x"))))
+                  .ok());
+  EXPECT_EQ(f.cache_size(), args.size() + 1);
+  const Tensor column = HostTensor(DType::kF32, {4, 1}, {1, 2, 3, 4});
+  ASSERT_TRUE(f(*device_put(column, NamedSharding(x, P("x")))).ok());
+  ASSERT_TRUE(f(*device_put(column, NamedSharding(x, P("x", None)))).ok());
+  EXPECT_EQ(f.cache_size(), args.size() + 3);
+  // The key and ir::MeshesEqual list these messages' fields by hand: a new field must be added
+  // to both (ir.proto says so).
+  EXPECT_EQ(ir::Mesh::descriptor()->field_count(), 2);
+  EXPECT_EQ(ir::MeshAxis::descriptor()->field_count(), 2);
+  EXPECT_EQ(ir::PartitionSpec::descriptor()->field_count(), 1);
+  EXPECT_EQ(ir::DimSpec::descriptor()->field_count(), 1);
 }
 
 TEST(JitTest, GlobalViewRunsUnpartitionedAndSaysSo) {

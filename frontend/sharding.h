@@ -28,6 +28,10 @@ class Mesh {
                                      std::vector<std::pair<std::string, int64_t>> axes,
                                      std::vector<int64_t> device_ids = {});
 
+  // Copies share the proto; a move copies too, so no Mesh is ever left without one.
+  Mesh(const Mesh&) = default;
+  Mesh& operator=(const Mesh&) = default;
+
   const ir::Mesh& proto() const { return *proto_; }
   Runtime& runtime() const { return *runtime_; }
   int64_t size() const;

@@ -45,7 +45,8 @@ bool MeshesEqual(const Mesh& a, const Mesh& b) {
       return false;
     }
   }
-  return std::equal(a.device_ids().begin(), a.device_ids().end(), b.device_ids().begin());
+  return std::equal(a.device_ids().begin(), a.device_ids().end(), b.device_ids().begin(),
+                    b.device_ids().end());
 }
 
 int64_t MeshAxisIndex(const Mesh& mesh, std::string_view name) {
