@@ -42,19 +42,24 @@ bool BlockingOverride(int64_t* mc, int64_t* kc, int64_t* nc) {
          absl::SimpleAtoi(parts[2], nc);
 }
 
+// One helper thread, as a runtime on this machine has: the 2-thread figures include waking it.
+backends::ThreadPool& HelperPool() {
+  static backends::ThreadPool pool(1);
+  return pool;
+}
+
 // Runs x86::Gemm(g), with the cache blocking of SHARDJIT_GEMM_BLOCKING when it is set.
 class GemmRunner {
  public:
   GemmRunner(const GemmArgs& g, IsaLevel isa) : g_(g), isa_(isa) {
-    custom_ = isa != IsaLevel::kReference && BlockingOverride(&plan_.mc, &plan_.kc, &plan_.nc);
-    if (custom_) {
-      x86::GemmPlan base = x86::MakePlan(isa, g.type, x86::HostCaches());
-      base.mc = plan_.mc;
-      base.kc = plan_.kc;
-      base.nc = plan_.nc;
-      base.streaming_plan = false;  // these blocks (balanced), streaming or not
-      plan_ = base;
-    }
+    int64_t mc = 0, kc = 0, nc = 0;
+    custom_ = isa != IsaLevel::kReference && BlockingOverride(&mc, &kc, &nc);
+    if (!custom_) return;
+    plan_ = x86::MakePlan(isa, g.type, x86::HostCaches());
+    plan_.mc = mc;
+    plan_.kc = kc;
+    plan_.nc = nc;
+    plan_.streaming_plan = false;  // these blocks (balanced), streaming or not
   }
   absl::Status operator()() const { return (*this)(g_); }
   absl::Status operator()(const GemmArgs& g) const {
@@ -101,9 +106,7 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   g.a = bf16 ? static_cast<const void*>(a16.data()) : a32.data();
   g.b = bf16 ? static_cast<const void*>(b16.data()) : b32.data();
   g.c = c.data();
-  // One helper thread, as a runtime on this machine has: the 2-thread figures include waking it.
-  static backends::ThreadPool pool(1);
-  g.parallel = {&pool, threads};
+  g.parallel = {&HelperPool(), threads};
 
   const IsaLevel isa = x86::GemmIsaFor(g);
   const GemmRunner run(g, isa);
@@ -152,8 +155,7 @@ void BM_GemmWeightsFromMemory(benchmark::State& state, GemmType type, int64_t m,
   g.a = bf16 ? static_cast<const void*>(a16.data()) : a.data();
   g.c = c.data();
   g.b = b;
-  static backends::ThreadPool pool(1);
-  g.parallel = {&pool, threads};
+  g.parallel = {&HelperPool(), threads};
   const GemmRunner run(g, x86::GemmIsaFor(g));
   if (absl::Status s = run(g); !s.ok()) {
     ir::FreeStorage(b, all_bytes);
