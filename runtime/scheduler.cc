@@ -39,7 +39,8 @@ struct Scheduler::Thread {
   // The next ready task (now running); null once stopped or interrupted with nothing ready.
   Task* Next() {
     const auto spin_until = std::chrono::steady_clock::now() + scheduler->idle_spin_;
-    for (int i = 0; ready.load(std::memory_order_acquire) == 0 &&
+    for (int i = 0; scheduler->idle_spin_.count() > 0 &&
+                    ready.load(std::memory_order_acquire) == 0 &&
                     !interrupted.load(std::memory_order_relaxed);
          ++i) {
       if (i % 64 == 63 && std::chrono::steady_clock::now() > spin_until) break;
