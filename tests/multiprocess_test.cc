@@ -382,6 +382,46 @@ absl::Status RunMismatchedLargePsum(const std::shared_ptr<ProcessGroup>& group) 
   return absl::OkStatus();
 }
 
+// One run posting far more messages to the other process than are left for its end (small
+// blocks, then blocks of 2 MiB, 82 MiB in all): 41 steps of a ppermute across processes, each
+// adding 1, so every device ends with the other's block + 41; twice.
+absl::Status RunManyMessages(const std::shared_ptr<ProcessGroup>& group) {
+  Runtime rt({.num_devices = 1, .collective_timeout = absl::Seconds(30), .processes = group});
+  absl::StatusOr<Mesh> mesh = JobMesh(rt, "rows");
+  if (!mesh.ok()) return mesh.status();
+  constexpr int kSteps = 41;
+  for (int64_t cols : {8, 512 << 10 >> 2}) {
+    std::vector<double> v(2 * 4 * cols);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = (i < v.size() / 2 ? 0 : 1000) + i % 97;
+    absl::StatusOr<Array> x = device_put(HostTensor(DType::kF32, {2, 4, cols}, v),
+                                         NamedSharding(*mesh, Stacked()));
+    if (!x.ok()) return x.status();
+    auto f = jit(shard_map(
+        [](Tracer b) {
+          for (int i = 0; i < kSteps; ++i) b = ppermute(b, "x", {{0, 1}, {1, 0}}) + 1.0;
+          return b;
+        },
+        *mesh, {Stacked()}, {Stacked()}));
+    for (int run = 0; run < 2; ++run) {
+      absl::StatusOr<std::vector<Array>> out = f(*x);
+      if (!out.ok()) return out.status();
+      const int self = group->process_id();
+      const Tensor& block = (*out)[0].shards()[self];
+      const std::vector<double> got = block.ToDoubles();
+      const size_t half = v.size() / 2;
+      for (size_t i = 0; i < half; ++i) {
+        const double want = v[(1 - self) * half + i] + kSteps;
+        if (got[i] != want) {
+          return absl::InternalError(absl::StrCat("blocks of ", cols, " columns, run ", run,
+                                                  ": element ", i, " is ", got[i], ", not ",
+                                                  want));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ChildMain(const std::string& role, int id) {
   if (role == "never_joins" && id == 1) return absl::OkStatus();  // never initialises
   if (role == "file_store") {
@@ -406,6 +446,7 @@ absl::Status ChildMain(const std::string& role, int id) {
     return ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(1)), "(run by process 1)");
   }
   if (role == "mismatch_large") return RunMismatchedLargePsum(*group);
+  if (role == "many_messages") return RunManyMessages(*group);
   if (role == "mismatch") {
     return ExpectFailure(RunOnePsum(*group, id == 1 ? "pmax" : "psum", absl::Seconds(30)),
                          "mismatch");
@@ -535,6 +576,10 @@ TEST(Multiprocess, AMismatchOfLargeOperandsIsNamedAndTheNextRunWorks) {
   Job job = Launch("mismatch_large", 2, 1, "rows");
   EXPECT_EQ(job.status, 0) << job.output;
   for (int p = 0; p < 2; ++p) EXPECT_EQ(job.results[p], "ok") << "process " << p << job.output;
+}
+
+TEST(Multiprocess, ARunPostingManyMessagesCompletesThem) {
+  ExpectEveryProcessOk("many_messages", Shape{2, 1, "rows"});
 }
 
 TEST(Multiprocess, BadCoordinatorsAreClearErrors) {

@@ -41,6 +41,11 @@ constexpr uint64_t kSpillSlot = 0x534b;
 constexpr int64_t kAdoptedPayloadBytes = 512 << 10;
 // Waits that only an abort or a peer's failure may end.
 constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
+// Posted messages are completed (their sends waited for, what they keep alive released) by the
+// run's own thread when it ends (Flush); a peer's sending thread completes them meanwhile only
+// once more than this many, or this many bytes of tensors, wait.
+constexpr size_t kMessagesBeforeReaping = 8;
+constexpr int64_t kKeptBytesBeforeReaping = int64_t{64} << 20;
 
 // A message posted to a peer: what it sends from stays alive until the peer has taken it.
 struct Outgoing {
@@ -146,7 +151,7 @@ class GlooProcessGroup final : public ProcessGroup {
     for (int p = 0; p < options_.size; ++p) {
       if (p == options_.rank) continue;
       peers_[p].receiver = std::thread([this, p] { Receive(p); });
-      peers_[p].sender = std::thread([this, p] { CompleteSends(p); });
+      peers_[p].sender = std::thread([this, p] { ReapSends(p); });
     }
   }
   ~GlooProcessGroup() override;
@@ -176,9 +181,11 @@ class GlooProcessGroup final : public ProcessGroup {
   struct Peer {
     std::mutex mu;  // the fields below
     std::condition_variable cv;
-    std::deque<std::unique_ptr<Outgoing>> outgoing;  // posted, not yet taken by the peer
+    std::deque<std::unique_ptr<Outgoing>> outgoing;  // posted, not yet completed
+    int64_t kept_bytes = 0;                           // of the tensors `outgoing` keeps
+    bool completing = false;                          // a thread is completing `outgoing`
     Buffer* receiving = nullptr;                      // the buffer the receiver waits on
-    Buffer* sending = nullptr;                        // the buffer the sender thread waits on
+    Buffer* sending = nullptr;                        // the buffer the completing thread waits on
     bool stop = false;
     std::thread receiver;
     std::thread sender;
@@ -210,7 +217,20 @@ class GlooProcessGroup final : public ProcessGroup {
   // `envelope`, which must not be received into again.
   absl::StatusOr<Message> Open(int peer, const ir::Tensor& envelope, bool& adopted);
   void Deliver(int peer, Message m);
-  void CompleteSends(int peer);
+  // Completes `peer`'s posted messages, oldest first, on this thread, until none is left
+  // (kCompleted) or `deadline` has passed (kLate; Gloo then fails the connections); kBusy at
+  // once when another thread is completing them.
+  enum class Completion { kCompleted, kBusy, kLate };
+  Completion CompleteSends(int peer, std::chrono::steady_clock::time_point deadline);
+  // The sending thread of `peer`: completes its messages while too many wait.
+  void ReapSends(int peer);
+  // Whether `p`'s sending thread should complete messages now; under p.mu.
+  static bool TooManyPosted(const Peer& p) {
+    return p.outgoing.size() > kMessagesBeforeReaping || p.kept_bytes > kKeptBytesBeforeReaping;
+  }
+  // Completes every peer's posted messages on this thread, or waits for the thread completing
+  // them; false at `deadline`, with the peers that had not taken them in `late`.
+  bool CompleteAllSends(std::chrono::steady_clock::time_point deadline, std::vector<int>& late);
   void MarkFailed(int peer, const std::string& reason);
   // Whether `peer` failed or left: it takes nothing more.
   bool PeerEnded(int peer) {
@@ -218,7 +238,7 @@ class GlooProcessGroup final : public ProcessGroup {
     const PeerState& s = peer_state_[peer];
     return s.failed || s.left;
   }
-  // Ends the sender thread's wait for `peer` to take a message (it failed or left).
+  // Ends the completing thread's wait for `peer` to take a message (it failed or left).
   void AbortSends(int peer) {
     std::lock_guard<std::mutex> lock(peers_[peer].mu);
     if (peers_[peer].sending != nullptr) peers_[peer].sending->abortWaitSend();

@@ -85,23 +85,35 @@ void GlooProcessGroup::Post(int peer, Message m) {
     }
     for (size_t i = 0; i < out->buffers.size(); ++i) out->buffers[i]->send(peer, slots[i]);
   } catch (const std::exception& e) {
-    // The pair failed: the sender thread drops what was posted before; this one is not posted.
+    // The pair failed: what was posted before is dropped when completed; this is not posted.
     out->buffers.clear();
   }
+  for (const ir::Tensor& x : out->keep) p.kept_bytes += x.byte_size();
   p.outgoing.push_back(std::move(out));
-  p.cv.notify_all();
+  // Completed at the end of the run unless too many wait: no thread is woken per message.
+  if (TooManyPosted(p) && !p.completing) p.cv.notify_all();
 }
 
-void GlooProcessGroup::CompleteSends(int peer) {
+GlooProcessGroup::Completion GlooProcessGroup::CompleteSends(
+    int peer, std::chrono::steady_clock::time_point deadline) {
   Peer& p = peers_[peer];
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (p.completing) return Completion::kBusy;
+    p.completing = true;
+  }
+  bool in_time = true;
   for (;;) {
     std::unique_ptr<Outgoing> out;
     {
-      std::unique_lock<std::mutex> lock(p.mu);
-      p.cv.wait(lock, [&] { return p.stop || !p.outgoing.empty(); });
-      if (p.outgoing.empty()) return;
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (p.outgoing.empty() || !in_time) {
+        p.completing = false;
+        break;
+      }
       out = std::move(p.outgoing.front());
       p.outgoing.pop_front();
+      for (const ir::Tensor& x : out->keep) p.kept_bytes -= x.byte_size();
     }
     for (std::unique_ptr<Buffer>& b : out->buffers) {
       if (PeerEnded(peer)) break;  // it takes nothing more: drop the rest
@@ -113,9 +125,13 @@ void GlooProcessGroup::CompleteSends(int peer) {
       bool sent = false;
       std::string error = "send aborted";
       try {
-        sent = b->waitSend(nullptr, kForever);
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        // Past the deadline Gloo fails every connection of the context: the job is broken.
+        sent = b->waitSend(nullptr, std::max(left, std::chrono::milliseconds(1)));
       } catch (const std::exception& e) {
         error = e.what();
+        in_time = std::chrono::steady_clock::now() < deadline;
       }
       {
         std::lock_guard<std::mutex> lock(p.mu);
@@ -130,6 +146,53 @@ void GlooProcessGroup::CompleteSends(int peer) {
     std::lock_guard<std::mutex> lock(mu_);
     --outstanding_;
     cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();  // for CompleteAllSends, waiting while this thread completed them
+  return in_time ? Completion::kCompleted : Completion::kLate;
+}
+
+void GlooProcessGroup::ReapSends(int peer) {
+  Peer& p = peers_[peer];
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(p.mu);
+      p.cv.wait(lock, [&] { return p.stop || (TooManyPosted(p) && !p.completing); });
+      if (p.stop) return;
+    }
+    CompleteSends(peer, std::chrono::steady_clock::now() + kForever);
+  }
+}
+
+bool GlooProcessGroup::CompleteAllSends(std::chrono::steady_clock::time_point deadline,
+                                        std::vector<int>& late) {
+  for (;;) {
+    bool busy = false;
+    for (int peer = 0; peer < options_.size; ++peer) {
+      if (peer == options_.rank) continue;
+      const Completion c = CompleteSends(peer, deadline);
+      if (c == Completion::kLate) late.push_back(peer);
+      busy = busy || c == Completion::kBusy;
+    }
+    if (!late.empty()) return false;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (outstanding_ == 0) return true;
+    if (!busy) continue;  // posted meanwhile
+    // Another thread is completing some: until it is done, then whatever it left.
+    const bool done = cv_.wait_until(lock, deadline, [&] {
+      if (outstanding_ == 0) return true;
+      for (int peer = 0; peer < options_.size; ++peer) {
+        std::lock_guard<std::mutex> peer_lock(peers_[peer].mu);
+        if (peers_[peer].completing) return false;
+      }
+      return true;
+    });
+    if (done) continue;
+    for (int peer = 0; peer < options_.size; ++peer) {
+      std::lock_guard<std::mutex> peer_lock(peers_[peer].mu);
+      if (peers_[peer].completing) late.push_back(peer);
+    }
+    return false;
   }
 }
 

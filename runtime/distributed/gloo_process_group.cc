@@ -212,6 +212,8 @@ GlooProcessGroup::~GlooProcessGroup() {
   }
   const auto deadline =
       std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(options_.timeout);
+  std::vector<int> late;
+  CompleteAllSends(deadline, late);
   {
     // Wait for every peer's goodbye (or failure), and for ours to be taken.
     std::unique_lock<std::mutex> lock(mu_);
@@ -339,20 +341,15 @@ void GlooProcessGroup::EndRun(RunLink* link) {
 }
 
 absl::Status GlooProcessGroup::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
-  const bool done = cv_.wait_for(lock, absl::ToChronoMilliseconds(options_.timeout),
-                                 [&] { return outstanding_ == 0; });
-  if (done) return absl::OkStatus();
-  std::vector<int> waiting;
-  for (int p = 0; p < options_.size; ++p) {
-    if (p == options_.rank) continue;
-    std::lock_guard<std::mutex> peer_lock(peers_[p].mu);
-    if (!peers_[p].outgoing.empty() || peers_[p].sending != nullptr) waiting.push_back(p);
+  std::vector<int> late;
+  if (CompleteAllSends(
+          std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(options_.timeout),
+          late)) {
+    return absl::OkStatus();
   }
   return absl::DeadlineExceededError(
-      fmt::format("process {}: {} messages to processes [{}] were not taken within {}",
-                  options_.rank, outstanding_, absl::StrJoin(waiting, ","),
-                  absl::FormatDuration(options_.timeout)));
+      fmt::format("process {}: messages to processes [{}] were not taken within {}",
+                  options_.rank, absl::StrJoin(late, ","), absl::FormatDuration(options_.timeout)));
 }
 
 absl::StatusOr<std::vector<ProcessGroup::Block>> GlooProcessGroup::ExchangeBlocks(
