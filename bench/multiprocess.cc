@@ -4,9 +4,10 @@
 //    each, through jit, against Gloo's own allreduce (ring), allgather and a send/recv pair on
 //    the same buffers in a second Gloo context of the same processes; the same collectives
 //    between N devices of one process for scale. Counter: GB/s of one device's operand. Then
-//    single calls of ours and Gloo's counterpart in turn, each from a barrier, and the median
-//    ratio of the pairs (this shared machine drifts between benchmarks more than between two
-//    calls; work a call leaves running, e.g. a sender thread finishing, is not counted).
+//    ours and Gloo's counterpart in turns, each turn from a barrier, and the median ratio of the
+//    pairs of turns (this shared machine drifts between benchmarks more than between two
+//    turns): turns of back-to-back calls (the rate), and single calls (the latency; work a call
+//    leaves running, e.g. a sender thread finishing, is not counted).
 //  - the seed variants (examples/seed_variants.h) on a 2x2 mesh as N processes (each mesh row
 //    split evenly over them) against 4 devices in one process, fused and as written;
 //  - the share of communication hidden behind compute (runtime/overlap.h) in one profiled run of
@@ -17,6 +18,7 @@
 //
 //   bazel run -c opt //bench:multiprocess -- [--processes=2] [--benchmark_filter=...]
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,9 +78,11 @@ class Recorder : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median") {
         median_us[run.run_name.function_name] = run.GetAdjustedRealTime();
-        // RegisterPaired's median ratio of a repetition, the median over repetitions.
-        if (auto it = run.counters.find("ratio"); it != run.counters.end()) {
-          median_us[run.run_name.function_name + "/ratio"] = it->second;
+        // RegisterInTurns's median ratio of a repetition, the median over repetitions.
+        for (const char* counter : {"ratio", "cpu_ratio"}) {
+          if (auto it = run.counters.find(counter); it != run.counters.end()) {
+            median_us[run.run_name.function_name + "/" + counter] = it->second;
+          }
         }
       }
     }
@@ -164,37 +168,59 @@ void RegisterGloo(const std::shared_ptr<gloo::Context>& context, const std::stri
            });
 }
 
-// "paired/<op>/<bytes>": `ours` and Gloo's counterpart called in turn, each call timed from a
-// barrier of the processes (so that neither absorbs the other's tail in a peer); counter "ratio"
-// is the median over the pairs of calls of ours / Gloo's, which the machine's drift (it is
-// shared) moves far less than the ratio of two benchmarks run one after the other.
-void RegisterPaired(const std::shared_ptr<gloo::Context>& context, const std::string& op,
-                    int64_t bytes, std::function<absl::Status()> ours) {
+// CPU time of this process (every thread) so far, in seconds.
+double ProcessCpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// "<kind>/<op>/<bytes>": `ours` and Gloo's counterpart in turns of `calls_per_turn` calls back
+// to back, each turn timed from a barrier of the processes (so that neither absorbs the other's
+// tail in a peer); counter "ratio" is the median over the pairs of turns of ours / Gloo's, which
+// the machine's drift (it is shared) moves far less than the ratio of two benchmarks run one
+// after the other. kind "paired": single calls (a call's latency; work it leaves running, e.g. a
+// sender thread finishing, is not counted); "turns": Calls(bytes) / 16 calls per turn (the rate
+// back to back, at most one call's tail left out).
+void RegisterInTurns(const std::shared_ptr<gloo::Context>& context, const std::string& kind,
+                     const std::string& op, int64_t bytes, std::function<absl::Status()> ours) {
   std::function<void()> theirs = GlooCall(context, op, bytes);
   auto barrier = [context] {
     gloo::BarrierOptions options(context);
     options.setTag(4);
     gloo::barrier(options);
   };
-  Register(fmt::format("paired/{}/{}", op, bytes), Calls(bytes),
-           [ours, theirs, barrier](benchmark::State& state) {
+  const int64_t per_turn = kind == "paired" ? 1 : std::max<int64_t>(1, Calls(bytes) / 16);
+  const int64_t turns = kind == "paired" ? Calls(bytes) : 16;
+  Register(fmt::format("{}/{}/{}", kind, op, bytes), turns,
+           [ours, theirs, barrier, per_turn](benchmark::State& state) {
              std::vector<double> ratios;
+             double cpu_ours = 0, cpu_theirs = 0;
              for (auto _ : state) {
                barrier();
+               const double c0 = ProcessCpuSeconds();
                const auto t0 = std::chrono::steady_clock::now();
-               if (absl::Status s = ours(); !s.ok()) {
-                 return state.SkipWithError(s.ToString().c_str());
+               for (int64_t i = 0; i < per_turn; ++i) {
+                 if (absl::Status s = ours(); !s.ok()) {
+                   return state.SkipWithError(s.ToString().c_str());
+                 }
                }
                const auto t1 = std::chrono::steady_clock::now();
+               const double c1 = ProcessCpuSeconds();
                barrier();
+               const double c2 = ProcessCpuSeconds();
                const auto t2 = std::chrono::steady_clock::now();
-               theirs();
+               for (int64_t i = 0; i < per_turn; ++i) theirs();
                const auto t3 = std::chrono::steady_clock::now();
+               const double c3 = ProcessCpuSeconds();
                ratios.push_back(std::chrono::duration<double>(t1 - t0).count() /
                                 std::chrono::duration<double>(t3 - t2).count());
+               cpu_ours += c1 - c0;
+               cpu_theirs += c3 - c2;
              }
              std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
              state.counters["ratio"] = ratios[ratios.size() / 2];
+             state.counters["cpu_ratio"] = cpu_ours / cpu_theirs;
            });
 }
 
@@ -229,10 +255,12 @@ void RegisterCollectives(const std::string& prefix, const Mesh& mesh,
                });
       if (context == nullptr) continue;
       RegisterGloo(context, op, bytes);
-      RegisterPaired(context, op, bytes, [input, program]() -> absl::Status {
+      auto ours = [input, program]() -> absl::Status {
         if (!input->ok()) return input->status();
         return (*program)(**input).status();
-      });
+      };
+      RegisterInTurns(context, "turns", op, bytes, ours);
+      RegisterInTurns(context, "paired", op, bytes, ours);
     }
   }
 }
@@ -411,25 +439,28 @@ std::string Ratio(const std::map<std::string, double>& r, const std::string& a,
 
 void PrintSummary(int processes, const std::map<std::string, double>& r) {
   fmt::print("\nCollectives of f32 buffers between {} processes on loopback (one device each): "
-             "median µs per call back to back; ratio = shardjit / Gloo; paired: median of the "
-             "ratios of single calls made in turn, each from a barrier (work left running after a "
-             "call is not counted); the same collective between {} devices of one process beside "
+             "median µs per call back to back, ours and Gloo's counterpart each in a benchmark of "
+             "its own; turns: median ratio shardjit / Gloo over 16 pairs of turns of back-to-back "
+             "calls, each turn from a barrier (the ratio to judge: free of the drift between "
+             "benchmarks); paired: the same for single calls (latency; work a call leaves running "
+             "is not counted); the same collective between {} devices of one process beside "
              "them\n",
              processes, processes);
   fmt::print("{:>10} {:>10} {:>10} {:>7} {:>7} {:>10} {:>10} {:>10} {:>7} {:>7} {:>10} {:>10} "
              "{:>10} {:>7} {:>7} {:>10}\n",
-             "bytes", "psum", "allreduce", "ratio", "paired", "in-proc", "all_gather",
-             "allgather", "ratio", "paired", "in-proc", "ppermute", "send/recv", "ratio",
+             "bytes", "psum", "allreduce", "turns", "paired", "in-proc", "all_gather",
+             "allgather", "turns", "paired", "in-proc", "ppermute", "send/recv", "turns",
              "paired", "in-proc");
   for (int64_t bytes : BufferBytes()) {
     std::string row = fmt::format("{:>10}", bytes);
     for (auto [op, gloo] : std::vector<std::pair<std::string, std::string>>{
              {"psum", "allreduce"}, {"all_gather", "allgather"}, {"ppermute", "sendrecv"}}) {
-      const std::string ours = fmt::format("procs/{}/{}", op, bytes);
-      const std::string theirs = fmt::format("gloo/{}/{}", gloo, bytes);
-      row += " " + Cell(r, ours) + " " + Cell(r, theirs) + " " + Ratio(r, ours, theirs) + " " +
-             Cell(r, fmt::format("paired/{}/{}/ratio", op, bytes), "{:7.2f}") + " " +
-             Cell(r, fmt::format("inproc/{}/{}", op, bytes));
+      auto ratio = [&](const char* kind) {
+        return Cell(r, fmt::format("{}/{}/{}/ratio", kind, op, bytes), "{:7.2f}");
+      };
+      row += " " + Cell(r, fmt::format("procs/{}/{}", op, bytes)) + " " +
+             Cell(r, fmt::format("gloo/{}/{}", gloo, bytes)) + " " + ratio("turns") + " " +
+             ratio("paired") + " " + Cell(r, fmt::format("inproc/{}/{}", op, bytes));
     }
     fmt::print("{}\n", row);
   }
