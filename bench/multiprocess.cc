@@ -175,13 +175,14 @@ double ProcessCpuSeconds() {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-// "<kind>/<op>/<bytes>": `ours` and Gloo's counterpart in turns of `calls_per_turn` calls back
-// to back, each turn timed from a barrier of the processes (so that neither absorbs the other's
-// tail in a peer); counter "ratio" is the median over the pairs of turns of ours / Gloo's, which
-// the machine's drift (it is shared) moves far less than the ratio of two benchmarks run one
-// after the other. kind "paired": single calls (a call's latency; work it leaves running, e.g. a
-// sender thread finishing, is not counted); "turns": Calls(bytes) / 16 calls per turn (the rate
-// back to back, at most one call's tail left out).
+// "<kind>/<op>/<bytes>": `ours` and Gloo's counterpart in turns of back-to-back calls (which
+// goes first alternates), each turn timed from a barrier of the processes (so that neither
+// absorbs the other's tail in a peer). Counter "ratio" is the median over the pairs of turns of
+// ours / Gloo's, which the machine's drift (it is shared) moves far less than the ratio of two
+// benchmarks run one after the other; "cpu_ratio" the same for this process's CPU time, all
+// turns together. kind "paired": single calls (a call's latency; work it leaves running is not
+// counted); "turns": Calls(bytes) / 16 calls per turn (the rate back to back, at most one
+// call's tail left out).
 void RegisterInTurns(const std::shared_ptr<gloo::Context>& context, const std::string& kind,
                      const std::string& op, int64_t bytes, std::function<absl::Status()> ours) {
   std::function<void()> theirs = GlooCall(context, op, bytes);
@@ -194,29 +195,37 @@ void RegisterInTurns(const std::shared_ptr<gloo::Context>& context, const std::s
   const int64_t turns = kind == "paired" ? Calls(bytes) : 16;
   Register(fmt::format("{}/{}/{}", kind, op, bytes), turns,
            [ours, theirs, barrier, per_turn](benchmark::State& state) {
-             std::vector<double> ratios;
-             double cpu_ours = 0, cpu_theirs = 0;
-             for (auto _ : state) {
+             // One turn from a barrier: {wall seconds, process CPU seconds}, or an error.
+             auto turn = [&](bool mine) -> absl::StatusOr<std::pair<double, double>> {
                barrier();
                const double c0 = ProcessCpuSeconds();
                const auto t0 = std::chrono::steady_clock::now();
                for (int64_t i = 0; i < per_turn; ++i) {
-                 if (absl::Status s = ours(); !s.ok()) {
-                   return state.SkipWithError(s.ToString().c_str());
+                 if (!mine) {
+                   theirs();
+                 } else if (absl::Status s = ours(); !s.ok()) {
+                   return s;
                  }
                }
                const auto t1 = std::chrono::steady_clock::now();
-               const double c1 = ProcessCpuSeconds();
-               barrier();
-               const double c2 = ProcessCpuSeconds();
-               const auto t2 = std::chrono::steady_clock::now();
-               for (int64_t i = 0; i < per_turn; ++i) theirs();
-               const auto t3 = std::chrono::steady_clock::now();
-               const double c3 = ProcessCpuSeconds();
-               ratios.push_back(std::chrono::duration<double>(t1 - t0).count() /
-                                std::chrono::duration<double>(t3 - t2).count());
-               cpu_ours += c1 - c0;
-               cpu_theirs += c3 - c2;
+               return std::make_pair(std::chrono::duration<double>(t1 - t0).count(),
+                                     ProcessCpuSeconds() - c0);
+             };
+             std::vector<double> ratios;
+             double cpu_ours = 0, cpu_theirs = 0;
+             bool ours_first = true;  // alternately, so that neither always follows the other
+             for (auto _ : state) {
+               absl::StatusOr<std::pair<double, double>> a = turn(ours_first);
+               absl::StatusOr<std::pair<double, double>> b = turn(!ours_first);
+               if (!a.ok() || !b.ok()) {
+                 return state.SkipWithError((a.ok() ? b : a).status().ToString().c_str());
+               }
+               const std::pair<double, double> mine = ours_first ? *a : *b;
+               const std::pair<double, double> other = ours_first ? *b : *a;
+               ratios.push_back(mine.first / other.first);
+               cpu_ours += mine.second;
+               cpu_theirs += other.second;
+               ours_first = !ours_first;
              }
              std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
              state.counters["ratio"] = ratios[ratios.size() / 2];
