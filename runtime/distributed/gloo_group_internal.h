@@ -46,14 +46,20 @@ constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
 // once more than this many, or this many bytes of tensors, wait.
 constexpr size_t kMessagesBeforeReaping = 8;
 constexpr int64_t kKeptBytesBeforeReaping = int64_t{64} << 20;
+// How often a peer's sending thread checks whether another thread completing its messages has
+// passed its deadline (Gloo's own timed wait would fail every connection of the context).
+constexpr std::chrono::milliseconds kDeadlineCheckPeriod{250};
 
-// A message posted to a peer: what it sends from stays alive until the peer has taken it.
+// A message posted to a peer: what it sends from stays alive until it is completed (the peer
+// has taken every buffer).
 struct Outgoing {
   std::unique_ptr<char[]> envelope;  // envelope_bytes, written whole (not zeroed first)
   size_t envelope_bytes = 0;
   std::vector<char> meta;  // when it does not fit in the envelope
   std::vector<ir::Tensor> keep;
+  int64_t kept_bytes = 0;                        // of `keep`
   std::vector<std::unique_ptr<Buffer>> buffers;  // the envelope's first
+  size_t taken = 0;                              // buffers known to be taken
 };
 
 class GlooProcessGroup;
@@ -184,8 +190,10 @@ class GlooProcessGroup final : public ProcessGroup {
     std::deque<std::unique_ptr<Outgoing>> outgoing;  // posted, not yet completed
     int64_t kept_bytes = 0;                           // of the tensors `outgoing` keeps
     bool completing = false;                          // a thread is completing `outgoing`
-    Buffer* receiving = nullptr;                      // the buffer the receiver waits on
-    Buffer* sending = nullptr;                        // the buffer the completing thread waits on
+    std::chrono::steady_clock::time_point deadline;   // the completing thread's
+    bool late = false;  // its wait was ended at its deadline (the sending thread's check)
+    Buffer* receiving = nullptr;  // the buffer the receiver waits on
+    Buffer* sending = nullptr;    // the buffer the completing thread waits on
     bool stop = false;
     std::thread receiver;
     std::thread sender;
@@ -218,11 +226,12 @@ class GlooProcessGroup final : public ProcessGroup {
   absl::StatusOr<Message> Open(int peer, const ir::Tensor& envelope, bool& adopted);
   void Deliver(int peer, Message m);
   // Completes `peer`'s posted messages, oldest first, on this thread, until none is left
-  // (kCompleted) or `deadline` has passed (kLate; Gloo then fails the connections); kBusy at
-  // once when another thread is completing them.
+  // (kCompleted) or `deadline` has passed (kLate; what is left stays posted); kBusy at once
+  // when another thread is completing them.
   enum class Completion { kCompleted, kBusy, kLate };
   Completion CompleteSends(int peer, std::chrono::steady_clock::time_point deadline);
-  // The sending thread of `peer`: completes its messages while too many wait.
+  // The sending thread of `peer`: completes its messages while too many wait, and ends the
+  // wait of another thread completing them at its deadline.
   void ReapSends(int peer);
   // Whether `p`'s sending thread should complete messages now; under p.mu.
   static bool TooManyPosted(const Peer& p) {
@@ -288,7 +297,7 @@ class GlooProcessGroup final : public ProcessGroup {
   std::vector<RunLink*> active_;
   std::map<uint64_t, uint64_t> begun_;  // runs begun, per set of processes
   std::map<std::pair<uint64_t, uint64_t>, std::vector<std::pair<int, Message>>> early_;
-  int64_t outstanding_ = 0;  // messages posted and not yet taken
+  int64_t outstanding_ = 0;  // messages posted and not yet completed
   uint64_t next_exchange_ = 0;
   std::map<uint64_t, std::vector<std::pair<int, Message>>> exchanges_;
   // Remote collectives: their ops (stable addresses) and a plan per mesh resolving them.

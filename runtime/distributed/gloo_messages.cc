@@ -1,7 +1,8 @@
 // How messages travel between the processes of a GlooProcessGroup (gloo_group_internal.h):
 // posting a message (its envelope, and what does not fit in it on the spill or its own slots),
-// the sending thread that waits for the peer to take it, and the receiving thread that opens
-// envelopes and receives what follows them straight into tensors.
+// completing posted messages (waiting for the peer to take them: the run's own thread at its end,
+// a sending thread per peer when many wait), and the receiving thread that opens envelopes and
+// receives what follows them straight into tensors.
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -88,7 +89,8 @@ void GlooProcessGroup::Post(int peer, Message m) {
     // The pair failed: what was posted before is dropped when completed; this is not posted.
     out->buffers.clear();
   }
-  for (const ir::Tensor& x : out->keep) p.kept_bytes += x.byte_size();
+  for (const ir::Tensor& x : out->keep) out->kept_bytes += x.byte_size();
+  p.kept_bytes += out->kept_bytes;
   p.outgoing.push_back(std::move(out));
   // Completed at the end of the run unless too many wait: no thread is woken per message.
   if (TooManyPosted(p) && !p.completing) p.cv.notify_all();
@@ -101,98 +103,134 @@ GlooProcessGroup::Completion GlooProcessGroup::CompleteSends(
     std::lock_guard<std::mutex> lock(p.mu);
     if (p.completing) return Completion::kBusy;
     p.completing = true;
+    p.deadline = deadline;
+    p.late = false;
   }
-  bool in_time = true;
+  Completion result = Completion::kCompleted;
   for (;;) {
     std::unique_ptr<Outgoing> out;
     {
       std::lock_guard<std::mutex> lock(p.mu);
-      if (p.outgoing.empty() || !in_time) {
-        p.completing = false;
+      if (p.outgoing.empty()) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        result = Completion::kLate;
         break;
       }
       out = std::move(p.outgoing.front());
       p.outgoing.pop_front();
-      for (const ir::Tensor& x : out->keep) p.kept_bytes -= x.byte_size();
     }
-    for (std::unique_ptr<Buffer>& b : out->buffers) {
-      if (PeerEnded(peer)) break;  // it takes nothing more: drop the rest
+    bool late = false;
+    for (; out->taken < out->buffers.size(); ++out->taken) {
+      Buffer& b = *out->buffers[out->taken];
       {
-        std::lock_guard<std::mutex> lock(p.mu);
+        // Under mu_ then p.mu: a peer ending meanwhile finds `sending` and aborts the wait.
+        std::lock_guard<std::mutex> lock(mu_);
+        const PeerState& s = peer_state_[peer];
+        if (s.failed || s.left) break;  // it takes nothing more: drop the rest
+        std::lock_guard<std::mutex> peer_lock(p.mu);
         if (p.stop) break;
-        p.sending = b.get();
+        p.sending = &b;
       }
       bool sent = false;
       std::string error = "send aborted";
       try {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
-        // Past the deadline Gloo fails every connection of the context: the job is broken.
-        sent = b->waitSend(nullptr, std::max(left, std::chrono::milliseconds(1)));
+        sent = b.waitSend(nullptr, kForever);
       } catch (const std::exception& e) {
         error = e.what();
-        in_time = std::chrono::steady_clock::now() < deadline;
       }
       {
         std::lock_guard<std::mutex> lock(p.mu);
         p.sending = nullptr;
+        late = !sent && p.late;
+        p.late = false;
       }
+      if (late) break;  // still in flight: completed later
       if (!sent) {
         if (!PeerEnded(peer)) MarkFailed(peer, error);
         break;
       }
+    }
+    if (late) {
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.outgoing.push_front(std::move(out));
+      result = Completion::kLate;
+      break;
+    }
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.kept_bytes -= out->kept_bytes;
     }
     out.reset();  // releases the tensors sent from
     std::lock_guard<std::mutex> lock(mu_);
     --outstanding_;
     cv_.notify_all();
   }
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.completing = false;
+    if (TooManyPosted(p)) p.cv.notify_all();  // left behind at the deadline
+  }
   std::lock_guard<std::mutex> lock(mu_);
   cv_.notify_all();  // for CompleteAllSends, waiting while this thread completed them
-  return in_time ? Completion::kCompleted : Completion::kLate;
+  return result;
 }
 
 void GlooProcessGroup::ReapSends(int peer) {
   Peer& p = peers_[peer];
+  std::unique_lock<std::mutex> lock(p.mu);
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(p.mu);
-      p.cv.wait(lock, [&] { return p.stop || (TooManyPosted(p) && !p.completing); });
-      if (p.stop) return;
+    p.cv.wait_for(lock, kDeadlineCheckPeriod,
+                  [&] { return p.stop || (TooManyPosted(p) && !p.completing); });
+    if (p.stop) return;
+    if (p.completing) {
+      // Another thread completes them: its wait ends at its deadline (the send stays posted).
+      if (p.sending != nullptr && !p.late && std::chrono::steady_clock::now() >= p.deadline) {
+        p.late = true;
+        p.sending->abortWaitSend();
+      }
+      continue;
     }
-    CompleteSends(peer, std::chrono::steady_clock::now() + kForever);
+    if (!TooManyPosted(p)) continue;
+    lock.unlock();
+    CompleteSends(peer, std::chrono::steady_clock::time_point::max());
+    lock.lock();
   }
 }
 
 bool GlooProcessGroup::CompleteAllSends(std::chrono::steady_clock::time_point deadline,
                                         std::vector<int>& late) {
+  auto completing = [&] {  // the peers whose messages another thread completes; under mu_
+    std::vector<int> peers;
+    for (int peer = 0; peer < options_.size; ++peer) {
+      std::lock_guard<std::mutex> peer_lock(peers_[peer].mu);
+      if (peers_[peer].completing) peers.push_back(peer);
+    }
+    return peers;
+  };
   for (;;) {
     bool busy = false;
     for (int peer = 0; peer < options_.size; ++peer) {
       if (peer == options_.rank) continue;
       const Completion c = CompleteSends(peer, deadline);
-      if (c == Completion::kLate) late.push_back(peer);
+      if (c == Completion::kLate) {
+        late.push_back(peer);
+        return false;
+      }
       busy = busy || c == Completion::kBusy;
     }
-    if (!late.empty()) return false;
     std::unique_lock<std::mutex> lock(mu_);
     if (outstanding_ == 0) return true;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      late = completing();
+      return false;
+    }
     if (!busy) continue;  // posted meanwhile
     // Another thread is completing some: until it is done, then whatever it left.
-    const bool done = cv_.wait_until(lock, deadline, [&] {
-      if (outstanding_ == 0) return true;
-      for (int peer = 0; peer < options_.size; ++peer) {
-        std::lock_guard<std::mutex> peer_lock(peers_[peer].mu);
-        if (peers_[peer].completing) return false;
-      }
-      return true;
-    });
-    if (done) continue;
-    for (int peer = 0; peer < options_.size; ++peer) {
-      std::lock_guard<std::mutex> peer_lock(peers_[peer].mu);
-      if (peers_[peer].completing) late.push_back(peer);
+    if (!cv_.wait_until(lock, deadline,
+                        [&] { return outstanding_ == 0 || completing().empty(); })) {
+      late = completing();
+      return false;
     }
-    return false;
   }
 }
 

@@ -347,9 +347,11 @@ absl::Status GlooProcessGroup::Flush() {
           late)) {
     return absl::OkStatus();
   }
+  std::lock_guard<std::mutex> lock(mu_);
   return absl::DeadlineExceededError(
-      fmt::format("process {}: messages to processes [{}] were not taken within {}",
-                  options_.rank, absl::StrJoin(late, ","), absl::FormatDuration(options_.timeout)));
+      fmt::format("process {}: {} messages to processes [{}] were not taken within {}",
+                  options_.rank, outstanding_, absl::StrJoin(late, ","),
+                  absl::FormatDuration(options_.timeout)));
 }
 
 absl::StatusOr<std::vector<ProcessGroup::Block>> GlooProcessGroup::ExchangeBlocks(
@@ -412,6 +414,9 @@ absl::StatusOr<std::vector<ProcessGroup::Block>> GlooProcessGroup::ExchangeBlock
     }
   }
   exchanges_.erase(index);
+  lock.unlock();
+  // What this process posted: completed now, not at the next run's end (it keeps its blocks).
+  if (absl::Status s = Flush(); !s.ok()) return s;
   return out;
 }
 

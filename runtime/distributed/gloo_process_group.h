@@ -3,12 +3,12 @@
 // runs, per peer, a receiving thread that keeps an envelope posted for the peer's next message (so
 // a small message leaves at once, whole), receives what did not fit in it straight into place (a
 // payload into a tensor of its type), and hands the message to the run it belongs to, keeping
-// those of runs not begun yet; and a sending thread that waits for the peer to take what this
-// process posted, so that operands stay alive until sent and posting never blocks a device. A
-// peer whose connection fails fails every run it takes part in at once, naming it; one that said
-// goodbye fails only runs that begin later. Destroying the group says goodbye to every peer and
-// waits (up to the timeout) for theirs, so no process closes a connection another still reads
-// from.
+// those of runs not begun yet. Posting never blocks a device: operands stay alive until the peer
+// has taken them, which the run's own thread waits for at the run's end (a sending thread per
+// peer meanwhile, when many messages wait). A peer whose connection fails fails every run it
+// takes part in at once, naming it; one that said goodbye fails only runs that begin later.
+// Destroying the group says goodbye to every peer and waits (up to the timeout) for theirs, so no
+// process closes a connection another still reads from.
 #ifndef SHARDJIT_RUNTIME_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
 #define SHARDJIT_RUNTIME_DISTRIBUTED_GLOO_PROCESS_GROUP_H_
 
