@@ -122,6 +122,10 @@ GlooProcessGroup::Completion GlooProcessGroup::CompleteSends(
     bool late = false;
     for (; out->taken < out->buffers.size(); ++out->taken) {
       Buffer& b = *out->buffers[out->taken];
+      if (std::chrono::steady_clock::now() >= deadline) {
+        late = true;
+        break;
+      }
       {
         // Under mu_ then p.mu: a peer ending meanwhile finds `sending` and aborts the wait.
         std::lock_guard<std::mutex> lock(mu_);
@@ -132,16 +136,18 @@ GlooProcessGroup::Completion GlooProcessGroup::CompleteSends(
         p.sending = &b;
       }
       bool sent = false;
+      bool threw = false;  // the pair failed: not a wait ended at the deadline
       std::string error = "send aborted";
       try {
         sent = b.waitSend(nullptr, kForever);
       } catch (const std::exception& e) {
+        threw = true;
         error = e.what();
       }
       {
         std::lock_guard<std::mutex> lock(p.mu);
         p.sending = nullptr;
-        late = !sent && p.late;
+        late = !sent && !threw && p.late;
         p.late = false;
       }
       if (late) break;  // still in flight: completed later
@@ -199,36 +205,36 @@ void GlooProcessGroup::ReapSends(int peer) {
 
 bool GlooProcessGroup::CompleteAllSends(std::chrono::steady_clock::time_point deadline,
                                         std::vector<int>& late) {
-  auto completing = [&] {  // the peers whose messages another thread completes; under mu_
+  // The peers whose messages another thread completes (or, with `queued`, that have messages
+  // not completed); under mu_.
+  auto peers_where = [&](bool queued) {
     std::vector<int> peers;
     for (int peer = 0; peer < options_.size; ++peer) {
       std::lock_guard<std::mutex> peer_lock(peers_[peer].mu);
-      if (peers_[peer].completing) peers.push_back(peer);
+      const Peer& p = peers_[peer];
+      if (p.completing || (queued && !p.outgoing.empty())) peers.push_back(peer);
     }
     return peers;
   };
   for (;;) {
-    bool busy = false;
+    bool busy = false, past = false;
     for (int peer = 0; peer < options_.size; ++peer) {
       if (peer == options_.rank) continue;
       const Completion c = CompleteSends(peer, deadline);
-      if (c == Completion::kLate) {
-        late.push_back(peer);
-        return false;
-      }
+      past = past || c == Completion::kLate;
       busy = busy || c == Completion::kBusy;
     }
     std::unique_lock<std::mutex> lock(mu_);
-    if (outstanding_ == 0) return true;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      late = completing();
-      return false;
-    }
-    if (!busy) continue;  // posted meanwhile
+    if (!past && outstanding_ == 0) return true;
+    past = past || std::chrono::steady_clock::now() >= deadline;
     // Another thread is completing some: until it is done, then whatever it left.
-    if (!cv_.wait_until(lock, deadline,
-                        [&] { return outstanding_ == 0 || completing().empty(); })) {
-      late = completing();
+    if (!past && busy) {
+      past = !cv_.wait_until(lock, deadline, [&] {
+        return outstanding_ == 0 || peers_where(/*queued=*/false).empty();
+      });
+    }
+    if (past) {
+      late = peers_where(/*queued=*/true);
       return false;
     }
   }
