@@ -6,8 +6,11 @@
 // match the f64 product; meshes whose x axis crosses processes and y stays within (and the
 // reverse); the file store as well as the TCP store. Failures: a killed process, one that never
 // joins, one that hangs, and a mismatched program make every other process fail with an error
-// naming it. A child writes "ok" or its error to its result file, which the parent reads.
+// naming it; a frozen one ends the wait for it at the timeout. A run posting many messages
+// releases them as it goes. A child writes "ok" or its error to its result file, which the
+// parent reads.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -430,12 +433,56 @@ absl::Status RunManyMessages(const std::shared_ptr<ProcessGroup>& group) {
   return absl::OkStatus();
 }
 
+// A peer frozen (SIGSTOP) with a 2 MiB ppermute operand of this process waiting for it (its
+// receive is posted only once the peer runs): process 0's run fails at the collective timeout,
+// and its wait for that message to be taken ends at the distributed timeout (4 s here) instead of
+// lasting until the peer resumes (after 12 s); the message stays posted, and once the peer is back
+// a run of both processes works. The peer's own second run may fail (process 0 told it so).
+absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
+  const int self = group->process_id();
+  auto ppermute_of = [&](absl::Duration timeout) -> absl::Status {
+    Runtime rt({.num_devices = 1, .collective_timeout = timeout, .processes = group});
+    absl::StatusOr<Mesh> mesh = JobMesh(rt, "rows");
+    if (!mesh.ok()) return mesh.status();
+    std::vector<double> v(2 * 4 * (128 << 10), 1.0);
+    absl::StatusOr<Array> x = device_put(HostTensor(DType::kF32, {2, 4, 128 << 10}, v),
+                                         NamedSharding(*mesh, Stacked()));
+    if (!x.ok()) return x.status();
+    return jit(shard_map([](Tracer b) { return ppermute(b, "x", {{0, 1}, {1, 0}}); }, *mesh,
+                         {Stacked()}, {Stacked()}))(*x)
+        .status();
+  };
+  if (absl::Status s = ppermute_of(absl::Seconds(30)); !s.ok()) return s;
+  if (self == 1) {
+    if (fork() == 0) {  // resumes its parent after 12 s
+      sleep(12);
+      kill(getppid(), SIGCONT);
+      _exit(0);
+    }
+    raise(SIGSTOP);
+    wait(nullptr);
+    ppermute_of(absl::Seconds(30)).IgnoreError();
+  } else {
+    absl::SleepFor(absl::Seconds(1));  // the peer is stopped by now
+    const absl::Time start = absl::Now();
+    absl::Status s = ppermute_of(absl::Seconds(1));
+    const absl::Duration took = absl::Now() - start;
+    if (s.ok()) return absl::InternalError("a run with a frozen peer succeeded");
+    if (took > absl::Seconds(9)) {
+      return absl::InternalError(absl::StrCat("the run with a frozen peer took ",
+                                              absl::FormatDuration(took), ": ", s.ToString()));
+    }
+  }
+  return ppermute_of(absl::Seconds(30));
+}
+
 absl::Status ChildMain(const std::string& role, int id) {
   if (role == "never_joins" && id == 1) return absl::OkStatus();  // never initialises
   if (role == "file_store") {
     setenv("SHARDJIT_STORE_DIR", (Env("TEST_TMPDIR") + "/store").c_str(), 1);
     unsetenv("SHARDJIT_COORDINATOR");
   }
+  if (role == "frozen_peer") setenv("SHARDJIT_DISTRIBUTED_TIMEOUT", "4", 1);
   absl::StatusOr<std::shared_ptr<ProcessGroup>> group = distributed::initialize();
   if (role == "never_joins") return ExpectFailure(group.status(), "processes [1] did not join");
   if (!group.ok()) return group.status();
@@ -455,6 +502,7 @@ absl::Status ChildMain(const std::string& role, int id) {
   }
   if (role == "mismatch_large") return RunMismatchedLargePsum(*group);
   if (role == "many_messages") return RunManyMessages(*group);
+  if (role == "frozen_peer") return RunWithAFrozenPeer(*group);
   if (role == "mismatch") {
     return ExpectFailure(RunOnePsum(*group, id == 1 ? "pmax" : "psum", absl::Seconds(30)),
                          "mismatch");
@@ -588,6 +636,10 @@ TEST(Multiprocess, AMismatchOfLargeOperandsIsNamedAndTheNextRunWorks) {
 
 TEST(Multiprocess, ARunPostingManyMessagesCompletesThem) {
   ExpectEveryProcessOk("many_messages", Shape{2, 1, "rows"});
+}
+
+TEST(Multiprocess, AFrozenPeerEndsTheWaitForItAtTheTimeout) {
+  ExpectEveryProcessOk("frozen_peer", Shape{2, 1, "rows"});
 }
 
 TEST(Multiprocess, BadCoordinatorsAreClearErrors) {
