@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -454,7 +455,9 @@ absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
   };
   if (absl::Status s = ppermute_of(absl::Seconds(30)); !s.ok()) return s;
   if (self == 1) {
-    if (fork() == 0) {  // resumes its parent after 12 s
+    const pid_t waker = fork();
+    if (waker < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+    if (waker == 0) {  // resumes its parent after 12 s
       sleep(12);
       kill(getppid(), SIGCONT);
       _exit(0);

@@ -112,17 +112,13 @@ GlooProcessGroup::Completion GlooProcessGroup::CompleteSends(
     {
       std::lock_guard<std::mutex> lock(p.mu);
       if (p.outgoing.empty()) break;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        result = Completion::kLate;
-        break;
-      }
       out = std::move(p.outgoing.front());
       p.outgoing.pop_front();
     }
     bool late = false;
     for (; out->taken < out->buffers.size(); ++out->taken) {
       Buffer& b = *out->buffers[out->taken];
-      if (std::chrono::steady_clock::now() >= deadline) {
+      if (std::chrono::steady_clock::now() >= deadline) {  // put back, not waited for
         late = true;
         break;
       }
