@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "backends/span.h"
+#include "backends/backend.h"
+#include "base/span.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 
@@ -31,7 +32,7 @@ class DeviceContext {
   // Non-OK once the run was abandoned (another device failed); checked between ops.
   virtual absl::Status Cancelled() = 0;
   // Where this device's spans go; null when the runtime does not profile.
-  virtual SpanRecorder* profiler() { return nullptr; }
+  virtual base::SpanRecorder* profiler() { return nullptr; }
 };
 
 // A program compiled for one device.
@@ -40,8 +41,9 @@ class Executable {
   virtual ~Executable() = default;
   virtual absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& args,
                                                       DeviceContext& device) const = 0;
-  // Backend name for profiles and logs, e.g. "reference".
-  virtual std::string backend() const = 0;
+  // The backend that compiled it: the runtime reduces the program's collectives with its
+  // kernels (Backend::ReduceBuffers).
+  virtual const Backend& backend() const = 0;
   // The function it runs, whose ops are the ones handed to DeviceContext::RunCollective (so the
   // runtime can resolve them ahead of a run); null if the backend keeps none.
   virtual const ir::Function* function() const { return nullptr; }

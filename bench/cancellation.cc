@@ -2,19 +2,26 @@
 // about --gemm_seconds=S on this host, 2 s by default) is cancelled from another thread halfway
 // through, and the time from Cancel() to the run's return is the iteration's (manual) time. The
 // same for a deadline that passes halfway. Counters: the uncancelled GEMM's seconds, and the
-// share of it the run had done when it stopped.
+// share of it the run had done when it stopped. Google Benchmark takes its own flags
+// (--benchmark_*) first, then absl flags parse the rest; --help lists both.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "benchmark/benchmark.h"
 #include "frontend/shardjit.h"
+
+ABSL_FLAG(double, gemm_seconds, 2.0,
+          "size the GEMM to take about this many seconds on this host");
 
 namespace shardjit {
 namespace {
@@ -49,10 +56,8 @@ struct LongGemm {
   }
 };
 
-double gemm_seconds_flag = 2.0;  // --gemm_seconds
-
 LongGemm& Shared() {
-  static LongGemm* gemm = new LongGemm(gemm_seconds_flag);
+  static LongGemm* gemm = new LongGemm(absl::GetFlag(FLAGS_gemm_seconds));
   return *gemm;
 }
 
@@ -99,21 +104,25 @@ void BM_DeadlineInsideGemm(benchmark::State& state) {
 }
 BENCHMARK(BM_DeadlineInsideGemm)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 
+constexpr char kUsage[] =
+    "usage: cancellation [--gemm_seconds=2] [Google Benchmark flags, e.g. --benchmark_filter=...]\n"
+    "How soon a run cancelled, or at its deadline, inside one long GEMM returns "
+    "(bench/cancellation.cc).\n";
+
+// --help: this program's usage, then Google Benchmark's flags.
+void PrintUsage() {
+  std::fputs(kUsage, stdout);
+  benchmark::PrintDefaultHelp();
+}
+
 }  // namespace
 }  // namespace shardjit
 
 int main(int argc, char** argv) {
-  std::vector<char*> args;
-  for (int i = 0; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg.starts_with("--gemm_seconds=")) {
-      shardjit::gemm_seconds_flag = std::atof(argv[i] + arg.find('=') + 1);
-    } else {
-      args.push_back(argv[i]);
-    }
-  }
-  int n = static_cast<int>(args.size());
-  benchmark::Initialize(&n, args.data());
+  absl::SetProgramUsageMessage(shardjit::kUsage);
+  benchmark::Initialize(&argc, argv, shardjit::PrintUsage);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(static_cast<int>(rest.size()), rest.data())) return 2;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -13,8 +13,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
+#include "base/thread_pool.h"
 #include "bench/full_gemm.h"
 #include "benchmark/benchmark.h"
 #include "examples/seed_variants.h"

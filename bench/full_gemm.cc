@@ -3,16 +3,16 @@
 #include <string>
 #include <vector>
 
-#include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
+#include "base/thread_pool.h"
 #include "fmt/format.h"
 #include "frontend/random.h"
 
 namespace shardjit::bench {
 
 void BM_FullGemm(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
-  const int cores = backends::AvailableCores();
-  static backends::ThreadPool pool(cores - 1);
+  const int cores = base::AvailableCores();
+  static base::ThreadPool pool(cores - 1);
   ir::Tensor x = *random::Normal(Key(1), {m, k}, DType::kBF16);
   ir::Tensor w = *random::Normal(Key(2), {k, n}, DType::kBF16);
   std::vector<float> out(m * n);

@@ -43,8 +43,8 @@ bool BlockingOverride(int64_t* mc, int64_t* kc, int64_t* nc) {
 }
 
 // One helper thread, as a runtime on this machine has: the 2-thread figures include waking it.
-backends::ThreadPool& HelperPool() {
-  static backends::ThreadPool pool(1);
+base::ThreadPool& HelperPool() {
+  static base::ThreadPool pool(1);
   return pool;
 }
 

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
 #include "backends/x86/grouped_matmul.h"
+#include "base/thread_pool.h"
 #include "benchmark/benchmark.h"
 #include "ir/primitive.h"
 #include "ir/tensor.h"
@@ -37,9 +37,9 @@ ir::Allocator* DeviceAllocator() {
   return allocator->get();
 }
 
-backends::Parallelism AllCores() {
-  static auto* pool = new backends::ThreadPool(backends::AvailableCores() - 1);
-  return {pool, backends::AvailableCores()};
+base::Parallelism AllCores() {
+  static auto* pool = new base::ThreadPool(base::AvailableCores() - 1);
+  return {pool, base::AvailableCores()};
 }
 
 std::vector<int32_t> GroupSizes(const std::string& kind, int64_t m, int64_t g) {
@@ -123,7 +123,7 @@ absl::Status RunGrouped(const Setup& s) {
 
 void BM_Grouped(benchmark::State& state, const Problem& p) {
   const Setup s = MakeSetup(p);
-  backends::ScopedParallelism parallel(AllCores());
+  base::ScopedParallelism parallel(AllCores());
   for (auto _ : state) {
     if (absl::Status st = RunGrouped(s); !st.ok()) {
       state.SkipWithError(std::string(st.message()).c_str());
@@ -229,7 +229,7 @@ void BM_Dense(benchmark::State& state, const Problem& p) {
 void BM_PairedWithDense(benchmark::State& state, const Problem& p) {
   const Setup s = MakeSetup(p);
   Dense dense(p);
-  backends::ScopedParallelism parallel(AllCores());
+  base::ScopedParallelism parallel(AllCores());
   std::vector<double> ratios;
   auto timed = [](auto call) -> absl::StatusOr<double> {
     const auto start = std::chrono::steady_clock::now();

@@ -13,10 +13,13 @@
 //  - the share of communication hidden behind compute (runtime/overlap.h) in one profiled run of
 //    each seed variant, across processes (process 0's devices) and in one process.
 // Started without SHARDJIT_* variables it runs the one-process benchmarks on every core, then
-// starts itself as N processes (tools/launcher.h; they share the cores), whose process 0 prints
-// its benchmarks; the parent prints the ratios last.
+// starts itself as N processes (runtime/distributed/launcher.h; they share the cores), whose
+// process 0 prints its benchmarks; the parent prints the ratios last.
 //
 //   bazel run -c opt //bench:multiprocess -- [--processes=2] [--benchmark_filter=...]
+//
+// Google Benchmark takes its own flags (--benchmark_*) first, then absl flags parse the rest;
+// --help lists both.
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +36,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "benchmark/benchmark.h"
@@ -46,12 +52,25 @@
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "runtime/distributed/launcher.h"
 #include "runtime/distributed/tcp_store.h"
 #include "runtime/overlap.h"
-#include "tools/launcher.h"
+
+ABSL_FLAG(int, processes, 2, "the processes of the job (at least 2)");
 
 namespace shardjit {
 namespace {
+
+constexpr char kUsage[] =
+    "usage: multiprocess [--processes=2] [Google Benchmark flags, e.g. --benchmark_filter=...]\n"
+    "The runtime across processes against Gloo, and the seed variants as N processes against one\n"
+    "process (bench/multiprocess.cc).\n";
+
+// --help: this program's usage, then Google Benchmark's flags.
+void PrintUsage() {
+  std::fputs(kUsage, stdout);
+  benchmark::PrintDefaultHelp();
+}
 
 constexpr char kResultsVariable[] = "SHARDJIT_BENCH_RESULTS";
 constexpr int64_t kM = 2048, kK = 2048, kN = 1024;  // the seed notebook's product
@@ -498,7 +517,8 @@ void PrintSummary(int processes, const std::map<std::string, double>& r) {
 }
 
 // The parent: the one-process benchmarks on every core, then the job; prints the ratios.
-int RunParent(int processes, int argc, char** argv) {
+// `args`: the command line as given, for the job's processes.
+int RunParent(int processes, const std::vector<std::string>& args) {
   std::map<std::string, double> results;
   {
     Runtime rt({.num_devices = 4, .profile = true});
@@ -531,7 +551,7 @@ int RunParent(int processes, int argc, char** argv) {
   setenv(kResultsVariable, path.c_str(), 1);
   fmt::print("\n{} processes:\n", processes);
   absl::StatusOr<int> status =
-      tools::LaunchSelf(processes, std::vector<std::string>(argv + 1, argv + argc));
+      runtime::LaunchSelf(processes, args);
   if (!status.ok() || *status != 0) {
     std::fprintf(stderr, "the job failed: %s\n",
                  status.ok() ? fmt::format("status {}", *status).c_str()
@@ -549,21 +569,16 @@ int RunParent(int processes, int argc, char** argv) {
 }  // namespace shardjit
 
 int main(int argc, char** argv) {
-  int processes = 2;
-  std::vector<char*> rest = {argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--processes=", 0) == 0) {
-      if (!absl::SimpleAtoi(arg.substr(12), &processes) || processes < 2) {
-        std::fprintf(stderr, "--processes must be at least 2\n");
-        return 2;
-      }
-    } else {
-      rest.push_back(argv[i]);
-    }
+  absl::SetProgramUsageMessage(shardjit::kUsage);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  benchmark::Initialize(&argc, argv, shardjit::PrintUsage);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(static_cast<int>(rest.size()), rest.data())) return 2;
+  const int processes = absl::GetFlag(FLAGS_processes);
+  if (processes < 2) {
+    std::fprintf(stderr, "--processes must be at least 2\n");
+    return 2;
   }
-  int rest_argc = static_cast<int>(rest.size());
-  benchmark::Initialize(&rest_argc, rest.data());
   if (std::getenv("SHARDJIT_NUM_PROCESSES") != nullptr) return shardjit::RunProcess();
-  return shardjit::RunParent(processes, argc, argv);
+  return shardjit::RunParent(processes, args);
 }

@@ -9,8 +9,8 @@
 //                                              --trace=path.json --processes=N]
 //
 // --trace writes a Chrome trace (open in Perfetto) of one extra run of each variant.
-// --processes=N runs the job as N processes on this host (through tools/launcher.h), each mesh
-// spread evenly over them in row-major order (for 2 processes, a 2x2 mesh's row x=0 lives in
+// --processes=N runs the job as N processes on this host (runtime/distributed/launcher.h), each
+// mesh spread evenly over them in row-major order (for 2 processes, a 2x2 mesh's row x=0 lives in
 // process 0 and x=1 in process 1), so collectives over x cross processes. Started with the
 // SHARDJIT_* variables set (by //tools:launch, or by hand on several hosts), it joins that job.
 // Process 0 prints; each process writes its own trace (path.pK.json).
@@ -24,16 +24,36 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "examples/seed_variants.h"
 #include "fmt/format.h"
 #include "frontend/distributed.h"
 #include "ir/fmt_absl.h"
-#include "tools/launcher.h"
+#include "runtime/distributed/launcher.h"
+
+ABSL_FLAG(int64_t, m, 2048, "rows of x");
+ABSL_FLAG(int64_t, k, 2048, "columns of x, rows of w (the contracting size)");
+ABSL_FLAG(int64_t, n, 1024, "columns of w");
+ABSL_FLAG(int, runs, 10, "timed runs per variant (the median and p90 are printed)");
+ABSL_FLAG(int, warmup, 2, "untimed runs per variant before them");
+ABSL_FLAG(std::string, meshes, "2x2,4x4", "the meshes, XxY, comma-separated");
+ABSL_FLAG(std::string, backend, "",
+          "x86 or reference (default: SHARDJIT_BACKEND's choice, else x86)");
+ABSL_FLAG(std::string, trace, "",
+          "write a Chrome trace of one extra run of each variant to this file (path.pK.json "
+          "for process K of a job)");
+ABSL_FLAG(int, processes, 1, "run the job as this many processes on this host");
 
 namespace shardjit::examples {
 namespace {
+
+constexpr char kUsage[] =
+    "usage: seed_matmul [--m=2048] [--k=2048] [--n=1024] [--runs=10] [--warmup=2] "
+    "[--meshes=2x2,4x4] [--backend=x86|reference] [--trace=path.json] [--processes=N]\n";
 
 struct Flags {
   int64_t m = 2048, k = 2048, n = 1024;
@@ -46,48 +66,30 @@ struct Flags {
   std::vector<std::string> args;  // as given, for the processes' command line
 };
 
-bool ParseFlags(int argc, char** argv, Flags& flags) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    flags.args.push_back(arg);
-    std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
-    if (kv.size() != 2) return false;
-    int64_t v = 0;
-    if (kv[0] == "--backend") {
-      if (kv[1] != "x86" && kv[1] != "reference") return false;
-      flags.backend = kv[1] == "x86" ? Backend::kX86 : Backend::kReference;
-    } else if (kv[0] == "--trace") {
-      if (kv[1].empty()) return false;
-      flags.trace = kv[1];
-    } else if (kv[0] == "--meshes") {
-      flags.meshes.clear();
-      for (absl::string_view m : absl::StrSplit(kv[1], ',')) {
-        std::vector<std::string> xy = absl::StrSplit(m, 'x');
-        int64_t a, b;
-        if (xy.size() != 2 || !absl::SimpleAtoi(xy[0], &a) || !absl::SimpleAtoi(xy[1], &b)) {
-          return false;
-        }
-        flags.meshes.push_back({a, b});
-      }
-    } else if (!absl::SimpleAtoi(kv[1], &v) || v < 0) {
-      return false;
-    } else if (kv[0] == "--m") {
-      flags.m = v;
-    } else if (kv[0] == "--k") {
-      flags.k = v;
-    } else if (kv[0] == "--n") {
-      flags.n = v;
-    } else if (kv[0] == "--processes") {
-      flags.processes = static_cast<int>(v);
-    } else if (kv[0] == "--runs") {
-      flags.runs = static_cast<int>(v);
-    } else if (kv[0] == "--warmup") {
-      flags.warmup = static_cast<int>(v);
-    } else {
+// The flags (set by absl::ParseCommandLine) into `flags`; false for a bad value.
+bool ReadFlags(Flags& flags) {
+  flags.m = absl::GetFlag(FLAGS_m);
+  flags.k = absl::GetFlag(FLAGS_k);
+  flags.n = absl::GetFlag(FLAGS_n);
+  flags.runs = absl::GetFlag(FLAGS_runs);
+  flags.warmup = absl::GetFlag(FLAGS_warmup);
+  flags.trace = absl::GetFlag(FLAGS_trace);
+  flags.processes = absl::GetFlag(FLAGS_processes);
+  if (const std::string backend = absl::GetFlag(FLAGS_backend); !backend.empty()) {
+    if (backend != "x86" && backend != "reference") return false;
+    flags.backend = backend == "x86" ? Backend::kX86 : Backend::kReference;
+  }
+  flags.meshes.clear();
+  for (absl::string_view m : absl::StrSplit(absl::GetFlag(FLAGS_meshes), ',')) {
+    std::vector<std::string> xy = absl::StrSplit(m, 'x');
+    int64_t a, b;
+    if (xy.size() != 2 || !absl::SimpleAtoi(xy[0], &a) || !absl::SimpleAtoi(xy[1], &b)) {
       return false;
     }
+    flags.meshes.push_back({a, b});
   }
-  return flags.runs > 0 && flags.processes > 0;
+  return flags.m >= 0 && flags.k >= 0 && flags.n >= 0 && flags.warmup >= 0 && flags.runs > 0 &&
+         flags.processes > 0;
 }
 
 // out[M,N] = x[M,K] @ w[K,N] in double precision from the bf16 inputs.
@@ -269,11 +271,11 @@ int Run(const Flags& flags) {
       if (profiler != nullptr) {
         // One traced run, under a host span naming the variant and mesh.
         profiler->SetPaused(false);
-        const int64_t start_ns = backends::SpanClockNs();
+        const int64_t start_ns = base::SpanClockNs();
         absl::StatusOr<std::vector<Array>> traced = v.program(*x, *w);
         const std::string name = fmt::format("({}) {}", v.name, mesh->ToString());
         profiler->Record(runtime::Profiler::kHost,
-                         {name, "variant", start_ns, backends::SpanClockNs() - start_ns, {}});
+                         {name, "variant", start_ns, base::SpanClockNs() - start_ns, {}});
         profiler->SetPaused(true);
         if (!traced.ok()) {
           std::printf("(%s) FAILED: %s\n", v.name.c_str(),
@@ -310,7 +312,7 @@ int Run(const Flags& flags) {
 
 // Runs this program as `flags.processes` processes of one job on this host; their exit status.
 int LaunchJob(const Flags& flags) {
-  absl::StatusOr<int> status = tools::LaunchSelf(flags.processes, flags.args);
+  absl::StatusOr<int> status = runtime::LaunchSelf(flags.processes, flags.args);
   if (!status.ok()) {
     std::fprintf(stderr, "launch: %s\n", std::string(status.status().message()).c_str());
     return 1;
@@ -322,12 +324,11 @@ int LaunchJob(const Flags& flags) {
 }  // namespace shardjit::examples
 
 int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(shardjit::examples::kUsage);
   shardjit::examples::Flags flags;
-  if (!shardjit::examples::ParseFlags(argc, argv, flags)) {
-    std::fprintf(stderr,
-                 "usage: seed_matmul [--m=2048] [--k=2048] [--n=1024] [--runs=10] [--warmup=2] "
-                 "[--meshes=2x2,4x4] [--backend=x86|reference] [--trace=path.json] "
-                 "[--processes=N]\n");
+  flags.args.assign(argv + 1, argv + argc);  // as given, for the job's processes
+  if (absl::ParseCommandLine(argc, argv).size() != 1 || !shardjit::examples::ReadFlags(flags)) {
+    std::fprintf(stderr, "%s", shardjit::examples::kUsage);
     return 2;
   }
   // --processes=N starts the job's processes unless this is one of them.

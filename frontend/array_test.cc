@@ -1,7 +1,12 @@
 // Mesh, PartitionSpec, device_put and Array round trips, memory accounting and random arrays.
 #include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 
+#include "backends/executable.h"
+#include "backends/reference/evaluator.h"
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -138,6 +143,85 @@ TEST(DevicePutTest, RejectsSpecsThatDoNotDivideOrNameUnknownAxes) {
   EXPECT_THAT(
       std::string(device_put(host, NamedSharding(mesh, P(None, None, "y"))).status().message()),
       HasSubstr("has 3 entries for an array of rank 2"));
+}
+
+// A shard_map body that records the blocks each device is handed (by the device's allocator)
+// and returns them unchanged.
+class RecordingBody final : public backends::Executable {
+ public:
+  RecordingBody(std::mutex& mu, std::map<const ir::Allocator*, std::vector<Tensor>>& seen)
+      : mu_(mu), seen_(seen) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& args,
+                                          backends::DeviceContext& device) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_[device.allocator()] = args;
+    return args;
+  }
+  const backends::Backend& backend() const override {
+    return backends::reference::ReferenceBackend();
+  }
+  const ir::Function* function() const override { return &function_; }
+
+ private:
+  std::mutex& mu_;
+  std::map<const ir::Allocator*, std::vector<Tensor>>& seen_;
+  ir::Function function_;
+};
+
+// A global-view program of one shard_map op over its arguments.
+class ShardMapProgram final : public backends::Executable {
+ public:
+  explicit ShardMapProgram(ir::Op op) : op_(std::move(op)) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const std::vector<Tensor>& args,
+                                          backends::DeviceContext& device) const override {
+    return device.RunShardMap(op_, args);
+  }
+  const backends::Backend& backend() const override {
+    return backends::reference::ReferenceBackend();
+  }
+
+ private:
+  ir::Op op_;
+};
+
+// device_put and the runtime's shard_map fan-out split an array the same way (one mechanism:
+// runtime/shards.h): the block device_put keeps for each mesh position is the block a shard_map
+// body on that position's device is handed, and the runtime assembles the blocks back.
+TEST(DevicePutTest, ShardsAreTheBlocksAShardMapIsHanded) {
+  Runtime rt({.num_devices = 6});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 3}}, {4, 2, 0, 5, 3, 1});
+  Tensor host = HostTensor(DType::kF32, {6, 12}, Iota(72));
+  for (const PartitionSpec& spec :
+       {P("x", "y"), P("y", "x"), P("x"), P(None, "y"), P(Axes{"x", "y"}), P(None, Axes{"y", "x"}),
+        P()}) {
+    Array put = *device_put(host, NamedSharding(mesh, spec));
+    ir::Op op;
+    op.set_opcode("shard_map");
+    *op.mutable_shard_map()->add_in_specs() = spec.proto();
+    *op.mutable_shard_map()->add_out_specs() = spec.proto();
+    op.add_results(1);
+    *op.add_result_types() = ir::ToProto(host.type());
+    std::mutex mu;
+    std::map<const ir::Allocator*, std::vector<Tensor>> seen;
+    Runtime::ShardMapCache cache;
+    runtime::CompileFn compile = [&](const ir::Function&)
+        -> absl::StatusOr<std::unique_ptr<backends::Executable>> {
+      return std::make_unique<RecordingBody>(mu, seen);
+    };
+    absl::StatusOr<std::vector<Tensor>> out =
+        rt.RunGlobal(mesh.proto(), ShardMapProgram(op), {host}, compile, cache);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].ToDoubles(), host.ToDoubles()) << spec.ToString();
+    ASSERT_EQ(seen.size(), 6u);
+    for (int64_t p = 0; p < mesh.size(); ++p) {
+      const std::vector<Tensor>& handed =
+          seen[rt.device(static_cast<int>(mesh.proto().device_ids(p))).allocator()];
+      ASSERT_EQ(handed.size(), 1u);
+      EXPECT_EQ(handed[0].type(), put.shards()[p].type()) << spec.ToString() << " position " << p;
+      EXPECT_EQ(handed[0].ToDoubles(), put.shards()[p].ToDoubles())
+          << spec.ToString() << " position " << p;
+    }
+  }
 }
 
 TEST(MemoryTest, DevicesAccountTheirBlocks) {

@@ -7,10 +7,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "backends/reference/evaluator.h"
-#include "backends/reference/kernel.h"
-#include "backends/x86/compile.h"
-#include "backends/x86/host_rates.h"
+#include "backends/backend.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/printer.h"
@@ -19,10 +17,6 @@
 
 namespace shardjit {
 
-Backend DefaultBackend() {
-  const char* env = std::getenv("SHARDJIT_BACKEND");
-  return env != nullptr && std::string(env) == "reference" ? Backend::kReference : Backend::kX86;
-}
 
 struct CompiledState {
   ir::Module module;
@@ -159,11 +153,8 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   auto state = std::make_shared<CompiledState>(CompiledState{
       lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr, nullptr});
   // Kernels split over the threads the runtime gives each device (RuntimeOptions::num_threads).
-  if (options_.backend == Backend::kReference) {
-    state->compile = [](const ir::Function& f) { return backends::reference::Compile(f); };
-  } else {
-    state->compile = [](const ir::Function& f) { return backends::x86::Compile(f); };
-  }
+  const backends::Backend& backend = BackendImpl(options_.backend);
+  state->compile = [b = &backend](const ir::Function& f) { return b->Compile(f); };
   state->shard_map_cache = std::make_unique<runtime::Runtime::ShardMapCache>();
   const ir::Region& traced_entry = Entry(traced_).body();
   for (const ir::Param& p : traced_entry.params()) state->arg_types.push_back(ir::FromProto(p.type()));
@@ -191,14 +182,14 @@ absl::StatusOr<Compiled> Lowered::compile() const {
       state->requested_shardings.emplace_back(state->mesh, spec);
     }
   }
-  const int64_t compile_start_ns = backends::SpanClockNs();
+  const int64_t compile_start_ns = base::SpanClockNs();
   absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
       state->compile(Entry(lowered_));
   if (runtime::Profiler* profiler = state->mesh.runtime().profiler(); profiler != nullptr) {
     const std::string name = fmt::format("compile {}", lowered_.name());
     profiler->Record(runtime::Profiler::kHost,
                      {name, "compile", compile_start_ns,
-                      backends::SpanClockNs() - compile_start_ns, {}});
+                      base::SpanClockNs() - compile_start_ns, {}});
   }
   if (!exe.ok()) return exe.status();
   state->executable = std::move(*exe);
@@ -342,36 +333,16 @@ absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
   if (!traced.ok()) return traced.status();
   ir::Module lowered = *traced;
   std::vector<passes::StageRecord> stages;
-  JitOptions options = state_->options;
-  if (!options.pipeline.machine) {
-    options.pipeline.machine = passes::MachineModel{};
-    if (options.backend == Backend::kX86) {
-      // Plans priced for this host: its GEMM and copy rates instead of the defaults.
-      const backends::x86::HostRates& rates = backends::x86::MeasuredHostRates();
-      if (rates.gemm_flops_per_second > 0) {
-        options.pipeline.machine->flops_per_second = rates.gemm_flops_per_second;
-      }
-      options.pipeline.machine->bytes_per_second = rates.copy_bytes_per_second;
-      // Processes of one job must choose the same plan: every one prices it by process 0's rates.
-      if (!shardings.empty() && shardings[0].mesh().runtime().num_processes() > 1) {
-        runtime::ProcessGroup& group = *shardings[0].mesh().runtime().processes();
-        passes::MachineModel& m = *options.pipeline.machine;
-        absl::StatusOr<std::string> agreed = group.AgreeOn(
-            "host_rates", fmt::format("{:a} {:a}", m.flops_per_second, m.bytes_per_second));
-        if (!agreed.ok()) return agreed.status();
-        if (std::sscanf(agreed->c_str(), "%la %la", &m.flops_per_second, &m.bytes_per_second) !=
-            2) {
-          return absl::DataLossError(fmt::format("host rates from process 0: \"{}\"", *agreed));
-        }
-      }
-    }
-  }
-  passes::Pipeline pipeline =
-      passes::DefaultPipeline(options.pipeline, {.evaluate = backends::reference::EvaluateLocalOp},
-                              options.collective_fusion);
-  if (absl::Status s = pipeline.Run(lowered, &stages); !s.ok()) return s;
-  return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings,
-                 std::move(options));
+  const JitOptions& options = state_->options;
+  runtime::ProcessGroup* processes =
+      shardings.empty() ? nullptr : shardings[0].mesh().runtime().processes();
+  RETURN_IF_ERROR(LowerModule(lowered,
+                              {.pipeline = options.pipeline,
+                               .collective_fusion = options.collective_fusion,
+                               .backend = options.backend,
+                               .processes = processes},
+                              &stages));
+  return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings, options);
 }
 
 absl::StatusOr<Lowered> Jitted::Lower(const std::vector<Array>& args) const {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/array.h"
+#include "frontend/lowering.h"
 #include "frontend/traced_function.h"
 #include "passes/collective_fusion.h"
 #include "passes/cost_analysis.h"
@@ -25,15 +26,6 @@ class Executable;
 namespace runtime {
 class CollectivePlan;
 }  // namespace runtime
-
-// Which kernels run the compiled program.
-enum class Backend {
-  kX86,        // generated x86 kernels for the CPU found at run time, reference kernels elsewhere
-  kReference,  // plain C++ kernels only (the oracle)
-};
-
-// The backend named by $SHARDJIT_BACKEND ("x86" or "reference"), x86 by default.
-Backend DefaultBackend();
 
 struct JitOptions {
   // The module and entry function name.
@@ -109,10 +101,11 @@ class Lowered {
   absl::StatusOr<passes::CostReport> cost_analysis() const {
     return passes::AnalyzeCost(lowered_, {.machine = machine_model()});
   }
-  // The machine model the partitioner priced plans by (this host's rates on the x86 backend,
-  // unless JitOptions::pipeline.machine named one).
+  // The machine model the partitioner priced plans by, as recorded in the lowered module (the
+  // backend's: this host's kept rates on the x86 backend, unless JitOptions::pipeline.machine
+  // named one).
   passes::MachineModel machine_model() const {
-    return options_.pipeline.machine.value_or(passes::MachineModel{});
+    return passes::MachineModel::FromProto(lowered_.machine_model());
   }
 
  private:

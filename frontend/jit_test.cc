@@ -190,9 +190,9 @@ TEST(JitTest, GlobalViewIsPartitionedWhenEveryOpHasARule) {
   EXPECT_THAT(text, Not(HasSubstr("all_gather")));
 }
 
-// On the x86 backend plans are priced by this host's measured rates; the reference backend keeps
-// the model's defaults, and a model named in JitOptions is used as given. cost_analysis()
-// estimates by the same model.
+// On the x86 backend plans are priced by this host's kept rates (backends/x86/host_rates.h); the
+// reference backend keeps the model's defaults, and a model named in JitOptions is used as given.
+// The lowered module records the model, and cost_analysis() estimates by it.
 TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
   Runtime rt({.num_devices = 4});
   Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
@@ -207,10 +207,14 @@ TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
   EXPECT_GT(m.flops_per_second, 1e8);
   EXPECT_GT(m.bytes_per_second, 1e8);
   EXPECT_NE(m, passes::MachineModel{});
+  EXPECT_NE(m.source, "defaults");
+  EXPECT_EQ(host->module().machine_model().flops_per_second(), m.flops_per_second);
+  EXPECT_THAT(host->as_text(), HasSubstr("machine_model=("));
   absl::StatusOr<Lowered> reference =
       jit(matmul_fn, {.backend = Backend::kReference}).LowerFor(types, shardings);
   ASSERT_TRUE(reference.ok()) << reference.status();
   EXPECT_EQ(reference->machine_model(), passes::MachineModel{});
+  EXPECT_EQ(reference->machine_model().source, "defaults");
   const passes::MachineModel named{.flops_per_second = 1e9, .bytes_per_second = 1e9};
   absl::StatusOr<Lowered> pinned =
       jit(matmul_fn, {.pipeline = {.machine = named}}).LowerFor(types, shardings);

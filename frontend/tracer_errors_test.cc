@@ -1,5 +1,8 @@
 // Tracing errors come back from jit as statuses that name the op, the shapes or the attribute at
 // fault and where it was traced; nothing crashes or hangs.
+#include <cstdint>
+#include <limits>
+
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -87,6 +90,29 @@ TEST_F(TracerErrorTest, BadAllGatherAxis) {
   EXPECT_THAT(ErrorOf([](Tracer b) { return all_gather(b, "x", 2, /*tiled=*/true); }),
               HasSubstr("all_gather: axis 2 is out of range [0, 1] (tiled=True); operands "
                         "f32[2,3]"));
+}
+
+// The loop index is s32: bounds past its range are an error where the loop is traced (JAX
+// refuses such a Python int too), not a loop that wraps its index or runs forever.
+TEST_F(TracerErrorTest, LoopBoundsPastTheIndexType) {
+  auto loop = [](int64_t lower, int64_t upper) {
+    return jit([lower, upper](Tracer b) {
+      return fori_loop(lower, upper, [](Tracer i, Tracer c) { return c * 2.0; }, b);
+    });
+  };
+  absl::StatusOr<std::vector<Array>> r = loop(0, std::numeric_limits<int64_t>::max())(a_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("fori_loop: upper=9223372036854775807 does not fit the loop index type "
+                        "s32"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("tracer_errors_test.cc"));
+  r = loop(-2147483649, 2)(a_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("fori_loop: lower=-2147483649 does not fit the loop index type s32"));
+  // At the edge: lowered (not run: 2^31 - 1 trips).
+  absl::StatusOr<Lowered> lowered = loop(0, 2147483647).lower(a_);
+  EXPECT_TRUE(lowered.ok()) << lowered.status();
 }
 
 TEST_F(TracerErrorTest, WrongArity) {

@@ -582,6 +582,8 @@ class Parser {
           m.add_position_functions(*v);
           return absl::OkStatus();
         });
+      } else if (*key == "machine_model") {
+        s = MessageValue(m.mutable_machine_model());
       } else {
         return Error("unknown module attribute \"{}\"", *key);
       }

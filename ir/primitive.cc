@@ -1,13 +1,13 @@
 #include "ir/primitive.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
-#include "ir/async.h"
 #include "ir/fmt_absl.h"
 
 namespace shardjit::ir {
@@ -16,6 +16,12 @@ namespace {
 std::map<std::string, Primitive, std::less<>>& Registry() {
   static auto* registry = new std::map<std::string, Primitive, std::less<>>();
   return *registry;
+}
+
+// The registered primitives by Prim (node addresses in Registry() are stable).
+std::array<const Primitive*, kPrimCount>& ByPrim() {
+  static auto* by_prim = new std::array<const Primitive*, kPrimCount>{};
+  return *by_prim;
 }
 
 std::string AttrsCaseName(Op::AttrsCase c) {
@@ -27,13 +33,34 @@ std::string AttrsCaseName(Op::AttrsCase c) {
 }  // namespace
 
 bool RegisterPrimitive(Primitive primitive) {
+  // A name without a Prim is registered all the same (kUnknown): ir/prim_test.cc names it.
+  primitive.prim = PrimFromName(primitive.name);
   std::string name = primitive.name;
-  return Registry().emplace(std::move(name), std::move(primitive)).second;
+  auto [it, inserted] = Registry().emplace(std::move(name), std::move(primitive));
+  if (inserted && it->second.prim != Prim::kUnknown) {
+    ByPrim()[static_cast<int>(it->second.prim)] = &it->second;
+  }
+  return inserted;
 }
 
 const Primitive* FindPrimitive(std::string_view name) {
   auto it = Registry().find(name);
   return it == Registry().end() ? nullptr : &it->second;
+}
+
+const Primitive* FindPrimitive(Prim prim) {
+  const int i = static_cast<int>(prim);
+  return i > 0 && i < kPrimCount ? ByPrim()[i] : nullptr;
+}
+
+bool IsElementwise(Prim prim) {
+  const Primitive* p = FindPrimitive(prim);
+  return p != nullptr && p->kind == PrimitiveKind::kElementwise;
+}
+
+bool IsCollective(Prim prim) {
+  const Primitive* p = FindPrimitive(prim);
+  return p != nullptr && p->kind == PrimitiveKind::kCollective;
 }
 
 std::vector<const Primitive*> AllPrimitives() {
@@ -51,7 +78,7 @@ std::string TypesToString(const std::vector<ShapedType>& types) {
 absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx,
                                                          const std::vector<ShapedType>& operands,
                                                          const Op& op) {
-  const Primitive* prim = FindPrimitive(op.opcode());
+  const Primitive* prim = FindPrimitive(PrimOf(op));
   if (prim == nullptr) {
     return absl::InvalidArgumentError(fmt::format("unknown primitive \"{}\"", op.opcode()));
   }
@@ -72,14 +99,14 @@ absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx
                                                   AttrsCaseName(op.attrs_case())));
   }
   for (const ShapedType& t : operands) {
-    if (t.dtype == DType::kInvalid ||
+    if (t.dtype == DType::kInvalid || !DTypeProto_IsValid(ToProto(t.dtype)) ||
         std::any_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d < 0; })) {
       return absl::InvalidArgumentError(
           fmt::format("{}: invalid operand type {}", op.opcode(), t.ToString()));
     }
   }
   // Futures are read only by their *_done (and carried by fori_loop); see ir/async.h.
-  if (!IsAsyncDone(op.opcode()) && op.opcode() != "fori_loop") {
+  if (!IsAsyncDone(prim->prim) && prim->prim != Prim::kForiLoop) {
     for (size_t i = 0; i < operands.size(); ++i) {
       if (operands[i].future) {
         return absl::InvalidArgumentError(fmt::format(

@@ -1,6 +1,7 @@
 // The primitive registry: one entry per primitive with its name (the IR text opcode), kind, arity,
 // attribute message and shape/dtype rule. The builder, the tracer and the verifier all infer
-// result types through InferResultTypes, so there is one shape rule per primitive.
+// result types through InferResultTypes, so there is one shape rule per primitive. Code asks which
+// primitive an op is with ir::PrimOf (ir/prim.h), not by comparing opcode text.
 #ifndef SHARDJIT_IR_PRIMITIVE_H_
 #define SHARDJIT_IR_PRIMITIVE_H_
 
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
+#include "ir/prim.h"
 #include "ir/types.h"
 
 namespace shardjit::ir {
@@ -43,12 +45,19 @@ struct Primitive {
   int max_operands = 0;  // -1: unbounded
   Op::AttrsCase attrs_case = Op::ATTRS_NOT_SET;
   ShapeRule shape_rule;
+  // PrimFromName(name), set by RegisterPrimitive (ir/prim.h).
+  Prim prim = Prim::kUnknown;
 };
 
 // Registers a primitive; called from static initialisers in ir/prims/*.cc.
 bool RegisterPrimitive(Primitive primitive);
 // nullptr when unknown.
 const Primitive* FindPrimitive(std::string_view name);
+// By enum: O(1). nullptr for kUnknown.
+const Primitive* FindPrimitive(Prim prim);
+// The registered kind of `prim`: false for kUnknown.
+bool IsElementwise(Prim prim);
+bool IsCollective(Prim prim);
 // Every registered primitive, sorted by name.
 std::vector<const Primitive*> AllPrimitives();
 

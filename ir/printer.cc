@@ -229,6 +229,9 @@ std::string PrintModule(const Module& module, const PrintOptions& options) {
     for (const std::string& f : module.position_functions()) names.push_back(StringValue(f));
     header.push_back("position_functions=(" + absl::StrJoin(names, ",") + ")");
   }
+  if (module.has_machine_model()) {
+    header.push_back("machine_model=" + printer.MessageValue(module.machine_model(), 0));
+  }
   std::string out =
       fmt::format("module {} [{}]\n", StringValue(module.name()), absl::StrJoin(header, " "));
   for (const Function& f : module.functions()) out += PrintFunction(f, options);

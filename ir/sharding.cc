@@ -71,6 +71,40 @@ int64_t MeshPosition(const Mesh& mesh, const std::vector<int64_t>& coords) {
   return p;
 }
 
+AxisList ToAxisList(const google::protobuf::RepeatedPtrField<std::string>& field) {
+  return AxisList(field.begin(), field.end());
+}
+
+void SetAxisList(const AxisList& axes, google::protobuf::RepeatedPtrField<std::string>* field) {
+  field->Assign(axes.begin(), axes.end());
+}
+
+absl::StatusOr<int64_t> CombinedAxisSize(const Mesh& mesh, const AxisList& axes) {
+  int64_t size = 1;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    if (std::find(axes.begin(), axes.begin() + k, axes[k]) != axes.begin() + k) {
+      return absl::InvalidArgumentError(fmt::format("axis \"{}\" is named twice", axes[k]));
+    }
+    const int64_t a = MeshAxisIndex(mesh, axes[k]);
+    if (a < 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("axis \"{}\" is not in mesh {}", axes[k], MeshToString(mesh)));
+    }
+    size *= mesh.axes(a).size();
+  }
+  return size;
+}
+
+int64_t CombinedAxisIndex(const Mesh& mesh, int64_t position, const AxisList& axes) {
+  const std::vector<int64_t> coords = MeshCoords(mesh, position);
+  int64_t index = 0;
+  for (const std::string& name : axes) {
+    const int64_t a = MeshAxisIndex(mesh, name);
+    index = index * mesh.axes(a).size() + coords[a];
+  }
+  return index;
+}
+
 absl::Status ValidateSpec(const Mesh& mesh, const PartitionSpec& spec, int64_t rank,
                           std::string_view what) {
   if (spec.dims_size() > rank) {

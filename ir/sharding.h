@@ -4,10 +4,12 @@
 #define SHARDJIT_IR_SHARDING_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "google/protobuf/repeated_field.h"
 #include "ir/ir.pb.h"
 
 namespace shardjit::ir {
@@ -26,6 +28,22 @@ int64_t MeshAxisIndex(const Mesh& mesh, std::string_view name);
 std::vector<int64_t> MeshCoords(const Mesh& mesh, int64_t position);
 // Inverse of MeshCoords.
 int64_t MeshPosition(const Mesh& mesh, const std::vector<int64_t>& coords);
+
+// A list of mesh axis names, major first: the axes a collective runs over, or those one array
+// dimension is split over. This is the one type for it outside the protos, which keep it as a
+// `repeated string axes` field (ToAxisList and SetAxisList convert). Code that reads an op's axes
+// in place may keep a const reference to the field; a set of axes searched in a loop may be a
+// bitset of axis indices (passes/spmd_rewrite.h's AxisMask).
+using AxisList = std::vector<std::string>;
+AxisList ToAxisList(const google::protobuf::RepeatedPtrField<std::string>& field);
+void SetAxisList(const AxisList& axes, google::protobuf::RepeatedPtrField<std::string>* field);
+
+// The size of the combined `axes`: the product of their sizes (1 for none). Errors, in the order
+// of the names: `axis "z" is named twice`, `axis "z" is not in mesh {x:2, y:2}`.
+absl::StatusOr<int64_t> CombinedAxisSize(const Mesh& mesh, const AxisList& axes);
+// The index of mesh position `position` along the combined `axes` (x * size(y) + y for axes
+// (x, y), as JAX numbers them); every name must be a mesh axis.
+int64_t CombinedAxisIndex(const Mesh& mesh, int64_t position, const AxisList& axes);
 
 // Checks that the spec names only mesh axes, each at most once, and has at most `rank` entries.
 // `what` prefixes the error, e.g. "shard_map in_specs[0]".

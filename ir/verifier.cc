@@ -56,10 +56,10 @@ class FunctionVerifier {
     return it->second;
   }
 
-  // `param_kinds[i]`: for a future param i (a fori_loop carry), the blocking opcode of the start
-  // that made it (ir/async.h); empty for other params.
+  // `param_kinds[i]`: for a future param i (a fori_loop carry), the blocking collective of the
+  // start that made it (ir/async.h); kUnknown for other params.
   absl::Status VerifyRegion(const Region& region, bool in_spmd, const std::string& where,
-                            const std::vector<std::string>& param_kinds) {
+                            const std::vector<Prim>& param_kinds) {
     // Regions nest as deep as the recursion here; the bound keeps it off the end of the stack.
     struct Depth {
       explicit Depth(int& d) : d(d) { ++d; }
@@ -81,7 +81,7 @@ class FunctionVerifier {
       const Param& p = region.params(i);
       if (absl::Status s = Define(p.id(), FromProto(p.type()), scope, where); !s.ok()) return s;
       if (p.type().future()) {
-        if (i >= static_cast<int>(param_kinds.size()) || param_kinds[i].empty()) {
+        if (i >= static_cast<int>(param_kinds.size()) || param_kinds[i] == Prim::kUnknown) {
           return Error(where, fmt::format("param {} is a future, but only fori_loop carries may be",
                                           ValueName(p.id())));
         }
@@ -104,16 +104,15 @@ class FunctionVerifier {
                                           ValueName(id)));
       } else if (futures_.count(id)) {
         // A loop body hands its future to the next iteration: the same kind as the carry.
-        status = UseFuture(id, region, where, "");
-        const std::string expected = k + 1 < static_cast<int>(param_kinds.size())
-                                         ? param_kinds[k + 1]
-                                         : std::string();
+        status = UseFuture(id, region, where, Prim::kUnknown);
+        const Prim expected = k + 1 < static_cast<int>(param_kinds.size()) ? param_kinds[k + 1]
+                                                                           : Prim::kUnknown;
         if (status.ok() && futures_[id].kind != expected) {
           status = Error(where, fmt::format("result {} is the future of a {}, but carry {} is {}",
-                                            ValueName(id), AsyncStartOpcode(futures_[id].kind), k,
-                                            expected.empty()
+                                            ValueName(id), StartName(futures_[id].kind), k,
+                                            expected == Prim::kUnknown
                                                 ? std::string("not a future")
-                                                : "the future of a " + AsyncStartOpcode(expected)));
+                                                : "the future of a " + StartName(expected)));
         }
       }
     }
@@ -123,7 +122,7 @@ class FunctionVerifier {
       auto it = futures_.find(id);
       if (it != futures_.end() && it->second.uses == 0) {
         status = Error(where, fmt::format("future {} (of a {}) is never awaited", ValueName(id),
-                                          AsyncStartOpcode(it->second.kind)));
+                                          StartName(it->second.kind)));
       }
     }
     return status;
@@ -134,18 +133,20 @@ class FunctionVerifier {
     pending_scopes_.pop_back();
   }
 
-  // Counts a use of future `id` by `user` (an opcode; empty for a region result) in `region`.
-  absl::Status UseFuture(int64_t id, const Region& region, const std::string& where,
-                         const std::string& user) {
+  // "ppermute_start" for kPpermute: for error messages.
+  static std::string StartName(Prim blocking) { return AsyncStartOpcode(PrimName(blocking)); }
+
+  // Counts a use of future `id` by `user` (kUnknown for a region result) in `region`.
+  absl::Status UseFuture(int64_t id, const Region& region, const std::string& where, Prim user) {
     FutureInfo& f = futures_[id];
     if (f.region != &region) {
       return Error(where, fmt::format("future {} is used outside the region that defines it",
                                       ValueName(id)));
     }
     if (++f.uses > 1) return Error(where, fmt::format("future {} is used twice", ValueName(id)));
-    if (IsAsyncDone(user) && AsyncBlockingOpcode(user) != f.kind) {
-      return Error(where, fmt::format("{} cannot await future {} of a {}", user, ValueName(id),
-                                      AsyncStartOpcode(f.kind)));
+    if (IsAsyncDone(user) && AsyncBlocking(user) != f.kind) {
+      return Error(where, fmt::format("{} cannot await future {} of a {}", PrimName(user),
+                                      ValueName(id), StartName(f.kind)));
     }
     return absl::OkStatus();
   }
@@ -153,15 +154,16 @@ class FunctionVerifier {
   absl::Status VerifyOp(const Op& op, const Region& region, bool in_spmd,
                         const std::string& where, std::vector<int64_t>& scope) {
     std::vector<ShapedType> operands;
-    std::vector<std::string> carry_kinds{""};  // the loop index, then one per carry
+    const Prim prim = PrimOf(op);
+    std::vector<Prim> carry_kinds{Prim::kUnknown};  // the loop index, then one per carry
     for (int64_t id : op.operands()) {
       absl::StatusOr<ShapedType> t = Lookup(id);
       if (!t.ok()) return Error(where, std::string(t.status().message()));
       operands.push_back(*t);
       auto future = futures_.find(id);
-      carry_kinds.push_back(future != futures_.end() ? future->second.kind : "");
-      if (future != futures_.end() && (IsAsyncDone(op.opcode()) || op.has_fori_loop())) {
-        if (absl::Status s = UseFuture(id, region, where, op.opcode()); !s.ok()) return s;
+      carry_kinds.push_back(future != futures_.end() ? future->second.kind : Prim::kUnknown);
+      if (future != futures_.end() && (IsAsyncDone(prim) || op.has_fori_loop())) {
+        if (absl::Status s = UseFuture(id, region, where, prim); !s.ok()) return s;
       }
     }
     int regions = 0;
@@ -224,17 +226,15 @@ class FunctionVerifier {
       if (absl::Status s = Define(op.results(i), declared, scope, where); !s.ok()) return s;
       if (declared.future) {
         // A start's future, or a loop's carried future: the kind of its init.
-        futures_[op.results(i)] = {
-            IsAsyncStart(op.opcode()) ? std::string(AsyncBlockingOpcode(op.opcode()))
-                                      : carry_kinds[i + 1],
-            &region};
+        futures_[op.results(i)] = {IsAsyncStart(prim) ? AsyncBlocking(prim) : carry_kinds[i + 1],
+                                   &region};
       }
     }
     return absl::OkStatus();
   }
 
   struct FutureInfo {
-    std::string kind;                // blocking opcode of the start that made it
+    Prim kind = Prim::kUnknown;      // the blocking twin of the start that made it
     const Region* region = nullptr;  // where it must be used
     int uses = 0;
   };

@@ -1,5 +1,6 @@
 // The verifier (and through it every shape rule) rejects malformed modules with an error that
 // names the op and the shapes or attribute at fault.
+#include <functional>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -202,6 +203,141 @@ INSTANTIATE_TEST_SUITE_P(
                   "c", {"ppermute_start: collectives need a mapped axis"}}),
     [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
 
+// Attribute values that do not fit the type or range they feed (an s32 loop index or literal, a
+// dimension of the shape) are refused by the op's rule, naming the attribute and its value.
+INSTANTIATE_TEST_SUITE_P(
+    AttributeRanges, VerifierErrorTest,
+    ::testing::Values(
+        BadModule{"ForiLoopUpperPastS32", "per_device", "a:f32[2]",
+                  "    e:f32[2] = fori_loop[lower=0 upper=9223372036854775807 body={ lambda ; "
+                  "b:s32[] c:f32[2]. let\n    in (c) }] a\n",
+                  "e",
+                  {"fori_loop: upper=9223372036854775807 does not fit the loop index type s32",
+                   "f32[2]"}},
+        BadModule{"ForiLoopUpperJustPastS32", "per_device", "a:f32[2]",
+                  "    e:f32[2] = fori_loop[lower=0 upper=2147483648 body={ lambda ; "
+                  "b:s32[] c:f32[2]. let\n    in (c) }] a\n",
+                  "e", {"fori_loop: upper=2147483648 does not fit the loop index type s32"}},
+        BadModule{"ForiLoopLowerPastS32", "per_device", "a:f32[2]",
+                  "    e:f32[2] = fori_loop[lower=-2147483649 upper=0 body={ lambda ; "
+                  "b:s32[] c:f32[2]. let\n    in (c) }] a\n",
+                  "e", {"fori_loop: lower=-2147483649 does not fit the loop index type s32"}},
+        BadModule{"ConstantPastS32", "per_device", "a:f32[2]",
+                  "    b:s32[] = constant[dtype=s32 value=(2147483648)]\n", "a",
+                  {"constant: value[0]=2147483648 does not fit s32"}},
+        BadModule{"ConstantBelowS32", "per_device", "a:f32[2]",
+                  "    b:s32[2] = constant[dtype=s32 shape=(2) value=(1,-2147483649)]\n", "a",
+                  {"constant: value[1]=-2147483649 does not fit s32"}},
+        BadModule{"ConstantNanAsS32", "per_device", "a:f32[2]",
+                  "    b:s32[] = constant[dtype=s32 value=(nan)]\n", "a",
+                  {"constant: value[0]=nan does not fit s32"}},
+        BadModule{"ConstantInfAsS32", "per_device", "a:f32[2]",
+                  "    b:s32[] = constant[dtype=s32 value=(-inf)]\n", "a",
+                  {"constant: value[0]=-inf does not fit s32"}},
+        BadModule{"ConstantPastF32", "per_device", "a:f32[2]",
+                  "    b:f32[] = constant[dtype=f32 value=(1e39)]\n", "a",
+                  {"constant: value[0]=1e+39 does not fit f32 (it rounds to inf"}},
+        BadModule{"ConstantPastBf16", "per_device", "a:f32[2]",
+                  "    b:bf16[] = constant[dtype=bf16 value=(-3.4028234663852886e38)]\n", "a",
+                  {"constant: value[0]=-3.4028234663852886e+38 does not fit bf16 (it rounds to "
+                   "inf; the largest finite bf16 is 3.3895313892515355e+38)"}},
+        BadModule{"ConstantShapePastTheLimits", "per_device", "a:f32[2]",
+                  "    b:f32[4294967296,4294967296,4294967296] = constant[dtype=f32 "
+                  "shape=(4294967296,4294967296,4294967296) value=(0)]\n",
+                  "a", {"constant: shape: type f32[4294967296,4294967296,4294967296] has more"}},
+        BadModule{"IotaPastS32", "per_device", "a:f32[2]",
+                  "    b:s32[2,2147483649] = iota[dtype=s32 shape=(2,2147483649) dimension=1]\n",
+                  "a",
+                  {"iota: shape[1]=2147483649 (dimension=1) makes values up to 2147483648, which "
+                   "do not fit s32"}},
+        BadModule{"IotaNegativeShape", "per_device", "a:f32[2]",
+                  "    b:s32[-1,2] = iota[dtype=s32 shape=(-1,2) dimension=1]\n", "a",
+                  {"iota: shape has a negative dimension"}},
+        BadModule{"IotaDimensionPastRank", "per_device", "a:f32[2]",
+                  "    b:s32[2] = iota[dtype=s32 shape=(2) dimension=1]\n", "a",
+                  {"iota: dimension 1 is out of range for shape s32[2]"}},
+        BadModule{"TransposeRepeatsAnAxis", "per_device", "a:f32[2,3]",
+                  "    b:f32[2,2] = transpose[permutation=(0,0)] a\n", "b",
+                  {"transpose: permutation repeats dimension 0"}},
+        BadModule{"SliceNegativeStride", "per_device", "a:f32[4]",
+                  "    b:f32[2] = slice[start_indices=(3) limit_indices=(1) strides=(-1)] a\n",
+                  "b", {"slice: bad slice [3:1:-1] of dim 0 (size 4)"}},
+        BadModule{"ConcatenateDimensionPastRank", "per_device", "a:f32[4]",
+                  "    b:f32[8] = concatenate[dimension=1] a a\n", "b",
+                  {"concatenate: dimension 1 is out of range for rank 1"}},
+        BadModule{"GroupsOfUnequalSize", "per_device", "a:f32[2]",
+                  "    b:f32[2] = all_gather[axes=(x,y) axis=0 tiled=True "
+                  "axis_index_groups=((0,1,2),(3))] a\n",
+                  "b", {"all_gather: axis_index_groups must all have the same size"}},
+        BadModule{"PbroadcastSourcePastAxis", "per_device", "a:f32[2]",
+                  "    b:f32[2] = pbroadcast[axes=(x) source=2] a\n", "b",
+                  {"pbroadcast: source 2 is out of range for axis size 2"}}),
+    [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
+
+// The edges of those ranges are accepted.
+TEST(VerifierTest, AcceptsAttributesAtTheEdgeOfTheirType) {
+  for (const std::string& body : {
+           std::string("    e:f32[2] = fori_loop[lower=-2147483648 upper=2147483647 body={ "
+                       "lambda ; b:s32[] c:f32[2]. let\n    in (c) }] a\n"),
+           std::string("    e:f32[2] = fori_loop[lower=2147483647 upper=-2147483648 body={ "
+                       "lambda ; b:s32[] c:f32[2]. let\n    in (c) }] a\n"),
+           // Truncation toward zero, as convert_element_type does.
+           std::string("    b:s32[3] = constant[dtype=s32 shape=(3) "
+                       "value=(2147483647,-2147483648,2147483647.5)]\n"),
+           std::string("    b:f32[4] = constant[dtype=f32 shape=(4) "
+                       "value=(3.4028234663852886e38,-inf,inf,nan)]\n"),
+           std::string("    b:bf16[3] = constant[dtype=bf16 shape=(3) "
+                       "value=(-3.3895313892515355e38,inf,1e-300)]\n"),
+           std::string("    b:pred[2] = constant[dtype=pred shape=(2) value=(0,1)]\n"),
+           std::string("    b:s32[2147483648] = iota[dtype=s32 shape=(2147483648) dimension=0]\n"),
+           std::string("    b:f32[4294967296] = iota[dtype=f32 shape=(4294967296) dimension=0]\n"),
+       }) {
+    std::string result = body.find(" e:") != std::string::npos ? "e" : "a";
+    EXPECT_TRUE(VerifyText("per_device", "a:f32[2]", body, result).ok())
+        << body << VerifyText("per_device", "a:f32[2]", body, result);
+  }
+}
+
+// Enum attributes hold only the values their enum defines; a binary or text proto can carry
+// other numbers (the IR text form cannot).
+TEST(VerifierTest, RejectsUnknownEnumNumbers) {
+  auto verify = [](const std::string& body, const std::function<void(Op&)>& edit) {
+    absl::StatusOr<Module> m = ParseModule(
+        "module m [view=per_device mesh={x:2} entry=main]\nfunc main = { lambda ; a:f32[2]. "
+        "let\n" + body + "  in (a) }\n");
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return std::string();
+    edit(*m->mutable_functions(0)->mutable_body()->mutable_ops(0));
+    return std::string(VerifyModule(*m).message());
+  };
+  const auto seven = static_cast<DTypeProto>(7);
+  EXPECT_THAT(verify("    b:f32[] = constant[dtype=f32 value=(1)]\n",
+                     [&](Op& op) { op.mutable_constant()->set_dtype(seven); }),
+              HasSubstr("constant: dtype=7 is not a known dtype"));
+  EXPECT_THAT(verify("    b:s32[2] = iota[dtype=s32 shape=(2) dimension=0]\n",
+                     [&](Op& op) { op.mutable_iota()->set_dtype(seven); }),
+              HasSubstr("iota: dtype=7 is not a known dtype"));
+  EXPECT_THAT(verify("    b:s32[2] = convert_element_type[new_dtype=s32] a\n",
+                     [&](Op& op) { op.mutable_convert_element_type()->set_new_dtype(seven); }),
+              HasSubstr("convert_element_type: new_dtype=7 is not a known dtype"));
+  EXPECT_THAT(verify("    b:f32[] = dot_general[lhs_contracting_dims=(0) "
+                     "rhs_contracting_dims=(0)] a a\n",
+                     [&](Op& op) { op.mutable_dot_general()->set_preferred_element_type(seven); }),
+              HasSubstr("dot_general: preferred_element_type=7 is not a known dtype"));
+  EXPECT_THAT(verify("    b:pred[2] = compare[direction=LT] a a\n",
+                     [](Op& op) {
+                       op.mutable_compare()->set_direction(static_cast<ComparisonDirection>(9));
+                     }),
+              HasSubstr("compare: direction=9 is not a known direction"));
+  // An operand of such a type.
+  absl::StatusOr<Module> m = ParseModule(
+      "module m [view=per_device mesh={x:2} entry=main]\nfunc main = { lambda ; a:f32[2]. let\n"
+      "    b:f32[2] = neg a\n  in (b) }\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  m->mutable_functions(0)->mutable_body()->mutable_params(0)->mutable_type()->set_dtype(seven);
+  EXPECT_THAT(std::string(VerifyModule(*m).message()), HasSubstr("neg: invalid operand type"));
+}
+
 // A per-device module "m" with an empty entry function "main", built as protos.
 Module EmptyPerDeviceModule() {
   Module m;
@@ -285,6 +421,14 @@ TEST(VerifierTest, ShapeArithmeticNeverOverflows) {
                      "strides=(9223372036854775807)] a\n",
                      "b")
                   .ok());
+  // A tiled all_to_all whose split dim is 0: the concat dim times the group size passes int64.
+  EXPECT_THAT(std::string(verify("{x:1048576}", "per_device", "a:f32[0,70368744177664]",
+                                 "    b:f32[0,0] = all_to_all[axes=(x) split_axis=0 concat_axis=1 "
+                                 "tiled=True] a\n",
+                                 "b")
+                              .message()),
+              HasSubstr("all_to_all: concat_axis 1 (size 70368744177664) times the axis size "
+                        "1048576 overflows"));
   // 2^15 + 1 operands of 2^48 elements: the sum passes int64.
   std::string operands;
   for (int i = 0; i <= 32768; ++i) operands += " a";

@@ -4,11 +4,13 @@
 #include <string>
 #include <unordered_map>
 
-#include "ir/async.h"
+#include "ir/prim.h"
+#include "ir/collective_groups.h"
 #include "ir/primitive.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
 #include "passes/dce.h"
+#include "passes/op_emitter.h"
 
 namespace shardjit::passes {
 namespace {
@@ -62,8 +64,9 @@ class Canonicalizer {
       }
       // Each future is awaited once: two equal starts are two transfers, as are two equal
       // psends or precvs.
-      if (op.has_fori_loop() || op.has_shard_map() || ir::IsAsyncStart(op.opcode()) ||
-          ir::IsAsyncDone(op.opcode()) || ir::IsPointToPoint(op.opcode())) {
+      const ir::Prim prim = ir::PrimOf(op);
+      if (op.has_fori_loop() || op.has_shard_map() || ir::IsAsyncStart(prim) ||
+          ir::IsAsyncDone(prim) || ir::IsPointToPoint(prim)) {
         continue;
       }
       ir::Op key_op = op;
@@ -97,60 +100,55 @@ class Canonicalizer {
     return it != types_.end() && it->second == ir::FromProto(op.result_types(0));
   }
 
-  int64_t AxesSize(const google::protobuf::RepeatedPtrField<std::string>& axes) const {
-    int64_t n = 1;
-    for (const std::string& a : axes) {
-      int64_t i = ir::MeshAxisIndex(mesh_, a);
-      n *= i < 0 ? 0 : mesh_.axes(i).size();
-    }
-    return n;
+  // The combined size of `op`'s axes; 0 for axes that are not distinct mesh axes.
+  int64_t AxesSize(const ir::Op& op) const {
+    return ir::CombinedAxisSize(mesh_, ir::CollectiveAxes(op)).value_or(0);
   }
 
   // The value `op` equals without computing anything, if any.
   std::optional<int64_t> Identity(const ir::Op& op) const {
-    const std::string& name = op.opcode();
+    using ir::Prim;
+    const Prim prim = ir::PrimOf(op);
     if (op.results_size() != 1) return std::nullopt;
     auto same_as = [&](int operand) -> std::optional<int64_t> {
       if (SameType(op, operand)) return op.operands(operand);
       return std::nullopt;
     };
-    if (name == "mul" || name == "add" || name == "sub" || name == "div") {
+    if (prim == Prim::kMul || prim == Prim::kAdd || prim == Prim::kSub || prim == Prim::kDiv) {
       std::optional<double> rhs = SplatValue(Producer(op.operands(1)));
       std::optional<double> lhs = SplatValue(Producer(op.operands(0)));
       bool integral = ir::FromProto(op.result_types(0)).dtype == ir::DType::kS32;
-      if ((name == "mul" || name == "div") && rhs == 1.0) return same_as(0);
-      if (name == "mul" && lhs == 1.0) return same_as(1);
-      if (name == "sub" && rhs == 0.0) return same_as(0);
+      if ((prim == Prim::kMul || prim == Prim::kDiv) && rhs == 1.0) return same_as(0);
+      if (prim == Prim::kMul && lhs == 1.0) return same_as(1);
+      if (prim == Prim::kSub && rhs == 0.0) return same_as(0);
       // x + 0 is not x for floats when x is -0.0.
-      if (name == "add" && integral && rhs == 0.0) return same_as(0);
-      if (name == "add" && integral && lhs == 0.0) return same_as(1);
+      if (prim == Prim::kAdd && integral && rhs == 0.0) return same_as(0);
+      if (prim == Prim::kAdd && integral && lhs == 0.0) return same_as(1);
       return std::nullopt;
     }
-    if (name == "convert_element_type" || name == "reshape") return same_as(0);
-    if (name == "transpose") {
+    if (prim == Prim::kConvertElementType || prim == Prim::kReshape) return same_as(0);
+    if (prim == Prim::kTranspose) {
       const auto& perm = op.transpose().permutation();
       for (int i = 0; i < perm.size(); ++i) {
         if (perm[i] != i) return std::nullopt;
       }
       return same_as(0);
     }
-    if (name == "broadcast_in_dim") {
+    if (prim == Prim::kBroadcastInDim) {
       const auto& dims = op.broadcast_in_dim().broadcast_dimensions();
       for (int i = 0; i < dims.size(); ++i) {
         if (dims[i] != i) return std::nullopt;
       }
       return same_as(0);
     }
-    if (name == "slice") {
+    if (prim == Prim::kSlice) {
       for (int64_t s : op.slice().strides()) {
         if (s != 1) return std::nullopt;
       }
       return same_as(0);
     }
-    if (name == "psum" || name == "pmax" || name == "pmin" || name == "pmean") {
-      if (AxesSize(op.all_reduce().axes()) == 1) return same_as(0);
-    }
-    if (name == "all_gather" && op.all_gather().tiled() && AxesSize(op.all_gather().axes()) == 1) {
+    if (ir::IsAllReduce(prim) && AxesSize(op) == 1) return same_as(0);
+    if (prim == Prim::kAllGather && op.all_gather().tiled() && AxesSize(op) == 1) {
       return same_as(0);
     }
     return std::nullopt;
@@ -161,7 +159,7 @@ class Canonicalizer {
     if (!options_.evaluate || op.has_constant() || op.results_size() != 1) return;
     // Folding would drop the layout the constraint asks for.
     if (op.has_with_sharding_constraint()) return;
-    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+    const ir::Primitive* prim = ir::FindPrimitive(ir::PrimOf(op));
     if (prim == nullptr || (prim->kind != ir::PrimitiveKind::kElementwise &&
                             prim->kind != ir::PrimitiveKind::kStructural)) {
       return;
@@ -178,10 +176,6 @@ class Canonicalizer {
     if (!result.ok() || result->size() != 1) return;
     ir::Op folded;
     folded.set_opcode("constant");
-    folded.add_results(op.results(0));
-    *folded.add_result_types() = op.result_types(0);
-    folded.set_name_scope(op.name_scope());
-    if (op.has_loc()) *folded.mutable_loc() = op.loc();
     ir::ConstantAttrs* c = folded.mutable_constant();
     c->set_dtype(ir::ToProto(type.dtype));
     for (int64_t d : type.dims) c->add_shape(d);
@@ -195,7 +189,12 @@ class Canonicalizer {
     } else {
       for (double v : values) c->add_value(v);
     }
-    op = std::move(folded);
+    OpEmitter e(mesh_, "canonicalize", types_, /*next_id=*/nullptr);
+    e.SetOrigin(op);
+    e.Emit(std::move(folded), {}, op.results(0));
+    std::vector<ir::Op> ops = e.Take();
+    if (ops.empty()) return;
+    op = std::move(ops[0]);
     changed_ = true;
   }
 

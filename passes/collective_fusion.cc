@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "ir/async.h"
+#include "ir/prim.h"
 #include "ir/verifier.h"
 #include "passes/collective_fusion_internal.h"
 #include "passes/dce.h"
@@ -46,8 +47,8 @@ double BlockCopyBytes(const ir::ShapedType& t, int64_t dim) {
 class Matcher {
  public:
   Matcher(const ir::Mesh& mesh, const Facts& facts, const CollectiveFusionOptions& options,
-          int64_t& next_id)
-      : mesh_(mesh), facts_(facts), options_(options), next_id_(next_id) {}
+          const MachineModel& machine, int64_t& next_id)
+      : mesh_(mesh), facts_(facts), options_(options), machine_(machine), next_id_(next_id) {}
 
   const Plan& plan() const { return plan_; }
 
@@ -55,7 +56,7 @@ class Matcher {
     for (const ir::Op& op : region.ops()) {
       if (op.has_fori_loop()) Region(op.fori_loop().body());
       if (options_.fold_gather_slice && op.has_all_gather()) FoldGatherSlice(op);
-      if (op.opcode() != "dot_general" || claimed_.count(op.results(0))) continue;
+      if (ir::PrimOf(op) != ir::Prim::kDotGeneral || claimed_.count(op.results(0))) continue;
       if (options_.all_gather_matmul && GatherRing(op)) continue;
       if (options_.matmul_reduce_scatter && ScatterRing(op)) continue;
       if (options_.f32_partial_sums) PartialSumsInF32(op);
@@ -63,9 +64,16 @@ class Matcher {
   }
 
  private:
-  double Seconds(double bytes) const { return bytes / options_.copy_bytes_per_second; }
+  double Seconds(double bytes) const { return bytes / machine_.bytes_per_second; }
   bool Favoured(double ring_seconds, double saved_seconds) const {
     return options_.ignore_time_model || ring_seconds < saved_seconds;
+  }
+
+  // An emitter of ops that stand for `origin`.
+  OpEmitter Emitter(const ir::Op& origin) const {
+    OpEmitter e(mesh_, "collective-fusion", facts_.types(), &next_id_);
+    e.SetOrigin(origin);
+    return e;
   }
 
   // The only user of `id`, in the same region; null otherwise.
@@ -125,7 +133,7 @@ class Matcher {
       }
       // The gather writes and reads the gathered buffer; the ring pays its steps.
       const double ring = AllGatherRingSteps(gm.n, options_.bidirectional) *
-                              options_.step_seconds + Seconds(extra);
+                              machine_.seconds_per_collective + Seconds(extra);
       const double saving = Seconds(2.0 * gathered) - ring;
       if (!Favoured(ring, Seconds(2.0 * gathered))) continue;
       if (!best || saving > best_saving) {
@@ -134,7 +142,7 @@ class Matcher {
       }
     }
     if (!best) return false;
-    OpEmitter e(mesh_, facts_.types(), dot, next_id_);
+    OpEmitter e = Emitter(dot);
     std::vector<ir::Op> ops = AllGatherMatmulRing(*best, options_.bidirectional, e);
     if (!e.status().ok()) return false;
     Rewrite(dot, std::move(ops), {&dot, best->gather});
@@ -170,10 +178,11 @@ class Matcher {
     const ir::ShapedType product = ir::FromProto(dot.result_types(0));
     const double full = static_cast<double>(product.byte_size());
     const double copied = BlockCopyBytes(facts_.Type(dot.operands(ms.side)), ms.dim);
-    if (!Favoured((ms.n - 1) * options_.step_seconds + Seconds(copied), Seconds(2.0 * full))) {
+    if (!Favoured((ms.n - 1) * machine_.seconds_per_collective + Seconds(copied),
+                  Seconds(2.0 * full))) {
       return false;
     }
-    OpEmitter e(mesh_, facts_.types(), *scatter, next_id_);
+    OpEmitter e = Emitter(*scatter);
     std::vector<ir::Op> ops = MatmulReduceScatterRing(ms, e);
     if (!e.status().ok()) return false;
     Rewrite(*scatter, std::move(ops), {&dot, scatter});
@@ -218,11 +227,11 @@ class Matcher {
           p->set_target(i * n + j);
         }
       }
-      OpEmitter e(mesh_, facts_.types(), gather, next_id_);
+      OpEmitter e = Emitter(gather);
       const int64_t future = e.Emit(std::move(start), {w});
       std::vector<ir::Op> start_ops = e.Take();
       e.SetOrigin(*ds);
-      e.Done("ppermute", future, ds->results(0));
+      e.AsyncDone("ppermute", future, ds->results(0));
       std::vector<ir::Op> done_ops = e.Take();
       if (!e.status().ok()) return;
       // Started where the gather was, awaited where the slice was.
@@ -236,12 +245,13 @@ class Matcher {
   // rounding.
   void PartialSumsInF32(const ir::Op& dot) {
     const ir::Op* psum = OnlyUser(dot.results(0));
-    if (psum == nullptr || (psum->opcode() != "psum" && psum->opcode() != "psum_scatter") ||
+    const ir::Prim sum = psum != nullptr ? ir::PrimOf(*psum) : ir::Prim::kUnknown;
+    if ((sum != ir::Prim::kPsum && sum != ir::Prim::kPsumScatter) ||
         ir::FromProto(dot.result_types(0)).dtype != ir::DType::kBF16 ||
         claimed_.count(psum->results(0))) {
       return;
     }
-    OpEmitter e(mesh_, facts_.types(), dot, next_id_);
+    OpEmitter e = Emitter(dot);
     ir::Op wide;
     wide.set_opcode("dot_general");
     *wide.mutable_dot_general() = dot.dot_general();
@@ -249,11 +259,7 @@ class Matcher {
     const int64_t product = e.Emit(std::move(wide), {dot.operands(0), dot.operands(1)});
     std::vector<ir::Op> dot_ops = e.Take();
     e.SetOrigin(*psum);
-    ir::Op sum = *psum;
-    sum.clear_operands();
-    sum.clear_results();
-    sum.clear_result_types();
-    e.Convert(e.Emit(std::move(sum), {product}), ir::DType::kBF16, psum->results(0));
+    e.Convert(e.Emit(*psum, {product}), ir::DType::kBF16, psum->results(0));
     std::vector<ir::Op> psum_ops = e.Take();
     if (!e.status().ok()) return;
     Rewrite(dot, std::move(dot_ops), {&dot});
@@ -263,6 +269,7 @@ class Matcher {
   const ir::Mesh& mesh_;
   const Facts& facts_;
   const CollectiveFusionOptions& options_;
+  const MachineModel& machine_;
   int64_t& next_id_;
   Plan plan_;
   std::unordered_set<int64_t> claimed_;  // first results of ops already rewritten
@@ -279,7 +286,7 @@ absl::StatusOr<bool> CollectiveFusion::Run(ir::Module& module) {
     int64_t next_id = MaxValueId(f.body()) + 1;
     ForEachSpmdRegion(module, f, [&](ir::Region& region, std::vector<AxisMask> params) {
       Facts facts(module.mesh(), region, params);
-      Matcher matcher(module.mesh(), facts, options_, next_id);
+      Matcher matcher(module.mesh(), facts, options_, machine_, next_id);
       matcher.Region(region);
       if (matcher.plan().empty()) return;
       Apply(matcher.plan(), region);

@@ -18,14 +18,16 @@
 //   - a bf16 dot_general whose only use is a psum (or a psum_scatter not made a ring): the
 //     product and the sum in f32, rounded once (excess precision, as XLA does;
 //     `f32_partial_sums = false` keeps per-op rounding).
-// The rings are chosen by a time model (options below): a ring pays a step per shard and saves
-// the copies of the gathered (or summed) buffer; a program the model does not favour is left
-// unchanged. Collectives with axis_index_groups are left alone.
+// The rings are chosen by the machine model (passes/machine_model.h): a ring pays a collective
+// per step and saves the copies of the gathered (or summed) buffer; a program the model does not
+// favour is left unchanged. Collectives with axis_index_groups are left alone.
 #ifndef SHARDJIT_PASSES_COLLECTIVE_FUSION_H_
 #define SHARDJIT_PASSES_COLLECTIVE_FUSION_H_
 
 #include <cstdint>
+#include <utility>
 
+#include "passes/machine_model.h"
 #include "passes/pass.h"
 
 namespace shardjit::passes {
@@ -41,24 +43,20 @@ struct CollectiveFusionOptions {
   bool bidirectional = true;
   // bf16 dot_general + psum or psum_scatter: partial sums in f32, rounded once.
   bool f32_partial_sums = true;
-  // The time model. A ring step costs `step_seconds` (a rendezvous with a neighbour, which may
-  // have to wake a sleeping thread: ~27 us across cores, and one more GEMM call); copying costs
-  // 1 / `copy_bytes_per_second` per byte (memcpy of buffers past the L2: ~16-46 GB/s). A ring is
-  // chosen when its steps cost less than the copies it saves.
-  double step_seconds = 20e-6;
-  double copy_bytes_per_second = 20e9;
   // Build every ring the patterns allow, whatever the time model says (tests, benchmarks).
   bool ignore_time_model = false;
 };
 
 class CollectiveFusion final : public Pass {
  public:
-  explicit CollectiveFusion(CollectiveFusionOptions options = {}) : options_(options) {}
+  explicit CollectiveFusion(CollectiveFusionOptions options = {}, MachineModel machine = {})
+      : options_(options), machine_(std::move(machine)) {}
   std::string name() const override { return "collective-fusion"; }
   absl::StatusOr<bool> Run(ir::Module& module) override;
 
  private:
   CollectiveFusionOptions options_;
+  MachineModel machine_;  // what the rings are priced by
 };
 
 }  // namespace shardjit::passes

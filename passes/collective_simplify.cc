@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "ir/dtype.h"
+#include "ir/prim.h"
 #include "ir/sharding.h"
 #include "ir/verifier.h"
 #include "passes/collective_simplify_internal.h"
@@ -19,8 +20,9 @@ namespace {
 
 class Matcher {
  public:
-  Matcher(const Facts& facts, const CollectiveSimplifyOptions& options, int64_t& next_id)
-      : facts_(facts), options_(options), next_id_(next_id) {}
+  Matcher(const ir::Mesh& mesh, const Facts& facts, const CollectiveSimplifyOptions& options,
+          int64_t& next_id)
+      : mesh_(mesh), facts_(facts), options_(options), next_id_(next_id) {}
 
   const Plan& plan() const { return plan_; }
 
@@ -30,13 +32,22 @@ class Matcher {
       if (op.has_all_reduce() && op.all_reduce().axis_index_groups().empty() &&
           facts_.Size(op.all_reduce().axes()) > 1) {
         if (options_.reduce_invariant && ReduceInvariant(op)) continue;
-        if (options_.psum_to_psum_scatter && op.opcode() == "psum") PsumToScatter(op);
+        if (options_.psum_to_psum_scatter && ir::PrimOf(op) == ir::Prim::kPsum) {
+          PsumToScatter(op);
+        }
       }
       if (options_.remove_self_all_gather && op.has_all_gather()) SelfAllGather(op);
     }
   }
 
  private:
+  // An emitter of ops that stand for `origin`.
+  OpEmitter Emitter(const ir::Op& origin) const {
+    OpEmitter e(mesh_, "collective-simplify", facts_.types(), &next_id_);
+    e.SetOrigin(origin);
+    return e;
+  }
+
   // The dimension along which dynamic_slice `ds` takes this device's block of its operand
   // (split into blocks over `axes`), the other dimensions whole; -1 when it does not.
   int64_t OwnBlockDim(const ir::Op& ds, const AxisNames& axes) const {
@@ -61,18 +72,18 @@ class Matcher {
     const int64_t x = op.operands(0);
     if (facts_.Varying(x) & facts_.Mask(op.all_reduce().axes())) return false;
     const ir::ShapedType& type = facts_.Type(x);
-    if (op.opcode() == "pmax" || op.opcode() == "pmin" ||
-        (op.opcode() == "pmean" && ir::IsFloating(type.dtype))) {
+    const ir::Prim prim = ir::PrimOf(op);
+    if (prim == ir::Prim::kPmax || prim == ir::Prim::kPmin ||
+        (prim == ir::Prim::kPmean && ir::IsFloating(type.dtype))) {
       plan_.replace[op.results(0)] = x;
       return true;
     }
-    if (op.opcode() != "psum") return false;
-    ir::Op size = DerivedOp(op, "constant", {}, next_id_++, type);
-    size.mutable_constant()->set_dtype(ir::ToProto(type.dtype));
-    for (int64_t d : type.dims) size.mutable_constant()->add_shape(d);
-    size.mutable_constant()->add_value(static_cast<double>(facts_.Size(op.all_reduce().axes())));
-    ir::Op mul = DerivedOp(op, "mul", {x, size.results(0)}, op.results(0), type);
-    plan_.rewrite[op.results(0)] = {std::move(size), std::move(mul)};
+    if (prim != ir::Prim::kPsum) return false;
+    OpEmitter e = Emitter(op);
+    const double n = static_cast<double>(facts_.Size(op.all_reduce().axes()));
+    e.Emit("mul", {x, e.Constant(type, n)}, op.results(0));
+    if (!e.status().ok()) return false;
+    plan_.rewrite[op.results(0)] = e.Take();
     return true;
   }
 
@@ -87,12 +98,14 @@ class Matcher {
     }
     const int64_t dim = OwnBlockDim(ds, psum.all_reduce().axes());
     if (dim < 0) return;
-    ir::Op scatter = DerivedOp(psum, "psum_scatter", {psum.operands(0)}, ds.results(0),
-                               ir::FromProto(ds.result_types(0)));
+    ir::Op scatter;
+    scatter.set_opcode("psum_scatter");
     *scatter.mutable_psum_scatter()->mutable_axes() = psum.all_reduce().axes();
     scatter.mutable_psum_scatter()->set_scatter_dimension(dim);
     scatter.mutable_psum_scatter()->set_tiled(true);
-    plan_.rewrite[ds.results(0)] = {std::move(scatter)};
+    OpEmitter e = Emitter(psum);
+    e.Emit(std::move(scatter), {psum.operands(0)}, ds.results(0));
+    if (e.status().ok()) plan_.rewrite[ds.results(0)] = e.Take();
   }
 
   // A tiled all_gather(x) whose every use takes back this device's own block -> x.
@@ -110,6 +123,7 @@ class Matcher {
     for (const ir::Op* ds : users) plan_.replace[ds->results(0)] = gather.operands(0);
   }
 
+  const ir::Mesh& mesh_;
   const Facts& facts_;
   const CollectiveSimplifyOptions& options_;
   int64_t& next_id_;
@@ -130,7 +144,7 @@ absl::StatusOr<bool> CollectiveSimplify::Run(ir::Module& module) {
       again = false;
       ForEachSpmdRegion(module, f, [&](ir::Region& region, std::vector<AxisMask> params) {
         Facts facts(module.mesh(), region, params);
-        Matcher matcher(facts, options_, next_id);
+        Matcher matcher(module.mesh(), facts, options_, next_id);
         matcher.Region(region);
         if (matcher.plan().empty()) return;
         Apply(matcher.plan(), region);
@@ -150,7 +164,8 @@ absl::StatusOr<bool> CollectiveSimplify::Run(ir::Module& module) {
       TypeMap types;
       AddTypes(f.body(), types);
       ForEachSpmdRegion(module, f, [&](ir::Region& region, std::vector<AxisMask>) {
-        combined |= CombineCollectives(region, types, options_.combine_max_bytes, next_id);
+        combined |= CombineCollectives(module.mesh(), region, types, options_.combine_max_bytes,
+                                       next_id);
       });
     }
   }

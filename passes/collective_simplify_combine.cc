@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "ir/prim.h"
 #include "passes/collective_simplify_internal.h"
 
 namespace shardjit::passes::collective_simplify {
@@ -48,110 +49,105 @@ void AddReads(const ir::Op& op, std::vector<int64_t>& reads) {
   }
 }
 
+// reshape(x) to `dims`.
+int64_t Reshape(OpEmitter& e, int64_t x, const std::vector<int64_t>& dims, int64_t result = -1) {
+  ir::Op op;
+  op.set_opcode("reshape");
+  for (int64_t d : dims) op.mutable_reshape()->add_new_sizes(d);
+  return e.Emit(std::move(op), {x}, result);
+}
+
+int64_t Concatenate(OpEmitter& e, const std::vector<int64_t>& xs, int64_t dim) {
+  ir::Op op;
+  op.set_opcode("concatenate");
+  op.mutable_concatenate()->set_dimension(dim);
+  return e.Emit(std::move(op), xs);
+}
+
+// x[start:limit], unit strides.
+int64_t Slice(OpEmitter& e, int64_t x, const std::vector<int64_t>& start,
+              const std::vector<int64_t>& limit, int64_t result = -1) {
+  ir::Op op;
+  op.set_opcode("slice");
+  for (size_t d = 0; d < start.size(); ++d) {
+    op.mutable_slice()->add_start_indices(start[d]);
+    op.mutable_slice()->add_limit_indices(limit[d]);
+    op.mutable_slice()->add_strides(1);
+  }
+  return e.Emit(std::move(op), {x}, result);
+}
+
 class Combiner {
  public:
-  Combiner(const TypeMap& types, int64_t& next_id) : types_(types), next_id_(next_id) {}
+  Combiner(const ir::Mesh& mesh, const TypeMap& types, int64_t& next_id)
+      : mesh_(mesh), types_(types), next_id_(next_id) {}
 
-  // The ops computing `group`'s results; they replace its collectives.
+  // The ops computing `group`'s results, which replace its collectives; none when they cannot
+  // be built.
   std::vector<ir::Op> Emit(const ir::Region& region, const Group& group) {
-    if (region.ops(group.members[0].index).opcode() == "all_gather") {
-      return EmitAllGather(region, group);
+    OpEmitter e(mesh_, "collective-simplify", types_, &next_id_);
+    if (ir::PrimOf(region.ops(group.members[0].index)) == ir::Prim::kAllGather) {
+      EmitAllGather(e, region, group);
+    } else {
+      EmitPsum(e, region, group);
     }
-    std::vector<ir::Op> out;
+    return e.Take();
+  }
+
+ private:
+  void EmitPsum(OpEmitter& e, const ir::Region& region, const Group& group) {
     const ir::Op& first = region.ops(group.members[0].index);
-    const ir::DType dtype = types_.at(first.operands(0)).dtype;
+    e.SetOrigin(first);
     std::vector<int64_t> flat;
-    int64_t total = 0;
     for (const Member& m : group.members) {
-      const ir::Op& psum = region.ops(m.index);
-      const ir::ShapedType& type = types_.at(psum.operands(0));
-      int64_t id = psum.operands(0);
-      if (type.rank() != 1) {
-        ir::Op reshape =
-            DerivedOp(first, "reshape", {id}, next_id_++, {dtype, {type.num_elements()}});
-        reshape.mutable_reshape()->add_new_sizes(type.num_elements());
-        id = reshape.results(0);
-        out.push_back(std::move(reshape));
-      }
-      flat.push_back(id);
-      total += type.num_elements();
+      const int64_t x = region.ops(m.index).operands(0);
+      const ir::ShapedType& type = types_.at(x);
+      flat.push_back(type.rank() == 1 ? x : Reshape(e, x, {type.num_elements()}));
     }
-    ir::Op concat = DerivedOp(first, "concatenate", flat, next_id_++, {dtype, {total}});
-    concat.mutable_concatenate()->set_dimension(0);
-    ir::Op psum = DerivedOp(first, "psum", {concat.results(0)}, next_id_++, {dtype, {total}});
+    ir::Op psum;
+    psum.set_opcode("psum");
     *psum.mutable_all_reduce() = first.all_reduce();
-    const int64_t sum = psum.results(0);
-    out.push_back(std::move(concat));
-    out.push_back(std::move(psum));
+    const int64_t sum = e.Emit(std::move(psum), {Concatenate(e, flat, 0)});
     int64_t offset = 0;
     for (const Member& m : group.members) {
       const ir::Op& member = region.ops(m.index);
       const ir::ShapedType& type = types_.at(member.operands(0));
       const int64_t n = type.num_elements();
       const bool flat_result = type.rank() == 1;
-      ir::Op slice = DerivedOp(member, "slice", {sum}, flat_result ? member.results(0) : next_id_++,
-                               {dtype, {n}});
-      slice.mutable_slice()->add_start_indices(offset);
-      slice.mutable_slice()->add_limit_indices(offset + n);
-      slice.mutable_slice()->add_strides(1);
+      e.SetOrigin(member);
+      const int64_t sliced =
+          Slice(e, sum, {offset}, {offset + n}, flat_result ? member.results(0) : -1);
       offset += n;
-      const int64_t sliced = slice.results(0);
-      out.push_back(std::move(slice));
-      if (flat_result) continue;
-      ir::Op reshape = DerivedOp(member, "reshape", {sliced}, member.results(0), type);
-      for (int64_t d : type.dims) reshape.mutable_reshape()->add_new_sizes(d);
-      out.push_back(std::move(reshape));
+      if (!flat_result) Reshape(e, sliced, type.dims, member.results(0));
     }
-    return out;
   }
 
- private:
-  std::vector<ir::Op> EmitAllGather(const ir::Region& region, const Group& group) {
-    std::vector<ir::Op> out;
+  void EmitAllGather(OpEmitter& e, const ir::Region& region, const Group& group) {
     const ir::Op& first = region.ops(group.members[0].index);
-    const ir::DType dtype = types_.at(first.operands(0)).dtype;
+    e.SetOrigin(first);
     std::vector<int64_t> rows;
-    int64_t total = 0;
     for (const Member& m : group.members) {
-      const ir::ShapedType& type = types_.at(region.ops(m.index).operands(0));
-      const int64_t n = type.num_elements();
-      ir::Op reshape = DerivedOp(first, "reshape", {region.ops(m.index).operands(0)}, next_id_++,
-                                 {dtype, {1, n}});
-      reshape.mutable_reshape()->add_new_sizes(1);
-      reshape.mutable_reshape()->add_new_sizes(n);
-      rows.push_back(reshape.results(0));
-      out.push_back(std::move(reshape));
-      total += n;
+      const int64_t x = region.ops(m.index).operands(0);
+      rows.push_back(Reshape(e, x, {1, types_.at(x).num_elements()}));
     }
-    const ir::ShapedType& first_result = types_.at(first.results(0));
-    const ir::ShapedType& first_operand = types_.at(first.operands(0));
-    const int64_t devices = first_result.dims[0] / first_operand.dims[0];
-    ir::Op concat = DerivedOp(first, "concatenate", rows, next_id_++, {dtype, {1, total}});
-    concat.mutable_concatenate()->set_dimension(1);
-    ir::Op gather =
-        DerivedOp(first, "all_gather", {concat.results(0)}, next_id_++, {dtype, {devices, total}});
+    const int64_t devices =
+        types_.at(first.results(0)).dims[0] / types_.at(first.operands(0)).dims[0];
+    ir::Op gather;
+    gather.set_opcode("all_gather");
     *gather.mutable_all_gather() = first.all_gather();
-    const int64_t gathered = gather.results(0);
-    out.push_back(std::move(concat));
-    out.push_back(std::move(gather));
+    const int64_t gathered = e.Emit(std::move(gather), {Concatenate(e, rows, 1)});
     int64_t offset = 0;
     for (const Member& m : group.members) {
       const ir::Op& member = region.ops(m.index);
       const int64_t n = types_.at(member.operands(0)).num_elements();
-      ir::Op slice = DerivedOp(member, "slice", {gathered}, next_id_++, {dtype, {devices, n}});
-      for (int64_t v : {int64_t{0}, offset}) slice.mutable_slice()->add_start_indices(v);
-      for (int64_t v : {devices, offset + n}) slice.mutable_slice()->add_limit_indices(v);
-      for (int d = 0; d < 2; ++d) slice.mutable_slice()->add_strides(1);
+      e.SetOrigin(member);
+      const int64_t slice = Slice(e, gathered, {0, offset}, {devices, offset + n});
       offset += n;
-      const ir::ShapedType& type = types_.at(member.results(0));
-      ir::Op reshape = DerivedOp(member, "reshape", {slice.results(0)}, member.results(0), type);
-      for (int64_t d : type.dims) reshape.mutable_reshape()->add_new_sizes(d);
-      out.push_back(std::move(slice));
-      out.push_back(std::move(reshape));
+      Reshape(e, slice, types_.at(member.results(0)).dims, member.results(0));
     }
-    return out;
   }
 
+  const ir::Mesh& mesh_;
   const TypeMap& types_;
   int64_t& next_id_;
 };
@@ -160,10 +156,11 @@ class Combiner {
 // cannot be combined.
 std::string GroupKey(const ir::Op& op, const ir::ShapedType& operand) {
   const std::string dtype = std::to_string(static_cast<int>(operand.dtype));
-  if (op.opcode() == "psum" && op.all_reduce().axis_index_groups().empty()) {
+  const ir::Prim prim = ir::PrimOf(op);
+  if (prim == ir::Prim::kPsum && op.all_reduce().axis_index_groups().empty()) {
     return "psum:" + absl::StrJoin(op.all_reduce().axes(), ",") + ":" + dtype;
   }
-  if (op.opcode() == "all_gather" && op.all_gather().tiled() && op.all_gather().axis() == 0 &&
+  if (prim == ir::Prim::kAllGather && op.all_gather().tiled() && op.all_gather().axis() == 0 &&
       operand.rank() >= 1) {
     std::string groups;
     for (const ir::AxisIndexGroup& g : op.all_gather().axis_index_groups()) {
@@ -217,26 +214,28 @@ std::vector<Group> FindGroups(const ir::Region& region, const TypeMap& types, in
 
 }  // namespace
 
-bool CombineCollectives(ir::Region& region, const TypeMap& types, int64_t max_bytes,
-                        int64_t& next_id) {
+bool CombineCollectives(const ir::Mesh& mesh, ir::Region& region, const TypeMap& types,
+                        int64_t max_bytes, int64_t& next_id) {
   bool changed = false;
   for (ir::Op& op : *region.mutable_ops()) {
     if (op.has_fori_loop()) {
-      changed |=
-          CombineCollectives(*op.mutable_fori_loop()->mutable_body(), types, max_bytes, next_id);
+      changed |= CombineCollectives(mesh, *op.mutable_fori_loop()->mutable_body(), types,
+                                    max_bytes, next_id);
     }
   }
   std::vector<Group> groups = FindGroups(region, types, max_bytes);
   if (groups.empty()) return changed;
-  Combiner combiner(types, next_id);
+  Combiner combiner(mesh, types, next_id);
   // Ops to insert before each index, and the psums they replace.
   std::map<int64_t, std::vector<ir::Op>> insert;
   std::vector<bool> removed(region.ops_size(), false);
   for (const Group& g : groups) {
     std::vector<ir::Op> ops = combiner.Emit(region, g);
+    if (ops.empty()) continue;
     std::vector<ir::Op>& at = insert[g.def + 1];
     for (ir::Op& op : ops) at.push_back(std::move(op));
     for (const Member& m : g.members) removed[m.index] = true;
+    changed = true;
   }
   google::protobuf::RepeatedPtrField<ir::Op> ops;
   for (int64_t i = 0; i < region.ops_size(); ++i) {
@@ -246,7 +245,7 @@ bool CombineCollectives(ir::Region& region, const TypeMap& types, int64_t max_by
     if (!removed[i]) *ops.Add() = std::move(*region.mutable_ops(i));
   }
   region.mutable_ops()->Swap(&ops);
-  return true;
+  return changed;
 }
 
 }  // namespace shardjit::passes::collective_simplify

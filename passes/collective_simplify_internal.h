@@ -9,6 +9,7 @@
 
 #include "ir/ir.pb.h"
 #include "ir/types.h"
+#include "passes/op_emitter.h"
 #include "passes/spmd_rewrite.h"
 
 namespace shardjit::passes::collective_simplify {
@@ -18,8 +19,8 @@ using namespace spmd_rewrite;  // NOLINT: the shared region rewrite kit
 // Combines independent psums, and independent tiled all_gathers on dimension 0, of `region` and
 // of the fori_loop bodies in it (see CollectiveSimplifyOptions::combine_max_bytes); new values get
 // ids from `next_id`. Returns whether anything changed.
-bool CombineCollectives(ir::Region& region, const TypeMap& types, int64_t max_bytes,
-                        int64_t& next_id);
+bool CombineCollectives(const ir::Mesh& mesh, ir::Region& region, const TypeMap& types,
+                        int64_t max_bytes, int64_t& next_id);
 
 }  // namespace shardjit::passes::collective_simplify
 

@@ -6,16 +6,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
-#include "ir/async.h"
+#include "ir/prim.h"
+#include "ir/collective_groups.h"
+#include "ir/fmt_absl.h"
 #include "ir/primitive.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
 
 namespace shardjit::passes {
 namespace {
-
-using AxisNames = google::protobuf::RepeatedPtrField<std::string>;
-using Groups = google::protobuf::RepeatedPtrField<ir::AxisIndexGroup>;
 
 class Analyzer {
  public:
@@ -42,11 +41,10 @@ class Analyzer {
     }
     if (op.has_shard_map()) return Region(op.shard_map().body(), count);
     report_.flops += count * Flops(op);
-    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+    const ir::Prim prim = ir::PrimOf(op);
     // A *_done moves nothing: its start is counted.
     // A precv moves nothing of its own: its psend is counted.
-    if (prim == nullptr || prim->kind != ir::PrimitiveKind::kCollective || op.has_axis() ||
-        ir::IsAsyncDone(op.opcode()) || op.has_precv()) {
+    if (!ir::IsCollective(prim) || op.has_axis() || ir::IsAsyncDone(prim) || op.has_precv()) {
       return absl::OkStatus();
     }
     absl::StatusOr<CollectiveCost> c = Collective(op);
@@ -66,7 +64,7 @@ class Analyzer {
     if (op.has_dot_general()) {
       // dot_accumulate's operands are (acc, lhs, rhs, starts...); its product may be smaller
       // than the acc it lands in, so count from the operands: 2 * lhs elements * rhs free ones.
-      const int first = op.opcode() == "dot_accumulate" ? 1 : 0;
+      const int first = ir::PrimOf(op) == ir::Prim::kDotAccumulate ? 1 : 0;
       return DotGeneralFlops(op.dot_general(), types_.at(op.operands(first)).dims,
                              types_.at(op.operands(first + 1)).dims);
     }
@@ -94,8 +92,7 @@ class Analyzer {
 
   static bool IsFloatingElementwise(const ir::Op& op,
                                     const std::unordered_map<int64_t, ir::ShapedType>& types) {
-    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
-    if (prim == nullptr || prim->kind != ir::PrimitiveKind::kElementwise) return false;
+    if (!ir::IsElementwise(ir::PrimOf(op))) return false;
     if (op.results_size() > 0 && Floating(ir::FromProto(op.result_types(0)))) return true;
     for (int64_t id : op.operands()) {
       auto it = types.find(id);
@@ -105,80 +102,35 @@ class Analyzer {
   }
 
   // This device's index along the combined `axes`, or -1 when no device is chosen.
-  int64_t AxisIndex(const AxisNames& axes) const {
-    if (options_.device < 0) return -1;
-    std::vector<int64_t> coords = ir::MeshCoords(mesh_, options_.device);
-    int64_t index = 0;
-    for (const std::string& a : axes) {
-      int64_t i = ir::MeshAxisIndex(mesh_, a);
-      index = index * mesh_.axes(i).size() + coords[i];
-    }
-    return index;
-  }
-
-  absl::StatusOr<int64_t> GroupSize(const ir::Op& op, const AxisNames& axes,
-                                    const Groups& groups) const {
-    int64_t n = 1;
-    for (const std::string& a : axes) {
-      int64_t i = ir::MeshAxisIndex(mesh_, a);
-      if (i < 0) {
-        return absl::InvalidArgumentError(fmt::format(
-            "cost analysis: {}: axis \"{}\" is not in mesh {}", op.opcode(), a,
-            ir::MeshToString(mesh_)));
-      }
-      n *= mesh_.axes(i).size();
-    }
-    if (groups.empty()) return n;
-    const int64_t me = AxisIndex(axes);
-    int64_t largest = 0;
-    for (const ir::AxisIndexGroup& g : groups) {
-      const auto& idx = g.indices();
-      if (std::find(idx.begin(), idx.end(), me) != idx.end()) return g.indices_size();
-      largest = std::max<int64_t>(largest, g.indices_size());
-    }
-    return largest;
+  int64_t AxisIndex(const ir::AxisList& axes) const {
+    return options_.device < 0 ? -1 : ir::CombinedAxisIndex(mesh_, options_.device, axes);
   }
 
   absl::StatusOr<CollectiveCost> Collective(const ir::Op& op) const {
-    const AxisNames* axes = nullptr;
-    Groups no_groups;
-    const Groups* groups = &no_groups;
-    if (op.has_all_reduce()) {
-      axes = &op.all_reduce().axes();
-      groups = &op.all_reduce().axis_index_groups();
-    } else if (op.has_all_gather()) {
-      axes = &op.all_gather().axes();
-      groups = &op.all_gather().axis_index_groups();
-    } else if (op.has_psum_scatter()) {
-      axes = &op.psum_scatter().axes();
-      groups = &op.psum_scatter().axis_index_groups();
-    } else if (op.has_all_to_all()) {
-      axes = &op.all_to_all().axes();
-      groups = &op.all_to_all().axis_index_groups();
-    } else if (op.has_ragged_all_to_all()) {
-      axes = &op.ragged_all_to_all().axes();
-      groups = &op.ragged_all_to_all().axis_index_groups();
-    } else if (op.has_ppermute()) {
-      axes = &op.ppermute().axes();
-    } else if (op.has_pbroadcast()) {
-      axes = &op.pbroadcast().axes();
-    } else {
+    if (!op.has_all_reduce() && !op.has_all_gather() && !op.has_psum_scatter() &&
+        !op.has_all_to_all() && !op.has_ragged_all_to_all() && !op.has_ppermute() &&
+        !op.has_pbroadcast()) {
       return absl::UnimplementedError(
           fmt::format("cost analysis: no cost rule for collective {}", op.opcode()));
     }
-    absl::StatusOr<int64_t> n = GroupSize(op, *axes, *groups);
-    if (!n.ok()) return n.status();
+    const ir::AxisList axes = ir::CollectiveAxes(op);
+    absl::StatusOr<int64_t> n =
+        ir::GroupSize(mesh_, options_.device, axes, ir::CollectiveAxisGroups(op));
+    if (!n.ok()) {
+      return absl::Status(n.status().code(), fmt::format("cost analysis: {}: {}", op.opcode(),
+                                                         n.status().message()));
+    }
     const ir::ShapedType& operand = types_.at(op.operands(0));
     const int64_t in = operand.byte_size();
     const int64_t out = ir::FromProto(op.result_types(0)).Awaited().byte_size();
-    CollectiveCost c{op.opcode(), "(" + absl::StrJoin(*axes, ",") + ")", operand.ToString(), *n};
+    CollectiveCost c{op.opcode(), "(" + absl::StrJoin(axes, ",") + ")", operand.ToString(), *n};
     if (*n > 0) {
       if (op.has_all_reduce()) {
         c.bytes_sent = 2 * in * (*n - 1) / *n;
       } else if (op.has_all_gather()) {
         c.bytes_sent = out * (*n - 1) / *n;
       } else if (op.has_ppermute()) {
-        const int64_t me = AxisIndex(*axes);
+        const int64_t me = AxisIndex(axes);
         bool source = false;  // sends to another device (a pair to itself moves nothing)
         for (const ir::PermutePair& p : op.ppermute().perm()) {
           source = source || (me < 0 ? p.source() != p.target()
@@ -186,7 +138,7 @@ class Analyzer {
         }
         c.bytes_sent = source ? in : 0;
       } else if (op.has_pbroadcast()) {
-        const int64_t me = AxisIndex(*axes);
+        const int64_t me = AxisIndex(axes);
         c.bytes_sent = me < 0 || me == op.pbroadcast().source() ? in * (*n - 1) : 0;
       } else {
         // psum_scatter, all_to_all; for ragged_all_to_all, what leaves if all rows are sent.
@@ -219,7 +171,8 @@ int64_t GroupedMatmulFlops(const ir::Op& op, const std::vector<int64_t>& lhs,
   int64_t lhs_elements = 1;
   for (int64_t d : lhs) lhs_elements *= d;
   // n: rhs [g,k,n] (gmm), [g,n,k] (gmm, transpose_rhs) or [m,n] (tgmm).
-  const bool gmm_untransposed = op.opcode() == "gmm" && !op.grouped_matmul().transpose_rhs();
+  const bool gmm_untransposed =
+      ir::PrimOf(op) == ir::Prim::kGmm && !op.grouped_matmul().transpose_rhs();
   const int64_t n = gmm_untransposed ? rhs[2] : rhs[1];
   return 2 * lhs_elements * n;
 }

@@ -2,7 +2,7 @@
 
 #include <unordered_set>
 
-#include "ir/async.h"
+#include "ir/prim.h"
 
 namespace shardjit::passes {
 namespace {
@@ -31,7 +31,8 @@ bool Sweep(ir::Region& region, std::unordered_set<int64_t> used) {
     ir::Op& op = *region.mutable_ops(i);
     // A *_done completes a transfer its peers take part in: it stays, and keeps its start. A
     // psend delivers to a peer whether or not its token is used.
-    bool live = ir::IsAsyncDone(op.opcode()) || op.opcode() == "psend";
+    const ir::Prim prim = ir::PrimOf(op);
+    bool live = ir::IsAsyncDone(prim) || prim == ir::Prim::kPsend;
     for (int64_t id : op.results()) live = live || used.count(id);
     if (!live) {
       changed = true;

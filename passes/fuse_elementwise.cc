@@ -2,26 +2,43 @@
 
 #include <algorithm>
 #include <set>
-#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "ir/prim.h"
 #include "ir/verifier.h"
 
 namespace shardjit::passes {
 namespace {
 
 bool IsFusible(const ir::Op& op) {
-  static const std::unordered_set<std::string_view> kOps = {
-      "add", "sub",  "mul",      "div",  "max",   "min",                  "neg",     "abs",
-      "exp", "log",  "tanh",     "sqrt", "rsqrt", "convert_element_type", "compare", "select",
-      "logistic"};
   if (op.results_size() != 1 || op.result_types(0).dims_size() == 0) return false;
-  if (op.opcode() == "broadcast_in_dim") {
-    return op.broadcast_in_dim().broadcast_dimensions().empty();
+  switch (ir::PrimOf(op)) {
+    case ir::Prim::kBroadcastInDim:
+      return op.broadcast_in_dim().broadcast_dimensions().empty();
+    // The elementwise primitives but rem.
+    case ir::Prim::kAdd:
+    case ir::Prim::kSub:
+    case ir::Prim::kMul:
+    case ir::Prim::kDiv:
+    case ir::Prim::kMax:
+    case ir::Prim::kMin:
+    case ir::Prim::kNeg:
+    case ir::Prim::kAbs:
+    case ir::Prim::kExp:
+    case ir::Prim::kLog:
+    case ir::Prim::kTanh:
+    case ir::Prim::kSqrt:
+    case ir::Prim::kRsqrt:
+    case ir::Prim::kConvertElementType:
+    case ir::Prim::kCompare:
+    case ir::Prim::kSelect:
+    case ir::Prim::kLogistic:
+      return true;
+    default:
+      return false;
   }
-  return kOps.count(op.opcode()) > 0;
 }
 
 void CountCaptures(const ir::Region& region, std::unordered_map<int64_t, int>& uses);

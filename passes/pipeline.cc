@@ -77,19 +77,21 @@ absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages)
     }
     if (stages) stages->push_back(std::move(record));
   }
+  if (options_.machine) *module.mutable_machine_model() = options_.machine->ToProto();
   return absl::OkStatus();
 }
 
 Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicalize,
                          CollectiveFusionOptions fusion) {
-  const MachineModel machine = options.machine.value_or(MachineModel{});
+  if (!options.machine) options.machine = MachineModel{};
+  const MachineModel machine = *options.machine;
   Pipeline p(std::move(options));
   p.Add(std::make_unique<Canonicalize>(std::move(canonicalize)));
   p.Add(std::make_unique<ShardingPropagation>(machine));
   p.Add(std::make_unique<SpmdPartition>(machine));
   p.Add(std::make_unique<LowerShardMap>());
   p.Add(std::make_unique<CollectiveSimplify>());
-  p.Add(std::make_unique<CollectiveFusion>(std::move(fusion)));
+  p.Add(std::make_unique<CollectiveFusion>(std::move(fusion), machine));
   p.Add(std::make_unique<FuseElementwise>());
   return p;
 }

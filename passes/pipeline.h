@@ -26,8 +26,9 @@ struct PipelineOptions {
   std::string dump_dir;
   // Passes to skip, by name.
   std::set<std::string> disabled;
-  // The machine the partitioner prices plans for (passes/machine_model.h). Unset: jit on the x86
-  // backend measures this host's rates; elsewhere the model's defaults.
+  // The machine the partitioner and collective-fusion price plans for (passes/machine_model.h);
+  // when set, Run records it in the module. Unset: jit takes its backend's model
+  // (backends/backend.h); DefaultPipeline the model's defaults.
   std::optional<MachineModel> machine;
 };
 

@@ -7,9 +7,11 @@
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
+#include "ir/prim.h"
 #include "ir/printer.h"
 #include "ir/sharding.h"
-#include "passes/spmd/emitter.h"
+#include "passes/op_emitter.h"
+#include "passes/spmd/collectives.h"
 #include "passes/spmd/inline.h"
 #include "passes/spmd/local_ops.h"
 #include "passes/spmd/rules.h"
@@ -19,11 +21,11 @@ namespace {
 
 using spmd::Spec;
 
-// The combining collective of an op's partial results.
-std::string CombineOpcode(const std::string& opcode) {
-  if (opcode == "reduce_max") return "pmax";
-  if (opcode == "reduce_min") return "pmin";
-  return "psum";
+// The combining collective of an op's partial results: pmax or pmin for reduce_max or
+// reduce_min, else psum.
+std::string CombineOpcode(const ir::Op& op) {
+  const ir::ReduceOp reduce = ir::ReductionOf(ir::PrimOf(op)).value_or(ir::ReduceOp::kSum);
+  return std::string(ir::PrimName(ir::AllReduceOf(reduce)));
 }
 
 // Checks `spec` against a value of global type `type`; the error names `what`.
@@ -40,7 +42,10 @@ absl::StatusOr<Spec> CheckedSpec(const ir::Mesh& mesh, const ir::PartitionSpec& 
 class Partitioner {
  public:
   Partitioner(const ir::Module& module, const ir::Function& entry, const MachineModel& machine)
-      : module_(module), entry_(entry), machine_(machine), emitter_(module.mesh()) {}
+      : module_(module),
+        entry_(entry),
+        machine_(machine),
+        emitter_(module.mesh(), "spmd-partition") {}
 
   absl::StatusOr<ir::Function> Run() {
     const ir::Region& body = entry_.body();
@@ -91,7 +96,7 @@ class Partitioner {
     auto key = std::make_pair(global_id, to);
     auto it = reshards_.find(key);
     if (it != reshards_.end()) return it->second;
-    absl::StatusOr<int64_t> id = emitter_.Reshard(v.id, v.type, v.spec, to);
+    absl::StatusOr<int64_t> id = spmd::EmitReshard(emitter_, v.id, v.type, v.spec, to);
     if (id.ok()) reshards_[key] = *id;
     return id;
   }
@@ -137,8 +142,8 @@ class Partitioner {
         spmd::EmitLocalOp(emitter_, view, *st, *operands);
     if (!local.ok()) return local.status();
     if (!st->reduce_axes.empty()) {
-      absl::StatusOr<int64_t> combined = emitter_.Combine((*local)[0], CombineOpcode(op.opcode()),
-                                                          st->reduce_axes, st->scatter_dim);
+      absl::StatusOr<int64_t> combined = spmd::EmitCombine(
+          emitter_, (*local)[0], CombineOpcode(op), st->reduce_axes, st->scatter_dim);
       if (!combined.ok()) return combined.status();
       (*local)[0] = *combined;
     }
@@ -214,7 +219,8 @@ class Partitioner {
   absl::Status Bind(const ir::Op& op, const std::vector<int64_t>& local,
                     const std::vector<Spec>& from, const Results& res) {
     for (int r = 0; r < op.results_size(); ++r) {
-      absl::StatusOr<int64_t> id = emitter_.Reshard(local[r], res.types[r], from[r], res.specs[r]);
+      absl::StatusOr<int64_t> id =
+          spmd::EmitReshard(emitter_, local[r], res.types[r], from[r], res.specs[r]);
       if (!id.ok()) return id.status();
       values_[op.results(r)] = {*id, res.specs[r], res.types[r]};
     }
@@ -224,7 +230,7 @@ class Partitioner {
   const ir::Module& module_;
   const ir::Function& entry_;
   const MachineModel machine_;  // what the strategies are priced by
-  spmd::Emitter emitter_;
+  OpEmitter emitter_;
   std::unordered_map<int64_t, Value> values_;
   std::map<std::pair<int64_t, Spec>, int64_t> reshards_;
   std::vector<Spec> result_specs_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/prim.h"
 #include "ir/sharding.h"
 
 namespace shardjit::passes::spmd_rewrite {
@@ -28,18 +29,6 @@ void AddTypes(const ir::Region& region, TypeMap& types) {
     }
     for (const ir::Region* r : Regions(op)) AddTypes(*r, types);
   }
-}
-
-ir::Op DerivedOp(const ir::Op& origin, const std::string& opcode,
-                 const std::vector<int64_t>& operands, int64_t result, const ir::ShapedType& type) {
-  ir::Op op;
-  op.set_opcode(opcode);
-  for (int64_t id : operands) op.add_operands(id);
-  op.add_results(result);
-  *op.add_result_types() = ir::ToProto(type);
-  op.set_name_scope(origin.name_scope());
-  if (origin.has_loc()) *op.mutable_loc() = origin.loc();
-  return op;
 }
 
 int64_t MaxValueId(const ir::Region& region) {
@@ -73,18 +62,14 @@ AxisMask Facts::Mask(const AxisNames& axes) const {
 }
 
 int64_t Facts::Size(const AxisNames& axes) const {
-  int64_t n = 1;
-  for (const std::string& a : axes) {
-    int64_t i = ir::MeshAxisIndex(mesh_, a);
-    n *= i < 0 ? 0 : mesh_.axes(i).size();
-  }
-  return n;
+  return ir::CombinedAxisSize(mesh_, ir::ToAxisList(axes)).value_or(0);
 }
 
 bool Facts::IsAxisIndexTimes(int64_t id, const AxisNames& axes, int64_t scale) const {
   auto is_index = [&](int64_t v) {
     const ir::Op* p = Producer(v);
-    return p != nullptr && p->opcode() == "axis_index" && SameAxes(p->axis().axes(), axes);
+    return p != nullptr && ir::PrimOf(*p) == ir::Prim::kAxisIndex &&
+           SameAxes(p->axis().axes(), axes);
   };
   auto is_scale = [&](int64_t v) {
     const ir::Op* p = Producer(v);
@@ -94,7 +79,7 @@ bool Facts::IsAxisIndexTimes(int64_t id, const AxisNames& axes, int64_t scale) c
   };
   if (scale == 1 && is_index(id)) return true;
   const ir::Op* p = Producer(id);
-  return p != nullptr && p->opcode() == "mul" &&
+  return p != nullptr && ir::PrimOf(*p) == ir::Prim::kMul &&
          ((is_index(p->operands(0)) && is_scale(p->operands(1))) ||
           (is_index(p->operands(1)) && is_scale(p->operands(0))));
 }
@@ -119,9 +104,8 @@ void Facts::Region(const ir::Region& region) {
 }
 
 AxisMask Facts::ResultVarying(const ir::Op& op) const {
-  const std::string& name = op.opcode();
   if (op.has_fori_loop() || op.has_shard_map()) return AllAxes();
-  if (name == "axis_index") return Mask(op.axis().axes());
+  if (ir::PrimOf(op) == ir::Prim::kAxisIndex) return Mask(op.axis().axes());
   AxisMask in = 0;
   for (int64_t id : op.operands()) in |= Varying(id);
   if (op.has_all_reduce() && op.all_reduce().axis_index_groups().empty()) {

@@ -1,8 +1,8 @@
 // A kit for passes that rewrite SPMD code (per-device modules and the shard_map bodies of
 // global-view ones): facts about a region (producers, users, the mesh axes each value may vary
 // across), a rewrite plan (values replaced by others, ops replaced by op lists) and applying it,
-// and small helpers to derive ops and walk regions. Used by collective-simplify and
-// collective-fusion.
+// and helpers to walk regions. Used by collective-simplify and collective-fusion, which build the
+// replacing ops with passes/op_emitter.h.
 #ifndef SHARDJIT_PASSES_SPMD_REWRITE_H_
 #define SHARDJIT_PASSES_SPMD_REWRITE_H_
 
@@ -19,6 +19,8 @@
 namespace shardjit::passes::spmd_rewrite {
 
 using TypeMap = std::unordered_map<int64_t, ir::ShapedType>;
+// An op's `axes` field, read in place: the rewrites compare and copy the axes of the ops they
+// match without making lists of them (ir::AxisList, with ir::ToAxisList, where they need one).
 using AxisNames = google::protobuf::RepeatedPtrField<std::string>;
 
 // The regions an op holds (fori_loop, shard_map and fusion bodies).
@@ -30,11 +32,8 @@ void AddTypes(const ir::Region& region, TypeMap& types);
 // The largest value id defined in `region`, nested regions included (-1 when none).
 int64_t MaxValueId(const ir::Region& region);
 
-// An op `opcode(operands) -> result: type` that inherits `origin`'s name scope and location.
-ir::Op DerivedOp(const ir::Op& origin, const std::string& opcode,
-                 const std::vector<int64_t>& operands, int64_t result, const ir::ShapedType& type);
-
-// Bit i: mesh axis i.
+// Bit i: mesh axis i. A set of axes, not a list (no order): the varying-axes dataflow below
+// unions and tests these for every value of a region, which a bitset does without allocating.
 using AxisMask = uint64_t;
 
 // Read-only facts about one SPMD region (and the loop bodies in it): producers, users, and the

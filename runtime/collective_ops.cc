@@ -5,10 +5,10 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "backends/backend.h"
 #include "backends/reduce_kind.h"
-#include "backends/x86/elementwise.h"
 #include "fmt/format.h"
-#include "ir/async.h"
+#include "ir/prim.h"
 #include "ir/types.h"
 
 namespace shardjit::runtime {
@@ -44,6 +44,24 @@ struct Reduction {
   ReduceKind kind = ReduceKind::kSum;
   bool mean = false;  // divide the sum by the number of operands
 };
+
+// What all-reduce (or psum_scatter) `kind` computes.
+Reduction ReductionFor(ir::Prim kind) {
+  Reduction r;
+  switch (ir::ReductionOf(kind).value_or(ir::ReduceOp::kSum)) {
+    case ir::ReduceOp::kSum:
+      r.kind = ReduceKind::kSum;
+      break;
+    case ir::ReduceOp::kMax:
+      r.kind = ReduceKind::kMax;
+      break;
+    case ir::ReduceOp::kMin:
+      r.kind = ReduceKind::kMin;
+      break;
+  }
+  r.mean = kind == ir::Prim::kPmean;
+  return r;
+}
 
 template <typename T, typename Acc>
 Acc Load(const Tensor& t, int64_t i) {
@@ -110,11 +128,12 @@ void WidenToF32(const Tensor& t, int64_t begin, int64_t n, float* out) {
   }
 }
 
-// ReduceInto for f32 and bf16 on the x86 backend's buffer kernels: the same f32 accumulation in
+// ReduceInto for f32 and bf16 on the backend's buffer kernels: the same f32 accumulation in
 // group order and one rounding at the end. bf16 members are widened first, since the kernels
 // would round a bf16 accumulator at every step.
 absl::Status ReduceFloat(const std::vector<Tensor>& boxes, const std::vector<int64_t>& firsts,
-                         Reduction reduction, Tensor& out, int64_t begin, int64_t end) {
+                         Reduction reduction, const backends::Backend& backend, Tensor& out,
+                         int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   const bool f32 = out.dtype() == DType::kF32;
   std::vector<float> scratch;
@@ -127,12 +146,9 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, const std::vector<int
   // copy and a pass).
   size_t first = 1;
   if (f32 && boxes.size() > 1) {
-    if (absl::Status s = backends::x86::ReduceBuffers(reduction.kind, DType::kF32,
-                                                      boxes[1].data_as<float>() + begin -
-                                                          FirstOf(firsts, 1),
-                                                      boxes[0].data_as<float>() + begin -
-                                                          FirstOf(firsts, 0),
-                                                      acc, n);
+    if (absl::Status s = backend.ReduceBuffers(
+            reduction.kind, DType::kF32, boxes[1].data_as<float>() + begin - FirstOf(firsts, 1),
+            boxes[0].data_as<float>() + begin - FirstOf(firsts, 0), acc, n);
         !s.ok()) {
       return s;
     }
@@ -145,8 +161,7 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, const std::vector<int
     const float* operand = f32 ? boxes[b].data_as<float>() + at : scratch.data() + n;
     if (!f32) WidenToF32(boxes[b], at, n, scratch.data() + n);
     // ReduceBuffers keeps its second input on ties (max(-0, +0)), as std::max(acc, x) does.
-    if (absl::Status s =
-            backends::x86::ReduceBuffers(reduction.kind, DType::kF32, operand, acc, acc, n);
+    if (absl::Status s = backend.ReduceBuffers(reduction.kind, DType::kF32, operand, acc, acc, n);
         !s.ok()) {
       return s;
     }
@@ -170,10 +185,13 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, const std::vector<int
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, const std::string& kind,
+absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, ir::Prim kind,
+                              const backends::Backend& backend,
                               const ir::ShapedType& out_type, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(out_type, allocator);
-  if (absl::Status s = ReduceRange(boxes, kind, out, 0, out.num_elements()); !s.ok()) return s;
+  if (absl::Status s = ReduceRange(boxes, kind, backend, out, 0, out.num_elements()); !s.ok()) {
+    return s;
+  }
   return out;
 }
 
@@ -328,16 +346,14 @@ bool GatherBlocksAreRuns(const ir::ShapedType& operand, int64_t axis) {
   return true;
 }
 
-absl::Status ReduceRange(const std::vector<Tensor>& boxes, const std::string& kind, Tensor& out,
+absl::Status ReduceRange(const std::vector<Tensor>& boxes, ir::Prim kind,
+                         const backends::Backend& backend, Tensor& out,
                          int64_t begin, int64_t end, const std::vector<int64_t>& firsts) {
-  const Reduction reduction{kind == "pmax"   ? ReduceKind::kMax
-                            : kind == "pmin" ? ReduceKind::kMin
-                                             : ReduceKind::kSum,
-                            /*mean=*/kind == "pmean"};
+  const Reduction reduction = ReductionFor(kind);
   const DType dtype = boxes[0].dtype();
   if (begin >= end) return absl::OkStatus();
   if ((dtype == DType::kF32 || dtype == DType::kBF16) && out.dtype() == dtype) {
-    return ReduceFloat(boxes, firsts, reduction, out, begin, end);
+    return ReduceFloat(boxes, firsts, reduction, backend, out, begin, end);
   }
   switch (dtype) {
     case DType::kF32:
@@ -351,7 +367,8 @@ absl::Status ReduceRange(const std::vector<Tensor>& boxes, const std::string& ki
       break;
     default:
       return absl::InvalidArgumentError(
-          fmt::format("{}: cannot reduce {} values", kind, ir::DTypeName(boxes[0].dtype())));
+          fmt::format("{}: cannot reduce {} values", ir::PrimName(kind),
+                      ir::DTypeName(boxes[0].dtype())));
   }
   return absl::OkStatus();
 }
@@ -378,15 +395,14 @@ void CopyBox(const Tensor& src, const std::vector<int64_t>& src_offset, Tensor& 
 }
 
 absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
+                                         const backends::Backend& backend,
                                          ir::Allocator* allocator) {
   // An asynchronous start computes what its blocking twin does.
-  const std::string name(ir::CollectiveKind(op.opcode()));
+  const ir::Prim kind = ir::CollectiveKind(ir::PrimOf(op));
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0)).Awaited();
   int64_t n = static_cast<int64_t>(group.inputs.size());
-  if (name == "psum" || name == "pmean" || name == "pmax" || name == "pmin") {
-    return Reduce(group.inputs, name, out_type, allocator);
-  }
-  if (name == "all_gather") {
+  if (ir::IsAllReduce(kind)) return Reduce(group.inputs, kind, backend, out_type, allocator);
+  if (kind == ir::Prim::kAllGather) {
     const ir::AllGatherAttrs& a = op.all_gather();
     Tensor out = group.output.defined() && group.output.type() == out_type
                      ? group.output
@@ -400,15 +416,15 @@ absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& 
     }
     return out;
   }
-  if (name == "psum_scatter") {
+  if (kind == ir::Prim::kPsumScatter) {
     const ir::PsumScatterAttrs& a = op.psum_scatter();
     std::vector<Tensor> blocks;
     for (const Tensor& t : group.inputs) {
       blocks.push_back(Block(t, a.scatter_dimension(), n, group.my_index, allocator));
     }
-    return Reduce(blocks, name, out_type, allocator);
+    return Reduce(blocks, kind, backend, out_type, allocator);
   }
-  if (name == "ppermute") {
+  if (kind == ir::Prim::kPpermute) {
     int64_t me = group.axis_indices[group.my_index];
     for (const ir::PermutePair& p : op.ppermute().perm()) {
       if (p.target() != me) continue;
@@ -419,7 +435,7 @@ absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& 
     }
     return Tensor::Zeros(out_type, allocator);
   }
-  if (name == "pbroadcast") {
+  if (kind == ir::Prim::kPbroadcast) {
     for (int64_t j = 0; j < n; ++j) {
       // Zero copy, as ppermute.
       if (group.axis_indices[j] == op.pbroadcast().source()) return group.inputs[j];
@@ -427,9 +443,10 @@ absl::StatusOr<Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& 
     return absl::InvalidArgumentError(fmt::format(
         "{}: source {} is not in the group", op.opcode(), op.pbroadcast().source()));
   }
-  if (name == "all_to_all") return AllToAll(op, out_type, group, allocator);
-  if (name == "ragged_all_to_all") return RaggedAllToAll(op, group, allocator);
-  return absl::UnimplementedError(fmt::format("{}: not a data collective", name));
+  if (kind == ir::Prim::kAllToAll) return AllToAll(op, out_type, group, allocator);
+  if (kind == ir::Prim::kRaggedAllToAll) return RaggedAllToAll(op, group, allocator);
+  return absl::UnimplementedError(fmt::format(
+      "{}: not a data collective", kind == ir::Prim::kUnknown ? op.opcode() : ir::PrimName(kind)));
 }
 
 }  // namespace shardjit::runtime

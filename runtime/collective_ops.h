@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/backend.h"
 #include "ir/ir.pb.h"
+#include "ir/prim.h"
 #include "ir/tensor.h"
 
 namespace shardjit::runtime {
@@ -33,23 +35,25 @@ struct GroupOperands {
 };
 
 // psum, pmean, pmax, pmin, all_gather, psum_scatter, ppermute, pbroadcast, all_to_all,
-// ragged_all_to_all, and the `*_start` forms (ir/async.h). Errors that depend on the data (a
+// ragged_all_to_all, and the `*_start` forms (ir/async.h); float reductions run on `backend`'s
+// kernels (Backend::ReduceBuffers). Errors that depend on the data (a
 // ragged_all_to_all's offsets) name the op, the devices and the values at fault.
 absl::StatusOr<ir::Tensor> ComputeCollective(const ir::Op& op, const GroupOperands& group,
+                                             const backends::Backend& backend,
                                              ir::Allocator* allocator);
 
 // Whether each member's block of an all_gather of `operand` along `axis` is one run of the
 // result's elements (every dim before `axis` is 1), so that it can be received in place.
 bool GatherBlocksAreRuns(const ir::ShapedType& operand, int64_t axis);
 
-// Elements [begin, end) of the all-reduce `kind` (psum, pmean, pmax, pmin) of `inputs` (in group
-// order) into `out`, allocated by the caller with the result type: the members of a group may
-// each reduce a share of one result they then all read. `firsts` (empty: all 0) gives, per
-// input, the element of its operand that the input's first element is: an input may hold only
-// the elements of its operand from there on (a share sent by another process) that [begin, end)
-// reads.
-absl::Status ReduceRange(const std::vector<ir::Tensor>& inputs, const std::string& kind,
-                         ir::Tensor& out, int64_t begin, int64_t end,
+// Elements [begin, end) of the all-reduce `kind` (psum, pmean, pmax, pmin; psum_scatter sums)
+// of `inputs` (in group order) into `out`, allocated by the caller with the result type: the
+// members of a group may each reduce a share of one result they then all read. `firsts` (empty:
+// all 0) gives, per input, the element of its operand that the input's first element is: an
+// input may hold only the elements of its operand from there on (a share sent by another
+// process) that [begin, end) reads.
+absl::Status ReduceRange(const std::vector<ir::Tensor>& inputs, ir::Prim kind,
+                         const backends::Backend& backend, ir::Tensor& out, int64_t begin, int64_t end,
                          const std::vector<int64_t>& firsts = {});
 
 // Copies the box of size `extent` at `src_offset` of `src` to `dst_offset` of `dst` (same rank).

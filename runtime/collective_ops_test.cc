@@ -1,14 +1,18 @@
-// The group reductions (psum, pmean, pmax, pmin) of f32 and bf16, which run on the x86 buffer
-// kernels, against a scalar oracle of the semantics, bit for bit: f32 accumulation in group
-// order and one rounding at the end (bf16), over sizes that exercise the vector tails.
+// The group reductions (psum, pmean, pmax, pmin) of f32 and bf16, which run on the backend's
+// buffer kernels (the reference backend's loop and the x86 backend's generated kernels), against
+// a scalar oracle of the semantics, bit for bit: f32 accumulation in group order and one rounding
+// at the end (bf16), over sizes that exercise the vector tails.
 #include "runtime/collective_ops.h"
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "backends/reference/evaluator.h"
+#include "backends/x86/compile.h"
 #include "gtest/gtest.h"
 #include "ir/types.h"
 
@@ -42,10 +46,14 @@ uint32_t Bits(float f) {
   return u;
 }
 
-class ReduceTest : public ::testing::TestWithParam<DType> {};
+class ReduceTest
+    : public ::testing::TestWithParam<std::tuple<const backends::Backend*, DType>> {
+ protected:
+  const backends::Backend& backend() const { return *std::get<0>(GetParam()); }
+};
 
 TEST_P(ReduceTest, MatchesScalarOracleBitForBit) {
-  const DType dtype = GetParam();
+  const DType dtype = std::get<1>(GetParam());
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.f, 100.f);
   for (int64_t n : {1, 7, 8, 9, 31, 64, 67, 1000}) {
@@ -66,7 +74,7 @@ TEST_P(ReduceTest, MatchesScalarOracleBitForBit) {
         *op.add_result_types() = ir::ToProto(ir::ShapedType{dtype, {n}});
         GroupOperands group;
         group.inputs = inputs;
-        absl::StatusOr<Tensor> out = ComputeCollective(op, group, ir::HostAllocator());
+        absl::StatusOr<Tensor> out = ComputeCollective(op, group, backend(), ir::HostAllocator());
         ASSERT_TRUE(out.ok()) << out.status();
         for (int64_t i = 0; i < n; ++i) {
           std::vector<float> column;
@@ -83,7 +91,7 @@ TEST_P(ReduceTest, MatchesScalarOracleBitForBit) {
 }
 
 TEST_P(ReduceTest, NanPropagates) {
-  const DType dtype = GetParam();
+  const DType dtype = std::get<1>(GetParam());
   std::vector<Tensor> inputs = {Tensor::FromDoubles({dtype, {9}}, {1, NAN, 3, 4, 5, 6, 7, 8, NAN}),
                                 Tensor::FromDoubles({dtype, {9}}, {NAN, 2, 3, 4, 5, 6, 7, 8, 9})};
   for (const char* kind : {"psum", "pmax", "pmin"}) {
@@ -92,7 +100,7 @@ TEST_P(ReduceTest, NanPropagates) {
     *op.add_result_types() = ir::ToProto(ir::ShapedType{dtype, {9}});
     GroupOperands group;
     group.inputs = inputs;
-    absl::StatusOr<Tensor> out = ComputeCollective(op, group, ir::HostAllocator());
+    absl::StatusOr<Tensor> out = ComputeCollective(op, group, backend(), ir::HostAllocator());
     ASSERT_TRUE(out.ok()) << out.status();
     for (int64_t i : {0, 1, 8}) EXPECT_TRUE(std::isnan(out->GetDouble(i))) << kind << " " << i;
     EXPECT_FALSE(std::isnan(out->GetDouble(4))) << kind;
@@ -104,7 +112,7 @@ TEST_P(ReduceTest, NanPropagates) {
 // reduction of whole operands, for every kind and for ranges starting where the share does and
 // inside it.
 TEST_P(ReduceTest, RangeOfSharesMatchesWholeOperands) {
-  const DType dtype = GetParam();
+  const DType dtype = std::get<1>(GetParam());
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.f, 10.f);
   const int64_t n = 103, share_begin = 37;
@@ -122,23 +130,31 @@ TEST_P(ReduceTest, RangeOfSharesMatchesWholeOperands) {
     }
   }
   const std::vector<int64_t> firsts = {share_begin, 0, share_begin};
-  for (const char* kind : {"psum", "pmean", "pmax", "pmin"}) {
+  for (ir::Prim kind : {ir::Prim::kPsum, ir::Prim::kPmean, ir::Prim::kPmax, ir::Prim::kPmin}) {
     Tensor want = Tensor::Empty({dtype, {n}});
-    ASSERT_TRUE(ReduceRange(whole, kind, want, 0, n).ok());
+    ASSERT_TRUE(ReduceRange(whole, kind, backend(), want, 0, n).ok());
     for (int64_t begin : {share_begin, share_begin + 9}) {
       Tensor got = Tensor::Zeros({dtype, {n}});
-      ASSERT_TRUE(ReduceRange(shares, kind, got, begin, n, firsts).ok());
+      ASSERT_TRUE(ReduceRange(shares, kind, backend(), got, begin, n, firsts).ok());
       for (int64_t i = begin; i < n; ++i) {
         ASSERT_EQ(Bits(static_cast<float>(got.GetDouble(i))),
                   Bits(static_cast<float>(want.GetDouble(i))))
-            << kind << " begin=" << begin << " i=" << i;
+            << ir::PrimName(kind) << " begin=" << begin << " i=" << i;
       }
-      EXPECT_EQ(got.GetDouble(begin - 1), 0.0) << kind << ": wrote before the range";
+      EXPECT_EQ(got.GetDouble(begin - 1), 0.0) << ir::PrimName(kind) << ": wrote before the range";
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, ReduceTest, ::testing::Values(DType::kF32, DType::kBF16));
+INSTANTIATE_TEST_SUITE_P(
+    BackendsAndDtypes, ReduceTest,
+    ::testing::Combine(::testing::Values(&backends::reference::ReferenceBackend(),
+                                         &backends::x86::X86Backend()),
+                       ::testing::Values(DType::kF32, DType::kBF16)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param)->name()) + "_" +
+             std::string(ir::DTypeName(std::get<1>(info.param)));
+    });
 
 // An all_gather given its result ahead (GroupOperands::output), with member 1's operand already
 // in its place there where its block is a run of the result (as the transport receives it): the
@@ -168,7 +184,8 @@ TEST(AllGather, IntoAPreparedResultSkipsBlocksAlreadyInPlace) {
     *op.add_result_types() = ir::ToProto(out_type);
     GroupOperands plain;
     plain.inputs = members;
-    absl::StatusOr<Tensor> want = ComputeCollective(op, plain, ir::HostAllocator());
+    absl::StatusOr<Tensor> want = ComputeCollective(op, plain, backends::reference::ReferenceBackend(),
+                                                      ir::HostAllocator());
     ASSERT_TRUE(want.ok()) << want.status();
 
     GroupOperands prepared = plain;
@@ -177,7 +194,8 @@ TEST(AllGather, IntoAPreparedResultSkipsBlocksAlreadyInPlace) {
     std::memcpy(in_place.data(), members[1].data(), members[1].byte_size());
     const bool runs = c.axis == 0 || c.dims[0] == 1;
     if (runs) prepared.inputs[1] = in_place;
-    absl::StatusOr<Tensor> got = ComputeCollective(op, prepared, ir::HostAllocator());
+    absl::StatusOr<Tensor> got = ComputeCollective(op, prepared, backends::reference::ReferenceBackend(),
+                                                     ir::HostAllocator());
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(got->SharesStorageWith(prepared.output));
     EXPECT_EQ(got->ToDoubles(), want->ToDoubles()) << out_type.ToString();

@@ -1,6 +1,6 @@
 #include "runtime/collective_plan.h"
 
-#include "ir/async.h"
+#include "ir/prim.h"
 #include "ir/primitive.h"
 #include "ir/sharding.h"
 
@@ -17,10 +17,9 @@ CollectivePlan::CollectivePlan(const ir::Mesh& mesh,
 void CollectivePlan::AddRegion(const ir::Region& region) {
   for (const ir::Op& op : region.ops()) {
     if (op.has_fori_loop()) AddRegion(op.fori_loop().body());
-    const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+    const ir::Prim prim = ir::PrimOf(op);
     // A *_done meets no one: its start did.
-    if (prim != nullptr && prim->kind == ir::PrimitiveKind::kCollective &&
-        !ir::IsAsyncDone(op.opcode()) && !ops_.count(&op)) {
+    if (ir::IsCollective(prim) && !ir::IsAsyncDone(prim) && !ops_.count(&op)) {
       ops_.emplace(&op, ResolveNow(op));
     }
   }
@@ -29,10 +28,7 @@ void CollectivePlan::AddRegion(const ir::Region& region) {
 std::unique_ptr<ResolvedCollective> CollectivePlan::ResolveNow(const ir::Op& op) const {
   auto r = std::make_unique<ResolvedCollective>();
   r->op = &op;
-  r->kind = std::string(ir::CollectiveKind(op.opcode()));
-  r->is_all_reduce =
-      r->kind == "psum" || r->kind == "pmean" || r->kind == "pmax" || r->kind == "pmin";
-  r->is_ppermute = r->kind == "ppermute";
+  r->kind = ir::CollectiveKind(ir::PrimOf(op));
   ir::Op bare = op;
   bare.clear_operands();
   bare.clear_results();
@@ -40,10 +36,11 @@ std::unique_ptr<ResolvedCollective> CollectivePlan::ResolveNow(const ir::Op& op)
   bare.clear_loc();
   bare.clear_sharding();
   r->signature = bare.SerializeAsString();
+  const ir::AxisList axes = ir::CollectiveAxes(op);
   const int64_t n = ir::MeshSize(mesh_);
   r->groups.reserve(n);
   for (int64_t p = 0; p < n; ++p) {
-    r->groups.push_back(GroupOf(mesh_, p, CollectiveAxes(op), CollectiveGroups(op)));
+    r->groups.push_back(ir::GroupOf(mesh_, p, axes, ir::CollectiveAxisGroups(op)));
   }
   return r;
 }

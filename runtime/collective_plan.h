@@ -12,17 +12,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/collective_groups.h"
 #include "ir/ir.pb.h"
-#include "runtime/collective_groups.h"
+#include "ir/prim.h"
 
 namespace shardjit::runtime {
+
+using ir::CollectiveGroup;
 
 struct ResolvedCollective {
   const ir::Op* op = nullptr;
   // What it computes: its blocking twin for an async start (ir::CollectiveKind).
-  std::string kind;
-  bool is_all_reduce = false;  // psum, pmean, pmax, pmin
-  bool is_ppermute = false;
+  ir::Prim kind = ir::Prim::kUnknown;
   // The op without operand/result ids, scope and location, serialized: equal on every member.
   std::string signature;
   // The group of each mesh position (an error where its groups do not cover it).

@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
-#include "ir/async.h"
+#include "ir/prim.h"
 #include "ir/fmt_absl.h"
 #include "ir/printer.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
-#include "runtime/collective_groups.h"
+#include "ir/collective_groups.h"
 #include "runtime/collective_ops.h"
 
 namespace shardjit::runtime {
@@ -50,8 +50,10 @@ class RunState::Pending final : public ir::AsyncValue {
   bool awaited_ = false;
 };
 
-RunState::RunState(const CollectivePlan& plan, SlotCache* cache)
+RunState::RunState(const CollectivePlan& plan, const backends::Backend& backend,
+                   SlotCache* cache)
     : plan_(plan),
+      backend_(backend),
       size_(ir::MeshSize(plan.mesh())),
       cache_(cache),
       next_seq_(size_, 0),
@@ -263,9 +265,10 @@ std::string RunState::Mismatch(int64_t seq, int64_t position, const Arrival& min
 
 absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
-    ir::Allocator* allocator, backends::SpanRecorder* recorder) {
+    ir::Allocator* allocator, base::SpanRecorder* recorder) {
   const std::string& opcode = op.opcode();
-  if (ir::IsAsyncDone(opcode)) {
+  const ir::Prim prim = ir::PrimOf(op);
+  if (ir::IsAsyncDone(prim)) {
     auto* pending =
         operands.size() == 1 ? dynamic_cast<Pending*>(operands[0].future()) : nullptr;
     if (pending == nullptr || pending->run() != this) {
@@ -280,34 +283,29 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     if (!result.ok()) return result.status();
     if (recorder != nullptr) {
       recorder->Record({ticket.resolved->op->opcode(), "transfer", ticket.arrival_ns,
-                        backends::SpanClockNs() - ticket.arrival_ns,
+                        base::SpanClockNs() - ticket.arrival_ns,
                         ticket.resolved->op->name_scope()});
     }
     return std::vector<ir::Tensor>{std::move(*result)};
   }
-  for (const std::string& name : CollectiveAxes(op)) {
-    if (ir::MeshAxisIndex(mesh(), name) < 0) {
-      return absl::InvalidArgumentError(fmt::format("{}: axis \"{}\" is not in mesh {}", opcode,
-                                                    name, ir::MeshToString(mesh())));
-    }
+  const ir::AxisList axes = ir::CollectiveAxes(op);
+  const absl::StatusOr<int64_t> axis_size = ir::CombinedAxisSize(mesh(), axes);
+  if (!axis_size.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: {}", opcode, axis_size.status().message()));
   }
-  if (opcode == "psend") return Send(position, op, operands.at(0));
-  if (opcode == "precv") return Receive(position, op, allocator);
-  if (opcode == "axis_index" || opcode == "axis_size") {
-    int64_t value = 1;
-    if (opcode == "axis_index") {
-      value = CombinedAxisIndex(mesh(), position, op.axis().axes());
-    } else {
-      for (const std::string& name : op.axis().axes()) {
-        value *= mesh().axes(ir::MeshAxisIndex(mesh(), name)).size();
-      }
-    }
+  if (prim == ir::Prim::kPsend) return Send(position, op, operands.at(0));
+  if (prim == ir::Prim::kPrecv) return Receive(position, op, allocator);
+  if (prim == ir::Prim::kAxisIndex || prim == ir::Prim::kAxisSize) {
+    const int64_t value = prim == ir::Prim::kAxisIndex
+                              ? ir::CombinedAxisIndex(mesh(), position, axes)
+                              : *axis_size;
     return std::vector<ir::Tensor>{
         ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(value)}, allocator)};
   }
   absl::StatusOr<Ticket> ticket = Arrive(position, op, operands, allocator, recorder != nullptr);
   if (!ticket.ok()) return ticket.status();
-  if (ir::IsAsyncStart(opcode)) {
+  if (ir::IsAsyncStart(prim)) {
     return std::vector<ir::Tensor>{ir::Tensor::Future(ir::FromProto(op.result_types(0)),
                                                       std::make_shared<Pending>(this, *ticket))};
   }
@@ -418,7 +416,7 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
     Cancel(error);  // its peers would otherwise wait for it until the timeout
     return error;
   }
-  Ticket ticket{0, position, &resolved, &*group, record ? backends::SpanClockNs() : 0};
+  Ticket ticket{0, position, &resolved, &*group, record ? base::SpanClockNs() : 0};
   ir::Tensor prepared = PrepareGatherResult(resolved, *group, operands, allocator);
   const ProcessShares split = SplitAcrossProcesses(resolved, *group, operands);
   std::shared_ptr<SharedReduction> receiving;  // a split all-reduce's, begun by this arrival
@@ -495,8 +493,8 @@ absl::StatusOr<RunState::Ticket> RunState::Arrive(int64_t position, const ir::Op
 }
 
 absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* allocator,
-                                           backends::SpanRecorder* recorder) {
-  const int64_t wait_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
+                                           base::SpanRecorder* recorder) {
+  const int64_t wait_ns = recorder != nullptr ? base::SpanClockNs() : 0;
   const CollectiveGroup& group = *ticket.group;
   const ir::Op& op = *ticket.resolved->op;
   const int64_t position = ticket.position;
@@ -514,7 +512,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   }
   if (recorder != nullptr) {
     recorder->Record(
-        {op.opcode(), "wait", wait_ns, backends::SpanClockNs() - wait_ns, op.name_scope()});
+        {op.opcode(), "wait", wait_ns, base::SpanClockNs() - wait_ns, op.name_scope()});
   }
   if (cancelled_) {
     return absl::CancelledError(
@@ -547,7 +545,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   }
   // A ppermute operand has one reader, its target: handed over, so that the target may update
   // it in place once the sender has moved on (a reduce-scatter ring adds into it).
-  if (ticket.resolved->is_ppermute) {
+  if (ticket.resolved->kind == ir::Prim::kPpermute) {
     const int64_t me = group.axis_indices[group.my_index];
     for (const ir::PermutePair& pair : op.ppermute().perm()) {
       if (pair.target() != me) continue;
@@ -562,7 +560,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   // computes it once, each member a share, instead of each member all of it.
   // A split one's was begun at arrival.
   std::shared_ptr<SharedReduction> shared;
-  if (ticket.resolved->is_all_reduce) {
+  if (ir::IsAllReduce(ticket.resolved->kind)) {
     std::shared_ptr<SharedReduction>& entry = slot.shared[group.members.front()];
     const ir::TensorType& out_proto = op.result_types(0);
     int64_t bytes = ir::DTypeSize(ir::FromProto(out_proto.dtype()));
@@ -582,10 +580,10 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   }
   FinishReading(ticket);
   lock.unlock();
-  const int64_t data_ns = recorder != nullptr ? backends::SpanClockNs() : 0;
+  const int64_t data_ns = recorder != nullptr ? base::SpanClockNs() : 0;
   absl::StatusOr<ir::Tensor> result = shared != nullptr
                                           ? ReduceShared(ticket, inputs, *shared)
-                                          : ComputeCollective(op, inputs, allocator);
+                                          : ComputeCollective(op, inputs, backend_, allocator);
   inputs.inputs.clear();  // the peers' operands are not kept alive by the scratch
   inputs.all_inputs.clear();
   inputs.firsts.clear();
@@ -593,7 +591,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
   if (recorder != nullptr) {
     const std::string name = op.opcode() + " data";
     recorder->Record(
-        {name, "collective", data_ns, backends::SpanClockNs() - data_ns, op.name_scope()});
+        {name, "collective", data_ns, base::SpanClockNs() - data_ns, op.name_scope()});
   }
   return result;
 }
@@ -601,7 +599,7 @@ absl::StatusOr<ir::Tensor> RunState::Await(const Ticket& ticket, ir::Allocator* 
 absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
                                                   const GroupOperands& inputs,
                                                   SharedReduction& shared) {
-  const std::string& kind = ticket.resolved->kind;
+  const ir::Prim kind = ticket.resolved->kind;
   const CollectiveGroup& group = *ticket.group;
   // The members in this process share the work (all of them but in one process).
   int64_t members = 0;
@@ -616,7 +614,7 @@ absl::StatusOr<ir::Tensor> RunState::ReduceShared(const Ticket& ticket,
   ForEachSharePiece(group, process, shared.mine, ir::DTypeSize(shared.out.dtype()), share,
                     [&](const ElementRange& piece) {
                       if (!reduced.ok()) return;
-                      reduced = ReduceRange(inputs.inputs, kind, shared.out, piece.begin,
+                      reduced = ReduceRange(inputs.inputs, kind, backend_, shared.out, piece.begin,
                                             piece.end, inputs.firsts);
                       if (reduced.ok() && !shared.others.empty()) {
                         remote_->PostReduced(ticket.seq, group.members.front(), shared.out,

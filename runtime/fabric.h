@@ -49,9 +49,11 @@ class RunState final : public Transport {
   // Slots of finished runs, kept by the runtime so that a run reuses the last one's buffers.
   struct SlotCache;
 
-  // Collectives are resolved through `plan` (its mesh is the run's), which must outlive the run;
-  // `cache` (optional) lends recycled slots.
-  explicit RunState(const CollectivePlan& plan, SlotCache* cache = nullptr);
+  // Collectives are resolved through `plan` (its mesh is the run's), which must outlive the run,
+  // and reduce on `backend`'s kernels (the backend of the programs run); `cache` (optional) lends
+  // recycled slots.
+  RunState(const CollectivePlan& plan, const backends::Backend& backend,
+           SlotCache* cache = nullptr);
   ~RunState() override;
 
   const ir::Mesh& mesh() const { return plan_.mesh(); }
@@ -83,7 +85,7 @@ class RunState final : public Transport {
   // time an asynchronous collective is in flight are recorded as spans.
   absl::StatusOr<std::vector<ir::Tensor>> Collective(
       int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
-      ir::Allocator* allocator, backends::SpanRecorder* recorder = nullptr) override;
+      ir::Allocator* allocator, base::SpanRecorder* recorder = nullptr) override;
 
   // Fails the run with `status` (the first failure wins) and wakes every waiting device.
   void Cancel(const absl::Status& status) override;
@@ -91,7 +93,7 @@ class RunState final : public Transport {
   absl::Status CheckAllReceived() const;
   // OK while the run goes on; the failure otherwise.
   absl::Status status() const override;
-  // Set once the run fails, for kernels to poll (backends::StopSignal).
+  // Set once the run fails, for kernels to poll (base::StopSignal).
   const std::atomic<bool>* stopped_flag() const { return &cancelled_; }
 
   // Arrivals at collectives so far: grows while the run makes progress.
@@ -213,7 +215,7 @@ class RunState final : public Transport {
                           GroupOperands& inputs) const;
   // Waits for the rest of the ticket's group and computes this position's result.
   absl::StatusOr<ir::Tensor> Await(const Ticket& ticket, ir::Allocator* allocator,
-                                   backends::SpanRecorder* recorder);
+                                   base::SpanRecorder* recorder);
   // Drops a ticket that will never be awaited (its run failed): its operand is released once the
   // rest of the group has read it.
   void Abandon(const Ticket& ticket);
@@ -253,6 +255,7 @@ class RunState final : public Transport {
                        const Arrival& theirs) const;
 
   const CollectivePlan& plan_;
+  const backends::Backend& backend_;
   const int64_t size_;  // mesh positions
   SlotCache* const cache_;
   RemotePeers* remote_ = nullptr;

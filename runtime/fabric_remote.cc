@@ -142,7 +142,9 @@ ir::Tensor RunState::PrepareGatherResult(const ResolvedCollective& resolved,
                                          const CollectiveGroup& group,
                                          const std::vector<ir::Tensor>& operands,
                                          ir::Allocator* allocator) const {
-  if (remote_ == nullptr || resolved.kind != "all_gather" || operands.size() != 1) return {};
+  if (remote_ == nullptr || resolved.kind != ir::Prim::kAllGather || operands.size() != 1) {
+    return {};
+  }
   const bool remote_member = std::any_of(group.members.begin(), group.members.end(),
                                          [&](int64_t m) { return !remote_->IsLocal(m); });
   if (!remote_member || operands[0].num_elements() == 0 ||
@@ -157,7 +159,7 @@ RunState::ProcessShares RunState::SplitAcrossProcesses(
     const ResolvedCollective& resolved, const CollectiveGroup& group,
     const std::vector<ir::Tensor>& operands) const {
   ProcessShares split;
-  if (remote_ == nullptr || !resolved.is_all_reduce || operands.size() != 1) return split;
+  if (remote_ == nullptr || !ir::IsAllReduce(resolved.kind) || operands.size() != 1) return split;
   const ir::ShapedType out = ir::FromProto(resolved.op->result_types(0)).Awaited();
   const int64_t n = out.num_elements();
   if (out.byte_size() < kSplitReductionBytes || operands[0].num_elements() != n) return split;
@@ -181,7 +183,8 @@ void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& 
   // A ppermute operand is read by its targets only; every other collective reads every member's.
   std::vector<int64_t> readers;
   std::vector<int64_t> sources;  // the remote members whose operands this position reads
-  if (ticket.resolved->is_ppermute) {
+  const bool ppermute = ticket.resolved->kind == ir::Prim::kPpermute;
+  if (ppermute) {
     for (const ir::PermutePair& pair : ticket.resolved->op->ppermute().perm()) {
       if (pair.source() == me) readers.push_back(group.members[pair.target()]);
       if (pair.target() == me && !remote_->IsLocal(group.members[pair.source()])) {
@@ -193,10 +196,10 @@ void RunState::PostToPeers(const Ticket& ticket, const std::vector<ir::Tensor>& 
   std::vector<bool> with_data;
   for (int64_t member : group.members) {
     if (remote_->IsLocal(member)) continue;
-    if (!ticket.resolved->is_ppermute) sources.push_back(member);
+    if (!ppermute) sources.push_back(member);
     const int process = remote_->ProcessOf(member);
-    const bool reads = !ticket.resolved->is_ppermute ||
-                       std::find(readers.begin(), readers.end(), member) != readers.end();
+    const bool reads =
+        !ppermute || std::find(readers.begin(), readers.end(), member) != readers.end();
     auto it = std::find(processes.begin(), processes.end(), process);
     if (it == processes.end()) {
       processes.push_back(process);

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <utility>
 
-#include "ir/async.h"
+#include "ir/prim.h"
 
 namespace shardjit::runtime {
 namespace {
@@ -42,8 +42,10 @@ int64_t Covered(const std::vector<Interval>& cover, int64_t start, int64_t end) 
 bool IsBlockingCollective(const Profiler::Event& e) {
   if (e.category != "collective") return false;
   const std::string_view name = e.name;
-  return !name.ends_with(" data") && !ir::IsAsyncStart(name) && !ir::IsAsyncDone(name) &&
-         name != "axis_index" && name != "axis_size";
+  // The event is named by its op's opcode (runtime/fabric.cc).
+  const ir::Prim prim = ir::PrimFromName(name);
+  return !name.ends_with(" data") && !ir::IsAsyncStart(prim) && !ir::IsAsyncDone(prim) &&
+         prim != ir::Prim::kAxisIndex && prim != ir::Prim::kAxisSize;
 }
 
 }  // namespace

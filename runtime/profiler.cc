@@ -40,10 +40,10 @@ std::string JsonEscape(const std::string& s) {
 
 }  // namespace
 
-class Profiler::DeviceRecorder final : public backends::SpanRecorder {
+class Profiler::DeviceRecorder final : public base::SpanRecorder {
  public:
   DeviceRecorder(Profiler& profiler, int64_t device) : profiler_(profiler), device_(device) {}
-  void Record(const backends::Span& span) override { profiler_.Record(device_, span); }
+  void Record(const base::Span& span) override { profiler_.Record(device_, span); }
 
  private:
   Profiler& profiler_;
@@ -51,7 +51,7 @@ class Profiler::DeviceRecorder final : public backends::SpanRecorder {
 };
 
 Profiler::Profiler(int num_devices)
-    : num_devices_(num_devices), origin_ns_(backends::SpanClockNs()) {
+    : num_devices_(num_devices), origin_ns_(base::SpanClockNs()) {
   for (int d = 0; d < num_devices; ++d) {
     recorders_.push_back(std::make_unique<DeviceRecorder>(*this, d));
   }
@@ -60,7 +60,7 @@ Profiler::Profiler(int num_devices)
 
 Profiler::~Profiler() = default;
 
-void Profiler::Record(int64_t device, const backends::Span& span) {
+void Profiler::Record(int64_t device, const base::Span& span) {
   if (paused_.load(std::memory_order_relaxed)) return;
   Event e{device,         std::string(span.name),        std::string(span.category),
           std::string(span.name_scope), span.start_ns, span.duration_ns};
@@ -68,7 +68,7 @@ void Profiler::Record(int64_t device, const backends::Span& span) {
   events_.push_back(std::move(e));
 }
 
-backends::SpanRecorder* Profiler::ForDevice(int64_t device) {
+base::SpanRecorder* Profiler::ForDevice(int64_t device) {
   if (device == kHost) return recorders_.back().get();
   if (device < 0 || device >= num_devices_) return nullptr;
   return recorders_[device].get();

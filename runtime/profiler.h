@@ -26,7 +26,7 @@ class Profiler {
     std::string name;
     std::string category;
     std::string name_scope;
-    int64_t start_ns = 0;  // on backends::SpanClockNs()
+    int64_t start_ns = 0;  // on base::SpanClockNs()
     int64_t duration_ns = 0;
   };
 
@@ -36,11 +36,11 @@ class Profiler {
   Profiler& operator=(const Profiler&) = delete;
 
   // Records `span` on `device` unless paused.
-  void Record(int64_t device, const backends::Span& span);
+  void Record(int64_t device, const base::Span& span);
   // While paused, spans are dropped (e.g. to trace only chosen runs).
   void SetPaused(bool paused) { paused_.store(paused, std::memory_order_relaxed); }
   // The recorder that tags spans with `device` (0..num_devices-1, or kHost); owned here.
-  backends::SpanRecorder* ForDevice(int64_t device);
+  base::SpanRecorder* ForDevice(int64_t device);
 
   // Recorded events, ordered by device then start time.
   std::vector<Event> Events() const;

@@ -21,7 +21,7 @@ class CancellationToken {
  public:
   void Cancel();
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
-  // The flag cancelled() reads, for kernels to poll (backends::StopSignal).
+  // The flag cancelled() reads, for kernels to poll (base::StopSignal).
   const std::atomic<bool>* flag() const { return &cancelled_; }
   void Reset() { cancelled_.store(false, std::memory_order_release); }
 

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -17,6 +16,7 @@
 #include "ir/types.h"
 #include "runtime/collective_ops.h"
 #include "runtime/fabric.h"
+#include "runtime/shards.h"
 
 namespace shardjit::runtime {
 namespace {
@@ -32,7 +32,7 @@ int DefaultThreads() {
     const int threads = std::atoi(env);
     if (threads > 0) return threads;
   }
-  return backends::AvailableCores();
+  return base::AvailableCores();
 }
 
 // The first reason `options` gives to stop now: the token cancelled, or the deadline passed.
@@ -51,7 +51,7 @@ absl::Status StopReason(const RunOptions& options) {
 // The context of one device in an SPMD run.
 class Runtime::SpmdContext final : public backends::DeviceContext {
  public:
-  SpmdContext(RunState& run, int64_t position, Device& device, backends::SpanRecorder* recorder,
+  SpmdContext(RunState& run, int64_t position, Device& device, base::SpanRecorder* recorder,
               const RunOptions& options)
       : run_(run), position_(position), device_(device), recorder_(recorder), options_(options) {}
   ir::Allocator* allocator() override { return device_.allocator(); }
@@ -59,7 +59,7 @@ class Runtime::SpmdContext final : public backends::DeviceContext {
       const ir::Op& op, const std::vector<ir::Tensor>& operands) override {
     return run_.Collective(position_, op, operands, device_.allocator(), recorder_);
   }
-  backends::SpanRecorder* profiler() override { return recorder_; }
+  base::SpanRecorder* profiler() override { return recorder_; }
   absl::StatusOr<std::vector<ir::Tensor>> RunShardMap(const ir::Op& op,
                                                       const std::vector<ir::Tensor>&) override {
     return absl::InvalidArgumentError(
@@ -74,7 +74,7 @@ class Runtime::SpmdContext final : public backends::DeviceContext {
   RunState& run_;
   int64_t position_;
   Device& device_;
-  backends::SpanRecorder* recorder_;
+  base::SpanRecorder* recorder_;
   const RunOptions& options_;
 };
 
@@ -91,7 +91,7 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
         fmt::format("{}: collectives need a mapped axis (use shard_map)", op.opcode()));
   }
   absl::Status Cancelled() override { return StopReason(options_); }
-  backends::SpanRecorder* profiler() override {
+  base::SpanRecorder* profiler() override {
     return rt_.profiler() != nullptr ? rt_.profiler()->ForDevice(Profiler::kHost) : nullptr;
   }
 
@@ -103,7 +103,6 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
     int64_t n = ir::MeshSize(mesh_);
     std::vector<std::vector<ir::Tensor>> args(n);
     for (int64_t p = 0; p < n; ++p) {
-      std::vector<int64_t> coords = ir::MeshCoords(mesh_, p);
       const int64_t id = mesh_.device_ids_size() ? mesh_.device_ids(p) : p;
       if (id < 0 || id >= rt_.num_devices()) {
         return absl::InvalidArgumentError(
@@ -118,17 +117,10 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
       }
       Device& device = rt_.device(static_cast<int>(id));
       for (size_t i = 0; i < operands.size(); ++i) {
-        const ir::Tensor& global = operands[i];
-        absl::StatusOr<std::vector<int64_t>> local =
-            ir::LocalDims(mesh_, sm.in_specs(i), global.dims(), "shard_map");
-        if (!local.ok()) return local.status();
-        std::vector<int64_t> block = ir::BlockIndex(mesh_, sm.in_specs(i), global.type().rank(),
-                                                    coords);
-        std::vector<int64_t> offset(block.size());
-        for (size_t d = 0; d < block.size(); ++d) offset[d] = block[d] * (*local)[d];
-        ir::Tensor shard = ir::Tensor::Empty({global.dtype(), *local}, device.allocator());
-        CopyBox(global, offset, shard, std::vector<int64_t>(offset.size(), 0), *local);
-        args[p].push_back(std::move(shard));
+        absl::StatusOr<ir::Tensor> shard =
+            ShardOf(operands[i], mesh_, sm.in_specs(i), p, device.allocator(), "shard_map");
+        if (!shard.ok()) return shard.status();
+        args[p].push_back(*std::move(shard));
       }
     }
     std::vector<const backends::Executable*> programs(n, (*body)->body.get());
@@ -138,18 +130,12 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
     // Assemble each global result from the blocks (for replicated axes, the lowest position).
     std::vector<ir::Tensor> results;
     for (int r = 0; r < op.results_size(); ++r) {
-      ir::Tensor global = ir::Tensor::Empty(ir::FromProto(op.result_types(r)));
-      std::set<std::vector<int64_t>> written;
-      for (int64_t p = 0; p < n; ++p) {
-        const ir::Tensor& local = (*locals)[p][r];
-        std::vector<int64_t> block =
-            ir::BlockIndex(mesh_, sm.out_specs(r), local.type().rank(), ir::MeshCoords(mesh_, p));
-        if (!written.insert(block).second) continue;
-        std::vector<int64_t> offset(block.size());
-        for (size_t d = 0; d < block.size(); ++d) offset[d] = block[d] * local.dims()[d];
-        CopyBox(local, std::vector<int64_t>(offset.size(), 0), global, offset, local.dims());
-      }
-      results.push_back(std::move(global));
+      std::vector<ir::Tensor> shards;
+      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*locals)[p][r]));
+      absl::StatusOr<Assembled> global = AssembleFrom(
+          shards, mesh_, sm.out_specs(r), ir::FromProto(op.result_types(r)), "shard_map");
+      if (!global.ok()) return global.status();
+      results.push_back(std::move(global->global));
     }
     return results;
   }
@@ -198,8 +184,8 @@ struct Runtime::DeviceRun {
   Device* device = nullptr;
   const backends::Executable* program = nullptr;
   std::vector<ir::Tensor>* args = nullptr;
-  backends::Parallelism parallelism;
-  backends::SpanRecorder* recorder = nullptr;
+  base::Parallelism parallelism;
+  base::SpanRecorder* recorder = nullptr;
 
   static void Body(void* arg) { static_cast<DeviceRun*>(arg)->Run(); }
   // Runs on the device's thread once its task is off its stack: the run may end now.
@@ -211,7 +197,7 @@ struct Runtime::DeviceRun {
 
   void Run() {
     RunState& run = book->run;
-    backends::CurrentParallelism() = parallelism;
+    base::CurrentParallelism() = parallelism;
     SpmdContext ctx(run, position, *device, recorder, book->options);
     // A device whose run failed before it started does not start.
     absl::Status status = run.status();
@@ -316,7 +302,7 @@ Runtime::Runtime(RuntimeOptions options)
     tasks_.push_back(std::make_unique<Scheduler::Task>());
   }
   num_threads_ = options_.num_threads > 0 ? options_.num_threads : DefaultThreads();
-  pool_ = std::make_unique<backends::ThreadPool>(num_threads_ - 1);
+  pool_ = std::make_unique<base::ThreadPool>(num_threads_ - 1);
   // The processes of a job may share this host's cores: an idle thread that polls would take a
   // core from another process's transfer (see RuntimeOptions::processes).
   scheduler_ = std::make_unique<Scheduler>(
@@ -389,8 +375,13 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     }
     plan = &own_plan.emplace(mesh, functions);
   }
+  // Collectives reduce on the kernels of the backend the programs were compiled by.
+  const backends::Executable* first_program = nullptr;
+  for (const backends::Executable* program : programs) {
+    if (first_program == nullptr) first_program = program;
+  }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  RunState run(*plan, &slot_cache_);
+  RunState run(*plan, first_program->backend(), &slot_cache_);
   // Positions of other processes: the run meets them through the process group.
   std::unique_ptr<RemotePeers> peers;
   if (local < n) peers = processes_->BeginRun(mesh, process_of, run);
@@ -403,9 +394,9 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
           ? -1
           : options.cancel->Subscribe([&run] { run.Cancel(absl::CancelledError("run cancelled")); });
   book.remaining = local;
-  const backends::Parallelism per_device{
+  const base::Parallelism per_device{
       pool_.get(), static_cast<int>(std::max<int64_t>(1, num_threads_ / local)),
-      backends::StopSignal{run.stopped_flag(), options.deadline}};
+      base::StopSignal{run.stopped_flag(), options.deadline}};
   std::vector<DeviceRun> devices(n);
   int64_t started = 0;
   for (int64_t p = 0; p < n; ++p) {
@@ -441,9 +432,9 @@ absl::StatusOr<std::vector<ir::Tensor>> Runtime::RunGlobal(const ir::Mesh& mesh,
                                                            ShardMapCache& cache,
                                                            const RunOptions& options) {
   GlobalContext ctx(*this, mesh, compile, cache, options);
-  backends::ScopedParallelism parallelism(
+  base::ScopedParallelism parallelism(
       {pool_.get(), num_threads_,
-       backends::StopSignal{options.cancel ? options.cancel->flag() : nullptr, options.deadline}});
+       base::StopSignal{options.cancel ? options.cancel->flag() : nullptr, options.deadline}});
   return program.Run(args, ctx);
 }
 

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "backends/executable.h"
-#include "backends/thread_pool.h"
+#include "base/thread_pool.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 #include "runtime/collective_plan.h"
@@ -118,7 +118,7 @@ class Runtime {
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Scheduler::Task>> tasks_;  // per device
   int num_threads_;                            // resolved options_.num_threads
-  std::unique_ptr<backends::ThreadPool> pool_;  // num_threads_ - 1 helpers
+  std::unique_ptr<base::ThreadPool> pool_;  // num_threads_ - 1 helpers
   std::unique_ptr<Scheduler> scheduler_;        // num_threads_ threads the devices run on
   RunState::SlotCache slot_cache_;              // collective slots, reused run after run
   std::unique_ptr<Watchdog> watchdog_;          // fails stalled runs and runs past a deadline

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "backends/executable.h"
-#include "backends/thread_pool.h"
+#include "backends/reference/evaluator.h"
+#include "base/thread_pool.h"
 #include "gtest/gtest.h"
 #include "runtime/runtime.h"
 
@@ -22,7 +23,7 @@ class ProbeExecutable final : public backends::Executable {
  public:
   absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>&,
                                               backends::DeviceContext&) const override {
-    const backends::Parallelism p = backends::CurrentParallelism();
+    const base::Parallelism p = base::CurrentParallelism();
     std::set<std::thread::id> used;
     std::mutex mu;
     // Enough tasks that a helper, once awake, takes part; each task yields to let it.
@@ -36,7 +37,9 @@ class ProbeExecutable final : public backends::Executable {
     max_threads_used_ = std::max<int>(max_threads_used_, static_cast<int>(used.size()));
     return std::vector<ir::Tensor>{};
   }
-  std::string backend() const override { return "probe"; }
+  const backends::Backend& backend() const override {
+    return backends::reference::ReferenceBackend();
+  }
 
   std::set<int> available() const { return available_; }
   int max_threads_used() const { return max_threads_used_; }
@@ -78,7 +81,7 @@ class TwoTasksMeet final : public backends::Executable {
   absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>&,
                                               backends::DeviceContext&) const override {
     std::atomic<int> started{0};
-    backends::CurrentParallelism().ParallelFor(2, [&](int) {
+    base::CurrentParallelism().ParallelFor(2, [&](int) {
       started.fetch_add(1);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (started.load() < 2) {
@@ -91,7 +94,9 @@ class TwoTasksMeet final : public backends::Executable {
     });
     return std::vector<ir::Tensor>{};
   }
-  std::string backend() const override { return "two_tasks_meet"; }
+  const backends::Backend& backend() const override {
+    return backends::reference::ReferenceBackend();
+  }
   bool met() const { return met_; }
 
  private:
@@ -115,34 +120,59 @@ TEST(RuntimeParallelism, MoreDevicesThanThreadsRunOneThreadEach) {
   EXPECT_EQ(probe.max_threads_used(), 1);
 }
 
-// Counts how many devices are inside Run at once.
+// Counts how many devices are inside Run at once, and on which threads they run. A device stays
+// inside until `at_once` devices have been inside together (the most the test expects), so that
+// those devices overlap for certain instead of by luck; if that never happens within 30 s, it
+// gives up (and so do the devices after it) and the count stays below `at_once`.
 class OverlapExecutable final : public backends::Executable {
  public:
+  explicit OverlapExecutable(int at_once) : at_once_(at_once) {}
   absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>&,
                                               backends::DeviceContext&) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads_.insert(std::this_thread::get_id());
+    }
     const int now = inside_.fetch_add(1) + 1;
     for (int seen = max_inside_.load(); now > seen && !max_inside_.compare_exchange_weak(seen, now);) {
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (max_inside_.load() < at_once_ && !gave_up_.load()) {
+      if (std::chrono::steady_clock::now() > deadline) gave_up_ = true;
+      std::this_thread::yield();
+    }
     inside_.fetch_sub(1);
     return std::vector<ir::Tensor>{};
   }
-  std::string backend() const override { return "overlap"; }
+  const backends::Backend& backend() const override {
+    return backends::reference::ReferenceBackend();
+  }
   int max_inside() const { return max_inside_.load(); }
+  // Distinct threads the devices ran on.
+  int threads() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(threads_.size());
+  }
 
  private:
+  const int at_once_;
   mutable std::atomic<int> inside_{0};
   mutable std::atomic<int> max_inside_{0};
+  mutable std::atomic<bool> gave_up_{false};
+  mutable std::mutex mu_;
+  mutable std::set<std::thread::id> threads_;
 };
 
 TEST(RuntimeParallelism, DevicesBeyondTheThreadsTakeTurns) {
   for (int threads : {1, 2, 3}) {
     Runtime rt({.num_devices = 8, .num_threads = threads});
-    OverlapExecutable probe;
+    OverlapExecutable probe(threads);
     std::vector<const backends::Executable*> programs(8, &probe);
     ASSERT_TRUE(rt.RunSpmd(LineMesh(8), programs, std::vector<std::vector<ir::Tensor>>(8)).ok());
-    EXPECT_GE(probe.max_inside(), 1);
-    EXPECT_LE(probe.max_inside(), threads) << threads << " threads";
+    // Every thread computes a device at once, and the devices beyond them wait for their turn
+    // on those same threads.
+    EXPECT_EQ(probe.max_inside(), threads) << threads << " threads";
+    EXPECT_EQ(probe.threads(), threads) << threads << " threads";
   }
 }
 
@@ -160,7 +190,9 @@ class ComputeThenPsum final : public backends::Executable {
     return device.RunCollective(
         psum, {ir::Tensor::FromDoubles({ir::DType::kF32, {}}, {1.0}, device.allocator())});
   }
-  std::string backend() const override { return "compute_then_psum"; }
+  const backends::Backend& backend() const override {
+    return backends::reference::ReferenceBackend();
+  }
 
  private:
   std::chrono::milliseconds compute_;
@@ -182,7 +214,7 @@ TEST(RuntimeParallelism, AMissingPeerStillTimesOut) {
   // Device 0 meets a psum that device 1 never runs: no progress, so the timeout fires.
   Runtime rt({.num_devices = 2, .collective_timeout = absl::Milliseconds(100), .num_threads = 1});
   ComputeThenPsum meets(std::chrono::milliseconds(0));
-  OverlapExecutable skips;
+  OverlapExecutable skips(1);
   absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
       rt.RunSpmd(LineMesh(2), {&meets, &skips}, std::vector<std::vector<ir::Tensor>>(2));
   ASSERT_FALSE(out.ok());
@@ -210,7 +242,7 @@ TEST(RuntimeParallelism, DefaultIsTheAvailableCores) {
   Runtime rt({.num_devices = 1});
   ProbeExecutable probe;
   ASSERT_TRUE(RunOn(rt, 1, probe).ok());
-  EXPECT_EQ(probe.available(), std::set<int>{backends::AvailableCores()});
+  EXPECT_EQ(probe.available(), std::set<int>{base::AvailableCores()});
 }
 
 }  // namespace

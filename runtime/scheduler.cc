@@ -109,6 +109,12 @@ void Scheduler::Interrupt(int thread) {
   if (t.sleeping) t.cv.notify_one();
 }
 
+bool Scheduler::sleeping(int thread) const {
+  Thread& t = *threads_[thread % threads_.size()];
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.sleeping;
+}
+
 void Scheduler::Start(Task& task, int thread, Fn body, Fn exited, void* arg) {
   Thread& t = *threads_[thread % threads_.size()];
   {
@@ -124,7 +130,7 @@ void Scheduler::Start(Task& task, int thread, Fn body, Fn exited, void* arg) {
   task.exited_ = exited;
   task.arg_ = arg;
   task.finished_ = false;
-  task.parallelism_ = backends::Parallelism{};
+  task.parallelism_ = base::Parallelism{};
   task.span_recorder_ = nullptr;
   task.fiber_->Prepare(&Task::Body, &task, &t.context);
   std::lock_guard<std::mutex> lock(t.mu);
@@ -180,17 +186,17 @@ void Scheduler::Loop(Thread& t) {
 
 void Scheduler::Resume(Thread& t, Task* task) {
   // The thread's own thread-local state is set aside while the task's is in place.
-  const backends::Parallelism parallelism = backends::CurrentParallelism();
-  backends::SpanRecorder* const recorder = backends::ThreadSpanRecorder();
-  backends::CurrentParallelism() = task->parallelism_;
-  backends::ThreadSpanRecorder() = task->span_recorder_;
+  const base::Parallelism parallelism = base::CurrentParallelism();
+  base::SpanRecorder* const recorder = base::ThreadSpanRecorder();
+  base::CurrentParallelism() = task->parallelism_;
+  base::ThreadSpanRecorder() = task->span_recorder_;
   current_task = task;
   SwitchContext(t.context, task->fiber_->context());
   current_task = nullptr;
-  task->parallelism_ = backends::CurrentParallelism();
-  task->span_recorder_ = backends::ThreadSpanRecorder();
-  backends::CurrentParallelism() = parallelism;
-  backends::ThreadSpanRecorder() = recorder;
+  task->parallelism_ = base::CurrentParallelism();
+  task->span_recorder_ = base::ThreadSpanRecorder();
+  base::CurrentParallelism() = parallelism;
+  base::ThreadSpanRecorder() = recorder;
   progress_.fetch_add(1, std::memory_order_relaxed);
   if (task->finished_) {
     {

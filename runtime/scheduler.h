@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "backends/span.h"
-#include "backends/thread_pool.h"
+#include "base/span.h"
+#include "base/thread_pool.h"
 #include "runtime/fiber.h"
 
 namespace shardjit::runtime {
@@ -72,6 +72,10 @@ class Scheduler {
   // Times a task was resumed or finished: grows while tasks make progress.
   uint64_t progress() const { return progress_.load(std::memory_order_relaxed); }
 
+  // Whether thread `thread` is asleep for want of a ready task (its idle spin over): for tests
+  // that must wake a task whose thread sleeps, instead of sleeping until it probably does.
+  bool sleeping(int thread) const;
+
  private:
   struct Thread;
   // Parks the current task after calling unlock(lock); false (nothing unlocked) if a Wake came
@@ -109,8 +113,8 @@ class Scheduler::Task {
   Fn exited_ = nullptr;
   void* arg_ = nullptr;
   // The thread-local state of the program, swapped in and out with the task.
-  backends::Parallelism parallelism_;
-  backends::SpanRecorder* span_recorder_ = nullptr;
+  base::Parallelism parallelism_;
+  base::SpanRecorder* span_recorder_ = nullptr;
 };
 
 }  // namespace shardjit::runtime

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "runtime/fiber.h"
 #include "runtime/spin_mutex.h"
@@ -187,22 +189,22 @@ TEST(Scheduler, ThreadLocalParallelismTravelsWithTheTask) {
   auto body = [](void* p) {
     auto* a = static_cast<Arg*>(p);
     State& s = *a->state;
-    backends::CurrentParallelism().threads = 10 + a->index;
+    base::CurrentParallelism().threads = 10 + a->index;
     for (int step = 0; step < 4; ++step) {
       std::unique_lock<SpinMutex> lock(s.mu);
       while (s.turn % 2 != a->index) Scheduler::Park(lock);
       ++s.turn;
       Scheduler::Wake(s.tasks[1 - a->index]);
     }
-    s.seen[a->index] = backends::CurrentParallelism().threads;
+    s.seen[a->index] = base::CurrentParallelism().threads;
   };
   auto exited = [](void* p) { static_cast<Arg*>(p)->state->finished.fetch_add(1); };
-  const int before = backends::CurrentParallelism().threads;
+  const int before = base::CurrentParallelism().threads;
   for (int i = 0; i < 2; ++i) scheduler.Start(state.tasks[i], 0, body, exited, &args[i]);
   scheduler.Drive([&] { return state.finished.load() == 2; });
   EXPECT_EQ(state.seen[0], 10);
   EXPECT_EQ(state.seen[1], 11);
-  EXPECT_EQ(backends::CurrentParallelism().threads, before);  // the driver's own
+  EXPECT_EQ(base::CurrentParallelism().threads, before);  // the driver's own
 }
 
 // Thread 0 is whichever thread calls Drive: runs driven from different threads in turn.
@@ -219,6 +221,8 @@ TEST(Scheduler, EachRunMayBeDrivenFromAnotherThread) {
   EXPECT_EQ(ring.token, ring.laps * 8);
 }
 
+// A task parked on a scheduler thread that has gone to sleep (nothing else to run) resumes when
+// a thread outside the scheduler wakes it, as the watchdog does.
 TEST(Scheduler, ATaskWokenFromOutsideTheSchedulerResumes) {
   Scheduler scheduler(2);
   struct State {
@@ -226,7 +230,7 @@ TEST(Scheduler, ATaskWokenFromOutsideTheSchedulerResumes) {
     SpinMutex mu;
     bool released = false;
     std::atomic<bool> parked{false};
-    std::atomic<bool> done{false};
+    absl::Notification done;
   } state;
   auto body = [](void* p) {
     auto* s = static_cast<State*>(p);
@@ -234,17 +238,25 @@ TEST(Scheduler, ATaskWokenFromOutsideTheSchedulerResumes) {
     s->parked = true;
     while (!s->released) Scheduler::Park(lock);
   };
-  auto exited = [](void* p) { static_cast<State*>(p)->done = true; };
+  auto exited = [](void* p) { static_cast<State*>(p)->done.Notify(); };
   scheduler.Start(state.task, 1, body, exited, &state);
+  std::atomic<bool> saw_sleeping{false};
   std::thread releaser([&] {  // as a watchdog would
-    while (!state.parked.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Once the task has parked, thread 1 has nothing to run: wait until it sleeps.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!(state.parked.load() && scheduler.sleeping(1)) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    saw_sleeping = state.parked.load() && scheduler.sleeping(1);
     std::lock_guard<SpinMutex> lock(state.mu);
     state.released = true;
     Scheduler::Wake(state.task);
   });
-  while (!state.done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool done = state.done.WaitForNotificationWithTimeout(absl::Seconds(30));
   releaser.join();
+  EXPECT_TRUE(saw_sleeping) << "thread 1 did not go to sleep within 30 s of the task parking";
+  ASSERT_TRUE(done) << "the task did not finish within 30 s of its wake-up";
   EXPECT_TRUE(state.released);
 }
 

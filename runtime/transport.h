@@ -26,7 +26,7 @@ class Transport {
   // (ir/async.h); axis_index / axis_size are answered locally. Spans go to `recorder`.
   virtual absl::StatusOr<std::vector<ir::Tensor>> Collective(
       int64_t position, const ir::Op& op, const std::vector<ir::Tensor>& operands,
-      ir::Allocator* allocator, backends::SpanRecorder* recorder) = 0;
+      ir::Allocator* allocator, base::SpanRecorder* recorder) = 0;
 
   // Fails the run with `status` (the first failure wins), waking every waiting device.
   virtual void Cancel(const absl::Status& status) = 0;

@@ -23,7 +23,7 @@ if [ "${1:-}" = "--ci" ]; then
   asan_targets=(//ir:all //tools:npy_test //fuzz:ir_text_fuzzer_corpus_test
                 //fuzz:proto_fuzzer_corpus_test //fuzz:npy_fuzzer_corpus_test
                 //runtime/distributed:tcp_store_test)
-  tsan_targets=(//backends:thread_pool_test //runtime:scheduler_test //runtime:device_test
+  tsan_targets=(//base:thread_pool_test //runtime:scheduler_test //runtime:device_test
                 //runtime/distributed:tcp_store_test)
 else
   asan_targets=(//runtime:all //runtime/distributed:all //ir:all //passes:all //tools:all
@@ -36,7 +36,7 @@ else
                 //tests:multiprocess_test
                 //fuzz:ir_text_fuzzer_corpus_test //fuzz:proto_fuzzer_corpus_test
                 //fuzz:npy_fuzzer_corpus_test //fuzz:module_fuzzer_corpus_test)
-  tsan_targets=(//backends:thread_pool_test //runtime:scheduler_test
+  tsan_targets=(//base:thread_pool_test //runtime:scheduler_test
                 //runtime:runtime_parallelism_test //runtime:device_test
                 //runtime/distributed:tcp_store_test
                 //tests:collectives_test_2threads //tests:async_collectives_test_2threads

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "frontend/shardjit.h"
@@ -14,7 +16,7 @@
 namespace shardjit {
 namespace {
 
-constexpr int64_t kForever = int64_t{1} << 40;  // loop trips: hours at the fastest
+constexpr int64_t kForever = 2147483647;  // loop trips (the most an s32 index allows): minutes at the fastest
 
 // x <- x * 0.5 + psum(x) / n, `trips` times, per device of a mesh over "i": every step waits at a
 // collective for every other device.
@@ -53,6 +55,35 @@ void ExpectRunsNormally(Fixture& f) {
   EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (*want)[0].ToHost()->ToDoubles());
 }
 
+// Live bytes of each device of `rt`.
+std::vector<int64_t> LiveBytesPerDevice(Runtime& rt) {
+  std::vector<int64_t> live(rt.num_devices());
+  for (int d = 0; d < rt.num_devices(); ++d) live[d] = rt.memory(d).current_bytes;
+  return live;
+}
+
+// Waits until every device of `rt` has held at least `bytes` more than `before` (its live bytes
+// before the run) at some point: it allocated that much for the run, so it is running it. Polls,
+// failing after 30 s; `what` names the awaited state in the failure.
+void WaitUntilEveryDeviceAllocated(Runtime& rt, const std::vector<int64_t>& before, int64_t bytes,
+                                   const std::string& what) {
+  std::vector<bool> seen(rt.num_devices(), false);
+  int left = rt.num_devices();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (left > 0) {
+    for (int d = 0; d < rt.num_devices(); ++d) {
+      if (!seen[d] && rt.memory(d).current_bytes >= before[d] + bytes) {
+        seen[d] = true;
+        --left;
+      }
+    }
+    if (left == 0) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << left << " devices not " << what << " after 30 s";
+    std::this_thread::yield();
+  }
+}
+
 class CancellationTest : public ::testing::TestWithParam<std::pair<int, int>> {};
 
 TEST_P(CancellationTest, DeadlineStopsEveryDevice) {
@@ -85,12 +116,15 @@ TEST_P(CancellationTest, TokenCancelledFromAnotherThread) {
   absl::StatusOr<std::vector<Array>> out;
   std::atomic<bool> returned{false};
   std::chrono::steady_clock::time_point returned_at;
+  const std::vector<int64_t> before = LiveBytesPerDevice(f.rt);
   std::thread run([&] {
     out = forever.Call({f.x}, options);
     returned_at = std::chrono::steady_clock::now();
     returned = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Cancelled once every device is inside the loop: it holds a carry, a block the size of its
+  // block of x, beside x.
+  WaitUntilEveryDeviceAllocated(f.rt, before, f.x.shards()[0].byte_size(), "inside the loop");
   EXPECT_FALSE(returned.load());
   const auto cancelled_at = std::chrono::steady_clock::now();
   options.cancel->Cancel();
@@ -132,11 +166,14 @@ TEST_P(GemmCancellationTest, StopsInsideTheGemm) {
   options.cancel = std::make_shared<CancellationToken>();
   absl::StatusOr<std::vector<Array>> out;
   std::chrono::steady_clock::time_point returned_at;
+  const std::vector<int64_t> before = LiveBytesPerDevice(rt);
   std::thread run([&] {
     out = product.Call({x, w}, options);
     returned_at = std::chrono::steady_clock::now();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Cancelled once every device has allocated its [n, n] f32 block of the product: it is in the
+  // matmul, whose GEMM takes 0.3 s or more.
+  WaitUntilEveryDeviceAllocated(rt, before, n * n * int64_t{sizeof(float)}, "inside the GEMM");
   const auto cancelled_at = std::chrono::steady_clock::now();
   options.cancel->Cancel();
   run.join();

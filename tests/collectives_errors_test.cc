@@ -424,7 +424,9 @@ class FnExecutable final : public backends::Executable {
                                               backends::DeviceContext& device) const override {
     return fn_(args, device);
   }
-  std::string backend() const override { return "test"; }
+  const backends::Backend& backend() const override {
+    return backends::reference::ReferenceBackend();
+  }
 
  private:
   Fn fn_;

@@ -1,5 +1,5 @@
 // The runtime across processes (runtime/distributed/): each test starts this binary as 2 or 4
-// processes on loopback (tools/launcher.h), each with 1 or 2 devices, and the children check
+// processes on loopback (its launcher.h), each with 1 or 2 devices, and the children check
 // themselves: every collective (blocking and async, tuple axes, axis_index_groups, psend/precv)
 // computed across processes must equal, bit for bit, the same program run in one process on as many
 // devices; so must the seed notebook's matmul variants (as compiled and as written), which also
@@ -9,15 +9,19 @@
 // naming it; a frozen one ends the wait for it at the timeout. A run posting many messages
 // releases them as it goes. A child writes "ok" or its error to its result file, which the
 // parent reads.
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -30,7 +34,7 @@
 #include "examples/seed_variants.h"
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
-#include "tools/launcher.h"
+#include "runtime/distributed/launcher.h"
 
 namespace shardjit {
 namespace {
@@ -51,6 +55,59 @@ int EnvInt(const char* name) {
 
 std::string ResultPath(int process) {
   return absl::StrCat(Env("TEST_TMPDIR"), "/result_", process, ".txt");
+}
+
+// Files through which the processes of a job tell each other that they reached a point (the
+// parent removes them before each job).
+constexpr const char* kMarkers[] = {"frozen_peer.pid", "hangs.gave_up"};
+
+std::string MarkerPath(const std::string& name) {
+  return absl::StrCat(Env("TEST_TMPDIR"), "/", name);
+}
+
+// Creates the marker `name` holding `text`, whole at once (written aside, then renamed).
+void WriteMarker(const std::string& name, const std::string& text) {
+  const std::string path = MarkerPath(name);
+  std::ofstream(path + ".tmp") << text;
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+// Waits until the marker `name` exists and returns its text: sleeps on inotify events of its
+// directory in between, failing after `timeout`.
+absl::StatusOr<std::string> WaitForMarker(const std::string& name, absl::Duration timeout) {
+  const std::string path = MarkerPath(name);
+  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (fd < 0) return absl::InternalError(absl::StrCat("inotify_init1: ", std::strerror(errno)));
+  if (inotify_add_watch(fd, Env("TEST_TMPDIR").c_str(), IN_MOVED_TO | IN_CREATE) < 0) {
+    close(fd);
+    return absl::InternalError(absl::StrCat("inotify_add_watch: ", std::strerror(errno)));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  // Looked for after the watch is in place: a marker written meanwhile is not missed.
+  while (access(path.c_str(), F_OK) != 0) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      close(fd);
+      return absl::DeadlineExceededError(
+          absl::StrCat(name, " not written within ", absl::FormatDuration(timeout)));
+    }
+    pollfd p{fd, POLLIN, 0};
+    poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    char events[4096];
+    while (read(fd, events, sizeof(events)) > 0) {
+    }
+  }
+  close(fd);
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The state letter of process `pid` in /proc/PID/stat ('T': stopped by a signal), 0 if unknown.
+char ProcessState(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  const std::string stat(std::istreambuf_iterator<char>(in), {});
+  const size_t name_end = stat.rfind(')');  // "PID (NAME) STATE ...": NAME may hold anything
+  return name_end == std::string::npos || name_end + 2 >= stat.size() ? 0 : stat[name_end + 2];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,15 +515,28 @@ absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
     const pid_t waker = fork();
     if (waker < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
     if (waker == 0) {  // resumes its parent after 12 s
-      sleep(12);
+      sleep(12);  // how long the peer stays frozen: the scenario itself
       kill(getppid(), SIGCONT);
       _exit(0);
     }
+    WriteMarker("frozen_peer.pid", absl::StrCat(getpid()));  // process 0 waits for the stop
     raise(SIGSTOP);
     wait(nullptr);
     ppermute_of(absl::Seconds(30)).IgnoreError();
   } else {
-    absl::SleepFor(absl::Seconds(1));  // the peer is stopped by now
+    // Waits until the peer is stopped: its pid, then its state.
+    absl::StatusOr<std::string> text = WaitForMarker("frozen_peer.pid", absl::Seconds(30));
+    if (!text.ok()) return text.status();
+    int peer = 0;
+    if (!absl::SimpleAtoi(*text, &peer)) return absl::InternalError("bad pid " + *text);
+    const absl::Time stop_deadline = absl::Now() + absl::Seconds(30);
+    while (ProcessState(peer) != 'T') {
+      if (absl::Now() > stop_deadline) {
+        return absl::InternalError(
+            absl::StrCat("process 1 (pid ", peer, ") not stopped after 30 s"));
+      }
+      std::this_thread::yield();
+    }
     const absl::Time start = absl::Now();
     absl::Status s = ppermute_of(absl::Seconds(1));
     const absl::Duration took = absl::Now() - start;
@@ -497,11 +567,12 @@ absl::Status ChildMain(const std::string& role, int id) {
                          "process 1 (devices [1]) failed");
   }
   if (role == "hangs") {
-    if (id == 1) {
-      absl::SleepFor(absl::Seconds(3));  // runs nothing; leaves once the others gave up
-      return absl::OkStatus();
+    if (id == 1) {  // runs nothing; leaves once process 0 gave up
+      return WaitForMarker("hangs.gave_up", absl::Seconds(60)).status();
     }
-    return ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(1)), "(run by process 1)");
+    absl::Status s = RunOnePsum(*group, "psum", absl::Seconds(1));
+    WriteMarker("hangs.gave_up", "");
+    return ExpectFailure(s, "(run by process 1)");
   }
   if (role == "mismatch_large") return RunMismatchedLargePsum(*group);
   if (role == "many_messages") return RunManyMessages(*group);
@@ -534,18 +605,19 @@ struct Job {
 Job Launch(const std::string& role, int processes, int local_devices, const std::string& layout,
            absl::Duration timeout = absl::Seconds(120)) {
   for (int p = 0; p < processes; ++p) std::remove(ResultPath(p).c_str());
+  for (const char* marker : kMarkers) std::remove(MarkerPath(marker).c_str());
   setenv(kRole, role.c_str(), 1);
   setenv(kLocal, std::to_string(local_devices).c_str(), 1);
   setenv(kLayout, layout.c_str(), 1);
   setenv("SHARDJIT_DISTRIBUTED_TIMEOUT", "10", 1);
-  tools::LaunchOptions options;
+  runtime::LaunchOptions options;
   options.num_processes = processes;
   options.timeout = timeout;
   options.grace = absl::Seconds(20);
   options.argv = {"/proc/self/exe"};
   std::ostringstream out;
   Job job;
-  absl::StatusOr<int> status = tools::Launch(options, out, out);
+  absl::StatusOr<int> status = runtime::Launch(options, out, out);
   job.status = status.ok() ? *status : -1;
   job.output = out.str() + (status.ok() ? "" : status.status().ToString());
   for (int p = 0; p < processes; ++p) {
@@ -651,7 +723,7 @@ TEST(Multiprocess, BadCoordinatorsAreClearErrors) {
   o.process_id = 1;
   o.coordinator = "no-port";
   EXPECT_TRUE(absl::StrContains(distributed::initialize(o).status().message(), "HOST:PORT"));
-  absl::StatusOr<int> port = tools::PickFreePort();
+  absl::StatusOr<int> port = runtime::PickFreePort();
   ASSERT_TRUE(port.ok());
   o.coordinator = absl::StrCat("127.0.0.1:", *port);  // nobody serves it
   o.timeout = absl::Milliseconds(500);

@@ -1,33 +1,32 @@
-// irdump: prints the IR of a module file or of a built-in example program.
+// irdump: prints the IR of a module file, after the lowering pipeline on request.
 //
-//   irdump MODULE_FILE | --example=seed_a..seed_e
-//          [--format=text|pbtxt|binary] [--verify=true|false] [--locations]
+//   irdump MODULE_FILE [--format=text|pbtxt|binary] [--verify=true|false] [--locations]
 //          [--lower] [--stages] [--cost] [--dump_to=DIR] [--out=FILE]
 //
-// A module file is binary (.pb/.binpb), text proto (.pbtxt) or IR text (anything else). An
-// example is lowered by the default pipeline (jit's); a file is printed as loaded unless --lower,
-// --stages or --dump_to ask for the pipeline (passes::DefaultPipeline) to run on it. The module
-// printed, and written by --out (format by extension), is the final one. --cost prints the
-// final module's cost report (passes/cost_analysis.h) instead of the module.
+// A module file is binary (.pb/.binpb), text proto (.pbtxt) or IR text (anything else). It is
+// printed as loaded unless --lower, --stages or --dump_to ask for the pipeline
+// (passes::DefaultPipeline, jit's) to run on it. The module printed, and written by --out (format
+// by extension), is the final one. --cost prints the final module's cost report
+// (passes/cost_analysis.h) instead of the module. The seed programs as module files to read:
+// `bazel run //examples:seed_modules -- --out_dir=DIR`. Under `bazel run`, relative paths are
+// taken from the directory it was started in.
 //
 // Exit status: 0 ok, 1 bad input (unreadable or unparsable file, failed verification or pass),
 // 2 bad flags.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "backends/reference/kernel.h"
+#include "frontend/lowering.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/io.h"
@@ -35,23 +34,43 @@
 #include "ir/verifier.h"
 #include "passes/cost_analysis.h"
 #include "passes/pipeline.h"
-#include "tools/example_modules.h"
+#include "tools/flags.h"
+
+ABSL_FLAG(std::string, format, "",
+          "what to print: text (the default), pbtxt, or binary (not to a terminal)");
+ABSL_FLAG(bool, verify, true, "verify the module, and after each pass (--noverify: not)");
+ABSL_FLAG(bool, locations, false, "print source locations in IR text");
+ABSL_FLAG(bool, lower, false, "run the lowering pipeline on the module");
+ABSL_FLAG(bool, stages, false,
+          "print the module after every pipeline stage (IR text), with timings");
+ABSL_FLAG(bool, cost, false, "print the final module's flops and bytes communicated per device");
+ABSL_FLAG(std::string, backend, "",
+          "the backend whose machine model prices the plan and whose kernels run it: x86 or "
+          "reference (default: $SHARDJIT_BACKEND, else x86)");
+ABSL_FLAG(std::string, dump_to, "",
+          "write the module after every pipeline stage to this directory as .txt and .pbtxt");
+ABSL_FLAG(std::string, out, "",
+          "write the final module to this file (format by extension); with --out the module is "
+          "printed only when --format is given");
 
 namespace shardjit::tools {
 namespace {
 
+constexpr int kBadInput = 1;
+constexpr int kBadFlags = 2;
+
 constexpr char kUsage[] =
-    "usage: irdump MODULE_FILE | --example=NAME [options]\n"
-    "  MODULE_FILE        .pb/.binpb binary, .pbtxt text proto, anything else IR text\n"
-    "  --example=NAME     a built-in program: {examples}\n"
-    "                     (bf16 x[2048,2048] P(x,y), w[2048,1024] P(x,None))\n"
-    "  --mesh=XxY         the example's mesh (default 2x2)\n"
+    "usage: irdump MODULE_FILE [options]\n"
+    "  MODULE_FILE        .pb/.binpb binary, .pbtxt text proto, anything else IR text (the seed\n"
+    "                     programs: bazel run //examples:seed_modules -- --out_dir=DIR)\n"
     "  --format=FMT       what to print: text (default), pbtxt, or binary (not to a terminal)\n"
     "  --verify[=BOOL]    verify the module and after each pass (default true; --noverify)\n"
     "  --locations        print source locations in IR text\n"
-    "  --lower            run the lowering pipeline on a module file (examples always are)\n"
+    "  --lower            run the lowering pipeline (jit's) on the module\n"
     "  --stages           print the module after every pipeline stage (IR text), with timings\n"
     "  --cost             print the final module's flops and bytes communicated per device\n"
+    "  --backend=NAME     x86 or reference: the machine model the plan is priced by (default\n"
+    "                     $SHARDJIT_BACKEND, else x86), as jit lowers for that backend\n"
     "  --dump_to=DIR      write the module after every stage to DIR as .txt and .pbtxt\n"
     "  --out=FILE         write the final module to FILE (format by extension); with --out the\n"
     "                     module is printed only when --format is given\n"
@@ -59,8 +78,6 @@ constexpr char kUsage[] =
 
 struct Flags {
   std::string file;
-  std::string example;
-  int64_t mesh_x = 2, mesh_y = 2;
   std::optional<ir::ModuleFormat> format;
   bool verify = true;
   bool locations = false;
@@ -69,108 +86,47 @@ struct Flags {
   bool cost = false;
   std::string dump_to;
   std::string out;
+  Backend backend = DefaultBackend();
 };
 
-void PrintUsage(std::FILE* to) {
-  fmt::print(to, kUsage, fmt::arg("examples", absl::StrJoin(ExampleNames(), ", ")));
-}
-
 int UsageError(const std::string& message) {
-  fmt::print(stderr, "irdump: {}\n", message);
-  PrintUsage(stderr);
-  return 2;
+  fmt::print(stderr, "irdump: {}\n{}", message, kUsage);
+  return kBadFlags;
 }
 
 int InputError(const std::string& message) {
   fmt::print(stderr, "irdump: error: {}\n", message);
-  return 1;
+  return kBadInput;
 }
 
-std::optional<bool> ParseBool(const std::string& v) {
-  if (v == "true" || v == "1" || v == "yes") return true;
-  if (v == "false" || v == "0" || v == "no") return false;
-  return std::nullopt;
-}
-
-// Parses argv into `flags`; returns an error message for bad flags.
-std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!absl::StartsWith(arg, "--")) {
-      if (!flags.file.empty()) return fmt::format("more than one module file: {}", arg);
-      flags.file = arg;
-      continue;
-    }
-    size_t eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    std::optional<std::string> value;
-    if (eq != std::string::npos) value = arg.substr(eq + 1);
-    auto need_value = [&]() -> std::optional<std::string> {
-      if (!value || value->empty()) return fmt::format("--{} needs a value", name);
-      return std::nullopt;
-    };
-    auto bool_flag = [&](bool& target) -> std::optional<std::string> {
-      if (!value) {
-        target = true;
-        return std::nullopt;
-      }
-      std::optional<bool> b = ParseBool(*value);
-      if (!b) return fmt::format("--{}: expected true or false, got \"{}\"", name, *value);
-      target = *b;
-      return std::nullopt;
-    };
-    std::optional<std::string> error;
-    if (name == "example") {
-      if (!(error = need_value())) flags.example = *value;
-    } else if (name == "mesh") {
-      if (!(error = need_value())) {
-        std::vector<std::string> xy = absl::StrSplit(*value, 'x');
-        if (xy.size() != 2 || !absl::SimpleAtoi(xy[0], &flags.mesh_x) ||
-            !absl::SimpleAtoi(xy[1], &flags.mesh_y) || flags.mesh_x < 1 || flags.mesh_y < 1) {
-          error = fmt::format("--mesh must be XxY (e.g. 4x4), got \"{}\"", *value);
-        }
-      }
-    } else if (name == "format") {
-      if (!(error = need_value())) {
-        if (*value == "text") {
-          flags.format = ir::ModuleFormat::kText;
-        } else if (*value == "pbtxt") {
-          flags.format = ir::ModuleFormat::kPbtxt;
-        } else if (*value == "binary") {
-          flags.format = ir::ModuleFormat::kBinary;
-        } else {
-          error = fmt::format("--format must be text, pbtxt or binary, got \"{}\"", *value);
-        }
-      }
-    } else if (name == "verify") {
-      error = bool_flag(flags.verify);
-    } else if (name == "noverify" && !value) {
-      flags.verify = false;
-    } else if (name == "locations") {
-      error = bool_flag(flags.locations);
-    } else if (name == "lower") {
-      error = bool_flag(flags.lower);
-    } else if (name == "stages") {
-      error = bool_flag(flags.stages);
-    } else if (name == "cost") {
-      error = bool_flag(flags.cost);
-    } else if (name == "dump_to") {
-      if (!(error = need_value())) flags.dump_to = *value;
-    } else if (name == "out") {
-      if (!(error = need_value())) flags.out = *value;
-    } else {
-      error = fmt::format("unknown flag {}", arg);
-    }
-    if (error) return error;
+// The parsed flags and positional arguments (`args`, argv[0] first) into `flags`; returns an
+// error message for bad flags.
+std::optional<std::string> ReadFlags(const std::vector<char*>& args, Flags& flags) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!flags.file.empty()) return fmt::format("more than one module file: {}", args[i]);
+    flags.file = args[i];
   }
-  if (flags.file.empty() == flags.example.empty()) {
-    return std::string("give exactly one of MODULE_FILE and --example=NAME");
+  if (flags.file.empty()) return std::string("no MODULE_FILE");
+  if (const std::string format = absl::GetFlag(FLAGS_format); format == "text") {
+    flags.format = ir::ModuleFormat::kText;
+  } else if (format == "pbtxt") {
+    flags.format = ir::ModuleFormat::kPbtxt;
+  } else if (format == "binary") {
+    flags.format = ir::ModuleFormat::kBinary;
+  } else if (!format.empty()) {
+    return fmt::format("--format must be text, pbtxt or binary, got \"{}\"", format);
   }
-  if (!flags.example.empty()) {
-    std::vector<std::string> names = ExampleNames();
-    if (std::find(names.begin(), names.end(), flags.example) == names.end()) {
-      return fmt::format("unknown example \"{}\"", flags.example);
-    }
+  flags.verify = absl::GetFlag(FLAGS_verify);
+  flags.locations = absl::GetFlag(FLAGS_locations);
+  flags.lower = absl::GetFlag(FLAGS_lower);
+  flags.stages = absl::GetFlag(FLAGS_stages);
+  flags.cost = absl::GetFlag(FLAGS_cost);
+  flags.dump_to = absl::GetFlag(FLAGS_dump_to);
+  flags.out = absl::GetFlag(FLAGS_out);
+  if (const std::string backend = absl::GetFlag(FLAGS_backend); !backend.empty()) {
+    std::optional<Backend> parsed = ParseBackend(backend);
+    if (!parsed) return fmt::format("--backend must be x86 or reference, got \"{}\"", backend);
+    flags.backend = *parsed;
   }
   if (flags.stages && flags.format && *flags.format != ir::ModuleFormat::kText) {
     return std::string("--stages prints IR text; it takes no other --format");
@@ -179,8 +135,7 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
     return std::string("--cost prints a report; it takes no --stages or --format");
   }
   if (flags.format == ir::ModuleFormat::kBinary && flags.out.empty() && isatty(STDOUT_FILENO)) {
-    return std::string(
-        "--format=binary goes to a file: redirect stdout or use --out=FILE.pb");
+    return std::string("--format=binary goes to a file: redirect stdout or use --out=FILE.pb");
   }
   return std::nullopt;
 }
@@ -203,21 +158,19 @@ void PrintStages(const std::vector<passes::StageRecord>& stages) {
 }
 
 int Main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      PrintUsage(stdout);
-      return 0;
-    }
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> args = ParseCommandLine(argc, argv, kBadFlags);
+  // `bazel run` starts the program in its runfiles: relative paths are the user's directory's.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir && chdir(dir) != 0) {
+    return InputError(fmt::format("cannot enter {}", dir));
   }
   Flags flags;
-  if (std::optional<std::string> error = ParseFlags(argc, argv, flags)) return UsageError(*error);
+  if (std::optional<std::string> error = ReadFlags(args, flags)) return UsageError(*error);
 
-  // The input module: a file as loaded, or an example as traced.
-  absl::StatusOr<ir::Module> module =
-      flags.example.empty() ? ir::ReadModuleFile(flags.file)
-                            : TracedExample(flags.example, flags.mesh_x, flags.mesh_y);
+  // The input module, as loaded.
+  absl::StatusOr<ir::Module> module = ir::ReadModuleFile(flags.file);
   if (!module.ok()) return InputError(std::string(module.status().message()));
-  const std::string source = flags.example.empty() ? flags.file : flags.example;
+  const std::string& source = flags.file;
   if (flags.verify) {
     if (absl::Status s = ir::VerifyModule(*module); !s.ok()) {
       return InputError(fmt::format("{}: verification failed: {}", source, s.message()));
@@ -225,11 +178,12 @@ int Main(int argc, char** argv) {
   }
 
   std::vector<passes::StageRecord> stages;
-  if (!flags.example.empty() || flags.lower || flags.stages || !flags.dump_to.empty()) {
-    passes::PipelineOptions options;
-    options.verify_each = flags.verify;
-    options.dump_dir = flags.dump_to;
-    if (absl::Status s = passes::DefaultPipeline(options, {.evaluate = backends::reference::EvaluateLocalOp}).Run(*module, &stages); !s.ok()) {
+  if (flags.lower || flags.stages || !flags.dump_to.empty()) {
+    // jit's lowering (frontend/lowering.h): the same passes, priced by the same machine model.
+    LoweringOptions options{.backend = flags.backend};
+    options.pipeline.verify_each = flags.verify;
+    options.pipeline.dump_dir = flags.dump_to;
+    if (absl::Status s = LowerModule(*module, options, &stages); !s.ok()) {
       return InputError(fmt::format("{}: {}", source, s.message()));
     }
   }
@@ -240,7 +194,11 @@ int Main(int argc, char** argv) {
     }
   }
   if (flags.cost) {
-    absl::StatusOr<passes::CostReport> report = passes::AnalyzeCost(*module);
+    passes::CostOptions cost_options;
+    if (module->has_machine_model()) {
+      cost_options.machine = passes::MachineModel::FromProto(module->machine_model());
+    }
+    absl::StatusOr<passes::CostReport> report = passes::AnalyzeCost(*module, cost_options);
     if (!report.ok()) return InputError(fmt::format("{}: {}", source, report.status().message()));
     fmt::print("{}", report->ToString());
   } else if (flags.stages) {

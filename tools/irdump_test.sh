@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end test of irdump: the seed examples, stages, dumps, format conversion round trips and
-# the exit status of bad input (1) and bad flags (2).
+# End-to-end test of irdump on a module by hand: lowering, stages, dumps, cost, format conversion
+# round trips and the exit status of bad input (1) and bad flags (2).
 set -uo pipefail
 
 IRDUMP="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/tools/irdump"
@@ -26,33 +26,39 @@ expect_grep() {  # expect_grep PATTERN FILE
   grep -q -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
 }
 
-# seed_c: all_gather of w, dynamic_slice by axis_index, dot_general, psum over y, per device;
-# collective-fusion fetches the one block of w each device needs and sums in f32.
-expect_status 0 "$IRDUMP" --example=seed_c
-for op in 'ppermute_start\[axes=(x,y)' ppermute_done dot_general 'f32\[1024,1024\] = psum' \
-    convert_element_type 'view=per_device' 'a:bf16\[1024,1024\] b:bf16\[1024,1024\]'; do
+# A global-view module by hand (seed_c of examples/seed_variants.h at a small size: x[8,8] P(x,y)
+# @ w[8,4] P(x,None) on a 2x2 mesh): all_gather of w, dynamic_slice by axis_index, dot_general,
+# psum over y. The seed programs at full size: tests/irdump_seeds_test.sh.
+cat >"$TMP/c.txt" <<'MODULE'
+module matmul [view=global mesh={x:2,y:2} devices=(0,1,2,3) entry=matmul param_shardings=(P(x,y),P(x,None)) result_shardings=()]
+func matmul = { lambda ; a:bf16[8,8] b:bf16[8,4]. let
+    m:bf16[8,4] = shard_map[in_specs=(P(x,y),P(x,None)) out_specs=(P(x,None)) body={ lambda ; c:bf16[4,4] d:bf16[4,4]. let
+          e:bf16[8,4] = all_gather[axes=(x) axis=0 tiled=True] d
+          f:s32[] = axis_index[axes=(y)]
+          g:s32[] = constant[dtype=s32 value=(4)]
+          h:s32[] = mul f g
+          i:s32[] = constant[dtype=s32 value=(0)]
+          j:bf16[4,4] = dynamic_slice[slice_sizes=(4,4)] e h i
+          k:bf16[4,4] = dot_general[lhs_contracting_dims=(1) rhs_contracting_dims=(0) preferred_element_type=None] c j
+          l:bf16[4,4] = psum[axes=(y)] k
+        in (l) }] a b
+  in (m) }
+MODULE
+
+# Printed as loaded; --lower runs jit's pipeline: collective-fusion fetches the one block of w
+# each device needs and sums in f32.
+expect_status 0 "$IRDUMP" "$TMP/c.txt"
+expect_grep 'view=global' "$TMP/out"
+expect_grep 'shard_map\[' "$TMP/out"
+expect_status 0 "$IRDUMP" "$TMP/c.txt" --lower
+for op in 'ppermute_start\[axes=(x,y)' ppermute_done dot_general 'f32\[4,4\] = psum' \
+    convert_element_type 'view=per_device' 'a:bf16\[4,4\] b:bf16\[4,4\]'; do
   expect_grep "$op" "$TMP/out"
 done
-cp "$TMP/out" "$TMP/seed_c.txt"
-
-# Every example lowers and verifies; seed_a (global view) is partitioned into a per-device module.
-for e in a b c d e; do
-  expect_status 0 "$IRDUMP" --example=seed_$e
-done
-expect_status 0 "$IRDUMP" --example=seed_a
-expect_grep 'view=per_device' "$TMP/out"
-expect_grep 'ppermute\[axes=(x,y)' "$TMP/out"
-# --mesh: the examples on another mesh; on 4x4 each device receives w's block from its transpose.
-expect_status 0 "$IRDUMP" --example=seed_a --mesh=4x4
-expect_grep 'mesh={x:4,y:4}' "$TMP/out"
-expect_grep 'ppermute\[axes=(x,y) perm=((0,0),(4,1),(8,2)' "$TMP/out"
-expect_status 2 "$IRDUMP" --example=seed_a --mesh=4
-expect_status 0 "$IRDUMP" --example=seed_e
-expect_grep 'fori_loop' "$TMP/out"
-expect_grep 'ppermute' "$TMP/out"
+cp "$TMP/out" "$TMP/c_lowered.txt"
 
 # --stages: one header per stage, "(unchanged)" for passes that changed nothing, timings.
-expect_status 0 "$IRDUMP" --example=seed_c --stages
+expect_status 0 "$IRDUMP" "$TMP/c.txt" --stages
 expect_grep '^# --- stage 0: input ---$' "$TMP/out"
 expect_grep '^# --- stage 1: canonicalize (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^(unchanged)$' "$TMP/out"
@@ -61,42 +67,48 @@ expect_grep '^# --- stage 3: spmd-partition (unchanged, [0-9.]* ms) ---$' "$TMP/
 expect_grep '^# --- stage 4: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage [0-9]*: collective-simplify (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage [0-9]*: collective-fusion (changed, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- pipeline total: [0-9.]* ms ---$' "$TMP/out"
 num_stages=$(grep -c '^# --- stage ' "$TMP/out")
 expect_grep 'shard_map\[' "$TMP/out"
 
 # --dump_to writes the module before and after each pass as .txt and .pbtxt.
-expect_status 0 "$IRDUMP" --example=seed_c --dump_to="$TMP/dump"
+expect_status 0 "$IRDUMP" "$TMP/c.txt" --dump_to="$TMP/dump"
 [ "$(ls "$TMP/dump" | wc -l)" -eq $((2 * num_stages)) ] ||
   fail "expected $((2 * num_stages)) dump files: $(ls "$TMP/dump")"
-[ -f "$TMP/dump/04-xla_matmul2-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
+[ -f "$TMP/dump/04-matmul-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
+expect_grep 'wrote [0-9]* stages to' "$TMP/err"
 
-# --cost: flops and bytes per device of seed_c (passes/cost_analysis.h): one 1024^3 dot and 1M
-# converts; the 2 MiB block of w a device sends to the one that needs it; a ring psum over 2
-# devices of 4 MiB (f32).
-expect_status 0 "$IRDUMP" --example=seed_c --cost
-expect_grep '^flops: 2148532224$' "$TMP/out"
-expect_grep '^bytes communicated: 6291456$' "$TMP/out"
+# --cost: flops and bytes per device of the lowered module (passes/cost_analysis.h): one 4x4x4
+# dot and 16 converts; the 32-byte block of w a device sends to the one that needs it; a ring
+# psum over 2 devices of 64 bytes (f32).
+expect_status 0 "$IRDUMP" "$TMP/c.txt" --lower --cost
+expect_grep '^flops: 144$' "$TMP/out"
+expect_grep '^bytes communicated: 96$' "$TMP/out"
 expect_grep '^estimated time: [0-9.]* us$' "$TMP/out"
-expect_grep '^  ppermute_start\[axes=(x,y)\] bf16\[1024,1024\] n=4 x1: 2097152 bytes$' "$TMP/out"
-expect_grep '^  psum\[axes=(y)\] f32\[1024,1024\] n=2 x1: 4194304 bytes$' "$TMP/out"
-expect_status 2 "$IRDUMP" --example=seed_c --cost --stages
+expect_grep '^  ppermute_start\[axes=(x,y)\] bf16\[4,4\] n=4 x1: 32 bytes$' "$TMP/out"
+expect_grep '^  psum\[axes=(y)\] f32\[4,4\] n=2 x1: 64 bytes$' "$TMP/out"
+expect_status 2 "$IRDUMP" "$TMP/c.txt" --cost --stages
 
 # --out in every format, read back and printed as the same text.
 for ext in txt pbtxt pb; do
-  expect_status 0 "$IRDUMP" --example=seed_c --out="$TMP/m.$ext"
+  expect_status 0 "$IRDUMP" "$TMP/c.txt" --lower --out="$TMP/m.$ext"
   [ -s "$TMP/out" ] && fail "--out without --format printed to stdout"
   expect_status 0 "$IRDUMP" "$TMP/m.$ext"
-  cmp -s "$TMP/out" "$TMP/seed_c.txt" || fail "m.$ext does not print as seed_c: $(diff "$TMP/out" "$TMP/seed_c.txt")"
+  cmp -s "$TMP/out" "$TMP/c_lowered.txt" ||
+    fail "m.$ext does not print as the lowered module: $(diff "$TMP/out" "$TMP/c_lowered.txt")"
 done
 expect_status 0 "$IRDUMP" "$TMP/m.pb" --format=pbtxt
 expect_grep 'view: PER_DEVICE' "$TMP/out"
 expect_status 0 "$IRDUMP" "$TMP/m.txt" --format=binary
 cmp -s "$TMP/out" "$TMP/m.pb" || fail "--format=binary differs from --out=m.pb"
+# --locations prints source locations (none here); --verify=false and --noverify skip the checks.
+expect_status 0 "$IRDUMP" "$TMP/m.txt" --locations
+expect_status 0 "$IRDUMP" "$TMP/m.txt" --noverify --verify=false
 
-# A global-view module file is lowered on request.
-expect_status 0 "$IRDUMP" "$TMP/dump/00-xla_matmul2-input.txt"
+# A dumped stage reads back: the input stage is the global-view module, lowered on request.
+expect_status 0 "$IRDUMP" "$TMP/dump/00-matmul-input.txt"
 expect_grep 'view=global' "$TMP/out"
-expect_status 0 "$IRDUMP" "$TMP/dump/00-xla_matmul2-input.txt" --lower
+expect_status 0 "$IRDUMP" "$TMP/dump/00-matmul-input.txt" --lower
 expect_grep 'view=per_device' "$TMP/out"
 
 # Bad input: exit 1 with a clear message.
@@ -113,15 +125,23 @@ printf 'not a proto' >"$TMP/garbage.pb"
 expect_status 1 "$IRDUMP" "$TMP/garbage.pb"
 expect_grep 'not a binary ir.Module proto' "$TMP/err"
 
-# Bad flags: usage and exit 2.
+# Bad flags: usage and exit 2, for flags absl cannot parse as well.
 expect_status 2 "$IRDUMP"
 expect_grep 'usage: irdump' "$TMP/err"
-expect_status 2 "$IRDUMP" --example=seed_z
-expect_status 2 "$IRDUMP" --example=seed_c --format=xml
-expect_status 2 "$IRDUMP" --example=seed_c --bogus
-expect_status 2 "$IRDUMP" --example=seed_c "$TMP/m.txt"
-expect_status 2 "$IRDUMP" --example=seed_c --stages --format=pbtxt
+expect_status 2 "$IRDUMP" "$TMP/c.txt" --format=xml
+expect_grep 'usage: irdump' "$TMP/err"
+expect_status 2 "$IRDUMP" "$TMP/c.txt" --bogus
+expect_grep "Unknown command line flag 'bogus'" "$TMP/err"
+expect_grep 'usage: irdump' "$TMP/err"
+expect_status 2 "$IRDUMP" "$TMP/c.txt" --example=seed_c
+expect_status 2 "$IRDUMP" "$TMP/c.txt" --lower=maybe
+expect_status 2 "$IRDUMP" "$TMP/c.txt" "$TMP/m.txt"
+expect_grep 'more than one module file' "$TMP/err"
+expect_status 2 "$IRDUMP" "$TMP/c.txt" --stages --format=pbtxt
 expect_status 0 "$IRDUMP" --help
+expect_grep 'usage: irdump' "$TMP/out"
+expect_grep 'examples:seed_modules' "$TMP/out"
+expect_status 0 "$IRDUMP" -h
 expect_grep 'usage: irdump' "$TMP/out"
 
 if [ "$failures" -ne 0 ]; then

@@ -8,49 +8,69 @@
 // .npy dtypes are float32 ('<f4'), int32 ('<i4'), bool ('|b1') and bfloat16 ('<V2' as np.save
 // writes ml_dtypes.bfloat16 arrays). bf16 OUTPUTS ARE WRITTEN AS float32 '<f4' files (exactly),
 // since numpy has no bfloat16 of its own. --devices defaults to what the module's mesh needs.
+// Under `bazel run`, relative paths are taken from the directory it was started in.
 //
 // Exit status: 0 ok, 1 bad input or failed run, 2 bad flags.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/io.h"
+#include "tools/flags.h"
 #include "tools/npy.h"
 #include "tools/run_module.h"
+
+ABSL_FLAG(std::vector<std::string>, inputs, {},
+          "one .npy file per entry parameter, comma-separated: whole (global) arrays");
+ABSL_FLAG(std::optional<std::vector<std::string>>, outputs, std::nullopt,
+          "one .npy file per entry result, comma-separated (bf16 results are written as float32)");
+ABSL_FLAG(std::optional<int>, devices, std::nullopt,
+          "virtual devices (default: as many as the module's mesh needs)");
+ABSL_FLAG(std::optional<double>, timeout, std::nullopt,
+          "stop the run after this many seconds (fractions allowed) with an error");
+ABSL_FLAG(std::string, backend, "",
+          "the backend whose machine model prices the plan and whose kernels run it: x86 or "
+          "reference (default: $SHARDJIT_BACKEND, else x86)");
 
 namespace shardjit::tools {
 namespace {
 
 constexpr char kUsage[] =
     "usage: irrun MODULE_FILE --inputs=a.npy,b.npy --outputs=out0.npy[,out1.npy] "
-    "[--devices=N] [--timeout=SECONDS]\n"
+    "[--devices=N] [--timeout=SECONDS] [--backend=x86|reference]\n"
     "  MODULE_FILE      .pb/.binpb binary, .pbtxt text proto, anything else IR text\n"
     "  --inputs=FILES   one .npy per entry parameter, whole (global) arrays; dtypes <f4, <i4,\n"
     "                   |b1 and bfloat16 as <V2 (np.save of an ml_dtypes.bfloat16 array)\n"
     "  --outputs=FILES  one .npy per entry result (bf16 results are written as float32)\n"
     "  --devices=N      virtual devices (default: as many as the module's mesh needs)\n"
     "  --timeout=S      stop the run after S seconds (fractions allowed) with an error\n"
+    "  --backend=NAME   x86 or reference (the oracle); default $SHARDJIT_BACKEND, else x86.\n"
+    "                   The module is lowered as jit lowers it for that backend, then run\n"
     "exit status: 0 ok, 1 bad input or failed run, 2 bad flags\n";
+
+constexpr int kBadFlags = 2;
 
 struct Flags {
   std::string module;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
-  bool has_outputs = false;
-  int devices = 0;
+  int devices = 0;             // 0: what the module's mesh needs
   double timeout_seconds = 0;  // 0: none
+  Backend backend = DefaultBackend();
 };
 
 int UsageError(const std::string& message) {
   fmt::print(stderr, "irrun: {}\n{}", message, kUsage);
-  return 2;
+  return kBadFlags;
 }
 
 int Error(const std::string& message) {
@@ -58,38 +78,35 @@ int Error(const std::string& message) {
   return 1;
 }
 
-std::vector<std::string> SplitList(const std::string& list) {
-  if (list.empty()) return {};
-  return absl::StrSplit(list, ',');
-}
-
-std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!absl::StartsWith(arg, "--")) {
-      if (!flags.module.empty()) return fmt::format("more than one module file: {}", arg);
-      flags.module = arg;
-    } else if (absl::StartsWith(arg, "--inputs=")) {
-      flags.inputs = SplitList(arg.substr(9));
-    } else if (absl::StartsWith(arg, "--outputs=")) {
-      flags.outputs = SplitList(arg.substr(10));
-      flags.has_outputs = true;
-    } else if (absl::StartsWith(arg, "--timeout=")) {
-      if (!absl::SimpleAtod(arg.substr(10), &flags.timeout_seconds) ||
-          !(flags.timeout_seconds > 0) || !std::isfinite(flags.timeout_seconds)) {
-        return fmt::format("--timeout must be a positive number of seconds, got \"{}\"",
-                           arg.substr(10));
-      }
-    } else if (absl::StartsWith(arg, "--devices=")) {
-      if (!absl::SimpleAtoi(arg.substr(10), &flags.devices) || flags.devices < 1) {
-        return fmt::format("--devices must be a positive integer, got \"{}\"", arg.substr(10));
-      }
-    } else {
-      return fmt::format("unknown flag {}", arg);
-    }
+// The parsed flags and positional arguments (`args`, argv[0] first) into `flags`; returns an
+// error message for bad flags.
+std::optional<std::string> ReadFlags(const std::vector<char*>& args, Flags& flags) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!flags.module.empty()) return fmt::format("more than one module file: {}", args[i]);
+    flags.module = args[i];
   }
   if (flags.module.empty()) return std::string("no MODULE_FILE");
-  if (!flags.has_outputs) return std::string("no --outputs");
+  const std::optional<std::vector<std::string>> outputs = absl::GetFlag(FLAGS_outputs);
+  if (!outputs) return std::string("no --outputs");
+  flags.inputs = absl::GetFlag(FLAGS_inputs);
+  flags.outputs = *outputs;
+  if (const std::optional<double> timeout = absl::GetFlag(FLAGS_timeout)) {
+    if (!(*timeout > 0) || !std::isfinite(*timeout)) {
+      return fmt::format("--timeout must be a positive number of seconds, got \"{}\"", *timeout);
+    }
+    flags.timeout_seconds = *timeout;
+  }
+  if (const std::optional<int> devices = absl::GetFlag(FLAGS_devices)) {
+    if (*devices < 1) {
+      return fmt::format("--devices must be a positive integer, got \"{}\"", *devices);
+    }
+    flags.devices = *devices;
+  }
+  if (const std::string backend = absl::GetFlag(FLAGS_backend); !backend.empty()) {
+    std::optional<Backend> parsed = ParseBackend(backend);
+    if (!parsed) return fmt::format("--backend must be x86 or reference, got \"{}\"", backend);
+    flags.backend = *parsed;
+  }
   for (const std::string& f : flags.inputs) {
     if (f.empty()) return std::string("--inputs has an empty file name");
   }
@@ -100,14 +117,14 @@ std::optional<std::string> ParseFlags(int argc, char** argv, Flags& flags) {
 }
 
 int Main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> args = ParseCommandLine(argc, argv, kBadFlags);
+  // `bazel run` starts the program in its runfiles: relative paths are the user's directory's.
+  if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir && chdir(dir) != 0) {
+    return Error(fmt::format("cannot enter {}", dir));
   }
   Flags flags;
-  if (std::optional<std::string> error = ParseFlags(argc, argv, flags)) return UsageError(*error);
+  if (std::optional<std::string> error = ReadFlags(args, flags)) return UsageError(*error);
 
   absl::StatusOr<ir::Module> module = ir::ReadModuleFile(flags.module);
   if (!module.ok()) return Error(std::string(module.status().message()));
@@ -132,7 +149,7 @@ int Main(int argc, char** argv) {
     options = runtime::RunOptions::WithTimeout(absl::Seconds(flags.timeout_seconds));
   }
   absl::StatusOr<std::vector<ir::Tensor>> outputs =
-      RunModule(*module, inputs, flags.devices, flags.inputs, options);
+      RunModule(*module, inputs, flags.devices, flags.inputs, options, flags.backend);
   if (!outputs.ok()) return Error(fmt::format("{}: {}", flags.module, outputs.status().message()));
   for (size_t i = 0; i < outputs->size(); ++i) {
     if (absl::Status s = WriteNpy((*outputs)[i], flags.outputs[i]); !s.ok()) {

@@ -7,10 +7,11 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "backends/reference/evaluator.h"
+#include "backends/backend.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "frontend/array.h"
+#include "frontend/lowering.h"
 #include "frontend/sharding.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
@@ -94,20 +95,21 @@ absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module) 
   return sig;
 }
 
-absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
+absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& input_module,
                                                   const std::vector<ir::Tensor>& inputs,
                                                   int num_devices,
                                                   const std::vector<std::string>& input_names,
-                                                  const runtime::RunOptions& options) {
-  if (absl::Status s = ir::VerifyModule(module); !s.ok()) {
+                                                  const runtime::RunOptions& options,
+                                                  Backend backend) {
+  if (absl::Status s = ir::VerifyModule(input_module); !s.ok()) {
     return absl::InvalidArgumentError(
-        fmt::format("module {} does not verify: {}", module.name(), s.message()));
+        fmt::format("module {} does not verify: {}", input_module.name(), s.message()));
   }
-  absl::StatusOr<GlobalSignature> sig = ModuleGlobalSignature(module);
+  absl::StatusOr<GlobalSignature> sig = ModuleGlobalSignature(input_module);
   if (!sig.ok()) return sig.status();
   if (inputs.size() != sig->params.size()) {
     return absl::InvalidArgumentError(fmt::format("module {} takes {} inputs, got {}",
-                                                  module.name(), sig->params.size(),
+                                                  input_module.name(), sig->params.size(),
                                                   inputs.size()));
   }
   for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
@@ -118,6 +120,15 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
                                                     inputs[i].type().ToString()));
     }
   }
+
+  // Lowered as jit lowers (a global-view module is partitioned where the partitioner has rules);
+  // the global signature stays that of the input.
+  ir::Module lowered = input_module;
+  if (absl::Status s = LowerModule(lowered, {.backend = backend}); !s.ok()) {
+    return absl::Status(s.code(), fmt::format("module {}: {}", input_module.name(), s.message()));
+  }
+  const ir::Module& module = lowered;
+  const backends::Backend& kernels = BackendImpl(backend);
 
   // The frontend mesh over the module's devices (one device when the module has no mesh).
   const ir::Mesh& mesh_proto = module.mesh();
@@ -137,8 +148,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
 
   absl::StatusOr<const ir::Function*> entry = EntryFunction(module);
   if (!entry.ok()) return entry.status();
-  absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
-      backends::reference::Compile(**entry);
+  absl::StatusOr<std::unique_ptr<backends::Executable>> exe = kernels.Compile(**entry);
   if (!exe.ok()) return exe.status();
 
   std::vector<ir::Tensor> outputs;
@@ -164,8 +174,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
       if (compiled == nullptr) {
         for (const ir::Function& f : module.functions()) {
           if (f.name() != name) continue;
-          absl::StatusOr<std::unique_ptr<backends::Executable>> other =
-              backends::reference::Compile(f);
+          absl::StatusOr<std::unique_ptr<backends::Executable>> other = kernels.Compile(f);
           if (!other.ok()) return other.status();
           compiled = std::move(*other);
         }
@@ -184,8 +193,8 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& module,
       outputs.push_back(std::move(*host));
     }
   } else {
-    runtime::CompileFn compile = [](const ir::Function& f) {
-      return backends::reference::Compile(f);
+    runtime::CompileFn compile = [&kernels](const ir::Function& f) {
+      return kernels.Compile(f);
     };
     runtime::Runtime::ShardMapCache cache;
     absl::StatusOr<std::vector<ir::Tensor>> out =

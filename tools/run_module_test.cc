@@ -33,14 +33,14 @@ func main = { lambda ; a:f32[2,3]. let
 // psum, in a global-view module.
 constexpr char kForeverPerDevice[] = R"(module forever [view=per_device mesh={x:2} devices=(0,1) entry=main param_shardings=(P(x)) result_shardings=(P(x))]
 func main = { lambda ; a:f32[2,3]. let
-    e:f32[2,3] = fori_loop[lower=0 upper=1099511627776 body={ lambda ; b:s32[] c:f32[2,3]. let
+    e:f32[2,3] = fori_loop[lower=0 upper=2147483647 body={ lambda ; b:s32[] c:f32[2,3]. let
           d:f32[2,3] = psum[axes=(x)] c
         in (d) }] a
   in (e) }
 )";
 constexpr char kForeverGlobal[] = R"(module forever [view=global mesh={x:2} devices=(0,1) entry=main param_shardings=(P()) result_shardings=(P())]
 func main = { lambda ; a:f32[4,3]. let
-    e:f32[4,3] = fori_loop[lower=0 upper=1099511627776 body={ lambda ; b:s32[] c:f32[4,3]. let
+    e:f32[4,3] = fori_loop[lower=0 upper=2147483647 body={ lambda ; b:s32[] c:f32[4,3]. let
           d:f32[4,3] = add c a
         in (d) }] a
   in (e) }
@@ -142,6 +142,37 @@ TEST(RunModuleTest, GlobalViewModule) {
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 1u);
   EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{4, 5, 10, 11}));
+}
+
+// A traced global-view module run from a file goes through jit's lowering (it is partitioned,
+// as jit would run it) on either backend, with jit's result.
+TEST(RunModuleTest, TracedModuleRunsAsJitRunsItOnBothBackends) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  auto f = jit([](Tracer a, Tracer b) { return matmul(a, b); });
+  const std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
+                                                NamedSharding(mesh, P("y", None))};
+  absl::StatusOr<Lowered> lowered =
+      f.LowerFor({{DType::kF32, {4, 6}}, {DType::kF32, {6, 2}}}, shardings);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  ASSERT_EQ(lowered->traced_module().view(), ir::GLOBAL);
+  ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE);
+  const Tensor a = F32({4, 6}, Iota(24));
+  const Tensor b = F32({6, 2}, Iota(12));
+  std::vector<double> want;
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 2; ++j) {
+      double sum = 0;
+      for (int64_t k = 0; k < 6; ++k) sum += static_cast<double>(i * 6 + k) * (k * 2 + j);
+      want.push_back(sum);
+    }
+  }
+  for (Backend backend : {Backend::kX86, Backend::kReference}) {
+    absl::StatusOr<std::vector<Tensor>> out =
+        RunModule(lowered->traced_module(), {a, b}, 0, {}, {}, backend);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].ToDoubles(), want) << (backend == Backend::kX86 ? "x86" : "reference");
+  }
 }
 
 TEST(RunModuleTest, ErrorsNameTheInputAndBothTypes) {

@@ -72,10 +72,8 @@ void CollectReads(const ir::Region& region, std::unordered_set<int64_t>& reads) 
 
 class ReferenceExecutable final : public Executable {
  public:
-  ReferenceExecutable(ir::Function function, KernelOverrides overrides, std::string backend)
-      : function_(std::move(function)),
-        overrides_(std::move(overrides)),
-        backend_(std::move(backend)) {}
+  ReferenceExecutable(ir::Function function, KernelOverrides overrides, const Backend& backend)
+      : function_(std::move(function)), overrides_(std::move(overrides)), backend_(backend) {}
 
   absl::Status Prepare() { return PlanRegion(function_.body()); }
 
@@ -95,12 +93,12 @@ class ReferenceExecutable final : public Executable {
       }
     }
     // Kernel generation deeper down reports to this device's recorder.
-    ScopedThreadSpanRecorder scoped(device.profiler());
+    base::ScopedThreadSpanRecorder scoped(device.profiler());
     // A copy of `args`: the caller keeps its tensors, so none of them is ever updated in place.
     return RunRegion(body, args, nullptr, device);
   }
 
-  std::string backend() const override { return backend_; }
+  const Backend& backend() const override { return backend_; }
   const ir::Function* function() const override { return &function_; }
 
  private:
@@ -113,7 +111,7 @@ class ReferenceExecutable final : public Executable {
       const ir::Op& op = region.ops(i);
       for (int64_t id : op.operands()) last_use[id] = i;
       for (int64_t id : op.results()) local.insert(id);
-      const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
+      const ir::Primitive* prim = ir::FindPrimitive(ir::PrimOf(op));
       if (prim == nullptr) {
         return absl::InvalidArgumentError(fmt::format("unknown primitive \"{}\"", op.opcode()));
       }
@@ -192,7 +190,7 @@ class ReferenceExecutable final : public Executable {
     for (int i = 0; i < region.params_size(); ++i) {
       env.Set(region.params(i).id(), std::move(args[i]));
     }
-    SpanRecorder* recorder = device.profiler();
+    base::SpanRecorder* recorder = device.profiler();
     std::vector<ir::Tensor> operands;
     for (int i = 0; i < region.ops_size(); ++i) {
       const ir::Op& op = region.ops(i);
@@ -208,7 +206,7 @@ class ReferenceExecutable final : public Executable {
         if (t == nullptr) return Undefined(op.opcode(), id);
         operands.push_back(*t);
       }
-      const int64_t start_ns = recorder != nullptr ? SpanClockNs() : 0;
+      const int64_t start_ns = recorder != nullptr ? base::SpanClockNs() : 0;
       absl::StatusOr<std::vector<ir::Tensor>> results;
       std::string_view category = "kernel";
       if (plan.kernels[i] != nullptr) {
@@ -228,7 +226,7 @@ class ReferenceExecutable final : public Executable {
         results = device.RunCollective(op, operands);
       }
       if (recorder != nullptr) {
-        recorder->Record({op.opcode(), category, start_ns, SpanClockNs() - start_ns,
+        recorder->Record({op.opcode(), category, start_ns, base::SpanClockNs() - start_ns,
                           op.name_scope()});
       }
       if (!results.ok()) return results.status();
@@ -268,7 +266,7 @@ class ReferenceExecutable final : public Executable {
 
   ir::Function function_;
   KernelOverrides overrides_;
-  std::string backend_;
+  const Backend& backend_;
   std::unordered_map<const ir::Region*, RegionPlan> plans_;
 };
 
@@ -276,11 +274,28 @@ class ReferenceExecutable final : public Executable {
 
 absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function,
                                                     KernelOverrides overrides,
-                                                    std::string backend) {
-  auto exe =
-      std::make_unique<ReferenceExecutable>(function, std::move(overrides), std::move(backend));
+                                                    const Backend& backend) {
+  auto exe = std::make_unique<ReferenceExecutable>(function, std::move(overrides), backend);
   if (absl::Status s = exe->Prepare(); !s.ok()) return s;
   return exe;
+}
+
+namespace {
+
+class ReferenceBackendImpl final : public Backend {
+ public:
+  std::string_view name() const override { return "reference"; }
+  absl::StatusOr<std::unique_ptr<Executable>> Compile(
+      const ir::Function& function) const override {
+    return reference::Compile(function, {}, *this);
+  }
+};
+
+}  // namespace
+
+const Backend& ReferenceBackend() {
+  static const ReferenceBackendImpl* const backend = new ReferenceBackendImpl();
+  return *backend;
 }
 
 }  // namespace shardjit::backends::reference

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "backends/backend.h"
 #include "backends/executable.h"
 #include "backends/reference/kernel.h"
 #include "ir/ir.pb.h"
@@ -22,11 +23,14 @@ namespace shardjit::backends::reference {
 // that returns UnimplementedError for some operands falls back to the reference kernel.
 using KernelOverrides = std::map<std::string, Kernel, std::less<>>;
 
-// Compiles `function` (verified): the reference kernels, or `overrides` where given; `backend`
-// names the result. Fails when a local primitive has no kernel.
+// The reference backend: Compile below, reductions in order, the machine model's defaults.
+const Backend& ReferenceBackend();
+
+// Compiles `function` (verified): the reference kernels, or `overrides` where given; the result
+// belongs to `backend`. Fails when a local primitive has no kernel.
 absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function,
                                                     KernelOverrides overrides = {},
-                                                    std::string backend = "reference");
+                                                    const Backend& backend = ReferenceBackend());
 
 }  // namespace shardjit::backends::reference
 

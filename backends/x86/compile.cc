@@ -5,6 +5,7 @@
 #include "backends/x86/dot_general.h"
 #include "backends/x86/elementwise.h"
 #include "backends/x86/grouped_matmul.h"
+#include "backends/x86/host_rates.h"
 #include "backends/x86/reduce.h"
 #include "backends/x86/transpose.h"
 
@@ -31,7 +32,30 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
   overrides["reduce_sum"] = ReduceSumKernel;
   overrides["reduce_max"] = ReduceMaxKernel;
   overrides["reduce_min"] = ReduceMinKernel;
-  return reference::Compile(function, std::move(overrides), "x86");
+  return reference::Compile(function, std::move(overrides), X86Backend());
+}
+
+namespace {
+
+class X86BackendImpl final : public Backend {
+ public:
+  std::string_view name() const override { return "x86"; }
+  absl::StatusOr<std::unique_ptr<Executable>> Compile(
+      const ir::Function& function) const override {
+    return x86::Compile(function);
+  }
+  absl::Status ReduceBuffers(ReduceKind kind, ir::DType dtype, const void* a, const void* b,
+                             void* out, int64_t n) const override {
+    return x86::ReduceBuffers(kind, dtype, a, b, out, n);
+  }
+  const passes::MachineModel& machine_model() const override { return HostMachineModel(); }
+};
+
+}  // namespace
+
+const Backend& X86Backend() {
+  static const X86BackendImpl* const backend = new X86BackendImpl();
+  return *backend;
 }
 
 }  // namespace shardjit::backends::x86

@@ -8,12 +8,17 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "backends/backend.h"
 #include "backends/executable.h"
 #include "ir/ir.pb.h"
 
 namespace shardjit::backends::x86 {
 
-// A GEMM splits over the threads the runtime gives the device (backends::CurrentParallelism()).
+// The x86 backend: Compile below, reductions on the generated elementwise kernels, this host's
+// machine model (backends/x86/host_rates.h).
+const Backend& X86Backend();
+
+// A GEMM splits over the threads the runtime gives the device (base::CurrentParallelism()).
 absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function);
 
 }  // namespace shardjit::backends::x86

@@ -7,9 +7,9 @@
 #include <random>
 
 #include "backends/reference/kernel.h"
-#include "backends/thread_pool.h"
 #include "backends/x86/dot_general.h"
 #include "backends/x86/isa_test_util.h"
+#include "base/thread_pool.h"
 #include "gtest/gtest.h"
 #include "ir/primitive.h"
 
@@ -90,7 +90,7 @@ const std::vector<Case>& Cases() {
 class DotAccumulateTest : public IsaLevelTest {};
 
 TEST_P(DotAccumulateTest, AddsTheProductIntoTheBox) {
-  backends::ThreadPool pool(1);
+  base::ThreadPool pool(1);
   for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16}) {
     for (ir::DType acc : {ir::DType::kF32, ir::DType::kBF16}) {
       for (const Case& c : Cases()) {
@@ -103,7 +103,7 @@ TEST_P(DotAccumulateTest, AddsTheProductIntoTheBox) {
         // The reference first: the x86 kernel may update the (unshared) acc in place.
         absl::StatusOr<std::vector<ir::Tensor>> ref = reference::EvaluateLocalOp(op, operands);
         ASSERT_TRUE(ref.ok()) << ref.status();
-        backends::ScopedParallelism two_threads({&pool, 2});
+        base::ScopedParallelism two_threads({&pool, 2});
         absl::StatusOr<std::vector<ir::Tensor>> got =
             DotAccumulate(op, operands, ir::HostAllocator());
         ASSERT_TRUE(got.ok()) << got.status();

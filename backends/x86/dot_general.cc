@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
-#include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
+#include "base/thread_pool.h"
 #include "ir/dtype.h"
 #include "ir/primitive.h"
 #include "ir/types.h"
@@ -163,7 +163,7 @@ absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const 
     g.ldc = mi.size > 1 ? mi.out : ni.size;
     g.out_bf16 = !stage_f32 && out_type.dtype == ir::DType::kBF16;
     g.accumulate = accumulate || !first_k;
-    g.parallel = backends::CurrentParallelism();
+    g.parallel = base::CurrentParallelism();
     if (absl::Status s = Gemm(g); !s.ok()) return s;
     for (int64_t i = static_cast<int64_t>(loops.size()) - 1; i >= 0; --i) {
       if (++idx[i] < loops[i].size) break;

@@ -16,7 +16,7 @@ namespace shardjit::backends::x86 {
 
 // Computes dot_general for bf16 or f32 operands (f32 or bf16 results); UnimplementedError for
 // other dtypes (the caller falls back to the reference kernel). Runs on the threads of
-// backends::CurrentParallelism().
+// base::CurrentParallelism().
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    const std::vector<ir::Tensor>& operands,
                                                    ir::Allocator* allocator);

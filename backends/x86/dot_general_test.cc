@@ -4,10 +4,10 @@
 #include <random>
 
 #include "backends/reference/kernel.h"
-#include "backends/thread_pool.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/dot_general.h"
 #include "backends/x86/isa_test_util.h"
+#include "base/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/primitive.h"
@@ -72,13 +72,13 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
       {{3}, {3, 4}, {0}, {0}, {}, {}},                        // no lhs free dims
       {{5, 3}, {5, 3}, {0, 1}, {0, 1}, {}, {}},               // no free dims at all
   };
-  backends::ThreadPool pool(1);
+  base::ThreadPool pool(1);
   for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16}) {
     for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16}) {
       for (const DotCase& c : cases) {
         ir::Op op = DotOp(c, in, out);
         std::vector<ir::Tensor> operands = {Random(in, c.lhs, 1), Random(in, c.rhs, 2)};
-        backends::ScopedParallelism two_threads({&pool, 2});
+        base::ScopedParallelism two_threads({&pool, 2});
         absl::StatusOr<std::vector<ir::Tensor>> got =
             DotGeneral(op, operands, ir::HostAllocator());
         ASSERT_TRUE(got.ok()) << got.status();

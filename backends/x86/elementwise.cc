@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "backends/backend.h"
 #include "backends/executable.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/elementwise_kernel.h"
@@ -38,11 +39,11 @@ class ElementwiseCache {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) {
-      const int64_t start_ns = SpanClockNs();
+      const int64_t start_ns = base::SpanClockNs();
       Entry entry = Generate(plan, isa);
-      if (SpanRecorder* recorder = ThreadSpanRecorder(); recorder != nullptr) {
+      if (base::SpanRecorder* recorder = base::ThreadSpanRecorder(); recorder != nullptr) {
         const std::string name = "elementwise kernel " + plan.Key();
-        recorder->Record({name, "compile", start_ns, SpanClockNs() - start_ns, {}});
+        recorder->Record({name, "compile", start_ns, base::SpanClockNs() - start_ns, {}});
       }
       it = entries_.emplace(key, std::move(entry)).first;
     }
@@ -116,31 +117,6 @@ absl::StatusOr<const ElementwiseKernel*> KernelFor(const ir::Op& op) {
   return ElementwiseCache::Global().Get(*plan, ActiveIsa());
 }
 
-template <typename T>
-T Combine(ReduceKind kind, T a, T b) {
-  if (kind == ReduceKind::kSum) return a + b;
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  return kind == ReduceKind::kMax ? (a > b ? a : b) : (a < b ? a : b);
-}
-
-void ReduceLoop(ReduceKind kind, ir::DType dtype, const void* a, const void* b, void* out,
-                int64_t n) {
-  if (dtype == ir::DType::kF32) {
-    const float* x = static_cast<const float*>(a);
-    const float* y = static_cast<const float*>(b);
-    float* z = static_cast<float*>(out);
-    for (int64_t i = 0; i < n; ++i) z[i] = Combine(kind, x[i], y[i]);
-    return;
-  }
-  const ir::bf16* x = static_cast<const ir::bf16*>(a);
-  const ir::bf16* y = static_cast<const ir::bf16*>(b);
-  ir::bf16* z = static_cast<ir::bf16*>(out);
-  for (int64_t i = 0; i < n; ++i) {
-    z[i] = ir::bf16(Combine(kind, static_cast<float>(x[i]), static_cast<float>(y[i])));
-  }
-}
-
 }  // namespace
 
 ElementwiseStats GetElementwiseStats() { return ElementwiseCache::Global().stats(); }
@@ -174,10 +150,7 @@ absl::Status ReduceBuffers(ReduceKind kind, ir::DType dtype, const void* a, cons
                                              : EwOp::kMin;
   absl::StatusOr<const ElementwiseKernel*> kernel =
       ElementwiseCache::Global().Get(BinaryPlan(op, dtype), ActiveIsa());
-  if (!kernel.ok()) {
-    ReduceLoop(kind, dtype, a, b, out, n);
-    return absl::OkStatus();
-  }
+  if (!kernel.ok()) return ReduceBuffersInOrder(kind, dtype, a, b, out, n);
   (*kernel)->Run({a, b}, out, n);
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
+#include "ir/prim.h"
 #include "ir/types.h"
 
 namespace shardjit::backends::x86 {
@@ -13,29 +14,47 @@ namespace {
 
 using ir::DType;
 
-std::optional<EwOp> OpOf(const std::string& opcode) {
-  static const auto* kOps = new std::unordered_map<std::string, EwOp>{
-      {"add", EwOp::kAdd},
-      {"sub", EwOp::kSub},
-      {"mul", EwOp::kMul},
-      {"div", EwOp::kDiv},
-      {"max", EwOp::kMax},
-      {"min", EwOp::kMin},
-      {"neg", EwOp::kNeg},
-      {"abs", EwOp::kAbs},
-      {"sqrt", EwOp::kSqrt},
-      {"rsqrt", EwOp::kRsqrt},
-      {"exp", EwOp::kExp},
-      {"log", EwOp::kLog},
-      {"tanh", EwOp::kTanh},
-      {"logistic", EwOp::kLogistic},
-      {"compare", EwOp::kCompare},
-      {"select", EwOp::kSelect},
-      {"convert_element_type", EwOp::kConvert},
-      {"broadcast_in_dim", EwOp::kCopy}};
-  auto it = kOps->find(opcode);
-  if (it == kOps->end()) return std::nullopt;
-  return it->second;
+std::optional<EwOp> OpOf(ir::Prim prim) {
+  switch (prim) {
+    case ir::Prim::kAdd:
+      return EwOp::kAdd;
+    case ir::Prim::kSub:
+      return EwOp::kSub;
+    case ir::Prim::kMul:
+      return EwOp::kMul;
+    case ir::Prim::kDiv:
+      return EwOp::kDiv;
+    case ir::Prim::kMax:
+      return EwOp::kMax;
+    case ir::Prim::kMin:
+      return EwOp::kMin;
+    case ir::Prim::kNeg:
+      return EwOp::kNeg;
+    case ir::Prim::kAbs:
+      return EwOp::kAbs;
+    case ir::Prim::kSqrt:
+      return EwOp::kSqrt;
+    case ir::Prim::kRsqrt:
+      return EwOp::kRsqrt;
+    case ir::Prim::kExp:
+      return EwOp::kExp;
+    case ir::Prim::kLog:
+      return EwOp::kLog;
+    case ir::Prim::kTanh:
+      return EwOp::kTanh;
+    case ir::Prim::kLogistic:
+      return EwOp::kLogistic;
+    case ir::Prim::kCompare:
+      return EwOp::kCompare;
+    case ir::Prim::kSelect:
+      return EwOp::kSelect;
+    case ir::Prim::kConvertElementType:
+      return EwOp::kConvert;
+    case ir::Prim::kBroadcastInDim:
+      return EwOp::kCopy;
+    default:
+      return std::nullopt;
+  }
 }
 
 bool IsFloat(DType d) { return d == DType::kF32 || d == DType::kBF16; }
@@ -101,7 +120,7 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
     plan.inputs.push_back({t.dtype, t.rank() == 0});
   }
   for (const ir::Op& op : body.ops()) {
-    std::optional<EwOp> ew = OpOf(op.opcode());
+    std::optional<EwOp> ew = OpOf(ir::PrimOf(op));
     if (!ew) return Declined(fmt::format("{} is not supported", op.opcode()));
     if (op.results_size() != 1) return Declined(fmt::format("{} has several results", op.opcode()));
     const int arity = *ew == EwOp::kSelect ? 3 : op.operands_size();

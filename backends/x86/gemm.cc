@@ -102,7 +102,7 @@ void ZeroOrKeep(const GemmArgs& g) {
 
 // Runs `work(part, scratch)` for every part over the threads of `parallel`.
 template <typename Work>
-absl::Status RunParts(const std::vector<GemmArgs>& parts, const backends::Parallelism& parallel,
+absl::Status RunParts(const std::vector<GemmArgs>& parts, const base::Parallelism& parallel,
                       Work work) {
   std::vector<absl::Status> status(parts.size());
   parallel.ParallelFor(static_cast<int>(parts.size()), [&](int t) {

@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "backends/thread_pool.h"
 #include "backends/x86/cpu_features.h"
+#include "base/thread_pool.h"
 
 namespace shardjit::backends::x86 {
 
@@ -40,9 +40,9 @@ struct GemmArgs {
   // Adds to the existing C instead of overwriting it.
   bool accumulate = false;
   // The threads this call may split its work over (panels of M or N): by default the calling
-  // thread alone; kernels of a running program pass backends::CurrentParallelism(), whose stop
+  // thread alone; kernels of a running program pass base::CurrentParallelism(), whose stop
   // signal the GEMM polls between blocks (returning its error, C unspecified).
-  backends::Parallelism parallel;
+  base::Parallelism parallel;
 };
 
 // Computes the product described by `args`. InvalidArgument for bad shapes, strides or pointers.

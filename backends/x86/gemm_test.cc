@@ -3,6 +3,9 @@
 // dot_general kernel.
 #include "backends/x86/gemm.h"
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -336,18 +339,32 @@ TEST(Gemm, StopsWhenAsked) {
       g.a = a.data();
       g.b = b.data();
       g.c = c.data();
-      g.parallel = {&TestPool(), threads, StopSignal{&stopped}};
+      g.parallel = {&TestPool(), threads, base::StopSignal{&stopped}};
       EXPECT_TRUE(absl::IsCancelled(Gemm(g)));
-      g.parallel.stop = StopSignal{nullptr, absl::Now() - absl::Milliseconds(1)};
+      g.parallel.stop = base::StopSignal{nullptr, absl::Now() - absl::Milliseconds(1)};
       EXPECT_TRUE(absl::IsDeadlineExceeded(Gemm(g)));
       stopped = false;
-      g.parallel.stop = StopSignal{&stopped};
+      g.parallel.stop = base::StopSignal{&stopped};
+      // Set once the product is under way: the calling thread has spent 1 ms of CPU time in
+      // Gemm (tens of milliseconds at the fastest), or Gemm returned.
+      std::atomic<bool> calling{false}, returned{false};
+      clockid_t caller_clock;
+      ASSERT_EQ(pthread_getcpuclockid(pthread_self(), &caller_clock), 0);
+      auto cpu_ns = [&] {
+        timespec t;
+        clock_gettime(caller_clock, &t);
+        return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+      };
       std::thread stopper([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        while (!calling.load()) std::this_thread::yield();
+        const int64_t in_gemm = cpu_ns();
+        while (cpu_ns() - in_gemm < 1'000'000 && !returned.load()) std::this_thread::yield();
         stopped = true;
       });
       const absl::Time start = absl::Now();
+      calling = true;
       absl::Status s = Gemm(g);
+      returned = true;
       stopper.join();
       EXPECT_TRUE(absl::IsCancelled(s)) << s << " after " << absl::Now() - start;
     }

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
+#include "base/thread_pool.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "ir/dtype.h"
@@ -20,8 +20,8 @@
 namespace shardjit::backends::x86::gemm_test {
 
 // Helpers for the multi-threaded cases (up to 5 threads per call).
-inline backends::ThreadPool& TestPool() {
-  static backends::ThreadPool* pool = new backends::ThreadPool(4);
+inline base::ThreadPool& TestPool() {
+  static base::ThreadPool* pool = new base::ThreadPool(4);
   return *pool;
 }
 

@@ -6,10 +6,11 @@
 #include "absl/status/status.h"
 #include "backends/grouped_rows.h"
 #include "backends/reference/kernel.h"
-#include "backends/thread_pool.h"
 #include "backends/x86/gemm.h"
 #include "backends/x86/zero_fill.h"
+#include "base/thread_pool.h"
 #include "ir/dtype.h"
+#include "ir/prim.h"
 
 namespace shardjit::backends::x86 {
 namespace {
@@ -78,7 +79,7 @@ template <typename ArgsOf>
 absl::Status RunBlocks(const std::vector<Block>& blocks, ArgsOf args_of) {
   std::mutex mu;
   absl::Status status;
-  const backends::Parallelism parallel = backends::CurrentParallelism();
+  const base::Parallelism parallel = base::CurrentParallelism();
   parallel.ParallelFor(static_cast<int>(blocks.size()), [&](int i) {
     GemmArgs args = args_of(blocks[i]);
     args.parallel.stop = parallel.stop;  // one thread per block; it polls the program's signal
@@ -123,7 +124,7 @@ absl::StatusOr<std::vector<Tensor>> Gmm(const ir::Op& op, const std::vector<Tens
   std::vector<Product> products;
   for (int64_t g = 0; g < groups->local_groups(); ++g) products.push_back({groups->rows(g), n, k});
   const std::vector<Block> blocks =
-      MakeBlocks(products, backends::CurrentParallelism().available());
+      MakeBlocks(products, base::CurrentParallelism().available());
   const GemmArgs base = BaseArgs(lhs, out);
   absl::Status s = RunBlocks(blocks, [&](const Block& b) {
     const int64_t row = groups->starts[b.group] + b.i0;
@@ -157,7 +158,7 @@ absl::StatusOr<std::vector<Tensor>> Tgmm(const ir::Op& op, const std::vector<Ten
   std::vector<Product> products;
   for (int64_t g = 0; g < groups->local_groups(); ++g) products.push_back({k, n, groups->rows(g)});
   const std::vector<Block> blocks =
-      MakeBlocks(products, backends::CurrentParallelism().available());
+      MakeBlocks(products, base::CurrentParallelism().available());
   const GemmArgs base = BaseArgs(lhs, out);
   absl::Status s = RunBlocks(blocks, [&](const Block& b) {
     const int64_t start = groups->starts[b.group];
@@ -181,7 +182,8 @@ absl::StatusOr<std::vector<Tensor>> GroupedMatmul(const ir::Op& op,
                                                   const std::vector<Tensor>& operands,
                                                   ir::Allocator* allocator) {
   if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
-  return op.opcode() == "gmm" ? Gmm(op, operands, allocator) : Tgmm(op, operands, allocator);
+  return ir::PrimOf(op) == ir::Prim::kGmm ? Gmm(op, operands, allocator)
+                                          : Tgmm(op, operands, allocator);
 }
 
 }  // namespace shardjit::backends::x86

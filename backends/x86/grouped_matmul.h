@@ -15,7 +15,7 @@
 
 namespace shardjit::backends::x86 {
 
-// f32 or bf16 operands and results; runs on the threads of backends::CurrentParallelism().
+// f32 or bf16 operands and results; runs on the threads of base::CurrentParallelism().
 absl::StatusOr<std::vector<ir::Tensor>> GroupedMatmul(const ir::Op& op,
                                                       const std::vector<ir::Tensor>& operands,
                                                       ir::Allocator* allocator);

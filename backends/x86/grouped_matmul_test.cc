@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "backends/reference/kernel.h"
-#include "backends/thread_pool.h"
 #include "backends/x86/grouped_matmul.h"
 #include "backends/x86/isa_test_util.h"
+#include "base/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/primitive.h"
@@ -226,14 +226,14 @@ std::vector<Case> Cases() {
 class GroupedMatmulTest : public IsaLevelTest {};
 
 TEST_P(GroupedMatmulTest, MatchesF64OnOneAndTwoThreads) {
-  ThreadPool pool(1);
+  base::ThreadPool pool(1);
   unsigned seed = 1;
   for (const Case& c : Cases()) {
     SCOPED_TRACE(Describe(c));
     const Inputs in = MakeInputs(c, seed++);
     const Expected want = Oracle(c, in);
     for (int threads : {1, 2}) {
-      ScopedParallelism parallel({&pool, threads});
+      base::ScopedParallelism parallel({&pool, threads});
       absl::StatusOr<std::vector<Tensor>> got =
           GroupedMatmul(in.op, in.operands, ir::HostAllocator());
       ASSERT_TRUE(got.ok()) << got.status();

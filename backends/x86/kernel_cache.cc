@@ -40,11 +40,11 @@ absl::StatusOr<MicroKernelFn> KernelCache::Get(const KernelKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
-    const int64_t start_ns = SpanClockNs();
+    const int64_t start_ns = base::SpanClockNs();
     absl::StatusOr<std::unique_ptr<JitGenerator>> gen = Generate(key);
-    const int64_t ns = SpanClockNs() - start_ns;
+    const int64_t ns = base::SpanClockNs() - start_ns;
     // A cache miss shows in the profile of the device that paid for it.
-    if (SpanRecorder* recorder = ThreadSpanRecorder(); recorder != nullptr) {
+    if (base::SpanRecorder* recorder = base::ThreadSpanRecorder(); recorder != nullptr) {
       const std::string name = absl::StrCat("gemm kernel ", key.Name());
       recorder->Record({name, "compile", start_ns, ns, {}});
     }

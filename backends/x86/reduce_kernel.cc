@@ -81,13 +81,13 @@ class ReduceLoopCache {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);
     if (it == entries_.end()) {
-      const int64_t start_ns = SpanClockNs();
+      const int64_t start_ns = base::SpanClockNs();
       Entry entry;
       auto generator = std::make_unique<ReduceKernelAvx2>(key);
       entry.status = generator->Create();
       if (entry.status.ok()) entry.generator = std::move(generator);
-      if (SpanRecorder* recorder = ThreadSpanRecorder(); recorder != nullptr) {
-        recorder->Record({name, "compile", start_ns, SpanClockNs() - start_ns, {}});
+      if (base::SpanRecorder* recorder = base::ThreadSpanRecorder(); recorder != nullptr) {
+        recorder->Record({name, "compile", start_ns, base::SpanClockNs() - start_ns, {}});
       }
       it = entries_.emplace(name, std::move(entry)).first;
     }

@@ -5,7 +5,7 @@
 #include <optional>
 #include <set>
 
-#include "ir/async.h"
+#include "ir/prim.h"
 #include "ir/prims/rule_util.h"
 #include "ir/types.h"
 
@@ -13,10 +13,10 @@ namespace shardjit::ir::prims {
 namespace {
 
 absl::StatusOr<Types> AllReduce(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  const auto& a = op.all_reduce();
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
-  if (absl::StatusOr<int64_t> g = GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/false); !g.ok()) {
+  if (absl::StatusOr<int64_t> g = CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/false);
+      !g.ok()) {
     return g.status();
   }
   ShapedType out = operands[0];
@@ -24,16 +24,16 @@ absl::StatusOr<Types> AllReduce(const ShapeContext& ctx, const Types& operands, 
     return RuleError(op, operands, "operand must be numeric (convert pred first)");
   }
   // pmean divides like jnp's true division: integers give f32.
-  if (op.opcode() == "pmean" && !IsFloating(out.dtype)) out.dtype = DType::kF32;
+  if (PrimOf(op) == Prim::kPmean && !IsFloating(out.dtype)) out.dtype = DType::kF32;
   return Types{out};
 }
 
 absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.all_gather();
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
   absl::StatusOr<int64_t> n =
-      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
+      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
   if (!n.ok()) return n.status();
   ShapedType out = operands[0];
   int64_t limit = a.tiled() ? out.rank() - 1 : out.rank();
@@ -56,10 +56,10 @@ absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, 
 
 absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.psum_scatter();
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
   absl::StatusOr<int64_t> n =
-      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
+      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
   if (!n.ok()) return n.status();
   ShapedType out = operands[0];
   int64_t d = a.scatter_dimension();
@@ -85,11 +85,10 @@ absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands
   return Types{out};
 }
 
-// Checks the (source, target) pairs of a ppermute, psend or precv over `axes`.
+// Checks the (source, target) pairs of a ppermute, psend or precv over its axes.
 absl::Status CheckPerm(const ShapeContext& ctx, const Types& operands, const Op& op,
-                       const google::protobuf::RepeatedPtrField<std::string>& axes,
                        const google::protobuf::RepeatedPtrField<PermutePair>& perm) {
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, axes);
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
   std::set<int64_t> sources, targets;
   for (const PermutePair& p : perm) {
@@ -110,7 +109,7 @@ absl::Status CheckPerm(const ShapeContext& ctx, const Types& operands, const Op&
 }
 
 absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().axes(), op.ppermute().perm());
+  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().perm());
       !s.ok()) {
     return s;
   }
@@ -121,7 +120,7 @@ absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, c
 const ShapedType kToken{DType::kPred, {0}};
 
 absl::StatusOr<Types> Psend(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().axes(), op.ppermute().perm());
+  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().perm());
       !s.ok()) {
     return s;
   }
@@ -130,12 +129,13 @@ absl::StatusOr<Types> Psend(const ShapeContext& ctx, const Types& operands, cons
 
 absl::StatusOr<Types> Precv(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.precv();
-  if (absl::Status s = CheckPerm(ctx, operands, op, a.axes(), a.perm()); !s.ok()) return s;
+  if (absl::Status s = CheckPerm(ctx, operands, op, a.perm()); !s.ok()) return s;
   if (operands[0] != kToken) {
     return RuleError(op, operands, "operand must be a token (pred[0], from psend or create_token)");
   }
+  if (a.dtype() == DTYPE_INVALID) return RuleError(op, operands, "dtype must be set");
+  if (absl::Status s = CheckDTypeAttr(op, operands, "dtype", a.dtype()); !s.ok()) return s;
   ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
-  if (out.dtype == DType::kInvalid) return RuleError(op, operands, "dtype must be set");
   if (absl::Status s = CheckTypeLimits(out); !s.ok()) {
     return RuleError(op, operands, "out shape {}: {}", out.ToString(), s.message());
   }
@@ -144,7 +144,7 @@ absl::StatusOr<Types> Precv(const ShapeContext& ctx, const Types& operands, cons
 
 absl::StatusOr<Types> Pbroadcast(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.pbroadcast();
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
   if (a.source() < 0 || a.source() >= *size) {
     return RuleError(op, operands, "source {} is out of range for axis size {}", a.source(),
@@ -155,10 +155,10 @@ absl::StatusOr<Types> Pbroadcast(const ShapeContext& ctx, const Types& operands,
 
 absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.all_to_all();
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
   absl::StatusOr<int64_t> n =
-      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
+      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
   if (!n.ok()) return n.status();
   ShapedType out = operands[0];
   int64_t split = a.split_axis(), concat = a.concat_axis();
@@ -175,9 +175,15 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
       return RuleError(op, operands, "split_axis {} (size {}) is not divisible by the axis size {}",
                        split, out.dims[split], *n);
     }
-    // The element count stays the operand's, so this cannot overflow.
     out.dims[split] /= *n;
-    out.dims[concat] *= *n;
+    // The element count stays the operand's unless the split dim is 0: then the concat dim (up
+    // to 2^48) times the group size (up to 2^20) could overflow.
+    std::optional<int64_t> concat_size = CheckedMul(out.dims[concat], *n);
+    if (!concat_size) {
+      return RuleError(op, operands, "concat_axis {} (size {}) times the axis size {} overflows",
+                       concat, out.dims[concat], *n);
+    }
+    out.dims[concat] = *concat_size;
   } else {
     if (out.dims[split] != *n) {
       return RuleError(op, operands,
@@ -197,10 +203,10 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
 absl::StatusOr<Types> RaggedAllToAll(const ShapeContext& ctx, const Types& operands,
                                      const Op& op) {
   const auto& a = op.ragged_all_to_all();
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, a.axes());
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
   absl::StatusOr<int64_t> n =
-      GroupSize(op, operands, *size, a.axis_index_groups(), /*equal_sizes=*/true);
+      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
   if (!n.ok()) return n.status();
   const ShapedType& operand = operands[0];
   const ShapedType& output = operands[1];
@@ -238,7 +244,7 @@ absl::StatusOr<Types> RaggedAllToAll(const ShapeContext& ctx, const Types& opera
 }
 
 absl::StatusOr<Types> AxisScalar(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx, op, operands, op.axis().axes());
+  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
   if (!size.ok()) return size.status();
   return Types{{DType::kS32, {}}};
 }
@@ -259,7 +265,7 @@ ShapeRule StartRule(ShapeRule blocking) {
 absl::StatusOr<Types> Done(const ShapeContext&, const Types& operands, const Op& op) {
   if (!operands[0].future) {
     return RuleError(op, operands, "operand must be the future of a {}",
-                     AsyncStartOpcode(AsyncBlockingOpcode(op.opcode())));
+                     PrimName(AsyncStartOf(AsyncBlocking(PrimOf(op)))));
   }
   return Types{operands[0].Awaited()};
 }
@@ -279,12 +285,12 @@ const bool registered = [] {
       {"pbroadcast", PrimitiveKind::kCollective, 1, 1, Op::kPbroadcast, Pbroadcast});
   RegisterPrimitive({"ragged_all_to_all", PrimitiveKind::kCollective, 6, 6,
                      Op::kRaggedAllToAll, RaggedAllToAll});
-  for (const std::string& name : AsyncCollectives()) {
-    const Primitive* blocking = FindPrimitive(name);
-    RegisterPrimitive({AsyncStartOpcode(name), PrimitiveKind::kCollective, 1, 1,
-                       blocking->attrs_case, StartRule(blocking->shape_rule)});
-    RegisterPrimitive({AsyncDoneOpcode(name), PrimitiveKind::kCollective, 1, 1,
-                       Op::ATTRS_NOT_SET, Done});
+  for (Prim async : kAsyncCollectives) {
+    const Primitive* blocking = FindPrimitive(async);
+    RegisterPrimitive({std::string(PrimName(AsyncStartOf(async))), PrimitiveKind::kCollective, 1,
+                       1, blocking->attrs_case, StartRule(blocking->shape_rule)});
+    RegisterPrimitive({std::string(PrimName(AsyncDoneOf(async))), PrimitiveKind::kCollective, 1,
+                       1, Op::ATTRS_NOT_SET, Done});
   }
   RegisterPrimitive({"axis_index", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});
   RegisterPrimitive({"axis_size", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});

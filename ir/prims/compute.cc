@@ -7,27 +7,48 @@ namespace {
 
 absl::StatusOr<Types> Constant(const ShapeContext&, const Types& operands, const Op& op) {
   const auto& a = op.constant();
+  if (absl::Status s = CheckDTypeAttr(op, operands, "dtype", a.dtype()); !s.ok()) return s;
   ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
-  if (out.dtype == DType::kInvalid) return RuleError(op, operands, "dtype is not set");
   for (int64_t d : out.dims) {
     if (d < 0) return RuleError(op, operands, "shape has a negative dimension");
+  }
+  // Before counting elements, which could overflow int64 past the limits.
+  if (absl::Status s = CheckTypeLimits(out); !s.ok()) {
+    return RuleError(op, operands, "shape: {}", s.message());
   }
   if (a.value_size() != 1 && a.value_size() != out.num_elements()) {
     return RuleError(op, operands, "has {} values for shape {} ({} elements; or 1 to splat)",
                      a.value_size(), out.ToString(), out.num_elements());
+  }
+  for (int i = 0; i < a.value_size(); ++i) {
+    if (absl::Status s = CheckLiteralFits(op, operands, fmt::format("value[{}]", i), a.value(i),
+                                          out.dtype);
+        !s.ok()) {
+      return s;
+    }
   }
   return Types{out};
 }
 
 absl::StatusOr<Types> Iota(const ShapeContext&, const Types& operands, const Op& op) {
   const auto& a = op.iota();
+  if (absl::Status s = CheckDTypeAttr(op, operands, "dtype", a.dtype()); !s.ok()) return s;
   ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
-  if (out.dtype == DType::kInvalid || out.dtype == DType::kPred) {
-    return RuleError(op, operands, "dtype must be numeric");
+  if (out.dtype == DType::kPred) return RuleError(op, operands, "dtype must be numeric");
+  for (int64_t d : out.dims) {
+    if (d < 0) return RuleError(op, operands, "shape has a negative dimension");
   }
   if (a.dimension() < 0 || a.dimension() >= out.rank()) {
     return RuleError(op, operands, "dimension {} is out of range for shape {}", a.dimension(),
                      out.ToString());
+  }
+  // The values are 0 .. size - 1 along `dimension` (finite in f32 and bf16 at any size the
+  // type limits allow; s32 holds them only up to size 2^31).
+  const int64_t size = out.dims[a.dimension()];
+  if (out.dtype == DType::kS32 && size > 0 && !FitsS32(size - 1)) {
+    return RuleError(op, operands,
+                     "shape[{}]={} (dimension={}) makes values up to {}, which do not fit s32",
+                     a.dimension(), size, a.dimension(), size - 1);
   }
   return Types{out};
 }
@@ -36,7 +57,7 @@ absl::StatusOr<Types> Reduce(const ShapeContext&, const Types& operands, const O
   const ShapedType& x = operands[0];
   std::vector<int64_t> axes = ToVector(op.reduce().axes());
   if (absl::Status s = CheckDimList(op, operands, "axes", axes, x.rank()); !s.ok()) return s;
-  if (x.dtype == DType::kPred && op.opcode() == "reduce_sum") {
+  if (x.dtype == DType::kPred && PrimOf(op) == Prim::kReduceSum) {
     return RuleError(op, operands, "cannot sum pred values");
   }
   ShapedType out{x.dtype, {}};
@@ -85,6 +106,11 @@ absl::StatusOr<Types> DotGeneral(const ShapeContext&, const Types& operands, con
                        i < lb.size() ? "batch" : "contracting", lall[i], lhs.dims[lall[i]],
                        rall[i], rhs.dims[rall[i]]);
     }
+  }
+  if (absl::Status s = CheckDTypeAttr(op, operands, "preferred_element_type",
+                                     a.preferred_element_type(), /*unset_ok=*/true);
+      !s.ok()) {
+    return s;
   }
   DType out_dtype = a.preferred_element_type() == DTYPE_INVALID
                         ? lhs.dtype

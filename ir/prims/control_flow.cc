@@ -19,7 +19,17 @@ absl::StatusOr<Types> RegionResultTypes(const ShapeContext& ctx, const Op& op,
 }
 
 absl::StatusOr<Types> ForiLoop(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  const Region& body = op.fori_loop().body();
+  const ForiLoopAttrs& a = op.fori_loop();
+  // The index is an s32 scalar: bounds past its range would wrap it (and a loop up to such a
+  // bound runs for hours or forever); JAX refuses such Python ints too.
+  for (const auto& [name, bound] : {std::pair<const char*, int64_t>{"lower", a.lower()},
+                                    std::pair<const char*, int64_t>{"upper", a.upper()}}) {
+    if (!FitsS32(bound)) {
+      return RuleError(op, operands, "{}={} does not fit the loop index type s32 (range "
+                       "[-2147483648, 2147483647])", name, bound);
+    }
+  }
+  const Region& body = a.body();
   if (body.params_size() != static_cast<int>(operands.size()) + 1) {
     return RuleError(op, operands, "body takes {} params; expected the index and {} carries",
                      body.params_size(), operands.size());

@@ -83,8 +83,13 @@ const bool registered = [] {
       .shape_rule = [](const ShapeContext&, const Types& operands,
                        const Op& op) -> absl::StatusOr<Types> {
         if (absl::Status s = CheckSameTypes(op, operands, 0); !s.ok()) return s;
-        if (op.compare().direction() == DIRECTION_INVALID) {
+        const ComparisonDirection direction = op.compare().direction();
+        if (direction == DIRECTION_INVALID) {
           return RuleError(op, operands, "direction is not set");
+        }
+        if (!ComparisonDirection_IsValid(direction)) {
+          return RuleError(op, operands, "direction={} is not a known direction (EQ, NE, LT, LE, "
+                           "GT or GE)", static_cast<int>(direction));
         }
         return Types{{DType::kPred, operands[0].dims}};
       },
@@ -116,9 +121,9 @@ const bool registered = [] {
       .attrs_case = Op::kConvertElementType,
       .shape_rule = [](const ShapeContext&, const Types& operands,
                        const Op& op) -> absl::StatusOr<Types> {
-        DType to = FromProto(op.convert_element_type().new_dtype());
-        if (to == DType::kInvalid) return RuleError(op, operands, "new_dtype is not set");
-        return Types{{to, operands[0].dims}};
+        const DTypeProto to = op.convert_element_type().new_dtype();
+        if (absl::Status s = CheckDTypeAttr(op, operands, "new_dtype", to); !s.ok()) return s;
+        return Types{{FromProto(to), operands[0].dims}};
       },
   });
   return true;

@@ -8,9 +8,9 @@ namespace {
 
 absl::Status CheckBodyOps(const Op& op, const Types& operands, const Region& body) {
   for (const Op& inner : body.ops()) {
-    const Primitive* p = FindPrimitive(inner.opcode());
-    if (p != nullptr && p->kind == PrimitiveKind::kElementwise) continue;
-    if (inner.opcode() == "broadcast_in_dim" &&
+    const Prim p = PrimOf(inner);
+    if (IsElementwise(p)) continue;
+    if (p == Prim::kBroadcastInDim &&
         inner.broadcast_in_dim().broadcast_dimensions().empty()) {
       continue;
     }

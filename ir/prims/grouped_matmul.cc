@@ -29,6 +29,11 @@ absl::StatusOr<DType> CheckCommon(const Types& operands, const Op& op) {
                      operands[3].ToString());
   }
   const DTypeProto preferred = op.grouped_matmul().preferred_element_type();
+  if (absl::Status s = CheckDTypeAttr(op, operands, "preferred_element_type", preferred,
+                                      /*unset_ok=*/true);
+      !s.ok()) {
+    return s;
+  }
   const DType out = preferred == DTYPE_INVALID ? lhs.dtype : FromProto(preferred);
   if (!IsFloating(out)) {
     return RuleError(op, operands, "preferred_element_type must be f32 or bf16, got {}",

@@ -1,8 +1,11 @@
 #include "ir/prims/rule_util.h"
 
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_join.h"
+#include "ir/collective_groups.h"
 
 namespace shardjit::ir::prims {
 
@@ -20,63 +23,81 @@ absl::Status CheckDimList(const Op& op, const Types& operands, std::string_view 
   return absl::OkStatus();
 }
 
+absl::Status CheckDTypeAttr(const Op& op, const Types& operands, std::string_view attr,
+                            DTypeProto dtype, bool unset_ok) {
+  if (dtype == DTYPE_INVALID) {
+    return unset_ok ? absl::OkStatus() : RuleError(op, operands, "{} is not set", attr);
+  }
+  if (!DTypeProto_IsValid(dtype)) {
+    return RuleError(op, operands, "{}={} is not a known dtype (f32, bf16, s32 or pred)", attr,
+                     static_cast<int>(dtype));
+  }
+  return absl::OkStatus();
+}
+
+bool FitsS32(int64_t v) {
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_view attr,
+                              double value, DType dtype) {
+  bool fits = true;
+  switch (dtype) {
+    case DType::kS32: {
+      // What Tensor::SetDouble's static_cast keeps defined (nan fails both comparisons).
+      const double t = std::trunc(value);
+      fits = t >= -2147483648.0 && t <= 2147483647.0;
+      break;
+    }
+    case DType::kF32:
+    case DType::kBF16: {
+      if (!std::isfinite(value)) break;  // inf and nan are values of both
+      // Past 2^128 every double rounds to inf in f32; below it the cast is exact IEEE rounding.
+      if (std::fabs(value) >= 0x1p128) {
+        fits = false;
+        break;
+      }
+      float f = static_cast<float>(value);
+      if (dtype == DType::kBF16) f = static_cast<float>(bf16(f));
+      fits = std::isfinite(f);
+      break;
+    }
+    case DType::kPred:
+    case DType::kInvalid:
+      break;
+  }
+  if (fits) return absl::OkStatus();
+  if (dtype == DType::kS32) {
+    return RuleError(op, operands, "{}={} does not fit s32 (range [-2147483648, 2147483647])",
+                     attr, value);
+  }
+  return RuleError(op, operands, "{}={} does not fit {} (it rounds to inf; the largest finite "
+                   "{} is {})",
+                   attr, value, DTypeName(dtype), DTypeName(dtype),
+                   dtype == DType::kF32 ? static_cast<double>(std::numeric_limits<float>::max())
+                                        : static_cast<double>(bf16::ToFloat(0x7f7f)));
+}
+
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& f) {
   return {f.begin(), f.end()};
 }
 
-absl::StatusOr<int64_t> CombinedAxisSize(
-    const ShapeContext& ctx, const Op& op, const Types& operands,
-    const google::protobuf::RepeatedPtrField<std::string>& axes) {
+absl::StatusOr<int64_t> CollectiveAxisSize(const ShapeContext& ctx, const Op& op,
+                                           const Types& operands) {
+  const AxisList axes = CollectiveAxes(op);
   if (axes.empty()) return RuleError(op, operands, "needs at least one axis name");
-  std::set<std::string> seen;
-  int64_t size = 1;
-  for (const std::string& name : axes) {
-    if (!seen.insert(name).second) {
-      return RuleError(op, operands, "axis \"{}\" is named twice", name);
-    }
-    const MeshAxis* found = nullptr;
-    if (ctx.mesh != nullptr) {
-      for (const MeshAxis& a : ctx.mesh->axes()) {
-        if (a.name() == name) found = &a;
-      }
-    }
-    if (found == nullptr) {
-      return RuleError(op, operands, "axis \"{}\" is not in mesh {}", name,
-                       ctx.mesh ? MeshToString(*ctx.mesh) : "{}");
-    }
-    size *= found->size();
-  }
+  static const Mesh* const no_mesh = new Mesh();
+  absl::StatusOr<int64_t> size = CombinedAxisSize(ctx.mesh ? *ctx.mesh : *no_mesh, axes);
+  if (!size.ok()) return RuleError(op, operands, "{}", size.status().message());
   return size;
 }
 
-absl::StatusOr<int64_t> GroupSize(
-    const Op& op, const Types& operands, int64_t axis_size,
-    const google::protobuf::RepeatedPtrField<AxisIndexGroup>& groups, bool equal_sizes) {
-  if (groups.empty()) return axis_size;
-  std::vector<int> count(axis_size, 0);
-  int64_t group_size = groups[0].indices_size();
-  for (const AxisIndexGroup& g : groups) {
-    if (g.indices_size() == 0) return RuleError(op, operands, "axis_index_groups has an empty group");
-    if (equal_sizes && g.indices_size() != group_size) {
-      return RuleError(op, operands, "axis_index_groups must all have the same size");
-    }
-    for (int64_t i : g.indices()) {
-      if (i < 0 || i >= axis_size) {
-        return RuleError(op, operands, "axis_index_groups index {} is out of range for axis size {}",
-                         i, axis_size);
-      }
-      ++count[i];
-    }
-  }
-  for (int64_t i = 0; i < axis_size; ++i) {
-    if (count[i] != 1) {
-      return RuleError(op, operands,
-                       "axis_index_groups must cover all indices [0, {}) exactly once (index {} "
-                       "appears {} times)",
-                       axis_size, i, count[i]);
-    }
-  }
-  return group_size;
+absl::StatusOr<int64_t> CollectiveGroupSize(const Op& op, const Types& operands, int64_t axis_size,
+                                            bool equal_sizes) {
+  absl::StatusOr<int64_t> size =
+      CheckAxisIndexGroups(CollectiveAxisGroups(op), axis_size, equal_sizes);
+  if (!size.ok()) return RuleError(op, operands, "{}", size.status().message());
+  return size;
 }
 
 }  // namespace shardjit::ir::prims

@@ -29,19 +29,32 @@ absl::Status RuleError(const Op& op, const Types& operands, fmt::format_string<A
 absl::Status CheckDimList(const Op& op, const Types& operands, std::string_view attr,
                           const std::vector<int64_t>& dims, int64_t rank);
 
+// Checks a dtype attribute: RuleError "<attr> is not set" for DTYPE_INVALID (unless
+// `unset_ok`), and "<attr>=<n> is not a known dtype" for a number DTypeProto does not define (a
+// binary or text proto can carry one; the IR text form cannot).
+absl::Status CheckDTypeAttr(const Op& op, const Types& operands, std::string_view attr,
+                            DTypeProto dtype, bool unset_ok = false);
+
+// Whether the s32 value range holds `v` (an attribute that becomes an s32 value).
+bool FitsS32(int64_t v);
+
+// Checks that literal `value` (attribute `attr`, e.g. "value[3]") becomes a value of `dtype`
+// without leaving its range: for s32, after truncation toward zero, in [-2^31, 2^31) (not nan or
+// inf); for f32 and bf16, anything but a finite value that rounds to inf; for pred, anything.
+absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_view attr,
+                              double value, DType dtype);
+
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& f);
 
-// Size of the (combined) mesh axes named by `axes`; errors for unknown or repeated names.
-absl::StatusOr<int64_t> CombinedAxisSize(const ShapeContext& ctx, const Op& op,
-                                         const Types& operands,
-                                         const google::protobuf::RepeatedPtrField<std::string>& axes);
+// The combined size of the mesh axes collective `op` names (ir/collective_groups.h); errors for
+// none, and for unknown or repeated names.
+absl::StatusOr<int64_t> CollectiveAxisSize(const ShapeContext& ctx, const Op& op,
+                                           const Types& operands);
 
-// Validates axis_index_groups against the combined axis size (every index in exactly one
-// non-empty group; with `equal_sizes`, all groups of one size) and returns the size of the first
-// group (the axis size when there are no groups).
-absl::StatusOr<int64_t> GroupSize(const Op& op, const Types& operands, int64_t axis_size,
-                                  const google::protobuf::RepeatedPtrField<AxisIndexGroup>& groups,
-                                  bool equal_sizes);
+// Validates `op`'s axis_index_groups against its combined axis size (ir::CheckAxisIndexGroups)
+// and returns the size of the first group (the axis size when there are no groups).
+absl::StatusOr<int64_t> CollectiveGroupSize(const Op& op, const Types& operands, int64_t axis_size,
+                                            bool equal_sizes);
 
 }  // namespace shardjit::ir::prims
 

@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "ir/sharding.h"
+#include "ir/collective_groups.h"
 #include "ir/types.h"
 
 namespace shardjit::passes::spmd {
 namespace {
 
-int64_t GroupSize(const ir::Mesh& mesh, const google::protobuf::RepeatedPtrField<std::string>& axes,
-                  const google::protobuf::RepeatedPtrField<ir::AxisIndexGroup>& groups) {
-  if (!groups.empty()) return groups[0].indices_size();
-  int64_t n = 1;
-  for (const std::string& a : axes) {
-    int64_t i = ir::MeshAxisIndex(mesh, a);
-    if (i >= 0) n *= mesh.axes(i).size();
-  }
-  return n;
+// The largest group of the collective (its size alone when it has no axis_index_groups); 1 for
+// axes the mesh lacks (the verifier rejects those).
+int64_t GroupSize(const ir::Mesh& mesh, const ir::Op& op) {
+  return ir::GroupSize(mesh, /*position=*/-1, op).value_or(1);
 }
 
 class Counter {
@@ -46,15 +41,9 @@ class Counter {
     }
     if (op.has_shard_map()) return Region(op.shard_map().body());
     if (op.has_all_gather()) return result_bytes() - operand_bytes();
-    if (op.has_all_reduce()) {
-      const auto& a = op.all_reduce();
-      return AllReduceBytes(operand_bytes(), GroupSize(mesh_, a.axes(), a.axis_index_groups()));
-    }
+    if (op.has_all_reduce()) return AllReduceBytes(operand_bytes(), GroupSize(mesh_, op));
     if (op.has_psum_scatter()) return operand_bytes() - result_bytes();
-    if (op.has_all_to_all()) {
-      const auto& a = op.all_to_all();
-      return AllToAllBytes(operand_bytes(), GroupSize(mesh_, a.axes(), a.axis_index_groups()));
-    }
+    if (op.has_all_to_all()) return AllToAllBytes(operand_bytes(), GroupSize(mesh_, op));
     if (op.has_ppermute()) return op.ppermute().perm().empty() ? 0 : operand_bytes();
     return 0;
   }

@@ -11,7 +11,7 @@ namespace {
 
 class Inliner {
  public:
-  explicit Inliner(Emitter& emitter) : e_(emitter) {}
+  explicit Inliner(OpEmitter& emitter) : e_(emitter) {}
 
   // Copies the ops of `region` (its params already bound) and returns its mapped results.
   absl::StatusOr<std::vector<int64_t>> Ops(const ir::Region& region) {
@@ -59,13 +59,13 @@ class Inliner {
     return out;
   }
 
-  Emitter& e_;
+  OpEmitter& e_;
   std::unordered_map<int64_t, int64_t> ids_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::vector<int64_t>> InlineRegion(Emitter& emitter, const ir::Region& region,
+absl::StatusOr<std::vector<int64_t>> InlineRegion(OpEmitter& emitter, const ir::Region& region,
                                                   const std::vector<int64_t>& args) {
   if (static_cast<int>(args.size()) != region.params_size()) {
     return absl::InternalError(fmt::format("spmd-partition: {} arguments for a region of {} params",

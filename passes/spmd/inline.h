@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
-#include "passes/spmd/emitter.h"
+#include "passes/op_emitter.h"
 
 namespace shardjit::passes::spmd {
 
@@ -16,7 +16,7 @@ namespace shardjit::passes::spmd {
 // its params bound to `args` (values of the block types of its params), and returns the values
 // of its results. Every value, nested regions' included, gets a fresh id; ops keep their name
 // scope and location.
-absl::StatusOr<std::vector<int64_t>> InlineRegion(Emitter& emitter, const ir::Region& region,
+absl::StatusOr<std::vector<int64_t>> InlineRegion(OpEmitter& emitter, const ir::Region& region,
                                                   const std::vector<int64_t>& args);
 
 }  // namespace shardjit::passes::spmd

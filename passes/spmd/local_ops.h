@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "passes/spmd/emitter.h"
+#include "passes/op_emitter.h"
 #include "passes/spmd/rules.h"
 
 namespace shardjit::passes::spmd {
@@ -15,7 +15,7 @@ namespace shardjit::passes::spmd {
 // Appends the local form of `view.op` on `operands` (blocks laid out by `strategy.operands`) and
 // returns its results, laid out by `strategy.results` once the strategy's reduction (which this
 // does not emit) is applied.
-absl::StatusOr<std::vector<int64_t>> EmitLocalOp(Emitter& emitter, const OpView& view,
+absl::StatusOr<std::vector<int64_t>> EmitLocalOp(OpEmitter& emitter, const OpView& view,
                                                  const Strategy& strategy,
                                                  const std::vector<int64_t>& operands);
 

@@ -76,11 +76,9 @@ const internal::RuleTable& Table() {
 
 const internal::Rule* FindRule(const ir::Op& op) {
   static const internal::Rule* const kElementwise = new internal::Rule(internal::ElementwiseRule);
-  auto it = Table().find(op.opcode());
-  if (it != Table().end()) return &it->second;
-  const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
-  if (prim != nullptr && prim->kind == ir::PrimitiveKind::kElementwise) return kElementwise;
-  return nullptr;
+  const ir::Prim prim = ir::PrimOf(op);
+  if (const internal::Rule* rule = Table().Find(prim)) return rule;
+  return ir::IsElementwise(prim) ? kElementwise : nullptr;
 }
 
 bool ValidFor(const ir::Mesh& mesh, const std::vector<Spec>& specs,
@@ -167,8 +165,7 @@ int64_t LocalFlops(const OpView& view, const Strategy& st) {
                               block(st.operands[1], view.operand_types[1]));
   }
   if (op.has_reduce()) return NumElements(block(st.operands[0], view.operand_types[0]));
-  const ir::Primitive* prim = ir::FindPrimitive(op.opcode());
-  if (prim != nullptr && prim->kind == ir::PrimitiveKind::kElementwise) {
+  if (ir::IsElementwise(ir::PrimOf(op))) {
     return NumElements(block(st.results[0], view.result_types[0]));
   }
   return 0;

@@ -159,7 +159,7 @@ std::vector<Strategy> DotGeneralRule(const OpView& view) {
 // the groups replicated; n may be sharded (each device computes its columns), and so may k:
 // gmm contracts it (partial sums, then psum), tgmm keeps it in its result [g, k, n].
 std::vector<Strategy> GroupedMatmulRule(const OpView& view) {
-  const bool gmm = view.op->opcode() == "gmm";
+  const bool gmm = ir::PrimOf(*view.op) == ir::Prim::kGmm;
   const bool transposed = gmm && view.op->grouped_matmul().transpose_rhs();
   // Where k and n sit in lhs, rhs and the result (-1: nowhere).
   struct Place {
@@ -201,10 +201,12 @@ std::vector<Strategy> GroupedMatmulRule(const OpView& view) {
 }  // namespace
 
 void AddContractionRules(RuleTable& table) {
-  table["gmm"] = GroupedMatmulRule;
-  table["tgmm"] = GroupedMatmulRule;
-  for (const char* name : {"reduce_sum", "reduce_max", "reduce_min"}) table[name] = ReduceRule;
-  table["dot_general"] = DotGeneralRule;
+  table[ir::Prim::kGmm] = GroupedMatmulRule;
+  table[ir::Prim::kTgmm] = GroupedMatmulRule;
+  for (ir::Prim reduce : {ir::Prim::kReduceSum, ir::Prim::kReduceMax, ir::Prim::kReduceMin}) {
+    table[reduce] = ReduceRule;
+  }
+  table[ir::Prim::kDotGeneral] = DotGeneralRule;
 }
 
 }  // namespace shardjit::passes::spmd::internal

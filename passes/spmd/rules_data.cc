@@ -146,16 +146,16 @@ std::vector<Strategy> ConcatenateRule(const OpView& view) {
 }  // namespace
 
 void AddDataMovementRules(RuleTable& table) {
-  table["constant"] = SourceRule;
-  table["iota"] = SourceRule;
-  table["with_sharding_constraint"] = ShardingConstraintRule;
-  table["broadcast_in_dim"] = BroadcastInDimRule;
-  table["transpose"] = TransposeRule;
-  table["reshape"] = ReshapeRule;
-  table["slice"] = SliceRule;
-  table["dynamic_slice"] = DynamicSliceRule;
-  table["dynamic_update_slice"] = DynamicUpdateSliceRule;
-  table["concatenate"] = ConcatenateRule;
+  table[ir::Prim::kConstant] = SourceRule;
+  table[ir::Prim::kIota] = SourceRule;
+  table[ir::Prim::kWithShardingConstraint] = ShardingConstraintRule;
+  table[ir::Prim::kBroadcastInDim] = BroadcastInDimRule;
+  table[ir::Prim::kTranspose] = TransposeRule;
+  table[ir::Prim::kReshape] = ReshapeRule;
+  table[ir::Prim::kSlice] = SliceRule;
+  table[ir::Prim::kDynamicSlice] = DynamicSliceRule;
+  table[ir::Prim::kDynamicUpdateSlice] = DynamicUpdateSliceRule;
+  table[ir::Prim::kConcatenate] = ConcatenateRule;
 }
 
 }  // namespace shardjit::passes::spmd::internal

@@ -2,20 +2,35 @@
 #ifndef SHARDJIT_PASSES_SPMD_RULES_INTERNAL_H_
 #define SHARDJIT_PASSES_SPMD_RULES_INTERNAL_H_
 
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/prim.h"
 #include "passes/spmd/rules.h"
 
 namespace shardjit::passes::spmd::internal {
 
 using Rule = std::function<std::vector<Strategy>(const OpView&)>;
-using RuleTable = std::map<std::string, Rule, std::less<>>;
 
-// Elementwise maps are handled by primitive kind; these add rules by opcode.
+// The rules by primitive.
+class RuleTable {
+ public:
+  Rule& operator[](ir::Prim prim) { return rules_[static_cast<int>(prim)]; }
+  // nullptr where `prim` has no rule.
+  const Rule* Find(ir::Prim prim) const {
+    const Rule& rule = rules_[static_cast<int>(prim)];
+    return rule ? &rule : nullptr;
+  }
+
+ private:
+  std::array<Rule, ir::kPrimCount> rules_;
+};
+
+// Elementwise maps are handled by primitive kind; these add rules by primitive.
 void AddDataMovementRules(RuleTable& table);  // constant, iota, broadcast_in_dim, reshape, ...
 void AddContractionRules(RuleTable& table);   // reduce_sum/max/min, dot_general, gmm, tgmm
 void AddRegionRules(RuleTable& table);        // shard_map, fori_loop

@@ -42,8 +42,8 @@ std::vector<Strategy> ForiLoopRule(const OpView& view) {
 }  // namespace
 
 void AddRegionRules(RuleTable& table) {
-  table["shard_map"] = ShardMapRule;
-  table["fori_loop"] = ForiLoopRule;
+  table[ir::Prim::kShardMap] = ShardMapRule;
+  table[ir::Prim::kForiLoop] = ForiLoopRule;
 }
 
 }  // namespace shardjit::passes::spmd::internal

@@ -39,7 +39,7 @@ Spec Replicated(int64_t rank) { return Spec{std::vector<AxisList>(rank)}; }
 Spec FromProto(const ir::PartitionSpec& proto, int64_t rank) {
   Spec spec = Replicated(rank);
   for (int64_t d = 0; d < rank && d < proto.dims_size(); ++d) {
-    spec.dims[d].assign(proto.dims(d).axes().begin(), proto.dims(d).axes().end());
+    spec.dims[d] = ir::ToAxisList(proto.dims(d).axes());
   }
   return spec;
 }
@@ -47,19 +47,13 @@ Spec FromProto(const ir::PartitionSpec& proto, int64_t rank) {
 ir::PartitionSpec ToProto(const Spec& spec) {
   ir::PartitionSpec proto;
   for (const AxisList& d : spec.dims) {
-    ir::DimSpec* dim = proto.add_dims();
-    for (const std::string& a : d) dim->add_axes(a);
+    ir::SetAxisList(d, proto.add_dims()->mutable_axes());
   }
   return proto;
 }
 
 int64_t AxesSize(const ir::Mesh& mesh, const AxisList& axes) {
-  int64_t n = 1;
-  for (const std::string& a : axes) {
-    int64_t i = ir::MeshAxisIndex(mesh, a);
-    if (i >= 0) n *= mesh.axes(i).size();
-  }
-  return n;
+  return ir::CombinedAxisSize(mesh, axes).value_or(1);
 }
 
 bool IsValid(const ir::Mesh& mesh, const Spec& spec, const std::vector<int64_t>& dims) {

@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "ir/ir.pb.h"
+#include "ir/sharding.h"
 #include "ir/types.h"
 
 namespace shardjit::passes::spmd {
 
 // Mesh axes, major first (a dimension split over several axes, or a collective's axes).
-using AxisList = std::vector<std::string>;
+using ir::AxisList;
 
 // Per array dimension, the mesh axes it is split over; empty: replicated along it.
 struct Spec {
@@ -38,7 +39,8 @@ Spec FromProto(const ir::PartitionSpec& proto, int64_t rank);
 // One entry per dimension, `None` for replicated ones.
 ir::PartitionSpec ToProto(const Spec& spec);
 
-// Product of the sizes of `axes` in `mesh` (1 for none; unknown axes count as 1).
+// Product of the sizes of `axes` in `mesh` (ir::CombinedAxisSize; 1 for none, and for a list
+// that is not one of distinct mesh axes).
 int64_t AxesSize(const ir::Mesh& mesh, const AxisList& axes);
 // Whether `spec` fits an array of `dims` on `mesh`: one entry per dim, known axes, each used
 // once, and every dim divisible by its number of blocks.

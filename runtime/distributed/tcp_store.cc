@@ -30,6 +30,8 @@ struct TcpStore::Reply {
 
 namespace {
 
+std::atomic<int64_t> failed_connect_attempts{0};  // TcpStore::failed_attempts()
+
 // Connects a non-blocking socket to `addr` within `deadline` (at least a short while): the fd,
 // or -1 with `err` set.
 int ConnectOnce(const addrinfo& addr, Clock::time_point deadline, int& err) {
@@ -112,6 +114,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& h
     for (const addrinfo* a = addrs; a != nullptr; a = a->ai_next) {
       const int fd = ConnectOnce(*a, deadline, err);
       if (fd >= 0) return std::unique_ptr<TcpStore>(new TcpStore(address, fd, timeout));
+      failed_connect_attempts.fetch_add(1, std::memory_order_relaxed);
     }
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) break;
@@ -120,6 +123,10 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Connect(const std::string& h
   }
   return absl::DeadlineExceededError(absl::StrCat(
       where, ": no answer within ", FormatTimeout(timeout), " (", ErrnoText(err), ")"));
+}
+
+int64_t TcpStore::failed_attempts() {
+  return failed_connect_attempts.load(std::memory_order_relaxed);
 }
 
 TcpStore::TcpStore(std::string address, int fd, std::chrono::milliseconds timeout)

@@ -47,6 +47,9 @@ class TcpStoreServer {
   const std::string& host() const { return host_; }
   // The port it listens on (the one picked when started with port 0).
   int port() const { return port_; }
+  // GET and WAIT requests held now, waiting for keys: for tests that must act once a client
+  // waits, instead of sleeping until it probably does.
+  int held_requests() const;
 
  private:
   class Loop;  // the state of the serving thread
@@ -78,6 +81,9 @@ class TcpStore final : public gloo::rendezvous::Store {
   // answers.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Connect(const std::string& host, int port,
                                                            std::chrono::milliseconds timeout);
+  // Attempts of Connect that found no server, in this process so far: for tests that start a
+  // server once a client is known to be retrying, instead of sleeping until it probably is.
+  static int64_t failed_attempts();
   ~TcpStore() override;
 
   TcpStore(const TcpStore&) = delete;

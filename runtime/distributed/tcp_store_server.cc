@@ -39,6 +39,8 @@ class TcpStoreServer::Loop {
 
   // Serves until `stopping` is set and the wake fd written.
   void Run();
+  // Connections with a held request (TcpStoreServer::held_requests); read from any thread.
+  int held() const { return held_.load(std::memory_order_acquire); }
 
  private:
   // A GET or WAIT waiting for keys.
@@ -94,6 +96,7 @@ class TcpStoreServer::Loop {
   absl::flat_hash_map<std::string, std::vector<uint64_t>> waiters_;  // key -> held connections
   std::vector<uint64_t> runnable_;  // connections whose held request was answered
   Clock::time_point accept_resume_{};
+  std::atomic<int> held_{0};  // connections whose `held` is set
 };
 
 void TcpStoreServer::Loop::Run() {
@@ -266,6 +269,7 @@ void TcpStoreServer::Loop::Serve(Conn& conn) {
 
 void TcpStoreServer::Loop::Hold(Conn& conn, Message request, std::vector<std::string> missing) {
   Held& held = conn.held.emplace();
+  held_.fetch_add(1, std::memory_order_release);
   if (request.arg > 0 && request.arg < kMaxTimeoutMs) {
     held.deadline = Clock::now() + std::chrono::milliseconds(request.arg);
   }
@@ -278,6 +282,7 @@ void TcpStoreServer::Loop::Hold(Conn& conn, Message request, std::vector<std::st
 void TcpStoreServer::Loop::Release(Conn& conn) {
   Held held = std::move(*conn.held);
   conn.held.reset();
+  held_.fetch_sub(1, std::memory_order_release);
   if (held.request.code == kGet) {
     Reply(conn, kOk, 0, {data_.find(held.request.items[0])->second});
   } else {
@@ -309,6 +314,7 @@ void TcpStoreServer::Loop::Expire(Clock::time_point now) {
     Unregister(*conn);
     Reply(*conn, kTimeout, 0, missing);  // `missing` points into the held request: reply first
     conn->held.reset();
+    held_.fetch_sub(1, std::memory_order_release);
     runnable_.push_back(id);
   }
 }
@@ -363,6 +369,7 @@ void TcpStoreServer::Loop::Drop(Conn& conn) {
   if (conn.held) {
     Unregister(conn);
     conn.held.reset();
+    held_.fetch_sub(1, std::memory_order_release);
   }
   conn.requests.clear();
   conn.out.clear();
@@ -437,6 +444,8 @@ TcpStoreServer::TcpStoreServer(std::string host, int port, int listen_fd, int wa
       listen_fd_(listen_fd),
       wake_fd_(wake_fd),
       loop_(std::make_unique<Loop>(listen_fd, wake_fd, &stopping_)) {}
+
+int TcpStoreServer::held_requests() const { return loop_->held(); }
 
 TcpStoreServer::~TcpStoreServer() {
   stopping_.store(true, std::memory_order_release);

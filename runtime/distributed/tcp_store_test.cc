@@ -41,6 +41,17 @@ std::unique_ptr<TcpStoreServer> StartServer() {
   return server.ok() ? *std::move(server) : nullptr;
 }
 
+// Waits until `server` holds `count` GET or WAIT requests waiting for keys; fails after 30 s.
+void WaitUntilHeld(const TcpStoreServer& server, int count) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
+  while (server.held_requests() != count) {
+    ASSERT_LT(Clock::now(), deadline)
+        << "the server holds " << server.held_requests() << " requests, not " << count
+        << ", after 30 s";
+    std::this_thread::yield();
+  }
+}
+
 std::unique_ptr<TcpStore> ConnectTo(const TcpStoreServer& server, milliseconds timeout = kLong) {
   absl::StatusOr<std::unique_ptr<TcpStore>> store =
       TcpStore::Connect("127.0.0.1", server.port(), timeout);
@@ -143,7 +154,7 @@ TEST(TcpStore, GetBlocksUntilAnotherClientSetsTheKey) {
   auto writer = ConnectTo(*server);
   const Clock::time_point start = Clock::now();
   std::thread setter([&] {
-    std::this_thread::sleep_for(milliseconds(100));
+    WaitUntilHeld(*server, 1);  // the GET waits at the server
     ASSERT_TRUE(writer->Set("late", Bytes("arrived")).ok());
   });
   absl::StatusOr<std::vector<char>> value = reader->Get("late", kLong);
@@ -151,7 +162,7 @@ TEST(TcpStore, GetBlocksUntilAnotherClientSetsTheKey) {
   setter.join();
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, Bytes("arrived"));
-  EXPECT_GE(elapsed.count(), 90);
+  EXPECT_EQ(server->held_requests(), 0);
   EXPECT_LT(elapsed.count(), 3000);
   // The held connection serves the next request as usual.
   EXPECT_EQ(reader->get("late"), Bytes("arrived"));
@@ -162,18 +173,20 @@ TEST(TcpStore, WaitForSeveralKeys) {
   auto waiter = ConnectTo(*server);
   auto writer = ConnectTo(*server);
   ASSERT_TRUE(writer->Set("a", Bytes("1")).ok());
-  const Clock::time_point start = Clock::now();
   std::thread setter([&] {
-    for (const char* key : {"b", "c", "d"}) {
-      std::this_thread::sleep_for(milliseconds(40));
+    WaitUntilHeld(*server, 1);  // the WAIT waits at the server for b, c and d
+    for (const char* key : {"b", "c"}) {
       ASSERT_TRUE(writer->Set(key, Bytes(key)).ok());
+      // Served after the SET, so after the server counted `key` off the WAIT.
+      ASSERT_TRUE(writer->Get(key, kLong).ok());
+      EXPECT_EQ(server->held_requests(), 1) << "the WAIT was answered once " << key << " was set";
     }
+    ASSERT_TRUE(writer->Set("d", Bytes("d")).ok());
   });
   absl::Status status = waiter->Wait({"a", "b", "c", "b", "d"}, kLong);
-  const milliseconds elapsed = Since(start);
   setter.join();
   EXPECT_TRUE(status.ok()) << status;
-  EXPECT_GE(elapsed.count(), 100);
+  EXPECT_EQ(server->held_requests(), 0);
   // Keys already there: at once, also through the Gloo API.
   const Clock::time_point again = Clock::now();
   EXPECT_NO_THROW(waiter->wait({"a", "b", "c", "d"}));
@@ -275,7 +288,7 @@ TEST(TcpStore, AddWakesWaiters) {
   auto waiter = ConnectTo(*server);
   auto adder = ConnectTo(*server);
   std::thread add([&] {
-    std::this_thread::sleep_for(milliseconds(50));
+    WaitUntilHeld(*server, 1);  // the WAIT waits at the server
     ASSERT_TRUE(adder->Add("arrived", 1).ok());
   });
   EXPECT_TRUE(waiter->Wait({"arrived"}, kLong).ok());
@@ -285,8 +298,14 @@ TEST(TcpStore, AddWakesWaiters) {
 TEST(TcpStore, ConnectsBeforeTheServerStarts) {
   const int port = FreePort();
   std::unique_ptr<TcpStoreServer> server;
+  const int64_t failed = TcpStore::failed_attempts();
   std::thread starter([&] {
-    std::this_thread::sleep_for(milliseconds(200));
+    // Starts the server once the client found none: it is retrying.
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(30);
+    while (TcpStore::failed_attempts() == failed) {
+      ASSERT_LT(Clock::now(), deadline) << "no attempt to connect within 30 s";
+      std::this_thread::yield();
+    }
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
         TcpStoreServer::Start("127.0.0.1", port);
     ASSERT_TRUE(started.ok()) << started.status();
@@ -297,7 +316,7 @@ TEST(TcpStore, ConnectsBeforeTheServerStarts) {
   const milliseconds elapsed = Since(start);
   starter.join();
   ASSERT_TRUE(store.ok()) << store.status();
-  EXPECT_GE(elapsed.count(), 150);
+  EXPECT_GT(TcpStore::failed_attempts(), failed);  // it connected after failing
   EXPECT_LT(elapsed.count(), 3000);
   ASSERT_TRUE((*store)->Set("k", Bytes("v")).ok());
   EXPECT_EQ(*(*store)->Get("k", kLong), Bytes("v"));
@@ -375,9 +394,9 @@ TEST(TcpStoreServer, ClientsThatBreakOffDoNotDisturbTheOthers) {
   // Hangs up while its GET waits for a key.
   fd = RawConnect(server->port());
   SendRaw(fd, RawRequest(2, 0, {"later"}));
-  std::this_thread::sleep_for(milliseconds(50));
+  WaitUntilHeld(*server, 1);
   close(fd);
-  std::this_thread::sleep_for(milliseconds(50));
+  WaitUntilHeld(*server, 0);  // the server dropped it, and its GET
 
   ASSERT_TRUE(good->Set("later", Bytes("2")).ok());
   EXPECT_EQ(*good->Get("before", kLong), Bytes("1"));
@@ -420,7 +439,7 @@ TEST(TcpStoreServer, StoppingWakesWaitingClients) {
   auto server = StartServer();
   auto store = ConnectTo(*server);
   std::thread stopper([&] {
-    std::this_thread::sleep_for(milliseconds(100));
+    WaitUntilHeld(*server, 1);  // the GET waits at the server
     server.reset();
   });
   const Clock::time_point start = Clock::now();
@@ -446,7 +465,7 @@ TEST(TcpStore, WorksThroughGloosPrefixStore) {
   auto other = ConnectTo(*server);
   gloo::rendezvous::PrefixStore other_prefixed("job7", *other);
   std::thread setter([&] {
-    std::this_thread::sleep_for(milliseconds(50));
+    WaitUntilHeld(*server, 1);  // the wait for rank1 waits at the server
     other_prefixed.set("rank1", Bytes("addr1"));
   });
   EXPECT_NO_THROW(prefixed.wait({"rank0", "rank1"}, milliseconds(5000)));

@@ -1,6 +1,6 @@
 // When the kernels of a running program must give up early.
-#ifndef SHARDJIT_BACKENDS_STOP_SIGNAL_H_
-#define SHARDJIT_BACKENDS_STOP_SIGNAL_H_
+#ifndef SHARDJIT_BASE_STOP_SIGNAL_H_
+#define SHARDJIT_BASE_STOP_SIGNAL_H_
 
 #include <atomic>
 
@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace shardjit::backends {
+namespace shardjit::base {
 
 // Set for each running program by the runtime: its run was cancelled or failed elsewhere
 // (`stopped` set), or its deadline passed. Long kernels (GEMMs) poll Check() between blocks of
@@ -30,6 +30,6 @@ struct StopSignal {
   }
 };
 
-}  // namespace shardjit::backends
+}  // namespace shardjit::base
 
-#endif  // SHARDJIT_BACKENDS_STOP_SIGNAL_H_
+#endif  // SHARDJIT_BASE_STOP_SIGNAL_H_

@@ -1,4 +1,4 @@
-#include "backends/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <atomic>
 #include <chrono>
@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 
-namespace shardjit::backends {
+namespace shardjit::base {
 namespace {
 
 // Every task runs exactly once, whatever the task count and helper limit.
@@ -109,4 +109,4 @@ TEST(ParallelismTest, ScopeSetsAndRestoresTheCurrentParallelism) {
 TEST(AvailableCoresTest, AtLeastOne) { EXPECT_GE(AvailableCores(), 1); }
 
 }  // namespace
-}  // namespace shardjit::backends
+}  // namespace shardjit::base

@@ -9,8 +9,8 @@
 // catastrophic when threads outnumber cores. Helpers therefore spin (with pause) for a short while
 // after each task and then block; the caller always works on its own tasks too, so a slow wake-up
 // delays only the tasks no helper has claimed yet.
-#ifndef SHARDJIT_BACKENDS_THREAD_POOL_H_
-#define SHARDJIT_BACKENDS_THREAD_POOL_H_
+#ifndef SHARDJIT_BASE_THREAD_POOL_H_
+#define SHARDJIT_BASE_THREAD_POOL_H_
 
 #include <atomic>
 #include <condition_variable>
@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "backends/stop_signal.h"
+#include "base/stop_signal.h"
 
-namespace shardjit::backends {
+namespace shardjit::base {
 
 class ThreadPool {
  public:
@@ -89,6 +89,6 @@ class ScopedParallelism {
 // Cores this process may run on (its CPU affinity mask), at least 1.
 int AvailableCores();
 
-}  // namespace shardjit::backends
+}  // namespace shardjit::base
 
-#endif  // SHARDJIT_BACKENDS_THREAD_POOL_H_
+#endif  // SHARDJIT_BASE_THREAD_POOL_H_

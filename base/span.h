@@ -1,13 +1,13 @@
 // Timed spans of a device's work, for profiles: what kernels, collectives and the scheduler
 // record, and the recorder they record into. No dependencies, so that the scheduler builds alone.
-#ifndef SHARDJIT_BACKENDS_SPAN_H_
-#define SHARDJIT_BACKENDS_SPAN_H_
+#ifndef SHARDJIT_BASE_SPAN_H_
+#define SHARDJIT_BASE_SPAN_H_
 
 #include <chrono>
 #include <cstdint>
 #include <string_view>
 
-namespace shardjit::backends {
+namespace shardjit::base {
 
 // One timed piece of a device's work, for profiles. The views need only outlive Record().
 struct Span {
@@ -53,6 +53,6 @@ class ScopedThreadSpanRecorder {
   SpanRecorder* saved_;
 };
 
-}  // namespace shardjit::backends
+}  // namespace shardjit::base
 
-#endif  // SHARDJIT_BACKENDS_SPAN_H_
+#endif  // SHARDJIT_BASE_SPAN_H_

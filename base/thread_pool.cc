@@ -1,11 +1,11 @@
-#include "backends/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 
-namespace shardjit::backends {
+namespace shardjit::base {
 namespace {
 
 // How long a helper keeps polling for work after a task before it sleeps.
@@ -117,4 +117,4 @@ int AvailableCores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-}  // namespace shardjit::backends
+}  // namespace shardjit::base

@@ -1,4 +1,4 @@
-#include "tools/launcher.h"
+#include "runtime/distributed/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 
 extern char** environ;
 
-namespace shardjit::tools {
+namespace shardjit::runtime {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -626,4 +626,4 @@ absl::StatusOr<int> LaunchSelf(int num_processes, const std::vector<std::string>
   return Launch(options, std::cout, std::cerr);
 }
 
-}  // namespace shardjit::tools
+}  // namespace shardjit::runtime

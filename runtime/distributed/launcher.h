@@ -9,8 +9,8 @@
 // by themselves, then SIGTERM and, after kill_delay, SIGKILL to their process groups. Children die
 // with the forking thread (PR_SET_PDEATHSIG), and what is left in a child's process group when the
 // child exits is killed.
-#ifndef SHARDJIT_TOOLS_LAUNCHER_H_
-#define SHARDJIT_TOOLS_LAUNCHER_H_
+#ifndef SHARDJIT_RUNTIME_DISTRIBUTED_LAUNCHER_H_
+#define SHARDJIT_RUNTIME_DISTRIBUTED_LAUNCHER_H_
 
 #include <ostream>
 #include <string>
@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace shardjit::tools {
+namespace shardjit::runtime {
 
 struct LaunchOptions {
   int num_processes = 0;
@@ -64,6 +64,6 @@ absl::StatusOr<int> PickFreePort();
 // "SIGKILL" for SIGKILL; "signal 77" when it has no name.
 std::string SignalName(int sig);
 
-}  // namespace shardjit::tools
+}  // namespace shardjit::runtime
 
-#endif  // SHARDJIT_TOOLS_LAUNCHER_H_
+#endif  // SHARDJIT_RUNTIME_DISTRIBUTED_LAUNCHER_H_

@@ -2,7 +2,7 @@
 // child sees, prefixed and complete output, exit statuses (first failure, signals, timeout, a
 // program that cannot run), stopping children after the grace period, forwarded signals and a
 // closed output; and LaunchSelf with this test program as the children (kSelfChild).
-#include "tools/launcher.h"
+#include "runtime/distributed/launcher.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,7 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace shardjit::tools {
+namespace shardjit::runtime {
 namespace {
 
 // argv[1] of this program started by LaunchSelf: it writes "<id> <processes> <argv[2]>" to
@@ -390,10 +390,10 @@ TEST(LauncherTest, SignalNames) {
 }
 
 }  // namespace
-}  // namespace shardjit::tools
+}  // namespace shardjit::runtime
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::string(argv[1]) == shardjit::tools::kSelfChild) {
+  if (argc == 4 && std::string(argv[1]) == shardjit::runtime::kSelfChild) {
     const char* id = std::getenv("SHARDJIT_PROCESS_ID");
     const char* processes = std::getenv("SHARDJIT_NUM_PROCESSES");
     if (id == nullptr || processes == nullptr) return 2;

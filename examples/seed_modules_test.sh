@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# End-to-end test of seed_modules: one traced (global-view) module file per seed variant, in each
+# format, on other meshes and sizes, for a chosen few variants; bad flags.
+set -uo pipefail
+
+SEED_MODULES="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/examples/seed_modules"
+[ -x "$SEED_MODULES" ] || SEED_MODULES=examples/seed_modules
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+
+# expect_status STATUS CMD...: runs CMD with stdout to $TMP/out and stderr to $TMP/err.
+expect_status() {
+  local want=$1
+  shift
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local got=$?
+  [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want; stderr: $(cat "$TMP/err")"
+}
+
+expect_grep() {  # expect_grep PATTERN FILE
+  grep -q -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
+}
+
+# Every variant, IR text, on the default 2x2 mesh; the paths written are printed.
+expect_status 0 "$SEED_MODULES" --out_dir="$TMP/seeds"
+for v in a b c d e f; do
+  f="$TMP/seeds/seed_$v.txt"
+  [ -s "$f" ] || { fail "no $f"; continue; }
+  expect_grep "^$f\$" "$TMP/out"
+  expect_grep 'view=global mesh={x:2,y:2}' "$f"
+  expect_grep 'param_shardings=(P(x,y),P(x,None))' "$f"
+  expect_grep 'bf16\[2048,2048\]' "$f"
+done
+[ "$(wc -l <"$TMP/out")" -eq 6 ] || fail "expected 6 paths: $(cat "$TMP/out")"
+# (a) is a plain matmul in the global view; (c) a shard_map with the collectives written.
+expect_grep 'dot_general' "$TMP/seeds/seed_a.txt"
+expect_grep 'shard_map\[' "$TMP/seeds/seed_c.txt"
+expect_grep 'all_gather' "$TMP/seeds/seed_c.txt"
+expect_grep 'psum' "$TMP/seeds/seed_c.txt"
+expect_grep 'fori_loop' "$TMP/seeds/seed_e.txt"
+
+# --mesh, --m/--k/--n and --variants; a relative --out_dir under bazel run is the user's directory.
+mkdir -p "$TMP/cwd"
+expect_status 0 env BUILD_WORKING_DIRECTORY="$TMP/cwd" "$SEED_MODULES" --out_dir=small \
+  --mesh=4x4 --m=256 --k=256 --n=128 --variants=a,c
+[ "$(ls "$TMP/cwd/small")" = "$(printf 'seed_a.txt\nseed_c.txt')" ] ||
+  fail "expected seed_a.txt and seed_c.txt: $(ls "$TMP/cwd/small")"
+expect_grep 'mesh={x:4,y:4}' "$TMP/cwd/small/seed_c.txt"
+expect_grep 'bf16\[256,256\]' "$TMP/cwd/small/seed_c.txt"
+expect_grep 'bf16\[256,128\]' "$TMP/cwd/small/seed_c.txt"
+
+# --format: text protos and binary protos.
+expect_status 0 "$SEED_MODULES" --out_dir="$TMP/pbtxt" --format=pbtxt --variants=c
+expect_grep 'view: GLOBAL' "$TMP/pbtxt/seed_c.pbtxt"
+expect_status 0 "$SEED_MODULES" --out_dir="$TMP/pb" --format=binary --variants=c
+[ -s "$TMP/pb/seed_c.pb" ] || fail "no seed_c.pb"
+
+# Bad flags: a message naming the flag and a nonzero status; --help prints the usage.
+expect_status 2 "$SEED_MODULES"
+expect_grep 'no --out_dir' "$TMP/err"
+expect_status 2 "$SEED_MODULES" --out_dir="$TMP/bad" --mesh=4
+expect_grep 'mesh must be XxY' "$TMP/err"
+expect_status 2 "$SEED_MODULES" --out_dir="$TMP/bad" --variants=z
+expect_grep 'no variant "z"' "$TMP/err"
+expect_status 2 "$SEED_MODULES" --out_dir="$TMP/bad" --format=xml
+expect_status 2 "$SEED_MODULES" --out_dir="$TMP/bad" extra
+expect_status 1 "$SEED_MODULES" --out_dir="$TMP/bad" --bogus
+expect_grep "Unknown command line flag 'bogus'" "$TMP/err"
+[ -e "$TMP/bad" ] && fail "bad flags wrote $TMP/bad"
+"$SEED_MODULES" --help >"$TMP/out" 2>&1
+expect_grep 'usage: seed_modules --out_dir=DIR' "$TMP/out"
+expect_grep 'out_dir' "$TMP/out"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "PASS"
