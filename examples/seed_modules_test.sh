@@ -6,25 +6,9 @@ set -uo pipefail
 SEED_MODULES="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/examples/seed_modules"
 [ -x "$SEED_MODULES" ] || SEED_MODULES=examples/seed_modules
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-# expect_status STATUS CMD...: runs CMD with stdout to $TMP/out and stderr to $TMP/err.
-expect_status() {
-  local want=$1
-  shift
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want; stderr: $(cat "$TMP/err")"
-}
-
-expect_grep() {  # expect_grep PATTERN FILE
-  grep -q -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
-}
+# expect_status, expect_grep, fail, finish.
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/base/shell_test_lib.sh" 2>/dev/null ||
+  source base/shell_test_lib.sh
 
 # Every variant, IR text, on the default 2x2 mesh; the paths written are printed.
 expect_status 0 "$SEED_MODULES" --out_dir="$TMP/seeds"
@@ -76,8 +60,4 @@ expect_grep "Unknown command line flag 'bogus'" "$TMP/err"
 expect_grep 'usage: seed_modules --out_dir=DIR' "$TMP/out"
 expect_grep 'out_dir' "$TMP/out"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "PASS"
+finish

@@ -12,25 +12,9 @@ PRINT_PLAN="$RUNFILES/tests/print_plan"
 [ -x "$SEED_MODULES" ] || SEED_MODULES=examples/seed_modules
 [ -x "$IRDUMP" ] || IRDUMP=tools/irdump
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-# expect_status STATUS CMD...: runs CMD with stdout to $TMP/out and stderr to $TMP/err.
-expect_status() {
-  local want=$1
-  shift
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want; stderr: $(cat "$TMP/err")"
-}
-
-expect_grep() {  # expect_grep PATTERN FILE
-  grep -q -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
-}
+# expect_status, expect_grep, fail, finish.
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/base/shell_test_lib.sh" 2>/dev/null ||
+  source base/shell_test_lib.sh
 
 # bf16 x[2048,2048] P(x,y) @ w[2048,1024] P(x,None) on 2x2 and on 4x4.
 expect_status 0 "$SEED_MODULES" --out_dir="$TMP/seeds"
@@ -106,8 +90,4 @@ for v in a b c d e f; do
     fail "variant $v: irdump --lower differs from jit: $(diff "$TMP/out" "$TMP/jit_$v" | head -20)"
 done
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "PASS"
+finish

@@ -6,25 +6,9 @@ set -uo pipefail
 IRDUMP="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/tools/irdump"
 [ -x "$IRDUMP" ] || IRDUMP=tools/irdump
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-# expect_status STATUS CMD...: runs CMD with stdout to $TMP/out and stderr to $TMP/err.
-expect_status() {
-  local want=$1
-  shift
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want; stderr: $(cat "$TMP/err")"
-}
-
-expect_grep() {  # expect_grep PATTERN FILE
-  grep -q -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
-}
+# expect_status, expect_grep, fail, finish.
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/base/shell_test_lib.sh" 2>/dev/null ||
+  source base/shell_test_lib.sh
 
 # A global-view module by hand (seed_c of examples/seed_variants.h at a small size: x[8,8] P(x,y)
 # @ w[8,4] P(x,None) on a 2x2 mesh): all_gather of w, dynamic_slice by axis_index, dot_general,
@@ -144,8 +128,4 @@ expect_grep 'examples:seed_modules' "$TMP/out"
 expect_status 0 "$IRDUMP" -h
 expect_grep 'usage: irdump' "$TMP/out"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "PASS"
+finish

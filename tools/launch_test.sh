@@ -7,25 +7,9 @@ set -uo pipefail
 LAUNCH="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/tools/launch"
 [ -x "$LAUNCH" ] || LAUNCH=tools/launch
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-
-fail() {
-  echo "FAIL: $*" >&2
-  failures=$((failures + 1))
-}
-
-# expect_status STATUS CMD...: runs CMD with stdout to $TMP/out and stderr to $TMP/err.
-expect_status() {
-  local want=$1
-  shift
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local got=$?
-  [ "$got" -eq "$want" ] || fail "'$*' exited $got, expected $want; stderr: $(cat "$TMP/err")"
-}
-
-expect_grep() {  # expect_grep PATTERN FILE
-  grep -q -- "$1" "$2" || fail "no '$1' in $2: $(head -c 2000 "$2")"
-}
+# expect_status, expect_grep, fail, finish.
+source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/base/shell_test_lib.sh" 2>/dev/null ||
+  source base/shell_test_lib.sh
 
 # Everything after "--" is the program's, flags of the launcher's spelling and "--" included.
 expect_status 0 "$LAUNCH" -n 2 -- /bin/echo hi -n 3 --port=1 --bogus -- --help
@@ -60,8 +44,4 @@ expect_grep 'usage: launch -n N' "$TMP/out"
 expect_status 0 "$LAUNCH" -h
 expect_grep 'usage: launch -n N' "$TMP/out"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "PASS"
+finish
