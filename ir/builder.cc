@@ -1,6 +1,7 @@
 #include "ir/builder.h"
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
@@ -37,9 +38,8 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
                      if (it == types_.end()) return absl::InvalidArgumentError("unknown value");
                      return it->second;
                    }};
-  absl::StatusOr<std::vector<ShapedType>> results = InferResultTypes(ctx, operand_types, op);
-  if (!results.ok()) return results.status();
-  for (const ShapedType& t : *results) {
+  ASSIGN_OR_RETURN(std::vector<ShapedType> results, InferResultTypes(ctx, operand_types, op));
+  for (const ShapedType& t : results) {
     if (absl::Status s = CheckTypeLimits(t); !s.ok()) {
       return absl::InvalidArgumentError(fmt::format("{}: {}", op.opcode(), s.message()));
     }
@@ -49,7 +49,7 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
   op.clear_result_types();
   for (int64_t id : operands) op.add_operands(id);
   std::vector<int64_t> ids;
-  for (const ShapedType& t : *results) {
+  for (const ShapedType& t : results) {
     int64_t id = next_id_++;
     types_[id] = t;
     op.add_results(id);

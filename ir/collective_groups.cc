@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 
 namespace shardjit::ir {
@@ -79,8 +80,7 @@ absl::StatusOr<int64_t> CheckAxisIndexGroups(const AxisGroups& groups, int64_t a
 
 absl::StatusOr<CollectiveGroup> GroupOf(const Mesh& mesh, int64_t position, const AxisList& axes,
                                         const AxisGroups& groups) {
-  absl::StatusOr<int64_t> ring_size = CombinedAxisSize(mesh, axes);
-  if (!ring_size.ok()) return ring_size.status();
+  ASSIGN_OR_RETURN(int64_t ring_size, CombinedAxisSize(mesh, axes));
   std::vector<int64_t> axis_ids;
   for (const std::string& name : axes) axis_ids.push_back(MeshAxisIndex(mesh, name));
   const std::vector<int64_t> coords = MeshCoords(mesh, position);
@@ -99,7 +99,7 @@ absl::StatusOr<CollectiveGroup> GroupOf(const Mesh& mesh, int64_t position, cons
   };
   const int64_t mine = CombinedAxisIndex(mesh, position, axes);
   if (groups.empty()) {
-    for (int64_t i = 0; i < *ring_size; ++i) add(i);
+    for (int64_t i = 0; i < ring_size; ++i) add(i);
     group.my_index = mine;
     return group;
   }
@@ -107,9 +107,9 @@ absl::StatusOr<CollectiveGroup> GroupOf(const Mesh& mesh, int64_t position, cons
     for (int k = 0; k < g.indices_size(); ++k) {
       if (g.indices(k) != mine) continue;
       for (int64_t index : g.indices()) {
-        if (index < 0 || index >= *ring_size) {
+        if (index < 0 || index >= ring_size) {
           return absl::InvalidArgumentError(fmt::format(
-              "axis_index_groups index {} is out of range for axis size {}", index, *ring_size));
+              "axis_index_groups index {} is out of range for axis size {}", index, ring_size));
         }
         add(index);
       }

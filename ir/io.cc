@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -85,11 +86,10 @@ absl::StatusOr<Module> ReadModuleFile(const std::string& path) {
 }
 
 absl::Status WriteModuleFile(const Module& module, const std::string& path) {
-  absl::StatusOr<std::string> data = SerializeModuleAs(module, FormatFromPath(path));
-  if (!data.ok()) return data.status();
+  ASSIGN_OR_RETURN(std::string data, SerializeModuleAs(module, FormatFromPath(path)));
   std::ofstream out(path, std::ios::binary);
   if (!out) return absl::PermissionDeniedError(fmt::format("cannot write \"{}\"", path));
-  out << *data;
+  out << data;
   return out ? absl::OkStatus() : absl::DataLossError(fmt::format("write to \"{}\" failed", path));
 }
 

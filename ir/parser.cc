@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "google/protobuf/descriptor.h"
@@ -134,21 +135,19 @@ class Parser {
 
   absl::StatusOr<ir::Module> ParseModuleText() {
     ir::Module m;
-    if (absl::Status s = ExpectIdent("module"); !s.ok()) return s;
-    absl::StatusOr<std::string> name = Name();
-    if (!name.ok()) return name.status();
-    m.set_name(*name);
-    if (absl::Status s = Header(m); !s.ok()) return s;
+    RETURN_IF_ERROR(ExpectIdent("module"));
+    ASSIGN_OR_RETURN(std::string name, Name());
+    m.set_name(name);
+    RETURN_IF_ERROR(Header(m));
     while (lex_.IsIdent("func")) {
       lex_.Next();
       ir::Function* f = m.add_functions();
-      absl::StatusOr<std::string> fname = Name();
-      if (!fname.ok()) return fname.status();
-      f->set_name(*fname);
-      if (absl::Status s = Expect("="); !s.ok()) return s;
+      ASSIGN_OR_RETURN(std::string fname, Name());
+      f->set_name(fname);
+      RETURN_IF_ERROR(Expect("="));
       next_id_ = 0;
       scopes_.clear();
-      if (absl::Status s = Region(f->mutable_body()); !s.ok()) return s;
+      RETURN_IF_ERROR(Region(f->mutable_body()));
     }
     if (lex_.Peek().kind != Tok::kEnd) return Error("expected `func` or end of input");
     return m;
@@ -156,7 +155,7 @@ class Parser {
 
   absl::StatusOr<ir::Region> TopRegion() {
     ir::Region r;
-    if (absl::Status s = Region(&r); !s.ok()) return s;
+    RETURN_IF_ERROR(Region(&r));
     if (lex_.Peek().kind != Tok::kEnd) return Error("unexpected text after the region");
     return r;
   }
@@ -219,9 +218,9 @@ class Parser {
   // ( item , item ... ) with `item` parsing one element.
   template <typename F>
   absl::Status Tuple(F item) {
-    if (absl::Status s = Expect("("); !s.ok()) return s;
+    RETURN_IF_ERROR(Expect("("));
     while (!lex_.IsPunct(")")) {
-      if (absl::Status s = item(); !s.ok()) return s;
+      RETURN_IF_ERROR(item());
       if (lex_.IsPunct(",")) {
         lex_.Next();
       } else if (!lex_.IsPunct(")")) {
@@ -236,12 +235,11 @@ class Parser {
     if (lex_.Peek().kind != Tok::kIdent) return Error("expected a type like f32[2,3]");
     if (lex_.Peek().text == "future") {
       lex_.Next();
-      if (absl::Status s = Expect("["); !s.ok()) return s;
-      absl::StatusOr<TensorType> inner = Type();
-      if (!inner.ok()) return inner.status();
-      if (inner->future()) return Error("a future cannot hold a future");
-      if (absl::Status s = Expect("]"); !s.ok()) return s;
-      inner->set_future(true);
+      RETURN_IF_ERROR(Expect("["));
+      ASSIGN_OR_RETURN(TensorType inner, Type());
+      if (inner.future()) return Error("a future cannot hold a future");
+      RETURN_IF_ERROR(Expect("]"));
+      inner.set_future(true);
       return inner;
     }
     std::string dtype = lex_.Next().text;
@@ -249,11 +247,10 @@ class Parser {
     if (!d) return Error("unknown dtype \"{}\"", dtype);
     TensorType t;
     t.set_dtype(ToProto(*d));
-    if (absl::Status s = Expect("["); !s.ok()) return s;
+    RETURN_IF_ERROR(Expect("["));
     while (!lex_.IsPunct("]")) {
-      absl::StatusOr<int64_t> v = Int();
-      if (!v.ok()) return v.status();
-      t.add_dims(*v);
+      ASSIGN_OR_RETURN(int64_t v, Int());
+      t.add_dims(v);
       if (lex_.IsPunct(",")) lex_.Next();
     }
     lex_.Next();
@@ -281,39 +278,31 @@ class Parser {
     if (scopes_.size() >= static_cast<size_t>(kMaxRegionDepth)) {
       return Error("regions nested more than {} deep", kMaxRegionDepth);
     }
-    if (absl::Status s = Expect("{"); !s.ok()) return s;
-    if (absl::Status s = ExpectIdent("lambda"); !s.ok()) return s;
-    if (absl::Status s = Expect(";"); !s.ok()) return s;
+    RETURN_IF_ERROR(Expect("{"));
+    RETURN_IF_ERROR(ExpectIdent("lambda"));
+    RETURN_IF_ERROR(Expect(";"));
     scopes_.emplace_back();
     while (!lex_.IsPunct(".")) {
-      absl::StatusOr<std::string> name = Name();
-      if (!name.ok()) return name.status();
-      if (absl::Status s = Expect(":"); !s.ok()) return s;
-      absl::StatusOr<TensorType> type = Type();
-      if (!type.ok()) return type.status();
-      absl::StatusOr<int64_t> id = Define(*name);
-      if (!id.ok()) return id.status();
+      ASSIGN_OR_RETURN(std::string name, Name());
+      RETURN_IF_ERROR(Expect(":"));
+      ASSIGN_OR_RETURN(TensorType type, Type());
+      ASSIGN_OR_RETURN(int64_t id, Define(name));
       Param* p = r->add_params();
-      p->set_id(*id);
-      *p->mutable_type() = *type;
+      p->set_id(id);
+      *p->mutable_type() = type;
     }
     lex_.Next();
-    if (absl::Status s = ExpectIdent("let"); !s.ok()) return s;
+    RETURN_IF_ERROR(ExpectIdent("let"));
     while (!lex_.IsIdent("in")) {
-      if (absl::Status s = OpLine(r->add_ops()); !s.ok()) return s;
+      RETURN_IF_ERROR(OpLine(r->add_ops()));
     }
     lex_.Next();
-    if (absl::Status s = Tuple([&]() -> absl::Status {
-          absl::StatusOr<std::string> name = Name();
-          if (!name.ok()) return name.status();
-          absl::StatusOr<int64_t> id = Use(*name);
-          if (!id.ok()) return id.status();
-          r->add_results(*id);
-          return absl::OkStatus();
-        });
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(Tuple([&]() -> absl::Status {
+      ASSIGN_OR_RETURN(std::string name, Name());
+      ASSIGN_OR_RETURN(int64_t id, Use(name));
+      r->add_results(id);
+      return absl::OkStatus();
+    }));
     scopes_.pop_back();
     return Expect("}");
   }
@@ -330,64 +319,56 @@ class Parser {
       lex_.Next();
     } else {
       while (!lex_.IsPunct("=")) {
-        absl::StatusOr<std::string> name = Name();
-        if (!name.ok()) return name.status();
-        if (absl::Status s = Expect(":"); !s.ok()) return s;
-        absl::StatusOr<TensorType> type = Type();
-        if (!type.ok()) return type.status();
-        result_names.push_back(*name);
-        *op->add_result_types() = *type;
+        ASSIGN_OR_RETURN(std::string name, Name());
+        RETURN_IF_ERROR(Expect(":"));
+        ASSIGN_OR_RETURN(TensorType type, Type());
+        result_names.push_back(name);
+        *op->add_result_types() = type;
       }
     }
-    if (absl::Status s = Expect("="); !s.ok()) return s;
+    RETURN_IF_ERROR(Expect("="));
     if (lex_.Peek().kind != Tok::kIdent) return Error("expected an opcode");
     op->set_opcode(lex_.Next().text);
     if (lex_.IsPunct("[")) {
       lex_.Next();
-      if (absl::Status s = Attrs(op); !s.ok()) return s;
+      RETURN_IF_ERROR(Attrs(op));
     }
     while (!AtOpStart()) {
-      absl::StatusOr<std::string> name = Name();
-      if (!name.ok()) return name.status();
-      absl::StatusOr<int64_t> id = Use(*name);
-      if (!id.ok()) return id.status();
-      op->add_operands(*id);
+      ASSIGN_OR_RETURN(std::string name, Name());
+      ASSIGN_OR_RETURN(int64_t id, Use(name));
+      op->add_operands(id);
     }
     while (lex_.IsPunct("@")) {
       lex_.Next();
       if (lex_.IsIdent("scope")) {
         lex_.Next();
-        if (absl::Status s = Expect("("); !s.ok()) return s;
-        absl::StatusOr<std::string> scope = Name();
-        if (!scope.ok()) return scope.status();
-        op->set_name_scope(*scope);
-        if (absl::Status s = Expect(")"); !s.ok()) return s;
+        RETURN_IF_ERROR(Expect("("));
+        ASSIGN_OR_RETURN(std::string scope, Name());
+        op->set_name_scope(scope);
+        RETURN_IF_ERROR(Expect(")"));
       } else if (lex_.IsIdent("sharding")) {
         lex_.Next();
-        if (absl::Status s = Tuple([&] { return Spec(op->add_sharding()); }); !s.ok()) return s;
+        RETURN_IF_ERROR(Tuple([&] { return Spec(op->add_sharding()); }));
       } else if (lex_.IsIdent("loc")) {
         lex_.Next();
-        if (absl::Status s = Expect("("); !s.ok()) return s;
-        absl::StatusOr<std::string> file = Name();
-        if (!file.ok()) return file.status();
-        if (absl::Status s = Expect(","); !s.ok()) return s;
-        absl::StatusOr<int64_t> line = Int();
-        if (!line.ok()) return line.status();
-        if (*line < 0 || *line > std::numeric_limits<int32_t>::max()) {
-          return Error("bad integer: line {} of @loc is out of range", *line);
+        RETURN_IF_ERROR(Expect("("));
+        ASSIGN_OR_RETURN(std::string file, Name());
+        RETURN_IF_ERROR(Expect(","));
+        ASSIGN_OR_RETURN(int64_t line, Int());
+        if (line < 0 || line > std::numeric_limits<int32_t>::max()) {
+          return Error("bad integer: line {} of @loc is out of range", line);
         }
-        op->mutable_loc()->set_file(*file);
-        op->mutable_loc()->set_line(static_cast<int32_t>(*line));
-        if (absl::Status s = Expect(")"); !s.ok()) return s;
+        op->mutable_loc()->set_file(file);
+        op->mutable_loc()->set_line(static_cast<int32_t>(line));
+        RETURN_IF_ERROR(Expect(")"));
       } else {
         return Error("expected @scope, @sharding or @loc");
       }
     }
     // Results are defined after the op's regions, in print order.
     for (const std::string& name : result_names) {
-      absl::StatusOr<int64_t> id = Define(name);
-      if (!id.ok()) return id.status();
-      op->add_results(*id);
+      ASSIGN_OR_RETURN(int64_t id, Define(name));
+      op->add_results(id);
     }
     return absl::OkStatus();
   }
@@ -397,12 +378,11 @@ class Parser {
     if (chosen == nullptr) return Error("\"{}\" is not a primitive with attributes", op->opcode());
     Message* attrs = op->GetReflection()->MutableMessage(op, chosen);
     while (!lex_.IsPunct("]")) {
-      absl::StatusOr<std::string> name = Name();
-      if (!name.ok()) return name.status();
-      const FieldDescriptor* f = attrs->GetDescriptor()->FindFieldByName(*name);
-      if (f == nullptr) return Error("{} has no attribute \"{}\"", op->opcode(), *name);
-      if (absl::Status s = Expect("="); !s.ok()) return s;
-      if (absl::Status s = FieldValue(attrs, f); !s.ok()) return s;
+      ASSIGN_OR_RETURN(std::string name, Name());
+      const FieldDescriptor* f = attrs->GetDescriptor()->FindFieldByName(name);
+      if (f == nullptr) return Error("{} has no attribute \"{}\"", op->opcode(), name);
+      RETURN_IF_ERROR(Expect("="));
+      RETURN_IF_ERROR(FieldValue(attrs, f));
     }
     lex_.Next();
     return absl::OkStatus();
@@ -430,17 +410,15 @@ class Parser {
     switch (f->cpp_type()) {
       case FieldDescriptor::CPPTYPE_INT64:
       case FieldDescriptor::CPPTYPE_INT32: {
-        absl::StatusOr<int64_t> v = Int();
-        if (!v.ok()) return v.status();
+        ASSIGN_OR_RETURN(int64_t v, Int());
         if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
-          rep ? r->AddInt64(m, f, *v) : r->SetInt64(m, f, *v);
+          rep ? r->AddInt64(m, f, v) : r->SetInt64(m, f, v);
         } else {
-          if (*v < std::numeric_limits<int32_t>::min() ||
-              *v > std::numeric_limits<int32_t>::max()) {
-            return Error("{} = {} does not fit in 32 bits", f->name(), *v);
+          if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+            return Error("{} = {} does not fit in 32 bits", f->name(), v);
           }
-          rep ? r->AddInt32(m, f, static_cast<int32_t>(*v))
-              : r->SetInt32(m, f, static_cast<int32_t>(*v));
+          rep ? r->AddInt32(m, f, static_cast<int32_t>(v))
+              : r->SetInt32(m, f, static_cast<int32_t>(v));
         }
         return absl::OkStatus();
       }
@@ -458,15 +436,13 @@ class Parser {
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_DOUBLE: {
-        absl::StatusOr<double> v = Double();
-        if (!v.ok()) return v.status();
-        rep ? r->AddDouble(m, f, *v) : r->SetDouble(m, f, *v);
+        ASSIGN_OR_RETURN(double v, Double());
+        rep ? r->AddDouble(m, f, v) : r->SetDouble(m, f, v);
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_STRING: {
-        absl::StatusOr<std::string> v = Name();
-        if (!v.ok()) return v.status();
-        rep ? r->AddString(m, f, *v) : r->SetString(m, f, *v);
+        ASSIGN_OR_RETURN(std::string v, Name());
+        rep ? r->AddString(m, f, v) : r->SetString(m, f, v);
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_ENUM: {
@@ -516,76 +492,67 @@ class Parser {
       }
       if (lex_.IsPunct("(")) {
         return Tuple([&]() -> absl::Status {
-          absl::StatusOr<std::string> axis = Name();
-          if (!axis.ok()) return axis.status();
-          dim->add_axes(*axis);
+          ASSIGN_OR_RETURN(std::string axis, Name());
+          dim->add_axes(axis);
           return absl::OkStatus();
         });
       }
-      absl::StatusOr<std::string> axis = Name();
-      if (!axis.ok()) return axis.status();
-      dim->add_axes(*axis);
+      ASSIGN_OR_RETURN(std::string axis, Name());
+      dim->add_axes(axis);
       return absl::OkStatus();
     });
   }
 
   absl::Status Header(ir::Module& m) {
-    if (absl::Status s = Expect("["); !s.ok()) return s;
+    RETURN_IF_ERROR(Expect("["));
     while (!lex_.IsPunct("]")) {
-      absl::StatusOr<std::string> key = Name();
-      if (!key.ok()) return key.status();
-      if (absl::Status s = Expect("="); !s.ok()) return s;
+      ASSIGN_OR_RETURN(std::string key, Name());
+      RETURN_IF_ERROR(Expect("="));
       absl::Status s;
-      if (*key == "view") {
-        absl::StatusOr<std::string> v = Name();
-        if (!v.ok()) return v.status();
-        if (*v == "global") {
+      if (key == "view") {
+        ASSIGN_OR_RETURN(std::string v, Name());
+        if (v == "global") {
           m.set_view(GLOBAL);
-        } else if (*v == "per_device") {
+        } else if (v == "per_device") {
           m.set_view(PER_DEVICE);
         } else {
           return Error("view must be global or per_device");
         }
-      } else if (*key == "mesh") {
+      } else if (key == "mesh") {
         s = Expect("{");
         while (s.ok() && !lex_.IsPunct("}")) {
-          absl::StatusOr<std::string> axis = Name();
-          if (!axis.ok()) return axis.status();
-          if (absl::Status e = Expect(":"); !e.ok()) return e;
-          absl::StatusOr<int64_t> size = Int();
-          if (!size.ok()) return size.status();
+          ASSIGN_OR_RETURN(std::string axis, Name());
+          RETURN_IF_ERROR(Expect(":"));
+          ASSIGN_OR_RETURN(int64_t size, Int());
           MeshAxis* a = m.mutable_mesh()->add_axes();
-          a->set_name(*axis);
-          a->set_size(*size);
+          a->set_name(axis);
+          a->set_size(size);
           if (lex_.IsPunct(",")) lex_.Next();
         }
         if (s.ok()) s = Expect("}");
-      } else if (*key == "devices") {
+      } else if (key == "devices") {
         s = Tuple([&]() -> absl::Status {
-          absl::StatusOr<int64_t> v = Int();
-          if (!v.ok()) return v.status();
-          m.mutable_mesh()->add_device_ids(*v);
+          ASSIGN_OR_RETURN(int64_t v, Int());
+          m.mutable_mesh()->add_device_ids(v);
           return absl::OkStatus();
         });
-      } else if (*key == "entry") {
-        absl::StatusOr<std::string> v = Name();
-        if (!v.ok()) return v.status();
-        m.set_entry(*v);
-      } else if (*key == "param_shardings" || *key == "result_shardings") {
-        auto* list = *key == "param_shardings" ? m.mutable_param_shardings()
-                                               : m.mutable_result_shardings();
+      } else if (key == "entry") {
+        ASSIGN_OR_RETURN(std::string v, Name());
+        m.set_entry(v);
+      } else if (key == "param_shardings" || key == "result_shardings") {
+        auto* list =
+            key == "param_shardings" ? m.mutable_param_shardings() : m.mutable_result_shardings();
         s = Tuple([&] { return Spec(list->Add()); });
-      } else if (*key == "position_functions") {
+      } else if (key == "position_functions") {
         s = Tuple([&]() -> absl::Status {
-          absl::StatusOr<std::string> v = Name();
-          if (!v.ok()) return v.status();
-          m.add_position_functions(*v);
+          ASSIGN_OR_RETURN(std::string v, Name());
+          m.add_position_functions(v);
           return absl::OkStatus();
         });
-      } else if (*key == "machine_model") {
+      } else if (key == "machine_model") {
         s = MessageValue(m.mutable_machine_model());
       } else {
-        return Error("unknown module attribute \"{}\"", *key);
+        return Error("unknown module attribute \"{}\"", key);
       }
       if (!s.ok()) return s;
     }

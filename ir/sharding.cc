@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/types.h"
@@ -140,7 +141,7 @@ int64_t NumBlocks(const Mesh& mesh, const PartitionSpec& spec, int64_t dim) {
 absl::StatusOr<std::vector<int64_t>> LocalDims(const Mesh& mesh, const PartitionSpec& spec,
                                                const std::vector<int64_t>& global_dims,
                                                std::string_view what) {
-  if (absl::Status s = ValidateSpec(mesh, spec, global_dims.size(), what); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateSpec(mesh, spec, global_dims.size(), what));
   std::vector<int64_t> local = global_dims;
   for (size_t d = 0; d < global_dims.size(); ++d) {
     int64_t n = NumBlocks(mesh, spec, d);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/async.h"
 #include "ir/fmt_absl.h"
@@ -79,7 +80,7 @@ class FunctionVerifier {
     }
     for (int i = 0; i < region.params_size(); ++i) {
       const Param& p = region.params(i);
-      if (absl::Status s = Define(p.id(), FromProto(p.type()), scope, where); !s.ok()) return s;
+      RETURN_IF_ERROR(Define(p.id(), FromProto(p.type()), scope, where));
       if (p.type().future()) {
         if (i >= static_cast<int>(param_kinds.size()) || param_kinds[i] == Prim::kUnknown) {
           return Error(where, fmt::format("param {} is a future, but only fori_loop carries may be",
@@ -163,7 +164,7 @@ class FunctionVerifier {
       auto future = futures_.find(id);
       carry_kinds.push_back(future != futures_.end() ? future->second.kind : Prim::kUnknown);
       if (future != futures_.end() && (IsAsyncDone(prim) || op.has_fori_loop())) {
-        if (absl::Status s = UseFuture(id, region, where, prim); !s.ok()) return s;
+        RETURN_IF_ERROR(UseFuture(id, region, where, prim));
       }
     }
     int regions = 0;
@@ -223,7 +224,7 @@ class FunctionVerifier {
                                         ValueName(op.results(i)), declared.ToString(),
                                         (*inferred)[i].ToString()));
       }
-      if (absl::Status s = Define(op.results(i), declared, scope, where); !s.ok()) return s;
+      RETURN_IF_ERROR(Define(op.results(i), declared, scope, where));
       if (declared.future) {
         // A start's future, or a loop's carried future: the kind of its init.
         futures_[op.results(i)] = {IsAsyncStart(prim) ? AsyncBlocking(prim) : carry_kinds[i + 1],
@@ -300,11 +301,7 @@ absl::Status VerifyHeader(const Module& module) {
     return absl::InvalidArgumentError(fmt::format("verifier: module {}: {}", module.name(), m));
   };
   if (module.view() != GLOBAL && module.view() != PER_DEVICE) return error("view is not set");
-  if (absl::Status s = ValidateMesh(module.mesh(), fmt::format("verifier: module {}",
-                                                                 module.name()));
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ValidateMesh(module.mesh(), fmt::format("verifier: module {}", module.name())));
   if (module.mesh().device_ids_size() != 0) {
     if (module.mesh().device_ids_size() != MeshSize(module.mesh())) {
       return error(fmt::format("mesh {} has {} devices but lists {} device ids",
@@ -373,9 +370,9 @@ absl::Status VerifyFunction(const Module& module, const Function& function) {
 }
 
 absl::Status VerifyModule(const Module& module) {
-  if (absl::Status s = VerifyHeader(module); !s.ok()) return s;
+  RETURN_IF_ERROR(VerifyHeader(module));
   for (const Function& f : module.functions()) {
-    if (absl::Status s = VerifyFunction(module, f); !s.ok()) return s;
+    RETURN_IF_ERROR(VerifyFunction(module, f));
   }
   return absl::OkStatus();
 }

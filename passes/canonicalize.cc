@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "base/status_macros.h"
 #include "ir/prim.h"
 #include "ir/collective_groups.h"
 #include "ir/primitive.h"
@@ -227,9 +228,8 @@ absl::StatusOr<bool> Canonicalize::Run(ir::Module& module) {
     c.Region(*f.mutable_body());
     changed |= c.changed();
   }
-  absl::StatusOr<bool> dce = DeadCodeElimination().Run(module);
-  if (!dce.ok()) return dce.status();
-  return changed || *dce;
+  ASSIGN_OR_RETURN(bool dce, DeadCodeElimination().Run(module));
+  return changed || dce;
 }
 
 }  // namespace shardjit::passes

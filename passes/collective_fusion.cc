@@ -4,6 +4,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "base/status_macros.h"
 #include "ir/async.h"
 #include "ir/prim.h"
 #include "ir/verifier.h"
@@ -295,7 +296,7 @@ absl::StatusOr<bool> CollectiveFusion::Run(ir::Module& module) {
   }
   if (!changed) return false;
   // The gathers and products the rings replaced.
-  if (absl::StatusOr<bool> dce = DeadCodeElimination().Run(module); !dce.ok()) return dce.status();
+  RETURN_IF_ERROR(DeadCodeElimination().Run(module).status());
   // Value names follow definition order in the text form.
   for (ir::Function& f : *module.mutable_functions()) ir::CanonicalizeValueIds(f);
   return true;

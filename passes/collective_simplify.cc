@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "base/status_macros.h"
 #include "ir/dtype.h"
 #include "ir/prim.h"
 #include "ir/sharding.h"
@@ -152,8 +153,7 @@ absl::StatusOr<bool> CollectiveSimplify::Run(ir::Module& module) {
       });
       rewritten |= again;
       if (again) {
-        absl::StatusOr<bool> dce = DeadCodeElimination().Run(module);
-        if (!dce.ok()) return dce.status();
+        RETURN_IF_ERROR(DeadCodeElimination().Run(module).status());
       }
     }
   }

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/prim.h"
 #include "ir/collective_groups.h"
@@ -26,7 +27,7 @@ class Analyzer {
       for (int i = 0; i < op.results_size(); ++i) {
         types_[op.results(i)] = ir::FromProto(op.result_types(i));
       }
-      if (absl::Status s = Op(op, count); !s.ok()) return s;
+      RETURN_IF_ERROR(Op(op, count));
     }
     return absl::OkStatus();
   }
@@ -47,12 +48,11 @@ class Analyzer {
     if (!ir::IsCollective(prim) || op.has_axis() || ir::IsAsyncDone(prim) || op.has_precv()) {
       return absl::OkStatus();
     }
-    absl::StatusOr<CollectiveCost> c = Collective(op);
-    if (!c.ok()) return c.status();
-    c->count = count;
-    c->bytes_sent *= count;
-    report_.bytes_communicated += c->bytes_sent;
-    report_.collectives.push_back(std::move(*c));
+    ASSIGN_OR_RETURN(CollectiveCost c, Collective(op));
+    c.count = count;
+    c.bytes_sent *= count;
+    report_.bytes_communicated += c.bytes_sent;
+    report_.collectives.push_back(std::move(c));
     return absl::OkStatus();
   }
 
@@ -196,7 +196,7 @@ absl::StatusOr<CostReport> AnalyzeCost(const ir::Module& module, const CostOptio
   for (const ir::Function& f : module.functions()) {
     if (f.name() != module.entry()) continue;
     Analyzer analyzer(module.mesh(), options);
-    if (absl::Status s = analyzer.Region(f.body(), 1); !s.ok()) return s;
+    RETURN_IF_ERROR(analyzer.Region(f.body(), 1));
     CostReport& report = analyzer.report();
     int64_t runs = 0;
     for (const CollectiveCost& c : report.collectives) runs += c.count;

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/io.h"
@@ -25,7 +26,7 @@ absl::Status Dump(const ir::Module& module, const std::string& dir, int index,
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::PermissionDeniedError(fmt::format("cannot create dump folder {}", dir));
   std::string base = fmt::format("{}/{:02d}-{}-{}", dir, index, module.name(), name);
-  if (absl::Status s = ir::WriteModuleFile(module, base + ".txt"); !s.ok()) return s;
+  RETURN_IF_ERROR(ir::WriteModuleFile(module, base + ".txt"));
   return ir::WriteModuleFile(module, base + ".pbtxt");
 }
 
@@ -45,7 +46,7 @@ Pipeline& Pipeline::Add(std::unique_ptr<Pass> pass) {
 absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages) const {
   if (stages) stages->push_back({"input", false, false, absl::ZeroDuration(), ir::PrintModule(module)});
   if (!options_.dump_dir.empty()) {
-    if (absl::Status s = Dump(module, options_.dump_dir, 0, "input"); !s.ok()) return s;
+    RETURN_IF_ERROR(Dump(module, options_.dump_dir, 0, "input"));
   }
   int index = 0;
   for (const auto& pass : passes_) {
@@ -73,7 +74,7 @@ absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages)
     }
     if (*changed) record.text = ir::PrintModule(module);
     if (!options_.dump_dir.empty()) {
-      if (absl::Status s = Dump(module, options_.dump_dir, index, pass->name()); !s.ok()) return s;
+      RETURN_IF_ERROR(Dump(module, options_.dump_dir, index, pass->name()));
     }
     if (stages) stages->push_back(std::move(record));
   }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "passes/cost_analysis.h"
 #include "passes/spmd/rules.h"
 #include "passes/spmd_partition.h"
@@ -82,13 +83,11 @@ class Propagator {
       }
     }
     while (true) {
-      if (absl::Status s = Backward(); !s.ok()) return s;
-      absl::StatusOr<bool> decided = Forward(/*sources=*/false);
-      if (!decided.ok()) return decided.status();
-      if (*decided) continue;
-      decided = Forward(/*sources=*/true);
-      if (!decided.ok()) return decided.status();
-      if (!*decided) break;
+      RETURN_IF_ERROR(Backward());
+      ASSIGN_OR_RETURN(bool decided, Forward(/*sources=*/false));
+      if (decided) continue;
+      ASSIGN_OR_RETURN(decided, Forward(/*sources=*/true));
+      if (!decided) break;
     }
     return absl::OkStatus();
   }
@@ -114,7 +113,7 @@ class Propagator {
       }
       ir::Region& body = *op.mutable_fori_loop()->mutable_body();
       Propagator inner(mesh_, body, values_, params, std::move(wants), machine_);
-      if (absl::Status s = inner.Run(); !s.ok()) return s;
+      RETURN_IF_ERROR(inner.Run());
       absl::StatusOr<bool> inner_changed = inner.Annotate(body);
       if (!inner_changed.ok()) return inner_changed;
       changed = changed || *inner_changed;
@@ -157,11 +156,10 @@ class Propagator {
       for (const auto& wants : view.result_wants) informed = informed || !wants.empty();
       for (const auto& spec : view.operand_specs) open = open || !spec;
       if (!informed || !open) continue;
-      absl::StatusOr<spmd::Strategy> st = spmd::ChooseStrategy(view);
-      if (!st.ok()) return st.status();
+      ASSIGN_OR_RETURN(spmd::Strategy st, spmd::ChooseStrategy(view));
       for (int j = 0; j < op.operands_size(); ++j) {
         Value& v = values_.at(op.operands(j));
-        if (!v.spec) AddWant(v.wants, st->operands[j]);
+        if (!v.spec) AddWant(v.wants, st.operands[j]);
       }
     }
     return absl::OkStatus();
@@ -176,9 +174,8 @@ class Propagator {
       bool known = false;
       for (int64_t id : op.operands()) known = known || values_.at(id).spec.has_value();
       if (sources ? op.operands_size() != 0 : !known) continue;
-      absl::StatusOr<spmd::Strategy> st = spmd::ChooseStrategy(View(op));
-      if (!st.ok()) return st.status();
-      for (int r = 0; r < op.results_size(); ++r) values_.at(op.results(r)).spec = st->results[r];
+      ASSIGN_OR_RETURN(spmd::Strategy st, spmd::ChooseStrategy(View(op)));
+      for (int r = 0; r < op.results_size(); ++r) values_.at(op.results(r)).spec = st.results[r];
       decided = true;
     }
     return decided;
@@ -237,18 +234,16 @@ absl::StatusOr<bool> PropagateShardings(ir::Module& module,
     wants[i] = spmd::FromProto(module.result_shardings(i), ResultRank(body, i));
   }
   Propagator propagator(module.mesh(), body, {}, params, std::move(wants), machine, &forced);
-  if (absl::Status s = propagator.Run(); !s.ok()) return s;
+  RETURN_IF_ERROR(propagator.Run());
   return propagator.Annotate(body);
 }
 
 absl::StatusOr<double> EstimatePlanSeconds(const ir::Module& annotated,
                                            const MachineModel& machine) {
   ir::Module partitioned = annotated;
-  absl::StatusOr<bool> changed = SpmdPartition(machine).Run(partitioned);
-  if (!changed.ok()) return changed.status();
-  absl::StatusOr<CostReport> cost = AnalyzeCost(partitioned, {.machine = machine});
-  if (!cost.ok()) return cost.status();
-  return cost->estimated_seconds;
+  RETURN_IF_ERROR(SpmdPartition(machine).Run(partitioned).status());
+  ASSIGN_OR_RETURN(CostReport cost, AnalyzeCost(partitioned, {.machine = machine}));
+  return cost.estimated_seconds;
 }
 
 std::vector<std::pair<int64_t, spmd::Spec>> AlternativeLayouts(const ir::Module& annotated) {
@@ -321,7 +316,7 @@ absl::StatusOr<bool> ShardingPropagation::Run(ir::Module& module) {
   const ir::Module original = module;
   absl::StatusOr<bool> changed = PropagateShardings(module, {}, machine_);
   if (!changed.ok() || !*changed) return changed;
-  if (absl::Status s = SearchPlans(original, machine_, module); !s.ok()) return s;
+  RETURN_IF_ERROR(SearchPlans(original, machine_, module));
   return true;
 }
 

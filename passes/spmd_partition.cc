@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/prim.h"
@@ -53,27 +54,24 @@ class Partitioner {
       ir::ShapedType type = ir::FromProto(body.params(i).type());
       ir::PartitionSpec proto =
           i < module_.param_shardings_size() ? module_.param_shardings(i) : ir::ReplicatedSpec();
-      absl::StatusOr<Spec> spec =
-          CheckedSpec(mesh(), proto, type, fmt::format("param_shardings[{}]", i));
-      if (!spec.ok()) return spec.status();
-      int64_t id = emitter_.AddParam(spmd::BlockType(mesh(), *spec, type));
-      values_[body.params(i).id()] = {id, *spec, type};
+      ASSIGN_OR_RETURN(Spec spec,
+                       CheckedSpec(mesh(), proto, type, fmt::format("param_shardings[{}]", i)));
+      int64_t id = emitter_.AddParam(spmd::BlockType(mesh(), spec, type));
+      values_[body.params(i).id()] = {id, spec, type};
     }
-    if (absl::Status s = Ops(body); !s.ok()) return s;
+    RETURN_IF_ERROR(Ops(body));
     emitter_.SetOrigin(ir::Op());
     std::vector<int64_t> results;
     for (int i = 0; i < body.results_size(); ++i) {
       const Value& v = values_.at(body.results(i));
       Spec want = v.spec;
       if (i < module_.result_shardings_size()) {
-        absl::StatusOr<Spec> s = CheckedSpec(mesh(), module_.result_shardings(i), v.type,
-                                             fmt::format("result_shardings[{}]", i));
-        if (!s.ok()) return s.status();
-        want = *s;
+        ASSIGN_OR_RETURN(Spec s, CheckedSpec(mesh(), module_.result_shardings(i), v.type,
+                                             fmt::format("result_shardings[{}]", i)));
+        want = s;
       }
-      absl::StatusOr<int64_t> id = Reshard(body.results(i), want);
-      if (!id.ok()) return id.status();
-      results.push_back(*id);
+      ASSIGN_OR_RETURN(int64_t id, Reshard(body.results(i), want));
+      results.push_back(id);
       result_specs_.push_back(want);
     }
     return emitter_.Finish(entry_.name(), results);
@@ -109,7 +107,7 @@ class Partitioner {
 
   absl::Status Ops(const ir::Region& region) {
     for (int i = 0; i < region.ops_size(); ++i) {
-      if (absl::Status s = Op(i, region.ops(i)); !s.ok()) return s;
+      RETURN_IF_ERROR(Op(i, region.ops(i)));
     }
     return absl::OkStatus();
   }
@@ -118,12 +116,12 @@ class Partitioner {
     Results res;
     for (int r = 0; r < op.results_size(); ++r) {
       ir::ShapedType type = ir::FromProto(op.result_types(r));
-      absl::StatusOr<Spec> spec = CheckedSpec(
-          mesh(), op.sharding(r), type,
-          fmt::format("op #{} ({}) result {}", index, op.opcode(), ir::ValueName(op.results(r))));
-      if (!spec.ok()) return spec.status();
+      ASSIGN_OR_RETURN(Spec spec,
+                       CheckedSpec(mesh(), op.sharding(r), type,
+                                   fmt::format("op #{} ({}) result {}", index, op.opcode(),
+                                               ir::ValueName(op.results(r)))));
       res.types.push_back(type);
-      res.specs.push_back(*spec);
+      res.specs.push_back(spec);
     }
     if (op.has_shard_map()) return ShardMap(op, res);
     if (op.has_fori_loop()) return ForiLoop(op, res);
@@ -133,21 +131,16 @@ class Partitioner {
       view.operand_specs.push_back(values_.at(id).spec);
     }
     for (const Spec& s : res.specs) view.result_wants.push_back({s});
-    absl::StatusOr<spmd::Strategy> st = spmd::ChooseStrategy(view);
-    if (!st.ok()) return st.status();
+    ASSIGN_OR_RETURN(spmd::Strategy st, spmd::ChooseStrategy(view));
     emitter_.SetOrigin(op);
-    absl::StatusOr<std::vector<int64_t>> operands = ReshardAll(op.operands(), st->operands);
-    if (!operands.ok()) return operands.status();
-    absl::StatusOr<std::vector<int64_t>> local =
-        spmd::EmitLocalOp(emitter_, view, *st, *operands);
-    if (!local.ok()) return local.status();
-    if (!st->reduce_axes.empty()) {
-      absl::StatusOr<int64_t> combined = spmd::EmitCombine(
-          emitter_, (*local)[0], CombineOpcode(op), st->reduce_axes, st->scatter_dim);
-      if (!combined.ok()) return combined.status();
-      (*local)[0] = *combined;
+    ASSIGN_OR_RETURN(std::vector<int64_t> operands, ReshardAll(op.operands(), st.operands));
+    ASSIGN_OR_RETURN(std::vector<int64_t> local, spmd::EmitLocalOp(emitter_, view, st, operands));
+    if (!st.reduce_axes.empty()) {
+      ASSIGN_OR_RETURN(int64_t combined, spmd::EmitCombine(emitter_, local[0], CombineOpcode(op),
+                                                           st.reduce_axes, st.scatter_dim));
+      local[0] = combined;
     }
-    return Bind(op, *local, st->results, res);
+    return Bind(op, local, st.results, res);
   }
 
   // shard_map: the operands are resharded to the in_specs and the body is inlined on the blocks;
@@ -162,12 +155,10 @@ class Partitioner {
       out.push_back(spmd::FromProto(a.out_specs(r), res.types[r].rank()));
     }
     emitter_.SetOrigin(op);
-    absl::StatusOr<std::vector<int64_t>> args = ReshardAll(op.operands(), in);
-    if (!args.ok()) return args.status();
-    absl::StatusOr<std::vector<int64_t>> local = spmd::InlineRegion(emitter_, a.body(), *args);
-    if (!local.ok()) return local.status();
+    ASSIGN_OR_RETURN(std::vector<int64_t> args, ReshardAll(op.operands(), in));
+    ASSIGN_OR_RETURN(std::vector<int64_t> local, spmd::InlineRegion(emitter_, a.body(), args));
     emitter_.SetOrigin(op);
-    return Bind(op, *local, out, res);
+    return Bind(op, local, out, res);
   }
 
   // fori_loop: every carry keeps the op's layout at entry, in the body's params and results; the
@@ -175,8 +166,7 @@ class Partitioner {
   absl::Status ForiLoop(const ir::Op& op, const Results& res) {
     const ir::Region& body = op.fori_loop().body();
     emitter_.SetOrigin(op);
-    absl::StatusOr<std::vector<int64_t>> init = ReshardAll(op.operands(), res.specs);
-    if (!init.ok()) return init.status();
+    ASSIGN_OR_RETURN(std::vector<int64_t> init, ReshardAll(op.operands(), res.specs));
     emitter_.OpenRegion(/*spmd=*/false);
     const auto saved = reshards_;
     const ir::ShapedType index_type = ir::FromProto(body.params(0).type());
@@ -198,18 +188,16 @@ class Partitioner {
     loop.mutable_fori_loop()->set_lower(op.fori_loop().lower());
     loop.mutable_fori_loop()->set_upper(op.fori_loop().upper());
     *loop.mutable_fori_loop()->mutable_body() = std::move(region);
-    absl::StatusOr<std::vector<int64_t>> ids = emitter_.Add(std::move(loop), *init);
-    if (!ids.ok()) return ids.status();
-    return Bind(op, *ids, res.specs, res);
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids, emitter_.Add(std::move(loop), init));
+    return Bind(op, ids, res.specs, res);
   }
 
   absl::StatusOr<std::vector<int64_t>> ReshardAll(
       const google::protobuf::RepeatedField<int64_t>& ids, const std::vector<Spec>& to) {
     std::vector<int64_t> out;
     for (int i = 0; i < ids.size(); ++i) {
-      absl::StatusOr<int64_t> id = Reshard(ids[i], to[i]);
-      if (!id.ok()) return id.status();
-      out.push_back(*id);
+      ASSIGN_OR_RETURN(int64_t id, Reshard(ids[i], to[i]));
+      out.push_back(id);
     }
     return out;
   }
@@ -219,10 +207,9 @@ class Partitioner {
   absl::Status Bind(const ir::Op& op, const std::vector<int64_t>& local,
                     const std::vector<Spec>& from, const Results& res) {
     for (int r = 0; r < op.results_size(); ++r) {
-      absl::StatusOr<int64_t> id =
-          spmd::EmitReshard(emitter_, local[r], res.types[r], from[r], res.specs[r]);
-      if (!id.ok()) return id.status();
-      values_[op.results(r)] = {*id, res.specs[r], res.types[r]};
+      ASSIGN_OR_RETURN(int64_t id,
+                       spmd::EmitReshard(emitter_, local[r], res.types[r], from[r], res.specs[r]));
+      values_[op.results(r)] = {id, res.specs[r], res.types[r]};
     }
     return absl::OkStatus();
   }
@@ -268,7 +255,7 @@ absl::Status SpmdPartition::CheckPartitionable(const ir::Module& module) {
   if (spmd::OnlyWrapsShardMap(body)) {
     return absl::FailedPreconditionError("only wraps one shard_map (lower-shard-map lowers it)");
   }
-  if (absl::Status s = spmd::CheckRules(body); !s.ok()) return s;
+  RETURN_IF_ERROR(spmd::CheckRules(body));
   return CheckAnnotated(body);
 }
 

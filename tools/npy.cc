@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/dtype.h"
@@ -41,13 +42,11 @@ class HeaderParser {
     std::map<std::string, HeaderValue> dict;
     if (!Consume('{')) return Error("expected '{'");
     while (!Consume('}')) {
-      absl::StatusOr<std::string> key = String();
-      if (!key.ok()) return key.status();
-      if (!Consume(':')) return Error(fmt::format("expected ':' after '{}'", *key));
-      absl::StatusOr<HeaderValue> value = Value(*key);
-      if (!value.ok()) return value.status();
-      if (!dict.emplace(*key, std::move(*value)).second) {
-        return Error(fmt::format("key '{}' appears twice", *key));
+      ASSIGN_OR_RETURN(std::string key, String());
+      if (!Consume(':')) return Error(fmt::format("expected ':' after '{}'", key));
+      ASSIGN_OR_RETURN(HeaderValue value, Value(key));
+      if (!dict.emplace(key, std::move(value)).second) {
+        return Error(fmt::format("key '{}' appears twice", key));
       }
       if (!Consume(',')) {
         if (!Consume('}')) return Error("expected ',' or '}'");
@@ -104,9 +103,8 @@ class HeaderParser {
     SkipSpace();
     HeaderValue v;
     if (pos_ < text_.size() && (text_[pos_] == '\'' || text_[pos_] == '"')) {
-      absl::StatusOr<std::string> s = String();
-      if (!s.ok()) return s.status();
-      v.str = std::move(*s);
+      ASSIGN_OR_RETURN(std::string s, String());
+      v.str = std::move(s);
       return v;
     }
     if (ConsumeWord("True")) {
@@ -121,9 +119,8 @@ class HeaderParser {
     if (Consume('(')) {
       v.kind = HeaderValue::kTuple;
       while (!Consume(')')) {
-        absl::StatusOr<int64_t> n = Int();
-        if (!n.ok()) return n.status();
-        v.ints.push_back(*n);
+        ASSIGN_OR_RETURN(int64_t n, Int());
+        v.ints.push_back(n);
         if (!Consume(',')) {
           if (!Consume(')')) return Error("expected ',' or ')' in a tuple");
           break;
@@ -221,14 +218,12 @@ absl::StatusOr<ir::Tensor> ParseNpy(std::string_view data) {
         "truncated .npy header: it declares {} bytes but the file has {}", header_len,
         data.size() - preamble));
   }
-  absl::StatusOr<std::map<std::string, HeaderValue>> dict =
-      HeaderParser(data.substr(preamble, header_len)).ParseDict();
-  if (!dict.ok()) return dict.status();
+  ASSIGN_OR_RETURN(auto dict, HeaderParser(data.substr(preamble, header_len)).ParseDict());
 
   auto get = [&](const std::string& key,
                  HeaderValue::Kind kind) -> absl::StatusOr<const HeaderValue*> {
-    auto it = dict->find(key);
-    if (it == dict->end()) {
+    auto it = dict.find(key);
+    if (it == dict.end()) {
       return absl::InvalidArgumentError(fmt::format("malformed .npy header: no '{}' key", key));
     }
     if (it->second.kind != kind) {
@@ -237,28 +232,24 @@ absl::StatusOr<ir::Tensor> ParseNpy(std::string_view data) {
     }
     return &it->second;
   };
-  absl::StatusOr<const HeaderValue*> descr = get("descr", HeaderValue::kString);
-  if (!descr.ok()) return descr.status();
-  absl::StatusOr<const HeaderValue*> fortran = get("fortran_order", HeaderValue::kBool);
-  if (!fortran.ok()) return fortran.status();
-  absl::StatusOr<const HeaderValue*> shape = get("shape", HeaderValue::kTuple);
-  if (!shape.ok()) return shape.status();
-  if (dict->size() != 3) {
+  ASSIGN_OR_RETURN(const HeaderValue* descr, get("descr", HeaderValue::kString));
+  ASSIGN_OR_RETURN(const HeaderValue* fortran, get("fortran_order", HeaderValue::kBool));
+  ASSIGN_OR_RETURN(const HeaderValue* shape, get("shape", HeaderValue::kTuple));
+  if (dict.size() != 3) {
     std::vector<std::string> keys;
-    for (const auto& [k, v] : *dict) keys.push_back(k);
-    return absl::InvalidArgumentError(fmt::format(
-        "malformed .npy header: expected keys descr, fortran_order, shape; got {}",
-        absl::StrJoin(keys, ", ")));
+    for (const auto& [k, v] : dict) keys.push_back(k);
+    return absl::InvalidArgumentError(
+        fmt::format("malformed .npy header: expected keys descr, fortran_order, shape; got {}",
+                    absl::StrJoin(keys, ", ")));
   }
-  absl::StatusOr<ir::DType> dtype = DTypeFromDescr((*descr)->str);
-  if (!dtype.ok()) return dtype.status();
-  if ((*fortran)->boolean) {
+  ASSIGN_OR_RETURN(ir::DType dtype, DTypeFromDescr(descr->str));
+  if (fortran->boolean) {
     return absl::InvalidArgumentError(
         "fortran_order=True .npy files are not supported: save a C-ordered array "
         "(np.ascontiguousarray)");
   }
 
-  ir::ShapedType type{*dtype, (*shape)->ints};
+  ir::ShapedType type{dtype, shape->ints};
   if (absl::Status s = ir::CheckTypeLimits(type); !s.ok()) {
     return absl::InvalidArgumentError(fmt::format("shape {} is too large: {}",
                                                   type.ToString(), s.message()));
@@ -273,7 +264,7 @@ absl::StatusOr<ir::Tensor> ParseNpy(std::string_view data) {
   }
   ir::Tensor t = ir::Tensor::Empty(type);
   if (expected > 0) std::memcpy(t.data(), data.data() + preamble + header_len, expected);
-  if (*dtype == ir::DType::kPred) {
+  if (dtype == ir::DType::kPred) {
     uint8_t* b = t.data_as<uint8_t>();
     for (int64_t i = 0; i < type.num_elements(); ++i) b[i] = b[i] != 0;
   }

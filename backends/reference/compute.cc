@@ -14,6 +14,7 @@
 #include "backends/reference/dtype_dispatch.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
+#include "base/status_macros.h"
 #include "ir/primitive.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
@@ -341,20 +342,17 @@ Results DotAccumulate(const ir::Op& op, const std::vector<Tensor>& in, ir::Alloc
   ir::Op dot = op;
   dot.set_opcode("dot_general");
   dot.mutable_dot_general()->set_preferred_element_type(ints ? ir::S32 : ir::F32);
-  absl::StatusOr<std::vector<ir::ShapedType>> product_type =
-      ir::InferResultTypes({}, {in[1].type(), in[2].type()}, dot);
-  if (!product_type.ok()) return product_type.status();
+  ASSIGN_OR_RETURN(std::vector<ir::ShapedType> product_type,
+                   ir::InferResultTypes({}, {in[1].type(), in[2].type()}, dot));
   dot.clear_result_types();
-  *dot.add_result_types() = ir::ToProto((*product_type)[0]);
-  Results product = DotGeneral(dot, {in[1], in[2]}, allocator);
-  if (!product.ok()) return product.status();
-  const Tensor& p = (*product)[0];
-  absl::StatusOr<Dims> starts = ClampedStarts(op.opcode(), in, 3, acc.dims(), p.dims());
-  if (!starts.ok()) return starts.status();
+  *dot.add_result_types() = ir::ToProto(product_type[0]);
+  ASSIGN_OR_RETURN(std::vector<Tensor> product, DotGeneral(dot, {in[1], in[2]}, allocator));
+  const Tensor& p = product[0];
+  ASSIGN_OR_RETURN(Dims starts, ClampedStarts(op.opcode(), in, 3, acc.dims(), p.dims()));
   Tensor out = acc.Copy(allocator);
   const Dims strides = ir::RowMajorStrides(acc.dims());
   int64_t base = 0;
-  for (size_t d = 0; d < strides.size(); ++d) base += (*starts)[d] * strides[d];
+  for (size_t d = 0; d < strides.size(); ++d) base += starts[d] * strides[d];
   Dispatch(acc.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, int32_t>) {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "backends/reference/dtype_dispatch.h"
 #include "backends/reference/kernel.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
@@ -183,7 +184,7 @@ Results Binary(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
       return absl::OkStatus();
     }
   };
-  if (absl::Status s = Dispatch(dtype, run); !s.ok()) return s;
+  RETURN_IF_ERROR(Dispatch(dtype, run));
   return std::vector<Tensor>{out};
 }
 
@@ -204,7 +205,7 @@ Results Unary(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* al
       return absl::OkStatus();
     }
   };
-  if (absl::Status s = Dispatch(dtype, run); !s.ok()) return s;
+  RETURN_IF_ERROR(Dispatch(dtype, run));
   return std::vector<Tensor>{out};
 }
 
@@ -245,7 +246,7 @@ Results Compare(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* 
         return absl::InvalidArgumentError("compare: direction is not set");
     }
   };
-  if (absl::Status s = Dispatch(in[0].dtype(), run); !s.ok()) return s;
+  RETURN_IF_ERROR(Dispatch(in[0].dtype(), run));
   return std::vector<Tensor>{out};
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
@@ -130,12 +131,12 @@ class ReferenceExecutable final : public Executable {
       plan.kernels.push_back(kernel);
       plan.fallbacks.push_back(fallback != kernel ? fallback : nullptr);
       if (op.has_fori_loop()) {
-        if (absl::Status s = PlanRegion(op.fori_loop().body()); !s.ok()) return s;
+        RETURN_IF_ERROR(PlanRegion(op.fori_loop().body()));
         // A loop body reads outer values on every iteration: keep them until the loop ends.
         MarkCaptures(op.fori_loop().body(), i, last_use);
       }
       if (op.has_shard_map()) {
-        if (absl::Status s = PlanRegion(op.shard_map().body()); !s.ok()) return s;
+        RETURN_IF_ERROR(PlanRegion(op.shard_map().body()));
       }
     }
     std::unordered_set<int64_t> results(region.results().begin(), region.results().end());
@@ -194,7 +195,7 @@ class ReferenceExecutable final : public Executable {
     std::vector<ir::Tensor> operands;
     for (int i = 0; i < region.ops_size(); ++i) {
       const ir::Op& op = region.ops(i);
-      if (absl::Status s = device.Cancelled(); !s.ok()) return s;
+      RETURN_IF_ERROR(device.Cancelled());
       operands.clear();
       for (int k = 0; k < op.operands_size(); ++k) {
         const int64_t id = op.operands(k);
@@ -256,10 +257,9 @@ class ReferenceExecutable final : public Executable {
       args.push_back(ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(i)},
                                              device.allocator()));
       for (ir::Tensor& t : carry) args.push_back(std::move(t));
-      absl::StatusOr<std::vector<ir::Tensor>> next =
-          RunRegion(loop.body(), std::move(args), &env, device);
-      if (!next.ok()) return next.status();
-      carry = std::move(*next);
+      ASSIGN_OR_RETURN(std::vector<ir::Tensor> next,
+                       RunRegion(loop.body(), std::move(args), &env, device));
+      carry = std::move(next);
     }
     return carry;
   }
@@ -276,7 +276,7 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
                                                     KernelOverrides overrides,
                                                     const Backend& backend) {
   auto exe = std::make_unique<ReferenceExecutable>(function, std::move(overrides), backend);
-  if (absl::Status s = exe->Prepare(); !s.ok()) return s;
+  RETURN_IF_ERROR(exe->Prepare());
   return exe;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/tensor.h"
@@ -45,9 +46,8 @@ absl::StatusOr<std::vector<ir::Tensor>> Fusion(const ir::Op& op,
       }
       args.push_back(it->second);
     }
-    absl::StatusOr<std::vector<ir::Tensor>> results = (*kernel)(inner, args, allocator);
-    if (!results.ok()) return results.status();
-    for (int r = 0; r < inner.results_size(); ++r) env[inner.results(r)] = (*results)[r];
+    ASSIGN_OR_RETURN(std::vector<ir::Tensor> results, (*kernel)(inner, args, allocator));
+    for (int r = 0; r < inner.results_size(); ++r) env[inner.results(r)] = results[r];
     for (int64_t id : inner.operands()) {
       if (last_use[id] == i) env.erase(id);
     }

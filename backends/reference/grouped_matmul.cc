@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "backends/grouped_rows.h"
 #include "backends/reference/kernel.h"
+#include "base/status_macros.h"
 #include "ir/tensor.h"
 
 namespace shardjit::backends::reference {
@@ -36,13 +37,12 @@ Results Gmm(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allo
   const int64_t m = in[0].dims()[0], k = in[0].dims()[1];
   const bool transposed = op.grouped_matmul().transpose_rhs();
   const int64_t n = in[1].dims()[transposed ? 1 : 2];
-  absl::StatusOr<GroupedRows> rows = ReadGroupedRows(op, in, m, in[1].dims()[0]);
-  if (!rows.ok()) return rows.status();
+  ASSIGN_OR_RETURN(GroupedRows rows, ReadGroupedRows(op, in, m, in[1].dims()[0]));
   const std::vector<float> lhs = AsFloats(in[0]), rhs = AsFloats(in[1]);
   Tensor out = Tensor::Zeros(ResultType(op), allocator);
-  for (int64_t g = 0; g < rows->local_groups(); ++g) {
+  for (int64_t g = 0; g < rows.local_groups(); ++g) {
     const float* b = rhs.data() + g * k * n;
-    for (int64_t r = rows->starts[g]; r < rows->starts[g + 1]; ++r) {
+    for (int64_t r = rows.starts[g]; r < rows.starts[g + 1]; ++r) {
       for (int64_t j = 0; j < n; ++j) {
         float acc = 0;
         for (int64_t l = 0; l < k; ++l) {
@@ -57,16 +57,15 @@ Results Gmm(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allo
 
 Results Tgmm(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const int64_t k = in[0].dims()[0], m = in[0].dims()[1], n = in[1].dims()[1];
-  absl::StatusOr<GroupedRows> rows =
-      ReadGroupedRows(op, in, m, op.grouped_matmul().num_actual_groups());
-  if (!rows.ok()) return rows.status();
+  ASSIGN_OR_RETURN(GroupedRows rows,
+                   ReadGroupedRows(op, in, m, op.grouped_matmul().num_actual_groups()));
   const std::vector<float> lhs = AsFloats(in[0]), rhs = AsFloats(in[1]);
   Tensor out = Tensor::Zeros(ResultType(op), allocator);
-  for (int64_t g = 0; g < rows->local_groups(); ++g) {
+  for (int64_t g = 0; g < rows.local_groups(); ++g) {
     for (int64_t i = 0; i < k; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         float acc = 0;
-        for (int64_t r = rows->starts[g]; r < rows->starts[g + 1]; ++r) {
+        for (int64_t r = rows.starts[g]; r < rows.starts[g + 1]; ++r) {
           acc += lhs[i * m + r] * rhs[r * n + j];
         }
         Store(out, (g * k + i) * n + j, acc);

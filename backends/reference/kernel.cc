@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/primitive.h"
 
@@ -45,15 +46,14 @@ absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& 
     }
     types.push_back(operands[i].type());
   }
-  absl::StatusOr<std::vector<ir::ShapedType>> want = ir::InferResultTypes({}, types, op);
-  if (!want.ok()) return want.status();
+  ASSIGN_OR_RETURN(std::vector<ir::ShapedType> want, ir::InferResultTypes({}, types, op));
   std::vector<ir::ShapedType> declared;
   for (int i = 0; i < op.result_types_size(); ++i) declared.push_back(ResultType(op, i));
-  if (*want != declared) {
+  if (want != declared) {
     return absl::InvalidArgumentError(
         fmt::format("{}: declared result types ({}) differ from ({}) given by the shape rule for "
                     "operands ({})",
-                    op.opcode(), ir::TypesToString(declared), ir::TypesToString(*want),
+                    op.opcode(), ir::TypesToString(declared), ir::TypesToString(want),
                     ir::TypesToString(types)));
   }
   return absl::OkStatus();

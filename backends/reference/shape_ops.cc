@@ -6,6 +6,7 @@
 
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
+#include "base/status_macros.h"
 #include "ir/dtype.h"
 #include "ir/tensor.h"
 
@@ -78,22 +79,20 @@ Results Slice(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* al
 Results DynamicSlice(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const Tensor& x = in[0];
   Dims sizes = ToDims(op.dynamic_slice().slice_sizes());
-  absl::StatusOr<Dims> starts = ClampedStarts(op.opcode(), in, 1, x.dims(), sizes);
-  if (!starts.ok()) return starts.status();
-  return std::vector<Tensor>{Window(op, x, *starts, Dims(sizes.size(), 1), allocator)};
+  ASSIGN_OR_RETURN(Dims starts, ClampedStarts(op.opcode(), in, 1, x.dims(), sizes));
+  return std::vector<Tensor>{Window(op, x, starts, Dims(sizes.size(), 1), allocator)};
 }
 
 Results DynamicUpdateSlice(const ir::Op& op, const std::vector<Tensor>& in,
                            ir::Allocator* allocator) {
   const Tensor& x = in[0];
   const Tensor& update = in[1];
-  absl::StatusOr<Dims> starts = ClampedStarts(op.opcode(), in, 2, x.dims(), update.dims());
-  if (!starts.ok()) return starts.status();
+  ASSIGN_OR_RETURN(Dims starts, ClampedStarts(op.opcode(), in, 2, x.dims(), update.dims()));
   Tensor out = x.Copy(allocator);
   if (update.num_elements() == 0) return std::vector<Tensor>{out};
   int64_t elem = ir::DTypeSize(x.dtype());
   Dims strides = ir::RowMajorStrides(x.dims());
-  char* dst = out.data_as<char>() + Offset(*starts, strides) * elem;
+  char* dst = out.data_as<char>() + Offset(starts, strides) * elem;
   CopyStrided(dst, strides, update.data(), ir::RowMajorStrides(update.dims()), update.dims(), elem);
   return std::vector<Tensor>{out};
 }

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/types.h"
 
@@ -183,8 +184,7 @@ bool IsOneRun(const Dims& dims, const Dims& sizes, const Dims& steps) {
 // storage, not a copy.
 Results Window(const ir::Op& op, const ir::Tensor& x, const Dims& starts, const Dims& steps,
                ir::Allocator* allocator) {
-  absl::StatusOr<int64_t> elem = ElementBytes(op, x);
-  if (!elem.ok()) return elem.status();
+  ASSIGN_OR_RETURN(int64_t elem, ElementBytes(op, x));
   const ir::ShapedType type = reference::ResultType(op);
   const Dims x_strides = ir::RowMajorStrides(x.dims());
   Dims src_strides(x_strides.size());
@@ -198,9 +198,9 @@ Results Window(const ir::Op& op, const ir::Tensor& x, const Dims& starts, const 
   }
   ir::Tensor out = ir::Tensor::Empty(type, allocator);
   if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
-  CopyLoops(out.data_as<char>(), x.data_as<char>() + offset * *elem,
+  CopyLoops(out.data_as<char>(), x.data_as<char>() + offset * elem,
             reference::CollapseLoops(out.dims(), ir::RowMajorStrides(out.dims()), src_strides),
-            *elem);
+            elem);
   return std::vector<ir::Tensor>{std::move(out)};
 }
 
@@ -208,7 +208,7 @@ Results Window(const ir::Op& op, const ir::Tensor& x, const Dims& starts, const 
 
 Results SliceKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
                     ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::Tensor& x = operands[0];
   Dims steps = ToDims(op.slice().strides());
   if (steps.empty()) steps.assign(x.dims().size(), 1);
@@ -217,24 +217,22 @@ Results SliceKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
 
 Results DynamicSliceKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
                            ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::Tensor& x = operands[0];
   const Dims sizes = ToDims(op.dynamic_slice().slice_sizes());
-  absl::StatusOr<Dims> starts = reference::ClampedStarts(op.opcode(), operands, 1, x.dims(), sizes);
-  if (!starts.ok()) return starts.status();
-  return Window(op, x, *starts, Dims(sizes.size(), 1), allocator);
+  ASSIGN_OR_RETURN(Dims starts,
+                   reference::ClampedStarts(op.opcode(), operands, 1, x.dims(), sizes));
+  return Window(op, x, starts, Dims(sizes.size(), 1), allocator);
 }
 
 Results DynamicUpdateSliceKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
                                  ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::Tensor& x = operands[0];
   const ir::Tensor& update = operands[1];
-  absl::StatusOr<int64_t> elem = ElementBytes(op, x);
-  if (!elem.ok()) return elem.status();
-  absl::StatusOr<Dims> starts =
-      reference::ClampedStarts(op.opcode(), operands, 2, x.dims(), update.dims());
-  if (!starts.ok()) return starts.status();
+  ASSIGN_OR_RETURN(int64_t elem, ElementBytes(op, x));
+  ASSIGN_OR_RETURN(Dims starts,
+                   reference::ClampedStarts(op.opcode(), operands, 2, x.dims(), update.dims()));
   if (update.num_elements() == 0) return std::vector<ir::Tensor>{x};
   if (update.dims() == x.dims()) return std::vector<ir::Tensor>{update};
   ir::Tensor out;
@@ -248,33 +246,32 @@ Results DynamicUpdateSliceKernel(const ir::Op& op, const std::vector<ir::Tensor>
   }
   const Dims strides = ir::RowMajorStrides(x.dims());
   int64_t offset = 0;
-  for (size_t i = 0; i < strides.size(); ++i) offset += (*starts)[i] * strides[i];
-  CopyLoops(out.data_as<char>() + offset * *elem, update.data_as<char>(),
+  for (size_t i = 0; i < strides.size(); ++i) offset += starts[i] * strides[i];
+  CopyLoops(out.data_as<char>() + offset * elem, update.data_as<char>(),
             reference::CollapseLoops(update.dims(), strides, ir::RowMajorStrides(update.dims())),
-            *elem);
+            elem);
   return std::vector<ir::Tensor>{std::move(out)};
 }
 
 Results ConcatenateKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
                           ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   ir::Tensor out = ir::Tensor::Empty(reference::ResultType(op), allocator);
-  absl::StatusOr<int64_t> elem = ElementBytes(op, out);
-  if (!elem.ok()) return elem.status();
+  ASSIGN_OR_RETURN(int64_t elem, ElementBytes(op, out));
   if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
   // Row-major, the output is `outer` rows, each the concatenation of one block per operand.
   const int64_t dim = op.concatenate().dimension();
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < dim; ++i) outer *= out.dims()[i];
   for (size_t i = dim + 1; i < out.dims().size(); ++i) inner *= out.dims()[i];
-  const int64_t row_bytes = out.dims()[dim] * inner * *elem;
+  const int64_t row_bytes = out.dims()[dim] * inner * elem;
   const int64_t chunk = std::max<int64_t>(1, kConcatChunkBytes / row_bytes);
   char* dst = out.data_as<char>();
   for (int64_t r0 = 0; r0 < outer; r0 += chunk) {
     const int64_t rows = std::min(chunk, outer - r0);
     int64_t offset = 0;
     for (const ir::Tensor& x : operands) {
-      const int64_t block = x.dims()[dim] * inner * *elem;
+      const int64_t block = x.dims()[dim] * inner * elem;
       if (block == 0) continue;
       CopyRuns(dst + r0 * row_bytes + offset, row_bytes, x.data_as<char>() + r0 * block, block,
                block, rows);
@@ -286,10 +283,9 @@ Results ConcatenateKernel(const ir::Op& op, const std::vector<ir::Tensor>& opera
 
 Results BroadcastInDimKernel(const ir::Op& op, const std::vector<ir::Tensor>& operands,
                              ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::Tensor& x = operands[0];
-  absl::StatusOr<int64_t> elem = ElementBytes(op, x);
-  if (!elem.ok()) return elem.status();
+  ASSIGN_OR_RETURN(int64_t elem, ElementBytes(op, x));
   ir::Tensor out = ir::Tensor::Empty(reference::ResultType(op), allocator);
   if (out.num_elements() == 0) return std::vector<ir::Tensor>{std::move(out)};
   const Dims bdims = ToDims(op.broadcast_in_dim().broadcast_dimensions());
@@ -300,7 +296,7 @@ Results BroadcastInDimKernel(const ir::Op& op, const std::vector<ir::Tensor>& op
   }
   CopyLoops(out.data_as<char>(), x.data_as<char>(),
             reference::CollapseLoops(out.dims(), ir::RowMajorStrides(out.dims()), src_strides),
-            *elem);
+            elem);
   return std::vector<ir::Tensor>{std::move(out)};
 }
 

@@ -7,6 +7,7 @@
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
 #include "backends/x86/gemm.h"
+#include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "ir/dtype.h"
 #include "ir/primitive.h"
@@ -164,7 +165,7 @@ absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const 
     g.out_bf16 = !stage_f32 && out_type.dtype == ir::DType::kBF16;
     g.accumulate = accumulate || !first_k;
     g.parallel = base::CurrentParallelism();
-    if (absl::Status s = Gemm(g); !s.ok()) return s;
+    RETURN_IF_ERROR(Gemm(g));
     for (int64_t i = static_cast<int64_t>(loops.size()) - 1; i >= 0; --i) {
       if (++idx[i] < loops[i].size) break;
       idx[i] = 0;
@@ -183,35 +184,29 @@ absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const 
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    const std::vector<ir::Tensor>& operands,
                                                    ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
   ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
-  if (absl::Status s = DotInto(op.dot_general(), operands[0], operands[1], out_type, out.data(),
-                               ir::RowMajorStrides(out_type.dims), /*accumulate=*/false,
-                               allocator);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(DotInto(op.dot_general(), operands[0], operands[1], out_type, out.data(),
+                          ir::RowMajorStrides(out_type.dims), /*accumulate=*/false, allocator));
   return std::vector<ir::Tensor>{std::move(out)};
 }
 
 absl::StatusOr<std::vector<ir::Tensor>> DotAccumulate(const ir::Op& op,
                                                       const std::vector<ir::Tensor>& operands,
                                                       ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::Tensor& acc = operands[0];
   // The product's type: acc's dtype, the dot's dims.
   ir::Op dot = op;
   dot.set_opcode("dot_general");
-  absl::StatusOr<std::vector<ir::ShapedType>> product =
-      ir::InferResultTypes({}, {operands[1].type(), operands[2].type()}, dot);
-  if (!product.ok()) return product.status();
-  absl::StatusOr<Dims> starts =
-      reference::ClampedStarts(op.opcode(), operands, 3, acc.dims(), (*product)[0].dims);
-  if (!starts.ok()) return starts.status();
+  ASSIGN_OR_RETURN(std::vector<ir::ShapedType> product,
+                   ir::InferResultTypes({}, {operands[1].type(), operands[2].type()}, dot));
+  ASSIGN_OR_RETURN(Dims starts,
+                   reference::ClampedStarts(op.opcode(), operands, 3, acc.dims(), product[0].dims));
   const Dims strides = ir::RowMajorStrides(acc.dims());
   int64_t offset = 0;
-  for (size_t d = 0; d < strides.size(); ++d) offset += (*starts)[d] * strides[d];
+  for (size_t d = 0; d < strides.size(); ++d) offset += starts[d] * strides[d];
   ir::Tensor out;
   if (acc.unique()) {
     // Donated at its last use (a ring's running result): updated in place. The fence orders our
@@ -222,11 +217,9 @@ absl::StatusOr<std::vector<ir::Tensor>> DotAccumulate(const ir::Op& op,
     out = acc.Copy(allocator);
   }
   char* base = static_cast<char*>(out.data()) + offset * ir::DTypeSize(acc.dtype());
-  if (absl::Status s = DotInto(op.dot_general(), operands[1], operands[2], (*product)[0], base,
-                               strides, /*accumulate=*/true, allocator);
-      !s.ok()) {
-    return s;  // Unimplemented: the reference kernel runs (acc is unchanged)
-  }
+  // On Unimplemented the reference kernel runs (acc is unchanged).
+  RETURN_IF_ERROR(DotInto(op.dot_general(), operands[1], operands[2], product[0], base, strides,
+                          /*accumulate=*/true, allocator));
   return std::vector<ir::Tensor>{std::move(out)};
 }
 

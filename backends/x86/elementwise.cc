@@ -13,6 +13,7 @@
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/elementwise_kernel.h"
 #include "backends/x86/elementwise_plan.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 
@@ -112,9 +113,8 @@ class ElementwiseCache {
 
 // The cached kernel of a fusion op's body for the active ISA.
 absl::StatusOr<const ElementwiseKernel*> KernelFor(const ir::Op& op) {
-  absl::StatusOr<ElementwisePlan> plan = PlanFusionBody(op.fusion().body());
-  if (!plan.ok()) return plan.status();
-  return ElementwiseCache::Global().Get(*plan, ActiveIsa());
+  ASSIGN_OR_RETURN(ElementwisePlan plan, PlanFusionBody(op.fusion().body()));
+  return ElementwiseCache::Global().Get(plan, ActiveIsa());
 }
 
 }  // namespace

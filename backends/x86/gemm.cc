@@ -14,6 +14,7 @@
 #include "backends/x86/kernel_cache.h"
 #include "backends/x86/peak_loop.h"
 #include "backends/x86/zero_fill.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 
 namespace shardjit::backends::x86 {
@@ -127,13 +128,11 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
     });
   }
   const GemmPlan plan = plan_override ? *plan_override : MakePlan(isa, g.type, HostCaches());
-  if (absl::Status s = ValidatePlan(plan); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidatePlan(plan));
   std::vector<GemmArgs> parts = Partition(g, plan.mr, plan.nr, plan.min_flops_per_thread);
   std::vector<KernelSet> kernels(parts.size());
   for (size_t t = 0; t < parts.size(); ++t) {
-    if (absl::Status s = kernels[t].Prepare(plan, parts[t]); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(kernels[t].Prepare(plan, parts[t]));
   }
   const GemmArgs* base = parts.data();
   return RunParts(parts, g.parallel, [&](const GemmArgs& part, GemmScratch* scratch) {
@@ -143,7 +142,7 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
 
 // Normalizes and handles the empty cases; *done is true when nothing is left to run.
 absl::Status Prepare(const GemmArgs& args, GemmArgs* g, bool* done) {
-  if (absl::Status s = Normalize(args, g); !s.ok()) return s;
+  RETURN_IF_ERROR(Normalize(args, g));
   *done = g->shape.m == 0 || g->shape.n == 0 || g->shape.k == 0;
   if (*done && g->shape.m > 0 && g->shape.n > 0) ZeroOrKeep(*g);
   return absl::OkStatus();

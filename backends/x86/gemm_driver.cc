@@ -5,6 +5,7 @@
 #include <xmmintrin.h>
 
 #include "backends/x86/gemm_pack.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "backends/x86/kernel_cache.h"
 #include "ir/allocator.h"
@@ -238,9 +239,8 @@ absl::Status KernelSet::Prepare(const GemmPlan& given_plan, const GemmArgs& args
                         tail ? tail_vecs : 0, stream ? source : StreamSource::kNone,
                         stream ? stream_rows_ : 1};
         if (plan.portable_kernels) continue;
-        absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
-        if (!fn.ok()) return fn.status();
-        fns_[Index(partial, tail, stream)] = *fn;
+        ASSIGN_OR_RETURN(MicroKernelFn fn, KernelCache::Global().Get(key));
+        fns_[Index(partial, tail, stream)] = fn;
       }
     }
   }
@@ -358,7 +358,7 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
         args.stream_panels = next.streamed_panels;
       }
       for (int64_t ic = 0; ic < m; ic += plan.mc) {
-        if (absl::Status s = g.parallel.stop.Check(); !s.ok()) return s;
+        RETURN_IF_ERROR(g.parallel.stop.Check());
         const int64_t mc = std::min(plan.mc, m - ic);
         uint8_t* a_block = a_buf;
         if (keep_a) a_block += (pc / plan.kc) * a_block_bytes + ic * steps * 4;

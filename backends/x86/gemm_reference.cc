@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "base/status_macros.h"
 #include "ir/dtype.h"
 
 namespace shardjit::backends::x86 {
@@ -19,7 +20,7 @@ absl::Status GemmReference(const GemmArgs& g) {
   std::vector<float> row(g.shape.n);
   for (int64_t i = 0; i < g.shape.m; ++i) {
     if (i % 16 == 0) {
-      if (absl::Status s = g.parallel.stop.Check(); !s.ok()) return s;
+      RETURN_IF_ERROR(g.parallel.stop.Check());
     }
     for (int64_t j = 0; j < g.shape.n; ++j) {
       row[j] = g.accumulate ? Load(g.c, i * g.ldc + j, g.out_bf16) : 0.0f;

@@ -8,6 +8,7 @@
 #include "backends/reference/kernel.h"
 #include "backends/x86/gemm.h"
 #include "backends/x86/zero_fill.h"
+#include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "ir/dtype.h"
 #include "ir/prim.h"
@@ -113,21 +114,18 @@ absl::StatusOr<std::vector<Tensor>> Gmm(const ir::Op& op, const std::vector<Tens
   const int64_t m = lhs.dims()[0], k = lhs.dims()[1];
   const bool transposed = op.grouped_matmul().transpose_rhs();
   const int64_t n = rhs.dims()[transposed ? 1 : 2];
-  absl::StatusOr<GroupedRows> groups = ReadGroupedRows(op, in, m, rhs.dims()[0]);
-  if (!groups.ok()) return groups.status();
+  ASSIGN_OR_RETURN(GroupedRows groups, ReadGroupedRows(op, in, m, rhs.dims()[0]));
   Tensor out = Tensor::Empty(reference::ResultType(op), allocator);
   // Rows outside the local groups are zeros; every row inside is written by its group's GEMM.
   const int64_t out_elem = ir::DTypeSize(out.dtype());
-  ZeroRows(out.data(), groups->starts.front(), n * out_elem, n * out_elem);
-  ZeroRows(At(out, groups->starts.back() * n), m - groups->starts.back(), n * out_elem,
-           n * out_elem);
+  ZeroRows(out.data(), groups.starts.front(), n * out_elem, n * out_elem);
+  ZeroRows(At(out, groups.starts.back() * n), m - groups.starts.back(), n * out_elem, n * out_elem);
   std::vector<Product> products;
-  for (int64_t g = 0; g < groups->local_groups(); ++g) products.push_back({groups->rows(g), n, k});
-  const std::vector<Block> blocks =
-      MakeBlocks(products, base::CurrentParallelism().available());
+  for (int64_t g = 0; g < groups.local_groups(); ++g) products.push_back({groups.rows(g), n, k});
+  const std::vector<Block> blocks = MakeBlocks(products, base::CurrentParallelism().available());
   const GemmArgs base = BaseArgs(lhs, out);
-  absl::Status s = RunBlocks(blocks, [&](const Block& b) {
-    const int64_t row = groups->starts[b.group] + b.i0;
+  RETURN_IF_ERROR(RunBlocks(blocks, [&](const Block& b) {
+    const int64_t row = groups.starts[b.group] + b.i0;
     GemmArgs args = base;
     args.shape = {b.m, b.n, k};
     args.a = At(lhs, row * k);
@@ -139,8 +137,7 @@ absl::StatusOr<std::vector<Tensor>> Gmm(const ir::Op& op, const std::vector<Tens
     args.c = At(out, row * n + b.j0);
     args.ldc = n;
     return args;
-  });
-  if (!s.ok()) return s;
+  }));
   return std::vector<Tensor>{out};
 }
 
@@ -149,21 +146,19 @@ absl::StatusOr<std::vector<Tensor>> Tgmm(const ir::Op& op, const std::vector<Ten
   const Tensor& lhs = in[0];
   const Tensor& rhs = in[1];
   const int64_t k = lhs.dims()[0], m = lhs.dims()[1], n = rhs.dims()[1];
-  absl::StatusOr<GroupedRows> groups =
-      ReadGroupedRows(op, in, m, op.grouped_matmul().num_actual_groups());
-  if (!groups.ok()) return groups.status();
+  ASSIGN_OR_RETURN(GroupedRows groups,
+                   ReadGroupedRows(op, in, m, op.grouped_matmul().num_actual_groups()));
   Tensor out = Tensor::Empty(reference::ResultType(op), allocator);
   // out[g] = lhs[:, group g's rows] @ rhs[those rows, :]: a k x n product of depth rows(g) (an
   // empty group's GEMM, of depth 0, zeroes its block); the blocks split k and n, never the depth.
   std::vector<Product> products;
-  for (int64_t g = 0; g < groups->local_groups(); ++g) products.push_back({k, n, groups->rows(g)});
-  const std::vector<Block> blocks =
-      MakeBlocks(products, base::CurrentParallelism().available());
+  for (int64_t g = 0; g < groups.local_groups(); ++g) products.push_back({k, n, groups.rows(g)});
+  const std::vector<Block> blocks = MakeBlocks(products, base::CurrentParallelism().available());
   const GemmArgs base = BaseArgs(lhs, out);
-  absl::Status s = RunBlocks(blocks, [&](const Block& b) {
-    const int64_t start = groups->starts[b.group];
+  RETURN_IF_ERROR(RunBlocks(blocks, [&](const Block& b) {
+    const int64_t start = groups.starts[b.group];
     GemmArgs args = base;
-    args.shape = {b.m, b.n, groups->rows(b.group)};
+    args.shape = {b.m, b.n, groups.rows(b.group)};
     args.a = At(lhs, b.i0 * m + start);
     args.a_row_stride = m;
     args.b = At(rhs, start * n + b.j0);
@@ -171,8 +166,7 @@ absl::StatusOr<std::vector<Tensor>> Tgmm(const ir::Op& op, const std::vector<Ten
     args.c = At(out, (b.group * k + b.i0) * n + b.j0);
     args.ldc = n;
     return args;
-  });
-  if (!s.ok()) return s;
+  }));
   return std::vector<Tensor>{out};
 }
 
@@ -181,7 +175,7 @@ absl::StatusOr<std::vector<Tensor>> Tgmm(const ir::Op& op, const std::vector<Ten
 absl::StatusOr<std::vector<Tensor>> GroupedMatmul(const ir::Op& op,
                                                   const std::vector<Tensor>& operands,
                                                   ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   return ir::PrimOf(op) == ir::Prim::kGmm ? Gmm(op, operands, allocator)
                                           : Tgmm(op, operands, allocator);
 }

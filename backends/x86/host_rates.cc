@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/gemm.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/dtype.h"
 #include "ir/fmt_absl.h"
@@ -158,9 +159,8 @@ absl::StatusOr<passes::MachineModel> LoadOrMeasureHostModel(const std::string& p
         fmt::format("machine model {}: cannot create {}.lock", path, path));
   }
   if (std::filesystem::exists(path, ec)) {
-    absl::StatusOr<std::string> text = ReadFile(path);
-    if (!text.ok()) return text.status();
-    return Parse(*text, path);
+    ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    return Parse(text, path);
   }
   passes::MachineModel model = MeasureHostModel();
   const std::string temp = fmt::format("{}.{}.tmp", path, ::getpid());

@@ -5,6 +5,7 @@
 #include "backends/x86/gemm_kernel_avx2.h"
 #include "backends/x86/gemm_kernel_amx.h"
 #include "backends/x86/gemm_kernel_avx512.h"
+#include "base/status_macros.h"
 
 namespace shardjit::backends::x86 {
 
@@ -32,7 +33,7 @@ absl::StatusOr<std::unique_ptr<JitGenerator>> KernelCache::Generate(const Kernel
   } else {
     return absl::UnimplementedError(absl::StrCat("gemm: no generator for ", key.Name()));
   }
-  if (absl::Status s = gen->Create(); !s.ok()) return s;
+  RETURN_IF_ERROR(gen->Create());
   return gen;
 }
 

@@ -11,6 +11,7 @@
 #include "backends/reference/strided_copy.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/reduce_kernel.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/types.h"
 
@@ -122,13 +123,12 @@ absl::Status ReduceInto(const T* x, const StridedLoops& loops, float* acc) {
   const int64_t stride = has_rows ? loops.src_strides[last - 1] : 0;
   const ReduceLoopKey key{kKind, kDType<T>,
                           rows_layout ? ReduceLayout::kRows : ReduceLayout::kColumns};
-  absl::StatusOr<ReduceLoopFn> loop = GetReduceLoop(key, ActiveIsa());
-  if (!loop.ok()) return loop.status();
+  ASSIGN_OR_RETURN(ReduceLoopFn loop, GetReduceLoop(key, ActiveIsa()));
   ForEachOuterIndex(loops, has_rows ? last - 1 : 0, [&](int64_t o, int64_t i) {
     if (rows_layout) {
-      ReduceRows<kKind>(*loop, x + i, stride, rows, n, acc + o);
+      ReduceRows<kKind>(loop, x + i, stride, rows, n, acc + o);
     } else {
-      ReduceColumns<kKind>(*loop, x + i, stride, rows, n, acc + o);
+      ReduceColumns<kKind>(loop, x + i, stride, rows, n, acc + o);
     }
   });
   // Rows reorder elements across lanes; columns keep the order but blend in the last NaN.
@@ -139,7 +139,7 @@ absl::Status ReduceInto(const T* x, const StridedLoops& loops, float* acc) {
 template <ReduceKind kKind>
 Results Reduce(const ir::Op& op, const std::vector<ir::Tensor>& operands,
                ir::Allocator* allocator) {
-  if (absl::Status s = reference::CheckOperandTypes(op, operands); !s.ok()) return s;
+  RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::Tensor& x = operands[0];
   if (x.dtype() != ir::DType::kF32 && x.dtype() != ir::DType::kBF16) {
     return absl::UnimplementedError(
@@ -156,10 +156,9 @@ Results Reduce(const ir::Op& op, const std::vector<ir::Tensor>& operands,
   const StridedLoops loops = reference::CollapseLoops(
       x.dims(), ReducedOutputStrides(x.dims(), op.reduce().axes()), ir::RowMajorStrides(x.dims()));
   if (!loops.empty) {
-    absl::Status s = x.dtype() == ir::DType::kF32
-                         ? ReduceInto<kKind>(x.data_as<float>(), loops, acc.data_as<float>())
-                         : ReduceInto<kKind>(x.data_as<ir::bf16>(), loops, acc.data_as<float>());
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(x.dtype() == ir::DType::kF32
+                        ? ReduceInto<kKind>(x.data_as<float>(), loops, acc.data_as<float>())
+                        : ReduceInto<kKind>(x.data_as<ir::bf16>(), loops, acc.data_as<float>()));
   }
   if (out.dtype() == ir::DType::kBF16) {
     const float* a = acc.data_as<float>();

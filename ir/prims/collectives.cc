@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "base/status_macros.h"
 #include "ir/prim.h"
 #include "ir/prims/rule_util.h"
 #include "ir/types.h"
@@ -13,12 +14,8 @@ namespace shardjit::ir::prims {
 namespace {
 
 absl::StatusOr<Types> AllReduce(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
-  if (absl::StatusOr<int64_t> g = CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/false);
-      !g.ok()) {
-    return g.status();
-  }
+  ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
+  RETURN_IF_ERROR(CollectiveGroupSize(op, operands, size, /*equal_sizes=*/false).status());
   ShapedType out = operands[0];
   if (out.dtype == DType::kPred) {
     return RuleError(op, operands, "operand must be numeric (convert pred first)");
@@ -30,11 +27,8 @@ absl::StatusOr<Types> AllReduce(const ShapeContext& ctx, const Types& operands, 
 
 absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.all_gather();
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
-  absl::StatusOr<int64_t> n =
-      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
-  if (!n.ok()) return n.status();
+  ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
+  ASSIGN_OR_RETURN(int64_t n, CollectiveGroupSize(op, operands, size, /*equal_sizes=*/true));
   ShapedType out = operands[0];
   int64_t limit = a.tiled() ? out.rank() - 1 : out.rank();
   if (a.axis() < 0 || a.axis() > limit) {
@@ -42,25 +36,22 @@ absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, 
                      a.tiled() ? "True" : "False");
   }
   if (a.tiled()) {
-    std::optional<int64_t> size = CheckedMul(out.dims[a.axis()], *n);
+    std::optional<int64_t> size = CheckedMul(out.dims[a.axis()], n);
     if (!size) {
       return RuleError(op, operands, "axis {} (size {}) times the group size {} overflows",
-                       a.axis(), out.dims[a.axis()], *n);
+                       a.axis(), out.dims[a.axis()], n);
     }
     out.dims[a.axis()] = *size;
   } else {
-    out.dims.insert(out.dims.begin() + a.axis(), *n);
+    out.dims.insert(out.dims.begin() + a.axis(), n);
   }
   return Types{out};
 }
 
 absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.psum_scatter();
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
-  absl::StatusOr<int64_t> n =
-      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
-  if (!n.ok()) return n.status();
+  ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
+  ASSIGN_OR_RETURN(int64_t n, CollectiveGroupSize(op, operands, size, /*equal_sizes=*/true));
   ShapedType out = operands[0];
   int64_t d = a.scatter_dimension();
   if (d < 0 || d >= out.rank()) {
@@ -69,16 +60,18 @@ absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands
   }
   if (out.dtype == DType::kPred) return RuleError(op, operands, "operand must be numeric");
   if (a.tiled()) {
-    if (out.dims[d] % *n != 0) {
-      return RuleError(op, operands, "scatter_dimension {} (size {}) is not divisible by the axis size {}",
-                       d, out.dims[d], *n);
-    }
-    out.dims[d] /= *n;
-  } else {
-    if (out.dims[d] != *n) {
+    if (out.dims[d] % n != 0) {
       return RuleError(op, operands,
-                       "scatter_dimension {} (size {}) must equal the axis size {} when tiled=False",
-                       d, out.dims[d], *n);
+                       "scatter_dimension {} (size {}) is not divisible by the axis size {}", d,
+                       out.dims[d], n);
+    }
+    out.dims[d] /= n;
+  } else {
+    if (out.dims[d] != n) {
+      return RuleError(
+          op, operands,
+          "scatter_dimension {} (size {}) must equal the axis size {} when tiled=False", d,
+          out.dims[d], n);
     }
     out.dims.erase(out.dims.begin() + d);
   }
@@ -88,14 +81,13 @@ absl::StatusOr<Types> PsumScatter(const ShapeContext& ctx, const Types& operands
 // Checks the (source, target) pairs of a ppermute, psend or precv over its axes.
 absl::Status CheckPerm(const ShapeContext& ctx, const Types& operands, const Op& op,
                        const google::protobuf::RepeatedPtrField<PermutePair>& perm) {
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
+  ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
   std::set<int64_t> sources, targets;
   for (const PermutePair& p : perm) {
     for (int64_t i : {p.source(), p.target()}) {
-      if (i < 0 || i >= *size) {
+      if (i < 0 || i >= size) {
         return RuleError(op, operands, "perm pair ({},{}) is out of range for axis size {}",
-                         p.source(), p.target(), *size);
+                         p.source(), p.target(), size);
       }
     }
     if (!sources.insert(p.source()).second) {
@@ -109,10 +101,7 @@ absl::Status CheckPerm(const ShapeContext& ctx, const Types& operands, const Op&
 }
 
 absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().perm());
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckPerm(ctx, operands, op, op.ppermute().perm()));
   return Types{operands[0]};
 }
 
@@ -120,21 +109,18 @@ absl::StatusOr<Types> Ppermute(const ShapeContext& ctx, const Types& operands, c
 const ShapedType kToken{DType::kPred, {0}};
 
 absl::StatusOr<Types> Psend(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  if (absl::Status s = CheckPerm(ctx, operands, op, op.ppermute().perm());
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckPerm(ctx, operands, op, op.ppermute().perm()));
   return Types{kToken};
 }
 
 absl::StatusOr<Types> Precv(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.precv();
-  if (absl::Status s = CheckPerm(ctx, operands, op, a.perm()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckPerm(ctx, operands, op, a.perm()));
   if (operands[0] != kToken) {
     return RuleError(op, operands, "operand must be a token (pred[0], from psend or create_token)");
   }
   if (a.dtype() == DTYPE_INVALID) return RuleError(op, operands, "dtype must be set");
-  if (absl::Status s = CheckDTypeAttr(op, operands, "dtype", a.dtype()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "dtype", a.dtype()));
   ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
   if (absl::Status s = CheckTypeLimits(out); !s.ok()) {
     return RuleError(op, operands, "out shape {}: {}", out.ToString(), s.message());
@@ -144,22 +130,17 @@ absl::StatusOr<Types> Precv(const ShapeContext& ctx, const Types& operands, cons
 
 absl::StatusOr<Types> Pbroadcast(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.pbroadcast();
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
-  if (a.source() < 0 || a.source() >= *size) {
-    return RuleError(op, operands, "source {} is out of range for axis size {}", a.source(),
-                     *size);
+  ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
+  if (a.source() < 0 || a.source() >= size) {
+    return RuleError(op, operands, "source {} is out of range for axis size {}", a.source(), size);
   }
   return Types{operands[0]};
 }
 
 absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.all_to_all();
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
-  absl::StatusOr<int64_t> n =
-      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
-  if (!n.ok()) return n.status();
+  ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
+  ASSIGN_OR_RETURN(int64_t n, CollectiveGroupSize(op, operands, size, /*equal_sizes=*/true));
   ShapedType out = operands[0];
   int64_t split = a.split_axis(), concat = a.concat_axis();
   int64_t rank = out.rank();
@@ -171,27 +152,27 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
     return RuleError(op, operands, "concat_axis {} is out of range for rank {}", concat, rank);
   }
   if (a.tiled()) {
-    if (out.dims[split] % *n != 0) {
+    if (out.dims[split] % n != 0) {
       return RuleError(op, operands, "split_axis {} (size {}) is not divisible by the axis size {}",
-                       split, out.dims[split], *n);
+                       split, out.dims[split], n);
     }
-    out.dims[split] /= *n;
+    out.dims[split] /= n;
     // The element count stays the operand's unless the split dim is 0: then the concat dim (up
     // to 2^48) times the group size (up to 2^20) could overflow.
-    std::optional<int64_t> concat_size = CheckedMul(out.dims[concat], *n);
+    std::optional<int64_t> concat_size = CheckedMul(out.dims[concat], n);
     if (!concat_size) {
       return RuleError(op, operands, "concat_axis {} (size {}) times the axis size {} overflows",
-                       concat, out.dims[concat], *n);
+                       concat, out.dims[concat], n);
     }
     out.dims[concat] = *concat_size;
   } else {
-    if (out.dims[split] != *n) {
+    if (out.dims[split] != n) {
       return RuleError(op, operands,
                        "split_axis {} (size {}) must equal the axis size {} when tiled=False",
-                       split, out.dims[split], *n);
+                       split, out.dims[split], n);
     }
     out.dims.erase(out.dims.begin() + split);
-    out.dims.insert(out.dims.begin() + concat, *n);
+    out.dims.insert(out.dims.begin() + concat, n);
   }
   return Types{out};
 }
@@ -203,11 +184,8 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
 absl::StatusOr<Types> RaggedAllToAll(const ShapeContext& ctx, const Types& operands,
                                      const Op& op) {
   const auto& a = op.ragged_all_to_all();
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
-  absl::StatusOr<int64_t> n =
-      CollectiveGroupSize(op, operands, *size, /*equal_sizes=*/true);
-  if (!n.ok()) return n.status();
+  ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
+  ASSIGN_OR_RETURN(int64_t n, CollectiveGroupSize(op, operands, size, /*equal_sizes=*/true));
   const ShapedType& operand = operands[0];
   const ShapedType& output = operands[1];
   if (operand.rank() < 1) return RuleError(op, operands, "operand must have rank >= 1");
@@ -234,18 +212,17 @@ absl::StatusOr<Types> RaggedAllToAll(const ShapeContext& ctx, const Types& opera
                        kNames[i], t.dims[0], operands[2].dims[0]);
     }
   }
-  if (operands[2].dims[0] % *n != 0) {
+  if (operands[2].dims[0] % n != 0) {
     return RuleError(op, operands,
                      "the offset and size vectors' length {} is not a multiple of the group "
                      "size {}",
-                     operands[2].dims[0], *n);
+                     operands[2].dims[0], n);
   }
   return Types{output};
 }
 
 absl::StatusOr<Types> AxisScalar(const ShapeContext& ctx, const Types& operands, const Op& op) {
-  absl::StatusOr<int64_t> size = CollectiveAxisSize(ctx, op, operands);
-  if (!size.ok()) return size.status();
+  RETURN_IF_ERROR(CollectiveAxisSize(ctx, op, operands).status());
   return Types{{DType::kS32, {}}};
 }
 
@@ -253,9 +230,8 @@ absl::StatusOr<Types> AxisScalar(const ShapeContext& ctx, const Types& operands,
 ShapeRule StartRule(ShapeRule blocking) {
   return [blocking](const ShapeContext& ctx, const Types& operands,
                     const Op& op) -> absl::StatusOr<Types> {
-    absl::StatusOr<Types> out = blocking(ctx, operands, op);
-    if (!out.ok()) return out.status();
-    for (ShapedType& t : *out) t.future = true;
+    ASSIGN_OR_RETURN(Types out, blocking(ctx, operands, op));
+    for (ShapedType& t : out) t.future = true;
     return out;
   };
 }

@@ -1,5 +1,6 @@
 // Shape rules of constant, iota, reduce_sum/max/min, dot_general and dot_accumulate.
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -7,7 +8,7 @@ namespace {
 
 absl::StatusOr<Types> Constant(const ShapeContext&, const Types& operands, const Op& op) {
   const auto& a = op.constant();
-  if (absl::Status s = CheckDTypeAttr(op, operands, "dtype", a.dtype()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "dtype", a.dtype()));
   ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
   for (int64_t d : out.dims) {
     if (d < 0) return RuleError(op, operands, "shape has a negative dimension");
@@ -21,18 +22,15 @@ absl::StatusOr<Types> Constant(const ShapeContext&, const Types& operands, const
                      a.value_size(), out.ToString(), out.num_elements());
   }
   for (int i = 0; i < a.value_size(); ++i) {
-    if (absl::Status s = CheckLiteralFits(op, operands, fmt::format("value[{}]", i), a.value(i),
-                                          out.dtype);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(
+        CheckLiteralFits(op, operands, fmt::format("value[{}]", i), a.value(i), out.dtype));
   }
   return Types{out};
 }
 
 absl::StatusOr<Types> Iota(const ShapeContext&, const Types& operands, const Op& op) {
   const auto& a = op.iota();
-  if (absl::Status s = CheckDTypeAttr(op, operands, "dtype", a.dtype()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "dtype", a.dtype()));
   ShapedType out{FromProto(a.dtype()), ToVector(a.shape())};
   if (out.dtype == DType::kPred) return RuleError(op, operands, "dtype must be numeric");
   for (int64_t d : out.dims) {
@@ -56,7 +54,7 @@ absl::StatusOr<Types> Iota(const ShapeContext&, const Types& operands, const Op&
 absl::StatusOr<Types> Reduce(const ShapeContext&, const Types& operands, const Op& op) {
   const ShapedType& x = operands[0];
   std::vector<int64_t> axes = ToVector(op.reduce().axes());
-  if (absl::Status s = CheckDimList(op, operands, "axes", axes, x.rank()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDimList(op, operands, "axes", axes, x.rank()));
   if (x.dtype == DType::kPred && PrimOf(op) == Prim::kReduceSum) {
     return RuleError(op, operands, "cannot sum pred values");
   }
@@ -91,14 +89,8 @@ absl::StatusOr<Types> DotGeneral(const ShapeContext&, const Types& operands, con
   std::vector<int64_t> lall = lb, rall = rb;
   lall.insert(lall.end(), lc.begin(), lc.end());
   rall.insert(rall.end(), rc.begin(), rc.end());
-  if (absl::Status s = CheckDimList(op, operands, "lhs batch+contracting dims", lall, lhs.rank());
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckDimList(op, operands, "rhs batch+contracting dims", rall, rhs.rank());
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckDimList(op, operands, "lhs batch+contracting dims", lall, lhs.rank()));
+  RETURN_IF_ERROR(CheckDimList(op, operands, "rhs batch+contracting dims", rall, rhs.rank()));
   for (size_t i = 0; i < lall.size(); ++i) {
     if (lhs.dims[lall[i]] != rhs.dims[rall[i]]) {
       return RuleError(op, operands,
@@ -107,11 +99,8 @@ absl::StatusOr<Types> DotGeneral(const ShapeContext&, const Types& operands, con
                        rall[i], rhs.dims[rall[i]]);
     }
   }
-  if (absl::Status s = CheckDTypeAttr(op, operands, "preferred_element_type",
-                                     a.preferred_element_type(), /*unset_ok=*/true);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "preferred_element_type", a.preferred_element_type(),
+                                 /*unset_ok=*/true));
   DType out_dtype = a.preferred_element_type() == DTYPE_INVALID
                         ? lhs.dtype
                         : FromProto(a.preferred_element_type());
@@ -139,9 +128,8 @@ absl::StatusOr<Types> DotAccumulate(const ShapeContext& ctx, const Types& operan
     return RuleError(op, operands, "expects acc, lhs, rhs and {} start indices (one per acc dim)",
                      acc.rank());
   }
-  absl::StatusOr<Types> dot = DotGeneral(ctx, {operands[1], operands[2]}, op);
-  if (!dot.ok()) return dot.status();
-  const ShapedType& product = (*dot)[0];
+  ASSIGN_OR_RETURN(Types dot, DotGeneral(ctx, {operands[1], operands[2]}, op));
+  const ShapedType& product = dot[0];
   if (product.dtype != acc.dtype) {
     return RuleError(op, operands, "the product is {} but acc is {}", DTypeName(product.dtype),
                      DTypeName(acc.dtype));

@@ -1,5 +1,6 @@
 // Shape rules of the primitives that hold a region: fori_loop and shard_map. The verifier checks
 // the ops inside the region; these rules check the region's interface.
+#include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 #include "ir/sharding.h"
 
@@ -11,9 +12,8 @@ absl::StatusOr<Types> RegionResultTypes(const ShapeContext& ctx, const Op& op,
   if (!ctx.value_type) return RuleError(op, operands, "region results cannot be typed here");
   Types out;
   for (int64_t id : body.results()) {
-    absl::StatusOr<ShapedType> t = ctx.value_type(id);
-    if (!t.ok()) return t.status();
-    out.push_back(*t);
+    ASSIGN_OR_RETURN(ShapedType t, ctx.value_type(id));
+    out.push_back(t);
   }
   return out;
 }
@@ -45,11 +45,10 @@ absl::StatusOr<Types> ForiLoop(const ShapeContext& ctx, const Types& operands, c
                        operands[i].ToString());
     }
   }
-  absl::StatusOr<Types> results = RegionResultTypes(ctx, op, operands, body);
-  if (!results.ok()) return results.status();
-  if (*results != operands) {
+  ASSIGN_OR_RETURN(Types results, RegionResultTypes(ctx, op, operands, body));
+  if (results != operands) {
     return RuleError(op, operands, "body returns ({}), which differs from the carry types",
-                     TypesToString(*results));
+                     TypesToString(results));
   }
   return operands;
 }
@@ -78,15 +77,14 @@ absl::StatusOr<Types> ShardMap(const ShapeContext& ctx, const Types& operands, c
                        FromProto(a.body().params(i).type()).ToString(), expected.ToString());
     }
   }
-  absl::StatusOr<Types> locals = RegionResultTypes(ctx, op, operands, a.body());
-  if (!locals.ok()) return locals.status();
-  if (a.out_specs_size() != static_cast<int>(locals->size())) {
+  ASSIGN_OR_RETURN(Types locals, RegionResultTypes(ctx, op, operands, a.body()));
+  if (a.out_specs_size() != static_cast<int>(locals.size())) {
     return RuleError(op, operands, "{} out_specs for {} body results", a.out_specs_size(),
-                     locals->size());
+                     locals.size());
   }
   Types out;
-  for (size_t i = 0; i < locals->size(); ++i) {
-    const ShapedType& local = (*locals)[i];
+  for (size_t i = 0; i < locals.size(); ++i) {
+    const ShapedType& local = locals[i];
     if (absl::Status s = ValidateSpec(mesh, a.out_specs(i), local.rank(),
                                       fmt::format("shard_map out_specs[{}]", i));
         !s.ok()) {

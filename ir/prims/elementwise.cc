@@ -2,6 +2,7 @@
 // broadcasting or promotion; the frontend inserts broadcasts for scalars).
 #include <string>
 
+#include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -55,7 +56,7 @@ void RegisterMap(std::string name, int arity, Allowed allowed) {
       .attrs_case = Op::ATTRS_NOT_SET,
       .shape_rule = [allowed](const ShapeContext&, const Types& operands,
                               const Op& op) -> absl::StatusOr<Types> {
-        if (absl::Status s = CheckSameTypes(op, operands, 0); !s.ok()) return s;
+        RETURN_IF_ERROR(CheckSameTypes(op, operands, 0));
         if (!DTypeAllowed(operands[0].dtype, allowed)) {
           return RuleError(op, operands, "needs {}, got {}", AllowedName(allowed),
                            DTypeName(operands[0].dtype));
@@ -82,7 +83,7 @@ const bool registered = [] {
       .attrs_case = Op::kCompare,
       .shape_rule = [](const ShapeContext&, const Types& operands,
                        const Op& op) -> absl::StatusOr<Types> {
-        if (absl::Status s = CheckSameTypes(op, operands, 0); !s.ok()) return s;
+        RETURN_IF_ERROR(CheckSameTypes(op, operands, 0));
         const ComparisonDirection direction = op.compare().direction();
         if (direction == DIRECTION_INVALID) {
           return RuleError(op, operands, "direction is not set");
@@ -106,7 +107,7 @@ const bool registered = [] {
           return RuleError(op, operands, "predicate must be pred, got {}",
                            DTypeName(operands[0].dtype));
         }
-        if (absl::Status s = CheckSameTypes(op, operands, 1); !s.ok()) return s;
+        RETURN_IF_ERROR(CheckSameTypes(op, operands, 1));
         if (operands[0].rank() != 0 && operands[0].dims != operands[1].dims) {
           return RuleError(op, operands, "predicate shape must be [] or match the branches");
         }
@@ -122,7 +123,7 @@ const bool registered = [] {
       .shape_rule = [](const ShapeContext&, const Types& operands,
                        const Op& op) -> absl::StatusOr<Types> {
         const DTypeProto to = op.convert_element_type().new_dtype();
-        if (absl::Status s = CheckDTypeAttr(op, operands, "new_dtype", to); !s.ok()) return s;
+        RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "new_dtype", to));
         return Types{{FromProto(to), operands[0].dims}};
       },
   });

@@ -1,6 +1,7 @@
 // Shape rule of `fusion`: a closed elementwise body applied to operands of one shape, with scalar
 // operands broadcast. The verifier checks the ops inside the body; this rule checks its interface
 // and that it holds only elementwise ops and broadcasts of scalars (so it is one loop).
+#include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -43,15 +44,14 @@ absl::StatusOr<Types> Fusion(const ShapeContext& ctx, const Types& operands, con
   if (body.results_size() != 1) {
     return RuleError(op, operands, "body returns {} values; expected one", body.results_size());
   }
-  if (absl::Status s = CheckBodyOps(op, operands, body); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckBodyOps(op, operands, body));
   if (!ctx.value_type) return RuleError(op, operands, "region results cannot be typed here");
-  absl::StatusOr<ShapedType> result = ctx.value_type(body.results(0));
-  if (!result.ok()) return result.status();
-  if (shape != nullptr && result->dims != *shape) {
+  ASSIGN_OR_RETURN(ShapedType result, ctx.value_type(body.results(0)));
+  if (shape != nullptr && result.dims != *shape) {
     return RuleError(op, operands, "body returns {}, but the operands' broadcast shape is {}",
-                     result->ToString(), ShapedType{result->dtype, *shape}.ToString());
+                     result.ToString(), ShapedType{result.dtype, *shape}.ToString());
   }
-  return Types{*result};
+  return Types{result};
 }
 
 const bool registered = [] {

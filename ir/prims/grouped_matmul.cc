@@ -1,5 +1,6 @@
 // Shape rules of the grouped matmuls gmm and tgmm (megablox, seed 003). Which rows form which
 // group is data (group_sizes), checked by the kernels.
+#include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -29,11 +30,8 @@ absl::StatusOr<DType> CheckCommon(const Types& operands, const Op& op) {
                      operands[3].ToString());
   }
   const DTypeProto preferred = op.grouped_matmul().preferred_element_type();
-  if (absl::Status s = CheckDTypeAttr(op, operands, "preferred_element_type", preferred,
-                                      /*unset_ok=*/true);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "preferred_element_type", preferred,
+                                 /*unset_ok=*/true));
   const DType out = preferred == DTYPE_INVALID ? lhs.dtype : FromProto(preferred);
   if (!IsFloating(out)) {
     return RuleError(op, operands, "preferred_element_type must be f32 or bf16, got {}",
@@ -43,8 +41,7 @@ absl::StatusOr<DType> CheckCommon(const Types& operands, const Op& op) {
 }
 
 absl::StatusOr<Types> Gmm(const ShapeContext&, const Types& operands, const Op& op) {
-  absl::StatusOr<DType> out = CheckCommon(operands, op);
-  if (!out.ok()) return out.status();
+  ASSIGN_OR_RETURN(DType out, CheckCommon(operands, op));
   const ShapedType& lhs = operands[0];
   const ShapedType& rhs = operands[1];
   const bool transposed = op.grouped_matmul().transpose_rhs();
@@ -65,12 +62,11 @@ absl::StatusOr<Types> Gmm(const ShapeContext&, const Types& operands, const Op& 
   if (op.grouped_matmul().num_actual_groups() != 0) {
     return RuleError(op, operands, "num_actual_groups is a tgmm attribute (gmm takes it from rhs)");
   }
-  return Types{{*out, {lhs.dims[0], rhs.dims[transposed ? 1 : 2]}}};
+  return Types{{out, {lhs.dims[0], rhs.dims[transposed ? 1 : 2]}}};
 }
 
 absl::StatusOr<Types> Tgmm(const ShapeContext&, const Types& operands, const Op& op) {
-  absl::StatusOr<DType> out = CheckCommon(operands, op);
-  if (!out.ok()) return out.status();
+  ASSIGN_OR_RETURN(DType out, CheckCommon(operands, op));
   const ShapedType& lhs = operands[0];
   const ShapedType& rhs = operands[1];
   const auto& a = op.grouped_matmul();
@@ -87,7 +83,7 @@ absl::StatusOr<Types> Tgmm(const ShapeContext&, const Types& operands, const Op&
     return RuleError(op, operands, "num_actual_groups {} is out of range [1, {}]", groups,
                      operands[2].dims[0]);
   }
-  return Types{{*out, {groups, lhs.dims[0], rhs.dims[1]}}};
+  return Types{{out, {groups, lhs.dims[0], rhs.dims[1]}}};
 }
 
 const bool registered = [] {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 #include "ir/types.h"
 
@@ -22,11 +23,8 @@ absl::StatusOr<Types> BroadcastInDim(const ShapeContext&, const Types& operands,
   for (int64_t d : shape) {
     if (d < 0) return RuleError(op, operands, "shape has a negative dimension");
   }
-  if (absl::Status s = CheckDimList(op, operands, "broadcast_dimensions", bdims,
-                                    static_cast<int64_t>(shape.size()));
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckDimList(op, operands, "broadcast_dimensions", bdims,
+                               static_cast<int64_t>(shape.size())));
   for (int64_t i = 0; i < x.rank(); ++i) {
     if (i > 0 && bdims[i] <= bdims[i - 1]) {
       return RuleError(op, operands, "broadcast_dimensions must be strictly increasing");
@@ -63,7 +61,7 @@ absl::StatusOr<Types> Transpose(const ShapeContext&, const Types& operands, cons
     return RuleError(op, operands, "permutation ({}) must have one entry per dim",
                      absl::StrJoin(perm, ","));
   }
-  if (absl::Status s = CheckDimList(op, operands, "permutation", perm, x.rank()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckDimList(op, operands, "permutation", perm, x.rank()));
   ShapedType out{x.dtype, {}};
   for (int64_t p : perm) out.dims.push_back(x.dims[p]);
   return Types{out};
@@ -111,7 +109,7 @@ absl::Status CheckScalarIndices(const Op& op, const Types& operands, size_t firs
 
 absl::StatusOr<Types> DynamicSlice(const ShapeContext&, const Types& operands, const Op& op) {
   const ShapedType& x = operands[0];
-  if (absl::Status s = CheckScalarIndices(op, operands, 1, x.rank()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckScalarIndices(op, operands, 1, x.rank()));
   std::vector<int64_t> sizes = ToVector(op.dynamic_slice().slice_sizes());
   if (static_cast<int64_t>(sizes.size()) != x.rank()) {
     return RuleError(op, operands, "slice_sizes ({}) needs {} entries", absl::StrJoin(sizes, ","),
@@ -139,7 +137,7 @@ absl::StatusOr<Types> DynamicUpdateSlice(const ShapeContext&, const Types& opera
                        update.dims[i], x.dims[i]);
     }
   }
-  if (absl::Status s = CheckScalarIndices(op, operands, 2, x.rank()); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckScalarIndices(op, operands, 2, x.rank()));
   return Types{x};
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "passes/spmd/reshard.h"
 
 namespace shardjit::passes::spmd {
@@ -76,7 +77,7 @@ absl::StatusOr<int64_t> EmitReshard(OpEmitter& e, int64_t id, const ir::ShapedTy
                                     const Spec& from, const Spec& to) {
   for (const ReshardStep& step : PlanReshard(e.mesh(), from, to)) {
     id = EmitStep(e, id, global, step);
-    if (!e.status().ok()) return e.status();
+    RETURN_IF_ERROR(e.status());
   }
   return id;
 }
@@ -93,7 +94,7 @@ absl::StatusOr<int64_t> EmitCombine(OpEmitter& e, int64_t id, const std::string&
     ir::SetAxisList(axes, op.mutable_all_reduce()->mutable_axes());
   }
   id = e.Emit(std::move(op), {id});
-  if (!e.status().ok()) return e.status();
+  RETURN_IF_ERROR(e.status());
   return id;
 }
 

@@ -1,5 +1,6 @@
 #include "passes/spmd/local_ops.h"
 
+#include "base/status_macros.h"
 #include "ir/prim.h"
 #include "passes/spmd/collectives.h"
 
@@ -17,11 +18,10 @@ void SetAll(F* field, const std::vector<int64_t>& values) {
 // The global op built whole (replicated), then sliced to the result's layout.
 absl::StatusOr<Ids> WholeThenSlice(OpEmitter& e, const OpView& view, const Spec& result) {
   const int64_t whole = e.Emit(*view.op, {});
-  if (!e.status().ok()) return e.status();
+  RETURN_IF_ERROR(e.status());
   const ir::ShapedType& type = view.result_types[0];
-  absl::StatusOr<int64_t> block = EmitReshard(e, whole, type, Replicated(type.rank()), result);
-  if (!block.ok()) return block.status();
-  return Ids{*block};
+  ASSIGN_OR_RETURN(int64_t block, EmitReshard(e, whole, type, Replicated(type.rank()), result));
+  return Ids{block};
 }
 
 // Start indices of (update-)slices: 0 along dimensions the slice covers whole (any start is
