@@ -470,9 +470,7 @@ namespace {
 // is SCHED_BATCH: it never preempts a running thread when it wakes. Gloo's loop polls a pair only
 // if it gets the pair's lock at once, and polls again immediately otherwise; a loop thread woken
 // by a peer's message that preempted the thread holding that lock (one posting a send or a
-// receive) left the other loop threads polling in vain until the next scheduler tick. With 2
-// processes on 2 cores, a 1 MiB ppermute back to back took 1.2-1.8 ms with normal loop threads
-// and 0.7-1.3 ms with batch ones (Gloo's own send/recv: 0.4-0.9 ms).
+// receive) would leave the other loop threads polling in vain until the next scheduler tick.
 std::shared_ptr<gloo::transport::Device> CreateBatchDevice(const gloo::transport::tcp::attr& attr) {
   std::shared_ptr<gloo::transport::Device> device;
   std::exception_ptr failed;

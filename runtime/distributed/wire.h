@@ -104,9 +104,8 @@ EnvelopeLayout LayOutEnvelope(uint64_t meta_bytes, uint64_t payload_bytes);
 // the receiving process knows their types as soon as one of its devices arrives at the
 // collective (a group agrees on them) and posts the receive then, so that the data leaves as
 // soon as both sides are there, not a round trip after the envelope. Nothing copies them on
-// either side (an inline payload is copied into the envelope): at 1 MiB that is worth more than
-// the round trip a late receiver costs (1 MiB psum, all_gather and ppermute between 2 processes
-// back to back: 0.76-1.08 ms direct, 0.77-1.31 ms inline; docs/runtime.md).
+// either side (an inline payload is copied into the envelope): past this size the copies saved
+// outweigh the round trip a late receiver costs.
 inline constexpr uint64_t kDirectPayloadBytes = 256 << 10;
 // So do the results of split all-reduces, which the receiver posts in place ahead.
 inline bool PayloadsDirect(MessageKind kind, uint64_t payload_bytes) {
