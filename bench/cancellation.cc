@@ -34,19 +34,19 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // `target_seconds` (measured once).
 struct LongGemm {
   Runtime rt{{.num_devices = 1}};
-  Mesh mesh = *Mesh::Create(rt, {{"i", 1}});
-  Jitted product = jit(
-      shard_map([](Tracer a, Tracer b) { return matmul(a, b); }, mesh, {P("i"), P()}, {P("i")}));
+  Mesh mesh = *make_mesh(rt, {{"i", 1}});
+  Jitted<Array> product = jit(shard_map([](Tracer a, Tracer b) { return jnp::matmul(a, b); }, mesh,
+                                        {P("i"), P()}, {P("i")}));
   std::vector<Array> args;  // x (n x n), w (n x n)
   double gemm_seconds = 0;
 
   explicit LongGemm(double target_seconds) {
     int64_t n = 1024;
     for (;;) {
-      args = {*device_put(*random::Normal(Key(1), {n, n}), NamedSharding(mesh, P("i"))),
-              *device_put(*random::Normal(Key(2), {n, n}), NamedSharding(mesh, P()))};
+      args = {*device_put(*random::normal(random::key(1), {n, n}), NamedSharding(mesh, P("i"))),
+              *device_put(*random::normal(random::key(2), {n, n}), NamedSharding(mesh, P()))};
       const auto start = Clock::now();
-      if (!product.Call(args).ok()) std::abort();
+      if (!product.call(args).ok()) std::abort();
       gemm_seconds = Seconds(Clock::now() - start);
       if (gemm_seconds >= 0.7 * target_seconds || n >= 16384) break;
       // Time grows as n^3; step at most 2x in n per measurement.
@@ -71,7 +71,7 @@ void BM_CancelInsideGemm(benchmark::State& state) {
     Clock::time_point returned_at;
     const auto start = Clock::now();
     std::thread run([&] {
-      status = g.product.Call(g.args, options).status();
+      status = g.product.call(g.args, options).status();
       returned_at = Clock::now();
     });
     std::this_thread::sleep_for(std::chrono::duration<double>(g.gemm_seconds / 2));
@@ -93,7 +93,7 @@ void BM_DeadlineInsideGemm(benchmark::State& state) {
   for (auto _ : state) {
     const auto start = Clock::now();
     const absl::Duration half = absl::Seconds(g.gemm_seconds / 2);
-    absl::Status status = g.product.Call(g.args, RunOptions::WithTimeout(half)).status();
+    absl::Status status = g.product.call(g.args, RunOptions::WithTimeout(half)).status();
     const auto returned_at = Clock::now();
     if (!absl::IsDeadlineExceeded(status)) state.SkipWithError("the deadline did not stop it");
     state.SetIterationTime(Seconds(returned_at - start) - absl::ToDoubleSeconds(half));

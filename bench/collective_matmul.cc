@@ -46,7 +46,7 @@ const std::vector<MeshShape>& Meshes() {
 struct Case {
   Mesh mesh;
   std::vector<Array> args;
-  Jitted fused, ring, unfused;
+  Jitted<Array> fused, ring, unfused;
   bool has_ring = true;      // whether `ring` differs from `fused`
   int64_t unfused_work = 0;  // filled by the unfused benchmark, read by the others
 };
@@ -87,10 +87,11 @@ std::unique_ptr<Case> MakeCase(const MeshShape& shape, const std::vector<int64_t
                                const std::vector<int64_t>& w_dims,
                                const std::vector<PartitionSpec>& in_specs,
                                const PartitionSpec& out_spec, const Body& body) {
-  Mesh mesh = *Mesh::Create(SharedRuntime(), shape.axes);
-  std::vector<Array> args = {
-      *device_put(*random::Normal(Key(1), x_dims, DType::kBF16), NamedSharding(mesh, in_specs[0])),
-      *device_put(*random::Normal(Key(2), w_dims, DType::kBF16), NamedSharding(mesh, in_specs[1]))};
+  Mesh mesh = *make_mesh(SharedRuntime(), shape.axes);
+  std::vector<Array> args = {*device_put(*random::normal(random::key(1), x_dims, DType::kBF16),
+                                         NamedSharding(mesh, in_specs[0])),
+                             *device_put(*random::normal(random::key(2), w_dims, DType::kBF16),
+                                         NamedSharding(mesh, in_specs[1]))};
   auto compile = [&](Mode mode) {
     return jit(shard_map(body, mesh, in_specs, {out_spec}), Options(mode));
   };
@@ -99,14 +100,16 @@ std::unique_ptr<Case> MakeCase(const MeshShape& shape, const std::vector<int64_t
 }
 
 void Run(benchmark::State& state, Case& c, Mode mode) {
-  Jitted& program = mode == Mode::kFused ? c.fused : mode == Mode::kRing ? c.ring : c.unfused;
-  if (absl::StatusOr<std::vector<Array>> warm = program(c.args[0], c.args[1]); !warm.ok()) {
+  Jitted<Array>& program = mode == Mode::kFused  ? c.fused
+                           : mode == Mode::kRing ? c.ring
+                                                 : c.unfused;
+  if (absl::StatusOr<Array> warm = program(c.args[0], c.args[1]); !warm.ok()) {
     state.SkipWithError(std::string(warm.status().message()).c_str());
     return;
   }
   const std::vector<int64_t> held = ResetPeaks(c.mesh);
   for (auto _ : state) {
-    absl::StatusOr<std::vector<Array>> out = program(c.args[0], c.args[1]);
+    absl::StatusOr<Array> out = program(c.args[0], c.args[1]);
     benchmark::DoNotOptimize(out);
   }
   const int64_t work = WorkBytes(c.mesh, held);
@@ -117,7 +120,7 @@ void Run(benchmark::State& state, Case& c, Mode mode) {
   if (mode != Mode::kUnfused && c.unfused_work > 0) {
     state.counters["MiB_saved"] = static_cast<double>(c.unfused_work - work) / (1 << 20);
   }
-  const absl::StatusOr<Lowered> lowered = program.Lower(c.args);
+  const absl::StatusOr<Lowered> lowered = program.lower(c.args);
   const std::string text = lowered.ok() ? lowered->as_text() : "";
   state.SetLabel(text.find("dot_accumulate") != std::string::npos ? "ring"
                  : text.find("ppermute_start") != std::string::npos ? "direct fetch"
@@ -153,30 +156,30 @@ const bool registered = [] {
     Register("all_gather_dot/" + m.name,
              MakeCase(m, {kM, kK}, {kK, kN}, {P("x", None), P(None, cols)}, P(None, cols),
                       [](Tracer x, Tracer w) {
-                        return dot_general(all_gather(x, "x", 0, true), w, DotDims{{1}, {0}},
-                                           DType::kF32);
+                        return lax::dot_general(lax::all_gather(x, "x", 0, true), w,
+                                                DotDims{{1}, {0}}, DType::kF32);
                       }));
     // Partial products over x's share of K, scattered over x by rows (N split over y).
     Register("dot_psum_scatter/" + m.name,
              MakeCase(m, {kM, kK}, {kK, kN}, {P(None, "x"), P("x", y_cols)}, P("x", y_cols),
                       [](Tracer x, Tracer w) {
-                        return psum_scatter(dot_general(x, w, DotDims{{1}, {0}}, DType::kF32),
-                                            "x", 0, true);
+                        return lax::psum_scatter(
+                            lax::dot_general(x, w, DotDims{{1}, {0}}, DType::kF32), "x", 0, true);
                       }));
   }
   // The seed notebook's variants (c) and (d) (examples/seed_variants.h).
   for (const char* mesh_name : {"2x2", "4x4"}) {
     for (const MeshShape& m : Meshes()) {
       if (m.name != mesh_name) continue;
-      Mesh mesh = *Mesh::Create(SharedRuntime(), m.axes);
+      Mesh mesh = *make_mesh(SharedRuntime(), m.axes);
       std::vector<examples::SeedVariant> fused = examples::SeedVariants(mesh, kK);
       std::vector<examples::SeedVariant> unfused =
           examples::SeedVariants(mesh, kK, DefaultBackend(), {"collective-fusion"});
       for (int i : {2, 3}) {
         std::vector<Array> args = {
-            *device_put(*random::Normal(Key(1), {kM, kK}, DType::kBF16),
+            *device_put(*random::normal(random::key(1), {kM, kK}, DType::kBF16),
                         NamedSharding(mesh, P("x", "y"))),
-            *device_put(*random::Normal(Key(2), {kK, kN}, DType::kBF16),
+            *device_put(*random::normal(random::key(2), {kK, kN}, DType::kBF16),
                         NamedSharding(mesh, P("x", None)))};
         Register("seed_" + fused[i].name + "/" + m.name,
                  std::make_unique<Case>(

@@ -28,8 +28,9 @@ namespace {
 struct Setup {
   explicit Setup(int devices)
       : rt({.num_devices = devices}),
-        mesh(*Mesh::Create(rt, {{"x", devices}})),
-        x(*device_put(*random::Normal(Key(1), {8 * devices}), NamedSharding(mesh, P("x")))) {}
+        mesh(*make_mesh(rt, {{"x", devices}})),
+        x(*device_put(*random::normal(random::key(1), {8 * devices}),
+                      NamedSharding(mesh, P("x")))) {}
   Runtime rt;
   Mesh mesh;
   Array x;
@@ -51,13 +52,13 @@ void TimeCalls(benchmark::State& state, const std::function<absl::Status()>& cal
 }
 
 // jit(shard_map(x + 1)) over `mesh`'s axis x.
-Jitted AddOne(const Mesh& mesh) {
+Jitted<Array> AddOne(const Mesh& mesh) {
   return jit(shard_map([](Tracer b) { return b + 1.0; }, mesh, {P("x")}, {P("x")}));
 }
 
 void BM_Add(benchmark::State& state) {
   Setup& s = SetupFor(static_cast<int>(state.range(0)));
-  Jitted f = AddOne(s.mesh);
+  auto f = AddOne(s.mesh);
   TimeCalls(state, [&] { return f(s.x).status(); });
 }
 
@@ -67,12 +68,12 @@ void BM_AddCompiled(benchmark::State& state) {
   if (!lowered.ok()) return state.SkipWithError(lowered.status().ToString().c_str());
   absl::StatusOr<Compiled> compiled = lowered->compile();
   if (!compiled.ok()) return state.SkipWithError(compiled.status().ToString().c_str());
-  TimeCalls(state, [&] { return compiled->Run({s.x}).status(); });
+  TimeCalls(state, [&] { return compiled->call({s.x}).status(); });
 }
 
 void BM_Global(benchmark::State& state) {
   Setup& s = SetupFor(static_cast<int>(state.range(0)));
-  Jitted f = jit([](Tracer a) { return a + 1.0; });
+  auto f = jit([](Tracer a) { return a + 1.0; });
   TimeCalls(state, [&] { return f(s.x).status(); });
 }
 
@@ -82,12 +83,13 @@ void BM_Collective(benchmark::State& state, const std::string& op) {
   std::vector<std::pair<int64_t, int64_t>> ring;
   for (int64_t i = 0; i < n; ++i) ring.emplace_back(i, (i + 1) % n);
   std::function<Tracer(Tracer)> body;
-  if (op == "psum") body = [](Tracer b) { return psum(b, "x"); };
-  if (op == "ppermute") body = [ring](Tracer b) { return ppermute(b, "x", ring); };
-  if (op == "all_gather") body = [](Tracer b) { return all_gather(b, "x", 0, /*tiled=*/true); };
+  if (op == "psum") body = [](Tracer b) { return lax::psum(b, "x"); };
+  if (op == "ppermute") body = [ring](Tracer b) { return lax::ppermute(b, "x", ring); };
+  if (op == "all_gather")
+    body = [](Tracer b) { return lax::all_gather(b, "x", 0, /*tiled=*/true); };
   // One element per device: the first of each block.
-  Jitted f = jit(shard_map([body](Tracer b) { return body(slice(b, {0}, {1})); }, s.mesh,
-                           {P("x")}, {op == "all_gather" ? P() : P("x")}));
+  auto f = jit(shard_map([body](Tracer b) { return body(lax::slice(b, {0}, {1})); }, s.mesh,
+                         {P("x")}, {op == "all_gather" ? P() : P("x")}));
   TimeCalls(state, [&] { return f(s.x).status(); });
 }
 

@@ -13,8 +13,8 @@ namespace shardjit::bench {
 void BM_FullGemm(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
   const int cores = base::AvailableCores();
   static base::ThreadPool pool(cores - 1);
-  ir::Tensor x = *random::Normal(Key(1), {m, k}, DType::kBF16);
-  ir::Tensor w = *random::Normal(Key(2), {k, n}, DType::kBF16);
+  ir::Tensor x = *random::normal(random::key(1), {m, k}, DType::kBF16);
+  ir::Tensor w = *random::normal(random::key(2), {k, n}, DType::kBF16);
   std::vector<float> out(m * n);
   backends::x86::GemmArgs g;
   g.shape = {m, n, k};

@@ -261,22 +261,21 @@ void RegisterCollectives(const std::string& prefix, const Mesh& mesh,
   std::vector<std::pair<int64_t, int64_t>> ring;
   for (int64_t i = 0; i < n; ++i) ring.emplace_back(i, (i + 1) % n);
   const std::vector<std::pair<std::string, std::function<Tracer(Tracer)>>> ops = {
-      {"psum", [](Tracer b) { return psum(b, "x"); }},
-      {"all_gather", [](Tracer b) { return all_gather(b, "x", 0, /*tiled=*/true); }},
-      {"ppermute", [ring](Tracer b) { return ppermute(b, "x", ring); }},
+      {"psum", [](Tracer b) { return lax::psum(b, "x"); }},
+      {"all_gather", [](Tracer b) { return lax::all_gather(b, "x", 0, /*tiled=*/true); }},
+      {"ppermute", [ring](Tracer b) { return lax::ppermute(b, "x", ring); }},
   };
   for (int64_t bytes : BufferBytes()) {
     const int64_t elements = bytes / 4;
-    auto input = std::make_shared<absl::StatusOr<Array>>(
-        device_put(*random::Normal(Key(3), {n * elements}, DType::kF32),
-                   NamedSharding(mesh, P("x"))));
+    auto input = std::make_shared<absl::StatusOr<Array>>(device_put(
+        *random::normal(random::key(3), {n * elements}, DType::kF32), NamedSharding(mesh, P("x"))));
     for (const auto& [op, f] : ops) {
-      auto program = std::make_shared<Jitted>(jit(shard_map(f, mesh, {P("x")}, {P("x")})));
+      auto program = std::make_shared<Jitted<Array>>(jit(shard_map(f, mesh, {P("x")}, {P("x")})));
       Register(fmt::format("{}/{}/{}", prefix, op, bytes), Calls(bytes),
                [input, program, bytes](benchmark::State& state) {
                  if (!input->ok()) return state.SkipWithError("device_put failed");
                  for (auto _ : state) {
-                   absl::StatusOr<std::vector<Array>> out = (*program)(**input);
+                   absl::StatusOr<Array> out = (*program)(**input);
                    if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
                  }
                  state.SetBytesProcessed(state.iterations() * bytes);
@@ -329,9 +328,9 @@ struct SeedCase {
 };
 
 absl::StatusOr<std::shared_ptr<SeedCase>> MakeSeedCase(const Mesh& mesh) {
-  absl::StatusOr<Array> x = device_put(*random::Normal(Key(1), {kM, kK}, DType::kBF16),
+  absl::StatusOr<Array> x = device_put(*random::normal(random::key(1), {kM, kK}, DType::kBF16),
                                        NamedSharding(mesh, P("x", "y")));
-  absl::StatusOr<Array> w = device_put(*random::Normal(Key(2), {kK, kN}, DType::kBF16),
+  absl::StatusOr<Array> w = device_put(*random::normal(random::key(2), {kK, kN}, DType::kBF16),
                                        NamedSharding(mesh, P("x", None)));
   if (!x.ok()) return x.status();
   if (!w.ok()) return w.status();
@@ -347,9 +346,9 @@ void RegisterSeed(const std::string& prefix, std::shared_ptr<SeedCase> seed) {
       const std::string name =
           fmt::format("{}/seed/{}/{}", prefix, seed->fused[v].name, fused ? "fused" : "written");
       Register(name, 10, [seed, v, fused](benchmark::State& state) {
-        const Jitted& program = fused ? seed->fused[v].program : seed->written[v].program;
+        const Jitted<Array>& program = fused ? seed->fused[v].program : seed->written[v].program;
         for (auto _ : state) {
-          absl::StatusOr<std::vector<Array>> out = program(seed->x, seed->w);
+          absl::StatusOr<Array> out = program(seed->x, seed->w);
           if (!out.ok()) return state.SkipWithError(out.status().ToString().c_str());
         }
         state.counters["GFLOPS"] =
@@ -368,7 +367,7 @@ absl::Status MeasureHidden(Runtime& rt, const std::string& prefix, const SeedCas
   for (const examples::SeedVariant& v : seed.fused) {
     profiler->Clear();
     profiler->SetPaused(false);
-    absl::StatusOr<std::vector<Array>> out = v.program(seed.x, seed.w);
+    absl::StatusOr<Array> out = v.program(seed.x, seed.w);
     profiler->SetPaused(true);
     if (!out.ok()) return out.status();
     runtime::CommunicationOverlap overlap = runtime::MeasureOverlap(profiler->Events());
@@ -411,7 +410,7 @@ int RunProcess() {
   rt.profiler()->SetPaused(true);
   std::vector<int64_t> firsts;
   for (int p = 0; p < processes; ++p) firsts.push_back(int64_t{p} * local);
-  absl::StatusOr<Mesh> line = Mesh::Create(rt, {{"x", processes}}, firsts);
+  absl::StatusOr<Mesh> line = make_mesh(rt, {{"x", processes}}, firsts);
   if (!line.ok()) {
     std::fprintf(stderr, "%s\n", line.status().ToString().c_str());
     return 1;
@@ -426,7 +425,7 @@ int RunProcess() {
   if (4 % processes == 0) {
     std::vector<int64_t> ids;
     for (int64_t p = 0; p < 4; ++p) ids.push_back(p / local * local + p % local);
-    absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", 2}, {"y", 2}}, ids);
+    absl::StatusOr<Mesh> mesh = make_mesh(rt, {{"x", 2}, {"y", 2}}, ids);
     absl::StatusOr<std::shared_ptr<SeedCase>> made =
         mesh.ok() ? MakeSeedCase(*mesh) : absl::StatusOr<std::shared_ptr<SeedCase>>(mesh.status());
     if (!made.ok()) {
@@ -525,8 +524,8 @@ int RunParent(int processes, const std::vector<std::string>& args) {
     rt.profiler()->SetPaused(true);
     std::vector<int64_t> ids;
     for (int p = 0; p < processes && p < 4; ++p) ids.push_back(p);
-    absl::StatusOr<Mesh> line = Mesh::Create(rt, {{"x", static_cast<int64_t>(ids.size())}}, ids);
-    absl::StatusOr<Mesh> square = Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+    absl::StatusOr<Mesh> line = make_mesh(rt, {{"x", static_cast<int64_t>(ids.size())}}, ids);
+    absl::StatusOr<Mesh> square = make_mesh(rt, {{"x", 2}, {"y", 2}});
     if (!line.ok() || !square.ok()) return 1;
     RegisterCollectives("inproc", *line);
     absl::StatusOr<std::shared_ptr<SeedCase>> seed = MakeSeedCase(*square);

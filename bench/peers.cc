@@ -49,7 +49,7 @@ void BM_OneDnn(benchmark::State& state, bool bf16, int64_t m, int64_t k, int64_t
     state.SkipWithError(fmt::format("oneDNN has no matmul for this CPU: {}", e.what()).c_str());
     return;
   }
-  dnnl::matmul matmul(pd);
+  dnnl::matmul jnp::matmul(pd);
   std::vector<float> a32 = RandomFloats(m * k, 1), b32 = RandomFloats(k * n, 2), c(m * n);
   std::vector<uint16_t> a16, b16;
   for (float v : a32) a16.push_back(ir::bf16::FromFloat(v));

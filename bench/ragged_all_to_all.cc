@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/x86/compile.h"
 #include "benchmark/benchmark.h"
 #include "frontend/shardjit.h"
 #include "ir/tensor.h"
@@ -72,7 +73,8 @@ Setup MakeSetup(int64_t rows, int64_t hidden, int64_t per_member) {
 void BM_RaggedDataStep(benchmark::State& state) {
   const Setup s = MakeSetup(state.range(0), state.range(1), state.range(2));
   for (auto _ : state) {
-    absl::StatusOr<Tensor> out = runtime::ComputeCollective(s.op, s.group, ir::HostAllocator());
+    absl::StatusOr<Tensor> out = runtime::ComputeCollective(
+        s.op, s.group, backends::x86::X86Backend(), ir::HostAllocator());
     if (!out.ok()) {
       state.SkipWithError(std::string(out.status().message()).c_str());
       break;
@@ -115,7 +117,7 @@ BENCHMARK(BM_MemcpySameBytes)->Apply(Shapes);
 void BM_RaggedJit(benchmark::State& state) {
   const int64_t rows = state.range(0), hidden = state.range(1);
   static Runtime* rt = new Runtime({.num_devices = kMembers});
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt, {{"x", kMembers}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt, {{"x", kMembers}});
   const int64_t quarter = rows / kMembers;
   std::vector<double> offsets, sizes;
   for (int64_t d = 0; d < kMembers; ++d) {
@@ -139,11 +141,11 @@ void BM_RaggedJit(benchmark::State& state) {
   Array out_off = put(Tensor::FromDoubles(vec, out_offsets));
   auto f = jit(shard_map(
       [](Tracer x, Tracer o, Tracer in_off, Tracer send, Tracer out_off, Tracer recv) {
-        return ragged_all_to_all(x, o, in_off, send, out_off, recv, "x");
+        return lax::ragged_all_to_all(x, o, in_off, send, out_off, recv, "x");
       },
       *mesh, {P("x"), P("x"), P("x"), P("x"), P("x"), P("x")}, {P("x")}));
   for (auto _ : state) {
-    absl::StatusOr<std::vector<Array>> out = f(tokens, output, off, size, out_off, size);
+    absl::StatusOr<Array> out = f(tokens, output, off, size, out_off, size);
     if (!out.ok()) {
       state.SkipWithError(std::string(out.status().message()).c_str());
       break;

@@ -22,10 +22,10 @@ constexpr int64_t kM = 2048, kK = 2048, kN = 1024;
 // Inputs and compiled variants shared by every benchmark of one backend.
 struct Fixture {
   Runtime rt{{.num_devices = 4}};
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
-  Array x = *device_put(*random::Normal(Key(1), {kM, kK}, DType::kBF16),
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  Array x = *device_put(*random::normal(random::key(1), {kM, kK}, DType::kBF16),
                         NamedSharding(mesh, P("x", "y")));
-  Array w = *device_put(*random::Normal(Key(2), {kK, kN}, DType::kBF16),
+  Array w = *device_put(*random::normal(random::key(2), {kK, kN}, DType::kBF16),
                         NamedSharding(mesh, P("x", None)));
   std::vector<examples::SeedVariant> variants;
 };
@@ -49,7 +49,7 @@ void BM_SeedVariant(benchmark::State& state, Backend backend, int index) {
     return;
   }
   for (auto _ : state) {
-    absl::StatusOr<std::vector<Array>> out = v.program(f.x, f.w);
+    absl::StatusOr<Array> out = v.program(f.x, f.w);
     benchmark::DoNotOptimize(out);
   }
   state.counters["GFLOPS"] = benchmark::Counter(2e-9 * kM * kK * kN,

@@ -14,8 +14,8 @@
 
 namespace shardjit::examples {
 
-Jitted BidirectionalCollectiveMatmul(const Mesh& mesh, const std::string& axis,
-                                     JitOptions options = {});
+Jitted<Array> BidirectionalCollectiveMatmul(const Mesh& mesh, const std::string& axis,
+                                            JitOptions options = {});
 
 }  // namespace shardjit::examples
 

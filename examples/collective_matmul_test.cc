@@ -26,17 +26,17 @@ TEST_P(CollectiveMatmulTest, MatchesF64) {
   int64_t devices = 1;
   for (const auto& [name, size] : c.axes) devices *= size;
   Runtime rt({.num_devices = static_cast<int>(devices)});
-  Mesh mesh = *Mesh::Create(rt, c.axes);
+  Mesh mesh = *make_mesh(rt, c.axes);
   const int64_t n = mesh.axis_size(c.ring);
   const int64_t m = 3 * n, k = 37, cols = 5 * n;
-  Tensor x_host = *random::Normal(Key(3), {m, k}, DType::kBF16);
-  Tensor w_host = *random::Normal(Key(4), {k, cols}, DType::kBF16);
+  Tensor x_host = *random::normal(random::key(3), {m, k}, DType::kBF16);
+  Tensor w_host = *random::normal(random::key(4), {k, cols}, DType::kBF16);
   Array x = *device_put(x_host, NamedSharding(mesh, P(c.ring, None)));
   Array w = *device_put(w_host, NamedSharding(mesh, P(None, c.ring)));
-  Jitted f = BidirectionalCollectiveMatmul(mesh, c.ring);
-  absl::StatusOr<std::vector<Array>> out = f(x, w);
+  auto f = BidirectionalCollectiveMatmul(mesh, c.ring);
+  absl::StatusOr<Array> out = f(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
-  Tensor got = *(*out)[0].ToHost();
+  Tensor got = *out->to_host();
   ASSERT_EQ(got.type(), (ShapedType{DType::kF32, {m, cols}}));
   std::vector<double> xd = x_host.ToDoubles(), wd = w_host.ToDoubles();
   for (int64_t i = 0; i < m; ++i) {

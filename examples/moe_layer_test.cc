@@ -26,7 +26,7 @@ TEST(MoeLayerTest, MatchesEachTokenThroughItsExpert) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       SCOPED_TRACE(std::to_string(devices) + " devices, " + std::string(DTypeName(dtype)));
       const int64_t experts = devices * kLocal;
-      absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"e", devices}});
+      absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"e", devices}});
       ASSERT_TRUE(mesh.ok()) << mesh.status();
       // Per device: how many rows go to each expert (some none), summing to at most kTokens.
       std::vector<double> counts;
@@ -58,9 +58,9 @@ TEST(MoeLayerTest, MatchesEachTokenThroughItsExpert) {
             return MoeLayer(t, c, ws, "e", kTokens * devices);
           },
           *mesh, {P("e"), P("e"), P("e")}, {P("e")}));
-      absl::StatusOr<std::vector<Array>> out = layer(tokens, count, weights);
+      absl::StatusOr<Array> out = layer(tokens, count, weights);
       ASSERT_TRUE(out.ok()) << out.status();
-      absl::StatusOr<Tensor> host = (*out)[0].ToHost();
+      absl::StatusOr<Tensor> host = out->to_host();
       ASSERT_TRUE(host.ok()) << host.status();
       const std::vector<double> got = host->ToDoubles();
       for (int p = 0; p < devices; ++p) {
@@ -90,7 +90,7 @@ TEST(MoeLayerTest, MatchesEachTokenThroughItsExpert) {
 }
 
 TEST(MoeLayerTest, ExclusiveCumsum) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"e", 1}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"e", 1}});
   Array v = *device_put(Tensor::FromDoubles({DType::kS32, {2, 3}}, {1, 2, 3, 4, 5, 6}),
                         NamedSharding(*mesh, P()));
   auto f = jit([](Tracer x) {
@@ -98,8 +98,8 @@ TEST(MoeLayerTest, ExclusiveCumsum) {
   });
   absl::StatusOr<std::vector<Array>> out = f(v);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{0, 0, 0, 1, 2, 3}));
-  EXPECT_EQ((*out)[1].ToHost()->ToDoubles(), (std::vector<double>{0, 1, 3, 0, 4, 9}));
+  EXPECT_EQ((*out)[0].to_host()->ToDoubles(), (std::vector<double>{0, 0, 0, 1, 2, 3}));
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{0, 1, 3, 0, 4, 9}));
 }
 
 }  // namespace

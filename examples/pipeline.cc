@@ -6,12 +6,12 @@ namespace shardjit::examples {
 namespace {
 
 // [1, hidden, hidden] -> [hidden, hidden].
-Tracer Weights(Tracer w) { return reshape(w, {w.shape()[1], w.shape()[2]}); }
+Tracer Weights(Tracer w) { return lax::reshape(w, {w.shape()[1], w.shape()[2]}); }
 
 Tracer Stack(const std::vector<Tracer>& blocks) {
   std::vector<Tracer> rows;
-  for (const Tracer& b : blocks) rows.push_back(reshape(b, {1, b.shape()[0], b.shape()[1]}));
-  return concatenate(rows, 0);
+  for (const Tracer& b : blocks) rows.push_back(lax::reshape(b, {1, b.shape()[0], b.shape()[1]}));
+  return lax::concatenate(rows, 0);
 }
 
 }  // namespace
@@ -21,10 +21,10 @@ MpmdMapped TwoStagePipeline(const Mesh& mesh, int64_t microbatches) {
   auto stage0 = [=](Tracer x, Tracer w) {
     std::vector<Tracer> activations;
     for (int64_t i = 0; i < microbatches; ++i) {
-      Tracer xi = reshape(slice(x, {i, 0, 0}, {i + 1, x.shape()[1], x.shape()[2]}),
-                          {x.shape()[1], x.shape()[2]});
-      Tracer h = tanh(matmul(xi, Weights(w)));
-      psend(h, "stage", forward);
+      Tracer xi = lax::reshape(lax::slice(x, {i, 0, 0}, {i + 1, x.shape()[1], x.shape()[2]}),
+                               {x.shape()[1], x.shape()[2]});
+      Tracer h = lax::tanh(jnp::matmul(xi, Weights(w)));
+      lax::psend(h, "stage", forward);
       activations.push_back(h);
     }
     return Stack(activations);
@@ -33,8 +33,8 @@ MpmdMapped TwoStagePipeline(const Mesh& mesh, int64_t microbatches) {
     std::vector<Tracer> outputs;
     const ShapedType block{x.dtype(), {x.shape()[1], x.shape()[2]}};
     for (int64_t i = 0; i < microbatches; ++i) {
-      Tracer h = precv(create_token(), block, "stage", forward);
-      outputs.push_back(tanh(matmul(h, Weights(w))));
+      Tracer h = lax::precv(lax::create_token(), block, "stage", forward);
+      outputs.push_back(lax::tanh(jnp::matmul(h, Weights(w))));
     }
     return Stack(outputs);
   };

@@ -31,7 +31,7 @@ TEST(PipelineTest, TwoStagesMatchF64) {
   constexpr int64_t kMicro = 3, kBatch = 6, kHidden = 5;
   for (int64_t x : {1, 2}) {
     SCOPED_TRACE("stages of " + std::to_string(x) + " devices");
-    absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"stage", 2}, {"x", x}});
+    absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"stage", 2}, {"x", x}});
     ASSERT_TRUE(mesh.ok()) << mesh.status();
     std::mt19937 rng(5);
     std::uniform_real_distribution<double> dist(-1, 1);
@@ -45,7 +45,7 @@ TEST(PipelineTest, TwoStagesMatchF64) {
     MpmdMapped pipeline = TwoStagePipeline(*mesh, kMicro);
     absl::StatusOr<std::vector<Array>> out = pipeline(in, w);
     ASSERT_TRUE(out.ok()) << out.status();
-    const std::vector<double> got = (*out)[0].ToHost()->ToDoubles();
+    const std::vector<double> got = (*out)[0].to_host()->ToDoubles();
     ASSERT_EQ(got.size(), static_cast<size_t>(2 * kMicro * kBatch * kHidden));
     for (int64_t i = 0; i < kMicro; ++i) {
       for (int64_t b = 0; b < kBatch; ++b) {
@@ -69,7 +69,7 @@ TEST(PipelineTest, TwoStagesMatchF64) {
       }
     }
     // One module: both stages' functions, and which one each position runs.
-    absl::StatusOr<ir::Module> module = pipeline.Lower({in, w});
+    absl::StatusOr<ir::Module> module = pipeline.lower({in, w});
     ASSERT_TRUE(module.ok()) << module.status();
     const std::string text = ir::PrintModule(*module);
     EXPECT_THAT(text, HasSubstr(x == 1 ? "position_functions=(main_program0,main_program1)"
@@ -89,7 +89,7 @@ TEST(PipelineTest, TwoStagesMatchF64) {
 class MpmdErrorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"stage", 2}});
+    absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"stage", 2}});
     ASSERT_TRUE(mesh.ok()) << mesh.status();
     mesh_.emplace(*mesh);
     x_.emplace(*device_put(Tensor::FromDoubles({DType::kF32, {4}}, {1, 2, 3, 4}),
@@ -115,7 +115,7 @@ TEST_F(MpmdErrorsTest, PositionsMustBeCoveredOnce) {
 
 TEST_F(MpmdErrorsTest, ProgramsMustReturnTheSameTypes) {
   absl::Status s = Run({Program({0}, Identity), Program({1}, [](Tracer x) {
-                          return concatenate({x, x}, 0);
+                          return lax::concatenate({x, x}, 0);
                         })});
   EXPECT_THAT(s.message(), HasSubstr("mpmd_map: "));
   EXPECT_THAT(s.message(), HasSubstr("position 1 runs main_program1 (f32[4] -> f32[8]) but the "
@@ -125,13 +125,13 @@ TEST_F(MpmdErrorsTest, ProgramsMustReturnTheSameTypes) {
 TEST_F(MpmdErrorsTest, MismatchedSendAndReceive) {
   const std::vector<std::pair<int64_t, int64_t>> forward = {{0, 1}};
   auto sender = [&](Tracer x) {
-    psend(x, "stage", forward);
+    lax::psend(x, "stage", forward);
     return x;
   };
   // Receives another shape than is sent.
   auto bad_type = [&](Tracer x) {
-    Tracer got = precv(create_token(), ShapedType{DType::kF32, {2}}, "stage", forward);
-    return concatenate({got, got}, 0);
+    Tracer got = lax::precv(lax::create_token(), ShapedType{DType::kF32, {2}}, "stage", forward);
+    return lax::concatenate({got, got}, 0);
   };
   absl::Status s = Run({Program({0}, sender), Program({1}, bad_type)});
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -139,8 +139,8 @@ TEST_F(MpmdErrorsTest, MismatchedSendAndReceive) {
                                      "f32[4]"));
   // Receives one more than is sent: times out.
   auto twice = [&](Tracer x) {
-    Tracer a = precv(create_token(), x.type(), "stage", forward);
-    Tracer b = precv(create_token(), x.type(), "stage", forward);
+    Tracer a = lax::precv(lax::create_token(), x.type(), "stage", forward);
+    Tracer b = lax::precv(lax::create_token(), x.type(), "stage", forward);
     return a + b;
   };
   s = Run({Program({0}, sender), Program({1}, twice)});

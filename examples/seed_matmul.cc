@@ -129,7 +129,7 @@ Diff Compare(const Tensor& got, const std::vector<double>& want) {
 }
 
 struct Timing {
-  absl::StatusOr<std::vector<Array>> out;
+  absl::StatusOr<Array> out;
   double median_ms = 0;
   double p90_ms = 0;
   // The largest rise of a device's peak memory in the runs above what it held before them (over
@@ -137,8 +137,8 @@ struct Timing {
   double work_mib = 0;
 };
 
-Timing Time(Runtime& rt, const Mesh& mesh, const Jitted& program, const Array& x, const Array& w,
-            const Flags& flags) {
+Timing Time(Runtime& rt, const Mesh& mesh, const Jitted<Array>& program, const Array& x,
+            const Array& w, const Flags& flags) {
   Timing t;
   for (int i = 0; i < flags.warmup; ++i) t.out = program(x, w);
   std::vector<int64_t> held;
@@ -187,12 +187,12 @@ absl::StatusOr<Mesh> JobMesh(Runtime& rt, int64_t sx, int64_t sy) {
   for (int64_t p = 0; p < size; ++p) {
     ids[p] = p / per_process * rt.num_local_devices() + p % per_process;
   }
-  return Mesh::Create(rt, {{"x", sx}, {"y", sy}}, ids);
+  return make_mesh(rt, {{"x", sx}, {"y", sy}}, ids);
 }
 
 // The whole result on every process (a gather when other processes hold blocks of it).
 absl::StatusOr<Tensor> Gathered(const Array& array) {
-  return array.fully_addressable() ? array.ToHost() : process_allgather(array);
+  return array.fully_addressable() ? array.to_host() : process_allgather(array);
 }
 
 int Run(const Flags& flags) {
@@ -218,8 +218,8 @@ int Run(const Flags& flags) {
   // Only --trace's profiler pauses between runs ($SHARDJIT_PROFILE alone records everything).
   runtime::Profiler* profiler = flags.trace.empty() ? nullptr : rt.profiler();
   if (profiler != nullptr) profiler->SetPaused(true);
-  absl::StatusOr<Tensor> x_host = random::Normal(Key(1), {flags.m, flags.k}, DType::kBF16);
-  absl::StatusOr<Tensor> w_host = random::Normal(Key(2), {flags.k, flags.n}, DType::kBF16);
+  absl::StatusOr<Tensor> x_host = random::normal(random::key(1), {flags.m, flags.k}, DType::kBF16);
+  absl::StatusOr<Tensor> w_host = random::normal(random::key(2), {flags.k, flags.n}, DType::kBF16);
   if (!x_host.ok() || !w_host.ok()) {
     std::fprintf(stderr, "random: %s\n", std::string(x_host.status().message()).c_str());
     return 1;
@@ -249,7 +249,7 @@ int Run(const Flags& flags) {
       return 1;
     }
     if (printer) {
-      std::printf("\nmesh %s (%ld devices)\n", mesh->ToString().c_str(), mesh->size());
+      std::printf("\nmesh %s (%ld devices)\n", mesh->to_string().c_str(), mesh->size());
       std::printf("%-3s %-6s %10s %10s %10s %8s %10s %9s %10s %9s %9s  %s\n", "", "dtype",
                 "max diff", "mean diff", "median", "% >0.1", "fused ms", "fused p90",
                   "written ms", "fused MiB", "written MiB", "variant");
@@ -272,8 +272,8 @@ int Run(const Flags& flags) {
         // One traced run, under a host span naming the variant and mesh.
         profiler->SetPaused(false);
         const int64_t start_ns = base::SpanClockNs();
-        absl::StatusOr<std::vector<Array>> traced = v.program(*x, *w);
-        const std::string name = fmt::format("({}) {}", v.name, mesh->ToString());
+        absl::StatusOr<Array> traced = v.program(*x, *w);
+        const std::string name = fmt::format("({}) {}", v.name, mesh->to_string());
         profiler->Record(runtime::Profiler::kHost,
                          {name, "variant", start_ns, base::SpanClockNs() - start_ns, {}});
         profiler->SetPaused(true);
@@ -283,7 +283,7 @@ int Run(const Flags& flags) {
           return 1;
         }
       }
-      absl::StatusOr<Tensor> result = Gathered((*as_compiled.out)[0]);
+      absl::StatusOr<Tensor> result = Gathered(*as_compiled.out);
       if (!result.ok()) {
         std::printf("(%s) FAILED: %s\n", v.name.c_str(),
                     std::string(result.status().message()).c_str());

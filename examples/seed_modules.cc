@@ -103,7 +103,7 @@ int Main(int argc, char** argv) {
   }
 
   Runtime rt({.num_devices = static_cast<int>(size_x * size_y), .num_threads = 1});
-  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", size_x}, {"y", size_y}});
+  absl::StatusOr<Mesh> mesh = make_mesh(rt, {{"x", size_x}, {"y", size_y}});
   if (!mesh.ok()) return Error(std::string(mesh.status().message()));
   const std::vector<SeedVariant> variants = SeedVariants(*mesh, k);
   std::vector<std::string> names;
@@ -122,8 +122,8 @@ int Main(int argc, char** argv) {
   for (const SeedVariant& v : variants) {
     if (!wanted.empty() && !wanted.contains(v.name)) continue;
     absl::StatusOr<Lowered> lowered =
-        v.program.LowerFor({{DType::kBF16, {m, k}}, {DType::kBF16, {k, n}}},
-                           {NamedSharding(*mesh, P("x", "y")), NamedSharding(*mesh, P("x", None))});
+        v.program.lower({{DType::kBF16, {m, k}}, {DType::kBF16, {k, n}}},
+                        {NamedSharding(*mesh, P("x", "y")), NamedSharding(*mesh, P("x", None))});
     if (!lowered.ok()) {
       return Error(fmt::format("seed_{}: {}", v.name, lowered.status().message()));
     }

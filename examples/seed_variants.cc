@@ -10,9 +10,10 @@ const std::vector<PartitionSpec>& InSpecs() {
 
 // The rows of the gathered w this device multiplies: its block of x's columns.
 Tracer LocalMatmulAndPsum(Tracer x_shard, Tracer w_full, int64_t k_per_y, DType preferred) {
-  Tracer w_slice = dynamic_slice(w_full, {axis_index("y") * static_cast<double>(k_per_y), 0},
-                                 {k_per_y, w_full.shape()[1]});
-  return psum(dot_general(x_shard, w_slice, DotDims{{1}, {0}}, preferred), "y");
+  Tracer w_slice =
+      lax::dynamic_slice(w_full, {lax::axis_index("y") * static_cast<double>(k_per_y), 0},
+                         {k_per_y, w_full.shape()[1]});
+  return lax::psum(lax::dot_general(x_shard, w_slice, DotDims{{1}, {0}}, preferred), "y");
 }
 
 // The notebook's to-do done by hand on a 2-D mesh: device (i, j) fetches the block of w its
@@ -32,34 +33,35 @@ Tracer InterleavedReduceScatterMatmul(Tracer x, Tracer w, int64_t size_x, int64_
     for (int64_t i = 0; i < size_x; ++i) {
       for (int64_t j = 0; j < size_y; ++j) transpose.push_back({j * size_y + i, i * size_y + j});
     }
-    w_block = ppermute_done(ppermute_start(w, {"x", "y"}, transpose));
+    w_block = lax::ppermute_done(lax::ppermute_start(w, {"x", "y"}, transpose));
   } else {
-    w_block = dynamic_slice(all_gather(w, "x", 0, true),
-                            {axis_index("y") * static_cast<double>(k_per_y), 0}, {k_per_y, n});
+    w_block =
+        lax::dynamic_slice(lax::all_gather(w, "x", 0, true),
+                           {lax::axis_index("y") * static_cast<double>(k_per_y), 0}, {k_per_y, n});
   }
-  if (size_y == 1) return dot_general(x, w_block, DotDims{{1}, {0}}, DType::kF32);
+  if (size_y == 1) return lax::dot_general(x, w_block, DotDims{{1}, {0}}, DType::kF32);
   const int64_t cols = n / size_y;
   std::vector<std::pair<int64_t, int64_t>> right;
   for (int64_t j = 0; j < size_y; ++j) right.push_back({j, (j + 1) % size_y});
-  Tracer me = axis_index("y");
+  Tracer me = lax::axis_index("y");
   // My product for the column block the running sum meets at `step`: (me - 1 - step) mod ny.
   auto partial = [&](Tracer step) {
     Tracer block = (me - step + static_cast<double>(2 * size_y - 1)) % static_cast<double>(size_y);
-    return dot_general(x,
-                       dynamic_slice(w_block, {0, block * static_cast<double>(cols)},
-                                     {k_per_y, cols}),
-                       DotDims{{1}, {0}}, DType::kF32);
+    return lax::dot_general(
+        x, lax::dynamic_slice(w_block, {0, block * static_cast<double>(cols)}, {k_per_y, cols}),
+        DotDims{{1}, {0}}, DType::kF32);
   };
-  Tracer in_flight = ppermute_start(partial(full({}, 0, DType::kS32)), "y", right);
-  std::vector<Tracer> carry = fori_loop(
-      1, size_y - 1,
-      [&](Tracer step, std::vector<Tracer> c) {
-        Tracer mine = partial(step);  // while the running sum travels
-        return std::vector<Tracer>{ppermute_start(ppermute_done(c[0]) + mine, "y", right)};
-      },
-      {in_flight});
-  Tracer mine = partial(full({}, static_cast<double>(size_y - 1), DType::kS32));
-  return ppermute_done(carry[0]) + mine;
+  Tracer in_flight = lax::ppermute_start(partial(lax::full({}, 0, DType::kS32)), "y", right);
+  std::vector<Tracer> carry =
+      lax::fori_loop(1, size_y - 1,
+                     [&](Tracer step, std::vector<Tracer> c) {
+                       Tracer mine = partial(step);  // while the running sum travels
+                       return std::vector<Tracer>{
+                           lax::ppermute_start(lax::ppermute_done(c[0]) + mine, "y", right)};
+                     },
+                     {in_flight});
+  Tracer mine = partial(lax::full({}, static_cast<double>(size_y - 1), DType::kS32));
+  return lax::ppermute_done(carry[0]) + mine;
 }
 
 }  // namespace
@@ -76,42 +78,40 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
   const int64_t k_per_x = k / size_x;
   std::vector<SeedVariant> variants;
 
-  variants.push_back({"a", "jit(matmul) on sharded inputs (global view, SPMD-partitioned)",
-                      jit([](Tracer x, Tracer w) { return matmul(x, w); },
-                          options("basic_matmul"))});
+  variants.push_back(
+      {"a", "jit(matmul) on sharded inputs (global view, SPMD-partitioned)",
+       jit([](Tracer x, Tracer w) { return jnp::matmul(x, w); }, options("basic_matmul"))});
 
   variants.push_back(
       {"b", "shard_map: all_gather x over y and w over x, local matmul",
        jit(shard_map(
                [](Tracer x, Tracer w) {
                  NamedScope scope("all_gather(s)");
-                 Tracer x_full = all_gather(x, "y", /*axis=*/1, /*tiled=*/true);
-                 Tracer w_full = all_gather(w, "x", /*axis=*/0, /*tiled=*/true);
+                 Tracer x_full = lax::all_gather(x, "y", /*axis=*/1, /*tiled=*/true);
+                 Tracer w_full = lax::all_gather(w, "x", /*axis=*/0, /*tiled=*/true);
                  NamedScope dot("dot");
-                 return matmul(x_full, w_full);
+                 return jnp::matmul(x_full, w_full);
                },
                mesh, InSpecs(), {P("x", None)}),
            options("xla_matmul"))});
 
-  variants.push_back(
-      {"c", "all_gather w, dynamic_slice by axis_index(y), matmul, psum over y",
-       jit(shard_map(
-               [k_per_y](Tracer x, Tracer w) {
-                 Tracer w_full = all_gather(w, "x", 0, true);
-                 return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kInvalid);
-               },
-               mesh, InSpecs(), {P("x", None)}),
-           options("xla_matmul2"))});
+  variants.push_back({"c", "all_gather w, dynamic_slice by axis_index(y), matmul, psum over y",
+                      jit(shard_map(
+                              [k_per_y](Tracer x, Tracer w) {
+                                Tracer w_full = lax::all_gather(w, "x", 0, true);
+                                return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kInvalid);
+                              },
+                              mesh, InSpecs(), {P("x", None)}),
+                          options("xla_matmul2"))});
 
-  variants.push_back(
-      {"d", "(c) with preferred_element_type=f32",
-       jit(shard_map(
-               [k_per_y](Tracer x, Tracer w) {
-                 Tracer w_full = all_gather(w, "x", 0, true);
-                 return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kF32);
-               },
-               mesh, InSpecs(), {P("x", None)}),
-           options("xla_matmul3"))});
+  variants.push_back({"d", "(c) with preferred_element_type=f32",
+                      jit(shard_map(
+                              [k_per_y](Tracer x, Tracer w) {
+                                Tracer w_full = lax::all_gather(w, "x", 0, true);
+                                return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kF32);
+                              },
+                              mesh, InSpecs(), {P("x", None)}),
+                          options("xla_matmul3"))});
 
   variants.push_back(
       {"e", "ring all_gather of w (ppermute in fori_loop), matmul f32, psum over y",
@@ -119,17 +119,18 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                [size_x, k_per_x, k_per_y, k](Tracer x, Tracer w) {
                  std::vector<std::pair<int64_t, int64_t>> right;
                  for (int64_t i = 0; i < size_x; ++i) right.push_back({i, (i + 1) % size_x});
-                 Tracer me = axis_index("x");
-                 Tracer buffer = dynamic_update_slice(full({k, w.shape()[1]}, 0, w.dtype()), w,
-                                                      {me * static_cast<double>(k_per_x), 0});
-                 std::vector<Tracer> carry = fori_loop(
+                 Tracer me = lax::axis_index("x");
+                 Tracer buffer =
+                     lax::dynamic_update_slice(lax::full({k, w.shape()[1]}, 0, w.dtype()), w,
+                                               {me * static_cast<double>(k_per_x), 0});
+                 std::vector<Tracer> carry = lax::fori_loop(
                      0, size_x - 1,
                      [&](Tracer i, std::vector<Tracer> c) {
-                       Tracer received = ppermute(c[1], "x", right);
+                       Tracer received = lax::ppermute(c[1], "x", right);
                        // After i+1 hops the block came from device (me - i - 1) mod size_x.
                        Tracer source = (me - (i + 1.0) + static_cast<double>(size_x)) %
                                        static_cast<double>(size_x);
-                       Tracer filled = dynamic_update_slice(
+                       Tracer filled = lax::dynamic_update_slice(
                            c[0], received, {source * static_cast<double>(k_per_x), 0});
                        return std::vector<Tracer>{filled, received};
                      },

@@ -14,7 +14,7 @@ namespace shardjit::examples {
 struct SeedVariant {
   std::string name;
   std::string description;
-  Jitted program;
+  Jitted<Array> program;
 };
 
 // (a) jit of a plain matmul on the sharded inputs (global view);

@@ -18,27 +18,29 @@ bool Array::fully_addressable() const {
   return true;
 }
 
-absl::StatusOr<Tensor> Array::ToHost() const {
+absl::StatusOr<Tensor> Array::to_host() const {
   const ir::Mesh& mesh = sharding_.mesh().proto();
   absl::StatusOr<runtime::Assembled> host =
-      runtime::AssembleFrom(shards_, mesh, sharding_.spec().proto(), type_, "ToHost");
+      runtime::AssembleFrom(shards_, mesh, sharding_.spec().proto(), type_, "to_host");
   if (!host.ok()) return host.status();
-  std::set<int64_t> elsewhere;
-  for (int64_t p : host->missing) {
-    elsewhere.insert(sharding_.mesh().runtime().ProcessOfDevice(mesh.device_ids(p)));
-  }
-  if (!elsewhere.empty()) {
+  if (!host->missing.empty()) {
+    absl::StatusOr<Runtime*> rt = sharding_.mesh().runtime();
+    if (!rt.ok()) return rt.status();
+    std::set<int64_t> elsewhere;
+    for (int64_t p : host->missing) elsewhere.insert((*rt)->ProcessOfDevice(mesh.device_ids(p)));
     return absl::FailedPreconditionError(fmt::format(
-        "ToHost of {} ({}): blocks live only in processes [{}]; process_allgather gathers them",
-        type_.ToString(), sharding_.spec().ToString(), absl::StrJoin(elsewhere, ",")));
+        "to_host of {} ({}): blocks live only in processes [{}]; process_allgather gathers them",
+        type_.ToString(), sharding_.spec().to_string(), absl::StrJoin(elsewhere, ",")));
   }
   return std::move(host->global);
 }
 
 absl::StatusOr<Tensor> process_allgather(const Array& array) {
   const Mesh& mesh = array.sharding().mesh();
-  runtime::ProcessGroup* group = mesh.runtime().processes();
-  if (group == nullptr || group->num_processes() == 1) return array.ToHost();
+  absl::StatusOr<Runtime*> rt = mesh.runtime();
+  if (!rt.ok()) return rt.status();
+  runtime::ProcessGroup* group = (*rt)->processes();
+  if (group == nullptr || group->num_processes() == 1) return array.to_host();
   std::vector<runtime::ProcessGroup::Block> mine =
       runtime::HeldBlocks(array.shards(), mesh.proto(), array.sharding().spec().proto());
   absl::StatusOr<std::vector<runtime::ProcessGroup::Block>> theirs = group->ExchangeBlocks(mine);
@@ -57,12 +59,14 @@ absl::StatusOr<Tensor> process_allgather(const Array& array) {
 
 absl::StatusOr<Array> device_put(const Tensor& host, const NamedSharding& sharding) {
   const Mesh& mesh = sharding.mesh();
+  absl::StatusOr<Runtime*> rt = mesh.runtime();
+  if (!rt.ok()) return rt.status();
   absl::StatusOr<std::vector<Tensor>> shards = runtime::ScatterShards(
       host, mesh.proto(), sharding.spec().proto(),
       [&](int64_t p) -> std::optional<ir::Allocator*> {
         const int64_t id = mesh.proto().device_ids(p);
-        if (!mesh.runtime().is_local(id)) return std::nullopt;  // another process holds it
-        return mesh.runtime().device(id).allocator();
+        if (!(*rt)->is_local(id)) return std::nullopt;  // another process holds it
+        return (*rt)->device(id).allocator();
       },
       fmt::format("device_put of {}", host.type().ToString()));
   if (!shards.ok()) return shards.status();
@@ -71,11 +75,11 @@ absl::StatusOr<Array> device_put(const Tensor& host, const NamedSharding& shardi
 
 absl::StatusOr<Array> device_put(const Array& array, const NamedSharding& sharding) {
   if (array.sharding() == sharding) return array;
-  if (&array.sharding().mesh().runtime() != &sharding.mesh().runtime()) {
+  if (array.sharding().mesh().runtime_id() != sharding.mesh().runtime_id()) {
     return absl::InvalidArgumentError("device_put: the target mesh belongs to another runtime");
   }
   absl::StatusOr<Tensor> host =
-      array.fully_addressable() ? array.ToHost() : process_allgather(array);
+      array.fully_addressable() ? array.to_host() : process_allgather(array);
   if (!host.ok()) return host.status();
   return device_put(*host, sharding);
 }

@@ -34,7 +34,7 @@ class Array {
   // The whole array in host memory (blocks of replicated axes are taken from the lowest mesh
   // position that holds them). FailedPrecondition, naming the blocks' processes, when some block
   // lives only in other processes: process_allgather gathers those.
-  absl::StatusOr<Tensor> ToHost() const;
+  absl::StatusOr<Tensor> to_host() const;
 
  private:
   ShapedType type_;

@@ -25,26 +25,26 @@ std::vector<double> Iota(int64_t n, double scale = 1.0) {
 
 TEST(MeshTest, CreatesAndValidates) {
   Runtime rt({.num_devices = 8});
-  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", 2}, {"y", 4}});
+  absl::StatusOr<Mesh> mesh = make_mesh(rt, {{"x", 2}, {"y", 4}});
   ASSERT_TRUE(mesh.ok());
   EXPECT_EQ(mesh->size(), 8);
   EXPECT_EQ(mesh->axis_size("y"), 4);
-  EXPECT_EQ(mesh->ToString(), "{x:2, y:4}");
-  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", 4}, {"y", 4}}).status().message()),
+  EXPECT_EQ(mesh->to_string(), "{x:2, y:4}");
+  EXPECT_THAT(std::string(make_mesh(rt, {{"x", 4}, {"y", 4}}).status().message()),
               HasSubstr("needs 16 distinct devices in [0, 8)"));
-  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", 2}, {"x", 2}}).status().message()),
+  EXPECT_THAT(std::string(make_mesh(rt, {{"x", 2}, {"x", 2}}).status().message()),
               HasSubstr("axis name \"x\" is empty or repeated"));
-  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", 0}}).status().message()),
+  EXPECT_THAT(std::string(make_mesh(rt, {{"x", 0}}).status().message()),
               HasSubstr("axis \"x\" has size 0"));
   // Sizes whose product overflows, or passes the device limit, fail before any device list is
   // made for them.
-  EXPECT_THAT(std::string(Mesh::Create(rt, {{"x", int64_t{1} << 40}}).status().message()),
+  EXPECT_THAT(std::string(make_mesh(rt, {{"x", int64_t{1} << 40}}).status().message()),
               HasSubstr("has more than 1048576 devices"));
   EXPECT_THAT(
-      std::string(Mesh::Create(rt, {{"x", int64_t{1} << 32}, {"y", int64_t{1} << 32}}).status()
-                      .message()),
+      std::string(
+          make_mesh(rt, {{"x", int64_t{1} << 32}, {"y", int64_t{1} << 32}}).status().message()),
       HasSubstr("has more than 1048576 devices"));
-  absl::StatusOr<Mesh> custom = Mesh::Create(rt, {{"i", 2}}, {5, 3});
+  absl::StatusOr<Mesh> custom = make_mesh(rt, {{"i", 2}}, {5, 3});
   ASSERT_TRUE(custom.ok());
   EXPECT_EQ(custom->proto().device_ids(0), 5);
 }
@@ -52,15 +52,15 @@ TEST(MeshTest, CreatesAndValidates) {
 TEST(MeshTest, EqualityComparesAxesDevicesAndRuntime) {
   Runtime rt({.num_devices = 8});
   Runtime other({.num_devices = 8});
-  const Mesh m = *Mesh::Create(rt, {{"x", 2}, {"y", 4}});
-  EXPECT_EQ(m, *Mesh::Create(rt, {{"x", 2}, {"y", 4}}));
-  EXPECT_EQ(m, *Mesh::Create(rt, {{"x", 2}, {"y", 4}}, {0, 1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 2}, {"z", 4}}));  // a name
-  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 4}, {"y", 2}}));  // sizes
-  EXPECT_FALSE(m == *Mesh::Create(rt, {{"y", 4}, {"x", 2}}));  // order
-  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 2}, {"y", 4}}, {1, 0, 2, 3, 4, 5, 6, 7}));
-  EXPECT_FALSE(m == *Mesh::Create(rt, {{"x", 8}}));  // axis count
-  EXPECT_FALSE(m == *Mesh::Create(other, {{"x", 2}, {"y", 4}}));  // runtime
+  const Mesh m = *make_mesh(rt, {{"x", 2}, {"y", 4}});
+  EXPECT_EQ(m, *make_mesh(rt, {{"x", 2}, {"y", 4}}));
+  EXPECT_EQ(m, *make_mesh(rt, {{"x", 2}, {"y", 4}}, {0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(m == *make_mesh(rt, {{"x", 2}, {"z", 4}}));  // a name
+  EXPECT_FALSE(m == *make_mesh(rt, {{"x", 4}, {"y", 2}}));  // sizes
+  EXPECT_FALSE(m == *make_mesh(rt, {{"y", 4}, {"x", 2}}));  // order
+  EXPECT_FALSE(m == *make_mesh(rt, {{"x", 2}, {"y", 4}}, {1, 0, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(m == *make_mesh(rt, {{"x", 8}}));               // axis count
+  EXPECT_FALSE(m == *make_mesh(other, {{"x", 2}, {"y", 4}}));  // runtime
   // The protos alone: an empty device list is not the identity list.
   ir::Mesh a = m.proto();
   ir::Mesh b = a;
@@ -73,6 +73,40 @@ TEST(MeshTest, EqualityComparesAxesDevicesAndRuntime) {
   const Mesh copy = m;
   EXPECT_EQ(&copy.proto(), &m.proto());
   EXPECT_EQ(copy, m);
+}
+
+// A mesh refers to its runtime without keeping it alive: once the runtime is destroyed, what
+// needs it fails with FailedPrecondition instead of reading a dangling reference.
+TEST(MeshTest, UseAfterItsRuntimeIsDestroyedIsAnError) {
+  auto f = jit([](Tracer x) { return x + 1.0; });
+  const Tensor host = HostTensor(DType::kF32, {4}, {1, 2, 3, 4});
+  std::optional<Mesh> mesh;
+  std::optional<Array> a;
+  {
+    Runtime rt({.num_devices = 2});
+    absl::StatusOr<Mesh> m = make_mesh(rt, {{"x", 2}});
+    ASSERT_TRUE(m.ok()) << m.status();
+    mesh = *m;
+    absl::StatusOr<Array> put = device_put(host, NamedSharding(*mesh, P("x")));
+    ASSERT_TRUE(put.ok()) << put.status();
+    a = *put;
+    ASSERT_TRUE(mesh->runtime().ok());
+    ASSERT_TRUE(f(*a).ok());  // compiled and cached for rt
+  }
+  absl::StatusOr<Runtime*> rt = mesh->runtime();
+  EXPECT_EQ(rt.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(rt.status().message(), HasSubstr("was destroyed"));
+  absl::StatusOr<Array> put = device_put(host, NamedSharding(*mesh, P("x")));
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kFailedPrecondition) << put.status();
+  // The cached program and a new trace both find the runtime gone.
+  absl::StatusOr<Array> out = f(*a);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+  absl::StatusOr<Array> traced = jit([](Tracer x) { return x * 2.0; })(*a);
+  EXPECT_EQ(traced.status().code(), absl::StatusCode::kFailedPrecondition) << traced.status();
+  // The array's memory outlives the runtime: its data is still readable.
+  absl::StatusOr<Tensor> back = a->to_host();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ToDoubles(), (std::vector<double>{1, 2, 3, 4}));
 }
 
 TEST(PartitionSpecTest, EqualityIgnoresTrailingReplicatedDims) {
@@ -91,8 +125,8 @@ TEST(PartitionSpecTest, EqualityIgnoresTrailingReplicatedDims) {
 }
 
 TEST(PartitionSpecTest, PrintsAndCompares) {
-  EXPECT_EQ(P("x", None).ToString(), "P(x, None)");
-  EXPECT_EQ(P(Axes{"x", "y"}, None).ToString(), "P((x,y), None)");
+  EXPECT_EQ(P("x", None).to_string(), "P(x, None)");
+  EXPECT_EQ(P(Axes{"x", "y"}, None).to_string(), "P((x,y), None)");
   EXPECT_EQ(P("x"), P("x", None));
   EXPECT_FALSE(P("x") == P(None, "x"));
 }
@@ -101,7 +135,7 @@ class DevicePutTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(DevicePutTest, EveryShardingRoundTripsAndBlocksAreRight) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
   const DType dtype = GetParam();
   Tensor host = HostTensor(dtype, {4, 8}, Iota(32, dtype == DType::kS32 ? 1.0 : 0.5));
   std::vector<PartitionSpec> specs = {P("x", "y"), P("y", "x"), P("x", None), P(None, "y"),
@@ -112,8 +146,8 @@ TEST_P(DevicePutTest, EveryShardingRoundTripsAndBlocksAreRight) {
     for (const PartitionSpec& to : specs) {
       absl::StatusOr<Array> b = device_put(*a, NamedSharding(mesh, to));
       ASSERT_TRUE(b.ok()) << b.status();
-      EXPECT_EQ(b->ToHost()->ToDoubles(), host.ToDoubles()) << from.ToString() << " -> "
-                                                            << to.ToString();
+      EXPECT_EQ(b->to_host()->ToDoubles(), host.ToDoubles())
+          << from.to_string() << " -> " << to.to_string();
     }
   }
   // P(x, y): device at mesh position (1, 0) holds rows 2..3, columns 0..2.
@@ -132,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, DevicePutTest,
 
 TEST(DevicePutTest, RejectsSpecsThatDoNotDivideOrNameUnknownAxes) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
   Tensor host = HostTensor(DType::kF32, {3, 4}, {0});
   EXPECT_THAT(std::string(device_put(host, NamedSharding(mesh, P("x"))).status().message()),
               HasSubstr("device_put of f32[3,4]: spec P(x) splits dim 0 (size 3) into 2 blocks"));
@@ -189,7 +223,7 @@ class ShardMapProgram final : public backends::Executable {
 // body on that position's device is handed, and the runtime assembles the blocks back.
 TEST(DevicePutTest, ShardsAreTheBlocksAShardMapIsHanded) {
   Runtime rt({.num_devices = 6});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 3}}, {4, 2, 0, 5, 3, 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 3}}, {4, 2, 0, 5, 3, 1});
   Tensor host = HostTensor(DType::kF32, {6, 12}, Iota(72));
   for (const PartitionSpec& spec :
        {P("x", "y"), P("y", "x"), P("x"), P(None, "y"), P(Axes{"x", "y"}), P(None, Axes{"y", "x"}),
@@ -211,22 +245,22 @@ TEST(DevicePutTest, ShardsAreTheBlocksAShardMapIsHanded) {
     absl::StatusOr<std::vector<Tensor>> out =
         rt.RunGlobal(mesh.proto(), ShardMapProgram(op), {host}, compile, cache);
     ASSERT_TRUE(out.ok()) << out.status();
-    EXPECT_EQ((*out)[0].ToDoubles(), host.ToDoubles()) << spec.ToString();
+    EXPECT_EQ((*out)[0].ToDoubles(), host.ToDoubles()) << spec.to_string();
     ASSERT_EQ(seen.size(), 6u);
     for (int64_t p = 0; p < mesh.size(); ++p) {
       const std::vector<Tensor>& handed =
           seen[rt.device(static_cast<int>(mesh.proto().device_ids(p))).allocator()];
       ASSERT_EQ(handed.size(), 1u);
-      EXPECT_EQ(handed[0].type(), put.shards()[p].type()) << spec.ToString() << " position " << p;
+      EXPECT_EQ(handed[0].type(), put.shards()[p].type()) << spec.to_string() << " position " << p;
       EXPECT_EQ(handed[0].ToDoubles(), put.shards()[p].ToDoubles())
-          << spec.ToString() << " position " << p;
+          << spec.to_string() << " position " << p;
     }
   }
 }
 
 TEST(MemoryTest, DevicesAccountTheirBlocks) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   int64_t before = rt.memory(1).current_bytes;
   {
     Array a = *device_put(HostTensor(DType::kF32, {8, 4}, {1}), NamedSharding(mesh, P("x")));
@@ -237,9 +271,9 @@ TEST(MemoryTest, DevicesAccountTheirBlocks) {
 }
 
 TEST(RandomTest, NormalIsDeterministicAndStandard) {
-  Tensor a = *random::Normal(Key(7), {100000});
-  Tensor b = *random::Normal(Key(7), {100000});
-  Tensor c = *random::Normal(Key(8), {100000});
+  Tensor a = *random::normal(random::key(7), {100000});
+  Tensor b = *random::normal(random::key(7), {100000});
+  Tensor c = *random::normal(random::key(8), {100000});
   EXPECT_EQ(a.ToDoubles(), b.ToDoubles());
   EXPECT_NE(a.ToDoubles(), c.ToDoubles());
   double mean = 0, sq = 0;
@@ -250,13 +284,13 @@ TEST(RandomTest, NormalIsDeterministicAndStandard) {
   mean /= 100000;
   EXPECT_NEAR(mean, 0.0, 0.02);
   EXPECT_NEAR(std::sqrt(sq / 100000 - mean * mean), 1.0, 0.02);
-  Tensor u = *random::Uniform(Key(1), {1000}, DType::kF32, -2, 3);
+  Tensor u = *random::uniform(random::key(1), {1000}, DType::kF32, -2, 3);
   for (double v : u.ToDoubles()) {
     EXPECT_GE(v, -2);
     EXPECT_LT(v, 3);
   }
-  EXPECT_THAT(std::string(random::Normal(Key(1), {2}, DType::kS32).status().message()),
-              HasSubstr("random::Normal: dtype must be f32 or bf16"));
+  EXPECT_THAT(std::string(random::normal(random::key(1), {2}, DType::kS32).status().message()),
+              HasSubstr("random::normal: dtype must be f32 or bf16"));
 }
 
 }  // namespace
@@ -269,7 +303,7 @@ TEST(MemoryTest, ArraysMayOutliveTheirRuntime) {
   std::optional<Array> kept;
   {
     Runtime rt({.num_devices = 2});
-    Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+    Mesh mesh = *make_mesh(rt, {{"x", 2}});
     kept = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
   }
   EXPECT_EQ(kept->shards()[1].ToDoubles(), (std::vector<double>{3, 4}));

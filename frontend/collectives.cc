@@ -104,7 +104,7 @@ ir::Op AllToAllOp(const Tracer& x, const AxisNames& axes, int64_t split_axis,
 Tracer AllReduce(const char* opcode, Tracer x, const AxisNames& axes,
                  const AxisIndexGroups& groups, bool async, Loc loc) {
   if (internal::TraceOf({x}, opcode) == nullptr) return Tracer();
-  if (x.valid() && x.dtype() == DType::kPred) x = convert_element_type(x, DType::kS32, loc);
+  if (x.valid() && x.dtype() == DType::kPred) x = lax::convert_element_type(x, DType::kS32, loc);
   return EmitCollective(AllReduceOp(opcode, axes, groups), x, async, loc);
 }
 
@@ -128,6 +128,8 @@ Tracer AxisScalar(const char* opcode, const AxisNames& axes, Loc loc) {
 }
 
 }  // namespace
+
+namespace lax {
 
 Tracer psum(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {
   return AllReduce("psum", x, axes, groups, /*async=*/false, loc);
@@ -208,7 +210,7 @@ namespace {
 Tracer AxisIndexOf(Tracer x, Tracer extreme, const std::string& axis, Loc loc) {
   if (!x.valid() || !extreme.valid()) return Tracer();
   const std::vector<int64_t> shape = x.shape();
-  Tracer index = broadcast_to(axis_index(AxisNames(axis), loc), shape, loc);
+  Tracer index = jnp::broadcast_to(axis_index(AxisNames(axis), loc), shape, loc);
   Tracer none = full(shape, std::numeric_limits<int32_t>::max(), DType::kS32, loc);
   return pmin(select(eq(extreme, x, loc), index, none, loc), AxisNames(axis), {}, loc);
 }
@@ -282,4 +284,5 @@ Tracer ppermute_done(Tracer future, Loc loc) { return Done("ppermute", future, l
 Tracer pbroadcast_done(Tracer future, Loc loc) { return Done("pbroadcast", future, loc); }
 Tracer all_to_all_done(Tracer future, Loc loc) { return Done("all_to_all", future, loc); }
 
+}  // namespace lax
 }  // namespace shardjit

@@ -1,5 +1,6 @@
-// Collectives on tracers, inside shard_map (jax.lax.parallel semantics; seed 004). Each takes one
-// axis name or several; a tuple of axes acts as one axis indexed x*size(y)+y.
+// Collectives on tracers, inside shard_map: `lax::psum` etc. (jax.lax.parallel semantics; seed
+// 004). Each takes one axis name or several; a tuple of axes acts as one axis indexed
+// x*size(y)+y.
 #ifndef SHARDJIT_FRONTEND_COLLECTIVES_H_
 #define SHARDJIT_FRONTEND_COLLECTIVES_H_
 
@@ -10,7 +11,7 @@
 
 #include "frontend/ops.h"
 
-namespace shardjit {
+namespace shardjit::lax {
 
 // pred operands are converted to s32 first, as JAX does.
 Tracer psum(Tracer x, AxisNames axes, AxisIndexGroups groups = {}, Loc loc = Loc::current());
@@ -96,6 +97,6 @@ Tracer ppermute_done(Tracer future, Loc loc = Loc::current());
 Tracer pbroadcast_done(Tracer future, Loc loc = Loc::current());
 Tracer all_to_all_done(Tracer future, Loc loc = Loc::current());
 
-}  // namespace shardjit
+}  // namespace shardjit::lax
 
 #endif  // SHARDJIT_FRONTEND_COLLECTIVES_H_

@@ -1,8 +1,10 @@
-// shard_map and fori_loop: primitives whose body is traced into a region.
+// shard_map and lax::fori_loop: primitives whose body is traced into a region.
 #ifndef SHARDJIT_FRONTEND_CONTROL_FLOW_H_
 #define SHARDJIT_FRONTEND_CONTROL_FLOW_H_
 
 #include <functional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "frontend/ops.h"
@@ -10,7 +12,19 @@
 
 namespace shardjit {
 
+namespace internal {
+
+// Traces shard_map(body, mesh, in_specs, out_specs) applied to `args`: one tracer per out_spec.
+std::vector<Tracer> ShardMap(const TracedFunction& body, const Mesh& mesh,
+                             const std::vector<PartitionSpec>& in_specs,
+                             const std::vector<PartitionSpec>& out_specs,
+                             const std::vector<Tracer>& args);
+
+}  // namespace internal
+
 // The result of shard_map(f, ...): callable on global-view tracers (for example inside jit).
+// `Result` is what f returns: Tracer when it returns one Tracer, else std::vector<Tracer>.
+template <typename Result>
 class ShardMapped {
  public:
   ShardMapped(TracedFunction body, Mesh mesh, std::vector<PartitionSpec> in_specs,
@@ -20,9 +34,16 @@ class ShardMapped {
         in_specs_(std::move(in_specs)),
         out_specs_(std::move(out_specs)) {}
 
-  std::vector<Tracer> operator()(const std::vector<Tracer>& args) const;
+  Result operator()(const std::vector<Tracer>& args) const {
+    std::vector<Tracer> out = internal::ShardMap(body_, mesh_, in_specs_, out_specs_, args);
+    if constexpr (std::is_same_v<Result, Tracer>) {
+      return out.empty() ? Tracer() : out[0];
+    } else {
+      return out;
+    }
+  }
   template <typename... T>
-  std::vector<Tracer> operator()(Tracer first, T... rest) const {
+  Result operator()(Tracer first, T... rest) const {
     return (*this)(std::vector<Tracer>{std::move(first), Tracer(rest)...});
   }
 
@@ -37,13 +58,16 @@ class ShardMapped {
 
 // jax.shard_map: f runs once per device of `mesh` on the local blocks of its arguments (laid
 // out by in_specs); its per-device results are assembled by out_specs. Inside f, collectives
-// name the mesh axes.
+// name the mesh axes. Called on tracers, it returns one Tracer when f does, else a vector.
 template <typename F>
-ShardMapped shard_map(F f, Mesh mesh, std::vector<PartitionSpec> in_specs,
-                      std::vector<PartitionSpec> out_specs) {
-  return ShardMapped(MakeTracedFunction(std::move(f)), std::move(mesh), std::move(in_specs),
-                     std::move(out_specs));
+auto shard_map(F f, Mesh mesh, std::vector<PartitionSpec> in_specs,
+               std::vector<PartitionSpec> out_specs) {
+  using Result = std::conditional_t<kReturnsOneTracer<F>, Tracer, std::vector<Tracer>>;
+  return ShardMapped<Result>(MakeTracedFunction(std::move(f)), std::move(mesh), std::move(in_specs),
+                             std::move(out_specs));
 }
+
+namespace lax {
 
 // for i in [lower, upper): carry = body(i, carry); i is an s32 scalar tracer. The body may read
 // tracers of the enclosing function.
@@ -54,6 +78,7 @@ std::vector<Tracer> fori_loop(
 Tracer fori_loop(int64_t lower, int64_t upper, const std::function<Tracer(Tracer, Tracer)>& body,
                  Tracer init, Loc loc = Loc::current());
 
+}  // namespace lax
 }  // namespace shardjit
 
 #endif  // SHARDJIT_FRONTEND_CONTROL_FLOW_H_

@@ -1,9 +1,11 @@
 // Jobs of several processes (like jax.distributed): each process initialises, then gives the
 // group to its Runtime, whose meshes then span every process's devices.
 //
-//   std::shared_ptr<ProcessGroup> group = *distributed::initialize();  // from SHARDJIT_* vars
+//   ASSIGN_OR_RETURN(std::shared_ptr<ProcessGroup> group,
+//                    distributed::initialize());  // from SHARDJIT_* vars
 //   Runtime rt({.num_devices = 2, .processes = group});  // 2 devices per process
-//   Mesh mesh = *Mesh::Create(rt, {{"x", group ? group->num_processes() : 1}, {"y", 2}});
+//   ASSIGN_OR_RETURN(Mesh mesh,
+//                    make_mesh(rt, {{"x", group ? group->num_processes() : 1}, {"y", 2}}));
 //
 // The same jit/shard_map programs then run unchanged; device_put keeps the blocks of this
 // process's devices, and process_allgather (frontend/array.h) gathers a whole array.

@@ -118,7 +118,7 @@ std::string CacheKey(const std::vector<Array>& args) {
     }
     AppendKey(key, mesh.proto().device_ids_size());
     for (int64_t id : mesh.proto().device_ids()) AppendKey(key, id);
-    AppendKey(key, static_cast<int64_t>(mesh.runtime().id()));
+    AppendKey(key, static_cast<int64_t>(mesh.runtime_id()));
   }
   return key;
 }
@@ -150,6 +150,8 @@ absl::StatusOr<Compiled> Lowered::compile() const {
     return absl::InvalidArgumentError(fmt::format(
         "jit {}: needs at least one Array argument to find its runtime", lowered_.name()));
   }
+  absl::StatusOr<Runtime*> runtime = arg_shardings_[0].mesh().runtime();
+  if (!runtime.ok()) return runtime.status();
   auto state = std::make_shared<CompiledState>(CompiledState{
       lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr, nullptr});
   // Kernels split over the threads the runtime gives each device (RuntimeOptions::num_threads).
@@ -185,7 +187,7 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   const int64_t compile_start_ns = base::SpanClockNs();
   absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
       state->compile(Entry(lowered_));
-  if (runtime::Profiler* profiler = state->mesh.runtime().profiler(); profiler != nullptr) {
+  if (runtime::Profiler* profiler = (*runtime)->profiler(); profiler != nullptr) {
     const std::string name = fmt::format("compile {}", lowered_.name());
     profiler->Record(runtime::Profiler::kHost,
                      {name, "compile", compile_start_ns,
@@ -240,8 +242,10 @@ absl::StatusOr<std::vector<Array>> RunPerPosition(
   }
   std::vector<const backends::Executable*> executables(n);
   for (int64_t p = 0; p < n; ++p) executables[p] = programs[program_of[p]]->executable.get();
-  absl::StatusOr<std::vector<std::vector<Tensor>>> out = s.mesh.runtime().RunSpmd(
-      s.mesh.proto(), executables, std::move(local_args), plan, options);
+  absl::StatusOr<Runtime*> runtime = s.mesh.runtime();
+  if (!runtime.ok()) return runtime.status();
+  absl::StatusOr<std::vector<std::vector<Tensor>>> out =
+      (*runtime)->RunSpmd(s.mesh.proto(), executables, std::move(local_args), plan, options);
   if (!out.ok()) return out.status();
   std::vector<Array> results;
   for (size_t r = 0; r < s.result_types.size(); ++r) {
@@ -268,7 +272,7 @@ absl::Status ApplyRequestedShardings(const CompiledState& s, std::vector<Array>&
 
 }  // namespace
 
-absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
+absl::StatusOr<std::vector<Array>> Compiled::call(const std::vector<Array>& args,
                                                   const RunOptions& options) const {
   const CompiledState& s = *state_;
   if (absl::Status st = CheckArgs(s, args); !st.ok()) return st;
@@ -281,13 +285,14 @@ absl::StatusOr<std::vector<Array>> Compiled::Run(const std::vector<Array>& args,
   } else {
     std::vector<Tensor> host_args;
     for (const Array& a : args) {
-      absl::StatusOr<Tensor> h = a.ToHost();
+      absl::StatusOr<Tensor> h = a.to_host();
       if (!h.ok()) return h.status();
       host_args.push_back(std::move(*h));
     }
-    absl::StatusOr<std::vector<Tensor>> out =
-        s.mesh.runtime().RunGlobal(s.mesh.proto(), *s.executable, host_args, s.compile,
-                                   *s.shard_map_cache, options);
+    absl::StatusOr<Runtime*> runtime = s.mesh.runtime();
+    if (!runtime.ok()) return runtime.status();
+    absl::StatusOr<std::vector<Tensor>> out = (*runtime)->RunGlobal(
+        s.mesh.proto(), *s.executable, host_args, s.compile, *s.shard_map_cache, options);
     if (!out.ok()) return out.status();
     for (size_t r = 0; r < out->size(); ++r) {
       absl::StatusOr<Array> placed = device_put((*out)[r], s.result_shardings[r]);
@@ -322,20 +327,23 @@ absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs
 
 const backends::Executable& Compiled::executable() const { return *state_->executable; }
 
-Jitted::Jitted(TracedFunction f, JitOptions options) : state_(std::make_shared<State>()) {
+JittedBase::JittedBase(TracedFunction f, JitOptions options) : state_(std::make_shared<State>()) {
   state_->f = std::move(f);
   state_->options = std::move(options);
 }
 
-absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
-                                         const std::vector<NamedSharding>& shardings) const {
+absl::StatusOr<Lowered> JittedBase::lower(const std::vector<ShapedType>& types,
+                                          const std::vector<NamedSharding>& shardings) const {
   absl::StatusOr<ir::Module> traced = Trace(state_->f, types, shardings, state_->options);
   if (!traced.ok()) return traced.status();
   ir::Module lowered = *traced;
   std::vector<passes::StageRecord> stages;
   const JitOptions& options = state_->options;
-  runtime::ProcessGroup* processes =
-      shardings.empty() ? nullptr : shardings[0].mesh().runtime().processes();
+  runtime::ProcessGroup* processes = nullptr;
+  if (!shardings.empty()) {
+    ASSIGN_OR_RETURN(Runtime * runtime, shardings[0].mesh().runtime());
+    processes = runtime->processes();
+  }
   RETURN_IF_ERROR(LowerModule(lowered,
                               {.pipeline = options.pipeline,
                                .collective_fusion = options.collective_fusion,
@@ -345,18 +353,18 @@ absl::StatusOr<Lowered> Jitted::LowerFor(const std::vector<ShapedType>& types,
   return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings, options);
 }
 
-absl::StatusOr<Lowered> Jitted::Lower(const std::vector<Array>& args) const {
+absl::StatusOr<Lowered> JittedBase::lower(const std::vector<Array>& args) const {
   std::vector<ShapedType> types;
   std::vector<NamedSharding> shardings;
   for (const Array& a : args) {
     types.push_back(a.type());
     shardings.push_back(a.sharding());
   }
-  return LowerFor(types, shardings);
+  return lower(types, shardings);
 }
 
-absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args,
-                                                 const RunOptions& options) const {
+absl::StatusOr<std::vector<Array>> JittedBase::CallFlat(const std::vector<Array>& args,
+                                                        const RunOptions& options) const {
   std::string key = CacheKey(args);
   std::optional<Compiled> compiled;
   {
@@ -371,7 +379,7 @@ absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args,
       types.push_back(a.type());
       shardings.push_back(a.sharding());
     }
-    absl::StatusOr<Lowered> lowered = LowerFor(types, shardings);
+    absl::StatusOr<Lowered> lowered = lower(types, shardings);
     if (!lowered.ok()) return lowered.status();
     absl::StatusOr<Compiled> c = lowered->compile();
     if (!c.ok()) return c.status();
@@ -379,10 +387,10 @@ absl::StatusOr<std::vector<Array>> Jitted::Call(const std::vector<Array>& args,
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->cache.emplace(key, *c);
   }
-  return compiled->Run(args, options);
+  return compiled->call(args, options);
 }
 
-size_t Jitted::cache_size() const {
+size_t JittedBase::cache_size() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->cache.size();
 }

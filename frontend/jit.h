@@ -1,6 +1,7 @@
 // jit: traces a function over tracers into a module, lowers it through the pass pipeline,
 // compiles it for the runtime's devices and runs it on Arrays. Compiled programs are cached by
-// the argument types and shardings.
+// the argument types and shardings. A function returning one Tracer gives one Array; one
+// returning a vector or tuple of Tracers gives a vector of Arrays.
 #ifndef SHARDJIT_FRONTEND_JIT_H_
 #define SHARDJIT_FRONTEND_JIT_H_
 
@@ -9,6 +10,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,17 +46,18 @@ struct JitOptions {
 
 struct CompiledState;
 
-// A program compiled for a mesh; run it on Arrays of the types it was lowered for.
+// A program compiled for a mesh; run it on Arrays of the types it was lowered for. Its results
+// come as a vector, one Array per result of the lowered module.
 class Compiled {
  public:
   explicit Compiled(std::shared_ptr<const CompiledState> state) : state_(std::move(state)) {}
 
   // `options`: a deadline and a cancellation token (runtime/run_options.h).
-  absl::StatusOr<std::vector<Array>> Run(const std::vector<Array>& args,
-                                         const RunOptions& options = {}) const;
+  absl::StatusOr<std::vector<Array>> call(const std::vector<Array>& args,
+                                          const RunOptions& options = {}) const;
   template <typename... A>
   absl::StatusOr<std::vector<Array>> operator()(const A&... args) const {
-    return Run(std::vector<Array>{args...});
+    return call(std::vector<Array>{args...});
   }
   // The lowered (per-device or global-view) module that runs.
   const ir::Module& module() const;
@@ -116,28 +120,27 @@ class Lowered {
   JitOptions options_;
 };
 
-class Jitted {
+// What jit(f) returns, whatever f returns: lowering and the cache of compiled programs.
+class JittedBase {
  public:
-  Jitted(TracedFunction f, JitOptions options);
+  JittedBase(TracedFunction f, JitOptions options);
 
-  // Compiles for the arguments' types and shardings (cached) and runs with `options` (a deadline
-  // and a cancellation token, runtime/run_options.h).
-  absl::StatusOr<std::vector<Array>> Call(const std::vector<Array>& args,
-                                          const RunOptions& options = {}) const;
-  template <typename... A>
-  absl::StatusOr<std::vector<Array>> operator()(const A&... args) const {
-    return Call(std::vector<Array>{args...});
-  }
-  absl::StatusOr<Lowered> Lower(const std::vector<Array>& args) const;
-  // Lowers for arguments of these types and shardings (no data needed).
-  absl::StatusOr<Lowered> LowerFor(const std::vector<ShapedType>& types,
-                                   const std::vector<NamedSharding>& shardings) const;
+  // Traces and lowers for these arguments' types and shardings.
+  absl::StatusOr<Lowered> lower(const std::vector<Array>& args) const;
   template <typename... A>
   absl::StatusOr<Lowered> lower(const A&... args) const {
-    return Lower(std::vector<Array>{args...});
+    return lower(std::vector<Array>{args...});
   }
+  // Lowers for arguments of these types and shardings (no data needed).
+  absl::StatusOr<Lowered> lower(const std::vector<ShapedType>& types,
+                                const std::vector<NamedSharding>& shardings) const;
   // Number of compiled programs in the cache.
   size_t cache_size() const;
+
+ protected:
+  // Compiles for the arguments' types and shardings (cached) and runs; one Array per result.
+  absl::StatusOr<std::vector<Array>> CallFlat(const std::vector<Array>& args,
+                                              const RunOptions& options) const;
 
  private:
   struct State {
@@ -149,9 +152,50 @@ class Jitted {
   std::shared_ptr<State> state_;
 };
 
+namespace internal {
+
+// The one Array of `results` (Result = Array), or all of them (Result = std::vector<Array>).
+template <typename Result>
+absl::StatusOr<Result> TakeResults(absl::StatusOr<std::vector<Array>> results) {
+  if constexpr (std::is_same_v<Result, Array>) {
+    if (!results.ok()) return results.status();
+    if (results->size() != 1) {
+      return absl::InternalError("a function of one result gave " +
+                                 std::to_string(results->size()));
+    }
+    return std::move((*results)[0]);
+  } else {
+    return results;
+  }
+}
+
+}  // namespace internal
+
+// A jitted function; `Result` is Array when the traced function returns one Tracer, else
+// std::vector<Array>.
+template <typename Result>
+class Jitted : public JittedBase {
+ public:
+  using JittedBase::JittedBase;
+
+  // Compiles for the arguments' types and shardings (cached) and runs with `options` (a deadline
+  // and a cancellation token, runtime/run_options.h).
+  absl::StatusOr<Result> call(const std::vector<Array>& args,
+                              const RunOptions& options = {}) const {
+    return internal::TakeResults<Result>(CallFlat(args, options));
+  }
+  template <typename... A>
+  absl::StatusOr<Result> operator()(const A&... args) const {
+    return call(std::vector<Array>{args...});
+  }
+};
+
+// jax.jit: jit(f)(args...) returns absl::StatusOr<Array> when f returns one Tracer, else
+// absl::StatusOr<std::vector<Array>>.
 template <typename F>
-Jitted jit(F f, JitOptions options = {}) {
-  return Jitted(MakeTracedFunction(std::move(f)), std::move(options));
+auto jit(F f, JitOptions options = {}) {
+  using Result = std::conditional_t<kReturnsOneTracer<F>, Array, std::vector<Array>>;
+  return Jitted<Result>(MakeTracedFunction(std::move(f)), std::move(options));
 }
 
 }  // namespace shardjit

@@ -37,28 +37,26 @@ class NorthStarTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t
 TEST_P(NorthStarTest, Matmul3MatchesF64) {
   auto [sx, sy] = GetParam();
   Runtime rt({.num_devices = static_cast<int>(sx * sy)});
-  Mesh mesh = *Mesh::Create(rt, {{"x", sx}, {"y", sy}});
+  Mesh mesh = *make_mesh(rt, {{"x", sx}, {"y", sy}});
   const int64_t m = 24, k = 40, n = 12;
-  Tensor x_host = *random::Normal(Key(1), {m, k}, DType::kBF16);
-  Tensor w_host = *random::Normal(Key(2), {k, n}, DType::kBF16);
+  Tensor x_host = *random::normal(random::key(1), {m, k}, DType::kBF16);
+  Tensor w_host = *random::normal(random::key(2), {k, n}, DType::kBF16);
   Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
   Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
   const int64_t k_per_y = k / sy;
   auto matmul3 = jit(shard_map(
       [k_per_y, n](Tracer x, Tracer w) {
-        Tracer w_full = all_gather(w, "x", /*axis=*/0, /*tiled=*/true);
-        Tracer w_slice =
-            dynamic_slice(w_full, {axis_index("y") * static_cast<double>(k_per_y), 0},
-                          {k_per_y, n});
-        return psum(dot_general(x, w_slice, DotDims{{1}, {0}}, DType::kF32), "y");
+        Tracer w_full = lax::all_gather(w, "x", /*axis=*/0, /*tiled=*/true);
+        Tracer w_slice = lax::dynamic_slice(
+            w_full, {lax::axis_index("y") * static_cast<double>(k_per_y), 0}, {k_per_y, n});
+        return lax::psum(lax::dot_general(x, w_slice, DotDims{{1}, {0}}, DType::kF32), "y");
       },
       mesh, {P("x", "y"), P("x", None)}, {P("x", None)}));
-  absl::StatusOr<std::vector<Array>> out = matmul3(x, w);
+  absl::StatusOr<Array> out = matmul3(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 1u);
-  EXPECT_EQ((*out)[0].type(), (ShapedType{DType::kF32, {m, n}}));
-  EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
-  ExpectNear(*(*out)[0].ToHost(), MatmulOracle(x_host, w_host), 1e-5);
+  EXPECT_EQ(out->type(), (ShapedType{DType::kF32, {m, n}}));
+  EXPECT_EQ(out->sharding().spec(), P("x", None));
+  ExpectNear(*out->to_host(), MatmulOracle(x_host, w_host), 1e-5);
 
   absl::StatusOr<Lowered> lowered = matmul3.lower(x, w);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
@@ -88,12 +86,12 @@ INSTANTIATE_TEST_SUITE_P(Meshes, NorthStarTest,
 
 TEST(JitTest, CachesByTypeAndSharding) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   auto f = jit([](Tracer a) { return a * 2.0 + 1.0; });
   Array a = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
   Array b = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P()));
   Array c = *device_put(HostTensor(DType::kF32, {6}, {0}), NamedSharding(mesh, P("x")));
-  EXPECT_EQ((*f(a))[0].ToHost()->ToDoubles(), (std::vector<double>{3, 5, 7, 9}));
+  EXPECT_EQ(f(a)->to_host()->ToDoubles(), (std::vector<double>{3, 5, 7, 9}));
   ASSERT_TRUE(f(a).ok());
   EXPECT_EQ(f.cache_size(), 1u);
   ASSERT_TRUE(f(b).ok());
@@ -106,20 +104,20 @@ TEST(JitTest, CacheKeyDistinguishesAxesSpecsAndRuntimes) {
   Runtime other({.num_devices = 2});
   auto f = jit([](Tracer a) { return a + 1.0; });
   const Tensor host = HostTensor(DType::kF32, {4}, {1, 2, 3, 4});
-  const Mesh x = *Mesh::Create(rt, {{"x", 2}});
-  const Mesh y = *Mesh::Create(rt, {{"y", 2}});
-  const Mesh xy = *Mesh::Create(rt, {{"x", 1}, {"y", 2}});
+  const Mesh x = *make_mesh(rt, {{"x", 2}});
+  const Mesh y = *make_mesh(rt, {{"y", 2}});
+  const Mesh xy = *make_mesh(rt, {{"x", 1}, {"y", 2}});
   const std::vector<Array> args = {
       *device_put(host, NamedSharding(x, P("x"))),
       *device_put(host, NamedSharding(y, P("y"))),
       *device_put(host, NamedSharding(xy, P("y"))),
       *device_put(host, NamedSharding(xy, P(Axes{"x", "y"}))),
-      *device_put(host, NamedSharding(*Mesh::Create(other, {{"x", 2}}), P("x"))),
+      *device_put(host, NamedSharding(*make_mesh(other, {{"x", 2}}), P("x"))),
   };
   for (size_t i = 0; i < args.size(); ++i) {
-    absl::StatusOr<std::vector<Array>> out = f(args[i]);
+    absl::StatusOr<Array> out = f(args[i]);
     ASSERT_TRUE(out.ok()) << out.status();
-    EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{2, 3, 4, 5}));
+    EXPECT_EQ(out->to_host()->ToDoubles(), (std::vector<double>{2, 3, 4, 5}));
     EXPECT_EQ(f.cache_size(), i + 1);
   }
   // The same arguments again: every call finds its program.
@@ -145,19 +143,19 @@ TEST(JitTest, CacheKeyDistinguishesAxesSpecsAndRuntimes) {
 
 TEST(JitTest, GlobalViewRunsUnpartitionedAndSaysSo) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
-  Tensor x_host = *random::Normal(Key(3), {8, 6});
-  Tensor w_host = *random::Normal(Key(4), {6, 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  Tensor x_host = *random::normal(random::key(3), {8, 6});
+  Tensor w_host = *random::normal(random::key(4), {6, 4});
   Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
   Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
   // Without the SPMD partitioner (which would otherwise partition this program).
-  auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); },
+  auto f = jit([](Tracer x, Tracer w) { return jnp::matmul(x, w); },
                {.out_shardings = std::vector<PartitionSpec>{P("x", None)},
                 .pipeline = {.disabled = {"spmd-partition"}}});
-  absl::StatusOr<std::vector<Array>> out = f(x, w);
+  absl::StatusOr<Array> out = f(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
-  ExpectNear(*(*out)[0].ToHost(), MatmulOracle(x_host, w_host), 1e-5);
+  EXPECT_EQ(out->sharding().spec(), P("x", None));
+  ExpectNear(*out->to_host(), MatmulOracle(x_host, w_host), 1e-5);
   std::string text = f.lower(x, w)->as_text();
   EXPECT_THAT(text, HasSubstr("global view, unpartitioned"));
   EXPECT_THAT(text, HasSubstr("view=global"));
@@ -165,19 +163,19 @@ TEST(JitTest, GlobalViewRunsUnpartitionedAndSaysSo) {
 
 TEST(JitTest, GlobalViewIsPartitionedWhenEveryOpHasARule) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
-  Tensor x_host = *random::Normal(Key(3), {8, 6});
-  Tensor w_host = *random::Normal(Key(4), {6, 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  Tensor x_host = *random::normal(random::key(3), {8, 6});
+  Tensor w_host = *random::normal(random::key(4), {6, 4});
   Array x = *device_put(x_host, NamedSharding(mesh, P("x", "y")));
   Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
   // Priced by the model's default rates (tiny arrays: on a fast host every plan costs latency).
-  auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); },
+  auto f = jit([](Tracer x, Tracer w) { return jnp::matmul(x, w); },
                {.out_shardings = std::vector<PartitionSpec>{P("x", None)},
                 .pipeline = {.machine = passes::MachineModel{}}});
-  absl::StatusOr<std::vector<Array>> out = f(x, w);
+  absl::StatusOr<Array> out = f(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].sharding().spec(), P("x", None));
-  ExpectNear(*(*out)[0].ToHost(), MatmulOracle(x_host, w_host), 1e-5);
+  EXPECT_EQ(out->sharding().spec(), P("x", None));
+  ExpectNear(*out->to_host(), MatmulOracle(x_host, w_host), 1e-5);
   std::string text = f.lower(x, w)->as_text();
   EXPECT_THAT(text, Not(HasSubstr("unpartitioned")));
   EXPECT_THAT(text, HasSubstr("view=per_device"));
@@ -195,13 +193,12 @@ TEST(JitTest, GlobalViewIsPartitionedWhenEveryOpHasARule) {
 // The lowered module records the model, and cost_analysis() estimates by it.
 TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
   std::vector<ShapedType> types = {{DType::kF32, {8, 6}}, {DType::kF32, {6, 4}}};
   std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
                                           NamedSharding(mesh, P("x", None))};
-  auto matmul_fn = [](Tracer x, Tracer w) { return matmul(x, w); };
-  absl::StatusOr<Lowered> host =
-      jit(matmul_fn, {.backend = Backend::kX86}).LowerFor(types, shardings);
+  auto matmul_fn = [](Tracer x, Tracer w) { return jnp::matmul(x, w); };
+  absl::StatusOr<Lowered> host = jit(matmul_fn, {.backend = Backend::kX86}).lower(types, shardings);
   ASSERT_TRUE(host.ok()) << host.status();
   const passes::MachineModel m = host->machine_model();
   EXPECT_GT(m.flops_per_second, 1e8);
@@ -211,13 +208,13 @@ TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
   EXPECT_EQ(host->module().machine_model().flops_per_second(), m.flops_per_second);
   EXPECT_THAT(host->as_text(), HasSubstr("machine_model=("));
   absl::StatusOr<Lowered> reference =
-      jit(matmul_fn, {.backend = Backend::kReference}).LowerFor(types, shardings);
+      jit(matmul_fn, {.backend = Backend::kReference}).lower(types, shardings);
   ASSERT_TRUE(reference.ok()) << reference.status();
   EXPECT_EQ(reference->machine_model(), passes::MachineModel{});
   EXPECT_EQ(reference->machine_model().source, "defaults");
   const passes::MachineModel named{.flops_per_second = 1e9, .bytes_per_second = 1e9};
   absl::StatusOr<Lowered> pinned =
-      jit(matmul_fn, {.pipeline = {.machine = named}}).LowerFor(types, shardings);
+      jit(matmul_fn, {.pipeline = {.machine = named}}).lower(types, shardings);
   ASSERT_TRUE(pinned.ok()) << pinned.status();
   EXPECT_EQ(pinned->machine_model(), named);
   absl::StatusOr<passes::CostReport> cost = host->cost_analysis();
@@ -230,68 +227,69 @@ TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
 
 TEST(JitTest, GlobalViewWithShardMapAndOpsAround) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"i", 4}});
+  Mesh mesh = *make_mesh(rt, {{"i", 4}});
   Tensor host = HostTensor(DType::kF32, {8}, {1, 2, 3, 4, 5, 6, 7, 8});
   Array a = *device_put(host, NamedSharding(mesh, P("i")));
-  auto inner = shard_map([](Tracer b) { return psum(b, "i"); }, mesh, {P("i")}, {P()});
+  auto inner = shard_map([](Tracer b) { return lax::psum(b, "i"); }, mesh, {P("i")}, {P()});
   auto f = jit([&](Tracer a) {
     Tracer doubled = a * 2.0;
-    return inner(doubled)[0] + 1.0;
+    return inner(doubled) + 1.0;
   });
-  absl::StatusOr<std::vector<Array>> out = f(a);
+  absl::StatusOr<Array> out = f(a);
   ASSERT_TRUE(out.ok()) << out.status();
   // psum of the four blocks [2,4],[6,8],[10,12],[14,16] = [32, 40], plus one.
-  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{33, 41}));
+  EXPECT_EQ(out->to_host()->ToDoubles(), (std::vector<double>{33, 41}));
 }
 
 TEST(JitTest, ForiLoopCarriesAndReadsOuterValues) {
   Runtime rt({.num_devices = 1});
-  Mesh mesh = *Mesh::Create(rt, {{"i", 1}});
+  Mesh mesh = *make_mesh(rt, {{"i", 1}});
   Array a = *device_put(HostTensor(DType::kF32, {3}, {1, 2, 3}), NamedSharding(mesh, P()));
   auto f = jit([](Tracer a) {
-    Tracer ten = full({3}, 10, DType::kF32);
-    std::vector<Tracer> out = fori_loop(
-        0, 4,
-        [&](Tracer i, std::vector<Tracer> c) {
-          Tracer fi = broadcast_to(convert_element_type(i, DType::kF32), {3});
-          return std::vector<Tracer>{c[0] + fi, c[1] + ten};
-        },
-        {a, a});
+    Tracer ten = lax::full({3}, 10, DType::kF32);
+    std::vector<Tracer> out = lax::fori_loop(0, 4,
+                                             [&](Tracer i, std::vector<Tracer> c) {
+                                               Tracer fi = jnp::broadcast_to(
+                                                   lax::convert_element_type(i, DType::kF32), {3});
+                                               return std::vector<Tracer>{c[0] + fi, c[1] + ten};
+                                             },
+                                             {a, a});
     return std::vector<Tracer>{out[0], out[1]};
   });
   absl::StatusOr<std::vector<Array>> out = f(a);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{7, 8, 9}));
-  EXPECT_EQ((*out)[1].ToHost()->ToDoubles(), (std::vector<double>{41, 42, 43}));
+  EXPECT_EQ((*out)[0].to_host()->ToDoubles(), (std::vector<double>{7, 8, 9}));
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{41, 42, 43}));
 }
 
 TEST(JitTest, BroadcastingComparisonsSelectAndReductions) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   Array m = *device_put(HostTensor(DType::kF32, {2, 3}, {1, -2, 3, -4, 5, -6}),
                         NamedSharding(mesh, P("x")));
   Array bias = *device_put(HostTensor(DType::kF32, {3}, {10, 20, 30}), NamedSharding(mesh, P()));
   auto f = jit([](Tracer m, Tracer bias) {
     Tracer shifted = m + bias;                              // [2,3] + [3]
-    Tracer relu = select(m > full({2, 3}, 0, DType::kF32), m, full({2, 3}, 0, DType::kF32));
-    return std::vector<Tracer>{shifted, reduce_sum(relu, {1}), reduce_max(m, {0, 1})};
+    Tracer relu =
+        lax::select(m > lax::full({2, 3}, 0, DType::kF32), m, lax::full({2, 3}, 0, DType::kF32));
+    return std::vector<Tracer>{shifted, lax::reduce_sum(relu, {1}), lax::reduce_max(m, {0, 1})};
   });
   absl::StatusOr<std::vector<Array>> out = f(m, bias);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{11, 18, 33, 6, 25, 24}));
-  EXPECT_EQ((*out)[1].ToHost()->ToDoubles(), (std::vector<double>{4, 5}));
-  EXPECT_EQ((*out)[2].ToHost()->ToDoubles(), (std::vector<double>{5}));
+  EXPECT_EQ((*out)[0].to_host()->ToDoubles(), (std::vector<double>{11, 18, 33, 6, 25, 24}));
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{4, 5}));
+  EXPECT_EQ((*out)[2].to_host()->ToDoubles(), (std::vector<double>{5}));
 }
 
 TEST(JitTest, NamedScopesAndLocationsReachTheIr) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   Array a = *device_put(HostTensor(DType::kF32, {4}, {0}), NamedSharding(mesh, P("x")));
   auto f = jit(shard_map(
       [](Tracer b) {
         NamedScope outer("layer");
         NamedScope inner("reduce");
-        return psum(b, "x");
+        return lax::psum(b, "x");
       },
       mesh, {P("x")}, {P("x")}));
   absl::StatusOr<Lowered> lowered = f.lower(a);
@@ -310,22 +308,22 @@ TEST(JitTest, NamedScopesAndLocationsReachTheIr) {
 
 TEST(JitTest, PredAndIntegerPrograms) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   Array a = *device_put(HostTensor(DType::kS32, {4}, {7, -7, 9, 2}), NamedSharding(mesh, P("x")));
   auto f = jit(shard_map(
       [](Tracer b) {
-        Tracer q = b / scalar(2, DType::kS32);   // truncates toward zero
+        Tracer q = b / lax::scalar(2, DType::kS32);  // truncates toward zero
         Tracer r = b % 3.0;                     // sign of the dividend
-        Tracer flags = psum(b > q, "x");        // pred is summed as s32
+        Tracer flags = lax::psum(b > q, "x");   // pred is summed as s32
         return std::vector<Tracer>{q, r, flags};
       },
       mesh, {P("x")}, {P("x"), P("x"), P("x")}));
   absl::StatusOr<std::vector<Array>> out = f(a);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{3, -3, 4, 1}));
-  EXPECT_EQ((*out)[1].ToHost()->ToDoubles(), (std::vector<double>{1, -1, 0, 2}));
+  EXPECT_EQ((*out)[0].to_host()->ToDoubles(), (std::vector<double>{3, -3, 4, 1}));
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{1, -1, 0, 2}));
   // b > q: [1, 0] on device 0, [1, 1] on device 1; summed over x: [2, 1] on both.
-  EXPECT_EQ((*out)[2].ToHost()->ToDoubles(), (std::vector<double>{2, 1, 2, 1}));
+  EXPECT_EQ((*out)[2].to_host()->ToDoubles(), (std::vector<double>{2, 1, 2, 1}));
 }
 
 }  // namespace
@@ -336,13 +334,13 @@ namespace {
 
 TEST(JitTest, NegativeCollectiveAxesCountFromTheEnd) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   Array a = *device_put(HostTensor(DType::kF32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}),
                         NamedSharding(mesh, P("x")));
   auto f = jit(shard_map(
       [](Tracer b) {  // b: f32[1,4] per device
-        return std::vector<Tracer>{all_gather(b, "x", -1), all_gather(b, "x", -1, true),
-                                   psum_scatter(b, "x", -1, true)};
+        return std::vector<Tracer>{lax::all_gather(b, "x", -1), lax::all_gather(b, "x", -1, true),
+                                   lax::psum_scatter(b, "x", -1, true)};
       },
       mesh, {P("x")}, {P("x"), P("x"), P("x")}));
   absl::StatusOr<Lowered> lowered = f.lower(a);
@@ -353,7 +351,7 @@ TEST(JitTest, NegativeCollectiveAxesCountFromTheEnd) {
   absl::StatusOr<std::vector<Array>> out = f(a);
   ASSERT_TRUE(out.ok()) << out.status();
   // psum over the two rows [1..4] + [5..8] = [6, 8, 10, 12]; device i keeps columns 2i, 2i+1.
-  EXPECT_EQ((*out)[2].ToHost()->ToDoubles(), (std::vector<double>{6, 8, 10, 12}));
+  EXPECT_EQ((*out)[2].to_host()->ToDoubles(), (std::vector<double>{6, 8, 10, 12}));
 }
 
 }  // namespace
@@ -364,7 +362,7 @@ namespace {
 
 TEST(JitTest, OutShardingsAreCheckedAndApplied) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   Array a = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
   auto two = jit([](Tracer b) { return std::vector<Tracer>{b, b}; },
                  {.out_shardings = std::vector<PartitionSpec>{P("x")}});
@@ -373,10 +371,10 @@ TEST(JitTest, OutShardingsAreCheckedAndApplied) {
   // A shard_map's out_specs differ from the requested layout: the result is re-laid out.
   auto f = jit(shard_map([](Tracer b) { return b * 2.0; }, mesh, {P("x")}, {P("x")}),
                {.out_shardings = std::vector<PartitionSpec>{P()}});
-  absl::StatusOr<std::vector<Array>> out = f(a);
+  absl::StatusOr<Array> out = f(a);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].sharding().spec(), P());
-  EXPECT_EQ((*out)[0].shards()[1].ToDoubles(), (std::vector<double>{2, 4, 6, 8}));
+  EXPECT_EQ(out->sharding().spec(), P());
+  EXPECT_EQ(out->shards()[1].ToDoubles(), (std::vector<double>{2, 4, 6, 8}));
 }
 
 }  // namespace
@@ -387,30 +385,30 @@ namespace {
 
 TEST(JitTest, CacheKeyIncludesTheDeviceAssignment) {
   Runtime rt({.num_devices = 4});
-  Mesh low = *Mesh::Create(rt, {{"x", 2}}, {0, 1});
-  Mesh high = *Mesh::Create(rt, {{"x", 2}}, {3, 2});
-  auto f = jit(shard_map([](Tracer b) { return psum(b, "x"); }, low, {P("x")}, {P()}));
+  Mesh low = *make_mesh(rt, {{"x", 2}}, {0, 1});
+  Mesh high = *make_mesh(rt, {{"x", 2}}, {3, 2});
+  auto f = jit(shard_map([](Tracer b) { return lax::psum(b, "x"); }, low, {P("x")}, {P()}));
   auto g = jit([](Tracer b) { return b + 1.0; });
   Array a = *device_put(HostTensor(DType::kF32, {2}, {1, 2}), NamedSharding(low, P("x")));
   Array b = *device_put(HostTensor(DType::kF32, {2}, {1, 2}), NamedSharding(high, P("x")));
   ASSERT_TRUE(g(a).ok());
-  absl::StatusOr<std::vector<Array>> out = g(b);
+  absl::StatusOr<Array> out = g(b);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(g.cache_size(), 2u);
-  EXPECT_EQ((*out)[0].sharding().mesh(), high);
-  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{2, 3}));
+  EXPECT_EQ(out->sharding().mesh(), high);
+  EXPECT_EQ(out->to_host()->ToDoubles(), (std::vector<double>{2, 3}));
   ASSERT_TRUE(f(a).ok());
 }
 
 TEST(JitTest, InfiniteCollectiveTimeoutWaits) {
   Runtime rt({.num_devices = 4, .collective_timeout = absl::InfiniteDuration()});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 4}});
+  Mesh mesh = *make_mesh(rt, {{"x", 4}});
   Array a = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
-  auto f = jit(shard_map([](Tracer b) { return psum(b, "x"); }, mesh, {P("x")}, {P()}));
+  auto f = jit(shard_map([](Tracer b) { return lax::psum(b, "x"); }, mesh, {P("x")}, {P()}));
   for (int i = 0; i < 5; ++i) {
-    absl::StatusOr<std::vector<Array>> out = f(a);
+    absl::StatusOr<Array> out = f(a);
     ASSERT_TRUE(out.ok()) << out.status();
-    EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (std::vector<double>{10}));
+    EXPECT_EQ(out->to_host()->ToDoubles(), (std::vector<double>{10}));
   }
 }
 

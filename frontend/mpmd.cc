@@ -84,7 +84,7 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
   const State& s = *state_;
   if (!s.layout.ok()) return s.layout;
   std::string key;
-  for (const Array& a : args) key += a.type().ToString() + a.sharding().ToString() + ";";
+  for (const Array& a : args) key += a.type().ToString() + a.sharding().to_string() + ";";
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (auto it = s.cache.find(key); it != s.cache.end()) return it->second;
@@ -93,8 +93,10 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
   for (size_t i = 0; i < s.programs.size(); ++i) {
     JitOptions options = s.options;
     options.name = fmt::format("{}_program{}", s.options.name, i);
-    Jitted jitted = jit(ShardMapped(s.programs[i].fn, s.mesh, s.in_specs, s.out_specs), options);
-    absl::StatusOr<Lowered> lowered = jitted.Lower(args);
+    JittedBase jitted(MakeTracedFunction(ShardMapped<std::vector<Tracer>>(s.programs[i].fn, s.mesh,
+                                                                          s.in_specs, s.out_specs)),
+                      options);
+    absl::StatusOr<Lowered> lowered = jitted.lower(args);
     if (!lowered.ok()) {
       return absl::Status(lowered.status().code(),
                           fmt::format("mpmd_map program {}: {}", i, lowered.status().message()));
@@ -132,7 +134,7 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
   return std::shared_ptr<const Compiled>(compiled);
 }
 
-absl::StatusOr<std::vector<Array>> MpmdMapped::Call(const std::vector<Array>& args,
+absl::StatusOr<std::vector<Array>> MpmdMapped::call(const std::vector<Array>& args,
                                                     const RunOptions& options) const {
   absl::StatusOr<std::shared_ptr<const Compiled>> compiled = Compile(args);
   if (!compiled.ok()) return compiled.status();
@@ -140,7 +142,7 @@ absl::StatusOr<std::vector<Array>> MpmdMapped::Call(const std::vector<Array>& ar
                  options);
 }
 
-absl::StatusOr<ir::Module> MpmdMapped::Lower(const std::vector<Array>& args) const {
+absl::StatusOr<ir::Module> MpmdMapped::lower(const std::vector<Array>& args) const {
   absl::StatusOr<std::shared_ptr<const Compiled>> compiled = Compile(args);
   if (!compiled.ok()) return compiled.status();
   return (*compiled)->module;

@@ -39,15 +39,19 @@ class MpmdMapped {
   // Compiles every program for the arguments' types (cached) and runs them together. Errors: a
   // position in no program or in two, programs whose results differ in type, and what a run of
   // them fails with (a precv whose psend never comes, a psend nobody receives, mismatched types).
-  absl::StatusOr<std::vector<Array>> Call(const std::vector<Array>& args,
+  absl::StatusOr<std::vector<Array>> call(const std::vector<Array>& args,
                                           const RunOptions& options = {}) const;
   template <typename... A>
   absl::StatusOr<std::vector<Array>> operator()(const A&... args) const {
-    return Call(std::vector<Array>{args...});
+    return call(std::vector<Array>{args...});
   }
   // The MPMD module for these arguments: each program's lowered per-device function, and
   // `position_functions` naming the one each mesh position runs (ir::PrintModule prints it).
-  absl::StatusOr<ir::Module> Lower(const std::vector<Array>& args) const;
+  absl::StatusOr<ir::Module> lower(const std::vector<Array>& args) const;
+  template <typename... A>
+  absl::StatusOr<ir::Module> lower(const A&... args) const {
+    return lower(std::vector<Array>{args...});
+  }
 
  private:
   struct Compiled;

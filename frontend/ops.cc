@@ -48,8 +48,8 @@ Tracer Binary(ir::Op op, Tracer a, Tracer b, Loc loc) {
       t->RecordError(shape.status(), loc);
       return Tracer();
     }
-    if (a.shape() != *shape) a = broadcast_to(a, *shape, loc);
-    if (b.shape() != *shape) b = broadcast_to(b, *shape, loc);
+    if (a.shape() != *shape) a = jnp::broadcast_to(a, *shape, loc);
+    if (b.shape() != *shape) b = jnp::broadcast_to(b, *shape, loc);
   }
   return t->Emit1(std::move(op), {a, b}, loc);
 }
@@ -98,6 +98,8 @@ TraceState* TraceWithIndices(std::vector<Tracer> operands, const std::vector<Ind
 
 }  // namespace
 
+namespace lax {
+
 Tracer add(Tracer a, Tracer b, Loc loc) { return Binary("add", a, b, loc); }
 Tracer sub(Tracer a, Tracer b, Loc loc) { return Binary("sub", a, b, loc); }
 Tracer mul(Tracer a, Tracer b, Loc loc) { return Binary("mul", a, b, loc); }
@@ -140,7 +142,7 @@ Tracer full(std::vector<int64_t> shape, double value, DType dtype, Loc loc) {
 
 Tracer scalar(double value, DType dtype, Loc loc) { return full({}, value, dtype, loc); }
 
-Tracer iota(DType dtype, std::vector<int64_t> shape, int64_t dimension, Loc loc) {
+Tracer broadcasted_iota(DType dtype, std::vector<int64_t> shape, int64_t dimension, Loc loc) {
   TraceState* t = internal::CurrentTrace();
   if (t == nullptr) return Tracer();
   ir::Op op = MakeOp("iota");
@@ -161,6 +163,10 @@ Tracer broadcast_in_dim(Tracer x, std::vector<int64_t> shape,
   return t->Emit1(std::move(op), {x}, loc);
 }
 
+}  // namespace lax
+
+namespace jnp {
+
 Tracer broadcast_to(Tracer x, std::vector<int64_t> shape, Loc loc) {
   if (!x.valid()) return Tracer();
   std::vector<int64_t> dims;
@@ -173,8 +179,12 @@ Tracer broadcast_to(Tracer x, std::vector<int64_t> shape, Loc loc) {
                            loc);
     return Tracer();
   }
-  return broadcast_in_dim(x, std::move(shape), std::move(dims), loc);
+  return lax::broadcast_in_dim(x, std::move(shape), std::move(dims), loc);
 }
+
+}  // namespace jnp
+
+namespace lax {
 
 Tracer reshape(Tracer x, std::vector<int64_t> new_sizes, Loc loc) {
   TraceState* t = TraceOf({x}, "reshape");
@@ -265,9 +275,15 @@ Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims, DType preferred_element
   return t->Emit1(std::move(op), {lhs, rhs}, loc);
 }
 
+}  // namespace lax
+
+namespace jnp {
+
 Tracer matmul(Tracer lhs, Tracer rhs, Loc loc) {
-  return dot_general(lhs, rhs, DotDims{{1}, {0}}, DType::kInvalid, loc);
+  return lax::dot_general(lhs, rhs, DotDims{{1}, {0}}, DType::kInvalid, loc);
 }
+
+}  // namespace jnp
 
 namespace {
 
@@ -288,6 +304,8 @@ Tracer GroupedMatmul(const char* opcode, Tracer lhs, Tracer rhs, Tracer group_si
 
 }  // namespace
 
+namespace lax {
+
 Tracer gmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_type,
            Tracer group_offset, bool transpose_rhs, Loc loc) {
   return GroupedMatmul("gmm", lhs, rhs, group_sizes, preferred_element_type, group_offset,
@@ -303,24 +321,26 @@ Tracer tgmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_
                        false, num_actual_groups, loc);
 }
 
-Tracer operator+(Tracer a, Tracer b) { return add(a, b, Loc()); }
-Tracer operator-(Tracer a, Tracer b) { return sub(a, b, Loc()); }
-Tracer operator*(Tracer a, Tracer b) { return mul(a, b, Loc()); }
-Tracer operator/(Tracer a, Tracer b) { return div(a, b, Loc()); }
-Tracer operator%(Tracer a, Tracer b) { return rem(a, b, Loc()); }
-Tracer operator-(Tracer x) { return neg(x, Loc()); }
-Tracer operator<(Tracer a, Tracer b) { return lt(a, b, Loc()); }
-Tracer operator<=(Tracer a, Tracer b) { return le(a, b, Loc()); }
-Tracer operator>(Tracer a, Tracer b) { return gt(a, b, Loc()); }
-Tracer operator>=(Tracer a, Tracer b) { return ge(a, b, Loc()); }
-Tracer operator+(Tracer a, double b) { return add(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator-(Tracer a, double b) { return sub(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator*(Tracer a, double b) { return mul(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator/(Tracer a, double b) { return div(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator%(Tracer a, double b) { return rem(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator+(double a, Tracer b) { return add(Weak(b, a, Loc()), b, Loc()); }
-Tracer operator-(double a, Tracer b) { return sub(Weak(b, a, Loc()), b, Loc()); }
-Tracer operator*(double a, Tracer b) { return mul(Weak(b, a, Loc()), b, Loc()); }
-Tracer operator/(double a, Tracer b) { return div(Weak(b, a, Loc()), b, Loc()); }
+}  // namespace lax
+
+Tracer operator+(Tracer a, Tracer b) { return lax::add(a, b, Loc()); }
+Tracer operator-(Tracer a, Tracer b) { return lax::sub(a, b, Loc()); }
+Tracer operator*(Tracer a, Tracer b) { return lax::mul(a, b, Loc()); }
+Tracer operator/(Tracer a, Tracer b) { return lax::div(a, b, Loc()); }
+Tracer operator%(Tracer a, Tracer b) { return lax::rem(a, b, Loc()); }
+Tracer operator-(Tracer x) { return lax::neg(x, Loc()); }
+Tracer operator<(Tracer a, Tracer b) { return lax::lt(a, b, Loc()); }
+Tracer operator<=(Tracer a, Tracer b) { return lax::le(a, b, Loc()); }
+Tracer operator>(Tracer a, Tracer b) { return lax::gt(a, b, Loc()); }
+Tracer operator>=(Tracer a, Tracer b) { return lax::ge(a, b, Loc()); }
+Tracer operator+(Tracer a, double b) { return lax::add(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator-(Tracer a, double b) { return lax::sub(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator*(Tracer a, double b) { return lax::mul(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator/(Tracer a, double b) { return lax::div(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator%(Tracer a, double b) { return lax::rem(a, Weak(a, b, Loc()), Loc()); }
+Tracer operator+(double a, Tracer b) { return lax::add(Weak(b, a, Loc()), b, Loc()); }
+Tracer operator-(double a, Tracer b) { return lax::sub(Weak(b, a, Loc()), b, Loc()); }
+Tracer operator*(double a, Tracer b) { return lax::mul(Weak(b, a, Loc()), b, Loc()); }
+Tracer operator/(double a, Tracer b) { return lax::div(Weak(b, a, Loc()), b, Loc()); }
 
 }  // namespace shardjit

@@ -1,5 +1,7 @@
-// Local primitives on tracers (jax.lax semantics). Binary arithmetic broadcasts like numpy and
-// takes scalars as weakly typed constants of the tracer's dtype; operand dtypes must agree.
+// Local primitives on tracers: `lax::` holds jax.lax's, `jnp::` the jax.numpy helpers built on
+// them. Binary arithmetic broadcasts like numpy and takes scalars as weakly typed constants of
+// the tracer's dtype; operand dtypes must agree. Tracer operators (+, -, *, /, %, <, ...) stay in
+// `shardjit`, so `using namespace shardjit;` clashes with nothing of <cmath>.
 #ifndef SHARDJIT_FRONTEND_OPS_H_
 #define SHARDJIT_FRONTEND_OPS_H_
 
@@ -11,6 +13,16 @@
 namespace shardjit {
 
 using Loc = SourceLocation;
+
+// dot_general dimension numbers: ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)).
+struct DotDims {
+  std::vector<int64_t> lhs_contracting;
+  std::vector<int64_t> rhs_contracting;
+  std::vector<int64_t> lhs_batch = {};
+  std::vector<int64_t> rhs_batch = {};
+};
+
+namespace lax {
 
 // Elementwise.
 Tracer add(Tracer a, Tracer b, Loc loc = Loc::current());
@@ -41,13 +53,13 @@ Tracer select(Tracer pred, Tracer on_true, Tracer on_false, Loc loc = Loc::curre
 // A scalar or filled constant in the current trace.
 Tracer full(std::vector<int64_t> shape, double value, DType dtype, Loc loc = Loc::current());
 Tracer scalar(double value, DType dtype, Loc loc = Loc::current());
-Tracer iota(DType dtype, std::vector<int64_t> shape, int64_t dimension, Loc loc = Loc::current());
+// jax.lax.broadcasted_iota: the index along `dimension` at every element of `shape`.
+Tracer broadcasted_iota(DType dtype, std::vector<int64_t> shape, int64_t dimension,
+                        Loc loc = Loc::current());
 
 // Shape and data movement.
 Tracer broadcast_in_dim(Tracer x, std::vector<int64_t> shape,
                         std::vector<int64_t> broadcast_dimensions, Loc loc = Loc::current());
-// numpy-style broadcast of x to `shape` (trailing dims aligned).
-Tracer broadcast_to(Tracer x, std::vector<int64_t> shape, Loc loc = Loc::current());
 Tracer reshape(Tracer x, std::vector<int64_t> new_sizes, Loc loc = Loc::current());
 Tracer transpose(Tracer x, std::vector<int64_t> permutation, Loc loc = Loc::current());
 Tracer slice(Tracer x, std::vector<int64_t> start_indices, std::vector<int64_t> limit_indices,
@@ -66,18 +78,9 @@ Tracer reduce_sum(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current())
 Tracer reduce_max(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tracer reduce_min(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
 
-// dot_general dimension numbers: ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)).
-struct DotDims {
-  std::vector<int64_t> lhs_contracting;
-  std::vector<int64_t> rhs_contracting;
-  std::vector<int64_t> lhs_batch = {};
-  std::vector<int64_t> rhs_batch = {};
-};
 // kInvalid preferred_element_type: the operands' dtype.
 Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims,
                    DType preferred_element_type = DType::kInvalid, Loc loc = Loc::current());
-// jnp.matmul for rank-2 operands: contracts lhs dim 1 with rhs dim 0.
-Tracer matmul(Tracer lhs, Tracer rhs, Loc loc = Loc::current());
 
 // Grouped matmuls (megablox, seed 003). The rows of lhs split into consecutive groups of
 // group_sizes (s32[G]); a device owning groups [group_offset, group_offset + g) of them (an s32
@@ -92,6 +95,17 @@ Tracer gmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_t
 Tracer tgmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_type = DType::kF32,
             Tracer group_offset = Tracer(), int64_t num_actual_groups = -1,
             Loc loc = Loc::current());
+
+}  // namespace lax
+
+namespace jnp {
+
+// jnp.broadcast_to: numpy-style broadcast of x to `shape` (trailing dims aligned).
+Tracer broadcast_to(Tracer x, std::vector<int64_t> shape, Loc loc = Loc::current());
+// jnp.matmul for rank-2 operands: contracts lhs dim 1 with rhs dim 0.
+Tracer matmul(Tracer lhs, Tracer rhs, Loc loc = Loc::current());
+
+}  // namespace jnp
 
 Tracer operator+(Tracer a, Tracer b);
 Tracer operator-(Tracer a, Tracer b);

@@ -34,8 +34,8 @@ absl::Status CheckShape(const char* what, const std::vector<int64_t>& shape, DTy
 
 }  // namespace
 
-absl::StatusOr<Tensor> Normal(Key key, std::vector<int64_t> shape, DType dtype) {
-  if (absl::Status s = CheckShape("random::Normal", shape, dtype); !s.ok()) return s;
+absl::StatusOr<Tensor> normal(Key key, std::vector<int64_t> shape, DType dtype) {
+  if (absl::Status s = CheckShape("random::normal", shape, dtype); !s.ok()) return s;
   Tensor t = Tensor::Empty({dtype, std::move(shape)});
   int64_t n = t.num_elements();
   for (int64_t i = 0; i < n; i += 2) {
@@ -47,9 +47,9 @@ absl::StatusOr<Tensor> Normal(Key key, std::vector<int64_t> shape, DType dtype) 
   return t;
 }
 
-absl::StatusOr<Tensor> Uniform(Key key, std::vector<int64_t> shape, DType dtype, double minval,
+absl::StatusOr<Tensor> uniform(Key key, std::vector<int64_t> shape, DType dtype, double minval,
                                double maxval) {
-  if (absl::Status s = CheckShape("random::Uniform", shape, dtype); !s.ok()) return s;
+  if (absl::Status s = CheckShape("random::uniform", shape, dtype); !s.ok()) return s;
   Tensor t = Tensor::Empty({dtype, std::move(shape)});
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     t.SetDouble(i, minval + (maxval - minval) * UnitOpen(key.seed, i));

@@ -8,23 +8,23 @@
 #include "absl/status/statusor.h"
 #include "frontend/array.h"
 
-namespace shardjit {
+namespace shardjit::random {
 
-// A seed, like jax.random.key.
+// A seed (jax.random.key).
 struct Key {
   explicit Key(uint64_t seed) : seed(seed) {}
   uint64_t seed;
 };
+// jax.random.key: the key of `seed`.
+inline Key key(uint64_t seed) { return Key(seed); }
 
-namespace random {
-
-// Standard normal samples (Box-Muller over a SplitMix64 stream) in a floating dtype.
-absl::StatusOr<Tensor> Normal(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32);
-// Uniform samples in [minval, maxval).
-absl::StatusOr<Tensor> Uniform(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32,
+// jax.random.normal: standard normal samples (Box-Muller over a SplitMix64 stream) in a floating
+// dtype.
+absl::StatusOr<Tensor> normal(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32);
+// jax.random.uniform: uniform samples in [minval, maxval).
+absl::StatusOr<Tensor> uniform(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32,
                                double minval = 0.0, double maxval = 1.0);
 
-}  // namespace random
-}  // namespace shardjit
+}  // namespace shardjit::random
 
 #endif  // SHARDJIT_FRONTEND_RANDOM_H_

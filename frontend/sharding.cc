@@ -10,9 +10,9 @@
 
 namespace shardjit {
 
-absl::StatusOr<Mesh> Mesh::Create(Runtime& runtime,
-                                  std::vector<std::pair<std::string, int64_t>> axes,
-                                  std::vector<int64_t> device_ids) {
+absl::StatusOr<Mesh> make_mesh(const Runtime& runtime,
+                               std::vector<std::pair<std::string, int64_t>> axes,
+                               std::vector<int64_t> device_ids) {
   ir::Mesh proto;
   for (const auto& [name, n] : axes) {
     ir::MeshAxis* a = proto.add_axes();
@@ -38,7 +38,17 @@ absl::StatusOr<Mesh> Mesh::Create(Runtime& runtime,
     }
     proto.add_device_ids(id);
   }
-  return Mesh(&runtime, std::move(proto));
+  return Mesh(runtime, std::move(proto));
+}
+
+absl::StatusOr<Runtime*> Mesh::runtime() const {
+  Runtime* runtime = runtime_->get();
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError(fmt::format(
+        "mesh {}: its Runtime (id {}) was destroyed; a Runtime must outlive the meshes used",
+        to_string(), runtime_id_));
+  }
+  return runtime;
 }
 
 int64_t Mesh::size() const { return ir::MeshSize(*proto_); }
@@ -48,10 +58,11 @@ int64_t Mesh::axis_size(const std::string& name) const {
   return a < 0 ? 0 : proto_->axes(a).size();
 }
 
-std::string Mesh::ToString() const { return ir::MeshToString(*proto_); }
+std::string Mesh::to_string() const { return ir::MeshToString(*proto_); }
 
 bool Mesh::operator==(const Mesh& o) const {
-  return runtime_ == o.runtime_ && (proto_ == o.proto_ || ir::MeshesEqual(*proto_, *o.proto_));
+  return runtime_id_ == o.runtime_id_ &&
+         (proto_ == o.proto_ || ir::MeshesEqual(*proto_, *o.proto_));
 }
 
 PartitionSpec::PartitionSpec(std::vector<SpecEntry> entries) {
@@ -61,7 +72,7 @@ PartitionSpec::PartitionSpec(std::vector<SpecEntry> entries) {
   }
 }
 
-std::string PartitionSpec::ToString() const { return ir::SpecToString(proto_); }
+std::string PartitionSpec::to_string() const { return ir::SpecToString(proto_); }
 
 bool PartitionSpec::operator==(const PartitionSpec& o) const {
   // Trailing replicated entries do not change the layout.
@@ -79,8 +90,8 @@ bool PartitionSpec::operator==(const PartitionSpec& o) const {
   return true;
 }
 
-std::string NamedSharding::ToString() const {
-  return fmt::format("NamedSharding(mesh={}, spec={})", mesh_.ToString(), spec_.ToString());
+std::string NamedSharding::to_string() const {
+  return fmt::format("NamedSharding(mesh={}, spec={})", mesh_.to_string(), spec_.to_string());
 }
 
 }  // namespace shardjit

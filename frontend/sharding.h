@@ -20,30 +20,44 @@ using RuntimeOptions = runtime::RuntimeOptions;
 using RunOptions = runtime::RunOptions;
 using CancellationToken = runtime::CancellationToken;
 
-// A logical mesh of a runtime's devices with named axes (jax.make_mesh).
+class Mesh;
+
+// jax.make_mesh: a mesh of `runtime`'s devices with axes major to minor, e.g. {{"x", 2}, {"y",
+// 2}}. Devices default to 0..size-1 row-major.
+absl::StatusOr<Mesh> make_mesh(const Runtime& runtime,
+                               std::vector<std::pair<std::string, int64_t>> axes,
+                               std::vector<int64_t> device_ids = {});
+
+// A logical mesh of a runtime's devices with named axes. A mesh refers to its runtime without
+// keeping it alive: once the runtime is destroyed, runtime() and what needs it (device_put,
+// running a program on the mesh) fail with FailedPrecondition.
 class Mesh {
  public:
-  // Axes major to minor, e.g. {{"x", 2}, {"y", 2}}. Devices default to 0..size-1 row-major.
-  static absl::StatusOr<Mesh> Create(Runtime& runtime,
-                                     std::vector<std::pair<std::string, int64_t>> axes,
-                                     std::vector<int64_t> device_ids = {});
-
   // Copies share the proto; a move copies too, so no Mesh is ever left without one.
   Mesh(const Mesh&) = default;
   Mesh& operator=(const Mesh&) = default;
 
   const ir::Mesh& proto() const { return *proto_; }
-  Runtime& runtime() const { return *runtime_; }
+  // The runtime whose devices the mesh names; FailedPrecondition once it has been destroyed.
+  absl::StatusOr<Runtime*> runtime() const;
+  // Runtime::id of the mesh's runtime (kept after the runtime is destroyed).
+  uint64_t runtime_id() const { return runtime_id_; }
   int64_t size() const;
   // Size of axis `name`, 0 if there is none.
   int64_t axis_size(const std::string& name) const;
-  std::string ToString() const;
+  std::string to_string() const;
   bool operator==(const Mesh& o) const;
 
  private:
-  Mesh(Runtime* runtime, ir::Mesh proto)
-      : runtime_(runtime), proto_(std::make_shared<const ir::Mesh>(std::move(proto))) {}
-  Runtime* runtime_;
+  friend absl::StatusOr<Mesh> make_mesh(const Runtime& runtime,
+                                        std::vector<std::pair<std::string, int64_t>> axes,
+                                        std::vector<int64_t> device_ids);
+  Mesh(const Runtime& runtime, ir::Mesh proto)
+      : runtime_(runtime.ref()),
+        runtime_id_(runtime.id()),
+        proto_(std::make_shared<const ir::Mesh>(std::move(proto))) {}
+  std::shared_ptr<const runtime::RuntimeRef> runtime_;
+  uint64_t runtime_id_;
   // Immutable and shared by copies: every array and sharding holds its mesh, and a call of a
   // jitted program copies and compares them.
   std::shared_ptr<const ir::Mesh> proto_;
@@ -75,7 +89,7 @@ class PartitionSpec {
   explicit PartitionSpec(std::vector<SpecEntry> entries);
   explicit PartitionSpec(ir::PartitionSpec proto) : proto_(std::move(proto)) {}
   const ir::PartitionSpec& proto() const { return proto_; }
-  std::string ToString() const;
+  std::string to_string() const;
   bool operator==(const PartitionSpec& o) const;
 
  private:
@@ -93,7 +107,7 @@ class NamedSharding {
   NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(mesh)), spec_(std::move(spec)) {}
   const Mesh& mesh() const { return mesh_; }
   const PartitionSpec& spec() const { return spec_; }
-  std::string ToString() const;
+  std::string to_string() const;
   bool operator==(const NamedSharding& o) const {
     return mesh_ == o.mesh_ && spec_ == o.spec_;
   }

@@ -29,19 +29,21 @@ TraceState* TraceOf(const std::vector<Tracer>& operands, const char* op) {
 }
 
 absl::Status TraceState::UseMesh(const Mesh& mesh, const std::string& what) {
+  absl::StatusOr<Runtime*> runtime = mesh.runtime();
+  if (!runtime.ok()) return runtime.status();
   if (!has_mesh_) {
     mesh_ = mesh.proto();
-    runtime_ = &mesh.runtime();
+    runtime_ = *runtime;
     has_mesh_ = true;
     return absl::OkStatus();
   }
-  if (ir::MeshToString(mesh_) != mesh.ToString() || runtime_ != &mesh.runtime() ||
+  if (ir::MeshToString(mesh_) != mesh.to_string() || runtime_ != *runtime ||
       mesh_.device_ids_size() != mesh.proto().device_ids_size() ||
       !std::equal(mesh_.device_ids().begin(), mesh_.device_ids().end(),
                   mesh.proto().device_ids().begin())) {
-    return absl::InvalidArgumentError(fmt::format(
-        "{}: mesh {} differs from the mesh {} already used by this program", what,
-        mesh.ToString(), ir::MeshToString(mesh_)));
+    return absl::InvalidArgumentError(
+        fmt::format("{}: mesh {} differs from the mesh {} already used by this program", what,
+                    mesh.to_string(), ir::MeshToString(mesh_)));
   }
   return absl::OkStatus();
 }

@@ -14,15 +14,14 @@ using ::testing::HasSubstr;
 
 class TracerErrorTest : public ::testing::Test {
  protected:
-  TracerErrorTest()
-      : rt_({.num_devices = 4}), mesh_(*Mesh::Create(rt_, {{"x", 2}, {"y", 2}})) {
+  TracerErrorTest() : rt_({.num_devices = 4}), mesh_(*make_mesh(rt_, {{"x", 2}, {"y", 2}})) {
     a_ = *device_put(HostTensor(DType::kF32, {4, 6}, {1}), NamedSharding(mesh_, P("x", "y")));
   }
 
   template <typename F>
   std::string ErrorOf(F f, std::vector<PartitionSpec> in = {P("x", "y")},
                       std::vector<PartitionSpec> out = {P("x", "y")}) {
-    absl::StatusOr<std::vector<Array>> r = jit(shard_map(f, mesh_, in, out))(a_);
+    absl::StatusOr<Array> r = jit(shard_map(f, mesh_, in, out))(a_);
     EXPECT_FALSE(r.ok());
     return std::string(r.status().message());
   }
@@ -33,7 +32,7 @@ class TracerErrorTest : public ::testing::Test {
 };
 
 TEST_F(TracerErrorTest, ShapeMismatch) {
-  std::string e = ErrorOf([](Tracer b) { return add(b, full({3, 2}, 1, DType::kF32)); });
+  std::string e = ErrorOf([](Tracer b) { return lax::add(b, lax::full({3, 2}, 1, DType::kF32)); });
   EXPECT_THAT(e, HasSubstr("add: shapes f32[2,3] and f32[3,2] do not broadcast"));
   EXPECT_THAT(e, HasSubstr("tracer_errors_test.cc"));
 }
@@ -42,27 +41,29 @@ TEST_F(TracerErrorTest, ShapeMismatch) {
 // that fails or overflows later.
 TEST_F(TracerErrorTest, ArrayTooLarge) {
   std::string e = ErrorOf([](Tracer b) {
-    return reduce_sum(full({int64_t{1} << 40, int64_t{1} << 22}, 1, DType::kF32), {0, 1}) + b;
+    return lax::reduce_sum(lax::full({int64_t{1} << 40, int64_t{1} << 22}, 1, DType::kF32),
+                           {0, 1}) +
+           b;
   });
   EXPECT_THAT(e, HasSubstr("more than 281474976710656 bytes"));
   EXPECT_THAT(e, HasSubstr("tracer_errors_test.cc"));
 }
 
 TEST_F(TracerErrorTest, DtypeMismatch) {
-  EXPECT_THAT(ErrorOf([](Tracer b) { return b * convert_element_type(b, DType::kBF16); }),
+  EXPECT_THAT(ErrorOf([](Tracer b) { return b * lax::convert_element_type(b, DType::kBF16); }),
               HasSubstr("mul: operand types differ (f32[2,3] vs bf16[2,3])"));
 }
 
 TEST_F(TracerErrorTest, UnknownAxis) {
-  EXPECT_THAT(ErrorOf([](Tracer b) { return psum(b, "z"); }),
+  EXPECT_THAT(ErrorOf([](Tracer b) { return lax::psum(b, "z"); }),
               HasSubstr("psum: axis \"z\" is not in mesh {x:2, y:2}; operands f32[2,3]"));
 }
 
 TEST_F(TracerErrorTest, AxisUsedOutsideShardMap) {
-  absl::StatusOr<std::vector<Array>> r = jit([](Tracer b) { return psum(b, "x"); })(a_);
+  absl::StatusOr<Array> r = jit([](Tracer b) { return lax::psum(b, "x"); })(a_);
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr("psum: collectives need a mapped axis: use inside shard_map"));
-  absl::StatusOr<std::vector<Array>> r2 = jit([](Tracer b) { return b + axis_index("x"); })(a_);
+  absl::StatusOr<Array> r2 = jit([](Tracer b) { return b + lax::axis_index("x"); })(a_);
   EXPECT_THAT(std::string(r2.status().message()), HasSubstr("axis_index: collectives need"));
 }
 
@@ -78,16 +79,22 @@ TEST_F(TracerErrorTest, SpecWithUnknownAxis) {
 }
 
 TEST_F(TracerErrorTest, PpermutePairs) {
-  EXPECT_THAT(ErrorOf([](Tracer b) { return ppermute(b, "x", {{0, 1}, {0, 0}}); }),
+  EXPECT_THAT(ErrorOf([](Tracer b) {
+                return lax::ppermute(b, "x", {{0, 1}, {0, 0}});
+              }),
               HasSubstr("ppermute: perm has source 0 twice"));
-  EXPECT_THAT(ErrorOf([](Tracer b) { return ppermute(b, "x", {{0, 1}, {1, 1}}); }),
+  EXPECT_THAT(ErrorOf([](Tracer b) {
+                return lax::ppermute(b, "x", {{0, 1}, {1, 1}});
+              }),
               HasSubstr("ppermute: perm has target 1 twice"));
-  EXPECT_THAT(ErrorOf([](Tracer b) { return ppermute(b, "x", {{0, 5}}); }),
+  EXPECT_THAT(ErrorOf([](Tracer b) {
+                return lax::ppermute(b, "x", {{0, 5}});
+              }),
               HasSubstr("ppermute: perm pair (0,5) is out of range for axis size 2"));
 }
 
 TEST_F(TracerErrorTest, BadAllGatherAxis) {
-  EXPECT_THAT(ErrorOf([](Tracer b) { return all_gather(b, "x", 2, /*tiled=*/true); }),
+  EXPECT_THAT(ErrorOf([](Tracer b) { return lax::all_gather(b, "x", 2, /*tiled=*/true); }),
               HasSubstr("all_gather: axis 2 is out of range [0, 1] (tiled=True); operands "
                         "f32[2,3]"));
 }
@@ -97,10 +104,11 @@ TEST_F(TracerErrorTest, BadAllGatherAxis) {
 TEST_F(TracerErrorTest, LoopBoundsPastTheIndexType) {
   auto loop = [](int64_t lower, int64_t upper) {
     return jit([lower, upper](Tracer b) {
-      return fori_loop(lower, upper, [](Tracer i, Tracer c) { return c * 2.0; }, b);
+      return lax::fori_loop(
+          lower, upper, [](Tracer i, Tracer c) { return c * 2.0; }, b);
     });
   };
-  absl::StatusOr<std::vector<Array>> r = loop(0, std::numeric_limits<int64_t>::max())(a_);
+  absl::StatusOr<Array> r = loop(0, std::numeric_limits<int64_t>::max())(a_);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr("fori_loop: upper=9223372036854775807 does not fit the loop index type "
@@ -127,8 +135,8 @@ TEST_F(TracerErrorTest, OutSpecsCount) {
 
 TEST_F(TracerErrorTest, FirstErrorWinsAndLaterOpsAreSkipped) {
   std::string e = ErrorOf([](Tracer b) {
-    Tracer bad = reshape(b, {7});
-    return exp(bad) + b;
+    Tracer bad = lax::reshape(b, {7});
+    return lax::exp(bad) + b;
   });
   EXPECT_THAT(e, HasSubstr("reshape: new_sizes (7) has 7 elements, operand has 6"));
 }

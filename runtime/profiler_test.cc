@@ -155,17 +155,17 @@ TEST(ProfilerTest, ShardMapPsumTrace) {
   constexpr int kDevices = 4;
   Runtime rt({.num_devices = kDevices, .profile = true});
   ASSERT_NE(rt.profiler(), nullptr);
-  Mesh mesh = *Mesh::Create(rt, {{"x", kDevices}});
-  Tensor x_host = *random::Normal(Key(1), {8, 16}, DType::kF32);
-  Tensor w_host = *random::Normal(Key(2), {16, 4}, DType::kF32);
+  Mesh mesh = *make_mesh(rt, {{"x", kDevices}});
+  Tensor x_host = *random::normal(random::key(1), {8, 16}, DType::kF32);
+  Tensor w_host = *random::normal(random::key(2), {16, 4}, DType::kF32);
   Array x = *device_put(x_host, NamedSharding(mesh, P(None, "x")));
   Array w = *device_put(w_host, NamedSharding(mesh, P("x", None)));
   auto f = jit(shard_map(
       [](Tracer x, Tracer w) {
-        return psum(dot_general(x, w, DotDims{{1}, {0}}, DType::kF32), "x");
+        return lax::psum(lax::dot_general(x, w, DotDims{{1}, {0}}, DType::kF32), "x");
       },
       mesh, {P(None, "x"), P("x", None)}, {P()}));
-  absl::StatusOr<std::vector<Array>> out = f(x, w);
+  absl::StatusOr<Array> out = f(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
 
   const char* tmp = std::getenv("TEST_TMPDIR");
@@ -216,11 +216,11 @@ TEST(ProfilerTest, ShardMapPsumTrace) {
 
 TEST(ProfilerTest, WaitSpansNestInsideTheirCollective) {
   Runtime rt({.num_devices = 2, .profile = true});
-  Mesh mesh = *Mesh::Create(rt, {{"i", 2}});
-  Array x = *device_put(*random::Normal(Key(3), {4, 8}, DType::kBF16),
+  Mesh mesh = *make_mesh(rt, {{"i", 2}});
+  Array x = *device_put(*random::normal(random::key(3), {4, 8}, DType::kBF16),
                         NamedSharding(mesh, P("i", None)));
-  auto f = jit(shard_map([](Tracer b) { return psum(b, "i"); }, mesh, {P("i", None)},
-                         {P(None, None)}));
+  auto f = jit(
+      shard_map([](Tracer b) { return lax::psum(b, "i"); }, mesh, {P("i", None)}, {P(None, None)}));
   ASSERT_TRUE(f(x).ok());
   std::map<int64_t, const runtime::Profiler::Event*> outer;
   std::vector<runtime::Profiler::Event> events = rt.profiler()->Events();
@@ -243,17 +243,17 @@ TEST(ProfilerTest, WaitSpansNestInsideTheirCollective) {
 // "transfers" track, from its start to its done) overlaps the product of the shard held then.
 TEST(ProfilerTest, RingComputeOverlapsTheTransfersInFlight) {
   Runtime rt({.num_devices = 4, .profile = true});
-  Mesh mesh = *Mesh::Create(rt, {{"i", 4}});
-  Array x = *device_put(*random::Normal(Key(5), {64, 32}, DType::kBF16),
+  Mesh mesh = *make_mesh(rt, {{"i", 4}});
+  Array x = *device_put(*random::normal(random::key(5), {64, 32}, DType::kBF16),
                         NamedSharding(mesh, P("i", None)));
-  Array w = *device_put(*random::Normal(Key(6), {32, 16}, DType::kBF16),
+  Array w = *device_put(*random::normal(random::key(6), {32, 16}, DType::kBF16),
                         NamedSharding(mesh, P()));
   JitOptions options;
   options.collective_fusion.ignore_time_model = true;
   auto f = jit(shard_map(
                    [](Tracer a, Tracer b) {
-                     return dot_general(all_gather(a, "i", 0, true), b, DotDims{{1}, {0}},
-                                        DType::kF32);
+                     return lax::dot_general(lax::all_gather(a, "i", 0, true), b, DotDims{{1}, {0}},
+                                             DType::kF32);
                    },
                    mesh, {P("i", None), P()}, {P()}),
                options);

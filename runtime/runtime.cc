@@ -294,7 +294,10 @@ class Runtime::Watchdog {
 };
 
 Runtime::Runtime(RuntimeOptions options)
-    : options_(options), id_(NextRuntimeId()), processes_(options_.processes) {
+    : options_(options),
+      id_(NextRuntimeId()),
+      ref_(new RuntimeRef(this)),
+      processes_(options_.processes) {
   local_devices_ = std::max(1, options_.num_devices);
   const int n = local_devices_ * (processes_ ? processes_->num_processes() : 1);
   for (int i = 0; i < n; ++i) {
@@ -320,6 +323,7 @@ Runtime::Runtime(RuntimeOptions options)
 }
 
 Runtime::~Runtime() {
+  ref_->runtime_.store(nullptr, std::memory_order_release);
   scheduler_.reset();  // no run is in flight: every task has finished
   if (profiler_ != nullptr && !profile_path_.empty()) {
     if (absl::Status s = profiler_->WriteChromeTrace(profile_path_); !s.ok()) {

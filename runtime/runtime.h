@@ -5,6 +5,7 @@
 #ifndef SHARDJIT_RUNTIME_RUNTIME_H_
 #define SHARDJIT_RUNTIME_RUNTIME_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,21 @@ struct RuntimeOptions {
 using CompileFn =
     std::function<absl::StatusOr<std::unique_ptr<backends::Executable>>(const ir::Function&)>;
 
+class Runtime;
+
+// Refers to a runtime until it is destroyed, then to none: what may outlive a runtime (a mesh)
+// holds one instead of a reference, so a use after destruction is an error, not a dangling read.
+class RuntimeRef {
+ public:
+  // The runtime, or null once it has been destroyed.
+  Runtime* get() const { return runtime_.load(std::memory_order_acquire); }
+
+ private:
+  friend class Runtime;
+  explicit RuntimeRef(Runtime* runtime) : runtime_(runtime) {}
+  std::atomic<Runtime*> runtime_;
+};
+
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions options);
@@ -74,6 +90,8 @@ class Runtime {
   ProcessGroup* processes() const { return processes_.get(); }
   // Unique in the process (never reused, unlike an address).
   uint64_t id() const { return id_; }
+  // Refers to this runtime until it is destroyed.
+  std::shared_ptr<const RuntimeRef> ref() const { return ref_; }
   const RuntimeOptions& options() const { return options_; }
   // Threads that run devices and their kernels (options or $SHARDJIT_NUM_THREADS or the cores).
   int num_threads() const { return num_threads_; }
@@ -113,6 +131,7 @@ class Runtime {
 
   RuntimeOptions options_;
   uint64_t id_;
+  std::shared_ptr<RuntimeRef> ref_;
   std::shared_ptr<ProcessGroup> processes_;  // null: one process
   int local_devices_ = 1;                    // devices per process
   std::vector<std::unique_ptr<Device>> devices_;

@@ -1,6 +1,6 @@
 // Host scatter and gather of sharded arrays: the one place that splits a global tensor into the
 // blocks a PartitionSpec gives each mesh position, and assembles a global tensor from them.
-// device_put / ToHost / process_allgather (frontend/array.h) and the shard_map fan-out of a
+// device_put / to_host / process_allgather (frontend/array.h) and the shard_map fan-out of a
 // global-view run (Runtime::RunGlobal) all go through it.
 //
 // Mesh position p (row-major over the mesh axes, ir::MeshCoords) holds, per dimension d, block

@@ -34,31 +34,31 @@ TEST_P(AsyncCollectivesTest, EveryStartDoneMatchesItsBlockingTwinBitwise) {
         // Odd trailing size; the leading one splits into the group.
         const PerDevice in = MakeInputs(model_, {2 * g, 3}, dtype);
         auto blocking = [&](Tracer x) {
-          return std::vector<Tracer>{psum(x, axes, groups),
-                                     all_gather(x, axes, 0, true, groups),
-                                     all_gather(x, axes, 1, false, groups),
-                                     psum_scatter(x, axes, 0, true, groups),
-                                     all_to_all(x, axes, 0, 1, true, groups),
-                                     ppermute(x, axes, ring),
-                                     pbroadcast(x, axes, n - 1)};
+          return std::vector<Tracer>{lax::psum(x, axes, groups),
+                                     lax::all_gather(x, axes, 0, true, groups),
+                                     lax::all_gather(x, axes, 1, false, groups),
+                                     lax::psum_scatter(x, axes, 0, true, groups),
+                                     lax::all_to_all(x, axes, 0, 1, true, groups),
+                                     lax::ppermute(x, axes, ring),
+                                     lax::pbroadcast(x, axes, n - 1)};
         };
         auto async = [&](Tracer x) {
-          std::vector<Tracer> f = {psum_start(x, axes, groups),
-                                   all_gather_start(x, axes, 0, true, groups),
-                                   all_gather_start(x, axes, 1, false, groups),
-                                   psum_scatter_start(x, axes, 0, true, groups),
-                                   all_to_all_start(x, axes, 0, 1, true, groups),
-                                   ppermute_start(x, axes, ring),
-                                   pbroadcast_start(x, axes, n - 1)};
+          std::vector<Tracer> f = {lax::psum_start(x, axes, groups),
+                                   lax::all_gather_start(x, axes, 0, true, groups),
+                                   lax::all_gather_start(x, axes, 1, false, groups),
+                                   lax::psum_scatter_start(x, axes, 0, true, groups),
+                                   lax::all_to_all_start(x, axes, 0, 1, true, groups),
+                                   lax::ppermute_start(x, axes, ring),
+                                   lax::pbroadcast_start(x, axes, n - 1)};
           Tracer local = x * x;  // work while the collectives are in flight
           std::vector<Tracer> out(7);
-          out[6] = pbroadcast_done(f[6]);
-          out[5] = ppermute_done(f[5]);
-          out[4] = all_to_all_done(f[4]);
-          out[3] = psum_scatter_done(f[3]);
-          out[2] = all_gather_done(f[2]);
-          out[1] = all_gather_done(f[1]);
-          out[0] = psum_done(f[0]);
+          out[6] = lax::pbroadcast_done(f[6]);
+          out[5] = lax::ppermute_done(f[5]);
+          out[4] = lax::all_to_all_done(f[4]);
+          out[3] = lax::psum_scatter_done(f[3]);
+          out[2] = lax::all_gather_done(f[2]);
+          out[1] = lax::all_gather_done(f[1]);
+          out[0] = lax::psum_done(f[0]);
           out.push_back(local);
           return out;
         };
@@ -85,8 +85,9 @@ TEST_P(AsyncCollectivesTest, PbroadcastGivesTheSourcesOperand) {
       absl::StatusOr<DeviceResults> out = RunPerDevice(
           *mesh_, DType::kF32, in,
           [&](Tracer x) {
-            return std::vector<Tracer>{pbroadcast(x, axes, source),
-                                       pbroadcast_done(pbroadcast_start(x, axes, source))};
+            return std::vector<Tracer>{
+                lax::pbroadcast(x, axes, source),
+                lax::pbroadcast_done(lax::pbroadcast_start(x, axes, source))};
           },
           2);
       ASSERT_TRUE(out.ok()) << out.status();
@@ -113,21 +114,22 @@ TEST_P(AsyncCollectivesTest, FutureCarriedThroughFori) {
     absl::StatusOr<DeviceResults> out = RunPerDevice(
         *mesh_, DType::kF32, in,
         [&](Tracer x) {
-          Tracer me = axis_index(axes);
-          Tracer gathered = dynamic_update_slice(full({3 * n, 5}, 0, DType::kF32), x, {me * 3.0, 0});
-          Tracer in_flight = ppermute_start(x, axes, right);
-          std::vector<Tracer> carry = fori_loop(
+          Tracer me = lax::axis_index(axes);
+          Tracer gathered =
+              lax::dynamic_update_slice(lax::full({3 * n, 5}, 0, DType::kF32), x, {me * 3.0, 0});
+          Tracer in_flight = lax::ppermute_start(x, axes, right);
+          std::vector<Tracer> carry = lax::fori_loop(
               1, n,
               [&](Tracer i, std::vector<Tracer> c) {
-                Tracer block = ppermute_done(c[1]);
-                Tracer next = ppermute_start(block, axes, right);
+                Tracer block = lax::ppermute_done(c[1]);
+                Tracer next = lax::ppermute_start(block, axes, right);
                 // After i hops the block came from (me - i) mod n.
                 Tracer source = (me - i + static_cast<double>(n)) % static_cast<double>(n);
-                return std::vector<Tracer>{dynamic_update_slice(c[0], block, {source * 3.0, 0}),
-                                           next};
+                return std::vector<Tracer>{
+                    lax::dynamic_update_slice(c[0], block, {source * 3.0, 0}), next};
               },
               {gathered, in_flight});
-          ppermute_done(carry[1]);  // the last transfer is awaited, its value unused
+          lax::ppermute_done(carry[1]);  // the last transfer is awaited, its value unused
           return std::vector<Tracer>{carry[0]};
         },
         1);
@@ -148,9 +150,9 @@ TEST_P(AsyncCollectivesTest, LargeAllReducesMatchTheOracle) {
         absl::StatusOr<DeviceResults> out = RunPerDevice(
             *mesh_, dtype, in,
             [&](Tracer x) {
-              return std::vector<Tracer>{psum(x, axes, groups), pmean(x, axes, groups),
-                                         pmax(x, axes, groups),
-                                         psum_done(psum_start(x, axes, groups))};
+              return std::vector<Tracer>{lax::psum(x, axes, groups), lax::pmean(x, axes, groups),
+                                         lax::pmax(x, axes, groups),
+                                         lax::psum_done(lax::psum_start(x, axes, groups))};
             },
             4);
         ASSERT_TRUE(out.ok()) << out.status();
@@ -170,15 +172,15 @@ INSTANTIATE_TEST_SUITE_P(Meshes, AsyncCollectivesTest, ::testing::ValuesIn(TestM
 
 // The lowered program shows the futures; its text parses back.
 TEST(AsyncCollectivesText, JitLowersToStartAndDone) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"x", 4}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"x", 4}});
   ASSERT_TRUE(mesh.ok());
-  Jitted f = jit(shard_map(
+  auto f = jit(shard_map(
       [](Tracer x) {
-        Tracer fut = ppermute_start(x, "x", {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
-        return ppermute_done(fut) + x;
+        Tracer fut = lax::ppermute_start(x, "x", {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
+        return lax::ppermute_done(fut) + x;
       },
       *mesh, {P("x")}, {P("x")}));
-  absl::StatusOr<Lowered> lowered = f.LowerFor({{DType::kF32, {8}}}, {NamedSharding(*mesh, P("x"))});
+  absl::StatusOr<Lowered> lowered = f.lower({{DType::kF32, {8}}}, {NamedSharding(*mesh, P("x"))});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   const std::string text = lowered->as_text();
   EXPECT_NE(text.find("b:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,2),(2,3),(3,0))] a"),

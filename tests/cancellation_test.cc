@@ -20,12 +20,12 @@ constexpr int64_t kForever = 2147483647;  // loop trips (the most an s32 index a
 
 // x <- x * 0.5 + psum(x) / n, `trips` times, per device of a mesh over "i": every step waits at a
 // collective for every other device.
-Jitted Loop(const Mesh& mesh, int64_t trips) {
+Jitted<Array> Loop(const Mesh& mesh, int64_t trips) {
   const double n = static_cast<double>(mesh.size());
   return jit(shard_map(
       [trips, n](Tracer x) {
-        return fori_loop(0, trips,
-                         [n](Tracer, Tracer c) { return c * 0.5 + psum(c, "i") * (1.0 / n); }, x);
+        return lax::fori_loop(
+            0, trips, [n](Tracer, Tracer c) { return c * 0.5 + lax::psum(c, "i") * (1.0 / n); }, x);
       },
       mesh, {P("i")}, {P("i")}));
 }
@@ -33,8 +33,9 @@ Jitted Loop(const Mesh& mesh, int64_t trips) {
 struct Fixture {
   explicit Fixture(int devices, int threads)
       : rt({.num_devices = devices, .num_threads = threads}),
-        mesh(*Mesh::Create(rt, {{"i", devices}})),
-        x(*device_put(*random::Normal(Key(1), {devices * 64}), NamedSharding(mesh, P("i")))) {}
+        mesh(*make_mesh(rt, {{"i", devices}})),
+        x(*device_put(*random::normal(random::key(1), {devices * 64}),
+                      NamedSharding(mesh, P("i")))) {}
   int64_t LiveBytes() {
     int64_t live = 0;
     for (int d = 0; d < rt.num_devices(); ++d) live += rt.memory(d).current_bytes;
@@ -47,12 +48,12 @@ struct Fixture {
 
 // The next run on the same runtime gives the same values as on a fresh one.
 void ExpectRunsNormally(Fixture& f) {
-  absl::StatusOr<std::vector<Array>> out = Loop(f.mesh, 3)(f.x);
+  absl::StatusOr<Array> out = Loop(f.mesh, 3)(f.x);
   ASSERT_TRUE(out.ok()) << out.status();
   Fixture fresh(static_cast<int>(f.mesh.size()), 1);
-  absl::StatusOr<std::vector<Array>> want = Loop(fresh.mesh, 3)(fresh.x);
+  absl::StatusOr<Array> want = Loop(fresh.mesh, 3)(fresh.x);
   ASSERT_TRUE(want.ok()) << want.status();
-  EXPECT_EQ((*out)[0].ToHost()->ToDoubles(), (*want)[0].ToHost()->ToDoubles());
+  EXPECT_EQ(out->to_host()->ToDoubles(), want->to_host()->ToDoubles());
 }
 
 // Live bytes of each device of `rt`.
@@ -89,13 +90,12 @@ class CancellationTest : public ::testing::TestWithParam<std::pair<int, int>> {}
 TEST_P(CancellationTest, DeadlineStopsEveryDevice) {
   auto [devices, threads] = GetParam();
   Fixture f(devices, threads);
-  Jitted forever = Loop(f.mesh, kForever);
+  auto forever = Loop(f.mesh, kForever);
   ASSERT_TRUE(forever.lower(f.x).ok());
   ASSERT_TRUE(Loop(f.mesh, 3)(f.x).ok());  // compiled and warm
   const int64_t live = f.LiveBytes();
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<Array>> out =
-      forever.Call({f.x}, RunOptions::WithTimeout(absl::Milliseconds(200)));
+  absl::StatusOr<Array> out = forever.call({f.x}, RunOptions::WithTimeout(absl::Milliseconds(200)));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(out.ok());
@@ -109,16 +109,16 @@ TEST_P(CancellationTest, DeadlineStopsEveryDevice) {
 TEST_P(CancellationTest, TokenCancelledFromAnotherThread) {
   auto [devices, threads] = GetParam();
   Fixture f(devices, threads);
-  Jitted forever = Loop(f.mesh, kForever);
+  auto forever = Loop(f.mesh, kForever);
   ASSERT_TRUE(Loop(f.mesh, 3)(f.x).ok());
   RunOptions options;
   options.cancel = std::make_shared<CancellationToken>();
-  absl::StatusOr<std::vector<Array>> out;
+  absl::StatusOr<Array> out;
   std::atomic<bool> returned{false};
   std::chrono::steady_clock::time_point returned_at;
   const std::vector<int64_t> before = LiveBytesPerDevice(f.rt);
   std::thread run([&] {
-    out = forever.Call({f.x}, options);
+    out = forever.call({f.x}, options);
     returned_at = std::chrono::steady_clock::now();
     returned = true;
   });
@@ -134,10 +134,10 @@ TEST_P(CancellationTest, TokenCancelledFromAnotherThread) {
   // One step of the loop is microseconds: the run stops well within 100 ms.
   EXPECT_LT(std::chrono::duration<double>(returned_at - cancelled_at).count(), 0.1);
   // A cancelled token cancels the next run at its first op; Reset makes it usable again.
-  out = Loop(f.mesh, 3).Call({f.x}, options);
+  out = Loop(f.mesh, 3).call({f.x}, options);
   EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
   options.cancel->Reset();
-  out = Loop(f.mesh, 3).Call({f.x}, options);
+  out = Loop(f.mesh, 3).call({f.x}, options);
   EXPECT_TRUE(out.ok()) << out.status();
   ExpectRunsNormally(f);
 }
@@ -151,24 +151,25 @@ TEST_P(GemmCancellationTest, StopsInsideTheGemm) {
   auto [devices, threads] = GetParam();
   constexpr int64_t n = 4096;
   Runtime rt({.num_devices = devices, .num_threads = threads});
-  Mesh mesh = *Mesh::Create(rt, {{"i", devices}});
-  Array x = *device_put(*random::Normal(Key(2), {devices * n, n}), NamedSharding(mesh, P("i")));
-  Array w = *device_put(*random::Normal(Key(3), {n, n}), NamedSharding(mesh, P()));
-  Jitted product = jit(shard_map([](Tracer a, Tracer b) { return matmul(a, b); }, mesh,
-                                 {P("i"), P()}, {P("i")}));
+  Mesh mesh = *make_mesh(rt, {{"i", devices}});
+  Array x =
+      *device_put(*random::normal(random::key(2), {devices * n, n}), NamedSharding(mesh, P("i")));
+  Array w = *device_put(*random::normal(random::key(3), {n, n}), NamedSharding(mesh, P()));
+  auto product = jit(shard_map([](Tracer a, Tracer b) { return jnp::matmul(a, b); }, mesh,
+                               {P("i"), P()}, {P("i")}));
   // Compiled, and stopped before its first op.
   RunOptions expired = RunOptions::WithTimeout(absl::ZeroDuration());
-  EXPECT_TRUE(absl::IsDeadlineExceeded(product.Call({x, w}, expired).status()));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(product.call({x, w}, expired).status()));
   int64_t live = 0;
   for (int d = 0; d < devices; ++d) live += rt.memory(d).current_bytes;
 
   RunOptions options;
   options.cancel = std::make_shared<CancellationToken>();
-  absl::StatusOr<std::vector<Array>> out;
+  absl::StatusOr<Array> out;
   std::chrono::steady_clock::time_point returned_at;
   const std::vector<int64_t> before = LiveBytesPerDevice(rt);
   std::thread run([&] {
-    out = product.Call({x, w}, options);
+    out = product.call({x, w}, options);
     returned_at = std::chrono::steady_clock::now();
   });
   // Cancelled once every device has allocated its [n, n] f32 block of the product: it is in the
@@ -181,7 +182,7 @@ TEST_P(GemmCancellationTest, StopsInsideTheGemm) {
   EXPECT_LT(std::chrono::duration<double>(returned_at - cancelled_at).count(), 0.1);
 
   const auto start = std::chrono::steady_clock::now();
-  out = product.Call({x, w}, RunOptions::WithTimeout(absl::Milliseconds(50)));
+  out = product.call({x, w}, RunOptions::WithTimeout(absl::Milliseconds(50)));
   EXPECT_TRUE(absl::IsDeadlineExceeded(out.status())) << out.status();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.15);
 
@@ -189,12 +190,13 @@ TEST_P(GemmCancellationTest, StopsInsideTheGemm) {
   for (int d = 0; d < devices; ++d) live_after += rt.memory(d).current_bytes;
   EXPECT_EQ(live_after, live);
   // The runtime goes on: a small product on the same devices is right.
-  Array xs = *device_put(*random::Normal(Key(4), {devices * 3, 5}), NamedSharding(mesh, P("i")));
-  Array ws = *device_put(*random::Normal(Key(5), {5, 2}), NamedSharding(mesh, P()));
-  absl::StatusOr<std::vector<Array>> small = product(xs, ws);
+  Array xs =
+      *device_put(*random::normal(random::key(4), {devices * 3, 5}), NamedSharding(mesh, P("i")));
+  Array ws = *device_put(*random::normal(random::key(5), {5, 2}), NamedSharding(mesh, P()));
+  absl::StatusOr<Array> small = product(xs, ws);
   ASSERT_TRUE(small.ok()) << small.status();
-  const std::vector<double> got = (*small)[0].ToHost()->ToDoubles();
-  const std::vector<double> xv = xs.ToHost()->ToDoubles(), wv = ws.ToHost()->ToDoubles();
+  const std::vector<double> got = small->to_host()->ToDoubles();
+  const std::vector<double> xv = xs.to_host()->ToDoubles(), wv = ws.to_host()->ToDoubles();
   for (int64_t i = 0; i < devices * 3; ++i) {
     for (int64_t j = 0; j < 2; ++j) {
       double want = 0;

@@ -79,7 +79,7 @@ class CollectiveFusionTest : public ::testing::TestWithParam<MeshCase> {
     std::vector<Array> args;
     std::vector<Tensor> hosts;
     for (size_t i = 0; i < p.shapes.size(); ++i) {
-      absl::StatusOr<Tensor> host = random::Normal(Key(seed * 7 + i), p.shapes[i], dtype);
+      absl::StatusOr<Tensor> host = random::normal(random::key(seed * 7 + i), p.shapes[i], dtype);
       ASSERT_TRUE(host.ok());
       hosts.push_back(*host);
       absl::StatusOr<Array> a = device_put(*host, NamedSharding(mesh, p.in_specs[i]));
@@ -92,17 +92,17 @@ class CollectiveFusionTest : public ::testing::TestWithParam<MeshCase> {
       if (!fused) options.pipeline.disabled = {"collective-fusion"};
       return jit(shard_map(p.body, mesh, p.in_specs, {p.out_spec}), options);
     };
-    Jitted fused = program(true), unfused = program(false);
-    absl::StatusOr<Lowered> lowered = fused.Lower(args);
+    auto fused = program(true), unfused = program(false);
+    absl::StatusOr<Lowered> lowered = fused.lower(args);
     ASSERT_TRUE(lowered.ok()) << lowered.status();
     const std::string text = lowered->as_text();
     for (const std::string& op : p.fused_ops) EXPECT_THAT(text, HasSubstr(op)) << text;
     if (!p.gone.empty()) EXPECT_THAT(text, Not(HasSubstr(p.gone))) << text;
-    absl::StatusOr<std::vector<Array>> got = fused(args[0], args[1]);
+    absl::StatusOr<Array> got = fused(args[0], args[1]);
     ASSERT_TRUE(got.ok()) << got.status();
-    absl::StatusOr<std::vector<Array>> want = unfused(args[0], args[1]);
+    absl::StatusOr<Array> want = unfused(args[0], args[1]);
     ASSERT_TRUE(want.ok()) << want.status();
-    Tensor g = *(*got)[0].ToHost(), w = *(*want)[0].ToHost();
+    Tensor g = *got->to_host(), w = *want->to_host();
     ASSERT_EQ(g.type(), w.type());
     if (p.f64_oracle_for_bf16 && dtype == DType::kBF16) {
       const std::vector<double> exact = MatmulF64(hosts[0], hosts[1], p.transpose_rhs);
@@ -128,7 +128,7 @@ TEST_P(CollectiveFusionTest, RingsMatchTheUnfusedProgram) {
   const AxisNames axes = GetParam().ring;
   const SpecEntry ring = Ring();
   Runtime rt({.num_devices = 16});
-  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, GetParam().axes);
+  absl::StatusOr<Mesh> mesh = make_mesh(rt, GetParam().axes);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::mt19937 gen(n * 31 + GetParam().axes.size());
   auto odd = [&](int64_t lo, int64_t hi) {
@@ -138,35 +138,58 @@ TEST_P(CollectiveFusionTest, RingsMatchTheUnfusedProgram) {
     const int64_t m = odd(1, 9), k = odd(3, 21), c = odd(1, 13);
     std::vector<Program> programs = {
         // The gathered rows of the lhs (a free dim): each shard lands in its rows of the result.
-        {"gather lhs rows", [&](Tracer x, Tracer w) {
-           return dot_general(all_gather(x, axes, 0, true), w, DotDims{{1}, {0}});
+        {"gather lhs rows",
+         [&](Tracer x, Tracer w) {
+           return lax::dot_general(lax::all_gather(x, axes, 0, true), w, DotDims{{1}, {0}});
          },
-         {{n * m, k}, {k, c}}, {P(ring), P()}, P(),
-         {"ppermute_start", "dot_accumulate"}, "all_gather"},
+         {{n * m, k}, {k, c}},
+         {P(ring), P()},
+         P(),
+         {"ppermute_start", "dot_accumulate"},
+         "all_gather"},
         // The gathered columns of the rhs, its contracting dim first.
-        {"gather rhs columns", [&](Tracer x, Tracer w) {
-           return dot_general(w, all_gather(x, axes, 1, true), DotDims{{1}, {0}});
+        {"gather rhs columns",
+         [&](Tracer x, Tracer w) {
+           return lax::dot_general(w, lax::all_gather(x, axes, 1, true), DotDims{{1}, {0}});
          },
-         {{k, n * m}, {c, k}}, {P(None, ring), P()}, P(),
-         {"ppermute_start", "dot_accumulate"}, "all_gather"},
+         {{k, n * m}, {c, k}},
+         {P(None, ring), P()},
+         P(),
+         {"ppermute_start", "dot_accumulate"},
+         "all_gather"},
         // The lhs gathered along its contracting dim: partial products accumulate.
-        {"gather lhs contracting", [&](Tracer x, Tracer w) {
-           return dot_general(all_gather(x, axes, 1, true), w, DotDims{{1}, {0}});
+        {"gather lhs contracting",
+         [&](Tracer x, Tracer w) {
+           return lax::dot_general(lax::all_gather(x, axes, 1, true), w, DotDims{{1}, {0}});
          },
-         {{m, n * k}, {n * k, c}}, {P(None, ring), P()}, P(),
-         {"ppermute_start", "dot_accumulate", "dynamic_slice"}, "all_gather"},
+         {{m, n * k}, {n * k, c}},
+         {P(None, ring), P()},
+         P(),
+         {"ppermute_start", "dot_accumulate", "dynamic_slice"},
+         "all_gather"},
         // dot + psum_scatter along the lhs rows: a reduce-scatter ring.
-        {"reduce-scatter lhs rows", [&](Tracer x, Tracer w) {
-           return psum_scatter(dot_general(x, w, DotDims{{1}, {0}}), axes, 0, true);
+        {"reduce-scatter lhs rows",
+         [&](Tracer x, Tracer w) {
+           return lax::psum_scatter(lax::dot_general(x, w, DotDims{{1}, {0}}), axes, 0, true);
          },
-         {{n * m, n * k}, {n * k, c}}, {P(None, ring), P(ring)}, P(ring),
-         {"ppermute_start", "dot_accumulate"}, "psum_scatter", true},
+         {{n * m, n * k}, {n * k, c}},
+         {P(None, ring), P(ring)},
+         P(ring),
+         {"ppermute_start", "dot_accumulate"},
+         "psum_scatter",
+         true},
         // ... and along the rhs columns, with a transposed rhs.
-        {"reduce-scatter rhs columns", [&](Tracer x, Tracer w) {
-           return psum_scatter(dot_general(x, w, DotDims{{1}, {1}}), axes, 1, true);
+        {"reduce-scatter rhs columns",
+         [&](Tracer x, Tracer w) {
+           return lax::psum_scatter(lax::dot_general(x, w, DotDims{{1}, {1}}), axes, 1, true);
          },
-         {{m, n * k}, {n * c, n * k}}, {P(None, ring), P(None, ring)}, P(None, ring),
-         {"ppermute_start", "dot_accumulate"}, "psum_scatter", true, true},
+         {{m, n * k}, {n * c, n * k}},
+         {P(None, ring), P(None, ring)},
+         P(None, ring),
+         {"ppermute_start", "dot_accumulate"},
+         "psum_scatter",
+         true,
+         true},
     };
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       for (const Program& p : programs) Check(p, dtype, rt, *mesh, round);

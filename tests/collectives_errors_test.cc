@@ -35,7 +35,7 @@ using ::testing::HasSubstr;
 class CollectiveTraceErrors : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"x", 2}, {"y", 4}});
+    absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"x", 2}, {"y", 4}});
     ASSERT_TRUE(mesh.ok()) << mesh.status();
     mesh_.emplace(*mesh);
   }
@@ -70,21 +70,21 @@ struct NamedBody {
 // Every collective, over the axis names `axes`, with valid attributes for f32[4,6] operands.
 std::vector<NamedBody> EveryCollective(const AxisNames& axes) {
   return {
-      {"psum", [=](Tracer x) { return psum(x, axes); }},
-      {"pmean", [=](Tracer x) { return pmean(x, axes); }},
-      {"pmax", [=](Tracer x) { return pmax(x, axes); }},
-      {"pmin", [=](Tracer x) { return pmin(x, axes); }},
-      {"all_gather", [=](Tracer x) { return all_gather(x, axes, 0, true); }},
-      {"psum_scatter", [=](Tracer x) { return psum_scatter(x, axes, 0, true); }},
+      {"psum", [=](Tracer x) { return lax::psum(x, axes); }},
+      {"pmean", [=](Tracer x) { return lax::pmean(x, axes); }},
+      {"pmax", [=](Tracer x) { return lax::pmax(x, axes); }},
+      {"pmin", [=](Tracer x) { return lax::pmin(x, axes); }},
+      {"all_gather", [=](Tracer x) { return lax::all_gather(x, axes, 0, true); }},
+      {"psum_scatter", [=](Tracer x) { return lax::psum_scatter(x, axes, 0, true); }},
       {"ppermute",
        [=](Tracer x) {
-         return ppermute(x, axes, {{0, 1}, {1, 0}});
+         return lax::ppermute(x, axes, {{0, 1}, {1, 0}});
        }},
-      {"all_to_all", [=](Tracer x) { return all_to_all(x, axes, 0, 1, true); }},
+      {"all_to_all", [=](Tracer x) { return lax::all_to_all(x, axes, 0, 1, true); }},
       {"axis_index",
-       [=](Tracer x) { return x + convert_element_type(axis_index(axes), DType::kF32); }},
+       [=](Tracer x) { return x + lax::convert_element_type(lax::axis_index(axes), DType::kF32); }},
       {"axis_size",
-       [=](Tracer x) { return x + convert_element_type(axis_size(axes), DType::kF32); }},
+       [=](Tracer x) { return x + lax::convert_element_type(lax::axis_size(axes), DType::kF32); }},
   };
 }
 
@@ -116,7 +116,7 @@ TEST_F(CollectiveTraceErrors, UnknownAxisNamesTheOpAndTheAxis) {
 TEST_F(CollectiveTraceErrors, EmptyAxisListIsNotAnInternalError) {
   const std::vector<std::string> no_axes;
   std::vector<NamedBody> cases = EveryCollective(no_axes);
-  cases.push_back({"ppermute", [&](Tracer x) { return ppermute(x, no_axes, {}); }});
+  cases.push_back({"ppermute", [&](Tracer x) { return lax::ppermute(x, no_axes, {}); }});
   for (const NamedBody& c : cases) {
     absl::Status s = InShardMap(c.body);
     if (s.ok()) continue;
@@ -126,7 +126,7 @@ TEST_F(CollectiveTraceErrors, EmptyAxisListIsNotAnInternalError) {
 }
 
 TEST_F(CollectiveTraceErrors, RepeatedAxisName) {
-  absl::Status s = InShardMap([](Tracer x) { return psum(x, {"x", "x"}); });
+  absl::Status s = InShardMap([](Tracer x) { return lax::psum(x, {"x", "x"}); });
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("psum"), HasSubstr("named twice")));
 }
 
@@ -140,9 +140,9 @@ TEST_F(CollectiveTraceErrors, CollectiveOutsideShardMap) {
 
 TEST_F(CollectiveTraceErrors, AllGatherAxisOutOfRange) {
   // Untiled: the new dimension goes at 0..rank; tiled: at an existing dimension 0..rank-1.
-  EXPECT_TRUE(InShardMap([](Tracer x) { return all_gather(x, "y", 2, false); }).ok());
+  EXPECT_TRUE(InShardMap([](Tracer x) { return lax::all_gather(x, "y", 2, false); }).ok());
   for (auto [axis, tiled] : std::vector<std::pair<int64_t, bool>>{{3, false}, {2, true}}) {
-    absl::Status s = InShardMap([&](Tracer x) { return all_gather(x, "y", axis, tiled); });
+    absl::Status s = InShardMap([&](Tracer x) { return lax::all_gather(x, "y", axis, tiled); });
     EXPECT_THAT(std::string(s.message()),
                 AllOf(HasSubstr("all_gather"), HasSubstr("axis " + std::to_string(axis)),
                       HasSubstr("out of range")))
@@ -152,16 +152,16 @@ TEST_F(CollectiveTraceErrors, AllGatherAxisOutOfRange) {
 
 TEST_F(CollectiveTraceErrors, PsumScatterBadDimension) {
   // Untiled: dim 0 (size 4) must equal the size of x (2).
-  absl::Status s = InShardMap([](Tracer x) { return psum_scatter(x, "x", 0, false); });
+  absl::Status s = InShardMap([](Tracer x) { return lax::psum_scatter(x, "x", 0, false); });
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr("psum_scatter"), HasSubstr("size 4"), HasSubstr("axis size 2")));
   // Untiled with groups: the group size counts (2 for pairs on y).
-  s = InShardMap([](Tracer x) { return psum_scatter(x, "y", 0, false, {{0, 1}, {2, 3}}); });
+  s = InShardMap([](Tracer x) { return lax::psum_scatter(x, "y", 0, false, {{0, 1}, {2, 3}}); });
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("psum_scatter"), HasSubstr("2")));
   // Tiled: 6 is not divisible by 4.
-  s = InShardMap([](Tracer x) { return psum_scatter(x, "y", 1, true); });
+  s = InShardMap([](Tracer x) { return lax::psum_scatter(x, "y", 1, true); });
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("psum_scatter"), HasSubstr("divisible")));
-  s = InShardMap([](Tracer x) { return psum_scatter(x, "y", 2, true); });
+  s = InShardMap([](Tracer x) { return lax::psum_scatter(x, "y", 2, true); });
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr("psum_scatter"), HasSubstr("out of range")));
 }
@@ -177,7 +177,7 @@ TEST_F(CollectiveTraceErrors, PpermuteBadPerm) {
       {{{-1, 0}}, "out of range"},
   };
   for (const Case& c : cases) {
-    absl::Status s = InShardMap([&](Tracer x) { return ppermute(x, "y", c.perm); });
+    absl::Status s = InShardMap([&](Tracer x) { return lax::ppermute(x, "y", c.perm); });
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("ppermute"), HasSubstr(c.fragment)));
   }
@@ -198,11 +198,13 @@ TEST_F(CollectiveTraceErrors, AxisIndexGroupsMustCoverTheAxis) {
   for (const Case& c : cases) {
     SCOPED_TRACE(Describe({"y"}, c.groups));
     for (const NamedBody& op : std::vector<NamedBody>{
-             {"psum", [&](Tracer x) { return psum(x, "y", c.groups); }},
-             {"pmax", [&](Tracer x) { return pmax(x, "y", c.groups); }},
-             {"all_gather", [&](Tracer x) { return all_gather(x, "y", 0, false, c.groups); }},
-             {"psum_scatter", [&](Tracer x) { return psum_scatter(x, "y", 1, true, c.groups); }},
-             {"all_to_all", [&](Tracer x) { return all_to_all(x, "y", 0, 1, true, c.groups); }}}) {
+             {"psum", [&](Tracer x) { return lax::psum(x, "y", c.groups); }},
+             {"pmax", [&](Tracer x) { return lax::pmax(x, "y", c.groups); }},
+             {"all_gather", [&](Tracer x) { return lax::all_gather(x, "y", 0, false, c.groups); }},
+             {"psum_scatter",
+              [&](Tracer x) { return lax::psum_scatter(x, "y", 1, true, c.groups); }},
+             {"all_to_all",
+              [&](Tracer x) { return lax::all_to_all(x, "y", 0, 1, true, c.groups); }}}) {
       absl::Status s = InShardMap(op.body);
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << op.op;
       EXPECT_THAT(std::string(s.message()),
@@ -214,9 +216,10 @@ TEST_F(CollectiveTraceErrors, AxisIndexGroupsMustCoverTheAxis) {
 TEST_F(CollectiveTraceErrors, GatherScatterAndAllToAllNeedEqualGroups) {
   const Groups unequal = {{0, 1, 2}, {3}};
   for (const NamedBody& op : std::vector<NamedBody>{
-           {"all_gather", [&](Tracer x) { return all_gather(x, "y", 0, false, unequal); }},
-           {"psum_scatter", [&](Tracer x) { return psum_scatter(x, "y", 1, true, unequal); }},
-           {"all_to_all", [&](Tracer x) { return all_to_all(x, "y", 0, 1, true, unequal); }}}) {
+           {"all_gather", [&](Tracer x) { return lax::all_gather(x, "y", 0, false, unequal); }},
+           {"psum_scatter", [&](Tracer x) { return lax::psum_scatter(x, "y", 1, true, unequal); }},
+           {"all_to_all",
+            [&](Tracer x) { return lax::all_to_all(x, "y", 0, 1, true, unequal); }}}) {
     absl::Status s = InShardMap(op.body);
     EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr(op.op), HasSubstr("same")));
   }
@@ -224,14 +227,14 @@ TEST_F(CollectiveTraceErrors, GatherScatterAndAllToAllNeedEqualGroups) {
 
 TEST_F(CollectiveTraceErrors, AllToAllBadSplit) {
   // Tiled: dim 1 (size 6) is not divisible by 4.
-  absl::Status s = InShardMap([](Tracer x) { return all_to_all(x, "y", 1, 0, true); });
+  absl::Status s = InShardMap([](Tracer x) { return lax::all_to_all(x, "y", 1, 0, true); });
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("all_to_all"), HasSubstr("divisible")));
   // Untiled: dim 1 (size 6) must equal 4.
-  s = InShardMap([](Tracer x) { return all_to_all(x, "y", 1, 0, false); });
+  s = InShardMap([](Tracer x) { return lax::all_to_all(x, "y", 1, 0, false); });
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("all_to_all"), HasSubstr("size 6")));
-  s = InShardMap([](Tracer x) { return all_to_all(x, "y", 2, 0, true); });
+  s = InShardMap([](Tracer x) { return lax::all_to_all(x, "y", 2, 0, true); });
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("all_to_all"), HasSubstr("split_axis")));
-  s = InShardMap([](Tracer x) { return all_to_all(x, "y", 0, 2, true); });
+  s = InShardMap([](Tracer x) { return lax::all_to_all(x, "y", 0, 2, true); });
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("all_to_all"), HasSubstr("concat_axis")));
 }
 
@@ -307,7 +310,7 @@ class FabricErrors : public ::testing::Test {
 TEST_F(FabricErrors, DifferentOpsFailWithMismatchNamingBoth) {
   // The default (60 s) timeout: the mismatch must be reported without waiting for it.
   MakeRuntime(2, absl::Seconds(60));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> psum = Program("x:2", kPsum2);
   std::unique_ptr<backends::Executable> gather = Program("x:2", kGather2);
@@ -327,7 +330,7 @@ TEST_F(FabricErrors, DifferentOpsFailWithMismatchNamingBoth) {
 
 TEST_F(FabricErrors, DifferentOperandShapesFailWithMismatch) {
   MakeRuntime(2, absl::Seconds(60));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> p2 = Program("x:2", kPsum2);
   std::unique_ptr<backends::Executable> p3 = Program("x:2", kPsum3);
@@ -342,7 +345,7 @@ TEST_F(FabricErrors, DifferentOperandShapesFailWithMismatch) {
 
 TEST_F(FabricErrors, MissingDeviceTimesOutNamingIt) {
   MakeRuntime(2, absl::Milliseconds(200));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> psum = Program("x:2", kPsum2);
   std::unique_ptr<backends::Executable> none = Program("x:2", kNoCollective2);
@@ -360,7 +363,7 @@ TEST_F(FabricErrors, MissingDeviceTimesOutNamingIt) {
 TEST_F(FabricErrors, MissingDeviceIsNamedByDeviceIdNotPosition) {
   // Mesh position 0 is device 1 and position 1 is device 0: device 0 never arrives.
   MakeRuntime(2, absl::Milliseconds(200));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}}, {1, 0});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}}, {1, 0});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   std::unique_ptr<backends::Executable> psum = Program("x:2", kPsum2);
   std::unique_ptr<backends::Executable> none = Program("x:2", kNoCollective2);
@@ -374,7 +377,7 @@ TEST_F(FabricErrors, MissingDeviceIsNamedByDeviceIdNotPosition) {
 
 TEST_F(FabricErrors, ExtraCollectiveOnOneDeviceTimesOut) {
   MakeRuntime(2, absl::Milliseconds(200));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> one = Program("x:2", kPsum2);
   std::unique_ptr<backends::Executable> two = Program("x:2", kTwoPsums2);
@@ -391,7 +394,7 @@ TEST_F(FabricErrors, DisagreeingGroupsFailInsteadOfHanging) {
   // On {x:2, y:2}, positions 0 and 1 reduce over y while positions 2 and 3 reduce over x: the
   // groups {0,2} and {1,3} can never be completed consistently.
   MakeRuntime(4, absl::Milliseconds(200));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}, {"y", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}, {"y", 2}});
   ASSERT_TRUE(mesh.ok());
   const std::string over_y = R"({ lambda ; a:f32[2]. let
     b:f32[2] = psum[axes=(y)] a
@@ -436,7 +439,7 @@ TEST_F(FabricErrors, FailingDeviceWakesPeersWaitingAtACollective) {
   // Device 1 fails before its collective: device 0, waiting in psum, must be released at once
   // (not after the 60 s timeout) and the run must report device 1's error.
   MakeRuntime(2, absl::Seconds(60));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> psum = Program("x:2", kPsum2);
   ASSERT_NE(psum, nullptr);
@@ -470,7 +473,7 @@ TEST(FabricForeignMesh, AxisOpsOverAnAxisNotInTheRunMeshFailCleanly) {
     EXPECT_EXIT(
         {
           Runtime rt(RuntimeOptions{.num_devices = 2});
-          absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"i", 2}});
+          absl::StatusOr<Mesh> mesh = make_mesh(rt, {{"i", 2}});
           std::unique_ptr<backends::Executable> exe =
               Program("x:2", "{ lambda ; a:f32[2]. let\n    " + line + "\n  in (b) }");
           if (!mesh.ok() || exe == nullptr) std::_Exit(2);
@@ -488,7 +491,7 @@ TEST(FabricForeignMesh, AxisOpsOverAnAxisNotInTheRunMeshFailCleanly) {
 TEST_F(FabricErrors, SameProgramRunsOnTheRuntimeDirectly) {
   // The positive control for the tests above: psum and all_gather through RunSpmd.
   MakeRuntime(2, absl::Seconds(60));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   ExpectHealthy(*mesh);
   std::unique_ptr<backends::Executable> gather = Program("x:2", kGather2);
@@ -515,7 +518,7 @@ const char kPsumAsync2[] = R"({ lambda ; a:f32[2]. let
 
 TEST_F(FabricErrors, AsyncStartsThatDifferFailWithMismatchNamingBoth) {
   MakeRuntime(2, absl::Seconds(60));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> permute = Program("x:2", kPpermuteAsync2);
   std::unique_ptr<backends::Executable> psum_async = Program("x:2", kPsumAsync2);
@@ -541,7 +544,7 @@ TEST_F(FabricErrors, AsyncStartsThatDifferFailWithMismatchNamingBoth) {
 
 TEST_F(FabricErrors, AsyncStartedOnOneDeviceOnlyTimesOutNamingTheOpAndThePeer) {
   MakeRuntime(2, absl::Milliseconds(300));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> permute = Program("x:2", kPpermuteAsync2);
   std::unique_ptr<backends::Executable> none = Program("x:2", kNoCollective2);
@@ -559,7 +562,7 @@ TEST_F(FabricErrors, AsyncStartedOnOneDeviceOnlyTimesOutNamingTheOpAndThePeer) {
 
 TEST_F(FabricErrors, AsyncPairRunsOnTheRuntimeDirectly) {
   MakeRuntime(2, absl::Seconds(60));
-  absl::StatusOr<Mesh> mesh = Mesh::Create(*rt_, {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(*rt_, {{"x", 2}});
   ASSERT_TRUE(mesh.ok());
   std::unique_ptr<backends::Executable> permute = Program("x:2", kPpermuteAsync2);
   ASSERT_NE(permute, nullptr);

@@ -24,7 +24,7 @@ constexpr double kF32Rel = 1e-6;
 class JaxDocstringExamples : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 4}});
+    absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"i", 4}});
     ASSERT_TRUE(mesh.ok()) << mesh.status();
     mesh_.emplace(*mesh);
   }
@@ -57,18 +57,18 @@ class JaxDocstringExamples : public ::testing::Test {
 using Rows = std::vector<std::vector<double>>;
 
 TEST_F(JaxDocstringExamples, Psum) {
-  EXPECT_EQ(RunOne(ScalarInputs(), [](Tracer x) { return psum(x, "i"); }),
+  EXPECT_EQ(RunOne(ScalarInputs(), [](Tracer x) { return lax::psum(x, "i"); }),
             (Rows{{6}, {6}, {6}, {6}}));
   EXPECT_EQ(RunOne(ScalarInputs(),
                    [](Tracer x) {
-                     return psum(x, "i", {{0, 1}, {2, 3}});
+                     return lax::psum(x, "i", {{0, 1}, {2, 3}});
                    }),
             (Rows{{1}, {1}, {5}, {5}}));
-  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return psum(x, "i"); }),
+  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return lax::psum(x, "i"); }),
             (Rows{{24, 28, 32, 36}, {24, 28, 32, 36}, {24, 28, 32, 36}, {24, 28, 32, 36}}));
   EXPECT_EQ(RunOne(RowInputs(),
                    [](Tracer x) {
-                     return psum(x, "i", {{0, 1}, {2, 3}});
+                     return lax::psum(x, "i", {{0, 1}, {2, 3}});
                    }),
             (Rows{{4, 6, 8, 10}, {4, 6, 8, 10}, {20, 22, 24, 26}, {20, 22, 24, 26}}));
 }
@@ -76,19 +76,19 @@ TEST_F(JaxDocstringExamples, Psum) {
 TEST_F(JaxDocstringExamples, Pmean) {
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh_, DType::kS32, ScalarInputs(),
-      [](Tracer x) { return std::vector<Tracer>{pmean(x, "i")}; }, 1);
+      [](Tracer x) { return std::vector<Tracer>{lax::pmean(x, "i")}; }, 1);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->dtypes[0], DType::kF32);
   for (const HostArray& a : out->values[0]) EXPECT_EQ(a.values, std::vector<double>{1.5});
 }
 
 TEST_F(JaxDocstringExamples, AllGather) {
-  EXPECT_EQ(RunOne(ScalarInputs(), [](Tracer x) { return all_gather(x, "i"); }),
+  EXPECT_EQ(RunOne(ScalarInputs(), [](Tracer x) { return lax::all_gather(x, "i"); }),
             (Rows{{0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}, {0, 1, 2, 3}}));
   // groups [[0, 2], [3, 1]]: device 1 is at position 1 of its group, and gets [x3, x1].
   EXPECT_EQ(RunOne(RowInputs(),
                    [](Tracer x) {
-                     return all_gather(x, "i", 0, false, {{0, 2}, {3, 1}});
+                     return lax::all_gather(x, "i", 0, false, {{0, 2}, {3, 1}});
                    }),
             (Rows{{0, 1, 2, 3, 8, 9, 10, 11},
                   {12, 13, 14, 15, 4, 5, 6, 7},
@@ -97,27 +97,27 @@ TEST_F(JaxDocstringExamples, AllGather) {
 }
 
 TEST_F(JaxDocstringExamples, PsumScatter) {
-  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return psum_scatter(x, "i"); }),
+  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return lax::psum_scatter(x, "i"); }),
             (Rows{{24}, {28}, {32}, {36}}));
-  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return psum_scatter(x, "i", 0, true); }),
+  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return lax::psum_scatter(x, "i", 0, true); }),
             (Rows{{24}, {28}, {32}, {36}}));
   EXPECT_EQ(RunOne(RowInputs(),
                    [](Tracer x) {
-                     return psum_scatter(x, "i", 0, true, {{0, 2}, {3, 1}});
+                     return lax::psum_scatter(x, "i", 0, true, {{0, 2}, {3, 1}});
                    }),
             (Rows{{8, 10}, {20, 22}, {12, 14}, {16, 18}}));
 }
 
 TEST_F(JaxDocstringExamples, AxisIndexOfTuple) {
   // jax.make_mesh((4, 2), ('i', 'j')); axis_index(('i', 'j')) -> [[0, 1], [2, 3], [4, 5], [6, 7]].
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 4}, {"j", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"i", 4}, {"j", 2}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   PerDevice in;
   for (int p = 0; p < 8; ++p) in.push_back({{}, {0}});
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh, DType::kS32, in,
       [](Tracer) {
-        return std::vector<Tracer>{axis_index({"i", "j"}), axis_index({"j", "i"})};
+        return std::vector<Tracer>{lax::axis_index({"i", "j"}), lax::axis_index({"j", "i"})};
       },
       2);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -140,19 +140,25 @@ TEST_F(JaxDocstringExamples, PargmaxAndPargminTakeTheLowestIndexOnTies) {
   const PerDevice rows = {{{4}, {5, 1, 7, 2}}, {{4}, {5, 3, 7, 0}}, {{4}, {1, 3, 0, 2}},
                           {{4}, {4, 3, 6, 2}}};
   // Per column: max 5 on devices 0 and 1, max 3 on 1-3, max 7 on 0 and 1, max 2 on 0, 2, 3.
-  EXPECT_EQ(RunOne(rows, [](Tracer x) { return pargmax(x, "i"); }),
+  EXPECT_EQ(RunOne(rows, [](Tracer x) { return lax::pargmax(x, "i"); }),
             (Rows{{0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0}}));
-  EXPECT_EQ(RunOne(rows, [](Tracer x) { return pargmin(x, "i"); }),
+  EXPECT_EQ(RunOne(rows, [](Tracer x) { return lax::pargmin(x, "i"); }),
             (Rows{{2, 0, 2, 1}, {2, 0, 2, 1}, {2, 0, 2, 1}, {2, 0, 2, 1}}));
 }
 
 TEST_F(JaxDocstringExamples, PshuffleTakesSourcesPerTarget) {
   // The device at index i gets the operand of the device at perm[i].
-  EXPECT_EQ(RunOne(ScalarInputs(), [](Tracer x) { return pshuffle(x, "i", {3, 0, 1, 2}); }),
+  EXPECT_EQ(RunOne(ScalarInputs(),
+                   [](Tracer x) {
+                     return lax::pshuffle(x, "i", {3, 0, 1, 2});
+                   }),
             (Rows{{3}, {0}, {1}, {2}}));
   absl::StatusOr<DeviceResults> bad = RunPerDevice(
       *mesh_, DType::kS32, ScalarInputs(),
-      [](Tracer x) { return std::vector<Tracer>{pshuffle(x, "i", {0, 0, 1, 2})}; }, 1);
+      [](Tracer x) {
+        return std::vector<Tracer>{lax::pshuffle(x, "i", {0, 0, 1, 2})};
+      },
+      1);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(
                 "pshuffle: `perm` does not represent a permutation: [0, 0, 1, 2]"),
@@ -162,16 +168,16 @@ TEST_F(JaxDocstringExamples, PshuffleTakesSourcesPerTarget) {
 
 TEST_F(JaxDocstringExamples, PswapaxesTradesTheMappedAxisForADimension) {
   // Device i holds row i of arange(16).reshape(4, 4); after the swap it holds column i.
-  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return pswapaxes(x, "i", 0); }),
+  EXPECT_EQ(RunOne(RowInputs(), [](Tracer x) { return lax::pswapaxes(x, "i", 0); }),
             (Rows{{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}));
 }
 
 TEST(CollectivesBF16, PsumAccumulatesInF32AndRoundsOnce) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 4}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"i", 4}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   PerDevice in = {{{2}, {256, -256}}, {{2}, {1, -1}}, {{2}, {1, -1}}, {{2}, {1, -1}}};
   absl::StatusOr<DeviceResults> out = RunPerDevice(
-      *mesh, DType::kBF16, in, [](Tracer x) { return std::vector<Tracer>{psum(x, "i")}; }, 1);
+      *mesh, DType::kBF16, in, [](Tracer x) { return std::vector<Tracer>{lax::psum(x, "i")}; }, 1);
   ASSERT_TRUE(out.ok()) << out.status();
   for (const HostArray& a : out->values[0]) EXPECT_EQ(a.values, (std::vector<double>{260, -260}));
 }
@@ -179,13 +185,14 @@ TEST(CollectivesBF16, PsumAccumulatesInF32AndRoundsOnce) {
 // JAX allows axis_index_groups of different sizes for psum (only all_gather, psum_scatter and
 // all_to_all require equal sizes): psum(x, 'i', axis_index_groups=[[0], [1, 2, 3]]).
 TEST(CollectivesGroups, PsumAcceptsGroupsOfDifferentSizes) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 4}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"i", 4}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   PerDevice in = {{{}, {1}}, {{}, {2}}, {{}, {4}}, {{}, {8}}};
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh, DType::kF32, in,
       [](Tracer x) {
-        return std::vector<Tracer>{psum(x, "i", {{0}, {1, 2, 3}}), pmean(x, "i", {{0}, {1, 2, 3}})};
+        return std::vector<Tracer>{lax::psum(x, "i", {{0}, {1, 2, 3}}),
+                                   lax::pmean(x, "i", {{0}, {1, 2, 3}})};
       },
       2);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -198,16 +205,17 @@ TEST(CollectivesGroups, PsumAcceptsGroupsOfDifferentSizes) {
 // elements of arange(4) is 6 everywhere. (Fails today: reshape to rank 0 traces an op without
 // reshape attributes, "reshape: expects attributes of kind reshape, got none".)
 TEST(CollectivesOnScalars, PsumOfScalarMadeByReshape) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 4}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"i", 4}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   absl::StatusOr<Array> a =
       device_put(HostTensor(DType::kF32, {4}, {0, 1, 2, 3}), NamedSharding(*mesh, P("i")));
   ASSERT_TRUE(a.ok()) << a.status();
-  auto f = jit(shard_map([](Tracer x) { return reshape(psum(reshape(x, {}), "i"), {1}); }, *mesh,
-                         {P("i")}, {P("i")}));
-  absl::StatusOr<std::vector<Array>> out = f(*a);
+  auto f =
+      jit(shard_map([](Tracer x) { return lax::reshape(lax::psum(lax::reshape(x, {}), "i"), {1}); },
+                    *mesh, {P("i")}, {P("i")}));
+  absl::StatusOr<Array> out = f(*a);
   ASSERT_TRUE(out.ok()) << out.status();
-  absl::StatusOr<Tensor> host = (*out)[0].ToHost();
+  absl::StatusOr<Tensor> host = out->to_host();
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_EQ(host->ToDoubles(), (std::vector<double>{6, 6, 6, 6}));
 }
@@ -217,15 +225,16 @@ TEST(CollectivesOnScalars, PsumOfScalarMadeByReshape) {
 TEST(CollectivesInLoop, RingAndPsumEachIteration) {
   const std::vector<std::pair<std::string, int64_t>> axes = {{"i", 4}};
   MeshModel model(axes);
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), axes);
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), axes);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const PerDevice in = MakeInputs(model, {2, 3}, DType::kF32);
   const std::vector<std::pair<int64_t, int64_t>> ring = {{0, 1}, {1, 2}, {2, 3}, {3, 0}};
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh, DType::kF32, in,
       [&](Tracer x) {
-        return std::vector<Tracer>{fori_loop(
-            0, 3, [&](Tracer, Tracer c) { return ppermute(c, "i", ring) * 2.0 + psum(c, "i"); },
+        return std::vector<Tracer>{lax::fori_loop(
+            0, 3,
+            [&](Tracer, Tracer c) { return lax::ppermute(c, "i", ring) * 2.0 + lax::psum(c, "i"); },
             x)};
       },
       1);
@@ -247,13 +256,14 @@ TEST(CollectivesInLoop, RingAndPsumEachIteration) {
 TEST(CollectivesDTypes, PsumOfPredCountsInS32) {
   const std::vector<std::pair<std::string, int64_t>> axes = {{"x", 2}, {"y", 4}};
   MeshModel model(axes);
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), axes);
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), axes);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const PerDevice in = MakeInputs(model, {3, 5}, DType::kF32);
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh, DType::kF32, in,
       [](Tracer x) {
-        return std::vector<Tracer>{psum(x > full(x.shape(), 0.0, DType::kF32), {"y", "x"})};
+        return std::vector<Tracer>{
+            lax::psum(x > lax::full(x.shape(), 0.0, DType::kF32), {"y", "x"})};
       },
       1);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -267,11 +277,11 @@ TEST(CollectivesDTypes, PsumOfPredCountsInS32) {
 
 // s32 sums wrap around like XLA's two's-complement adds.
 TEST(CollectivesDTypes, S32PsumWrapsAround) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"i", 2}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   PerDevice in = {{{2}, {2147483647, -2147483648.0}}, {{2}, {1, -1}}};
   absl::StatusOr<DeviceResults> out = RunPerDevice(
-      *mesh, DType::kS32, in, [](Tracer x) { return std::vector<Tracer>{psum(x, "i")}; }, 1);
+      *mesh, DType::kS32, in, [](Tracer x) { return std::vector<Tracer>{lax::psum(x, "i")}; }, 1);
   ASSERT_TRUE(out.ok()) << out.status();
   for (const HostArray& a : out->values[0]) {
     EXPECT_EQ(a.values, (std::vector<double>{-2147483648.0, 2147483647}));
@@ -280,14 +290,14 @@ TEST(CollectivesDTypes, S32PsumWrapsAround) {
 
 // pmax and pmin propagate NaN.
 TEST(CollectivesDTypes, PmaxPminPropagateNaN) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), {{"i", 4}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), {{"i", 4}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const double nan = std::nan("");
   PerDevice in = {{{2}, {1, 5}}, {{2}, {nan, 6}}, {{2}, {3, 7}}, {{2}, {4, 8}}};
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh, DType::kF32, in,
       [](Tracer x) {
-        return std::vector<Tracer>{pmax(x, "i"), pmin(x, "i")};
+        return std::vector<Tracer>{lax::pmax(x, "i"), lax::pmin(x, "i")};
       },
       2);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -304,7 +314,7 @@ TEST(CollectivesDTypes, PmaxPminPropagateNaN) {
 TEST(CollectivesDeviceIds, ScrambledDeviceOrderKeepsPositionSemantics) {
   const std::vector<std::pair<std::string, int64_t>> axes = {{"x", 2}, {"y", 4}};
   MeshModel model(axes);
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(16), axes, {13, 2, 7, 0, 11, 4, 9, 15});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(16), axes, {13, 2, 7, 0, 11, 4, 9, 15});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const PerDevice in = MakeInputs(model, {2, 4}, DType::kF32);
   const std::vector<std::pair<int64_t, int64_t>> ring = {{0, 1}, {1, 2}, {2, 3}, {3, 4},
@@ -312,9 +322,10 @@ TEST(CollectivesDeviceIds, ScrambledDeviceOrderKeepsPositionSemantics) {
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh, DType::kF32, in,
       [&](Tracer x) {
-        return std::vector<Tracer>{psum_scatter(x, "y", 1, true), all_gather(x, {"y", "x"}, 0),
-                                   ppermute(x, {"x", "y"}, ring),
-                                   all_to_all(x, "y", 1, 0, true, {{0, 2}, {3, 1}})};
+        return std::vector<Tracer>{lax::psum_scatter(x, "y", 1, true),
+                                   lax::all_gather(x, {"y", "x"}, 0),
+                                   lax::ppermute(x, {"x", "y"}, ring),
+                                   lax::all_to_all(x, "y", 1, 0, true, {{0, 2}, {3, 1}})};
       },
       4);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -332,7 +343,7 @@ TEST(CollectivesDeviceIds, ScrambledDeviceOrderKeepsPositionSemantics) {
 TEST(Collectives64Devices, PsumAllGatherRing) {
   const std::vector<std::pair<std::string, int64_t>> axes = {{"x", 8}, {"y", 8}};
   MeshModel model(axes);
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(64), axes);
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(64), axes);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const PerDevice in = MakeInputs(model, {2, 3}, DType::kF32);
   std::vector<std::pair<int64_t, int64_t>> ring;
@@ -340,8 +351,8 @@ TEST(Collectives64Devices, PsumAllGatherRing) {
   absl::StatusOr<DeviceResults> out = RunPerDevice(
       *mesh, DType::kF32, in,
       [&](Tracer x) {
-        return std::vector<Tracer>{psum(x, "x"), all_gather(x, "y", 0, true),
-                                   ppermute(x, {"x", "y"}, ring)};
+        return std::vector<Tracer>{lax::psum(x, "x"), lax::all_gather(x, "y", 0, true),
+                                   lax::ppermute(x, {"x", "y"}, ring)};
       },
       3);
   ASSERT_TRUE(out.ok()) << out.status();

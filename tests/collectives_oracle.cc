@@ -380,29 +380,31 @@ absl::StatusOr<DeviceResults> RunPerDevice(
     // rather than reshape(x, {}), which fails to trace (see FrontendBugs.ReshapeToScalar).
     std::vector<Tracer> blocks;
     for (size_t i = 0; i < xs.size(); ++i) {
-      blocks.push_back(locals[i].empty() ? reduce_sum(xs[i], {0}) : reshape(xs[i], locals[i]));
+      blocks.push_back(locals[i].empty() ? lax::reduce_sum(xs[i], {0})
+                                         : lax::reshape(xs[i], locals[i]));
     }
     std::vector<Tracer> results = body(blocks);
     for (Tracer& r : results) {
-      if (r.valid()) r = reshape(r, Insert(r.shape(), 0, 1));
+      if (r.valid()) r = lax::reshape(r, Insert(r.shape(), 0, 1));
     }
     return results;
   };
   ShardMapped mapped =
       shard_map(per_device, mesh, std::vector<PartitionSpec>(inputs.size(), stacked),
                 std::vector<PartitionSpec>(num_results, stacked));
-  absl::StatusOr<std::vector<Array>> out =
-      global_view ? jit([&mapped](const std::vector<Tracer>& xs) {
-                      std::vector<Tracer> scaled;
-                      for (const Tracer& x : xs) scaled.push_back(x * 1.0);
-                      return mapped(scaled);
-                    }).Call(args)
-                  : jit(mapped).Call(args);
+  absl::StatusOr<std::vector<Array>> out = global_view
+                                               ? jit([&mapped](const std::vector<Tracer>& xs) {
+                                                   std::vector<Tracer> scaled;
+                                                   for (const Tracer& x : xs)
+                                                     scaled.push_back(x * 1.0);
+                                                   return mapped(scaled);
+                                                 }).call(args)
+                                               : jit(mapped).call(args);
   if (!out.ok()) return out.status();
 
   DeviceResults results;
   for (const Array& a : *out) {
-    absl::StatusOr<Tensor> host = a.ToHost();
+    absl::StatusOr<Tensor> host = a.to_host();
     if (!host.ok()) return host.status();
     const std::vector<int64_t> dims = Erase(host->dims(), 0);
     const std::vector<double> all = host->ToDoubles();
@@ -495,7 +497,7 @@ std::vector<Groups> GroupSets(int64_t n) {
 
 void MeshTest::SetUp() {
   model_ = MeshModel(GetParam().axes);
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(64), GetParam().axes);
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(64), GetParam().axes);
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   mesh_.emplace(*mesh);
 }

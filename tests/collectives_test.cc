@@ -48,8 +48,8 @@ TEST_P(CollectivesTest, ReductionsF32) {
       absl::StatusOr<DeviceResults> out = Run(
           DType::kF32, in,
           [&](Tracer x) {
-            return std::vector<Tracer>{psum(x, axes, groups), pmean(x, axes, groups),
-                                       pmax(x, axes, groups), pmin(x, axes, groups)};
+            return std::vector<Tracer>{lax::psum(x, axes, groups), lax::pmean(x, axes, groups),
+                                       lax::pmax(x, axes, groups), lax::pmin(x, axes, groups)};
           },
           4);
       ASSERT_TRUE(out.ok()) << out.status();
@@ -71,8 +71,8 @@ TEST_P(CollectivesTest, ReductionsS32) {
       absl::StatusOr<DeviceResults> out = Run(
           DType::kS32, in,
           [&](Tracer x) {
-            return std::vector<Tracer>{psum(x, axes, groups), pmax(x, axes, groups),
-                                       pmin(x, axes, groups), pmean(x, axes, groups)};
+            return std::vector<Tracer>{lax::psum(x, axes, groups), lax::pmax(x, axes, groups),
+                                       lax::pmin(x, axes, groups), lax::pmean(x, axes, groups)};
           },
           4);
       ASSERT_TRUE(out.ok()) << out.status();
@@ -98,8 +98,8 @@ TEST_P(CollectivesTest, ReductionsBF16) {
       absl::StatusOr<DeviceResults> out = Run(
           DType::kBF16, in,
           [&](Tracer x) {
-            return std::vector<Tracer>{psum(x, axes, groups), pmean(x, axes, groups),
-                                       pmax(x, axes, groups), pmin(x, axes, groups)};
+            return std::vector<Tracer>{lax::psum(x, axes, groups), lax::pmean(x, axes, groups),
+                                       lax::pmax(x, axes, groups), lax::pmin(x, axes, groups)};
           },
           4);
       ASSERT_TRUE(out.ok()) << out.status();
@@ -131,10 +131,11 @@ TEST_P(CollectivesTest, AllGather) {
       absl::StatusOr<DeviceResults> out = Run(
           DType::kF32, in,
           [&](Tracer x) {
-            return std::vector<Tracer>{
-                all_gather(x, axes, 0, false, groups), all_gather(x, axes, 1, false, groups),
-                all_gather(x, axes, 2, false, groups), all_gather(x, axes, 0, true, groups),
-                all_gather(x, axes, 1, true, groups)};
+            return std::vector<Tracer>{lax::all_gather(x, axes, 0, false, groups),
+                                       lax::all_gather(x, axes, 1, false, groups),
+                                       lax::all_gather(x, axes, 2, false, groups),
+                                       lax::all_gather(x, axes, 0, true, groups),
+                                       lax::all_gather(x, axes, 1, true, groups)};
           },
           5);
       ASSERT_TRUE(out.ok()) << out.status();
@@ -160,9 +161,9 @@ TEST_P(CollectivesTest, AllGatherRank3S32) {
       absl::StatusOr<DeviceResults> out = Run(
           DType::kS32, in,
           [&](Tracer x) {
-            return std::vector<Tracer>{all_gather(x, axes, 3, false, groups),
-                                       all_gather(x, axes, 1, true, groups),
-                                       all_gather(x, axes, 2, true, groups)};
+            return std::vector<Tracer>{lax::all_gather(x, axes, 3, false, groups),
+                                       lax::all_gather(x, axes, 1, true, groups),
+                                       lax::all_gather(x, axes, 2, true, groups)};
           },
           3);
       ASSERT_TRUE(out.ok()) << out.status();
@@ -203,7 +204,7 @@ TEST_P(CollectivesTest, PsumScatter) {
             [&](Tracer x) {
               std::vector<Tracer> r;
               for (const ScatterCase& c : cases)
-                r.push_back(psum_scatter(x, axes, c.dim, c.tiled, groups));
+                r.push_back(lax::psum_scatter(x, axes, c.dim, c.tiled, groups));
               return r;
             },
             static_cast<int>(cases.size()));
@@ -228,7 +229,7 @@ TEST_P(CollectivesTest, PsumScatterBF16) {
     const PerDevice in = MakeInputs(model_, {2 * n, 3}, DType::kBF16);
     absl::StatusOr<DeviceResults> out = Run(
         DType::kBF16, in,
-        [&](Tracer x) { return std::vector<Tracer>{psum_scatter(x, axes, 0, true)}; }, 1);
+        [&](Tracer x) { return std::vector<Tracer>{lax::psum_scatter(x, axes, 0, true)}; }, 1);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->dtypes[0], DType::kBF16);
     EXPECT_TRUE(
@@ -256,8 +257,8 @@ TEST_P(CollectivesTest, Ppermute) {
     absl::StatusOr<DeviceResults> out = Run(
         DType::kF32, in,
         [&](Tracer x) {
-          return std::vector<Tracer>{ppermute(x, axes, ring), ppermute(x, axes, partial),
-                                     ppermute(x, axes, reverse)};
+          return std::vector<Tracer>{lax::ppermute(x, axes, ring), lax::ppermute(x, axes, partial),
+                                     lax::ppermute(x, axes, reverse)};
         },
         3);
     ASSERT_TRUE(out.ok()) << out.status();
@@ -275,7 +276,8 @@ TEST_P(CollectivesTest, PpermuteS32PartialGivesZeros) {
     // Only index n-1 receives (from 0); everyone else gets zeros.
     std::vector<std::pair<int64_t, int64_t>> perm = {{0, n - 1}};
     absl::StatusOr<DeviceResults> out = Run(
-        DType::kS32, in, [&](Tracer x) { return std::vector<Tracer>{ppermute(x, axes, perm)}; }, 1);
+        DType::kS32, in,
+        [&](Tracer x) { return std::vector<Tracer>{lax::ppermute(x, axes, perm)}; }, 1);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->dtypes[0], DType::kS32);
     EXPECT_TRUE(Matches(out->values[0], ExpectedPpermute(model_, in, axes, perm)));
@@ -321,7 +323,7 @@ TEST_P(CollectivesTest, AllToAll) {
             [&](Tracer x) {
               std::vector<Tracer> r;
               for (const AllToAllCase& c : row.cases) {
-                r.push_back(all_to_all(x, axes, c.split, c.concat, row.tiled, groups));
+                r.push_back(lax::all_to_all(x, axes, c.split, c.concat, row.tiled, groups));
               }
               return r;
             },
@@ -346,7 +348,7 @@ TEST_P(CollectivesTest, AllToAllBF16) {
     const PerDevice in = MakeInputs(model_, {n, 3}, DType::kBF16);
     absl::StatusOr<DeviceResults> out = Run(
         DType::kBF16, in,
-        [&](Tracer x) { return std::vector<Tracer>{all_to_all(x, axes, 0, 1, false)}; }, 1);
+        [&](Tracer x) { return std::vector<Tracer>{lax::all_to_all(x, axes, 0, 1, false)}; }, 1);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(out->dtypes[0], DType::kBF16);
     EXPECT_TRUE(Matches(out->values[0], ExpectedAllToAll(model_, in, axes, 0, 1, false)));
@@ -365,8 +367,8 @@ TEST_P(CollectivesTest, AxisIndexAndSize) {
       [&](Tracer) {
         std::vector<Tracer> r;
         for (const AxisList& axes : specs) {
-          r.push_back(axis_index(axes));
-          r.push_back(axis_size(axes));
+          r.push_back(lax::axis_index(axes));
+          r.push_back(lax::axis_size(axes));
         }
         return r;
       },
@@ -398,9 +400,9 @@ TEST_P(CollectivesTest, ChainedCollectives) {
   absl::StatusOr<DeviceResults> out = Run(
       DType::kF32, in,
       [&](Tracer x) {
-        Tracer s = psum(x, first);
-        Tracer p = ppermute(s, last, ring);
-        return std::vector<Tracer>{all_gather(p, first, 0, true)};
+        Tracer s = lax::psum(x, first);
+        Tracer p = lax::ppermute(s, last, ring);
+        return std::vector<Tracer>{lax::all_gather(p, first, 0, true)};
       },
       1);
   ASSERT_TRUE(out.ok()) << out.status();
@@ -425,10 +427,10 @@ TEST_P(CollectivesTest, GlobalViewShardMap) {
     absl::StatusOr<DeviceResults> out = RunPerDevice(
         *mesh_, DType::kF32, wide,
         [&](Tracer x) {
-          return std::vector<Tracer>{psum(x, axes, groups), all_gather(x, axes, 1, false, groups),
-                                     psum_scatter(x, axes, 1, true, groups),
-                                     ppermute(x, axes, ring),
-                                     all_to_all(x, axes, 1, 0, true, groups)};
+          return std::vector<Tracer>{
+              lax::psum(x, axes, groups), lax::all_gather(x, axes, 1, false, groups),
+              lax::psum_scatter(x, axes, 1, true, groups), lax::ppermute(x, axes, ring),
+              lax::all_to_all(x, axes, 1, 0, true, groups)};
         },
         5, /*global_view=*/true);
     ASSERT_TRUE(out.ok()) << out.status();

@@ -19,18 +19,18 @@ using Results = std::map<std::string, std::vector<double>>;
 Results RunSeedVariants(int num_threads, int64_t sx, int64_t sy) {
   const int64_t m = 256, k = 512, n = 256;
   Runtime rt({.num_devices = static_cast<int>(sx * sy), .num_threads = num_threads});
-  Mesh mesh = *Mesh::Create(rt, {{"x", sx}, {"y", sy}});
-  Array x = *device_put(*random::Normal(Key(21), {m, k}, DType::kBF16),
+  Mesh mesh = *make_mesh(rt, {{"x", sx}, {"y", sy}});
+  Array x = *device_put(*random::normal(random::key(21), {m, k}, DType::kBF16),
                         NamedSharding(mesh, P("x", "y")));
-  Array w = *device_put(*random::Normal(Key(22), {k, n}, DType::kBF16),
+  Array w = *device_put(*random::normal(random::key(22), {k, n}, DType::kBF16),
                         NamedSharding(mesh, P("x", None)));
   Results results;
   for (examples::SeedVariant& v : examples::SeedVariants(mesh, k)) {
     for (int run = 0; run < 2; ++run) {
-      absl::StatusOr<std::vector<Array>> out = v.program(x, w);
+      absl::StatusOr<Array> out = v.program(x, w);
       EXPECT_TRUE(out.ok()) << out.status();
       if (!out.ok()) continue;
-      std::vector<double> values = (*out)[0].ToHost()->ToDoubles();
+      std::vector<double> values = out->to_host()->ToDoubles();
       auto [it, first] = results.emplace(v.name, values);
       if (!first) {
         EXPECT_EQ(values, it->second) << "variant " << v.name << ", run " << run;
@@ -40,12 +40,12 @@ Results RunSeedVariants(int num_threads, int64_t sx, int64_t sy) {
   // A psum and a psum_scatter of bf16 and f32 over every device.
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     const PartitionSpec rows = P(Axes{"x", "y"});
-    Array a = *device_put(*random::Normal(Key(23), {sx * sy * sx * sy * 3, 37}, dtype),
+    Array a = *device_put(*random::normal(random::key(23), {sx * sy * sx * sy * 3, 37}, dtype),
                           NamedSharding(mesh, rows));
-    Jitted sums = jit(shard_map(
+    auto sums = jit(shard_map(
         [](Tracer t) {
-          return std::vector<Tracer>{psum(t, {"x", "y"}),
-                                     psum_scatter(t, {"x", "y"}, 0, /*tiled=*/true)};
+          return std::vector<Tracer>{lax::psum(t, {"x", "y"}),
+                                     lax::psum_scatter(t, {"x", "y"}, 0, /*tiled=*/true)};
         },
         mesh, {rows}, {P(), rows}));
     absl::StatusOr<std::vector<Array>> out = sums(a);
@@ -53,7 +53,7 @@ Results RunSeedVariants(int num_threads, int64_t sx, int64_t sy) {
     if (!out.ok()) continue;
     for (int r = 0; r < 2; ++r) {
       results[std::string(ir::DTypeName(dtype)) + " sum " + std::to_string(r)] =
-          (*out)[r].ToHost()->ToDoubles();
+          (*out)[r].to_host()->ToDoubles();
     }
   }
   return results;

@@ -19,9 +19,9 @@ using ::testing::Not;
 constexpr int64_t kRows = 30, kCols = 37;  // per device 15x37: not a multiple of 8 lanes
 
 Tracer MlpTail(Tracer x, Tracer w, Tracer b) {
-  Tracer h = add(mul(x, w), b);
-  Tracer relu = max(h, broadcast_to(scalar(0, DType::kF32), {kRows, kCols}));
-  return convert_element_type(relu, DType::kBF16);
+  Tracer h = lax::add(lax::mul(x, w), b);
+  Tracer relu = lax::max(h, jnp::broadcast_to(lax::scalar(0, DType::kF32), {kRows, kCols}));
+  return lax::convert_element_type(relu, DType::kBF16);
 }
 
 struct TailResult {
@@ -31,20 +31,20 @@ struct TailResult {
 
 TailResult RunTail(Backend backend, bool fuse) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   NamedSharding rows(mesh, P("x", None));
-  Array x = *device_put(*random::Normal(Key(1), {kRows, kCols}, DType::kF32), rows);
-  Array w = *device_put(*random::Normal(Key(2), {kRows, kCols}, DType::kF32), rows);
-  Array b = *device_put(*random::Normal(Key(3), {kRows, kCols}, DType::kF32), rows);
+  Array x = *device_put(*random::normal(random::key(1), {kRows, kCols}, DType::kF32), rows);
+  Array w = *device_put(*random::normal(random::key(2), {kRows, kCols}, DType::kF32), rows);
+  Array b = *device_put(*random::normal(random::key(3), {kRows, kCols}, DType::kF32), rows);
   JitOptions options;
   options.backend = backend;
   if (!fuse) options.pipeline.disabled = {"fuse-elementwise"};
   auto f = jit(MlpTail, options);
   absl::StatusOr<Lowered> lowered = f.lower(x, w, b);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
-  absl::StatusOr<std::vector<Array>> out = f(x, w, b);
+  absl::StatusOr<Array> out = f(x, w, b);
   EXPECT_TRUE(out.ok()) << out.status();
-  return {*(*out)[0].ToHost(), lowered->as_text()};
+  return {*out->to_host(), lowered->as_text()};
 }
 
 void ExpectSameBits(const Tensor& a, const Tensor& b) {

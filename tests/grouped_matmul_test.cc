@@ -68,7 +68,7 @@ std::vector<double> TgmmF64(const std::vector<double>& lhs, const std::vector<do
 }
 
 void ExpectNear(const Array& got, const std::vector<double>& want, double tol) {
-  absl::StatusOr<Tensor> host = got.ToHost();
+  absl::StatusOr<Tensor> host = got.to_host();
   ASSERT_TRUE(host.ok()) << host.status();
   const std::vector<double> values = host->ToDoubles();
   ASSERT_EQ(values.size(), want.size());
@@ -92,7 +92,7 @@ TEST(GroupedMatmulJitTest, ExpertsShardedInShardMap) {
                              Problem{48, 16, 32, {0, 0, 48, 0, 0, 0, 0, 0}},
                              Problem{30, 8, 20, {2, 3, 0, 0, 5, 1, 0, 4}}}) {
       SCOPED_TRACE("devices " + std::to_string(devices) + " m " + std::to_string(p.m));
-      absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"e", devices}});
+      absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"e", devices}});
       ASSERT_TRUE(mesh.ok()) << mesh.status();
       const int64_t g = static_cast<int64_t>(p.sizes.size());
       const int64_t local = g / devices;
@@ -102,13 +102,13 @@ TEST(GroupedMatmulJitTest, ExpertsShardedInShardMap) {
       Array s = *device_put(Host(DType::kS32, {g}, Sizes(p)), NamedSharding(*mesh, P()));
       auto f = jit(shard_map(
           [local](Tracer x, Tracer w, Tracer sizes) {
-            Tracer offset = axis_index("e") * static_cast<int32_t>(local);
-            return psum(gmm(x, w, sizes, DType::kF32, offset), "e");
+            Tracer offset = lax::axis_index("e") * static_cast<int32_t>(local);
+            return lax::psum(lax::gmm(x, w, sizes, DType::kF32, offset), "e");
           },
           *mesh, {P(), P("e"), P()}, {P()}));
-      absl::StatusOr<std::vector<Array>> out = f(a, b, s);
+      absl::StatusOr<Array> out = f(a, b, s);
       ASSERT_TRUE(out.ok()) << out.status();
-      ExpectNear((*out)[0], GmmF64(lhs, rhs, p.sizes, p.m, p.k, p.n), 1e-4);
+      ExpectNear(*out, GmmF64(lhs, rhs, p.sizes, p.m, p.k, p.n), 1e-4);
 
       // tgmm: each device computes its groups' [local, k, n] blocks of the whole result.
       const std::vector<double> lhs_t = Random(p.k * p.m, 3), rhs_t = Random(p.m * p.n, 4);
@@ -116,13 +116,13 @@ TEST(GroupedMatmulJitTest, ExpertsShardedInShardMap) {
       Array bt = *device_put(Host(DType::kF32, {p.m, p.n}, rhs_t), NamedSharding(*mesh, P()));
       auto t = jit(shard_map(
           [local](Tracer x, Tracer y, Tracer sizes) {
-            Tracer offset = axis_index("e") * static_cast<int32_t>(local);
-            return tgmm(x, y, sizes, DType::kF32, offset, local);
+            Tracer offset = lax::axis_index("e") * static_cast<int32_t>(local);
+            return lax::tgmm(x, y, sizes, DType::kF32, offset, local);
           },
           *mesh, {P(), P(), P()}, {P("e")}));
-      absl::StatusOr<std::vector<Array>> out_t = t(at, bt, s);
+      absl::StatusOr<Array> out_t = t(at, bt, s);
       ASSERT_TRUE(out_t.ok()) << out_t.status();
-      ExpectNear((*out_t)[0], TgmmF64(lhs_t, rhs_t, p.sizes, p.m, p.k, p.n), 1e-4);
+      ExpectNear(*out_t, TgmmF64(lhs_t, rhs_t, p.sizes, p.m, p.k, p.n), 1e-4);
     }
   }
 }
@@ -130,7 +130,7 @@ TEST(GroupedMatmulJitTest, ExpertsShardedInShardMap) {
 // A global-view gmm / tgmm on operands sharded over n or k: the partitioner keeps the grouped
 // rows whole and splits the columns, or contracts k in pieces and adds them with a psum.
 TEST(GroupedMatmulJitTest, GlobalViewPartitionsColumnsAndDepth) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"x", 2}, {"y", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"x", 2}, {"y", 2}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   const Problem p{37, 32, 48, {5, 0, 20, 12}};
   const int64_t g = 4;
@@ -144,24 +144,24 @@ TEST(GroupedMatmulJitTest, GlobalViewPartitionsColumnsAndDepth) {
     Array a = *device_put(Host(DType::kF32, {p.m, p.k}, lhs), NamedSharding(*mesh, l.lhs));
     Array b = *device_put(Host(DType::kF32, {g, p.k, p.n}, rhs), NamedSharding(*mesh, l.rhs));
     Array s = *device_put(Host(DType::kS32, {g}, Sizes(p)), NamedSharding(*mesh, P()));
-    auto f = jit([](Tracer x, Tracer w, Tracer sizes) { return gmm(x, w, sizes); });
-    absl::StatusOr<std::vector<Array>> out = f(a, b, s);
+    auto f = jit([](Tracer x, Tracer w, Tracer sizes) { return lax::gmm(x, w, sizes); });
+    absl::StatusOr<Array> out = f(a, b, s);
     ASSERT_TRUE(out.ok()) << out.status();
-    ExpectNear((*out)[0], want, 1e-4);
+    ExpectNear(*out, want, 1e-4);
   }
   const std::vector<double> lhs_t = Random(p.k * p.m, 7), rhs_t = Random(p.m * p.n, 8);
   Array at = *device_put(Host(DType::kF32, {p.k, p.m}, lhs_t), NamedSharding(*mesh, P("x")));
   Array bt = *device_put(Host(DType::kF32, {p.m, p.n}, rhs_t), NamedSharding(*mesh, P(None, "y")));
   Array s = *device_put(Host(DType::kS32, {g}, Sizes(p)), NamedSharding(*mesh, P()));
-  auto t = jit([](Tracer x, Tracer y, Tracer sizes) { return tgmm(x, y, sizes); });
-  absl::StatusOr<std::vector<Array>> out_t = t(at, bt, s);
+  auto t = jit([](Tracer x, Tracer y, Tracer sizes) { return lax::tgmm(x, y, sizes); });
+  absl::StatusOr<Array> out_t = t(at, bt, s);
   ASSERT_TRUE(out_t.ok()) << out_t.status();
-  ExpectNear((*out_t)[0], TgmmF64(lhs_t, rhs_t, p.sizes, p.m, p.k, p.n), 1e-4);
+  ExpectNear(*out_t, TgmmF64(lhs_t, rhs_t, p.sizes, p.m, p.k, p.n), 1e-4);
 }
 
 // bf16 operands with f32 and bf16 results, and transpose_rhs, on one device.
 TEST(GroupedMatmulJitTest, Bf16AndTransposedRhs) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"x", 1}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"x", 1}});
   const Problem p{45, 40, 24, {7, 0, 30, 3}};
   const int64_t g = 4;
   // Values exact in bf16.
@@ -184,28 +184,28 @@ TEST(GroupedMatmulJitTest, Bf16AndTransposedRhs) {
   Array s = *device_put(Host(DType::kS32, {g}, Sizes(p)), rep);
   for (DType out_type : {DType::kF32, DType::kBF16}) {
     auto f = jit([out_type](Tracer x, Tracer w, Tracer sizes) {
-      return gmm(x, w, sizes, out_type, Tracer(), /*transpose_rhs=*/true);
+      return lax::gmm(x, w, sizes, out_type, Tracer(), /*transpose_rhs=*/true);
     });
-    absl::StatusOr<std::vector<Array>> out = f(a, b, s);
+    absl::StatusOr<Array> out = f(a, b, s);
     ASSERT_TRUE(out.ok()) << out.status();
-    EXPECT_EQ((*out)[0].dtype(), out_type);
+    EXPECT_EQ(out->dtype(), out_type);
     // Products of eighths sum exactly in f32; bf16 rounds once (|values| < 16: error < 1/16).
-    ExpectNear((*out)[0], want, out_type == DType::kF32 ? 1e-6 : 1.0 / 16);
+    ExpectNear(*out, want, out_type == DType::kF32 ? 1e-6 : 1.0 / 16);
   }
 }
 
 // The shape rule's errors, at trace time.
 TEST(GroupedMatmulJitTest, ShapeErrors) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"x", 1}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"x", 1}});
   const NamedSharding rep(*mesh, P());
   auto lower = [&](const std::vector<ShapedType>& types, bool tgmm_op,
                    bool transpose = false, int64_t groups = -1) {
     auto f = jit([&](const std::vector<Tracer>& x) {
       Tracer offset = x.size() > 3 ? x[3] : Tracer();
-      return tgmm_op ? tgmm(x[0], x[1], x[2], DType::kF32, offset, groups)
-                     : gmm(x[0], x[1], x[2], DType::kF32, offset, transpose);
+      return tgmm_op ? lax::tgmm(x[0], x[1], x[2], DType::kF32, offset, groups)
+                     : lax::gmm(x[0], x[1], x[2], DType::kF32, offset, transpose);
     });
-    return f.LowerFor(types, std::vector<NamedSharding>(types.size(), rep)).status();
+    return f.lower(types, std::vector<NamedSharding>(types.size(), rep)).status();
   };
   const ShapedType sizes{DType::kS32, {4}};
   struct Case {
@@ -246,13 +246,13 @@ TEST(GroupedMatmulJitTest, ShapeErrors) {
 
 // Bad group sizes fail the run with the kernel's error.
 TEST(GroupedMatmulJitTest, BadGroupSizesFailTheRun) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(), {{"x", 1}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"x", 1}});
   const NamedSharding rep(*mesh, P());
   Array a = *device_put(Host(DType::kF32, {6, 2}, std::vector<double>(12, 1)), rep);
   Array b = *device_put(Host(DType::kF32, {2, 2, 3}, std::vector<double>(12, 1)), rep);
-  auto f = jit([](Tracer x, Tracer w, Tracer sizes) { return gmm(x, w, sizes); });
+  auto f = jit([](Tracer x, Tracer w, Tracer sizes) { return lax::gmm(x, w, sizes); });
   Array neg = *device_put(Host(DType::kS32, {2}, {3, -1}), rep);
-  absl::StatusOr<std::vector<Array>> out = f(a, b, neg);
+  absl::StatusOr<Array> out = f(a, b, neg);
   EXPECT_THAT(out.status().message(), HasSubstr("gmm: group_sizes[1] is negative (-1)"));
   Array past = *device_put(Host(DType::kS32, {2}, {3, 4}), rep);
   out = f(a, b, past);

@@ -125,7 +125,7 @@ absl::StatusOr<Mesh> JobMesh(Runtime& rt, const std::string& layout) {
       for (int64_t y = 0; y < n / 2; ++y) ids[x * (n / 2) + y] = y * 2 + x;
     }
   }
-  return Mesh::Create(rt, {{"x", 2}, {"y", n / 2}}, ids);
+  return make_mesh(rt, {{"x", 2}, {"y", n / 2}}, ids);
 }
 
 // The leading dimension split over every mesh axis: one [1, ...] block per position.
@@ -154,34 +154,35 @@ std::vector<Tracer> Collectives(Tracer x, int64_t n) {
     interleaved[i % 2].push_back(i);
   }
   std::vector<Tracer> out = {
-      psum(x, "x"),
-      psum(x, xy),
-      pmean(x, "y"),
-      pmax(x, yx),
-      pmin(x, "x"),
-      psum(x, xy, halves),
-      pmax(x, xy, interleaved),
-      all_gather(x, "x", 0, /*tiled=*/true),
-      all_gather(x, xy, 1, /*tiled=*/false),
-      psum_scatter(x, xy, 0, /*tiled=*/true),
-      psum_scatter(x, "x", 1, /*tiled=*/true),
-      ppermute(x, xy, ring),
-      ppermute(x, "x", {{0, 1}, {1, 0}}),
-      all_to_all(x, xy, 0, 1, /*tiled=*/true),
-      pbroadcast(x, "x", 1),
-      psum_done(psum_start(x, xy)),
-      all_gather_done(all_gather_start(x, "y", 0, true)),
-      ppermute_done(ppermute_start(x, xy, ring)),
-      psum_scatter_done(psum_scatter_start(x, "x", 0, true)),
-      all_to_all_done(all_to_all_start(x, xy, 0, 1, /*tiled=*/true)),
-      pbroadcast_done(pbroadcast_start(x, "y", 0)),
-      precv(psend(x, xy, ring), x.type(), xy, ring),
+      lax::psum(x, "x"),
+      lax::psum(x, xy),
+      lax::pmean(x, "y"),
+      lax::pmax(x, yx),
+      lax::pmin(x, "x"),
+      lax::psum(x, xy, halves),
+      lax::pmax(x, xy, interleaved),
+      lax::all_gather(x, "x", 0, /*tiled=*/true),
+      lax::all_gather(x, xy, 1, /*tiled=*/false),
+      lax::psum_scatter(x, xy, 0, /*tiled=*/true),
+      lax::psum_scatter(x, "x", 1, /*tiled=*/true),
+      lax::ppermute(x, xy, ring),
+      lax::ppermute(x, "x", {{0, 1}, {1, 0}}),
+      lax::all_to_all(x, xy, 0, 1, /*tiled=*/true),
+      lax::pbroadcast(x, "x", 1),
+      lax::psum_done(lax::psum_start(x, xy)),
+      lax::all_gather_done(lax::all_gather_start(x, "y", 0, true)),
+      lax::ppermute_done(lax::ppermute_start(x, xy, ring)),
+      lax::psum_scatter_done(lax::psum_scatter_start(x, "x", 0, true)),
+      lax::all_to_all_done(lax::all_to_all_start(x, xy, 0, 1, /*tiled=*/true)),
+      lax::pbroadcast_done(lax::pbroadcast_start(x, "y", 0)),
+      lax::precv(lax::psend(x, xy, ring), x.type(), xy, ring),
   };
-  for (Tracer& r : out) r = reshape(r, [&] {
-    std::vector<int64_t> dims = r.shape();
-    dims.insert(dims.begin(), 1);
-    return dims;
-  }());
+  for (Tracer& r : out)
+    r = lax::reshape(r, [&] {
+      std::vector<int64_t> dims = r.shape();
+      dims.insert(dims.begin(), 1);
+      return dims;
+    }());
   return out;
 }
 
@@ -192,8 +193,11 @@ absl::StatusOr<std::vector<Array>> RunCollectives(const Mesh& mesh, DType dtype)
   absl::StatusOr<Array> x = device_put(Inputs(dtype, n), NamedSharding(mesh, stacked));
   if (!x.ok()) return x.status();
   constexpr int kResults = 22;
-  auto f = jit(shard_map([n](Tracer x) { return Collectives(reshape(x, {4, 6}), n); }, mesh,
-                         {stacked}, std::vector<PartitionSpec>(kResults, stacked)));
+  auto f = jit(shard_map(
+      [n](Tracer x) {
+        return Collectives(lax::reshape(x, {4, 6}), n);
+      },
+      mesh, {stacked}, std::vector<PartitionSpec>(kResults, stacked)));
   return f(*x);
 }
 
@@ -235,12 +239,12 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
     if (absl::Status s = SameBlocks(*got, *want, layout); !s.ok()) return s;
     // process_allgather gives every process the whole of a sharded result.
     absl::StatusOr<Tensor> all = process_allgather((*got)[1]);
-    absl::StatusOr<Tensor> all1 = (*want)[1].ToHost();
+    absl::StatusOr<Tensor> all1 = (*want)[1].to_host();
     if (!all.ok()) return all.status();
     if (std::memcmp(all->data(), all1->data(), all1->byte_size()) != 0) {
       return absl::InternalError("process_allgather differs from the one-process ToHost");
     }
-    if ((*got)[1].ToHost().ok()) return absl::InternalError("ToHost of remote blocks worked");
+    if ((*got)[1].to_host().ok()) return absl::InternalError("ToHost of remote blocks worked");
   }
   // Operands too large for a message's envelope (wire.h) travel apart from it, on receives the
   // receiving process posts when its devices arrive, among small ones, blocking and async; an
@@ -259,17 +263,19 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
     for (int64_t i = 0; i < n; ++i) ring.emplace_back(i, (i + 1) % n);
     return jit(shard_map(
         [ring](Tracer b) {
-          Tracer small = slice(b, {0, 0, 0, 0}, {1, 1, 1, 4});
-          return std::vector<Tracer>{psum(b, {"x", "y"}), psum(small, "x"),
-                                     all_gather(b, "x", 1, /*tiled=*/true),
-                                     ppermute(b, {"x", "y"}, ring), pmax(small, {"x", "y"}),
-                                     psum_done(psum_start(b, {"x", "y"})),
-                                     ppermute_done(ppermute_start(b, {"x", "y"}, ring)),
-                                     all_gather(b, "x", 0, /*tiled=*/false),
-                                     all_gather(b, "y", 2, /*tiled=*/true),
-                                     all_gather_done(all_gather_start(b, "x", 1, true)),
-                                     precv(psend(b, {"x", "y"}, ring), b.type(), {"x", "y"},
-                                           ring)};
+          Tracer small = lax::slice(b, {0, 0, 0, 0}, {1, 1, 1, 4});
+          return std::vector<Tracer>{
+              lax::psum(b, {"x", "y"}),
+              lax::psum(small, "x"),
+              lax::all_gather(b, "x", 1, /*tiled=*/true),
+              lax::ppermute(b, {"x", "y"}, ring),
+              lax::pmax(small, {"x", "y"}),
+              lax::psum_done(lax::psum_start(b, {"x", "y"})),
+              lax::ppermute_done(lax::ppermute_start(b, {"x", "y"}, ring)),
+              lax::all_gather(b, "x", 0, /*tiled=*/false),
+              lax::all_gather(b, "y", 2, /*tiled=*/true),
+              lax::all_gather_done(lax::all_gather_start(b, "x", 1, true)),
+              lax::precv(lax::psend(b, {"x", "y"}, ring), b.type(), {"x", "y"}, ring)};
         },
         on, {Stacked()}, std::vector<PartitionSpec>(11, Stacked())));
   };
@@ -301,13 +307,17 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
     return jit(shard_map(
         [halves, ring](Tracer h) {
           const AxisNames xy{"x", "y"}, yx{"y", "x"};
-          Tracer h16 = convert_element_type(h, DType::kBF16);
-          Tracer part = slice(h, {0, 0, 0, 0}, {1, 2, 331, 331});
-          return std::vector<Tracer>{psum(h, xy),      pmean(h, "x"),
-                                     pmax(h, yx),      pmin(h, "y"),
-                                     psum(h16, xy),    pmean(h16, "x"),
-                                     psum(h, xy, halves), psum_done(psum_start(h, xy)),
-                                     ppermute(part, xy, ring)};
+          Tracer h16 = lax::convert_element_type(h, DType::kBF16);
+          Tracer part = lax::slice(h, {0, 0, 0, 0}, {1, 2, 331, 331});
+          return std::vector<Tracer>{lax::psum(h, xy),
+                                     lax::pmean(h, "x"),
+                                     lax::pmax(h, yx),
+                                     lax::pmin(h, "y"),
+                                     lax::psum(h16, xy),
+                                     lax::pmean(h16, "x"),
+                                     lax::psum(h, xy, halves),
+                                     lax::psum_done(lax::psum_start(h, xy)),
+                                     lax::ppermute(part, xy, ring)};
         },
         on, {Stacked()}, std::vector<PartitionSpec>(9, Stacked())));
   };
@@ -330,8 +340,8 @@ absl::Status CheckSeedVariants(const std::shared_ptr<ProcessGroup>& group) {
   if (!mesh.ok()) return mesh.status();
   if (!mesh1.ok()) return mesh1.status();
   const int64_t m = 36, k = 52, n = 20;  // blocks of odd sizes: 18x26, 26x20
-  Tensor x_host = *random::Normal(Key(11), {m, k}, DType::kBF16);
-  Tensor w_host = *random::Normal(Key(12), {k, n}, DType::kBF16);
+  Tensor x_host = *random::normal(random::key(11), {m, k}, DType::kBF16);
+  Tensor w_host = *random::normal(random::key(12), {k, n}, DType::kBF16);
   std::vector<double> xd = x_host.ToDoubles(), wd = w_host.ToDoubles(), want(m * n, 0.0);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t p = 0; p < k; ++p) {
@@ -356,14 +366,14 @@ absl::Status CheckSeedVariants(const std::shared_ptr<ProcessGroup>& group) {
     for (size_t v = 0; v < variants.size(); ++v) {
       const std::string what =
           absl::StrCat("variant (", variants[v].name, fused ? ") as compiled" : ") as written");
-      absl::StatusOr<std::vector<Array>> got = variants[v].program(args[0], args[1]);
+      absl::StatusOr<Array> got = variants[v].program(args[0], args[1]);
       if (!got.ok()) {
         return absl::Status(got.status().code(), what + ": " + got.status().ToString());
       }
-      absl::StatusOr<std::vector<Array>> want1 = variants1[v].program(args1[0], args1[1]);
+      absl::StatusOr<Array> want1 = variants1[v].program(args1[0], args1[1]);
       if (!want1.ok()) return want1.status();
-      if (absl::Status s = SameBlocks(*got, *want1, what); !s.ok()) return s;
-      absl::StatusOr<Tensor> product = process_allgather((*got)[0]);
+      if (absl::Status s = SameBlocks({*got}, {*want1}, what); !s.ok()) return s;
+      absl::StatusOr<Tensor> product = process_allgather(*got);
       if (!product.ok()) return product.status();
       // Within a few bf16 roundings of the f64 product (f32 variants: far closer).
       const double tolerance = product->dtype() == DType::kF32 ? 1e-4 : 0.1;
@@ -390,9 +400,11 @@ absl::Status RunOnePsum(const std::shared_ptr<ProcessGroup>& group, const std::s
       device_put(Inputs(DType::kF32, mesh->size()), NamedSharding(*mesh, stacked));
   if (!x.ok()) return x.status();
   auto f = jit(shard_map(
-      [op](Tracer x) { return op == "pmax" ? pmax(x, {"x", "y"}) : psum(x, {"x", "y"}); }, *mesh,
-      {stacked}, {stacked}));
-  absl::StatusOr<std::vector<Array>> out = f(*x);
+      [op](Tracer x) {
+        return op == "pmax" ? lax::pmax(x, {"x", "y"}) : lax::psum(x, {"x", "y"});
+      },
+      *mesh, {stacked}, {stacked}));
+  absl::StatusOr<Array> out = f(*x);
   if (!die || !out.ok()) return out.status();
   if (group->process_id() == 1) raise(SIGKILL);
   return f(*x).status();
@@ -416,22 +428,25 @@ absl::Status RunMismatchedLargePsum(const std::shared_ptr<ProcessGroup>& group) 
   absl::StatusOr<Mesh> mesh = JobMesh(rt, "rows");
   if (!mesh.ok()) return mesh.status();
   const int64_t n = mesh->size();
-  auto psum_of = [&](int64_t cols) -> absl::StatusOr<std::vector<Array>> {
+  auto psum_of = [&](int64_t cols) -> absl::StatusOr<Array> {
     std::vector<double> ones(n * 3 * 160 * cols, 1.0);
     absl::StatusOr<Array> x = device_put(HostTensor(DType::kF32, {n, 3, 160, cols}, ones),
                                          NamedSharding(*mesh, Stacked()));
     if (!x.ok()) return x.status();
-    return jit(shard_map([](Tracer b) { return psum(b, {"x", "y"}); }, *mesh, {Stacked()},
-                         {Stacked()}))(*x);
+    return jit(shard_map(
+        [](Tracer b) {
+          return lax::psum(b, {"x", "y"});
+        },
+        *mesh, {Stacked()}, {Stacked()}))(*x);
   };
   // 300 KiB blocks (in the envelope), 1.1 MiB ones (apart from it) and 2.01 MiB ones (a psum
   // split among the processes, runtime/remote.h).
   for (int64_t cols : {160, 600, 1100}) {
     absl::Status mismatched = psum_of(group->process_id() == 1 ? cols + 1 : cols).status();
     if (absl::Status s = ExpectFailure(mismatched, "mismatch"); !s.ok()) return s;
-    absl::StatusOr<std::vector<Array>> good = psum_of(cols);
+    absl::StatusOr<Array> good = psum_of(cols);
     if (!good.ok()) return good.status();
-    for (const Tensor& block : (*good)[0].shards()) {
+    for (const Tensor& block : good->shards()) {
       if (!block.defined()) continue;
       for (double v : block.ToDoubles()) {
         if (v != static_cast<double>(n)) {
@@ -461,21 +476,21 @@ absl::Status RunManyMessages(const std::shared_ptr<ProcessGroup>& group) {
     if (!x.ok()) return x.status();
     auto f = jit(shard_map(
         [](Tracer b) {
-          for (int i = 0; i < kSteps; ++i) b = ppermute(b, "x", {{0, 1}, {1, 0}}) + 1.0;
+          for (int i = 0; i < kSteps; ++i) b = lax::ppermute(b, "x", {{0, 1}, {1, 0}}) + 1.0;
           return b;
         },
         *mesh, {Stacked()}, {Stacked()}));
     const int self = group->process_id();  // and its device's id
     for (int run = 0; run < 2; ++run) {
       rt.device(self).allocator()->ResetPeak();
-      absl::StatusOr<std::vector<Array>> out = f(*x);
+      absl::StatusOr<Array> out = f(*x);
       if (!out.ok()) return out.status();
       const int64_t peak = rt.memory(self).peak_bytes;
       if (cols > 8 && peak > 60 << 20) {
         return absl::InternalError(absl::StrCat("run ", run, ": the device's peak is ", peak,
                                                 " bytes: sent operands were kept to the end"));
       }
-      const Tensor& block = (*out)[0].shards()[self];
+      const Tensor& block = out->shards()[self];
       const std::vector<double> got = block.ToDoubles();
       const size_t half = v.size() / 2;
       for (size_t i = 0; i < half; ++i) {
@@ -506,8 +521,11 @@ absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
     absl::StatusOr<Array> x = device_put(HostTensor(DType::kF32, {2, 4, 128 << 10}, v),
                                          NamedSharding(*mesh, Stacked()));
     if (!x.ok()) return x.status();
-    return jit(shard_map([](Tracer b) { return ppermute(b, "x", {{0, 1}, {1, 0}}); }, *mesh,
-                         {Stacked()}, {Stacked()}))(*x)
+    return jit(shard_map(
+        [](Tracer b) {
+          return lax::ppermute(b, "x", {{0, 1}, {1, 0}});
+        },
+        *mesh, {Stacked()}, {Stacked()}))(*x)
         .status();
   };
   if (absl::Status s = ppermute_of(absl::Seconds(30)); !s.ok()) return s;

@@ -45,7 +45,7 @@ std::vector<Family> Families(const Mesh& mesh) {
                  return std::vector<Dims>{{m, k}, {k, n}, {n, p}};
                },
                [](const std::vector<Tracer>& a) {
-                 return std::vector<Tracer>{matmul(matmul(a[0], a[1]), a[2])};
+                 return std::vector<Tracer>{jnp::matmul(jnp::matmul(a[0], a[1]), a[2])};
                }});
   f.push_back({"mlp",
                [](const auto& dim) {
@@ -53,8 +53,8 @@ std::vector<Family> Families(const Mesh& mesh) {
                  return std::vector<Dims>{{m, d}, {d, h}, {h}, {h, d}};
                },
                [](const std::vector<Tracer>& a) {
-                 Tracer hidden = tanh(matmul(a[0], a[1]) + a[2]);
-                 return std::vector<Tracer>{matmul(hidden, a[3])};
+                 Tracer hidden = lax::tanh(jnp::matmul(a[0], a[1]) + a[2]);
+                 return std::vector<Tracer>{jnp::matmul(hidden, a[3])};
                }});
   f.push_back({"batched_dot_and_reductions",
                [](const auto& dim) {
@@ -62,9 +62,10 @@ std::vector<Family> Families(const Mesh& mesh) {
                  return std::vector<Dims>{{b, m, k}, {b, k, m}};
                },
                [](const std::vector<Tracer>& a) {
-                 Tracer prod = dot_general(a[0], a[1], DotDims{{2}, {1}, {0}, {0}});
-                 return std::vector<Tracer>{reduce_sum(prod, {1}), reduce_max(a[0], {0, 2}),
-                                            reduce_min(a[1], {1}), reduce_sum(a[0], {0, 1, 2})};
+                 Tracer prod = lax::dot_general(a[0], a[1], DotDims{{2}, {1}, {0}, {0}});
+                 return std::vector<Tracer>{
+                     lax::reduce_sum(prod, {1}), lax::reduce_max(a[0], {0, 2}),
+                     lax::reduce_min(a[1], {1}), lax::reduce_sum(a[0], {0, 1, 2})};
                }});
   f.push_back({"reshapes_and_transposes",
                [](const auto& dim) {
@@ -73,12 +74,12 @@ std::vector<Family> Families(const Mesh& mesh) {
                },
                [](const std::vector<Tracer>& a) {
                  const Dims& s = a[0].shape();
-                 Tracer merged = reshape(a[0], {s[0] * s[1], s[2]});        // merge
-                 Tracer t = transpose(merged, {1, 0}) * 2.0 + a[1];         // [c, a*b]
-                 Tracer split = reshape(t, {s[2], s[0], s[1]});             // split
-                 Tracer back = transpose(split, {1, 2, 0});                 // [a, b, c]
-                 Tracer odd = reshape(back, {s[0] * s[1] * s[2] / 16, 16});  // may replicate
-                 return std::vector<Tracer>{back - a[0], reduce_sum(odd, {1})};
+                 Tracer merged = lax::reshape(a[0], {s[0] * s[1], s[2]});         // merge
+                 Tracer t = lax::transpose(merged, {1, 0}) * 2.0 + a[1];          // [c, a*b]
+                 Tracer split = lax::reshape(t, {s[2], s[0], s[1]});              // split
+                 Tracer back = lax::transpose(split, {1, 2, 0});                  // [a, b, c]
+                 Tracer odd = lax::reshape(back, {s[0] * s[1] * s[2] / 16, 16});  // may replicate
+                 return std::vector<Tracer>{back - a[0], lax::reduce_sum(odd, {1})};
                }});
   f.push_back({"elementwise_with_broadcasts",
                [](const auto& dim) {
@@ -87,9 +88,9 @@ std::vector<Family> Families(const Mesh& mesh) {
                },
                [](const std::vector<Tracer>& a) {
                  Tracer scaled = a[0] * a[1] - a[2];
-                 Tracer picked = select(scaled > a[3], exp(a[3] * 0.5), neg(scaled));
-                 Tracer shifted = picked + iota(DType::kF32, a[0].shape(), 1);
-                 return std::vector<Tracer>{shifted, max(a[0], a[3]) / (abs(a[3]) + 1.0)};
+                 Tracer picked = lax::select(scaled > a[3], lax::exp(a[3] * 0.5), lax::neg(scaled));
+                 Tracer shifted = picked + lax::broadcasted_iota(DType::kF32, a[0].shape(), 1);
+                 return std::vector<Tracer>{shifted, lax::max(a[0], a[3]) / (lax::abs(a[3]) + 1.0)};
                }});
   f.push_back({"constraints_slices_concat",
                [](const auto& dim) {
@@ -98,12 +99,12 @@ std::vector<Family> Families(const Mesh& mesh) {
                },
                [](const std::vector<Tracer>& a) {
                  const Dims& s = a[0].shape();
-                 Tracer c = with_sharding_constraint(matmul(a[0], a[1]), P(None, "x"));
-                 Tracer top = slice(c, {0, 0}, {s[0] / 2, s[0]});
-                 Tracer rows = dynamic_slice(c, {s[0] / 4, 0}, {s[0] / 2, s[0]});
-                 Tracer both = concatenate({top, rows}, 0);
-                 Tracer cols = concatenate({a[0], a[0] * 3.0}, 1);
-                 return std::vector<Tracer>{both + c, tanh(cols)};
+                 Tracer c = lax::with_sharding_constraint(jnp::matmul(a[0], a[1]), P(None, "x"));
+                 Tracer top = lax::slice(c, {0, 0}, {s[0] / 2, s[0]});
+                 Tracer rows = lax::dynamic_slice(c, {s[0] / 4, 0}, {s[0] / 2, s[0]});
+                 Tracer both = lax::concatenate({top, rows}, 0);
+                 Tracer cols = lax::concatenate({a[0], a[0] * 3.0}, 1);
+                 return std::vector<Tracer>{both + c, lax::tanh(cols)};
                }});
   f.push_back({"fori_loop_tanh_matmul",
                [](const auto& dim) {
@@ -113,16 +114,17 @@ std::vector<Family> Families(const Mesh& mesh) {
                [](const std::vector<Tracer>& a) {
                  // x = tanh(x @ w + i * b / 8) three times, and a two-carry loop.
                  Tracer w = a[1] * 0.25, b = a[2];
-                 Tracer x = fori_loop(
+                 Tracer x = lax::fori_loop(
                      0, 3,
                      [&](Tracer i, Tracer x) {
-                       return tanh(matmul(x, w) + convert_element_type(i, DType::kF32) * b / 8.0);
+                       return lax::tanh(jnp::matmul(x, w) +
+                                        lax::convert_element_type(i, DType::kF32) * b / 8.0);
                      },
                      a[0]);
-                 std::vector<Tracer> pair = fori_loop(
+                 std::vector<Tracer> pair = lax::fori_loop(
                      1, 3,
                      [&](Tracer, std::vector<Tracer> c) {
-                       return std::vector<Tracer>{c[0] + c[1], transpose(c[1], {1, 0}) * 0.5};
+                       return std::vector<Tracer>{c[0] + c[1], lax::transpose(c[1], {1, 0}) * 0.5};
                      },
                      {a[1], w});
                  return std::vector<Tracer>{x, pair[0], pair[1]};
@@ -136,12 +138,12 @@ std::vector<Family> Families(const Mesh& mesh) {
                  // A partial matmul per x block, summed by psum (out_spec P(): replicated), and
                  // the local rows of the input (out_spec P(x)): a two-result shard_map.
                  auto body = [](Tracer x, Tracer w) {
-                   return std::vector<Tracer>{psum(matmul(x, w), "x"), x};
+                   return std::vector<Tracer>{lax::psum(jnp::matmul(x, w), "x"), x};
                  };
                  std::vector<Tracer> s =
                      shard_map(body, mesh, {P(None, "x"), P("x")}, {P(), P(None, "x")})(
                          a[0] * 2.0, a[1]);
-                 return std::vector<Tracer>{tanh(s[0] + a[2]), s[1] - a[0]};
+                 return std::vector<Tracer>{lax::tanh(s[0] + a[2]), s[1] - a[0]};
                }});
   return f;
 }
@@ -214,7 +216,7 @@ TEST_P(PartitionDifferentialTest, PartitionedMatchesUnpartitioned) {
   int64_t devices = 1;
   for (const auto& [name, size] : shape.axes) devices *= size;
   Runtime rt({.num_devices = static_cast<int>(devices)});
-  Mesh mesh = *Mesh::Create(rt, shape.axes);
+  Mesh mesh = *make_mesh(rt, shape.axes);
   std::mt19937 rng(1234 + devices);
   int partitioned = 0, cases = 0;
   for (const Family& family : Families(mesh)) {
@@ -225,33 +227,33 @@ TEST_P(PartitionDifferentialTest, PartitionedMatchesUnpartitioned) {
       std::string what = family.name + " round " + std::to_string(round) + ":";
       for (size_t i = 0; i < shapes.size(); ++i) {
         PartitionSpec spec = RandomSpec(rng, mesh.proto(), shapes[i]);
-        Tensor host = *random::Normal(Key(rng()), shapes[i]);
+        Tensor host = *random::normal(random::key(rng()), shapes[i]);
         args.push_back(*device_put(host, NamedSharding(mesh, spec)));
-        what += " " + ir::ShapedType{DType::kF32, shapes[i]}.ToString() + spec.ToString();
+        what += " " + ir::ShapedType{DType::kF32, shapes[i]}.ToString() + spec.to_string();
       }
       // The result types, from an unpartitioned trace, give the out_shardings their ranks.
       auto global = jit(family.fn, {.name = family.name,
                                     .pipeline = {.disabled = {"spmd-partition"}}});
-      absl::StatusOr<std::vector<Array>> want = global.Call(args);
+      absl::StatusOr<std::vector<Array>> want = global.call(args);
       ASSERT_TRUE(want.ok()) << what << ": " << want.status();
       std::vector<PartitionSpec> out_specs;
       for (const Array& r : *want) {
         out_specs.push_back(RandomSpec(rng, mesh.proto(), r.type().dims));
-        what += " -> " + r.type().ToString() + out_specs.back().ToString();
+        what += " -> " + r.type().ToString() + out_specs.back().to_string();
       }
       auto spmd = jit(family.fn, {.name = family.name, .out_shardings = out_specs});
-      absl::StatusOr<Lowered> lowered = spmd.Lower(args);
+      absl::StatusOr<Lowered> lowered = spmd.lower(args);
       ASSERT_TRUE(lowered.ok()) << what << ": " << lowered.status();
       ExpectNoWorseThanAlternatives(lowered->traced_module(), what);
       ++cases;
       if (lowered->module().view() == ir::PER_DEVICE) ++partitioned;
-      absl::StatusOr<std::vector<Array>> got = spmd.Call(args);
+      absl::StatusOr<std::vector<Array>> got = spmd.call(args);
       ASSERT_TRUE(got.ok()) << what << ": " << got.status() << "\n" << lowered->as_text();
       ASSERT_EQ(got->size(), want->size());
       for (size_t r = 0; r < got->size(); ++r) {
         EXPECT_EQ((*got)[r].sharding().spec(), out_specs[r]) << what;
-        std::vector<double> g = (*got)[r].ToHost()->ToDoubles();
-        std::vector<double> w = (*want)[r].ToHost()->ToDoubles();
+        std::vector<double> g = (*got)[r].to_host()->ToDoubles();
+        std::vector<double> w = (*want)[r].to_host()->ToDoubles();
         ASSERT_EQ(g.size(), w.size()) << what;
         for (size_t i = 0; i < g.size(); ++i) {
           ASSERT_NEAR(g[i], w[i], 1e-3 + 1e-4 * std::abs(w[i]))
@@ -275,23 +277,23 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ShardingConstraintTest, LaysOutTheValueAndChecksTheSpec) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
-  Tensor host = *random::Normal(Key(5), {4, 6});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
+  Tensor host = *random::normal(random::key(5), {4, 6});
   Array a = *device_put(host, NamedSharding(mesh, P("x", None)));
-  auto f = jit([](Tracer a) { return with_sharding_constraint(a * 2.0, P(None, "x")) + 1.0; },
+  auto f = jit([](Tracer a) { return lax::with_sharding_constraint(a * 2.0, P(None, "x")) + 1.0; },
                {.out_shardings = std::vector<PartitionSpec>{P(None, "x")}});
   absl::StatusOr<Lowered> lowered = f.lower(a);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   // The constraint moves x from rows to columns: one all_to_all, no gather.
   EXPECT_THAT(lowered->as_text(), HasSubstr("all_to_all[axes=(x) split_axis=1 concat_axis=0"));
   EXPECT_THAT(lowered->as_text(), Not(HasSubstr("all_gather")));
-  absl::StatusOr<std::vector<Array>> out = f(a);
+  absl::StatusOr<Array> out = f(a);
   ASSERT_TRUE(out.ok()) << out.status();
-  std::vector<double> want = host.ToDoubles(), got = (*out)[0].ToHost()->ToDoubles();
+  std::vector<double> want = host.ToDoubles(), got = out->to_host()->ToDoubles();
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i] * 2 + 1, 1e-6);
 
-  auto bad = jit([](Tracer a) { return with_sharding_constraint(a, P("z")); });
-  absl::StatusOr<std::vector<Array>> error = bad(a);
+  auto bad = jit([](Tracer a) { return lax::with_sharding_constraint(a, P("z")); });
+  absl::StatusOr<Array> error = bad(a);
   ASSERT_FALSE(error.ok());
   EXPECT_THAT(std::string(error.status().message()),
               HasSubstr("with_sharding_constraint: sharding: axis \"z\" of spec P(z) is not in "
@@ -303,7 +305,7 @@ TEST(ShardingConstraintTest, LaysOutTheValueAndChecksTheSpec) {
 // needs is fetched directly, and the bf16 partial sums travel in f32).
 TEST(SeedMatmulTest, CommunicatesNoMoreThanTheHandWrittenVariantC) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
   std::vector<ShapedType> types = {{DType::kBF16, {2048, 2048}}, {DType::kBF16, {2048, 1024}}};
   std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
                                           NamedSharding(mesh, P("x", None))};
@@ -314,14 +316,14 @@ TEST(SeedMatmulTest, CommunicatesNoMoreThanTheHandWrittenVariantC) {
     JitOptions options{.name = "seed_matmul",
                        .out_shardings = std::vector<PartitionSpec>{P("x", None)}};
     options.pipeline.disabled = disabled;
-    auto f = jit([](Tracer x, Tracer w) { return matmul(x, w); }, options);
-    absl::StatusOr<Lowered> lowered = f.LowerFor(types, shardings);
+    auto f = jit([](Tracer x, Tracer w) { return jnp::matmul(x, w); }, options);
+    absl::StatusOr<Lowered> lowered = f.lower(types, shardings);
     ASSERT_TRUE(lowered.ok()) << lowered.status();
     ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE) << lowered->as_text();
     int64_t variant_c = -1;
     for (examples::SeedVariant& v : examples::SeedVariants(mesh, 2048, DefaultBackend(), disabled)) {
       if (v.name != "c") continue;
-      absl::StatusOr<Lowered> c = v.program.LowerFor(types, shardings);
+      absl::StatusOr<Lowered> c = v.program.lower(types, shardings);
       ASSERT_TRUE(c.ok()) << c.status();
       variant_c = passes::spmd::CommunicatedBytes(c->module());
       absl::StatusOr<passes::CostReport> cost = c->cost_analysis();

@@ -8,7 +8,7 @@
 int main() {
   using namespace shardjit;  // NOLINT: a test program
   Runtime rt({.num_devices = 4});
-  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, {{"x", 2}, {"y", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(rt, {{"x", 2}, {"y", 2}});
   if (!mesh.ok()) {
     std::fprintf(stderr, "%s\n", std::string(mesh.status().message()).c_str());
     return 1;
@@ -18,7 +18,7 @@ int main() {
   const std::vector<NamedSharding> shardings = {NamedSharding(*mesh, P("x", "y")),
                                                 NamedSharding(*mesh, P("x", None))};
   for (examples::SeedVariant& v : examples::SeedVariants(*mesh, 2048)) {
-    absl::StatusOr<Lowered> lowered = v.program.LowerFor(types, shardings);
+    absl::StatusOr<Lowered> lowered = v.program.lower(types, shardings);
     if (!lowered.ok()) {
       std::fprintf(stderr, "variant %s: %s\n", v.name.c_str(),
                    std::string(lowered.status().message()).c_str());

@@ -31,8 +31,8 @@ TEST_P(PsendPrecvMeshTest, SendThenReceiveIsPpermute) {
     absl::StatusOr<DeviceResults> out = RunPerDevice(
         *mesh_, DType::kF32, in,
         [&](Tracer x) {
-          Tracer a = precv(psend(x, axes, ring), x.type(), axes, ring);
-          Tracer b = precv(psend(x * 2.0, axes, partial), x.type(), axes, partial);
+          Tracer a = lax::precv(lax::psend(x, axes, ring), x.type(), axes, ring);
+          Tracer b = lax::precv(lax::psend(x * 2.0, axes, partial), x.type(), axes, partial);
           return std::vector<Tracer>{a, b};
         },
         2);
@@ -52,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(Meshes, PsendPrecvMeshTest, ::testing::ValuesIn(TestMes
 class PsendPrecvTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<Mesh> mesh = Mesh::Create(*runtime_, {{"x", 2}});
+    absl::StatusOr<Mesh> mesh = make_mesh(*runtime_, {{"x", 2}});
     ASSERT_TRUE(mesh.ok()) << mesh.status();
     mesh_.emplace(*mesh);
   }
@@ -71,10 +71,10 @@ TEST_F(PsendPrecvTest, SendsBetweenOnePairArriveInOrder) {
   absl::StatusOr<DeviceResults> out = Run(
       [&](Tracer x) {
         // Both sends first (the token of the first unused), then both receives.
-        psend(x, "x", to_1);
-        Tracer t = psend(x * 10.0, "x", to_1);
-        Tracer first = precv(create_token(), x.type(), "x", to_1);
-        Tracer second = precv(t, x.type(), "x", to_1);
+        lax::psend(x, "x", to_1);
+        Tracer t = lax::psend(x * 10.0, "x", to_1);
+        Tracer first = lax::precv(lax::create_token(), x.type(), "x", to_1);
+        Tracer second = lax::precv(t, x.type(), "x", to_1);
         return std::vector<Tracer>{first, second};
       },
       2);
@@ -89,8 +89,8 @@ TEST_F(PsendPrecvTest, TypeMismatchFailsTheRun) {
   const Perm to_1 = {{0, 1}};
   absl::StatusOr<DeviceResults> out = Run(
       [&](Tracer x) {
-        Tracer t = psend(x, "x", to_1);
-        return std::vector<Tracer>{precv(t, ShapedType{DType::kF32, {3}}, "x", to_1)};
+        Tracer t = lax::psend(x, "x", to_1);
+        return std::vector<Tracer>{lax::precv(t, ShapedType{DType::kF32, {3}}, "x", to_1)};
       },
       1);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
@@ -101,7 +101,7 @@ TEST_F(PsendPrecvTest, TypeMismatchFailsTheRun) {
 TEST_F(PsendPrecvTest, ReceiveWithoutSendTimesOut) {
   absl::StatusOr<DeviceResults> out = Run(
       [&](Tracer x) {
-        return std::vector<Tracer>{precv(create_token(), x.type(), "x", {{1, 0}})};
+        return std::vector<Tracer>{lax::precv(lax::create_token(), x.type(), "x", {{1, 0}})};
       },
       1);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded) << out.status();
@@ -113,7 +113,7 @@ TEST_F(PsendPrecvTest, ReceiveWithoutSendTimesOut) {
 TEST_F(PsendPrecvTest, SendWithoutReceiveFailsTheRun) {
   absl::StatusOr<DeviceResults> out = Run(
       [&](Tracer x) {
-        psend(x, "x", {{0, 1}, {1, 0}});
+        lax::psend(x, "x", {{0, 1}, {1, 0}});
         return std::vector<Tracer>{x};
       },
       1);
@@ -125,15 +125,19 @@ TEST_F(PsendPrecvTest, SendWithoutReceiveFailsTheRun) {
 
 TEST_F(PsendPrecvTest, ShapeRuleErrors) {
   absl::StatusOr<DeviceResults> out = Run(
-      [&](Tracer x) { return std::vector<Tracer>{precv(x, x.type(), "x", {{0, 1}})}; }, 1);
+      [&](Tracer x) {
+        return std::vector<Tracer>{lax::precv(x, x.type(), "x", {{0, 1}})};
+      },
+      1);
   EXPECT_THAT(out.status().message(),
               HasSubstr("precv: operand must be a token (pred[0], from psend or create_token)"));
-  out = Run([&](Tracer x) { return std::vector<Tracer>{psend(x, "x", {{0, 2}})}; }, 1);
+  out = Run([&](Tracer x) { return std::vector<Tracer>{lax::psend(x, "x", {{0, 2}})}; }, 1);
   EXPECT_THAT(out.status().message(),
               HasSubstr("psend: perm pair (0,2) is out of range for axis size 2"));
   out = Run(
       [&](Tracer x) {
-        return std::vector<Tracer>{precv(create_token(), x.type(), "x", {{0, 1}, {1, 1}})};
+        return std::vector<Tracer>{
+            lax::precv(lax::create_token(), x.type(), "x", {{0, 1}, {1, 1}})};
       },
       1);
   EXPECT_THAT(out.status().message(), HasSubstr("precv: perm has target 1 twice"));

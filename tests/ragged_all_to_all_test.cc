@@ -39,14 +39,14 @@ absl::StatusOr<DeviceResults> RunRagged(const Mesh& mesh, DType dtype, const Rag
        {DType::kS32, a.recv_sizes}},
       [&](const std::vector<Tracer>& x) {
         return std::vector<Tracer>{
-            ragged_all_to_all(x[0], x[1], x[2], x[3], x[4], x[5], axes, groups)};
+            lax::ragged_all_to_all(x[0], x[1], x[2], x[3], x[4], x[5], axes, groups)};
       },
       1);
 }
 
 // The docstring's example, on an axis of size 2.
 TEST(RaggedAllToAllTest, JaxDocstringExample) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(64), {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(64), {{"x", 2}});
   ASSERT_TRUE(mesh.ok()) << mesh.status();
   RaggedArgs a;
   a.operand = {Vector({1, 2, 2}), Vector({3, 4, 0})};
@@ -171,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Meshes, RaggedAllToAllMeshTest, ::testing::ValuesIn(Tes
 class RaggedAllToAllErrorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(64), {{"x", 2}});
+    absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(64), {{"x", 2}});
     ASSERT_TRUE(mesh.ok()) << mesh.status();
     mesh_.emplace(*mesh);
     // The docstring's valid example; each test breaks one thing.
@@ -238,16 +238,16 @@ TEST_F(RaggedAllToAllErrorsTest, NegativeSendSize) {
 
 // Trace-time errors: the shape rule.
 absl::Status TraceError(const std::vector<ShapedType>& types) {
-  absl::StatusOr<Mesh> mesh = Mesh::Create(SharedRuntime(64), {{"x", 2}});
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(64), {{"x", 2}});
   if (!mesh.ok()) return mesh.status();
   std::vector<PartitionSpec> specs(types.size(), P());
   std::vector<NamedSharding> shardings(types.size(), NamedSharding(*mesh, P()));
   auto f = jit(shard_map(
       [](const std::vector<Tracer>& x) {
-        return ragged_all_to_all(x[0], x[1], x[2], x[3], x[4], x[5], "x");
+        return lax::ragged_all_to_all(x[0], x[1], x[2], x[3], x[4], x[5], "x");
       },
       *mesh, specs, {P()}));
-  return f.LowerFor(types, shardings).status();
+  return f.lower(types, shardings).status();
 }
 
 TEST(RaggedAllToAllTraceErrorsTest, ShapeRule) {

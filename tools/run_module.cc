@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "backends/backend.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "frontend/array.h"
@@ -61,17 +62,15 @@ absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module) 
     return absl::InvalidArgumentError(
         fmt::format("module {} does not verify: {}", module.name(), s.message()));
   }
-  absl::StatusOr<const ir::Function*> entry = EntryFunction(module);
-  if (!entry.ok()) return entry.status();
-  const ir::Region& body = (*entry)->body();
+  ASSIGN_OR_RETURN(const ir::Function* entry, EntryFunction(module));
+  const ir::Region& body = entry->body();
   const bool per_device = module.view() == ir::PER_DEVICE;
   // A per-device value's global type: its blocks laid out by `spec`, within the type limits.
   auto global = [&](ir::ShapedType t, const ir::PartitionSpec& spec,
                     const std::string& what) -> absl::StatusOr<ir::ShapedType> {
     if (!per_device) return t;
-    absl::StatusOr<std::vector<int64_t>> dims = ir::GlobalDims(module.mesh(), spec, t.dims, what);
-    if (!dims.ok()) return dims.status();
-    t.dims = *std::move(dims);
+    ASSIGN_OR_RETURN(std::vector<int64_t> dims, ir::GlobalDims(module.mesh(), spec, t.dims, what));
+    t.dims = std::move(dims);
     if (absl::Status s = ir::CheckTypeLimits(t); !s.ok()) {
       return absl::InvalidArgumentError(fmt::format("{}: global {}", what, s.message()));
     }
@@ -79,18 +78,16 @@ absl::StatusOr<GlobalSignature> ModuleGlobalSignature(const ir::Module& module) 
   };
   GlobalSignature sig;
   for (int i = 0; i < body.params_size(); ++i) {
-    absl::StatusOr<ir::ShapedType> t = global(ir::FromProto(body.params(i).type()),
-                                              SpecAt(module.param_shardings(), i),
-                                              fmt::format("param {}", i));
-    if (!t.ok()) return t.status();
-    sig.params.push_back(*std::move(t));
+    ASSIGN_OR_RETURN(ir::ShapedType t,
+                     global(ir::FromProto(body.params(i).type()),
+                            SpecAt(module.param_shardings(), i), fmt::format("param {}", i)));
+    sig.params.push_back(std::move(t));
   }
   for (int i = 0; i < body.results_size(); ++i) {
-    absl::StatusOr<ir::ShapedType> t = ValueType(body, body.results(i));
-    if (!t.ok()) return t.status();
-    t = global(*std::move(t), SpecAt(module.result_shardings(), i), fmt::format("result {}", i));
-    if (!t.ok()) return t.status();
-    sig.results.push_back(*std::move(t));
+    ASSIGN_OR_RETURN(ir::ShapedType t, ValueType(body, body.results(i)));
+    ASSIGN_OR_RETURN(
+        t, global(std::move(t), SpecAt(module.result_shardings(), i), fmt::format("result {}", i)));
+    sig.results.push_back(std::move(t));
   }
   return sig;
 }
@@ -105,19 +102,17 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& input_module
     return absl::InvalidArgumentError(
         fmt::format("module {} does not verify: {}", input_module.name(), s.message()));
   }
-  absl::StatusOr<GlobalSignature> sig = ModuleGlobalSignature(input_module);
-  if (!sig.ok()) return sig.status();
-  if (inputs.size() != sig->params.size()) {
+  ASSIGN_OR_RETURN(GlobalSignature sig, ModuleGlobalSignature(input_module));
+  if (inputs.size() != sig.params.size()) {
     return absl::InvalidArgumentError(fmt::format("module {} takes {} inputs, got {}",
-                                                  input_module.name(), sig->params.size(),
+                                                  input_module.name(), sig.params.size(),
                                                   inputs.size()));
   }
   for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
-    if (inputs[i].type() != sig->params[i]) {
-      return absl::InvalidArgumentError(fmt::format("{}: expected {}, got {}",
-                                                    InputName(i, input_names),
-                                                    sig->params[i].ToString(),
-                                                    inputs[i].type().ToString()));
+    if (inputs[i].type() != sig.params[i]) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: expected {}, got {}", InputName(i, input_names),
+                      sig.params[i].ToString(), inputs[i].type().ToString()));
     }
   }
 
@@ -140,16 +135,14 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& input_module
     for (int64_t id : device_ids) num_devices = std::max<int>(num_devices, id + 1);
   }
   runtime::Runtime rt({.num_devices = num_devices});
-  absl::StatusOr<Mesh> mesh = Mesh::Create(rt, axes, device_ids);
+  absl::StatusOr<Mesh> mesh = make_mesh(rt, axes, device_ids);
   if (!mesh.ok()) {
     return absl::InvalidArgumentError(fmt::format("cannot place the module's mesh on a runtime of {} devices: {}",
                                                   num_devices, mesh.status().message()));
   }
 
-  absl::StatusOr<const ir::Function*> entry = EntryFunction(module);
-  if (!entry.ok()) return entry.status();
-  absl::StatusOr<std::unique_ptr<backends::Executable>> exe = kernels.Compile(**entry);
-  if (!exe.ok()) return exe.status();
+  ASSIGN_OR_RETURN(const ir::Function* entry, EntryFunction(module));
+  ASSIGN_OR_RETURN(std::unique_ptr<backends::Executable> exe, kernels.Compile(*entry));
 
   std::vector<ir::Tensor> outputs;
   if (module.view() == ir::PER_DEVICE) {
@@ -165,43 +158,40 @@ absl::StatusOr<std::vector<ir::Tensor>> RunModule(const ir::Module& input_module
       for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed->shards()[p]);
     }
     // An MPMD module: each position runs its function (compiled once per function).
-    std::vector<const backends::Executable*> programs(n, exe->get());
+    std::vector<const backends::Executable*> programs(n, exe.get());
     std::map<std::string, std::unique_ptr<backends::Executable>> by_name;
     for (int64_t p = 0; p < module.position_functions_size(); ++p) {
       const std::string& name = module.position_functions(p);
-      if (name == (*entry)->name()) continue;
+      if (name == entry->name()) continue;
       std::unique_ptr<backends::Executable>& compiled = by_name[name];
       if (compiled == nullptr) {
         for (const ir::Function& f : module.functions()) {
           if (f.name() != name) continue;
-          absl::StatusOr<std::unique_ptr<backends::Executable>> other = kernels.Compile(f);
-          if (!other.ok()) return other.status();
-          compiled = std::move(*other);
+          ASSIGN_OR_RETURN(std::unique_ptr<backends::Executable> other, kernels.Compile(f));
+          compiled = std::move(other);
         }
       }
       programs[p] = compiled.get();
     }
-    absl::StatusOr<std::vector<std::vector<ir::Tensor>>> out =
-        rt.RunSpmd(mesh->proto(), programs, std::move(local_args), nullptr, options);
-    if (!out.ok()) return out.status();
-    for (size_t r = 0; r < sig->results.size(); ++r) {
+    ASSIGN_OR_RETURN(std::vector<std::vector<ir::Tensor>> out,
+                     rt.RunSpmd(mesh->proto(), programs, std::move(local_args), nullptr, options));
+    for (size_t r = 0; r < sig.results.size(); ++r) {
       std::vector<ir::Tensor> shards;
-      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*out)[p][r]));
+      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move(out[p][r]));
       NamedSharding sharding(*mesh, PartitionSpec(SpecAt(module.result_shardings(), r)));
-      absl::StatusOr<ir::Tensor> host = Array(sig->results[r], sharding, std::move(shards)).ToHost();
-      if (!host.ok()) return host.status();
-      outputs.push_back(std::move(*host));
+      ASSIGN_OR_RETURN(ir::Tensor host,
+                       Array(sig.results[r], sharding, std::move(shards)).to_host());
+      outputs.push_back(std::move(host));
     }
   } else {
     runtime::CompileFn compile = [&kernels](const ir::Function& f) {
       return kernels.Compile(f);
     };
     runtime::Runtime::ShardMapCache cache;
-    absl::StatusOr<std::vector<ir::Tensor>> out =
-        rt.RunGlobal(mesh->proto(), **exe, inputs, compile, cache, options);
-    if (!out.ok()) return out.status();
+    ASSIGN_OR_RETURN(std::vector<ir::Tensor> out,
+                     rt.RunGlobal(mesh->proto(), *exe, inputs, compile, cache, options));
     // Host copies: nothing returned may live in the memory of a device of `rt`.
-    for (const ir::Tensor& t : *out) outputs.push_back(t.Copy());
+    for (const ir::Tensor& t : out) outputs.push_back(t.Copy());
   }
   return outputs;
 }

@@ -99,13 +99,15 @@ func recv = { lambda ; a:f32[2]. let
 
 TEST(RunModuleTest, LoweredShardMapModuleThroughAFile) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   auto f = jit(shard_map(
-      [](Tracer x, Tracer y) { return std::vector<Tracer>{psum(x, "x"), y * 2.0}; }, mesh,
-      {P("x", None), P("x")}, {P(None, None), P("x")}));
+      [](Tracer x, Tracer y) {
+        return std::vector<Tracer>{lax::psum(x, "x"), y * 2.0};
+      },
+      mesh, {P("x", None), P("x")}, {P(None, None), P("x")}));
   absl::StatusOr<Lowered> lowered =
-      f.LowerFor({{DType::kF32, {4, 2}}, {DType::kS32, {6}}},
-                 {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P("x"))});
+      f.lower({{DType::kF32, {4, 2}}, {DType::kS32, {6}}},
+              {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P("x"))});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE);
   for (const char* name : {"lowered.txt", "lowered.pbtxt", "lowered.pb"}) {
@@ -128,13 +130,13 @@ TEST(RunModuleTest, LoweredShardMapModuleThroughAFile) {
 
 TEST(RunModuleTest, GlobalViewModule) {
   Runtime rt({.num_devices = 2});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
   // Kept global (unpartitioned) by disabling the SPMD partitioner.
-  auto f = jit([](Tracer a, Tracer b) { return matmul(a, b); },
+  auto f = jit([](Tracer a, Tracer b) { return jnp::matmul(a, b); },
                {.pipeline = {.disabled = {"spmd-partition"}}});
   absl::StatusOr<Lowered> lowered =
-      f.LowerFor({{DType::kF32, {2, 3}}, {DType::kF32, {3, 2}}},
-                 {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P())});
+      f.lower({{DType::kF32, {2, 3}}, {DType::kF32, {3, 2}}},
+              {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P())});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   ASSERT_EQ(lowered->module().view(), ir::GLOBAL);
   absl::StatusOr<std::vector<Tensor>> out = RunModule(
@@ -148,12 +150,12 @@ TEST(RunModuleTest, GlobalViewModule) {
 // as jit would run it) on either backend, with jit's result.
 TEST(RunModuleTest, TracedModuleRunsAsJitRunsItOnBothBackends) {
   Runtime rt({.num_devices = 4});
-  Mesh mesh = *Mesh::Create(rt, {{"x", 2}, {"y", 2}});
-  auto f = jit([](Tracer a, Tracer b) { return matmul(a, b); });
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  auto f = jit([](Tracer a, Tracer b) { return jnp::matmul(a, b); });
   const std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
                                                 NamedSharding(mesh, P("y", None))};
   absl::StatusOr<Lowered> lowered =
-      f.LowerFor({{DType::kF32, {4, 6}}, {DType::kF32, {6, 2}}}, shardings);
+      f.lower({{DType::kF32, {4, 6}}, {DType::kF32, {6, 2}}}, shardings);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   ASSERT_EQ(lowered->traced_module().view(), ir::GLOBAL);
   ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE);
