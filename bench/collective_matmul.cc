@@ -19,6 +19,8 @@
 #include "benchmark/benchmark.h"
 #include "examples/seed_variants.h"
 #include "fmt/format.h"
+#include "ir/ir.pb.h"
+#include "runtime/device.h"
 
 namespace shardjit {
 namespace {

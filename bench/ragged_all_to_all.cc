@@ -11,6 +11,7 @@
 #include "benchmark/benchmark.h"
 #include "frontend/shardjit.h"
 #include "ir/tensor.h"
+#include "ir/types.h"
 #include "runtime/collective_ops.h"
 
 namespace shardjit {

@@ -33,6 +33,8 @@
 #include "fmt/format.h"
 #include "frontend/distributed.h"
 #include "ir/fmt_absl.h"
+#include "ir/ir.pb.h"
+#include "runtime/device.h"
 #include "runtime/distributed/launcher.h"
 
 ABSL_FLAG(int64_t, m, 2048, "rows of x");
@@ -41,7 +43,7 @@ ABSL_FLAG(int64_t, n, 1024, "columns of w");
 ABSL_FLAG(int, runs, 10, "timed runs per variant (the median and p90 are printed)");
 ABSL_FLAG(int, warmup, 2, "untimed runs per variant before them");
 ABSL_FLAG(std::string, meshes, "2x2,4x4", "the meshes, XxY, comma-separated");
-ABSL_FLAG(std::string, backend, "",
+ABSL_FLAG(shardjit::Backend, backend, shardjit::DefaultBackend(),
           "x86 or reference (default: SHARDJIT_BACKEND's choice, else x86)");
 ABSL_FLAG(std::string, trace, "",
           "write a Chrome trace of one extra run of each variant to this file (path.pK.json "
@@ -75,10 +77,7 @@ bool ReadFlags(Flags& flags) {
   flags.warmup = absl::GetFlag(FLAGS_warmup);
   flags.trace = absl::GetFlag(FLAGS_trace);
   flags.processes = absl::GetFlag(FLAGS_processes);
-  if (const std::string backend = absl::GetFlag(FLAGS_backend); !backend.empty()) {
-    if (backend != "x86" && backend != "reference") return false;
-    flags.backend = backend == "x86" ? Backend::kX86 : Backend::kReference;
-  }
+  flags.backend = absl::GetFlag(FLAGS_backend);
   flags.meshes.clear();
   for (absl::string_view m : absl::StrSplit(absl::GetFlag(FLAGS_meshes), ',')) {
     std::vector<std::string> xy = absl::StrSplit(m, 'x');

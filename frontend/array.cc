@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
+#include "runtime/device.h"
 #include "runtime/shards.h"
 
 namespace shardjit {

@@ -6,8 +6,9 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/sharding.h"
+#include "ir/dtype.h"
+#include "ir/shaped_type.h"
 #include "ir/tensor.h"
-#include "ir/types.h"
 
 namespace shardjit {
 

@@ -11,6 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/sharding.h"
+#include "ir/types.h"
+#include "runtime/device.h"
+#include "runtime/shard_map_cache.h"
 
 namespace shardjit {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
+#include "frontend/trace_state.h"
 #include "ir/async.h"
 
 namespace shardjit {

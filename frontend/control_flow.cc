@@ -1,6 +1,7 @@
 #include "frontend/control_flow.h"
 
 #include "fmt/format.h"
+#include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
 #include "ir/sharding.h"
 

@@ -10,13 +10,18 @@
 #include "backends/backend.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
+#include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
 #include "ir/printer.h"
+#include "ir/ir.pb.h"
 #include "ir/verifier.h"
+#include "passes/cost_analysis.h"
+#include "passes/pipeline.h"
+#include "runtime/collective_plan.h"
 #include "runtime/runtime.h"
+#include "runtime/shard_map_cache.h"
 
 namespace shardjit {
-
 
 struct CompiledState {
   ir::Module module;
@@ -132,9 +137,35 @@ const ir::Function& Entry(const ir::Module& m) {
 
 }  // namespace
 
+struct Lowered::State {
+  ir::Module traced;
+  ir::Module lowered;
+  std::vector<passes::StageRecord> stages;
+  std::vector<NamedSharding> arg_shardings;
+  JitOptions options;
+};
+
+Lowered::Lowered(ir::Module traced, ir::Module lowered, std::vector<passes::StageRecord> stages,
+                 std::vector<NamedSharding> arg_shardings, JitOptions options)
+    : state_(std::make_shared<const State>(State{std::move(traced), std::move(lowered),
+                                                 std::move(stages), std::move(arg_shardings),
+                                                 std::move(options)})) {}
+
+const ir::Module& Lowered::traced_module() const { return state_->traced; }
+const ir::Module& Lowered::module() const { return state_->lowered; }
+const std::vector<passes::StageRecord>& Lowered::stages() const { return state_->stages; }
+
+absl::StatusOr<passes::CostReport> Lowered::cost_analysis() const {
+  return passes::AnalyzeCost(state_->lowered, {.machine = machine_model()});
+}
+
+passes::MachineModel Lowered::machine_model() const {
+  return passes::MachineModel::FromProto(state_->lowered.machine_model());
+}
+
 std::string Lowered::as_text(bool locations) const {
-  std::string text = ir::PrintModule(lowered_, {.locations = locations});
-  if (lowered_.view() == ir::GLOBAL) {
+  std::string text = ir::PrintModule(state_->lowered, {.locations = locations});
+  if (state_->lowered.view() == ir::GLOBAL) {
     text = "# execution: global view, unpartitioned: runs on whole arrays on the host; its "
            "shard_map ops run per device.\n" + text;
   }
@@ -142,23 +173,23 @@ std::string Lowered::as_text(bool locations) const {
 }
 
 absl::StatusOr<Compiled> Lowered::compile() const {
-  if (lowered_.mesh().axes().empty()) {
+  if (state_->lowered.mesh().axes().empty()) {
     return absl::InvalidArgumentError(fmt::format(
-        "jit {}: no mesh: pass sharded Arrays or use shard_map", lowered_.name()));
+        "jit {}: no mesh: pass sharded Arrays or use shard_map", state_->lowered.name()));
   }
-  if (arg_shardings_.empty()) {
+  if (state_->arg_shardings.empty()) {
     return absl::InvalidArgumentError(fmt::format(
-        "jit {}: needs at least one Array argument to find its runtime", lowered_.name()));
+        "jit {}: needs at least one Array argument to find its runtime", state_->lowered.name()));
   }
-  absl::StatusOr<Runtime*> runtime = arg_shardings_[0].mesh().runtime();
+  absl::StatusOr<Runtime*> runtime = state_->arg_shardings[0].mesh().runtime();
   if (!runtime.ok()) return runtime.status();
   auto state = std::make_shared<CompiledState>(CompiledState{
-      lowered_, arg_shardings_[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr, nullptr});
+      state_->lowered, state_->arg_shardings[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr, nullptr});
   // Kernels split over the threads the runtime gives each device (RuntimeOptions::num_threads).
-  const backends::Backend& backend = BackendImpl(options_.backend);
+  const backends::Backend& backend = BackendImpl(state_->options.backend);
   state->compile = [b = &backend](const ir::Function& f) { return b->Compile(f); };
   state->shard_map_cache = std::make_unique<runtime::Runtime::ShardMapCache>();
-  const ir::Region& traced_entry = Entry(traced_).body();
+  const ir::Region& traced_entry = Entry(state_->traced).body();
   for (const ir::Param& p : traced_entry.params()) state->arg_types.push_back(ir::FromProto(p.type()));
   // Global result types: the traced entry's result types (params or op results).
   for (int64_t r : traced_entry.results()) {
@@ -171,31 +202,31 @@ absl::StatusOr<Compiled> Lowered::compile() const {
       }
     }
   }
-  for (const ir::PartitionSpec& s : lowered_.param_shardings()) {
+  for (const ir::PartitionSpec& s : state_->lowered.param_shardings()) {
     state->param_shardings.emplace_back(state->mesh, PartitionSpec(s));
   }
   for (size_t r = 0; r < state->result_types.size(); ++r) {
-    const bool given = static_cast<int>(r) < lowered_.result_shardings_size();
+    const bool given = static_cast<int>(r) < state_->lowered.result_shardings_size();
     state->result_shardings.emplace_back(
-        state->mesh, given ? PartitionSpec(lowered_.result_shardings(r)) : P());
+        state->mesh, given ? PartitionSpec(state_->lowered.result_shardings(r)) : P());
   }
-  if (options_.out_shardings) {
-    for (const PartitionSpec& spec : *options_.out_shardings) {
+  if (state_->options.out_shardings) {
+    for (const PartitionSpec& spec : *state_->options.out_shardings) {
       state->requested_shardings.emplace_back(state->mesh, spec);
     }
   }
   const int64_t compile_start_ns = base::SpanClockNs();
   absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
-      state->compile(Entry(lowered_));
+      state->compile(Entry(state_->lowered));
   if (runtime::Profiler* profiler = (*runtime)->profiler(); profiler != nullptr) {
-    const std::string name = fmt::format("compile {}", lowered_.name());
+    const std::string name = fmt::format("compile {}", state_->lowered.name());
     profiler->Record(runtime::Profiler::kHost,
                      {name, "compile", compile_start_ns,
                       base::SpanClockNs() - compile_start_ns, {}});
   }
   if (!exe.ok()) return exe.status();
   state->executable = std::move(*exe);
-  if (lowered_.view() == ir::PER_DEVICE) {
+  if (state_->lowered.view() == ir::PER_DEVICE) {
     state->collective_plan = std::make_unique<runtime::CollectivePlan>(
         state->mesh.proto(), std::vector<const ir::Function*>{state->executable->function()});
   }

@@ -18,14 +18,16 @@
 #include "frontend/array.h"
 #include "frontend/lowering.h"
 #include "frontend/traced_function.h"
-#include "passes/collective_fusion.h"
-#include "passes/cost_analysis.h"
-#include "passes/pipeline.h"
+#include "passes/machine_model.h"
+#include "passes/options.h"
 
 namespace shardjit {
 namespace backends {
 class Executable;
 }  // namespace backends
+namespace ir {
+class Module;
+}  // namespace ir
 namespace runtime {
 class CollectivePlan;
 }  // namespace runtime
@@ -83,41 +85,30 @@ absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs
                                            const runtime::CollectivePlan* plan,
                                            const RunOptions& options);
 
-// A traced and lowered program, before compilation.
+// A traced and lowered program, before compilation. Copies share it. The modules are ir.proto
+// messages (include ir/ir.pb.h to read them).
 class Lowered {
  public:
   Lowered(ir::Module traced, ir::Module lowered, std::vector<passes::StageRecord> stages,
-          std::vector<NamedSharding> arg_shardings, JitOptions options)
-      : traced_(std::move(traced)),
-        lowered_(std::move(lowered)),
-        stages_(std::move(stages)),
-        arg_shardings_(std::move(arg_shardings)),
-        options_(std::move(options)) {}
+          std::vector<NamedSharding> arg_shardings, JitOptions options);
 
-  const ir::Module& traced_module() const { return traced_; }
-  const ir::Module& module() const { return lowered_; }
-  const std::vector<passes::StageRecord>& stages() const { return stages_; }
+  const ir::Module& traced_module() const;
+  const ir::Module& module() const;
+  const std::vector<passes::StageRecord>& stages() const;
   // The lowered module as IR text; global-view modules say how they run.
   std::string as_text(bool locations = false) const;
   absl::StatusOr<Compiled> compile() const;
   // Flops, bytes communicated and estimated time per device of the lowered module
   // (passes/cost_analysis.h), by the machine model it was lowered for.
-  absl::StatusOr<passes::CostReport> cost_analysis() const {
-    return passes::AnalyzeCost(lowered_, {.machine = machine_model()});
-  }
+  absl::StatusOr<passes::CostReport> cost_analysis() const;
   // The machine model the partitioner priced plans by, as recorded in the lowered module (the
   // backend's: this host's kept rates on the x86 backend, unless JitOptions::pipeline.machine
   // named one).
-  passes::MachineModel machine_model() const {
-    return passes::MachineModel::FromProto(lowered_.machine_model());
-  }
+  passes::MachineModel machine_model() const;
 
  private:
-  ir::Module traced_;
-  ir::Module lowered_;
-  std::vector<passes::StageRecord> stages_;
-  std::vector<NamedSharding> arg_shardings_;
-  JitOptions options_;
+  struct State;
+  std::shared_ptr<const State> state_;
 };
 
 // What jit(f) returns, whatever f returns: lowering and the cache of compiled programs.

@@ -6,6 +6,7 @@
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/ir.pb.h"
 
 namespace shardjit {
 namespace {

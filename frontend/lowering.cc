@@ -11,6 +11,9 @@
 #include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
+#include "ir/ir.pb.h"
+#include "passes/collective_fusion.h"
+#include "passes/pipeline.h"
 #include "runtime/remote.h"
 
 namespace shardjit {
@@ -41,6 +44,20 @@ std::optional<Backend> ParseBackend(std::string_view name) {
   if (name == "x86") return Backend::kX86;
   if (name == "reference") return Backend::kReference;
   return std::nullopt;
+}
+
+bool AbslParseFlag(absl::string_view text, Backend* backend, std::string* error) {
+  std::optional<Backend> parsed = ParseBackend(std::string_view(text.data(), text.size()));
+  if (!parsed) {
+    *error = fmt::format("must be x86 or reference, got \"{}\"", text);
+    return false;
+  }
+  *backend = *parsed;
+  return true;
+}
+
+std::string AbslUnparseFlag(Backend backend) {
+  return backend == Backend::kReference ? "reference" : "x86";
 }
 
 const backends::Backend& BackendImpl(Backend backend) {

@@ -6,17 +6,21 @@
 #define SHARDJIT_FRONTEND_LOWERING_H_
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "passes/collective_fusion.h"
-#include "passes/pipeline.h"
+#include "absl/strings/string_view.h"
+#include "passes/options.h"
 
 namespace shardjit {
 namespace backends {
 class Backend;
 }  // namespace backends
+namespace ir {
+class Module;
+}  // namespace ir
 namespace runtime {
 class ProcessGroup;
 }  // namespace runtime
@@ -32,6 +36,11 @@ Backend DefaultBackend();
 
 // "x86" or "reference" as a Backend; nullopt for other names.
 std::optional<Backend> ParseBackend(std::string_view name);
+
+// A Backend as an absl flag value (ABSL_FLAG(Backend, backend, DefaultBackend(), ...)): "x86" or
+// "reference".
+bool AbslParseFlag(absl::string_view text, Backend* backend, std::string* error);
+std::string AbslUnparseFlag(Backend backend);
 
 // The implementation of `backend` (backends/backend.h).
 const backends::Backend& BackendImpl(Backend backend);

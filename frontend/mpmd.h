@@ -17,6 +17,10 @@
 #include "frontend/jit.h"
 #include "frontend/traced_function.h"
 
+namespace shardjit::ir {
+class Module;
+}  // namespace shardjit::ir
+
 namespace shardjit {
 
 // One program of an mpmd_map: the mesh positions that run it and its function.
@@ -46,10 +50,11 @@ class MpmdMapped {
     return call(std::vector<Array>{args...});
   }
   // The MPMD module for these arguments: each program's lowered per-device function, and
-  // `position_functions` naming the one each mesh position runs (ir::PrintModule prints it).
+  // `position_functions` naming the one each mesh position runs (ir::PrintModule prints it; the
+  // module is an ir.proto message: include ir/ir.pb.h to use it).
   absl::StatusOr<ir::Module> lower(const std::vector<Array>& args) const;
   template <typename... A>
-  absl::StatusOr<ir::Module> lower(const A&... args) const {
+  auto lower(const A&... args) const {
     return lower(std::vector<Array>{args...});
   }
 

@@ -1,6 +1,7 @@
 #include "frontend/ops.h"
 
 #include "fmt/format.h"
+#include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
 
 namespace shardjit {

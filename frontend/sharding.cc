@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "ir/ir.pb.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
 
@@ -38,7 +39,7 @@ absl::StatusOr<Mesh> make_mesh(const Runtime& runtime,
     }
     proto.add_device_ids(id);
   }
-  return Mesh(runtime, std::move(proto));
+  return Mesh(runtime, std::make_shared<const ir::Mesh>(std::move(proto)));
 }
 
 absl::StatusOr<Runtime*> Mesh::runtime() const {
@@ -66,24 +67,35 @@ bool Mesh::operator==(const Mesh& o) const {
 }
 
 PartitionSpec::PartitionSpec(std::vector<SpecEntry> entries) {
+  ir::PartitionSpec proto;
   for (SpecEntry& e : entries) {
-    ir::DimSpec* d = proto_.add_dims();
+    ir::DimSpec* d = proto.add_dims();
     for (std::string& a : e.axes) d->add_axes(std::move(a));
   }
+  proto_ = std::make_shared<const ir::PartitionSpec>(std::move(proto));
 }
 
-std::string PartitionSpec::to_string() const { return ir::SpecToString(proto_); }
+PartitionSpec::PartitionSpec(const ir::PartitionSpec& proto)
+    : proto_(std::make_shared<const ir::PartitionSpec>(proto)) {}
+
+const ir::PartitionSpec& PartitionSpec::proto() const {
+  return proto_ != nullptr ? *proto_ : ir::PartitionSpec::default_instance();
+}
+
+std::string PartitionSpec::to_string() const { return ir::SpecToString(proto()); }
 
 bool PartitionSpec::operator==(const PartitionSpec& o) const {
   // Trailing replicated entries do not change the layout.
-  const int n = std::max(proto_.dims_size(), o.proto_.dims_size());
+  const ir::PartitionSpec& x = proto();
+  const ir::PartitionSpec& y = o.proto();
+  const int n = std::max(x.dims_size(), y.dims_size());
   for (int i = 0; i < n; ++i) {
-    const bool here = i < proto_.dims_size(), there = i < o.proto_.dims_size();
+    const bool here = i < x.dims_size(), there = i < y.dims_size();
     if (here && there) {
-      const auto& a = proto_.dims(i).axes();
-      const auto& b = o.proto_.dims(i).axes();
+      const auto& a = x.dims(i).axes();
+      const auto& b = y.dims(i).axes();
       if (!std::equal(a.begin(), a.end(), b.begin(), b.end())) return false;
-    } else if ((here ? proto_.dims(i) : o.proto_.dims(i)).axes_size() > 0) {
+    } else if ((here ? x.dims(i) : y.dims(i)).axes_size() > 0) {
       return false;
     }
   }

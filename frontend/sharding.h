@@ -10,8 +10,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ir/ir.pb.h"
+#include "runtime/run_options.h"
 #include "runtime/runtime.h"
+
+// The ir.proto messages behind Mesh and PartitionSpec (ir/ir.pb.h defines them; code that reads
+// proto() includes it).
+namespace shardjit::ir {
+class Mesh;
+class PartitionSpec;
+}  // namespace shardjit::ir
 
 namespace shardjit {
 
@@ -52,10 +59,8 @@ class Mesh {
   friend absl::StatusOr<Mesh> make_mesh(const Runtime& runtime,
                                         std::vector<std::pair<std::string, int64_t>> axes,
                                         std::vector<int64_t> device_ids);
-  Mesh(const Runtime& runtime, ir::Mesh proto)
-      : runtime_(runtime.ref()),
-        runtime_id_(runtime.id()),
-        proto_(std::make_shared<const ir::Mesh>(std::move(proto))) {}
+  Mesh(const Runtime& runtime, std::shared_ptr<const ir::Mesh> proto)
+      : runtime_(runtime.ref()), runtime_id_(runtime.id()), proto_(std::move(proto)) {}
   std::shared_ptr<const runtime::RuntimeRef> runtime_;
   uint64_t runtime_id_;
   // Immutable and shared by copies: every array and sharding holds its mesh, and a call of a
@@ -87,13 +92,14 @@ class PartitionSpec {
  public:
   PartitionSpec() = default;
   explicit PartitionSpec(std::vector<SpecEntry> entries);
-  explicit PartitionSpec(ir::PartitionSpec proto) : proto_(std::move(proto)) {}
-  const ir::PartitionSpec& proto() const { return proto_; }
+  explicit PartitionSpec(const ir::PartitionSpec& proto);
+  const ir::PartitionSpec& proto() const;
   std::string to_string() const;
   bool operator==(const PartitionSpec& o) const;
 
  private:
-  ir::PartitionSpec proto_;
+  // Immutable and shared by copies; null: every dimension replicated.
+  std::shared_ptr<const ir::PartitionSpec> proto_;
 };
 
 template <typename... Args>

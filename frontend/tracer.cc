@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
+#include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
 #include "ir/types.h"
 

@@ -1,5 +1,5 @@
 // Tracer: a handle to a value of the program being traced (like a JAX tracer). Primitives
-// applied to tracers append ops to the trace through the IR builder, so the tracer, builder
+// applied to tracers append ops to the trace (frontend/trace_state.h) through the IR builder, so the tracer, builder
 // and verifier share one shape rule per primitive. Errors do not throw: the first one is
 // recorded in the trace and returned by jit/lower, and later ops on its results are skipped.
 #ifndef SHARDJIT_FRONTEND_TRACER_H_
@@ -14,7 +14,6 @@
 #include "absl/status/status.h"
 #include "frontend/array.h"
 #include "frontend/sharding.h"
-#include "ir/builder.h"
 
 namespace shardjit {
 
@@ -78,51 +77,6 @@ class NamedScope {
   internal::TraceState* state_;
 };
 
-namespace internal {
-
-// The state of one trace: the builder, the mesh, the first error and the name scopes.
-class TraceState {
- public:
-  TraceState();
-  ~TraceState();
-
-  ir::FunctionBuilder& builder() { return builder_; }
-  const ir::Mesh& mesh() const { return mesh_; }
-  bool has_mesh() const { return has_mesh_; }
-  Runtime* runtime() const { return runtime_; }
-  // Sets the trace's mesh or checks that `mesh` is the one already set.
-  absl::Status UseMesh(const Mesh& mesh, const std::string& what);
-
-  Tracer AddParam(const ShapedType& type);
-  // Appends an op; on error records it (with the location) and returns invalid tracers.
-  std::vector<Tracer> Emit(ir::Op op, const std::vector<Tracer>& operands, SourceLocation loc);
-  Tracer Emit1(ir::Op op, const std::vector<Tracer>& operands, SourceLocation loc);
-  // A constant of `type` (every element `value`).
-  Tracer Constant(double value, const ShapedType& type, SourceLocation loc);
-
-  void RecordError(absl::Status status, SourceLocation loc);
-  const absl::Status& status() const { return status_; }
-
-  void PushScope(std::string name) { scopes_.push_back(std::move(name)); }
-  void PopScope() { scopes_.pop_back(); }
-
- private:
-  ir::Mesh mesh_;
-  bool has_mesh_ = false;
-  Runtime* runtime_ = nullptr;
-  ir::FunctionBuilder builder_;
-  absl::Status status_;
-  std::vector<std::string> scopes_;
-  TraceState* previous_;
-};
-
-// The trace this thread is recording, or nullptr.
-TraceState* CurrentTrace();
-// The trace of the first valid tracer, else the current one; records an error naming `op` and
-// returns nullptr when there is none.
-TraceState* TraceOf(const std::vector<Tracer>& operands, const char* op);
-
-}  // namespace internal
 }  // namespace shardjit
 
 #endif  // SHARDJIT_FRONTEND_TRACER_H_

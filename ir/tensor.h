@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/allocator.h"
-#include "ir/types.h"
+#include "ir/shaped_type.h"
 
 namespace shardjit::ir {
 

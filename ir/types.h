@@ -1,4 +1,4 @@
-// ShapedType: a dtype and a static shape, the C++ form of ir.TensorType used by shape rules.
+// ShapedType (ir/shaped_type.h) and its conversions to and from ir.proto types.
 #ifndef SHARDJIT_IR_TYPES_H_
 #define SHARDJIT_IR_TYPES_H_
 
@@ -7,63 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-
 #include "ir/dtype.h"
 #include "ir/ir.pb.h"
+#include "ir/shaped_type.h"
 
 namespace shardjit::ir {
-
-struct ShapedType {
-  DType dtype = DType::kInvalid;
-  std::vector<int64_t> dims;
-  // The type of an in-flight asynchronous collective that produces an array of this dtype and
-  // shape (ir.proto TensorType.future).
-  bool future = false;
-
-  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
-  int64_t num_elements() const;
-  int64_t byte_size() const { return num_elements() * DTypeSize(dtype); }
-  // "bf16[1024,1024]", "f32[]", "future[f32[2,3]]".
-  std::string ToString() const;
-  // The array type a future resolves to (itself for an array type), and the future of it.
-  ShapedType Awaited() const { return {dtype, dims, false}; }
-  ShapedType AsFuture() const { return {dtype, dims, true}; }
-
-  bool operator==(const ShapedType& o) const {
-    return dtype == o.dtype && dims == o.dims && future == o.future;
-  }
-  bool operator!=(const ShapedType& o) const { return !(*this == o); }
-};
-
-// Limits every verified module keeps to (ir/verifier.h; the text parser checks the nesting too):
-// regions nested at most kMaxRegionDepth deep, arrays of rank at most kMaxRank and at most
-// kMaxArrayBytes bytes, so that shape arithmetic on verified types cannot overflow int64.
-inline constexpr int kMaxRegionDepth = 64;
-inline constexpr int kMaxRank = 32;
-inline constexpr int64_t kMaxArrayBytes = int64_t{1} << 48;
-// Meshes have at most this many devices (so a dim times a group size fits in int64).
-inline constexpr int64_t kMaxMeshDevices = int64_t{1} << 20;
-
-// Shape arithmetic on dims not yet checked against the limits (attributes, or a verified dim
-// times a mesh size): a * b and a + b, or nullopt when they overflow int64.
-std::optional<int64_t> CheckedMul(int64_t a, int64_t b);
-std::optional<int64_t> CheckedAdd(int64_t a, int64_t b);
-// The element count of `dims` and its byte size at `dtype_bytes` per element; nullopt if a dim is
-// negative or either overflows int64.
-std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims);
-std::optional<int64_t> CheckedByteSize(const std::vector<int64_t>& dims, int64_t dtype_bytes);
-// OK, or InvalidArgument naming `t` when it breaks a limit above (negative dims included; for the
-// byte limit zero dims count as ones).
-absl::Status CheckTypeLimits(const ShapedType& t);
 
 ShapedType FromProto(const TensorType& t);
 TensorType ToProto(const ShapedType& t);
 inline DType FromProto(DTypeProto d) { return static_cast<DType>(d); }
 inline DTypeProto ToProto(DType d) { return static_cast<DTypeProto>(d); }
-
-// Row-major strides in elements.
-std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims);
 
 // "{x:2, y:2}".
 std::string MeshToString(const Mesh& mesh);

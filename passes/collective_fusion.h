@@ -28,24 +28,11 @@
 #include <utility>
 
 #include "passes/machine_model.h"
+#include "passes/options.h"
 #include "passes/pass.h"
 
 namespace shardjit::passes {
 
-struct CollectiveFusionOptions {
-  // all_gather + dot_general -> ring (free and contracting dims).
-  bool all_gather_matmul = true;
-  // dot_general + psum_scatter -> reduce-scatter ring.
-  bool matmul_reduce_scatter = true;
-  // dynamic_slice of one shard of an all_gather -> a direct fetch of that shard.
-  bool fold_gather_slice = true;
-  // Bidirectional rings for groups of more than 2.
-  bool bidirectional = true;
-  // bf16 dot_general + psum or psum_scatter: partial sums in f32, rounded once.
-  bool f32_partial_sums = true;
-  // Build every ring the patterns allow, whatever the time model says (tests, benchmarks).
-  bool ignore_time_model = false;
-};
 
 class CollectiveFusion final : public Pass {
  public:

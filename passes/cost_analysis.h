@@ -27,30 +27,10 @@
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
 #include "passes/machine_model.h"
+#include "passes/options.h"
 
 namespace shardjit::passes {
 
-// One collective op of the program.
-struct CollectiveCost {
-  std::string op;       // the opcode, e.g. "psum"
-  std::string axes;     // as in IR text, e.g. "(x)" or "(x,y)"
-  std::string operand;  // the operand type, e.g. "bf16[1024,1024]"
-  int64_t group_size = 0;
-  // How many times it runs (fori_loop trip counts multiplied).
-  int64_t count = 1;
-  // Bytes the device sends, over all `count` runs.
-  int64_t bytes_sent = 0;
-};
-
-struct CostReport {
-  int64_t flops = 0;
-  int64_t bytes_communicated = 0;
-  double estimated_seconds = 0;
-  // In program order (loop bodies where their loop is).
-  std::vector<CollectiveCost> collectives;
-  // "flops: N\nbytes communicated: N\nestimated time: T us\n" and one line per collective.
-  std::string ToString() const;
-};
 
 struct CostOptions {
   // The mesh position of the device to analyse; -1: each collective at the device that sends

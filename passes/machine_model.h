@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <string>
 
-#include "ir/ir.pb.h"
+namespace shardjit::ir {
+class MachineModel;
+}  // namespace shardjit::ir
 
 namespace shardjit::passes {
 
@@ -39,17 +41,9 @@ struct MachineModel {
            static_cast<double>(collectives) * seconds_per_collective;
   }
 
-  ir::MachineModel ToProto() const {
-    ir::MachineModel p;
-    p.set_flops_per_second(flops_per_second);
-    p.set_bytes_per_second(bytes_per_second);
-    p.set_seconds_per_collective(seconds_per_collective);
-    p.set_source(source);
-    return p;
-  }
-  static MachineModel FromProto(const ir::MachineModel& p) {
-    return {p.flops_per_second(), p.bytes_per_second(), p.seconds_per_collective(), p.source()};
-  }
+  // The ir.proto form (ir/ir.pb.h declares it).
+  ir::MachineModel ToProto() const;
+  static MachineModel FromProto(const ir::MachineModel& p);
 };
 
 }  // namespace shardjit::passes

@@ -14,33 +14,11 @@
 #include "passes/canonicalize.h"
 #include "passes/collective_fusion.h"
 #include "passes/machine_model.h"
+#include "passes/options.h"
 #include "passes/pass.h"
 
 namespace shardjit::passes {
 
-struct PipelineOptions {
-  // Verify the module after every pass (an error names the pass).
-  bool verify_each = true;
-  // When set, write the module before the first pass and after each pass to this folder as
-  // NN-<module>-<pass>.txt (IR text) and .pbtxt. Defaults to $SHARDJIT_DUMP_TO.
-  std::string dump_dir;
-  // Passes to skip, by name.
-  std::set<std::string> disabled;
-  // The machine the partitioner and collective-fusion price plans for (passes/machine_model.h);
-  // when set, Run records it in the module. Unset: jit takes its backend's model
-  // (backends/backend.h); DefaultPipeline the model's defaults.
-  std::optional<MachineModel> machine;
-};
-
-// What happened in one stage.
-struct StageRecord {
-  std::string pass;
-  bool changed = false;
-  bool skipped = false;
-  absl::Duration time;
-  // The module text after the stage, or "(unchanged)".
-  std::string text;
-};
 
 class Pipeline {
  public:

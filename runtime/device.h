@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/allocator.h"
+#include "runtime/memory_stats.h"
 #include "runtime/sanitizers.h"
 #include "runtime/spin_mutex.h"
 
@@ -23,10 +24,6 @@ inline constexpr bool kDeviceReusesBlocks = false;
 inline constexpr bool kDeviceReusesBlocks = true;
 #endif
 
-struct MemoryStats {
-  int64_t current_bytes = 0;
-  int64_t peak_bytes = 0;
-};
 
 // Aligned heap memory whose live bytes are counted. A program allocates the same sizes run after
 // run, so freed blocks are kept for the next allocation of their size class instead of going back

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "backends/executable.h"
+#include "base/span.h"
 
 namespace shardjit::runtime {
 

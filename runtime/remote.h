@@ -18,8 +18,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "ir/ir.pb.h"
+#include "absl/status/statusor.h"
 #include "ir/tensor.h"
+
+namespace shardjit::ir {
+class Mesh;
+}  // namespace shardjit::ir
 
 namespace shardjit::runtime {
 

@@ -10,12 +10,20 @@
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
+#include "backends/executable.h"
+#include "base/thread_pool.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
+#include "ir/ir.pb.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
 #include "runtime/collective_ops.h"
+#include "runtime/collective_plan.h"
+#include "runtime/device.h"
 #include "runtime/fabric.h"
+#include "runtime/remote.h"
+#include "runtime/scheduler.h"
+#include "runtime/shard_map_cache.h"
 #include "runtime/shards.h"
 
 namespace shardjit::runtime {
@@ -47,6 +55,16 @@ absl::Status StopReason(const RunOptions& options) {
 }
 
 }  // namespace
+
+struct Runtime::Internal {
+  std::vector<std::unique_ptr<Scheduler::Task>> tasks;  // per device
+  RunState::SlotCache slot_cache;  // collective slots, reused run after run
+};
+
+int Runtime::process_id() const { return processes_ ? processes_->process_id() : 0; }
+int Runtime::num_processes() const { return processes_ ? processes_->num_processes() : 1; }
+Device& Runtime::device(int id) { return *devices_[id]; }
+MemoryStats Runtime::memory(int id) const { return devices_[id]->memory(); }
 
 // The context of one device in an SPMD run.
 class Runtime::SpmdContext final : public backends::DeviceContext {
@@ -297,12 +315,13 @@ Runtime::Runtime(RuntimeOptions options)
     : options_(options),
       id_(NextRuntimeId()),
       ref_(new RuntimeRef(this)),
-      processes_(options_.processes) {
+      processes_(options_.processes),
+      internal_(std::make_unique<Internal>()) {
   local_devices_ = std::max(1, options_.num_devices);
   const int n = local_devices_ * (processes_ ? processes_->num_processes() : 1);
   for (int i = 0; i < n; ++i) {
     devices_.push_back(std::make_unique<Device>(i));
-    tasks_.push_back(std::make_unique<Scheduler::Task>());
+    internal_->tasks.push_back(std::make_unique<Scheduler::Task>());
   }
   num_threads_ = options_.num_threads > 0 ? options_.num_threads : DefaultThreads();
   pool_ = std::make_unique<base::ThreadPool>(num_threads_ - 1);
@@ -385,7 +404,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     if (first_program == nullptr) first_program = program;
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  RunState run(*plan, first_program->backend(), &slot_cache_);
+  RunState run(*plan, first_program->backend(), &internal_->slot_cache);
   // Positions of other processes: the run meets them through the process group.
   std::unique_ptr<RemotePeers> peers;
   if (local < n) peers = processes_->BeginRun(mesh, process_of, run);
@@ -408,7 +427,7 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
     const int64_t id = mesh.device_ids_size() ? mesh.device_ids(p) : p;
     devices[p] = DeviceRun{&book,         p,        devices_[id].get(), programs[p], &args[p],
                            per_device,    profiler_ != nullptr ? profiler_->ForDevice(id) : nullptr};
-    scheduler_->Start(*tasks_[id], static_cast<int>(started++ % num_threads_), &DeviceRun::Body,
+    scheduler_->Start(*internal_->tasks[id], static_cast<int>(started++ % num_threads_), &DeviceRun::Body,
                       &DeviceRun::Exited, &devices[p]);
   }
   // This thread runs thread 0's devices until every device has finished.

@@ -1,7 +1,8 @@
 // The runtime: N virtual devices (independent of the number of cores), run as tasks on one thread
 // per core (runtime/scheduler.h), and the entry points that run compiled programs on them: one
 // program per mesh position run concurrently (SPMD or MPMD), or a global-view program whose
-// shard_map ops fan out to devices.
+// shard_map ops fan out to devices. This header is light (no protobuf, fabric or scheduler
+// headers): the public API includes it. runtime/shard_map_cache.h defines what RunGlobal caches.
 #ifndef SHARDJIT_RUNTIME_RUNTIME_H_
 #define SHARDJIT_RUNTIME_RUNTIME_H_
 
@@ -14,19 +15,30 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "backends/executable.h"
-#include "base/thread_pool.h"
-#include "ir/ir.pb.h"
 #include "ir/tensor.h"
-#include "runtime/collective_plan.h"
-#include "runtime/device.h"
-#include "runtime/fabric.h"
+#include "runtime/memory_stats.h"
 #include "runtime/profiler.h"
-#include "runtime/remote.h"
 #include "runtime/run_options.h"
-#include "runtime/scheduler.h"
+
+namespace shardjit {
+namespace backends {
+class Executable;
+}  // namespace backends
+namespace base {
+class ThreadPool;
+}  // namespace base
+namespace ir {
+class Function;
+class Mesh;
+}  // namespace ir
+}  // namespace shardjit
 
 namespace shardjit::runtime {
+
+class CollectivePlan;
+class Device;
+class ProcessGroup;
+class Scheduler;
 
 struct RuntimeOptions {
   // Number of virtual devices (like jax_num_cpu_devices); 1 to 64 run on any core count.
@@ -84,8 +96,8 @@ class Runtime {
   int num_local_devices() const { return local_devices_; }
   bool is_local(int64_t id) const { return ProcessOfDevice(id) == process_id(); }
   int64_t ProcessOfDevice(int64_t id) const { return id / local_devices_; }
-  int process_id() const { return processes_ ? processes_->process_id() : 0; }
-  int num_processes() const { return processes_ ? processes_->num_processes() : 1; }
+  int process_id() const;
+  int num_processes() const;
   // The job's processes, or null for a runtime of one process.
   ProcessGroup* processes() const { return processes_.get(); }
   // Unique in the process (never reused, unlike an address).
@@ -95,8 +107,8 @@ class Runtime {
   const RuntimeOptions& options() const { return options_; }
   // Threads that run devices and their kernels (options or $SHARDJIT_NUM_THREADS or the cores).
   int num_threads() const { return num_threads_; }
-  Device& device(int id) { return *devices_[id]; }
-  MemoryStats memory(int id) const { return devices_[id]->memory(); }
+  Device& device(int id);
+  MemoryStats memory(int id) const;
   // The profiler, or null when profiling is off.
   Profiler* profiler() { return profiler_.get(); }
 
@@ -135,27 +147,16 @@ class Runtime {
   std::shared_ptr<ProcessGroup> processes_;  // null: one process
   int local_devices_ = 1;                    // devices per process
   std::vector<std::unique_ptr<Device>> devices_;
-  std::vector<std::unique_ptr<Scheduler::Task>> tasks_;  // per device
+  struct Internal;                     // the scheduler's tasks and the fabric's slot cache
+  std::unique_ptr<Internal> internal_;
   int num_threads_;                            // resolved options_.num_threads
   std::unique_ptr<base::ThreadPool> pool_;  // num_threads_ - 1 helpers
   std::unique_ptr<Scheduler> scheduler_;        // num_threads_ threads the devices run on
-  RunState::SlotCache slot_cache_;              // collective slots, reused run after run
   std::unique_ptr<Watchdog> watchdog_;          // fails stalled runs and runs past a deadline
   std::unique_ptr<Profiler> profiler_;
   std::string profile_path_;  // from $SHARDJIT_PROFILE
   // One SPMD run at a time: two runs sharing devices in different orders could deadlock.
   std::mutex run_mu_;
-};
-
-// Compiled shard_map bodies of one global-view program, keyed by op.
-struct Runtime::ShardMapCache {
-  struct Entry {
-    const ir::Op* op;
-    std::unique_ptr<backends::Executable> body;
-    std::unique_ptr<CollectivePlan> plan;  // the body's collectives on the mesh
-  };
-  std::mutex mu;
-  std::vector<Entry> entries;
 };
 
 }  // namespace shardjit::runtime

@@ -13,6 +13,7 @@
 #include "backends/reference/evaluator.h"
 #include "base/thread_pool.h"
 #include "gtest/gtest.h"
+#include "ir/types.h"
 #include "runtime/runtime.h"
 
 namespace shardjit::runtime {

@@ -224,7 +224,8 @@ TEST(Scheduler, EachRunMayBeDrivenFromAnotherThread) {
 // A task parked on a scheduler thread that has gone to sleep (nothing else to run) resumes when
 // a thread outside the scheduler wakes it, as the watchdog does.
 TEST(Scheduler, ATaskWokenFromOutsideTheSchedulerResumes) {
-  Scheduler scheduler(2);
+  // Declared before the scheduler, so that the task outlives the scheduler's threads: its fiber
+  // is freed only once they are joined.
   struct State {
     Scheduler::Task task;
     SpinMutex mu;
@@ -232,6 +233,7 @@ TEST(Scheduler, ATaskWokenFromOutsideTheSchedulerResumes) {
     std::atomic<bool> parked{false};
     absl::Notification done;
   } state;
+  Scheduler scheduler(2);
   auto body = [](void* p) {
     auto* s = static_cast<State*>(p);
     std::unique_lock<SpinMutex> lock(s->mu);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/ir.pb.h"
 
 namespace shardjit::collectives_test {
 

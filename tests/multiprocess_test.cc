@@ -34,6 +34,8 @@
 #include "examples/seed_variants.h"
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
+#include "ir/ir.pb.h"
+#include "runtime/device.h"
 #include "runtime/distributed/launcher.h"
 
 namespace shardjit {

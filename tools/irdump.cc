@@ -44,7 +44,7 @@ ABSL_FLAG(bool, lower, false, "run the lowering pipeline on the module");
 ABSL_FLAG(bool, stages, false,
           "print the module after every pipeline stage (IR text), with timings");
 ABSL_FLAG(bool, cost, false, "print the final module's flops and bytes communicated per device");
-ABSL_FLAG(std::string, backend, "",
+ABSL_FLAG(shardjit::Backend, backend, shardjit::DefaultBackend(),
           "the backend whose machine model prices the plan and whose kernels run it: x86 or "
           "reference (default: $SHARDJIT_BACKEND, else x86)");
 ABSL_FLAG(std::string, dump_to, "",
@@ -86,7 +86,7 @@ struct Flags {
   bool cost = false;
   std::string dump_to;
   std::string out;
-  Backend backend = DefaultBackend();
+  Backend backend = Backend::kX86;
 };
 
 int UsageError(const std::string& message) {
@@ -123,11 +123,7 @@ std::optional<std::string> ReadFlags(const std::vector<char*>& args, Flags& flag
   flags.cost = absl::GetFlag(FLAGS_cost);
   flags.dump_to = absl::GetFlag(FLAGS_dump_to);
   flags.out = absl::GetFlag(FLAGS_out);
-  if (const std::string backend = absl::GetFlag(FLAGS_backend); !backend.empty()) {
-    std::optional<Backend> parsed = ParseBackend(backend);
-    if (!parsed) return fmt::format("--backend must be x86 or reference, got \"{}\"", backend);
-    flags.backend = *parsed;
-  }
+  flags.backend = absl::GetFlag(FLAGS_backend);
   if (flags.stages && flags.format && *flags.format != ir::ModuleFormat::kText) {
     return std::string("--stages prints IR text; it takes no other --format");
   }

@@ -23,6 +23,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "fmt/format.h"
+#include "frontend/lowering.h"
 #include "ir/fmt_absl.h"
 #include "ir/io.h"
 #include "tools/flags.h"
@@ -37,7 +38,7 @@ ABSL_FLAG(std::optional<int>, devices, std::nullopt,
           "virtual devices (default: as many as the module's mesh needs)");
 ABSL_FLAG(std::optional<double>, timeout, std::nullopt,
           "stop the run after this many seconds (fractions allowed) with an error");
-ABSL_FLAG(std::string, backend, "",
+ABSL_FLAG(shardjit::Backend, backend, shardjit::DefaultBackend(),
           "the backend whose machine model prices the plan and whose kernels run it: x86 or "
           "reference (default: $SHARDJIT_BACKEND, else x86)");
 
@@ -65,7 +66,7 @@ struct Flags {
   std::vector<std::string> outputs;
   int devices = 0;             // 0: what the module's mesh needs
   double timeout_seconds = 0;  // 0: none
-  Backend backend = DefaultBackend();
+  Backend backend = Backend::kX86;
 };
 
 int UsageError(const std::string& message) {
@@ -102,11 +103,7 @@ std::optional<std::string> ReadFlags(const std::vector<char*>& args, Flags& flag
     }
     flags.devices = *devices;
   }
-  if (const std::string backend = absl::GetFlag(FLAGS_backend); !backend.empty()) {
-    std::optional<Backend> parsed = ParseBackend(backend);
-    if (!parsed) return fmt::format("--backend must be x86 or reference, got \"{}\"", backend);
-    flags.backend = *parsed;
-  }
+  flags.backend = absl::GetFlag(FLAGS_backend);
   for (const std::string& f : flags.inputs) {
     if (f.empty()) return std::string("--inputs has an empty file name");
   }

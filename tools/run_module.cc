@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "backends/backend.h"
+#include "backends/executable.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
@@ -18,6 +19,7 @@
 #include "ir/types.h"
 #include "ir/verifier.h"
 #include "runtime/runtime.h"
+#include "runtime/shard_map_cache.h"
 
 namespace shardjit::tools {
 namespace {

@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
+#include "ir/types.h"
 
 namespace shardjit::backends::x86 {
 namespace {

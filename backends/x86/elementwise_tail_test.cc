@@ -16,6 +16,7 @@
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "ir/fmt_absl.h"
+#include "ir/types.h"
 
 namespace shardjit::backends::x86 {
 namespace {

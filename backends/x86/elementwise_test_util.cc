@@ -11,6 +11,7 @@
 #include "ir/dtype.h"
 #include "ir/fmt_absl.h"
 #include "ir/parser.h"
+#include "ir/types.h"
 #include "ir/verifier.h"
 
 namespace shardjit::backends::x86 {

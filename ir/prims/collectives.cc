@@ -183,7 +183,6 @@ absl::StatusOr<Types> AllToAll(const ShapeContext& ctx, const Types& operands, c
 // checked when the collective runs.
 absl::StatusOr<Types> RaggedAllToAll(const ShapeContext& ctx, const Types& operands,
                                      const Op& op) {
-  const auto& a = op.ragged_all_to_all();
   ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
   ASSIGN_OR_RETURN(int64_t n, CollectiveGroupSize(op, operands, size, /*equal_sizes=*/true));
   const ShapedType& operand = operands[0];

@@ -23,6 +23,7 @@
 #include "fmt/format.h"
 #include "ir/dtype.h"
 #include "ir/fmt_absl.h"
+#include "ir/types.h"
 
 namespace shardjit::backends::x86 {
 namespace {
