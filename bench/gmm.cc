@@ -17,6 +17,7 @@
 
 #include "backends/x86/gemm.h"
 #include "backends/x86/grouped_matmul.h"
+#include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "benchmark/benchmark.h"
 #include "ir/primitive.h"
@@ -114,10 +115,9 @@ void Finish(benchmark::State& state, double flops) {
 
 // One grouped call, its result from the device allocator.
 absl::Status RunGrouped(const Setup& s) {
-  absl::StatusOr<std::vector<Tensor>> out =
-      backends::x86::GroupedMatmul(s.op, s.operands, DeviceAllocator());
-  if (!out.ok()) return out.status();
-  benchmark::DoNotOptimize(out->front().data());
+  ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                   backends::x86::GroupedMatmul(s.op, s.operands, DeviceAllocator()));
+  benchmark::DoNotOptimize(out.front().data());
   return absl::OkStatus();
 }
 
@@ -233,7 +233,7 @@ void BM_PairedWithDense(benchmark::State& state, const Problem& p) {
   std::vector<double> ratios;
   auto timed = [](auto call) -> absl::StatusOr<double> {
     const auto start = std::chrono::steady_clock::now();
-    if (absl::Status st = call(); !st.ok()) return st;
+    RETURN_IF_ERROR(call());
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   for (auto _ : state) {

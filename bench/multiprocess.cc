@@ -41,6 +41,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "benchmark/benchmark.h"
 #include "examples/seed_variants.h"
 #include "fmt/format.h"
@@ -222,8 +223,8 @@ void RegisterInTurns(const std::shared_ptr<gloo::Context>& context, const std::s
                for (int64_t i = 0; i < per_turn; ++i) {
                  if (!mine) {
                    theirs();
-                 } else if (absl::Status s = ours(); !s.ok()) {
-                   return s;
+                 } else {
+                   RETURN_IF_ERROR(ours());
                  }
                }
                const auto t1 = std::chrono::steady_clock::now();
@@ -300,15 +301,14 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectGloo(const ProcessGroup& g
   if (host_port.size() != 2 || !absl::SimpleAtoi(host_port[1], &port)) {
     return absl::InvalidArgumentError("the Gloo comparison needs SHARDJIT_COORDINATOR=host:port");
   }
-  absl::StatusOr<std::unique_ptr<runtime::TcpStore>> store =
-      runtime::TcpStore::Connect(host_port[0], port, std::chrono::seconds(60));
-  if (!store.ok()) return store.status();
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::TcpStore> store,
+                   runtime::TcpStore::Connect(host_port[0], port, std::chrono::seconds(60)));
   auto context =
       std::make_shared<gloo::rendezvous::Context>(group.process_id(), group.num_processes());
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = "127.0.0.1";
-    gloo::rendezvous::PrefixStore prefix("bench/gloo", **store);
+    gloo::rendezvous::PrefixStore prefix("bench/gloo", *store);
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     context->connectFullMesh(prefix, device);
   } catch (const std::exception& e) {

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "runtime/device.h"
@@ -21,33 +22,31 @@ bool Array::fully_addressable() const {
 
 absl::StatusOr<Tensor> Array::to_host() const {
   const ir::Mesh& mesh = sharding_.mesh().proto();
-  absl::StatusOr<runtime::Assembled> host =
-      runtime::AssembleFrom(shards_, mesh, sharding_.spec().proto(), type_, "to_host");
-  if (!host.ok()) return host.status();
-  if (!host->missing.empty()) {
-    absl::StatusOr<Runtime*> rt = sharding_.mesh().runtime();
-    if (!rt.ok()) return rt.status();
+  ASSIGN_OR_RETURN(
+      runtime::Assembled host,
+      runtime::AssembleFrom(shards_, mesh, sharding_.spec().proto(), type_, "to_host"));
+  if (!host.missing.empty()) {
+    ASSIGN_OR_RETURN(Runtime* rt, sharding_.mesh().runtime());
     std::set<int64_t> elsewhere;
-    for (int64_t p : host->missing) elsewhere.insert((*rt)->ProcessOfDevice(mesh.device_ids(p)));
+    for (int64_t p : host.missing) elsewhere.insert(rt->ProcessOfDevice(mesh.device_ids(p)));
     return absl::FailedPreconditionError(fmt::format(
         "to_host of {} ({}): blocks live only in processes [{}]; process_allgather gathers them",
         type_.ToString(), sharding_.spec().to_string(), absl::StrJoin(elsewhere, ",")));
   }
-  return std::move(host->global);
+  return std::move(host.global);
 }
 
 absl::StatusOr<Tensor> process_allgather(const Array& array) {
   const Mesh& mesh = array.sharding().mesh();
-  absl::StatusOr<Runtime*> rt = mesh.runtime();
-  if (!rt.ok()) return rt.status();
-  runtime::ProcessGroup* group = (*rt)->processes();
+  ASSIGN_OR_RETURN(Runtime* rt, mesh.runtime());
+  runtime::ProcessGroup* group = rt->processes();
   if (group == nullptr || group->num_processes() == 1) return array.to_host();
   std::vector<runtime::ProcessGroup::Block> mine =
       runtime::HeldBlocks(array.shards(), mesh.proto(), array.sharding().spec().proto());
-  absl::StatusOr<std::vector<runtime::ProcessGroup::Block>> theirs = group->ExchangeBlocks(mine);
-  if (!theirs.ok()) return theirs.status();
+  ASSIGN_OR_RETURN(std::vector<runtime::ProcessGroup::Block> theirs,
+                   group->ExchangeBlocks(mine));
   Tensor host = Tensor::Empty(array.type());
-  for (const std::vector<runtime::ProcessGroup::Block>* blocks : {&mine, &*theirs}) {
+  for (const std::vector<runtime::ProcessGroup::Block>* blocks : {&mine, &theirs}) {
     for (const runtime::ProcessGroup::Block& b : *blocks) {
       if (absl::Status s = runtime::PlaceBlock(b, host); !s.ok()) {
         return absl::DataLossError(
@@ -60,18 +59,17 @@ absl::StatusOr<Tensor> process_allgather(const Array& array) {
 
 absl::StatusOr<Array> device_put(const Tensor& host, const NamedSharding& sharding) {
   const Mesh& mesh = sharding.mesh();
-  absl::StatusOr<Runtime*> rt = mesh.runtime();
-  if (!rt.ok()) return rt.status();
-  absl::StatusOr<std::vector<Tensor>> shards = runtime::ScatterShards(
-      host, mesh.proto(), sharding.spec().proto(),
-      [&](int64_t p) -> std::optional<ir::Allocator*> {
-        const int64_t id = mesh.proto().device_ids(p);
-        if (!(*rt)->is_local(id)) return std::nullopt;  // another process holds it
-        return (*rt)->device(id).allocator();
-      },
-      fmt::format("device_put of {}", host.type().ToString()));
-  if (!shards.ok()) return shards.status();
-  return Array(host.type(), sharding, *std::move(shards));
+  ASSIGN_OR_RETURN(Runtime* rt, mesh.runtime());
+  ASSIGN_OR_RETURN(std::vector<Tensor> shards,
+                   runtime::ScatterShards(
+                       host, mesh.proto(), sharding.spec().proto(),
+                       [&](int64_t p) -> std::optional<ir::Allocator*> {
+                         const int64_t id = mesh.proto().device_ids(p);
+                         if (!rt->is_local(id)) return std::nullopt;  // another process holds it
+                         return rt->device(id).allocator();
+                       },
+                       fmt::format("device_put of {}", host.type().ToString())));
+  return Array(host.type(), sharding, std::move(shards));
 }
 
 absl::StatusOr<Array> device_put(const Array& array, const NamedSharding& sharding) {
@@ -79,10 +77,9 @@ absl::StatusOr<Array> device_put(const Array& array, const NamedSharding& shardi
   if (array.sharding().mesh().runtime_id() != sharding.mesh().runtime_id()) {
     return absl::InvalidArgumentError("device_put: the target mesh belongs to another runtime");
   }
-  absl::StatusOr<Tensor> host =
-      array.fully_addressable() ? array.to_host() : process_allgather(array);
-  if (!host.ok()) return host.status();
-  return device_put(*host, sharding);
+  ASSIGN_OR_RETURN(Tensor host,
+                   array.fully_addressable() ? array.to_host() : process_allgather(array));
+  return device_put(host, sharding);
 }
 
 Tensor HostTensor(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values) {

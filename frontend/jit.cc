@@ -47,7 +47,7 @@ absl::StatusOr<ir::Module> Trace(const TracedFunction& f, const std::vector<Shap
                                  const JitOptions& options) {
   internal::TraceState state;
   for (const NamedSharding& s : shardings) {
-    if (absl::Status st = state.UseMesh(s.mesh(), "jit argument"); !st.ok()) return st;
+    RETURN_IF_ERROR(state.UseMesh(s.mesh(), "jit argument"));
   }
   if (f.arity >= 0 && f.arity != static_cast<int>(types.size())) {
     return absl::InvalidArgumentError(fmt::format("jit: {} takes {} arguments, got {}",
@@ -56,7 +56,7 @@ absl::StatusOr<ir::Module> Trace(const TracedFunction& f, const std::vector<Shap
   std::vector<Tracer> params;
   for (const ShapedType& t : types) params.push_back(state.AddParam(t));
   std::vector<Tracer> results = f.fn(params);
-  if (!state.status().ok()) return state.status();
+  RETURN_IF_ERROR(state.status());
   std::vector<int64_t> ids;
   for (const Tracer& r : results) {
     if (!r.valid() || r.state() != &state) {
@@ -82,7 +82,7 @@ absl::StatusOr<ir::Module> Trace(const TracedFunction& f, const std::vector<Shap
     }
     for (const PartitionSpec& spec : *options.out_shardings) *m.add_result_shardings() = spec.proto();
   }
-  if (absl::Status s = ir::VerifyModule(m); !s.ok()) return s;
+  RETURN_IF_ERROR(ir::VerifyModule(m));
   return m;
 }
 
@@ -181,8 +181,7 @@ absl::StatusOr<Compiled> Lowered::compile() const {
     return absl::InvalidArgumentError(fmt::format(
         "jit {}: needs at least one Array argument to find its runtime", state_->lowered.name()));
   }
-  absl::StatusOr<Runtime*> runtime = state_->arg_shardings[0].mesh().runtime();
-  if (!runtime.ok()) return runtime.status();
+  ASSIGN_OR_RETURN(Runtime* runtime, state_->arg_shardings[0].mesh().runtime());
   auto state = std::make_shared<CompiledState>(CompiledState{
       state_->lowered, state_->arg_shardings[0].mesh(), {}, {}, {}, {}, {}, nullptr, nullptr, nullptr, nullptr});
   // Kernels split over the threads the runtime gives each device (RuntimeOptions::num_threads).
@@ -218,7 +217,7 @@ absl::StatusOr<Compiled> Lowered::compile() const {
   const int64_t compile_start_ns = base::SpanClockNs();
   absl::StatusOr<std::unique_ptr<backends::Executable>> exe =
       state->compile(Entry(state_->lowered));
-  if (runtime::Profiler* profiler = (*runtime)->profiler(); profiler != nullptr) {
+  if (runtime::Profiler* profiler = runtime->profiler(); profiler != nullptr) {
     const std::string name = fmt::format("compile {}", state_->lowered.name());
     profiler->Record(runtime::Profiler::kHost,
                      {name, "compile", compile_start_ns,
@@ -267,23 +266,21 @@ absl::StatusOr<std::vector<Array>> RunPerPosition(
   const int64_t n = s.mesh.size();
   std::vector<std::vector<Tensor>> local_args(n);
   for (size_t i = 0; i < args.size(); ++i) {
-    absl::StatusOr<Array> placed = device_put(args[i], s.param_shardings[i]);
-    if (!placed.ok()) return placed.status();
-    for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed->shards()[p]);
+    ASSIGN_OR_RETURN(Array placed, device_put(args[i], s.param_shardings[i]));
+    for (int64_t p = 0; p < n; ++p) local_args[p].push_back(placed.shards()[p]);
   }
   std::vector<const backends::Executable*> executables(n);
   for (int64_t p = 0; p < n; ++p) executables[p] = programs[program_of[p]]->executable.get();
-  absl::StatusOr<Runtime*> runtime = s.mesh.runtime();
-  if (!runtime.ok()) return runtime.status();
-  absl::StatusOr<std::vector<std::vector<Tensor>>> out =
-      (*runtime)->RunSpmd(s.mesh.proto(), executables, std::move(local_args), plan, options);
-  if (!out.ok()) return out.status();
+  ASSIGN_OR_RETURN(Runtime* runtime, s.mesh.runtime());
+  ASSIGN_OR_RETURN(
+      std::vector<std::vector<Tensor>> out,
+      runtime->RunSpmd(s.mesh.proto(), executables, std::move(local_args), plan, options));
   std::vector<Array> results;
   for (size_t r = 0; r < s.result_types.size(); ++r) {
     std::vector<Tensor> shards;
     for (int64_t p = 0; p < n; ++p) {
       // Positions of other processes have no results here.
-      shards.push_back((*out)[p].empty() ? Tensor() : std::move((*out)[p][r]));
+      shards.push_back(out[p].empty() ? Tensor() : std::move(out[p][r]));
     }
     results.emplace_back(s.result_types[r], s.result_shardings[r], std::move(shards));
   }
@@ -294,9 +291,8 @@ absl::StatusOr<std::vector<Array>> RunPerPosition(
 absl::Status ApplyRequestedShardings(const CompiledState& s, std::vector<Array>& results) {
   for (size_t r = 0; r < s.requested_shardings.size() && r < results.size(); ++r) {
     if (results[r].sharding() == s.requested_shardings[r]) continue;
-    absl::StatusOr<Array> placed = device_put(results[r], s.requested_shardings[r]);
-    if (!placed.ok()) return placed.status();
-    results[r] = std::move(*placed);
+    ASSIGN_OR_RETURN(Array placed, device_put(results[r], s.requested_shardings[r]));
+    results[r] = std::move(placed);
   }
   return absl::OkStatus();
 }
@@ -306,32 +302,29 @@ absl::Status ApplyRequestedShardings(const CompiledState& s, std::vector<Array>&
 absl::StatusOr<std::vector<Array>> Compiled::call(const std::vector<Array>& args,
                                                   const RunOptions& options) const {
   const CompiledState& s = *state_;
-  if (absl::Status st = CheckArgs(s, args); !st.ok()) return st;
+  RETURN_IF_ERROR(CheckArgs(s, args));
   std::vector<Array> results;
   if (s.module.view() == ir::PER_DEVICE) {
-    absl::StatusOr<std::vector<Array>> out = RunPerPosition(
-        {&s}, std::vector<int>(s.mesh.size(), 0), args, s.collective_plan.get(), options);
-    if (!out.ok()) return out.status();
-    results = std::move(*out);
+    ASSIGN_OR_RETURN(std::vector<Array> out,
+                     RunPerPosition({&s}, std::vector<int>(s.mesh.size(), 0), args,
+                                    s.collective_plan.get(), options));
+    results = std::move(out);
   } else {
     std::vector<Tensor> host_args;
     for (const Array& a : args) {
-      absl::StatusOr<Tensor> h = a.to_host();
-      if (!h.ok()) return h.status();
-      host_args.push_back(std::move(*h));
+      ASSIGN_OR_RETURN(Tensor h, a.to_host());
+      host_args.push_back(std::move(h));
     }
-    absl::StatusOr<Runtime*> runtime = s.mesh.runtime();
-    if (!runtime.ok()) return runtime.status();
-    absl::StatusOr<std::vector<Tensor>> out = (*runtime)->RunGlobal(
-        s.mesh.proto(), *s.executable, host_args, s.compile, *s.shard_map_cache, options);
-    if (!out.ok()) return out.status();
-    for (size_t r = 0; r < out->size(); ++r) {
-      absl::StatusOr<Array> placed = device_put((*out)[r], s.result_shardings[r]);
-      if (!placed.ok()) return placed.status();
-      results.push_back(std::move(*placed));
+    ASSIGN_OR_RETURN(Runtime* runtime, s.mesh.runtime());
+    ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                     runtime->RunGlobal(s.mesh.proto(), *s.executable, host_args, s.compile,
+                                        *s.shard_map_cache, options));
+    for (size_t r = 0; r < out.size(); ++r) {
+      ASSIGN_OR_RETURN(Array placed, device_put(out[r], s.result_shardings[r]));
+      results.push_back(std::move(placed));
     }
   }
-  if (absl::Status st = ApplyRequestedShardings(s, results); !st.ok()) return st;
+  RETURN_IF_ERROR(ApplyRequestedShardings(s, results));
   return results;
 }
 
@@ -348,11 +341,10 @@ absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs
     }
     states.push_back(c.state_.get());
   }
-  if (absl::Status st = CheckArgs(*states[0], args); !st.ok()) return st;
-  absl::StatusOr<std::vector<Array>> results =
-      RunPerPosition(states, program_of, args, plan, options);
-  if (!results.ok()) return results.status();
-  if (absl::Status st = ApplyRequestedShardings(*states[0], *results); !st.ok()) return st;
+  RETURN_IF_ERROR(CheckArgs(*states[0], args));
+  ASSIGN_OR_RETURN(std::vector<Array> results,
+                   RunPerPosition(states, program_of, args, plan, options));
+  RETURN_IF_ERROR(ApplyRequestedShardings(*states[0], results));
   return results;
 }
 
@@ -365,9 +357,8 @@ JittedBase::JittedBase(TracedFunction f, JitOptions options) : state_(std::make_
 
 absl::StatusOr<Lowered> JittedBase::lower(const std::vector<ShapedType>& types,
                                           const std::vector<NamedSharding>& shardings) const {
-  absl::StatusOr<ir::Module> traced = Trace(state_->f, types, shardings, state_->options);
-  if (!traced.ok()) return traced.status();
-  ir::Module lowered = *traced;
+  ASSIGN_OR_RETURN(ir::Module traced, Trace(state_->f, types, shardings, state_->options));
+  ir::Module lowered = traced;
   std::vector<passes::StageRecord> stages;
   const JitOptions& options = state_->options;
   runtime::ProcessGroup* processes = nullptr;
@@ -381,7 +372,7 @@ absl::StatusOr<Lowered> JittedBase::lower(const std::vector<ShapedType>& types,
                                .backend = options.backend,
                                .processes = processes},
                               &stages));
-  return Lowered(std::move(*traced), std::move(lowered), std::move(stages), shardings, options);
+  return Lowered(std::move(traced), std::move(lowered), std::move(stages), shardings, options);
 }
 
 absl::StatusOr<Lowered> JittedBase::lower(const std::vector<Array>& args) const {
@@ -410,13 +401,11 @@ absl::StatusOr<std::vector<Array>> JittedBase::CallFlat(const std::vector<Array>
       types.push_back(a.type());
       shardings.push_back(a.sharding());
     }
-    absl::StatusOr<Lowered> lowered = lower(types, shardings);
-    if (!lowered.ok()) return lowered.status();
-    absl::StatusOr<Compiled> c = lowered->compile();
-    if (!c.ok()) return c.status();
-    compiled = *c;
+    ASSIGN_OR_RETURN(Lowered lowered, lower(types, shardings));
+    ASSIGN_OR_RETURN(Compiled c, lowered.compile());
+    compiled = c;
     std::lock_guard<std::mutex> lock(state_->mu);
-    state_->cache.emplace(key, *c);
+    state_->cache.emplace(key, c);
   }
   return compiled->call(args, options);
 }

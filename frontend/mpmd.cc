@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "backends/executable.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "frontend/control_flow.h"
 #include "ir/fmt_absl.h"
@@ -82,7 +83,7 @@ MpmdMapped::MpmdMapped(Mesh mesh, std::vector<MpmdProgram> programs,
 absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
     const std::vector<Array>& args) const {
   const State& s = *state_;
-  if (!s.layout.ok()) return s.layout;
+  RETURN_IF_ERROR(s.layout);
   std::string key;
   for (const Array& a : args) key += a.type().ToString() + a.sharding().to_string() + ";";
   {
@@ -101,13 +102,12 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
       return absl::Status(lowered.status().code(),
                           fmt::format("mpmd_map program {}: {}", i, lowered.status().message()));
     }
-    absl::StatusOr<shardjit::Compiled> program = lowered->compile();
-    if (!program.ok()) return program.status();
-    if (program->module().view() != ir::PER_DEVICE) {
+    ASSIGN_OR_RETURN(shardjit::Compiled program, lowered->compile());
+    if (program.module().view() != ir::PER_DEVICE) {
       return absl::InvalidArgumentError(fmt::format(
           "mpmd_map program {}: did not lower to a per-device program", i));
     }
-    compiled->programs.push_back(std::move(*program));
+    compiled->programs.push_back(std::move(program));
   }
   // One module: every program's function, and which one each position runs; the verifier
   // checks that they share the entry's signature.
@@ -136,16 +136,13 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
 
 absl::StatusOr<std::vector<Array>> MpmdMapped::call(const std::vector<Array>& args,
                                                     const RunOptions& options) const {
-  absl::StatusOr<std::shared_ptr<const Compiled>> compiled = Compile(args);
-  if (!compiled.ok()) return compiled.status();
-  return RunMpmd((*compiled)->programs, state_->program_of, args, (*compiled)->plan.get(),
-                 options);
+  ASSIGN_OR_RETURN(std::shared_ptr<const Compiled> compiled, Compile(args));
+  return RunMpmd(compiled->programs, state_->program_of, args, compiled->plan.get(), options);
 }
 
 absl::StatusOr<ir::Module> MpmdMapped::lower(const std::vector<Array>& args) const {
-  absl::StatusOr<std::shared_ptr<const Compiled>> compiled = Compile(args);
-  if (!compiled.ok()) return compiled.status();
-  return (*compiled)->module;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Compiled> compiled, Compile(args));
+  return compiled->module;
 }
 
 MpmdMapped mpmd_map(Mesh mesh, std::vector<MpmdProgram> programs,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 
 namespace shardjit::random {
@@ -35,7 +36,7 @@ absl::Status CheckShape(const char* what, const std::vector<int64_t>& shape, DTy
 }  // namespace
 
 absl::StatusOr<Tensor> normal(Key key, std::vector<int64_t> shape, DType dtype) {
-  if (absl::Status s = CheckShape("random::normal", shape, dtype); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckShape("random::normal", shape, dtype));
   Tensor t = Tensor::Empty({dtype, std::move(shape)});
   int64_t n = t.num_elements();
   for (int64_t i = 0; i < n; i += 2) {
@@ -49,7 +50,7 @@ absl::StatusOr<Tensor> normal(Key key, std::vector<int64_t> shape, DType dtype) 
 
 absl::StatusOr<Tensor> uniform(Key key, std::vector<int64_t> shape, DType dtype, double minval,
                                double maxval) {
-  if (absl::Status s = CheckShape("random::uniform", shape, dtype); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckShape("random::uniform", shape, dtype));
   Tensor t = Tensor::Empty({dtype, std::move(shape)});
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     t.SetDouble(i, minval + (maxval - minval) * UnitOpen(key.seed, i));

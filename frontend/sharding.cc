@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/ir.pb.h"
 #include "ir/sharding.h"
@@ -20,7 +21,7 @@ absl::StatusOr<Mesh> make_mesh(const Runtime& runtime,
     a->set_name(name);
     a->set_size(n);
   }
-  if (absl::Status s = ir::ValidateMesh(proto, "Mesh"); !s.ok()) return s;
+  RETURN_IF_ERROR(ir::ValidateMesh(proto, "Mesh"));
   const int64_t size = ir::MeshSize(proto);
   if (device_ids.empty()) {
     for (int64_t i = 0; i < size; ++i) device_ids.push_back(i);

@@ -1,6 +1,7 @@
 #include "frontend/tracer.h"
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
@@ -30,15 +31,14 @@ TraceState* TraceOf(const std::vector<Tracer>& operands, const char* op) {
 }
 
 absl::Status TraceState::UseMesh(const Mesh& mesh, const std::string& what) {
-  absl::StatusOr<Runtime*> runtime = mesh.runtime();
-  if (!runtime.ok()) return runtime.status();
+  ASSIGN_OR_RETURN(Runtime* runtime, mesh.runtime());
   if (!has_mesh_) {
     mesh_ = mesh.proto();
-    runtime_ = *runtime;
+    runtime_ = runtime;
     has_mesh_ = true;
     return absl::OkStatus();
   }
-  if (ir::MeshToString(mesh_) != mesh.to_string() || runtime_ != *runtime ||
+  if (ir::MeshToString(mesh_) != mesh.to_string() || runtime_ != runtime ||
       mesh_.device_ids_size() != mesh.proto().device_ids_size() ||
       !std::equal(mesh_.device_ids().begin(), mesh_.device_ids().end(),
                   mesh.proto().device_ids().begin())) {

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "backends/backend.h"
 #include "backends/reduce_kind.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/prim.h"
 #include "ir/types.h"
@@ -146,12 +147,9 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, const std::vector<int
   // copy and a pass).
   size_t first = 1;
   if (f32 && boxes.size() > 1) {
-    if (absl::Status s = backend.ReduceBuffers(
-            reduction.kind, DType::kF32, boxes[1].data_as<float>() + begin - FirstOf(firsts, 1),
-            boxes[0].data_as<float>() + begin - FirstOf(firsts, 0), acc, n);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(backend.ReduceBuffers(
+        reduction.kind, DType::kF32, boxes[1].data_as<float>() + begin - FirstOf(firsts, 1),
+        boxes[0].data_as<float>() + begin - FirstOf(firsts, 0), acc, n));
     first = 2;
   } else {
     WidenToF32(boxes[0], begin - FirstOf(firsts, 0), n, acc);
@@ -161,10 +159,7 @@ absl::Status ReduceFloat(const std::vector<Tensor>& boxes, const std::vector<int
     const float* operand = f32 ? boxes[b].data_as<float>() + at : scratch.data() + n;
     if (!f32) WidenToF32(boxes[b], at, n, scratch.data() + n);
     // ReduceBuffers keeps its second input on ties (max(-0, +0)), as std::max(acc, x) does.
-    if (absl::Status s = backend.ReduceBuffers(reduction.kind, DType::kF32, operand, acc, acc, n);
-        !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(backend.ReduceBuffers(reduction.kind, DType::kF32, operand, acc, acc, n));
   }
   const int64_t count = static_cast<int64_t>(boxes.size());
   if (f32) {
@@ -189,9 +184,7 @@ absl::StatusOr<Tensor> Reduce(const std::vector<Tensor>& boxes, ir::Prim kind,
                               const backends::Backend& backend,
                               const ir::ShapedType& out_type, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(out_type, allocator);
-  if (absl::Status s = ReduceRange(boxes, kind, backend, out, 0, out.num_elements()); !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(ReduceRange(boxes, kind, backend, out, 0, out.num_elements()));
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/prim.h"
@@ -58,14 +59,13 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
       return absl::InvalidArgumentError(fmt::format("{}: future awaited twice", opcode));
     }
     const Ticket& ticket = pending->ticket();
-    absl::StatusOr<ir::Tensor> result = Await(ticket, allocator, recorder);
-    if (!result.ok()) return result.status();
+    ASSIGN_OR_RETURN(ir::Tensor result, Await(ticket, allocator, recorder));
     if (recorder != nullptr) {
       recorder->Record({ticket.resolved->op->opcode(), "transfer", ticket.arrival_ns,
                         base::SpanClockNs() - ticket.arrival_ns,
                         ticket.resolved->op->name_scope()});
     }
-    return std::vector<ir::Tensor>{std::move(*result)};
+    return std::vector<ir::Tensor>{std::move(result)};
   }
   const ir::AxisList axes = ir::CollectiveAxes(op);
   const absl::StatusOr<int64_t> axis_size = ir::CombinedAxisSize(mesh(), axes);
@@ -82,15 +82,13 @@ absl::StatusOr<std::vector<ir::Tensor>> RunState::Collective(
     return std::vector<ir::Tensor>{
         ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(value)}, allocator)};
   }
-  absl::StatusOr<Ticket> ticket = Arrive(position, op, operands, allocator, recorder != nullptr);
-  if (!ticket.ok()) return ticket.status();
+  ASSIGN_OR_RETURN(Ticket ticket, Arrive(position, op, operands, allocator, recorder != nullptr));
   if (ir::IsAsyncStart(prim)) {
     return std::vector<ir::Tensor>{ir::Tensor::Future(ir::FromProto(op.result_types(0)),
-                                                      std::make_shared<Pending>(this, *ticket))};
+                                                      std::make_shared<Pending>(this, ticket))};
   }
-  absl::StatusOr<ir::Tensor> result = Await(*ticket, allocator, recorder);
-  if (!result.ok()) return result.status();
-  return std::vector<ir::Tensor>{std::move(*result)};
+  ASSIGN_OR_RETURN(ir::Tensor result, Await(ticket, allocator, recorder));
+  return std::vector<ir::Tensor>{std::move(result)};
 }
 
 absl::StatusOr<Ticket> RunState::Arrive(int64_t position, const ir::Op& op,

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "backends/executable.h"
+#include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
@@ -116,8 +117,7 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
   absl::StatusOr<std::vector<ir::Tensor>> RunShardMap(
       const ir::Op& op, const std::vector<ir::Tensor>& operands) override {
     const ir::ShardMapAttrs& sm = op.shard_map();
-    absl::StatusOr<const ShardMapCache::Entry*> body = Body(op);
-    if (!body.ok()) return body.status();
+    ASSIGN_OR_RETURN(const ShardMapCache::Entry* body, Body(op));
     int64_t n = ir::MeshSize(mesh_);
     std::vector<std::vector<ir::Tensor>> args(n);
     for (int64_t p = 0; p < n; ++p) {
@@ -135,25 +135,24 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
       }
       Device& device = rt_.device(static_cast<int>(id));
       for (size_t i = 0; i < operands.size(); ++i) {
-        absl::StatusOr<ir::Tensor> shard =
-            ShardOf(operands[i], mesh_, sm.in_specs(i), p, device.allocator(), "shard_map");
-        if (!shard.ok()) return shard.status();
-        args[p].push_back(*std::move(shard));
+        ASSIGN_OR_RETURN(
+            ir::Tensor shard,
+            ShardOf(operands[i], mesh_, sm.in_specs(i), p, device.allocator(), "shard_map"));
+        args[p].push_back(std::move(shard));
       }
     }
-    std::vector<const backends::Executable*> programs(n, (*body)->body.get());
-    absl::StatusOr<std::vector<std::vector<ir::Tensor>>> locals =
-        rt_.RunSpmd(mesh_, programs, std::move(args), (*body)->plan.get(), options_);
-    if (!locals.ok()) return locals.status();
+    std::vector<const backends::Executable*> programs(n, body->body.get());
+    ASSIGN_OR_RETURN(std::vector<std::vector<ir::Tensor>> locals,
+                     rt_.RunSpmd(mesh_, programs, std::move(args), body->plan.get(), options_));
     // Assemble each global result from the blocks (for replicated axes, the lowest position).
     std::vector<ir::Tensor> results;
     for (int r = 0; r < op.results_size(); ++r) {
       std::vector<ir::Tensor> shards;
-      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move((*locals)[p][r]));
-      absl::StatusOr<Assembled> global = AssembleFrom(
-          shards, mesh_, sm.out_specs(r), ir::FromProto(op.result_types(r)), "shard_map");
-      if (!global.ok()) return global.status();
-      results.push_back(std::move(global->global));
+      for (int64_t p = 0; p < n; ++p) shards.push_back(std::move(locals[p][r]));
+      ASSIGN_OR_RETURN(Assembled global,
+                       AssembleFrom(shards, mesh_, sm.out_specs(r),
+                                    ir::FromProto(op.result_types(r)), "shard_map"));
+      results.push_back(std::move(global.global));
     }
     return results;
   }
@@ -167,11 +166,10 @@ class Runtime::GlobalContext final : public backends::DeviceContext {
     ir::Function body;
     body.set_name("shard_map_body");
     *body.mutable_body() = op.shard_map().body();
-    absl::StatusOr<std::unique_ptr<backends::Executable>> exe = compile_(body);
-    if (!exe.ok()) return exe.status();
+    ASSIGN_OR_RETURN(std::unique_ptr<backends::Executable> exe, compile_(body));
     auto plan = std::make_unique<CollectivePlan>(
-        mesh_, std::vector<const ir::Function*>{(*exe)->function()});
-    cache_.entries.push_back({&op, std::move(*exe), std::move(plan)});
+        mesh_, std::vector<const ir::Function*>{exe->function()});
+    cache_.entries.push_back({&op, std::move(exe), std::move(plan)});
     return &cache_.entries.back();
   }
 
@@ -438,9 +436,9 @@ absl::StatusOr<std::vector<std::vector<ir::Tensor>>> Runtime::RunSpmd(
   // What this process posted to the others leaves before the run ends (and the process may exit).
   absl::Status flushed = peers != nullptr ? processes_->Flush() : absl::OkStatus();
   peers.reset();
-  if (absl::Status s = run.status(); !s.ok()) return s;
-  if (absl::Status s = run.CheckAllReceived(); !s.ok()) return s;
-  if (!flushed.ok()) return flushed;
+  RETURN_IF_ERROR(run.status());
+  RETURN_IF_ERROR(run.CheckAllReceived());
+  RETURN_IF_ERROR(flushed);
   std::vector<std::vector<ir::Tensor>> out(n);
   for (int64_t p = 0; p < n; ++p) {
     if (process_of[p] == process_id()) out[p] = std::move(*book.results[p]);

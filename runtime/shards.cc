@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/sharding.h"
@@ -35,9 +36,8 @@ std::vector<int64_t> BlockOffset(const ir::Mesh& mesh, const ir::PartitionSpec& 
 absl::StatusOr<ir::Tensor> ShardOf(const ir::Tensor& global, const ir::Mesh& mesh,
                                    const ir::PartitionSpec& spec, int64_t position,
                                    ir::Allocator* allocator, std::string_view what) {
-  absl::StatusOr<std::vector<int64_t>> local = ir::LocalDims(mesh, spec, global.dims(), what);
-  if (!local.ok()) return local.status();
-  return CopyBlockOut(global, mesh, spec, *local, position, allocator);
+  ASSIGN_OR_RETURN(std::vector<int64_t> local, ir::LocalDims(mesh, spec, global.dims(), what));
+  return CopyBlockOut(global, mesh, spec, local, position, allocator);
 }
 
 absl::StatusOr<std::vector<ir::Tensor>> ScatterShards(const ir::Tensor& global,
@@ -45,13 +45,12 @@ absl::StatusOr<std::vector<ir::Tensor>> ScatterShards(const ir::Tensor& global,
                                                       const ir::PartitionSpec& spec,
                                                       const AllocatorOf& allocator_of,
                                                       std::string_view what) {
-  absl::StatusOr<std::vector<int64_t>> local = ir::LocalDims(mesh, spec, global.dims(), what);
-  if (!local.ok()) return local.status();
+  ASSIGN_OR_RETURN(std::vector<int64_t> local, ir::LocalDims(mesh, spec, global.dims(), what));
   const int64_t n = ir::MeshSize(mesh);
   std::vector<ir::Tensor> shards(n);
   for (int64_t p = 0; p < n; ++p) {
     if (std::optional<ir::Allocator*> allocator = allocator_of(p)) {
-      shards[p] = CopyBlockOut(global, mesh, spec, *local, p, *allocator);
+      shards[p] = CopyBlockOut(global, mesh, spec, local, p, *allocator);
     }
   }
   return shards;
@@ -89,8 +88,7 @@ absl::Status PlaceBlock(const ProcessGroup::Block& block, ir::Tensor& global) {
 absl::StatusOr<Assembled> AssembleFrom(const std::vector<ir::Tensor>& shards,
                                        const ir::Mesh& mesh, const ir::PartitionSpec& spec,
                                        const ir::ShapedType& type, std::string_view what) {
-  absl::StatusOr<std::vector<int64_t>> local = ir::LocalDims(mesh, spec, type.dims, what);
-  if (!local.ok()) return local.status();
+  ASSIGN_OR_RETURN(std::vector<int64_t> local, ir::LocalDims(mesh, spec, type.dims, what));
   Assembled out{ir::Tensor::Empty(type), {}};
   std::set<std::vector<int64_t>> written;
   for (ProcessGroup::Block& block : HeldBlocks(shards, mesh, spec)) {
@@ -100,7 +98,7 @@ absl::StatusOr<Assembled> AssembleFrom(const std::vector<ir::Tensor>& shards,
     written.insert(std::move(block.offset));
   }
   for (int64_t p = 0; p < static_cast<int64_t>(shards.size()); ++p) {
-    if (!written.count(BlockOffset(mesh, spec, *local, p))) out.missing.push_back(p);
+    if (!written.count(BlockOffset(mesh, spec, local, p))) out.missing.push_back(p);
   }
   return out;
 }

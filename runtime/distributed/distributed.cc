@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "gloo/rendezvous/file_store.h"
@@ -110,28 +111,25 @@ std::string StringFromEnv(const char* name) {
 
 absl::StatusOr<std::optional<DistributedOptions>> DistributedOptions::FromEnv() {
   bool has_n = false, has_id = false, has_timeout = false;
-  absl::StatusOr<int> n = IntFromEnv("SHARDJIT_NUM_PROCESSES", &has_n);
-  if (!n.ok()) return n.status();
+  ASSIGN_OR_RETURN(int n, IntFromEnv("SHARDJIT_NUM_PROCESSES", &has_n));
   if (!has_n) return std::optional<DistributedOptions>();
   DistributedOptions o;
-  o.num_processes = *n;
-  absl::StatusOr<int> id = IntFromEnv("SHARDJIT_PROCESS_ID", &has_id);
-  if (!id.ok()) return id.status();
+  o.num_processes = n;
+  ASSIGN_OR_RETURN(int id, IntFromEnv("SHARDJIT_PROCESS_ID", &has_id));
   if (!has_id && o.num_processes > 1) {
     return absl::InvalidArgumentError(
         "SHARDJIT_NUM_PROCESSES is set but SHARDJIT_PROCESS_ID is not");
   }
-  o.process_id = *id;
+  o.process_id = id;
   o.coordinator = StringFromEnv("SHARDJIT_COORDINATOR");
   o.store_dir = StringFromEnv("SHARDJIT_STORE_DIR");
   o.hostname = StringFromEnv("SHARDJIT_HOSTNAME");
-  absl::StatusOr<int> seconds = IntFromEnv("SHARDJIT_DISTRIBUTED_TIMEOUT", &has_timeout);
-  if (!seconds.ok()) return seconds.status();
+  ASSIGN_OR_RETURN(int seconds, IntFromEnv("SHARDJIT_DISTRIBUTED_TIMEOUT", &has_timeout));
   if (has_timeout) {
-    if (*seconds <= 0) {
+    if (seconds <= 0) {
       return absl::InvalidArgumentError("SHARDJIT_DISTRIBUTED_TIMEOUT must be positive");
     }
-    o.timeout = absl::Seconds(*seconds);
+    o.timeout = absl::Seconds(seconds);
   }
   return std::optional<DistributedOptions>(o);
 }
@@ -162,9 +160,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitializeDistributed(
   std::shared_ptr<void> server;
   std::string hostname = o.hostname;
   if (!o.coordinator.empty()) {
-    absl::StatusOr<std::pair<std::string, int>> address = SplitHostPort(o.coordinator);
-    if (!address.ok()) return address.status();
-    const auto& [host, port] = *address;
+    ASSIGN_OR_RETURN(auto address, SplitHostPort(o.coordinator));  // std::pair<std::string, int>
+    const auto& [host, port] = address;
     if (hostname.empty()) hostname = IsLoopback(host) ? "127.0.0.1" : ThisHost();
     if (o.process_id == 0) {
       absl::StatusOr<std::unique_ptr<TcpStoreServer>> started = TcpStoreServer::Start(host, port);
@@ -197,7 +194,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> InitializeDistributed(
           fmt::format("distributed: file store in \"{}\": {}", o.store_dir, e.what()));
     }
   }
-  if (absl::Status s = Join(*store, o); !s.ok()) return s;
+  RETURN_IF_ERROR(Join(*store, o));
   distributed::GlooOptions gloo;
   gloo.rank = o.process_id;
   gloo.size = o.num_processes;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "runtime/distributed/gloo_group_internal.h"
 
 namespace shardjit::runtime::distributed {
@@ -350,7 +351,7 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const ir::Tensor& envel
     } else if (!ReceiveSpilled(peer, meta.data(), meta.size())) {
       return absl::CancelledError("stopped");
     }
-    if (absl::Status s = DecodeMeta(meta, m); !s.ok()) return s;
+    RETURN_IF_ERROR(DecodeMeta(meta, m));
   } else if (h.num_payloads != 0) {
     return absl::DataLossError("payloads without metadata");
   }
@@ -358,11 +359,10 @@ absl::StatusOr<Message> GlooProcessGroup::Open(int peer, const ir::Tensor& envel
   std::vector<std::pair<int64_t, int64_t>> elements(m.types.size());
   uint64_t payload_bytes = 0;
   for (size_t i = 0; i < m.types.size(); ++i) {
-    absl::StatusOr<std::pair<int64_t, int64_t>> range = PayloadElements(m, i);
-    if (!range.ok()) return range.status();
-    elements[i] = *range;
+    ASSIGN_OR_RETURN(auto range, PayloadElements(m, i));  // std::pair<int64_t, int64_t>
+    elements[i] = range;
     if (m.sent[i]) {
-      payload_bytes += (range->second - range->first) * ir::DTypeSize(m.types[i].dtype);
+      payload_bytes += (range.second - range.first) * ir::DTypeSize(m.types[i].dtype);
     }
   }
   const bool direct = PayloadsDirect(kind, payload_bytes);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
@@ -416,7 +417,7 @@ absl::StatusOr<std::vector<ProcessGroup::Block>> GlooProcessGroup::ExchangeBlock
   exchanges_.erase(index);
   lock.unlock();
   // What this process posted: completed now, not at the next run's end (it keeps its blocks).
-  if (absl::Status s = Flush(); !s.ok()) return s;
+  RETURN_IF_ERROR(Flush());
   return out;
 }
 

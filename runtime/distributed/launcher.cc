@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 
 extern char** environ;
@@ -268,7 +269,7 @@ class Launcher {
     timeout_at_ = Deadline(start_, options_.timeout);
     SignalForwarding forwarding;
     if (options_.forward_signals) {
-      if (absl::Status s = forwarding.Install(); !s.ok()) return s;
+      RETURN_IF_ERROR(forwarding.Install());
       signal_fd_ = forwarding.read_fd();
     }
     if (absl::Status s = StartAll(coordinator); !s.ok()) {
@@ -312,9 +313,9 @@ class Launcher {
     Child& child = children_[i];
     child.id = i;
     Fd out_write, err_write, status_read, status_write;
-    if (absl::Status s = MakePipe(child.out.fd, out_write); !s.ok()) return s;
-    if (absl::Status s = MakePipe(child.err.fd, err_write); !s.ok()) return s;
-    if (absl::Status s = MakePipe(status_read, status_write); !s.ok()) return s;
+    RETURN_IF_ERROR(MakePipe(child.out.fd, out_write));
+    RETURN_IF_ERROR(MakePipe(child.err.fd, err_write));
+    RETURN_IF_ERROR(MakePipe(status_read, status_write));
     for (Stream* stream : {&child.out, &child.err}) {
       if (fcntl(stream->fd.get(), F_SETFL, O_NONBLOCK) != 0) return Errno("fcntl");
       stream->prefix = fmt::format("[{}] ", i);
@@ -606,9 +607,7 @@ absl::StatusOr<int> Launch(const LaunchOptions& options, std::ostream& out, std:
   }
   int port = options.port;
   if (port == 0) {
-    absl::StatusOr<int> free_port = PickFreePort();
-    if (!free_port.ok()) return free_port.status();
-    port = *free_port;
+    ASSIGN_OR_RETURN(port, PickFreePort());
   }
   return Launcher(options, out, err).Run(fmt::format("127.0.0.1:{}", port));
 }

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "gloo/common/error.h"
 #include "runtime/distributed/tcp_store_wire.h"
@@ -230,19 +231,18 @@ absl::StatusOr<std::vector<char>> TcpStore::Get(const std::string& key,
     return absl::InvalidArgumentError(absl::StrCat(
         "TCP store at ", address_, ": negative timeout for key ", absl::CHexEscape(key)));
   }
-  absl::StatusOr<Reply> reply = Call(kGet, timeout.count(), {key}, IoLimit(timeout));
-  if (!reply.ok()) return reply.status();
-  if (reply->status == kTimeout) {
+  ASSIGN_OR_RETURN(Reply reply, Call(kGet, timeout.count(), {key}, IoLimit(timeout)));
+  if (reply.status == kTimeout) {
     return absl::DeadlineExceededError(absl::StrCat("TCP store at ", address_, ": ",
                                                     DescribeKeys({key}), " not set within ",
                                                     FormatTimeout(timeout)));
   }
-  if (reply->items.size() != 1) {
+  if (reply.items.size() != 1) {
     return absl::InternalError(absl::StrCat("TCP store at ", address_, ": reply to GET of key ",
-                                            absl::CHexEscape(key), " has ", reply->items.size(),
+                                            absl::CHexEscape(key), " has ", reply.items.size(),
                                             " items"));
   }
-  const std::string& value = reply->items[0];
+  const std::string& value = reply.items[0];
   return std::vector<char>(value.begin(), value.end());
 }
 
@@ -254,20 +254,18 @@ absl::Status TcpStore::Wait(const std::vector<std::string>& keys,
   }
   if (keys.empty()) return absl::OkStatus();
   std::vector<absl::string_view> items(keys.begin(), keys.end());
-  absl::StatusOr<Reply> reply = Call(kWait, timeout.count(), items, IoLimit(timeout));
-  if (!reply.ok()) return reply.status();
-  if (reply->status == kTimeout) {
+  ASSIGN_OR_RETURN(Reply reply, Call(kWait, timeout.count(), items, IoLimit(timeout)));
+  if (reply.status == kTimeout) {
     return absl::DeadlineExceededError(absl::StrCat("TCP store at ", address_, ": ",
-                                                    DescribeKeys(reply->items), " not set within ",
+                                                    DescribeKeys(reply.items), " not set within ",
                                                     FormatTimeout(timeout)));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> TcpStore::Add(const std::string& key, int64_t delta) {
-  absl::StatusOr<Reply> reply = Call(kAdd, delta, {key}, IoLimit(timeout_));
-  if (!reply.ok()) return reply.status();
-  return reply->arg;
+  ASSIGN_OR_RETURN(Reply reply, Call(kAdd, delta, {key}, IoLimit(timeout_)));
+  return reply.arg;
 }
 
 void TcpStore::set(const std::string& key, const std::vector<char>& data) {
