@@ -122,7 +122,7 @@ void Run(benchmark::State& state, Case& c, Mode mode) {
   if (mode != Mode::kUnfused && c.unfused_work > 0) {
     state.counters["MiB_saved"] = static_cast<double>(c.unfused_work - work) / (1 << 20);
   }
-  const absl::StatusOr<Lowered> lowered = program.lower(c.args);
+  const auto lowered = program.lower(c.args);
   const std::string text = lowered.ok() ? lowered->as_text() : "";
   state.SetLabel(text.find("dot_accumulate") != std::string::npos ? "ring"
                  : text.find("ppermute_start") != std::string::npos ? "direct fetch"

@@ -64,9 +64,9 @@ void BM_Add(benchmark::State& state) {
 
 void BM_AddCompiled(benchmark::State& state) {
   Setup& s = SetupFor(static_cast<int>(state.range(0)));
-  absl::StatusOr<Lowered> lowered = AddOne(s.mesh).lower(s.x);
+  auto lowered = AddOne(s.mesh).lower(s.x);
   if (!lowered.ok()) return state.SkipWithError(lowered.status().ToString().c_str());
-  absl::StatusOr<Compiled> compiled = lowered->compile();
+  auto compiled = lowered->compile();
   if (!compiled.ok()) return state.SkipWithError(compiled.status().ToString().c_str());
   TimeCalls(state, [&] { return compiled->call({s.x}).status(); });
 }

@@ -47,7 +47,7 @@ TEST_P(CollectiveMatmulTest, MatchesF64) {
           << "element " << i << "," << j;
     }
   }
-  absl::StatusOr<Lowered> lowered = f.lower(x, w);
+  auto lowered = f.lower(x, w);
   ASSERT_TRUE(lowered.ok());
   const std::string text = lowered->as_text();
   EXPECT_THAT(text, Not(HasSubstr("all_gather")));

@@ -121,7 +121,7 @@ int Main(int argc, char** argv) {
   }
   for (const SeedVariant& v : variants) {
     if (!wanted.empty() && !wanted.contains(v.name)) continue;
-    absl::StatusOr<Lowered> lowered =
+    auto lowered =
         v.program.lower({{DType::kBF16, {m, k}}, {DType::kBF16, {k, n}}},
                         {NamedSharding(*mesh, P("x", "y")), NamedSharding(*mesh, P("x", None))});
     if (!lowered.ok()) {

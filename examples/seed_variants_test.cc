@@ -93,7 +93,7 @@ TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
       {"f", {"ppermute_start[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]",
              "ppermute_start[axes=(y) perm=((0,1),(1,0))]", "result_shardings=(P(x,y))"}}};
   for (SeedVariant& v : SeedVariants(mesh, 2048)) {
-    absl::StatusOr<Lowered> lowered = v.program.lower(types, shardings);
+    auto lowered = v.program.lower(types, shardings);
     ASSERT_TRUE(lowered.ok()) << lowered.status();
     for (const std::string& fragment : expected[v.name]) {
       EXPECT_THAT(lowered->as_text(), HasSubstr(fragment)) << "variant " << v.name;
@@ -133,7 +133,7 @@ TEST(SeedVariantsTest, GlobalViewMatmulDoesNoRedundantWork) {
     Mesh mesh = *make_mesh(rt, {{"x", c.sx}, {"y", c.sy}});
     SeedVariant a = SeedVariants(mesh, k)[0];
     ASSERT_EQ(a.name, "a");
-    absl::StatusOr<Lowered> lowered =
+    auto lowered =
         a.program.lower({{DType::kBF16, {m, k}}, {DType::kBF16, {k, n}}},
                         {NamedSharding(mesh, P("x", "y")), NamedSharding(mesh, P("x", None))});
     ASSERT_TRUE(lowered.ok()) << lowered.status();

@@ -137,7 +137,7 @@ const ir::Function& Entry(const ir::Module& m) {
 
 }  // namespace
 
-struct Lowered::State {
+struct LoweredBase::State {
   ir::Module traced;
   ir::Module lowered;
   std::vector<passes::StageRecord> stages;
@@ -145,25 +145,26 @@ struct Lowered::State {
   JitOptions options;
 };
 
-Lowered::Lowered(ir::Module traced, ir::Module lowered, std::vector<passes::StageRecord> stages,
-                 std::vector<NamedSharding> arg_shardings, JitOptions options)
+LoweredBase::LoweredBase(ir::Module traced, ir::Module lowered,
+                         std::vector<passes::StageRecord> stages,
+                         std::vector<NamedSharding> arg_shardings, JitOptions options)
     : state_(std::make_shared<const State>(State{std::move(traced), std::move(lowered),
                                                  std::move(stages), std::move(arg_shardings),
                                                  std::move(options)})) {}
 
-const ir::Module& Lowered::traced_module() const { return state_->traced; }
-const ir::Module& Lowered::module() const { return state_->lowered; }
-const std::vector<passes::StageRecord>& Lowered::stages() const { return state_->stages; }
+const ir::Module& LoweredBase::traced_module() const { return state_->traced; }
+const ir::Module& LoweredBase::module() const { return state_->lowered; }
+const std::vector<passes::StageRecord>& LoweredBase::stages() const { return state_->stages; }
 
-absl::StatusOr<passes::CostReport> Lowered::cost_analysis() const {
+absl::StatusOr<passes::CostReport> LoweredBase::cost_analysis() const {
   return passes::AnalyzeCost(state_->lowered, {.machine = machine_model()});
 }
 
-passes::MachineModel Lowered::machine_model() const {
+passes::MachineModel LoweredBase::machine_model() const {
   return passes::MachineModel::FromProto(state_->lowered.machine_model());
 }
 
-std::string Lowered::as_text(bool locations) const {
+std::string LoweredBase::as_text(bool locations) const {
   std::string text = ir::PrintModule(state_->lowered, {.locations = locations});
   if (state_->lowered.view() == ir::GLOBAL) {
     text = "# execution: global view, unpartitioned: runs on whole arrays on the host; its "
@@ -172,7 +173,7 @@ std::string Lowered::as_text(bool locations) const {
   return text;
 }
 
-absl::StatusOr<Compiled> Lowered::compile() const {
+absl::StatusOr<CompiledBase> LoweredBase::compile() const {
   if (state_->lowered.mesh().axes().empty()) {
     return absl::InvalidArgumentError(fmt::format(
         "jit {}: no mesh: pass sharded Arrays or use shard_map", state_->lowered.name()));
@@ -229,12 +230,12 @@ absl::StatusOr<Compiled> Lowered::compile() const {
     state->collective_plan = std::make_unique<runtime::CollectivePlan>(
         state->mesh.proto(), std::vector<const ir::Function*>{state->executable->function()});
   }
-  return Compiled(std::move(state));
+  return CompiledBase(std::move(state));
 }
 
-const ir::Module& Compiled::module() const { return state_->module; }
+const ir::Module& CompiledBase::module() const { return state_->module; }
 
-std::string Compiled::as_text() const { return ir::PrintModule(state_->module); }
+std::string CompiledBase::as_text() const { return ir::PrintModule(state_->module); }
 
 namespace {
 
@@ -299,7 +300,7 @@ absl::Status ApplyRequestedShardings(const CompiledState& s, std::vector<Array>&
 
 }  // namespace
 
-absl::StatusOr<std::vector<Array>> Compiled::call(const std::vector<Array>& args,
+absl::StatusOr<std::vector<Array>> CompiledBase::call(const std::vector<Array>& args,
                                                   const RunOptions& options) const {
   const CompiledState& s = *state_;
   RETURN_IF_ERROR(CheckArgs(s, args));
@@ -328,13 +329,13 @@ absl::StatusOr<std::vector<Array>> Compiled::call(const std::vector<Array>& args
   return results;
 }
 
-absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs,
+absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<CompiledBase>& programs,
                                            const std::vector<int>& program_of,
                                            const std::vector<Array>& args,
                                            const runtime::CollectivePlan* plan,
                                            const RunOptions& options) {
   std::vector<const CompiledState*> states;
-  for (const Compiled& c : programs) {
+  for (const CompiledBase& c : programs) {
     if (c.state_->module.view() != ir::PER_DEVICE) {
       return absl::InvalidArgumentError(fmt::format(
           "mpmd: program {} did not lower to a per-device program", states.size()));
@@ -348,14 +349,14 @@ absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs
   return results;
 }
 
-const backends::Executable& Compiled::executable() const { return *state_->executable; }
+const backends::Executable& CompiledBase::executable() const { return *state_->executable; }
 
 JittedBase::JittedBase(TracedFunction f, JitOptions options) : state_(std::make_shared<State>()) {
   state_->f = std::move(f);
   state_->options = std::move(options);
 }
 
-absl::StatusOr<Lowered> JittedBase::lower(const std::vector<ShapedType>& types,
+absl::StatusOr<LoweredBase> JittedBase::lower(const std::vector<ShapedType>& types,
                                           const std::vector<NamedSharding>& shardings) const {
   ASSIGN_OR_RETURN(ir::Module traced, Trace(state_->f, types, shardings, state_->options));
   ir::Module lowered = traced;
@@ -372,10 +373,10 @@ absl::StatusOr<Lowered> JittedBase::lower(const std::vector<ShapedType>& types,
                                .backend = options.backend,
                                .processes = processes},
                               &stages));
-  return Lowered(std::move(traced), std::move(lowered), std::move(stages), shardings, options);
+  return LoweredBase(std::move(traced), std::move(lowered), std::move(stages), shardings, options);
 }
 
-absl::StatusOr<Lowered> JittedBase::lower(const std::vector<Array>& args) const {
+absl::StatusOr<LoweredBase> JittedBase::lower(const std::vector<Array>& args) const {
   std::vector<ShapedType> types;
   std::vector<NamedSharding> shardings;
   for (const Array& a : args) {
@@ -388,7 +389,7 @@ absl::StatusOr<Lowered> JittedBase::lower(const std::vector<Array>& args) const 
 absl::StatusOr<std::vector<Array>> JittedBase::CallFlat(const std::vector<Array>& args,
                                                         const RunOptions& options) const {
   std::string key = CacheKey(args);
-  std::optional<Compiled> compiled;
+  std::optional<CompiledBase> compiled;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     auto it = state_->cache.find(key);
@@ -401,8 +402,8 @@ absl::StatusOr<std::vector<Array>> JittedBase::CallFlat(const std::vector<Array>
       types.push_back(a.type());
       shardings.push_back(a.sharding());
     }
-    ASSIGN_OR_RETURN(Lowered lowered, lower(types, shardings));
-    ASSIGN_OR_RETURN(Compiled c, lowered.compile());
+    ASSIGN_OR_RETURN(LoweredBase lowered, lower(types, shardings));
+    ASSIGN_OR_RETURN(CompiledBase c, lowered.compile());
     compiled = c;
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->cache.emplace(key, c);

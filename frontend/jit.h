@@ -1,7 +1,8 @@
 // jit: traces a function over tracers into a module, lowers it through the pass pipeline,
 // compiles it for the runtime's devices and runs it on Arrays. Compiled programs are cached by
 // the argument types and shardings. A function returning one Tracer gives one Array; one
-// returning a vector or tuple of Tracers gives a vector of Arrays.
+// returning a vector or tuple of Tracers gives a vector of Arrays (so do its Lowered<Result>
+// and Compiled<Result>, from jit(f).lower(...) and ->compile()).
 #ifndef SHARDJIT_FRONTEND_JIT_H_
 #define SHARDJIT_FRONTEND_JIT_H_
 
@@ -48,101 +49,6 @@ struct JitOptions {
 
 struct CompiledState;
 
-// A program compiled for a mesh; run it on Arrays of the types it was lowered for. Its results
-// come as a vector, one Array per result of the lowered module.
-class Compiled {
- public:
-  explicit Compiled(std::shared_ptr<const CompiledState> state) : state_(std::move(state)) {}
-
-  // `options`: a deadline and a cancellation token (runtime/run_options.h).
-  absl::StatusOr<std::vector<Array>> call(const std::vector<Array>& args,
-                                          const RunOptions& options = {}) const;
-  template <typename... A>
-  absl::StatusOr<std::vector<Array>> operator()(const A&... args) const {
-    return call(std::vector<Array>{args...});
-  }
-  // The lowered (per-device or global-view) module that runs.
-  const ir::Module& module() const;
-  std::string as_text() const;
-  // The compiled per-device (or global-view) program.
-  const backends::Executable& executable() const;
-
- private:
-  friend absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs,
-                                                    const std::vector<int>& program_of,
-                                                    const std::vector<Array>& args,
-                                                    const runtime::CollectivePlan* plan,
-                                                    const RunOptions& options);
-  std::shared_ptr<const CompiledState> state_;
-};
-
-// Runs per-device programs compiled for one mesh with the same argument and result types and
-// layouts, position p running programs[program_of[p]] (mpmd_map, frontend/mpmd.h). `plan`
-// (optional) resolves the collectives of all the programs' functions.
-absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<Compiled>& programs,
-                                           const std::vector<int>& program_of,
-                                           const std::vector<Array>& args,
-                                           const runtime::CollectivePlan* plan,
-                                           const RunOptions& options);
-
-// A traced and lowered program, before compilation. Copies share it. The modules are ir.proto
-// messages (include ir/ir.pb.h to read them).
-class Lowered {
- public:
-  Lowered(ir::Module traced, ir::Module lowered, std::vector<passes::StageRecord> stages,
-          std::vector<NamedSharding> arg_shardings, JitOptions options);
-
-  const ir::Module& traced_module() const;
-  const ir::Module& module() const;
-  const std::vector<passes::StageRecord>& stages() const;
-  // The lowered module as IR text; global-view modules say how they run.
-  std::string as_text(bool locations = false) const;
-  absl::StatusOr<Compiled> compile() const;
-  // Flops, bytes communicated and estimated time per device of the lowered module
-  // (passes/cost_analysis.h), by the machine model it was lowered for.
-  absl::StatusOr<passes::CostReport> cost_analysis() const;
-  // The machine model the partitioner priced plans by, as recorded in the lowered module (the
-  // backend's: this host's kept rates on the x86 backend, unless JitOptions::pipeline.machine
-  // named one).
-  passes::MachineModel machine_model() const;
-
- private:
-  struct State;
-  std::shared_ptr<const State> state_;
-};
-
-// What jit(f) returns, whatever f returns: lowering and the cache of compiled programs.
-class JittedBase {
- public:
-  JittedBase(TracedFunction f, JitOptions options);
-
-  // Traces and lowers for these arguments' types and shardings.
-  absl::StatusOr<Lowered> lower(const std::vector<Array>& args) const;
-  template <typename... A>
-  absl::StatusOr<Lowered> lower(const A&... args) const {
-    return lower(std::vector<Array>{args...});
-  }
-  // Lowers for arguments of these types and shardings (no data needed).
-  absl::StatusOr<Lowered> lower(const std::vector<ShapedType>& types,
-                                const std::vector<NamedSharding>& shardings) const;
-  // Number of compiled programs in the cache.
-  size_t cache_size() const;
-
- protected:
-  // Compiles for the arguments' types and shardings (cached) and runs; one Array per result.
-  absl::StatusOr<std::vector<Array>> CallFlat(const std::vector<Array>& args,
-                                              const RunOptions& options) const;
-
- private:
-  struct State {
-    TracedFunction f;
-    JitOptions options;
-    mutable std::mutex mu;
-    std::map<std::string, Compiled> cache;
-  };
-  std::shared_ptr<State> state_;
-};
-
 namespace internal {
 
 // The one Array of `results` (Result = Array), or all of them (Result = std::vector<Array>).
@@ -162,6 +68,128 @@ absl::StatusOr<Result> TakeResults(absl::StatusOr<std::vector<Array>> results) {
 
 }  // namespace internal
 
+// A program compiled for a mesh, whatever its function returns; run it on Arrays of the types it
+// was lowered for. call gives one Array per result of the lowered module.
+class CompiledBase {
+ public:
+  explicit CompiledBase(std::shared_ptr<const CompiledState> state) : state_(std::move(state)) {}
+
+  // `options`: a deadline and a cancellation token (runtime/run_options.h).
+  absl::StatusOr<std::vector<Array>> call(const std::vector<Array>& args,
+                                          const RunOptions& options = {}) const;
+  // The lowered (per-device or global-view) module that runs.
+  const ir::Module& module() const;
+  std::string as_text() const;
+  // The compiled per-device (or global-view) program.
+  const backends::Executable& executable() const;
+
+ private:
+  friend absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<CompiledBase>& programs,
+                                                    const std::vector<int>& program_of,
+                                                    const std::vector<Array>& args,
+                                                    const runtime::CollectivePlan* plan,
+                                                    const RunOptions& options);
+  std::shared_ptr<const CompiledState> state_;
+};
+
+// A compiled jitted function (Jitted<Result>::lower(...)->compile()); `Result` is Array when the
+// traced function returns one Tracer, else std::vector<Array>, as for Jitted<Result>.
+template <typename Result>
+class Compiled : public CompiledBase {
+ public:
+  explicit Compiled(CompiledBase base) : CompiledBase(std::move(base)) {}
+
+  // `options`: a deadline and a cancellation token (runtime/run_options.h).
+  absl::StatusOr<Result> call(const std::vector<Array>& args,
+                              const RunOptions& options = {}) const {
+    return internal::TakeResults<Result>(CompiledBase::call(args, options));
+  }
+  template <typename... A>
+  absl::StatusOr<Result> operator()(const A&... args) const {
+    return call(std::vector<Array>{args...});
+  }
+};
+
+// Runs per-device programs compiled for one mesh with the same argument and result types and
+// layouts, position p running programs[program_of[p]] (mpmd_map, frontend/mpmd.h). `plan`
+// (optional) resolves the collectives of all the programs' functions.
+absl::StatusOr<std::vector<Array>> RunMpmd(const std::vector<CompiledBase>& programs,
+                                           const std::vector<int>& program_of,
+                                           const std::vector<Array>& args,
+                                           const runtime::CollectivePlan* plan,
+                                           const RunOptions& options);
+
+// A traced and lowered program, before compilation, whatever its function returns. Copies share
+// it. The modules are ir.proto messages (include ir/ir.pb.h to read them).
+class LoweredBase {
+ public:
+  LoweredBase(ir::Module traced, ir::Module lowered, std::vector<passes::StageRecord> stages,
+          std::vector<NamedSharding> arg_shardings, JitOptions options);
+
+  const ir::Module& traced_module() const;
+  const ir::Module& module() const;
+  const std::vector<passes::StageRecord>& stages() const;
+  // The lowered module as IR text; global-view modules say how they run.
+  std::string as_text(bool locations = false) const;
+  absl::StatusOr<CompiledBase> compile() const;
+  // Flops, bytes communicated and estimated time per device of the lowered module
+  // (passes/cost_analysis.h), by the machine model it was lowered for.
+  absl::StatusOr<passes::CostReport> cost_analysis() const;
+  // The machine model the partitioner priced plans by, as recorded in the lowered module (the
+  // backend's: this host's kept rates on the x86 backend, unless JitOptions::pipeline.machine
+  // named one).
+  passes::MachineModel machine_model() const;
+
+ private:
+  struct State;
+  std::shared_ptr<const State> state_;
+};
+
+// A lowered jitted function (Jitted<Result>::lower); compile() gives a Compiled<Result>.
+template <typename Result>
+class Lowered : public LoweredBase {
+ public:
+  explicit Lowered(LoweredBase base) : LoweredBase(std::move(base)) {}
+
+  absl::StatusOr<Compiled<Result>> compile() const {
+    absl::StatusOr<CompiledBase> compiled = LoweredBase::compile();
+    if (!compiled.ok()) return compiled.status();
+    return Compiled<Result>(*std::move(compiled));
+  }
+};
+
+// What jit(f) returns, whatever f returns: lowering and the cache of compiled programs.
+class JittedBase {
+ public:
+  JittedBase(TracedFunction f, JitOptions options);
+
+  // Traces and lowers for these arguments' types and shardings.
+  absl::StatusOr<LoweredBase> lower(const std::vector<Array>& args) const;
+  template <typename... A>
+  absl::StatusOr<LoweredBase> lower(const A&... args) const {
+    return lower(std::vector<Array>{args...});
+  }
+  // Lowers for arguments of these types and shardings (no data needed).
+  absl::StatusOr<LoweredBase> lower(const std::vector<ShapedType>& types,
+                                    const std::vector<NamedSharding>& shardings) const;
+  // Number of compiled programs in the cache.
+  size_t cache_size() const;
+
+ protected:
+  // Compiles for the arguments' types and shardings (cached) and runs; one Array per result.
+  absl::StatusOr<std::vector<Array>> CallFlat(const std::vector<Array>& args,
+                                              const RunOptions& options) const;
+
+ private:
+  struct State {
+    TracedFunction f;
+    JitOptions options;
+    mutable std::mutex mu;
+    std::map<std::string, CompiledBase> cache;
+  };
+  std::shared_ptr<State> state_;
+};
+
 // A jitted function; `Result` is Array when the traced function returns one Tracer, else
 // std::vector<Array>.
 template <typename Result>
@@ -178,6 +206,27 @@ class Jitted : public JittedBase {
   template <typename... A>
   absl::StatusOr<Result> operator()(const A&... args) const {
     return call(std::vector<Array>{args...});
+  }
+
+  // Traces and lowers for these arguments' types and shardings; compile() gives a
+  // Compiled<Result>.
+  absl::StatusOr<Lowered<Result>> lower(const std::vector<Array>& args) const {
+    return Wrap(JittedBase::lower(args));
+  }
+  template <typename... A>
+  absl::StatusOr<Lowered<Result>> lower(const A&... args) const {
+    return lower(std::vector<Array>{args...});
+  }
+  // Lowers for arguments of these types and shardings (no data needed).
+  absl::StatusOr<Lowered<Result>> lower(const std::vector<ShapedType>& types,
+                                        const std::vector<NamedSharding>& shardings) const {
+    return Wrap(JittedBase::lower(types, shardings));
+  }
+
+ private:
+  static absl::StatusOr<Lowered<Result>> Wrap(absl::StatusOr<LoweredBase> lowered) {
+    if (!lowered.ok()) return lowered.status();
+    return Lowered<Result>(*std::move(lowered));
   }
 };
 

@@ -2,6 +2,8 @@
 // (with and without shard_map inside), fori_loop and broadcasting, against host oracles.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
@@ -59,7 +61,7 @@ TEST_P(NorthStarTest, Matmul3MatchesF64) {
   EXPECT_EQ(out->sharding().spec(), P("x", None));
   ExpectNear(*out->to_host(), MatmulOracle(x_host, w_host), 1e-5);
 
-  absl::StatusOr<Lowered> lowered = matmul3.lower(x, w);
+  auto lowered = matmul3.lower(x, w);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   std::string text = lowered->as_text();
   EXPECT_THAT(text, HasSubstr("dot_general"));
@@ -84,6 +86,35 @@ INSTANTIATE_TEST_SUITE_P(Meshes, NorthStarTest,
                                            std::pair<int64_t, int64_t>{4, 2},
                                            std::pair<int64_t, int64_t>{2, 4},
                                            std::pair<int64_t, int64_t>{4, 4}));
+
+// Compiled, like Jitted: one Tracer returned gives one Array, a vector of Tracers a vector.
+TEST(JitTest, CompiledReturnsWhatTheFunctionReturns) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
+  Array x = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P("x")));
+  auto one = jit([](Tracer a) { return a * 2.0; });
+  auto lowered = one.lower(x);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  static_assert(std::is_same_v<decltype(lowered), absl::StatusOr<Lowered<Array>>>);
+  absl::StatusOr<Compiled<Array>> compiled = lowered->compile();
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  absl::StatusOr<Array> out = (*compiled)(x);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->type(), (ShapedType{DType::kF32, {4}}));
+  ExpectNear(*out->to_host(), {2, 4, 6, 8}, 0);
+  absl::StatusOr<Array> again = compiled->call({x});
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectNear(*again->to_host(), {2, 4, 6, 8}, 0);
+
+  auto two = jit([](Tracer a) { return std::vector<Tracer>{a + 1.0, a * 3.0}; });
+  absl::StatusOr<Compiled<std::vector<Array>>> both = two.lower(x)->compile();
+  ASSERT_TRUE(both.ok()) << both.status();
+  absl::StatusOr<std::vector<Array>> outs = (*both)(x);
+  ASSERT_TRUE(outs.ok()) << outs.status();
+  ASSERT_EQ(outs->size(), 2u);
+  ExpectNear(*(*outs)[0].to_host(), {2, 3, 4, 5}, 0);
+  ExpectNear(*(*outs)[1].to_host(), {3, 6, 9, 12}, 0);
+}
 
 TEST(JitTest, CachesByTypeAndSharding) {
   Runtime rt({.num_devices = 2});
@@ -199,7 +230,7 @@ TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
   std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
                                           NamedSharding(mesh, P("x", None))};
   auto matmul_fn = [](Tracer x, Tracer w) { return jnp::matmul(x, w); };
-  absl::StatusOr<Lowered> host = jit(matmul_fn, {.backend = Backend::kX86}).lower(types, shardings);
+  auto host = jit(matmul_fn, {.backend = Backend::kX86}).lower(types, shardings);
   ASSERT_TRUE(host.ok()) << host.status();
   const passes::MachineModel m = host->machine_model();
   EXPECT_GT(m.flops_per_second, 1e8);
@@ -208,13 +239,13 @@ TEST(JitTest, PlansArePricedByTheHostsMeasuredRates) {
   EXPECT_NE(m.source, "defaults");
   EXPECT_EQ(host->module().machine_model().flops_per_second(), m.flops_per_second);
   EXPECT_THAT(host->as_text(), HasSubstr("machine_model=("));
-  absl::StatusOr<Lowered> reference =
+  auto reference =
       jit(matmul_fn, {.backend = Backend::kReference}).lower(types, shardings);
   ASSERT_TRUE(reference.ok()) << reference.status();
   EXPECT_EQ(reference->machine_model(), passes::MachineModel{});
   EXPECT_EQ(reference->machine_model().source, "defaults");
   const passes::MachineModel named{.flops_per_second = 1e9, .bytes_per_second = 1e9};
-  absl::StatusOr<Lowered> pinned =
+  auto pinned =
       jit(matmul_fn, {.pipeline = {.machine = named}}).lower(types, shardings);
   ASSERT_TRUE(pinned.ok()) << pinned.status();
   EXPECT_EQ(pinned->machine_model(), named);
@@ -293,7 +324,7 @@ TEST(JitTest, NamedScopesAndLocationsReachTheIr) {
         return lax::psum(b, "x");
       },
       mesh, {P("x")}, {P("x")}));
-  absl::StatusOr<Lowered> lowered = f.lower(a);
+  auto lowered = f.lower(a);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   EXPECT_THAT(lowered->as_text(), HasSubstr("@scope(\"layer/reduce\")"));
   EXPECT_THAT(lowered->as_text(), Not(HasSubstr("@loc")));
@@ -344,7 +375,7 @@ TEST(JitTest, NegativeCollectiveAxesCountFromTheEnd) {
                                    lax::psum_scatter(b, "x", -1, true)};
       },
       mesh, {P("x")}, {P("x"), P("x"), P("x")}));
-  absl::StatusOr<Lowered> lowered = f.lower(a);
+  auto lowered = f.lower(a);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   EXPECT_THAT(lowered->as_text(), HasSubstr("f32[1,4,2] = all_gather[axes=(x) axis=2 tiled=False]"));
   EXPECT_THAT(lowered->as_text(), HasSubstr("f32[1,8] = all_gather[axes=(x) axis=1 tiled=True]"));

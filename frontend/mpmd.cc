@@ -15,7 +15,7 @@
 namespace shardjit {
 
 struct MpmdMapped::Compiled {
-  std::vector<shardjit::Compiled> programs;
+  std::vector<CompiledBase> programs;
   ir::Module module;  // the MPMD module: every program, and the one each position runs
   std::unique_ptr<runtime::CollectivePlan> plan;  // every program's collectives
 };
@@ -97,12 +97,12 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
     JittedBase jitted(MakeTracedFunction(ShardMapped<std::vector<Tracer>>(s.programs[i].fn, s.mesh,
                                                                           s.in_specs, s.out_specs)),
                       options);
-    absl::StatusOr<Lowered> lowered = jitted.lower(args);
+    absl::StatusOr<LoweredBase> lowered = jitted.lower(args);
     if (!lowered.ok()) {
       return absl::Status(lowered.status().code(),
                           fmt::format("mpmd_map program {}: {}", i, lowered.status().message()));
     }
-    ASSIGN_OR_RETURN(shardjit::Compiled program, lowered->compile());
+    ASSIGN_OR_RETURN(CompiledBase program, lowered->compile());
     if (program.module().view() != ir::PER_DEVICE) {
       return absl::InvalidArgumentError(fmt::format(
           "mpmd_map program {}: did not lower to a per-device program", i));
@@ -115,7 +115,7 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
   module = compiled->programs[0].module();
   module.set_name(s.options.name);
   module.clear_functions();
-  for (const shardjit::Compiled& c : compiled->programs) {
+  for (const CompiledBase& c : compiled->programs) {
     for (const ir::Function& f : c.module().functions()) *module.add_functions() = f;
   }
   for (int program : s.program_of) {
@@ -125,7 +125,7 @@ absl::StatusOr<std::shared_ptr<const MpmdMapped::Compiled>> MpmdMapped::Compile(
     return absl::InvalidArgumentError(fmt::format("mpmd_map: {}", st.message()));
   }
   std::vector<const ir::Function*> functions;
-  for (const shardjit::Compiled& c : compiled->programs) {
+  for (const CompiledBase& c : compiled->programs) {
     functions.push_back(c.executable().function());
   }
   compiled->plan = std::make_unique<runtime::CollectivePlan>(s.mesh.proto(), functions);

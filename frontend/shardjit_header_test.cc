@@ -22,7 +22,7 @@ int main() {
   }
   absl::StatusOr<Tensor> host = y->to_host();
   if (!host.ok() || host->ToDoubles() != std::vector<double>{8, 12}) return 4;
-  absl::StatusOr<Lowered> lowered = f.lower(*x);
+  auto lowered = f.lower(*x);
   if (!lowered.ok() || lowered->as_text().empty() || !lowered->cost_analysis().ok()) return 5;
   std::printf("PASS %s\n", P("x", None).to_string().c_str());
   return 0;

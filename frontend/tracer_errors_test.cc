@@ -119,7 +119,7 @@ TEST_F(TracerErrorTest, LoopBoundsPastTheIndexType) {
   EXPECT_THAT(std::string(r.status().message()),
               HasSubstr("fori_loop: lower=-2147483649 does not fit the loop index type s32"));
   // At the edge: lowered (not run: 2^31 - 1 trips).
-  absl::StatusOr<Lowered> lowered = loop(0, 2147483647).lower(a_);
+  auto lowered = loop(0, 2147483647).lower(a_);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
 }
 
@@ -143,9 +143,9 @@ TEST_F(TracerErrorTest, FirstErrorWinsAndLaterOpsAreSkipped) {
 
 TEST_F(TracerErrorTest, MismatchedArgumentTypesAtRunTime) {
   auto f = jit([](Tracer b) { return b; });
-  absl::StatusOr<Lowered> lowered = f.lower(a_);
+  auto lowered = f.lower(a_);
   ASSERT_TRUE(lowered.ok());
-  absl::StatusOr<Compiled> compiled = lowered->compile();
+  auto compiled = lowered->compile();
   ASSERT_TRUE(compiled.ok());
   Array other = *device_put(HostTensor(DType::kF32, {2}, {1}), NamedSharding(mesh_, P()));
   EXPECT_THAT(std::string((*compiled)(other).status().message()),

@@ -180,7 +180,7 @@ TEST(AsyncCollectivesText, JitLowersToStartAndDone) {
         return lax::ppermute_done(fut) + x;
       },
       *mesh, {P("x")}, {P("x")}));
-  absl::StatusOr<Lowered> lowered = f.lower({{DType::kF32, {8}}}, {NamedSharding(*mesh, P("x"))});
+  auto lowered = f.lower({{DType::kF32, {8}}}, {NamedSharding(*mesh, P("x"))});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   const std::string text = lowered->as_text();
   EXPECT_NE(text.find("b:future[f32[2]] = ppermute_start[axes=(x) perm=((0,1),(1,2),(2,3),(3,0))] a"),

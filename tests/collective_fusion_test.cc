@@ -93,7 +93,7 @@ class CollectiveFusionTest : public ::testing::TestWithParam<MeshCase> {
       return jit(shard_map(p.body, mesh, p.in_specs, {p.out_spec}), options);
     };
     auto fused = program(true), unfused = program(false);
-    absl::StatusOr<Lowered> lowered = fused.lower(args);
+    auto lowered = fused.lower(args);
     ASSERT_TRUE(lowered.ok()) << lowered.status();
     const std::string text = lowered->as_text();
     for (const std::string& op : p.fused_ops) EXPECT_THAT(text, HasSubstr(op)) << text;

@@ -40,7 +40,7 @@ TailResult RunTail(Backend backend, bool fuse) {
   options.backend = backend;
   if (!fuse) options.pipeline.disabled = {"fuse-elementwise"};
   auto f = jit(MlpTail, options);
-  absl::StatusOr<Lowered> lowered = f.lower(x, w, b);
+  auto lowered = f.lower(x, w, b);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
   absl::StatusOr<Array> out = f(x, w, b);
   EXPECT_TRUE(out.ok()) << out.status();

@@ -242,7 +242,7 @@ TEST_P(PartitionDifferentialTest, PartitionedMatchesUnpartitioned) {
         what += " -> " + r.type().ToString() + out_specs.back().to_string();
       }
       auto spmd = jit(family.fn, {.name = family.name, .out_shardings = out_specs});
-      absl::StatusOr<Lowered> lowered = spmd.lower(args);
+      auto lowered = spmd.lower(args);
       ASSERT_TRUE(lowered.ok()) << what << ": " << lowered.status();
       ExpectNoWorseThanAlternatives(lowered->traced_module(), what);
       ++cases;
@@ -282,7 +282,7 @@ TEST(ShardingConstraintTest, LaysOutTheValueAndChecksTheSpec) {
   Array a = *device_put(host, NamedSharding(mesh, P("x", None)));
   auto f = jit([](Tracer a) { return lax::with_sharding_constraint(a * 2.0, P(None, "x")) + 1.0; },
                {.out_shardings = std::vector<PartitionSpec>{P(None, "x")}});
-  absl::StatusOr<Lowered> lowered = f.lower(a);
+  auto lowered = f.lower(a);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   // The constraint moves x from rows to columns: one all_to_all, no gather.
   EXPECT_THAT(lowered->as_text(), HasSubstr("all_to_all[axes=(x) split_axis=1 concat_axis=0"));
@@ -317,13 +317,13 @@ TEST(SeedMatmulTest, CommunicatesNoMoreThanTheHandWrittenVariantC) {
                        .out_shardings = std::vector<PartitionSpec>{P("x", None)}};
     options.pipeline.disabled = disabled;
     auto f = jit([](Tracer x, Tracer w) { return jnp::matmul(x, w); }, options);
-    absl::StatusOr<Lowered> lowered = f.lower(types, shardings);
+    auto lowered = f.lower(types, shardings);
     ASSERT_TRUE(lowered.ok()) << lowered.status();
     ASSERT_EQ(lowered->module().view(), ir::PER_DEVICE) << lowered->as_text();
     int64_t variant_c = -1;
     for (examples::SeedVariant& v : examples::SeedVariants(mesh, 2048, DefaultBackend(), disabled)) {
       if (v.name != "c") continue;
-      absl::StatusOr<Lowered> c = v.program.lower(types, shardings);
+      auto c = v.program.lower(types, shardings);
       ASSERT_TRUE(c.ok()) << c.status();
       variant_c = passes::spmd::CommunicatedBytes(c->module());
       absl::StatusOr<passes::CostReport> cost = c->cost_analysis();

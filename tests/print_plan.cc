@@ -18,7 +18,7 @@ int main() {
   const std::vector<NamedSharding> shardings = {NamedSharding(*mesh, P("x", "y")),
                                                 NamedSharding(*mesh, P("x", None))};
   for (examples::SeedVariant& v : examples::SeedVariants(*mesh, 2048)) {
-    absl::StatusOr<Lowered> lowered = v.program.lower(types, shardings);
+    auto lowered = v.program.lower(types, shardings);
     if (!lowered.ok()) {
       std::fprintf(stderr, "variant %s: %s\n", v.name.c_str(),
                    std::string(lowered.status().message()).c_str());

@@ -105,7 +105,7 @@ TEST(RunModuleTest, LoweredShardMapModuleThroughAFile) {
         return std::vector<Tracer>{lax::psum(x, "x"), y * 2.0};
       },
       mesh, {P("x", None), P("x")}, {P(None, None), P("x")}));
-  absl::StatusOr<Lowered> lowered =
+  auto lowered =
       f.lower({{DType::kF32, {4, 2}}, {DType::kS32, {6}}},
               {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P("x"))});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
@@ -134,7 +134,7 @@ TEST(RunModuleTest, GlobalViewModule) {
   // Kept global (unpartitioned) by disabling the SPMD partitioner.
   auto f = jit([](Tracer a, Tracer b) { return jnp::matmul(a, b); },
                {.pipeline = {.disabled = {"spmd-partition"}}});
-  absl::StatusOr<Lowered> lowered =
+  auto lowered =
       f.lower({{DType::kF32, {2, 3}}, {DType::kF32, {3, 2}}},
               {NamedSharding(mesh, P("x", None)), NamedSharding(mesh, P())});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
@@ -154,7 +154,7 @@ TEST(RunModuleTest, TracedModuleRunsAsJitRunsItOnBothBackends) {
   auto f = jit([](Tracer a, Tracer b) { return jnp::matmul(a, b); });
   const std::vector<NamedSharding> shardings = {NamedSharding(mesh, P("x", "y")),
                                                 NamedSharding(mesh, P("y", None))};
-  absl::StatusOr<Lowered> lowered =
+  auto lowered =
       f.lower({{DType::kF32, {4, 6}}, {DType::kF32, {6, 2}}}, shardings);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   ASSERT_EQ(lowered->traced_module().view(), ir::GLOBAL);
