@@ -12,7 +12,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,9 +27,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "examples/seed_variants.h"
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
@@ -510,9 +511,10 @@ absl::Status RunManyMessages(const std::shared_ptr<ProcessGroup>& group) {
 
 // A peer frozen (SIGSTOP) with a 2 MiB ppermute operand of this process waiting for it (its
 // receive is posted only once the peer runs): process 0's run fails at the collective timeout,
-// and its wait for that message to be taken ends at the distributed timeout (4 s here) instead of
-// lasting until the peer resumes (after 12 s); the message stays posted, and once the peer is back
-// a run of both processes works. The peer's own second run may fail (process 0 told it so).
+// and its wait for that message to be taken ends at the distributed timeout (4 s here) while the
+// peer is still frozen (process 0 resumes it, SIGCONT, only once its run has returned); the message
+// stays posted, and once the peer is back a run of both processes works. The peer's own second run
+// may fail (process 0 told it so).
 absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
   const int self = group->process_id();
   auto ppermute_of = [&](absl::Duration timeout) -> absl::Status {
@@ -532,16 +534,8 @@ absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
   };
   if (absl::Status s = ppermute_of(absl::Seconds(30)); !s.ok()) return s;
   if (self == 1) {
-    const pid_t waker = fork();
-    if (waker < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-    if (waker == 0) {  // resumes its parent after 12 s
-      sleep(12);  // how long the peer stays frozen: the scenario itself
-      kill(getppid(), SIGCONT);
-      _exit(0);
-    }
     WriteMarker("frozen_peer.pid", absl::StrCat(getpid()));  // process 0 waits for the stop
-    raise(SIGSTOP);
-    wait(nullptr);
+    raise(SIGSTOP);  // until process 0's run has returned
     ppermute_of(absl::Seconds(30)).IgnoreError();
   } else {
     // Waits until the peer is stopped: its pid, then its state.
@@ -549,6 +543,8 @@ absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
     if (!text.ok()) return text.status();
     int peer = 0;
     if (!absl::SimpleAtoi(*text, &peer)) return absl::InternalError("bad pid " + *text);
+    // Whatever happens below, the peer is resumed when this scope ends.
+    const absl::Cleanup resume = [peer] { kill(peer, SIGCONT); };
     const absl::Time stop_deadline = absl::Now() + absl::Seconds(30);
     while (ProcessState(peer) != 'T') {
       if (absl::Now() > stop_deadline) {
@@ -557,9 +553,17 @@ absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
       }
       std::this_thread::yield();
     }
+    // Should the run not end at its deadlines, the peer is resumed after 12 s so that it does end
+    // (and the time check below names it) instead of waiting forever.
+    absl::Notification returned;
+    std::thread backstop([&] {
+      if (!returned.WaitForNotificationWithTimeout(absl::Seconds(12))) kill(peer, SIGCONT);
+    });
     const absl::Time start = absl::Now();
     absl::Status s = ppermute_of(absl::Seconds(1));
     const absl::Duration took = absl::Now() - start;
+    returned.Notify();
+    backstop.join();
     if (s.ok()) return absl::InternalError("a run with a frozen peer succeeded");
     if (took > absl::Seconds(9)) {
       return absl::InternalError(absl::StrCat("the run with a frozen peer took ",
