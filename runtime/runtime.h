@@ -147,7 +147,7 @@ class Runtime {
   std::shared_ptr<ProcessGroup> processes_;  // null: one process
   int local_devices_ = 1;                    // devices per process
   std::vector<std::unique_ptr<Device>> devices_;
-  struct Internal;                     // the scheduler's tasks and the fabric's slot cache
+  struct Internal;  // the scheduler's tasks and the fabric's slot cache; outlives scheduler_
   std::unique_ptr<Internal> internal_;
   int num_threads_;                            // resolved options_.num_threads
   std::unique_ptr<base::ThreadPool> pool_;  // num_threads_ - 1 helpers

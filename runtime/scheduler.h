@@ -48,7 +48,8 @@ class Scheduler {
 
   // Runs `body(arg)` as `task` (not running) on thread `thread`. Once body has returned and the
   // task is off its stack, `exited(arg)` runs on that thread; from then on the task may be
-  // started again.
+  // started again. A task is destroyed only after the scheduler (its threads joined): the thread
+  // that last ran its fiber may still be finishing the switch away from it.
   void Start(Task& task, int thread, Fn body, Fn exited, void* arg);
 
   // Runs thread 0's tasks on the calling thread until `finished()`, which is checked whenever
