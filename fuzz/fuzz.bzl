@@ -16,10 +16,12 @@ def fuzz_target(name, srcs, deps, corpus):
     )
     native.cc_test(
         name = name + "_corpus_test",
-        srcs = ["corpus_main.cc"],
         args = [native.package_name() + "/" + corpus],
         data = native.glob([corpus + "/**"]),
-        deps = [":" + name + "_lib"],
+        deps = [
+            ":" + name + "_lib",
+            "//fuzz:corpus_main",
+        ],
     )
     native.cc_binary(
         name = name,

@@ -5,7 +5,6 @@
 
 #include <string>
 
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"

@@ -8,7 +8,6 @@
 #include "backends/x86/dot_general.h"
 #include "backends/x86/isa_test_util.h"
 #include "base/thread_pool.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/primitive.h"
 
