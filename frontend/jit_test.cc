@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "fmt/format.h"
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -292,6 +293,45 @@ TEST(JitTest, ForiLoopCarriesAndReadsOuterValues) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].to_host()->ToDoubles(), (std::vector<double>{7, 8, 9}));
   EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{41, 42, 43}));
+}
+
+// lax.dynamic_slice and dynamic_update_slice wrap a negative start i of a dimension of size d
+// into i + d before clamping (JAX's allow_negative_indices=True), for constant and traced
+// starts; with the option off, starts are only clamped (XLA's form). Slices of 2 of a 5-vector.
+TEST(JitTest, DynamicSliceStartsWrapLikeJax) {
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"i", 1}});
+  const NamedSharding replicated(mesh, P());
+  Array x = *device_put(HostTensor(DType::kF32, {5}, {10, 11, 12, 13, 14}), replicated);
+  Array update = *device_put(HostTensor(DType::kF32, {2}, {-1, -2}), replicated);
+  struct Case {
+    int64_t start;
+    bool wrap;
+    int64_t first;  // the start JAX uses: wrapped, then clamped into [0, 3]
+  };
+  for (const Case& c : {Case{-1, true, 3}, Case{-2, true, 3}, Case{-3, true, 2},
+                        Case{-7, true, 0}, Case{2, true, 2}, Case{9, true, 3},
+                        Case{-1, false, 0}, Case{-3, false, 0}, Case{4, false, 3}}) {
+    SCOPED_TRACE(fmt::format("start={} allow_negative_indices={}", c.start, c.wrap));
+    std::vector<double> slice = {10.0 + c.first, 11.0 + c.first};
+    std::vector<double> updated = {10, 11, 12, 13, 14};
+    updated[c.first] = -1;
+    updated[c.first + 1] = -2;
+    Array start = *device_put(HostTensor(DType::kS32, {}, {static_cast<double>(c.start)}),
+                              replicated);
+    auto constant_slice = jit([&](Tracer a) { return lax::dynamic_slice(a, {c.start}, {2}, c.wrap); });
+    auto traced_slice = jit([&](Tracer a, Tracer i) { return lax::dynamic_slice(a, {i}, {2}, c.wrap); });
+    auto constant_update = jit([&](Tracer a, Tracer u) {
+      return lax::dynamic_update_slice(a, u, {c.start}, c.wrap);
+    });
+    auto traced_update = jit([&](Tracer a, Tracer u, Tracer i) {
+      return lax::dynamic_update_slice(a, u, {i}, c.wrap);
+    });
+    EXPECT_EQ(constant_slice(x)->to_host()->ToDoubles(), slice);
+    EXPECT_EQ(traced_slice(x, start)->to_host()->ToDoubles(), slice);
+    EXPECT_EQ(constant_update(x, update)->to_host()->ToDoubles(), updated);
+    EXPECT_EQ(traced_update(x, update, start)->to_host()->ToDoubles(), updated);
+  }
 }
 
 TEST(JitTest, BroadcastingComparisonsSelectAndReductions) {

@@ -81,12 +81,28 @@ Tracer Reduce(const char* opcode, Tracer x, std::vector<int64_t> axes, Loc loc) 
 }
 
 // Tracers for start indices (constants become s32 scalars).
-std::vector<Tracer> IndexTracers(TraceState* t, const std::vector<Index>& indices, Loc loc) {
+// The start indices as s32 scalars. With `wrap_negative`, a start i < 0 of dimension k becomes
+// i + dims[k] (jax.lax's allow_negative_indices): at trace time for constants, as
+// select(i < 0, i + d, i) for traced s32 scalars. Indices of another type or beyond x's rank are
+// passed on as they are, for the primitive's shape rule to name (an invalid x has no dims).
+std::vector<Tracer> IndexTracers(TraceState* t, const std::vector<Index>& indices,
+                                 const std::vector<int64_t>& dims, bool wrap_negative, Loc loc) {
+  const ShapedType s32_scalar{DType::kS32, {}};
   std::vector<Tracer> out;
-  for (const Index& i : indices) {
-    out.push_back(i.tracer.valid() ? i.tracer
-                                   : t->Constant(static_cast<double>(i.value),
-                                                 {DType::kS32, {}}, loc));
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const Index& i = indices[k];
+    const bool wrap = wrap_negative && k < dims.size();
+    if (!i.tracer.valid()) {
+      const int64_t value = wrap && i.value < 0 ? i.value + dims[k] : i.value;
+      out.push_back(t->Constant(static_cast<double>(value), s32_scalar, loc));
+    } else if (wrap && i.tracer.type() == s32_scalar) {
+      Tracer size = t->Constant(static_cast<double>(dims[k]), s32_scalar, loc);
+      Tracer zero = t->Constant(0, s32_scalar, loc);
+      out.push_back(lax::select(lax::lt(i.tracer, zero, loc), lax::add(i.tracer, size, loc),
+                                i.tracer, loc));
+    } else {
+      out.push_back(i.tracer);
+    }
   }
   return out;
 }
@@ -218,22 +234,27 @@ Tracer slice(Tracer x, std::vector<int64_t> start_indices, std::vector<int64_t> 
 }
 
 Tracer dynamic_slice(Tracer x, std::vector<Index> start_indices, std::vector<int64_t> slice_sizes,
-                     Loc loc) {
+                     bool allow_negative_indices, Loc loc) {
   TraceState* t = TraceWithIndices({x}, start_indices, "dynamic_slice");
   if (t == nullptr) return Tracer();
   std::vector<Tracer> operands = {x};
-  for (Tracer& i : IndexTracers(t, start_indices, loc)) operands.push_back(i);
+  for (Tracer& i : IndexTracers(t, start_indices, x.shape(), allow_negative_indices, loc)) {
+    operands.push_back(i);
+  }
   ir::Op op = MakeOp("dynamic_slice");
   auto* attrs = op.mutable_dynamic_slice();
   for (int64_t d : slice_sizes) attrs->add_slice_sizes(d);
   return t->Emit1(std::move(op), operands, loc);
 }
 
-Tracer dynamic_update_slice(Tracer x, Tracer update, std::vector<Index> start_indices, Loc loc) {
+Tracer dynamic_update_slice(Tracer x, Tracer update, std::vector<Index> start_indices,
+                            bool allow_negative_indices, Loc loc) {
   TraceState* t = TraceWithIndices({x, update}, start_indices, "dynamic_update_slice");
   if (t == nullptr) return Tracer();
   std::vector<Tracer> operands = {x, update};
-  for (Tracer& i : IndexTracers(t, start_indices, loc)) operands.push_back(i);
+  for (Tracer& i : IndexTracers(t, start_indices, x.shape(), allow_negative_indices, loc)) {
+    operands.push_back(i);
+  }
   return t->Emit1(MakeOp("dynamic_update_slice"), operands, loc);
 }
 

@@ -64,10 +64,13 @@ Tracer reshape(Tracer x, std::vector<int64_t> new_sizes, Loc loc = Loc::current(
 Tracer transpose(Tracer x, std::vector<int64_t> permutation, Loc loc = Loc::current());
 Tracer slice(Tracer x, std::vector<int64_t> start_indices, std::vector<int64_t> limit_indices,
              std::vector<int64_t> strides = {}, Loc loc = Loc::current());
+// jax.lax.dynamic_slice / dynamic_update_slice: with `allow_negative_indices` (JAX's default) a
+// negative start i of a dimension of size d means i + d; starts are then clamped so that the
+// slice lies inside x, as XLA does.
 Tracer dynamic_slice(Tracer x, std::vector<Index> start_indices, std::vector<int64_t> slice_sizes,
-                     Loc loc = Loc::current());
+                     bool allow_negative_indices = true, Loc loc = Loc::current());
 Tracer dynamic_update_slice(Tracer x, Tracer update, std::vector<Index> start_indices,
-                            Loc loc = Loc::current());
+                            bool allow_negative_indices = true, Loc loc = Loc::current());
 Tracer concatenate(std::vector<Tracer> operands, int64_t dimension, Loc loc = Loc::current());
 // jax.lax.with_sharding_constraint: x itself, which the SPMD partitioner lays out by `spec` (on
 // the trace's mesh) at this point of a global-view program.

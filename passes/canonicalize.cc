@@ -11,6 +11,7 @@
 #include "ir/sharding.h"
 #include "ir/types.h"
 #include "passes/dce.h"
+#include "passes/int_range.h"
 #include "passes/op_emitter.h"
 
 namespace shardjit::passes {
@@ -51,7 +52,13 @@ class Canonicalizer {
     std::map<std::string, const ir::Op*> seen;  // CSE key -> first op computing it
     for (ir::Op& op : *region.mutable_ops()) {
       for (int64_t& id : *op.mutable_operands()) id = Resolve(replacements_, id);
-      if (op.has_fori_loop()) Region(*op.mutable_fori_loop()->mutable_body());
+      if (op.has_fori_loop()) {
+        const ir::ForiLoopAttrs& loop = op.fori_loop();
+        if (loop.upper() > loop.lower() && loop.body().params_size() > 0) {
+          ranges_[loop.body().params(0).id()] = {loop.lower(), loop.upper() - 1};
+        }
+        Region(*op.mutable_fori_loop()->mutable_body());
+      }
       if (op.has_shard_map()) Region(*op.mutable_shard_map()->mutable_body());
       if (op.has_fusion()) Region(*op.mutable_fusion()->mutable_body());
       if (std::optional<int64_t> same = Identity(op)) {
@@ -62,6 +69,9 @@ class Canonicalizer {
       for (int i = 0; i < op.results_size(); ++i) {
         producer_[op.results(i)] = &op;
         types_[op.results(i)] = ir::FromProto(op.result_types(i));
+      }
+      if (std::optional<IntRange> r = ResultRange(mesh_, op, [&](int64_t id) { return Range(id); })) {
+        ranges_[op.results(0)] = *r;
       }
       // Each future is awaited once: two equal starts are two transfers, as are two equal
       // psends or precvs.
@@ -92,6 +102,11 @@ class Canonicalizer {
   const ir::Op* Producer(int64_t id) const {
     auto it = producer_.find(id);
     return it == producer_.end() ? nullptr : it->second;
+  }
+
+  std::optional<IntRange> Range(int64_t id) const {
+    auto it = ranges_.find(id);
+    return it == ranges_.end() ? std::nullopt : std::optional(it->second);
   }
 
   // Whether operand `operand` of `op` already has the op's result type.
@@ -127,6 +142,12 @@ class Canonicalizer {
       if (prim == Prim::kAdd && integral && lhs == 0.0) return same_as(1);
       return std::nullopt;
     }
+    // select(p, a, b) with a constant p (a comparison the operands' ranges decide, folded).
+    if (prim == Prim::kSelect && op.operands_size() == 3) {
+      std::optional<double> p = SplatValue(Producer(op.operands(0)));
+      if (p) return same_as(*p != 0 ? 1 : 2);
+      return std::nullopt;
+    }
     if (prim == Prim::kConvertElementType || prim == Prim::kReshape) return same_as(0);
     if (prim == Prim::kTranspose) {
       const auto& perm = op.transpose().permutation();
@@ -155,8 +176,16 @@ class Canonicalizer {
     return std::nullopt;
   }
 
-  // Replaces `op` by a constant when all its operands are constants.
+  // Replaces `op` by a constant when all its operands are constants, or when it is a comparison
+  // of s32 values whose ranges decide it (i < 0 for an i known to be >= 0).
   void Fold(ir::Op& op) {
+    if (op.has_compare() && op.operands_size() == 2) {
+      if (std::optional<bool> v = DecidedComparison(op, Range(op.operands(0)),
+                                                    Range(op.operands(1)))) {
+        ReplaceBySplat(op, *v ? 1.0 : 0.0);
+        return;
+      }
+    }
     if (!options_.evaluate || op.has_constant() || op.results_size() != 1) return;
     // Folding would drop the layout the constraint asks for.
     if (op.has_with_sharding_constraint()) return;
@@ -190,9 +219,26 @@ class Canonicalizer {
     } else {
       for (double v : values) c->add_value(v);
     }
+    ReplaceBy(op, std::move(folded));
+  }
+
+  // Replaces single-result `op` by a constant of its type with every element `value`.
+  void ReplaceBySplat(ir::Op& op, double value) {
+    const ir::ShapedType type = ir::FromProto(op.result_types(0));
+    ir::Op splat;
+    splat.set_opcode("constant");
+    ir::ConstantAttrs* c = splat.mutable_constant();
+    c->set_dtype(ir::ToProto(type.dtype));
+    for (int64_t d : type.dims) c->add_shape(d);
+    c->add_value(value);
+    ReplaceBy(op, std::move(splat));
+  }
+
+  // Replaces `op` by `constant` (an op with no operands computing op's result).
+  void ReplaceBy(ir::Op& op, ir::Op constant) {
     OpEmitter e(mesh_, "canonicalize", types_, /*next_id=*/nullptr);
     e.SetOrigin(op);
-    e.Emit(std::move(folded), {}, op.results(0));
+    e.Emit(std::move(constant), {}, op.results(0));
     std::vector<ir::Op> ops = e.Take();
     if (ops.empty()) return;
     op = std::move(ops[0]);
@@ -215,6 +261,7 @@ class Canonicalizer {
   Replacements replacements_;
   std::unordered_map<int64_t, const ir::Op*> producer_;
   std::unordered_map<int64_t, ir::ShapedType> types_;
+  std::unordered_map<int64_t, IntRange> ranges_;  // s32 values with known bounds
   bool changed_ = false;
 };
 

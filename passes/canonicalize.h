@@ -1,6 +1,8 @@
 // canonicalize: common-subexpression elimination, constant folding and simple algebraic
 // identities (x*1, x+0 for integers, x-0, x/1, converts/reshapes/transposes/broadcasts/slices
-// that change nothing, collectives over size-1 axes), then dead-code elimination.
+// that change nothing, collectives over size-1 axes, select of a constant predicate),
+// comparisons of s32 values decided by their ranges (passes/int_range.h), then dead-code
+// elimination.
 #ifndef SHARDJIT_PASSES_CANONICALIZE_H_
 #define SHARDJIT_PASSES_CANONICALIZE_H_
 

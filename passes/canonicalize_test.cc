@@ -91,6 +91,75 @@ TEST(CanonicalizeTest, KeepsFloatAddOfZeroAndRealCollectives) {
   EXPECT_FALSE(changed);
 }
 
+// The wrap of a negative start index (select(i < 0, i + d, i), as lax.dynamic_slice traces it)
+// goes when i cannot be negative: axis_index * 3 + 1 on x:2 lies in [1, 4].
+TEST(CanonicalizeTest, DropsTheWrapOfIndicesThatCannotBeNegative) {
+  EXPECT_EQ(Canonicalized(Module("a:f32[8]",
+                                 "    b:s32[] = axis_index[axes=(x)]\n"
+                                 "    c:s32[] = constant[dtype=s32 value=(3)]\n"
+                                 "    d:s32[] = mul b c\n"
+                                 "    e:s32[] = constant[dtype=s32 value=(1)]\n"
+                                 "    f:s32[] = add d e\n"
+                                 "    g:s32[] = constant[dtype=s32 value=(0)]\n"
+                                 "    h:pred[] = compare[direction=LT] f g\n"
+                                 "    i:s32[] = constant[dtype=s32 value=(8)]\n"
+                                 "    j:s32[] = add f i\n"
+                                 "    k:s32[] = select h j f\n"
+                                 "    l:f32[4] = dynamic_slice[slice_sizes=(4)] a k\n",
+                                 "l")),
+            Module("a:f32[8]",
+                   "    b:s32[] = axis_index[axes=(x)]\n"
+                   "    c:s32[] = constant[dtype=s32 value=(3)]\n"
+                   "    d:s32[] = mul b c\n"
+                   "    e:s32[] = constant[dtype=s32 value=(1)]\n"
+                   "    f:s32[] = add d e\n"
+                   "    g:f32[4] = dynamic_slice[slice_sizes=(4)] a f\n",
+                   "g"));
+}
+
+// A value that may be negative (a parameter, axis_index - 1) keeps its wrap; so does a sum whose
+// bound overflows s32 (axis_index * 2e9 + 2e9 wraps, so it may be negative).
+TEST(CanonicalizeTest, KeepsTheWrapOfIndicesThatMayBeNegative) {
+  for (const char* index : {"    f:s32[] = add p p\n",
+                            "    e:s32[] = constant[dtype=s32 value=(-1)]\n"
+                            "    f:s32[] = add b e\n",
+                            "    e:s32[] = constant[dtype=s32 value=(2000000000)]\n"
+                            "    m:s32[] = mul b e\n"
+                            "    f:s32[] = add m e\n"}) {
+    const std::string text = Module("a:f32[8] p:s32[]",
+                                    std::string("    b:s32[] = axis_index[axes=(x)]\n") + index +
+                                        "    g:s32[] = constant[dtype=s32 value=(0)]\n"
+                                        "    h:pred[] = compare[direction=LT] f g\n"
+                                        "    i:s32[] = constant[dtype=s32 value=(8)]\n"
+                                        "    j:s32[] = add f i\n"
+                                        "    k:s32[] = select h j f\n"
+                                        "    l:f32[4] = dynamic_slice[slice_sizes=(4)] a k\n",
+                                    "l");
+    EXPECT_NE(Canonicalized(text).find("select"), std::string::npos) << index;
+  }
+}
+
+// A fori_loop's index lies in [lower, upper - 1]: (i + axis_index) rem 2 >= 0 inside the body.
+TEST(CanonicalizeTest, KnowsTheRangeOfALoopIndex) {
+  const std::string text = Module(
+      "a:f32[4]",
+      "    z:f32[2] = constant[dtype=f32 shape=(2) value=(0)]\n"
+      "    r:f32[2] = fori_loop[lower=0 upper=3 body={ lambda ; i:s32[] c:f32[2]. let\n"
+      "          b:s32[] = axis_index[axes=(x)]\n"
+      "          d:s32[] = add i b\n"
+      "          e:s32[] = constant[dtype=s32 value=(2)]\n"
+      "          f:s32[] = rem d e\n"
+      "          g:s32[] = constant[dtype=s32 value=(0)]\n"
+      "          h:pred[] = compare[direction=GE] f g\n"
+      "          j:f32[2] = dynamic_slice[slice_sizes=(2)] a f\n"
+      "          k:f32[2] = select h j c\n"
+      "        in (k) }] z\n",
+      "r");
+  const std::string out = Canonicalized(text);
+  EXPECT_EQ(out.find("select"), std::string::npos) << out;
+  EXPECT_EQ(out.find("compare"), std::string::npos) << out;
+}
+
 TEST(CanonicalizeTest, WorksInsideRegions) {
   std::string text =
       "module m [view=global mesh={x:2} devices=(0,1) entry=main param_shardings=() "

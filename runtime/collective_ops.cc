@@ -287,13 +287,14 @@ absl::StatusOr<Tensor> RaggedAllToAll(const ir::Op& op, const GroupOperands& gro
         return absl::InvalidArgumentError(
             fmt::format("{}: send_sizes[{}] is negative ({})", where(s), s.index, s.size));
       }
-      if (s.input_offset < 0 || s.input_offset + s.size > operand_rows) {
+      // An empty slice is valid wherever its offsets point (as in JAX); it copies nothing.
+      if (s.size > 0 && (s.input_offset < 0 || s.input_offset + s.size > operand_rows)) {
         return absl::InvalidArgumentError(fmt::format(
             "{}: rows [{}, {}) (input_offsets[{}], send_sizes[{}]) are out of range for the "
             "operand's {} rows",
             where(s), s.input_offset, s.input_offset + s.size, s.index, s.index, operand_rows));
       }
-      if (s.output_offset < 0 || s.output_offset + s.size > output_rows) {
+      if (s.size > 0 && (s.output_offset < 0 || s.output_offset + s.size > output_rows)) {
         return absl::InvalidArgumentError(fmt::format(
             "{}: rows [{}, {}) (output_offsets[{}], send_sizes[{}]) are out of range for the "
             "output's {} rows",

@@ -64,6 +64,34 @@ TEST(RaggedAllToAllTest, JaxDocstringExample) {
   }
 }
 
+// An empty slice (send_size 0) is valid wherever its offsets point, past either end included,
+// as in JAX: the docstring's example with device 1's second slice emptied and pointed off the
+// operand and the output, and its first slice's offsets moved to -3 on device 0 after emptying.
+TEST(RaggedAllToAllTest, EmptySlicesMayPointAnywhere) {
+  absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(64), {{"x", 2}});
+  ASSERT_TRUE(mesh.ok()) << mesh.status();
+  RaggedArgs a;
+  a.operand = {Vector({1, 2, 2}), Vector({3, 4, 0})};
+  a.output = {Vector({0, 0, 0, 0}), Vector({5, 6, 7, 8})};
+  a.input_offsets = {Vector({0, 1}), Vector({0, 7})};
+  a.send_sizes = {Vector({1, 2}), Vector({1, 0})};
+  a.output_offsets = {Vector({0, 0}), Vector({1, 99})};
+  a.recv_sizes = {Vector({1, 1}), Vector({2, 0})};
+  absl::StatusOr<DeviceResults> out = RunRagged(*mesh, DType::kF32, a, {"x"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->values[0][0].values, (std::vector<double>{1, 3, 0, 0}));
+  EXPECT_EQ(out->values[0][1].values, (std::vector<double>{2, 2, 7, 8}));
+
+  a.send_sizes[0] = Vector({0, 2});
+  a.input_offsets[0] = Vector({-3, 1});
+  a.output_offsets[0] = Vector({-3, 0});
+  a.recv_sizes[0] = Vector({0, 1});
+  out = RunRagged(*mesh, DType::kF32, a, {"x"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->values[0][0].values, (std::vector<double>{0, 3, 0, 0}));
+  EXPECT_EQ(out->values[0][1].values, (std::vector<double>{2, 2, 7, 8}));
+}
+
 // Valid random arguments: `per_member` slices to each member of every group, of 0 to 3 rows of
 // `row_dims`, packed with random gaps in the operand and received in a random order with random
 // gaps in the output.
