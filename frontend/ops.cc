@@ -132,6 +132,48 @@ Tracer tanh(Tracer x, Loc loc) { return Unary("tanh", x, loc); }
 Tracer sqrt(Tracer x, Loc loc) { return Unary("sqrt", x, loc); }
 Tracer rsqrt(Tracer x, Loc loc) { return Unary("rsqrt", x, loc); }
 Tracer logistic(Tracer x, Loc loc) { return Unary("logistic", x, loc); }
+Tracer sin(Tracer x, Loc loc) { return Unary("sin", x, loc); }
+Tracer cos(Tracer x, Loc loc) { return Unary("cos", x, loc); }
+Tracer tan(Tracer x, Loc loc) { return Unary("tan", x, loc); }
+Tracer erf(Tracer x, Loc loc) { return Unary("erf", x, loc); }
+Tracer erf_inv(Tracer x, Loc loc) { return Unary("erf_inv", x, loc); }
+Tracer log1p(Tracer x, Loc loc) { return Unary("log1p", x, loc); }
+Tracer expm1(Tracer x, Loc loc) { return Unary("expm1", x, loc); }
+Tracer floor(Tracer x, Loc loc) { return Unary("floor", x, loc); }
+Tracer ceil(Tracer x, Loc loc) { return Unary("ceil", x, loc); }
+Tracer round(Tracer x, RoundingMethod rounding_method, Loc loc) {
+  TraceState* t = TraceOf({x}, "round");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("round");
+  op.mutable_round()->set_rounding_method(rounding_method == RoundingMethod::kToNearestEven
+                                              ? ir::TO_NEAREST_EVEN
+                                              : ir::AWAY_FROM_ZERO);
+  return t->Emit1(std::move(op), {x}, loc);
+}
+Tracer is_finite(Tracer x, Loc loc) { return Unary("is_finite", x, loc); }
+Tracer pow(Tracer x, Tracer y, Loc loc) { return Binary("pow", x, y, loc); }
+Tracer atan2(Tracer y, Tracer x, Loc loc) { return Binary("atan2", y, x, loc); }
+Tracer nextafter(Tracer x, Tracer y, Loc loc) { return Binary("nextafter", x, y, loc); }
+Tracer sign(Tracer x, Loc loc) { return Unary("sign", x, loc); }
+Tracer integer_pow(Tracer x, int64_t y, Loc loc) {
+  TraceState* t = TraceOf({x}, "integer_pow");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("integer_pow");
+  op.mutable_integer_pow()->set_y(y);
+  return t->Emit1(std::move(op), {x}, loc);
+}
+Tracer bitwise_and(Tracer a, Tracer b, Loc loc) { return Binary("and", a, b, loc); }
+Tracer bitwise_or(Tracer a, Tracer b, Loc loc) { return Binary("or", a, b, loc); }
+Tracer bitwise_xor(Tracer a, Tracer b, Loc loc) { return Binary("xor", a, b, loc); }
+Tracer bitwise_not(Tracer x, Loc loc) { return Unary("not", x, loc); }
+Tracer shift_left(Tracer x, Tracer n, Loc loc) { return Binary("shift_left", x, n, loc); }
+Tracer shift_right_logical(Tracer x, Tracer n, Loc loc) {
+  return Binary("shift_right_logical", x, n, loc);
+}
+Tracer shift_right_arithmetic(Tracer x, Tracer n, Loc loc) {
+  return Binary("shift_right_arithmetic", x, n, loc);
+}
+Tracer population_count(Tracer x, Loc loc) { return Unary("population_count", x, loc); }
 Tracer eq(Tracer a, Tracer b, Loc loc) { return Compare(ir::EQ, a, b, loc); }
 Tracer ne(Tracer a, Tracer b, Loc loc) { return Compare(ir::NE, a, b, loc); }
 Tracer lt(Tracer a, Tracer b, Loc loc) { return Compare(ir::LT, a, b, loc); }

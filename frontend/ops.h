@@ -40,6 +40,40 @@ Tracer tanh(Tracer x, Loc loc = Loc::current());
 Tracer sqrt(Tracer x, Loc loc = Loc::current());
 Tracer rsqrt(Tracer x, Loc loc = Loc::current());
 Tracer logistic(Tracer x, Loc loc = Loc::current());
+
+// Math (floats), to within the accuracy docs/api.md states (Numerics).
+Tracer sin(Tracer x, Loc loc = Loc::current());
+Tracer cos(Tracer x, Loc loc = Loc::current());
+Tracer tan(Tracer x, Loc loc = Loc::current());
+Tracer erf(Tracer x, Loc loc = Loc::current());
+Tracer erf_inv(Tracer x, Loc loc = Loc::current());
+Tracer log1p(Tracer x, Loc loc = Loc::current());
+Tracer expm1(Tracer x, Loc loc = Loc::current());
+Tracer floor(Tracer x, Loc loc = Loc::current());
+Tracer ceil(Tracer x, Loc loc = Loc::current());
+// jax.lax.RoundingMethod: halfway cases away from zero (lax.round's default) or to even.
+enum class RoundingMethod { kAwayFromZero = 0, kToNearestEven = 1 };
+Tracer round(Tracer x, RoundingMethod rounding_method = RoundingMethod::kAwayFromZero,
+             Loc loc = Loc::current());
+Tracer is_finite(Tracer x, Loc loc = Loc::current());
+Tracer pow(Tracer x, Tracer y, Loc loc = Loc::current());
+Tracer atan2(Tracer y, Tracer x, Loc loc = Loc::current());
+Tracer nextafter(Tracer x, Tracer y, Loc loc = Loc::current());
+// Floats and s32: sign (-1, 0 or 1; -0, +0 and NaN are their own sign) and x ** y for a constant
+// integer y (by repeated multiplication; y < 0 only for floats).
+Tracer sign(Tracer x, Loc loc = Loc::current());
+Tracer integer_pow(Tracer x, int64_t y, Loc loc = Loc::current());
+
+// Bits (s32; and/or/xor/not also pred). Shifts by an amount outside [0, 32) give 0, or the
+// sign bits for shift_right_arithmetic.
+Tracer bitwise_and(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer bitwise_or(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer bitwise_xor(Tracer a, Tracer b, Loc loc = Loc::current());
+Tracer bitwise_not(Tracer x, Loc loc = Loc::current());
+Tracer shift_left(Tracer x, Tracer n, Loc loc = Loc::current());
+Tracer shift_right_logical(Tracer x, Tracer n, Loc loc = Loc::current());
+Tracer shift_right_arithmetic(Tracer x, Tracer n, Loc loc = Loc::current());
+Tracer population_count(Tracer x, Loc loc = Loc::current());
 Tracer convert_element_type(Tracer x, DType new_dtype, Loc loc = Loc::current());
 Tracer eq(Tracer a, Tracer b, Loc loc = Loc::current());
 Tracer ne(Tracer a, Tracer b, Loc loc = Loc::current());

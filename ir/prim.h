@@ -37,6 +37,31 @@ class Op;
   X(kCompare, "compare")                                   \
   X(kSelect, "select")                                     \
   X(kConvertElementType, "convert_element_type")           \
+  /* math (ir/prims/math.cc) */                            \
+  X(kSin, "sin")                                           \
+  X(kCos, "cos")                                           \
+  X(kTan, "tan")                                           \
+  X(kErf, "erf")                                           \
+  X(kErfInv, "erf_inv")                                    \
+  X(kLog1p, "log1p")                                       \
+  X(kExpm1, "expm1")                                       \
+  X(kFloor, "floor")                                       \
+  X(kCeil, "ceil")                                         \
+  X(kRound, "round")                                       \
+  X(kSign, "sign")                                         \
+  X(kIsFinite, "is_finite")                                \
+  X(kIntegerPow, "integer_pow")                            \
+  X(kPow, "pow")                                           \
+  X(kAtan2, "atan2")                                       \
+  X(kNextafter, "nextafter")                               \
+  X(kAnd, "and")                                           \
+  X(kOr, "or")                                             \
+  X(kXor, "xor")                                           \
+  X(kNot, "not")                                           \
+  X(kShiftLeft, "shift_left")                              \
+  X(kShiftRightLogical, "shift_right_logical")             \
+  X(kShiftRightArithmetic, "shift_right_arithmetic")       \
+  X(kPopulationCount, "population_count")                  \
   /* compute (ir/prims/compute.cc, grouped_matmul.cc) */   \
   X(kConstant, "constant")                                 \
   X(kIota, "iota")                                         \

@@ -43,6 +43,26 @@ std::vector<Case> Cases() {
   for (const char* op : {"neg", "abs", "exp", "log", "tanh", "sqrt", "rsqrt", "logistic"}) {
     cases.push_back({op, "a:f32[2,3]", std::string("    b:f32[2,3] = ") + op + " a\n", "b"});
   }
+  for (const char* op : {"sin", "cos", "tan", "erf", "erf_inv", "log1p", "expm1", "floor",
+                         "ceil", "sign"}) {
+    cases.push_back({op, "a:bf16[2,3]", std::string("    b:bf16[2,3] = ") + op + " a\n", "b"});
+  }
+  for (const char* op : {"pow", "atan2", "nextafter"}) {
+    cases.push_back({op, ab, std::string("    c:f32[2,3] = ") + op + " a b\n", "c"});
+  }
+  for (const char* op : {"and", "or", "xor", "shift_left", "shift_right_logical",
+                         "shift_right_arithmetic"}) {
+    cases.push_back({op, "a:s32[5] b:s32[5]", std::string("    c:s32[5] = ") + op + " a b\n",
+                     "c"});
+  }
+  cases.push_back({"not", "a:pred[5]", "    b:pred[5] = not a\n", "b"});
+  cases.push_back({"population_count", "a:s32[5]", "    b:s32[5] = population_count a\n", "b"});
+  cases.push_back({"is_finite", "a:f32[2]", "    b:pred[2] = is_finite a\n", "b"});
+  cases.push_back({"round", "a:f32[2]",
+                   "    b:f32[2] = round[rounding_method=TO_NEAREST_EVEN] a\n"
+                   "    c:f32[2] = round[rounding_method=AWAY_FROM_ZERO] a\n",
+                   "b, c"});
+  cases.push_back({"integer_pow", "a:s32[2]", "    b:s32[2] = integer_pow[y=3] a\n", "b"});
   cases.push_back({"compare", ab, "    c:pred[2,3] = compare[direction=LT] a b\n", "c"});
   cases.push_back({"select", "a:pred[2,3] b:f32[2,3] c:f32[2,3]",
                    "    d:f32[2,3] = select a b c\n", "d"});

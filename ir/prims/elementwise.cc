@@ -1,79 +1,19 @@
 // Shape rules of the elementwise primitives (JAX lax semantics: operands of one type, no implicit
 // broadcasting or promotion; the frontend inserts broadcasts for scalars).
-#include <string>
-
 #include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
 namespace {
 
-enum class Allowed { kNumeric, kFloating, kSigned, kAny };
-
-bool DTypeAllowed(DType d, Allowed allowed) {
-  switch (allowed) {
-    case Allowed::kNumeric:
-      return d != DType::kPred;
-    case Allowed::kFloating:
-      return IsFloating(d);
-    case Allowed::kSigned:
-      return d != DType::kPred;
-    case Allowed::kAny:
-      return true;
-  }
-  return false;
-}
-
-std::string_view AllowedName(Allowed allowed) {
-  switch (allowed) {
-    case Allowed::kNumeric:
-    case Allowed::kSigned:
-      return "a numeric dtype";
-    case Allowed::kFloating:
-      return "a floating dtype";
-    case Allowed::kAny:
-      return "any dtype";
-  }
-  return "";
-}
-
-absl::Status CheckSameTypes(const Op& op, const Types& operands, size_t first) {
-  for (size_t i = first + 1; i < operands.size(); ++i) {
-    if (operands[i] != operands[first]) {
-      return RuleError(op, operands, "operand types differ ({} vs {})",
-                       operands[first].ToString(), operands[i].ToString());
-    }
-  }
-  return absl::OkStatus();
-}
-
-void RegisterMap(std::string name, int arity, Allowed allowed) {
-  RegisterPrimitive({
-      .name = name,
-      .kind = PrimitiveKind::kElementwise,
-      .min_operands = arity,
-      .max_operands = arity,
-      .attrs_case = Op::ATTRS_NOT_SET,
-      .shape_rule = [allowed](const ShapeContext&, const Types& operands,
-                              const Op& op) -> absl::StatusOr<Types> {
-        RETURN_IF_ERROR(CheckSameTypes(op, operands, 0));
-        if (!DTypeAllowed(operands[0].dtype, allowed)) {
-          return RuleError(op, operands, "needs {}, got {}", AllowedName(allowed),
-                           DTypeName(operands[0].dtype));
-        }
-        return Types{operands[0]};
-      },
-  });
-}
-
 const bool registered = [] {
   for (const char* name : {"add", "sub", "mul", "div", "rem", "max", "min"}) {
-    RegisterMap(name, 2, Allowed::kNumeric);
+    RegisterElementwise(name, 2, ElementwiseDTypes::kNumeric);
   }
-  RegisterMap("neg", 1, Allowed::kSigned);
-  RegisterMap("abs", 1, Allowed::kSigned);
+  RegisterElementwise("neg", 1, ElementwiseDTypes::kNumeric);
+  RegisterElementwise("abs", 1, ElementwiseDTypes::kNumeric);
   for (const char* name : {"exp", "log", "tanh", "sqrt", "rsqrt", "logistic"}) {
-    RegisterMap(name, 1, Allowed::kFloating);
+    RegisterElementwise(name, 1, ElementwiseDTypes::kFloating);
   }
   RegisterPrimitive({
       .name = "compare",

@@ -5,9 +5,75 @@
 #include <set>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "ir/collective_groups.h"
 
 namespace shardjit::ir::prims {
+
+namespace {
+
+bool DTypeAccepted(DType d, ElementwiseDTypes dtypes) {
+  switch (dtypes) {
+    case ElementwiseDTypes::kNumeric:
+      return IsFloating(d) || d == DType::kS32;
+    case ElementwiseDTypes::kFloating:
+      return IsFloating(d);
+    case ElementwiseDTypes::kInteger:
+      return d == DType::kS32;
+    case ElementwiseDTypes::kIntegerOrPred:
+      return d == DType::kS32 || d == DType::kPred;
+  }
+  return false;
+}
+
+std::string_view AcceptedName(ElementwiseDTypes dtypes) {
+  switch (dtypes) {
+    case ElementwiseDTypes::kNumeric:
+      return "a numeric dtype";
+    case ElementwiseDTypes::kFloating:
+      return "a floating dtype";
+    case ElementwiseDTypes::kInteger:
+      return "an integer dtype";
+    case ElementwiseDTypes::kIntegerOrPred:
+      return "an integer or pred dtype";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status CheckSameTypes(const Op& op, const Types& operands, size_t first) {
+  for (size_t i = first + 1; i < operands.size(); ++i) {
+    if (operands[i] != operands[first]) {
+      return RuleError(op, operands, "operand types differ ({} vs {})",
+                       operands[first].ToString(), operands[i].ToString());
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RegisterElementwise(std::string name, int arity, ElementwiseDTypes dtypes, bool pred_result,
+                         Op::AttrsCase attrs_case, AttrCheck check_attrs) {
+  RegisterPrimitive({
+      .name = std::move(name),
+      .kind = PrimitiveKind::kElementwise,
+      .min_operands = arity,
+      .max_operands = arity,
+      .attrs_case = attrs_case,
+      .shape_rule = [dtypes, pred_result, check_attrs = std::move(check_attrs)](
+                        const ShapeContext&, const Types& operands,
+                        const Op& op) -> absl::StatusOr<Types> {
+        RETURN_IF_ERROR(CheckSameTypes(op, operands, 0));
+        if (!DTypeAccepted(operands[0].dtype, dtypes)) {
+          return RuleError(op, operands, "needs {}, got {}", AcceptedName(dtypes),
+                           DTypeName(operands[0].dtype));
+        }
+        if (check_attrs) RETURN_IF_ERROR(check_attrs(op, operands));
+        if (pred_result) return Types{{DType::kPred, operands[0].dims}};
+        return Types{operands[0]};
+      },
+  });
+}
 
 absl::Status CheckDimList(const Op& op, const Types& operands, std::string_view attr,
                           const std::vector<int64_t>& dims, int64_t rank) {

@@ -2,6 +2,7 @@
 #ifndef SHARDJIT_IR_PRIMS_RULE_UTIL_H_
 #define SHARDJIT_IR_PRIMS_RULE_UTIL_H_
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,25 @@ bool FitsS32(int64_t v);
 // inf); for f32 and bf16, anything but a finite value that rounds to inf; for pred, anything.
 absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_view attr,
                               double value, DType dtype);
+
+// Checks that operands[first..] all have one type: "operand types differ (<a> vs <b>)".
+absl::Status CheckSameTypes(const Op& op, const Types& operands, size_t first);
+
+// The dtypes an elementwise primitive accepts.
+enum class ElementwiseDTypes {
+  kNumeric,         // f32, bf16, s32
+  kFloating,        // f32, bf16
+  kInteger,         // s32
+  kIntegerOrPred,   // s32, pred
+};
+
+// Registers elementwise primitive `name`: `arity` operands of one type whose dtype is among
+// `dtypes`; the result has that type, or pred of the same shape with `pred_result`. `check_attrs`,
+// when set, checks the op's attributes (oneof case `attrs_case`) once the operands pass.
+using AttrCheck = std::function<absl::Status(const Op& op, const Types& operands)>;
+void RegisterElementwise(std::string name, int arity, ElementwiseDTypes dtypes,
+                         bool pred_result = false, Op::AttrsCase attrs_case = Op::ATTRS_NOT_SET,
+                         AttrCheck check_attrs = nullptr);
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& f);
 
