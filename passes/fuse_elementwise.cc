@@ -17,7 +17,8 @@ bool IsFusible(const ir::Op& op) {
   switch (ir::PrimOf(op)) {
     case ir::Prim::kBroadcastInDim:
       return op.broadcast_in_dim().broadcast_dimensions().empty();
-    // The elementwise primitives but rem.
+    // The elementwise primitives the x86 generator emits (rem and the other math ones run on their
+    // own kernels).
     case ir::Prim::kAdd:
     case ir::Prim::kSub:
     case ir::Prim::kMul:
@@ -35,6 +36,10 @@ bool IsFusible(const ir::Op& op) {
     case ir::Prim::kCompare:
     case ir::Prim::kSelect:
     case ir::Prim::kLogistic:
+    case ir::Prim::kFloor:
+    case ir::Prim::kCeil:
+    case ir::Prim::kRound:
+    case ir::Prim::kSign:
       return true;
     default:
       return false;

@@ -72,8 +72,15 @@ class ElementwiseEmitter final : public ElementwiseKernel {
   void MaskToPred(const Vmm& dst, const Mask& m);
   // m = pred != 0.
   void PredToMask(const Mask& m, const Vmm& pred);
-  // dst = src rounded to the nearest integer (ties to even), as f32.
-  void RoundToIntegral(const Vmm& dst, const Vmm& src);
+  // The rounding-mode immediate of vroundps / vrndscaleps.
+  enum RoundingMode : uint8_t {
+    kRoundNearestEven = 0,
+    kRoundDown = 1,
+    kRoundUp = 2,
+    kRoundTowardZero = 3,
+  };
+  // dst = src rounded to an integer by `mode` (default: nearest, ties to even), as f32.
+  void RoundToIntegral(const Vmm& dst, const Vmm& src, RoundingMode mode = kRoundNearestEven);
 
   // A vector of `bits` in every lane, or of `lanes` (kLanes words), in the constant pool.
   Xbyak::Address Constant(uint32_t bits);

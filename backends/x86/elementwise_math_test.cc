@@ -1,5 +1,5 @@
 // Accuracy of the generated exp, log, tanh and logistic against glibc (what the reference kernels
-// call): a strided sweep over every f32 bit pattern (subnormals, +-inf, NaNs, huge magnitudes),
+// call), and exactness of floor, ceil, round (both methods) and sign: a strided sweep over every f32 bit pattern (subnormals, +-inf, NaNs, huge magnitudes),
 // dense windows around the points where the approximations switch or overflow, and every bf16
 // input; within the bounds of elementwise_kernel.h. NaN must give NaN.
 // SHARDJIT_ULP_SWEEP_STRIDE=1 makes the f32 sweep exhaustive (about a minute per function).
@@ -33,6 +33,11 @@ float Exp(float x) { return std::exp(x); }
 float Log(float x) { return std::log(x); }
 float Tanh(float x) { return std::tanh(x); }
 float Logistic(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float Floor(float x) { return std::floor(x); }
+float Ceil(float x) { return std::ceil(x); }
+float RoundAway(float x) { return std::round(x); }
+float RoundEven(float x) { return std::nearbyint(x); }
+float Sign(float x) { return std::isnan(x) || x == 0 ? x : std::copysign(1.0f, x); }
 
 float FromBits(uint32_t bits) {
   float f;
@@ -58,7 +63,7 @@ std::vector<float> HandPicked() {
                           -NAN,   1e-45f, -1e-45f,       3.4028235e38f,  -3.4028235e38f,
                           FromBits(0x7f800001), FromBits(0xff812345)};
   for (float center : {1.0f, 0.625f, -0.625f, 88.7228f, -87.3365f, -103.972f, 1.17549435e-38f,
-                       0.5f, 2.0f, 9.0f}) {
+                       0.5f, 2.0f, 9.0f, 1.5f, -2.5f, 8388607.5f, -4194303.5f}) {
     float v = center;
     for (int i = 0; i < 2048; ++i) v = std::nextafter(v, -INFINITY);
     for (int i = 0; i < 4096; ++i, v = std::nextafter(v, INFINITY)) x.push_back(v);
@@ -126,7 +131,12 @@ INSTANTIATE_TEST_SUITE_P(Transcendentals, MathTest,
                                            MathCase{"log", EwOp::kLog, Log, kLogMaxUlp},
                                            MathCase{"tanh", EwOp::kTanh, Tanh, kTanhMaxUlp},
                                            MathCase{"logistic", EwOp::kLogistic, Logistic,
-                                                    kLogisticMaxUlp}),
+                                                    kLogisticMaxUlp},
+                                           MathCase{"floor", EwOp::kFloor, Floor, 0},
+                                           MathCase{"ceil", EwOp::kCeil, Ceil, 0},
+                                           MathCase{"round_away", EwOp::kRoundAway, RoundAway, 0},
+                                           MathCase{"round_even", EwOp::kRoundEven, RoundEven, 0},
+                                           MathCase{"sign", EwOp::kSign, Sign, 0}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

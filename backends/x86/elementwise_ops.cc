@@ -14,6 +14,7 @@ using ir::DType;
 enum Predicate : uint8_t {
   kEq = 0x00,
   kUnord = 0x03,
+  kEqUnord = 0x08,  // equal or NaN
   kNeUnord = 0x04,  // true for NaN, like C++ !=
   kLt = 0x11,
   kLe = 0x12,
@@ -41,6 +42,12 @@ typename ElementwiseEmitter<Vmm>::Scratch ElementwiseEmitter<Vmm>::ScratchFor(
       break;
     case EwOp::kRsqrt:
       s.vectors = 1;
+      break;
+    case EwOp::kSign:
+      s.masks = 1;
+      break;
+    case EwOp::kRoundAway:
+      s = {1, 1};
       break;
     case EwOp::kExp:
     case EwOp::kLogistic:
@@ -109,6 +116,33 @@ void ElementwiseEmitter<Vmm>::EmitStep(const ElementwisePlan::Step& step, const 
       vsqrtps(Temp(0), a);
       vmovups(dst, ConstantF(1.0f));
       vdivps(dst, dst, Temp(0));
+      break;
+    case EwOp::kFloor:
+      RoundToIntegral(dst, a, kRoundDown);
+      break;
+    case EwOp::kCeil:
+      RoundToIntegral(dst, a, kRoundUp);
+      break;
+    case EwOp::kRoundEven:
+      RoundToIntegral(dst, a, kRoundNearestEven);
+      break;
+    case EwOp::kRoundAway:
+      // t = trunc(x), then t + sign(x) where |x - t| >= 0.5 (x - t is exact; NaN and inf keep t).
+      RoundToIntegral(dst, a, kRoundTowardZero);
+      vsubps(Temp(0), a, dst);
+      vandps(Temp(0), Temp(0), Constant(0x7fffffffu));
+      vcmpps(TempMask(0), Temp(0), ConstantF(0.5f), kGe);
+      vandps(Temp(0), a, Constant(0x80000000u));
+      vorps(Temp(0), Temp(0), ConstantF(1.0f));
+      vaddps(Temp(0), Temp(0), dst);
+      Blend(dst, dst, Temp(0), TempMask(0));
+      break;
+    case EwOp::kSign:
+      // +-1 by x's sign bit; +-0 and NaN are their own sign.
+      vandps(dst, a, Constant(0x80000000u));
+      vorps(dst, dst, ConstantF(1.0f));
+      vcmpps(TempMask(0), a, ConstantF(0.0f), kEqUnord);
+      Blend(dst, dst, a, TempMask(0));
       break;
     case EwOp::kExp:
       EmitExp(dst, a);
@@ -241,11 +275,11 @@ void ElementwiseEmitter<Vmm>::PredToMask(const Mask& m, const Vmm& pred) {
 }
 
 template <typename Vmm>
-void ElementwiseEmitter<Vmm>::RoundToIntegral(const Vmm& dst, const Vmm& src) {
+void ElementwiseEmitter<Vmm>::RoundToIntegral(const Vmm& dst, const Vmm& src, RoundingMode mode) {
   if constexpr (kAvx512) {
-    vrndscaleps(dst, src, 0);
+    vrndscaleps(dst, src, mode);
   } else {
-    vroundps(dst, src, 0);
+    vroundps(dst, src, mode);
   }
 }
 
@@ -253,7 +287,7 @@ void ElementwiseEmitter<Vmm>::RoundToIntegral(const Vmm& dst, const Vmm& src) {
   template ElementwiseEmitter<Vmm>::Scratch ElementwiseEmitter<Vmm>::ScratchFor(              \
       const ElementwisePlan&, const ElementwisePlan::Step&);                                  \
   template void ElementwiseEmitter<Vmm>::EmitStep(const ElementwisePlan::Step&, const Vmm&);  \
-  template void ElementwiseEmitter<Vmm>::RoundToIntegral(const Vmm&, const Vmm&);             \
+  template void ElementwiseEmitter<Vmm>::RoundToIntegral(const Vmm&, const Vmm&, RoundingMode); \
   template void ElementwiseEmitter<Vmm>::Blend(const Vmm&, const Vmm&, const Xbyak::Operand&, \
                                                const Mask&);
 SHARDJIT_INSTANTIATE_OPS(Xbyak::Ymm)

@@ -36,6 +36,14 @@ std::optional<EwOp> OpOf(ir::Prim prim) {
       return EwOp::kSqrt;
     case ir::Prim::kRsqrt:
       return EwOp::kRsqrt;
+    case ir::Prim::kFloor:
+      return EwOp::kFloor;
+    case ir::Prim::kCeil:
+      return EwOp::kCeil;
+    case ir::Prim::kRound:
+      return EwOp::kRoundAway;  // kRoundEven by the op's rounding_method
+    case ir::Prim::kSign:
+      return EwOp::kSign;
     case ir::Prim::kExp:
       return EwOp::kExp;
     case ir::Prim::kLog:
@@ -73,6 +81,11 @@ bool Supports(EwOp op, DType dtype) {
     case EwOp::kDiv:  // s32 division has no vector instruction
     case EwOp::kSqrt:
     case EwOp::kRsqrt:
+    case EwOp::kFloor:
+    case EwOp::kCeil:
+    case EwOp::kRoundAway:
+    case EwOp::kRoundEven:
+    case EwOp::kSign:  // s32 sign is left to the reference kernel
     case EwOp::kExp:
     case EwOp::kLog:
     case EwOp::kTanh:
@@ -131,6 +144,9 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
     step.op = *ew;
     step.dtype = ir::FromProto(op.result_types(0)).dtype;
     if (step.op == EwOp::kCompare) step.direction = op.compare().direction();
+    if (step.op == EwOp::kRoundAway && op.round().rounding_method() == ir::TO_NEAREST_EVEN) {
+      step.op = EwOp::kRoundEven;
+    }
     int* slots[] = {&step.a, &step.b, &step.c};
     for (int i = 0; i < arity; ++i) {
       auto it = value_of.find(op.operands(i));

@@ -14,7 +14,7 @@
 
 namespace shardjit::backends::x86 {
 
-// Binary arithmetic (kAdd..kMin), exact unary ops (kNeg..kRsqrt), polynomial approximations
+// Binary arithmetic (kAdd..kMin), exact unary ops (kNeg..kRsqrt, kFloor..kSign), polynomial approximations
 // (kExp..kLogistic, elementwise_math.cc), compare (to pred), select (a ? b : c), convert (between
 // two different dtypes) and copy (same dtype: a broadcast scalar, a no-op convert).
 enum class EwOp {
@@ -28,6 +28,11 @@ enum class EwOp {
   kAbs,
   kSqrt,
   kRsqrt,
+  kFloor,
+  kCeil,
+  kRoundAway,  // round, rounding_method AWAY_FROM_ZERO
+  kRoundEven,  // round, rounding_method TO_NEAREST_EVEN
+  kSign,
   kExp,
   kLog,
   kTanh,

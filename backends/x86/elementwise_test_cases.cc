@@ -74,6 +74,16 @@ std::vector<FusionCase> OpCases() {
       cases.back().max_ulp = ulp;
     }
   }
+  for (const char* op : {"floor", "ceil", "sign", "round[rounding_method=AWAY_FROM_ZERO]",
+                         "round[rounding_method=TO_NEAREST_EVEN]"}) {
+    for (DType d : kFloats) {
+      std::string name = op;
+      if (name.starts_with("round")) {
+        name = name.find("EVEN") != std::string::npos ? "round_even" : "round_away";
+      }
+      cases.push_back(OneOp(fmt::format("{}_{}", name, Name(d)), op, {d}, d));
+    }
+  }
   for (const char* dir : {"EQ", "NE", "LT", "LE", "GT", "GE"}) {
     for (DType d : kAll) {
       const std::string op = fmt::format("compare[direction={}]", dir);

@@ -156,7 +156,13 @@ bool DumpTranscendentals(IsaLevel isa, emulation::CaseWriter& writer) {
       {EwOp::kLog, "log", [](float x) { return std::log(x); }, kLogMaxUlp},
       {EwOp::kTanh, "tanh", [](float x) { return std::tanh(x); }, kTanhMaxUlp},
       {EwOp::kLogistic, "logistic", [](float x) { return 1.0f / (1.0f + std::exp(-x)); },
-       kLogisticMaxUlp}};
+       kLogisticMaxUlp},
+      {EwOp::kFloor, "floor", [](float x) { return std::floor(x); }, 0},
+      {EwOp::kCeil, "ceil", [](float x) { return std::ceil(x); }, 0},
+      {EwOp::kRoundAway, "round_away", [](float x) { return std::round(x); }, 0},
+      {EwOp::kRoundEven, "round_even", [](float x) { return std::nearbyint(x); }, 0},
+      {EwOp::kSign, "sign",
+       [](float x) { return std::isnan(x) || x == 0 ? x : std::copysign(1.0f, x); }, 0}};
   // f32 bit patterns spread over the whole range, leaving room for the canary.
   constexpr int64_t kCount = kGuestDataBytes / 4 - 1024;
   constexpr uint64_t kStride = (uint64_t{1} << 32) / kCount + 1;
