@@ -224,14 +224,10 @@ class Canonicalizer {
 
   // Replaces single-result `op` by a constant of its type with every element `value`.
   void ReplaceBySplat(ir::Op& op, double value) {
-    const ir::ShapedType type = ir::FromProto(op.result_types(0));
-    ir::Op splat;
-    splat.set_opcode("constant");
-    ir::ConstantAttrs* c = splat.mutable_constant();
-    c->set_dtype(ir::ToProto(type.dtype));
-    for (int64_t d : type.dims) c->add_shape(d);
-    c->add_value(value);
-    ReplaceBy(op, std::move(splat));
+    OpEmitter e(mesh_, "canonicalize", types_, /*next_id=*/nullptr);
+    e.SetOrigin(op);
+    e.Constant(ir::FromProto(op.result_types(0)), value, op.results(0));
+    Take(op, e);
   }
 
   // Replaces `op` by `constant` (an op with no operands computing op's result).
@@ -239,6 +235,11 @@ class Canonicalizer {
     OpEmitter e(mesh_, "canonicalize", types_, /*next_id=*/nullptr);
     e.SetOrigin(op);
     e.Emit(std::move(constant), {}, op.results(0));
+    Take(op, e);
+  }
+
+  // Replaces `op` by the one op `e` emitted, if it emitted one.
+  void Take(ir::Op& op, OpEmitter& e) {
     std::vector<ir::Op> ops = e.Take();
     if (ops.empty()) return;
     op = std::move(ops[0]);

@@ -93,14 +93,14 @@ int64_t OpEmitter::Emit(const std::string& opcode, const std::vector<int64_t>& o
   return Emit(std::move(op), operands, result);
 }
 
-int64_t OpEmitter::Constant(const ir::ShapedType& type, double value) {
+int64_t OpEmitter::Constant(const ir::ShapedType& type, double value, int64_t result) {
   ir::Op op;
   op.set_opcode("constant");
   ir::ConstantAttrs* c = op.mutable_constant();
   c->set_dtype(ir::ToProto(type.dtype));
   for (int64_t d : type.dims) c->add_shape(d);
   c->add_value(value);
-  return Emit(std::move(op), {});
+  return Emit(std::move(op), {}, result);
 }
 
 int64_t OpEmitter::S32(int64_t value) {

@@ -51,8 +51,8 @@ class OpEmitter {
   int64_t Emit(const std::string& opcode, const std::vector<int64_t>& operands,
                int64_t result = -1);
 
-  // A constant of `type` with every element `value`.
-  int64_t Constant(const ir::ShapedType& type, double value);
+  // A constant of `type` with every element `value` (result id `result` when >= 0).
+  int64_t Constant(const ir::ShapedType& type, double value, int64_t result = -1);
   // An s32 scalar constant (emitted once per value).
   int64_t S32(int64_t value);
   // axis_index(axes) (emitted once per list).
