@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -90,17 +91,13 @@ int Main(int argc, char** argv) {
   if (m < 1 || k < 1 || n < 1) {
     return UsageError(fmt::format("--m, --k and --n must be positive, got {}, {}, {}", m, k, n));
   }
-  const std::string format = absl::GetFlag(FLAGS_format);
-  std::string extension;
-  if (format == "text") {
-    extension = ".txt";
-  } else if (format == "pbtxt") {
-    extension = ".pbtxt";
-  } else if (format == "binary") {
-    extension = ".pb";
-  } else {
-    return UsageError(fmt::format("--format must be text, pbtxt or binary, got \"{}\"", format));
+  const std::string format_name = absl::GetFlag(FLAGS_format);
+  const std::optional<ir::ModuleFormat> format = ir::ParseModuleFormat(format_name);
+  if (!format) {
+    return UsageError(
+        fmt::format("--format must be text, pbtxt or binary, got \"{}\"", format_name));
   }
+  const std::string extension(ir::FormatExtension(*format));
 
   Runtime rt({.num_devices = static_cast<int>(size_x * size_y), .num_threads = 1});
   absl::StatusOr<Mesh> mesh = make_mesh(rt, {{"x", size_x}, {"y", size_y}});

@@ -33,6 +33,25 @@ ModuleFormat FormatFromPath(const std::string& path) {
   return ModuleFormat::kText;
 }
 
+std::optional<ModuleFormat> ParseModuleFormat(std::string_view name) {
+  if (name == "text") return ModuleFormat::kText;
+  if (name == "pbtxt") return ModuleFormat::kPbtxt;
+  if (name == "binary") return ModuleFormat::kBinary;
+  return std::nullopt;
+}
+
+std::string_view FormatExtension(ModuleFormat format) {
+  switch (format) {
+    case ModuleFormat::kBinary:
+      return ".pb";
+    case ModuleFormat::kPbtxt:
+      return ".pbtxt";
+    case ModuleFormat::kText:
+      break;
+  }
+  return ".txt";
+}
+
 absl::StatusOr<Module> ParseModuleAs(const std::string& data, ModuleFormat format) {
   Module m;
   switch (format) {

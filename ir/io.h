@@ -2,7 +2,9 @@
 #ifndef SHARDJIT_IR_IO_H_
 #define SHARDJIT_IR_IO_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
@@ -13,6 +15,10 @@ enum class ModuleFormat { kBinary, kPbtxt, kText };
 
 // By extension: .pb/.binpb binary, .pbtxt text proto, anything else IR text.
 ModuleFormat FormatFromPath(const std::string& path);
+// "text", "pbtxt" or "binary" (the names tools take for --format); nullopt for other names.
+std::optional<ModuleFormat> ParseModuleFormat(std::string_view name);
+// ".txt", ".pbtxt" or ".pb": an extension FormatFromPath maps back to `format`.
+std::string_view FormatExtension(ModuleFormat format);
 
 absl::StatusOr<Module> ReadModuleFile(const std::string& path);
 absl::Status WriteModuleFile(const Module& module, const std::string& path);

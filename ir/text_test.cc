@@ -385,5 +385,19 @@ TEST(ParseErrorTest, RegionsNestedTooDeep) {
   }
 }
 
+// The names tools take for --format and the extensions written for them map back to the format.
+TEST(ModuleFormatTest, NamesAndExtensionsRoundTrip) {
+  const std::pair<const char*, ModuleFormat> kFormats[] = {
+      {"text", ModuleFormat::kText}, {"pbtxt", ModuleFormat::kPbtxt},
+      {"binary", ModuleFormat::kBinary}};
+  for (const auto& [name, format] : kFormats) {
+    EXPECT_EQ(ParseModuleFormat(name), format) << name;
+    EXPECT_EQ(FormatFromPath("m" + std::string(FormatExtension(format))), format) << name;
+  }
+  EXPECT_EQ(FormatExtension(ModuleFormat::kBinary), ".pb");
+  EXPECT_EQ(ParseModuleFormat("xml"), std::nullopt);
+  EXPECT_EQ(ParseModuleFormat(""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace shardjit::ir

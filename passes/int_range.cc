@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "ir/collective_groups.h"
 #include "ir/prim.h"

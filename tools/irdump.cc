@@ -107,14 +107,11 @@ std::optional<std::string> ReadFlags(const std::vector<char*>& args, Flags& flag
     flags.file = args[i];
   }
   if (flags.file.empty()) return std::string("no MODULE_FILE");
-  if (const std::string format = absl::GetFlag(FLAGS_format); format == "text") {
-    flags.format = ir::ModuleFormat::kText;
-  } else if (format == "pbtxt") {
-    flags.format = ir::ModuleFormat::kPbtxt;
-  } else if (format == "binary") {
-    flags.format = ir::ModuleFormat::kBinary;
-  } else if (!format.empty()) {
-    return fmt::format("--format must be text, pbtxt or binary, got \"{}\"", format);
+  if (const std::string format = absl::GetFlag(FLAGS_format); !format.empty()) {
+    flags.format = ir::ParseModuleFormat(format);
+    if (!flags.format) {
+      return fmt::format("--format must be text, pbtxt or binary, got \"{}\"", format);
+    }
   }
   flags.verify = absl::GetFlag(FLAGS_verify);
   flags.locations = absl::GetFlag(FLAGS_locations);

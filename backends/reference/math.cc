@@ -73,6 +73,8 @@ double Log1p(double x) { return std::log1p(x); }
 double Expm1(double x) { return std::expm1(x); }
 double Floor(double x) { return std::floor(x); }
 double Ceil(double x) { return std::ceil(x); }
+double AwayFromZero(double x) { return std::round(x); }
+double NearestEven(double x) { return std::nearbyint(x); }
 
 struct SignOp {
   static float F(float x) {
@@ -134,31 +136,11 @@ Results IsFinite(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator*
   return std::vector<Tensor>{out};
 }
 
-// Applies fn (float -> float) to every element of a float tensor.
-template <typename Fn>
-Results MapFloats(const ir::Op& op, const Tensor& x, ir::Allocator* allocator, Fn fn) {
-  Tensor out = Tensor::Empty(ResultType(op), allocator);
-  const int64_t n = out.num_elements();
-  Dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, ir::bf16>) {
-      const T* src = x.data_as<T>();
-      T* dst = out.data_as<T>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = elementwise::Store<T>(fn(Load(src[i])));
-    }
-  });
-  return std::vector<Tensor>{out};
-}
-
-Results ErfInvKernel(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
-  return MapFloats(op, in[0], allocator, [](float y) { return static_cast<float>(ErfInv(y)); });
-}
-
 Results Round(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   if (op.round().rounding_method() == ir::TO_NEAREST_EVEN) {
-    return MapFloats(op, in[0], allocator, [](float x) { return std::nearbyint(x); });
+    return Unary<F64Unary<NearestEven>>(op, in, allocator);
   }
-  return MapFloats(op, in[0], allocator, [](float x) { return std::round(x); });
+  return Unary<F64Unary<AwayFromZero>>(op, in, allocator);
 }
 
 // x ** y by binary exponentiation with every product rounded to the operand type (JAX expands
@@ -236,7 +218,7 @@ const bool registered = [] {
   RegisterKernel("cos", Unary<F64Unary<Cos>>);
   RegisterKernel("tan", Unary<F64Unary<Tan>>);
   RegisterKernel("erf", Unary<F64Unary<Erf>>);
-  RegisterKernel("erf_inv", ErfInvKernel);
+  RegisterKernel("erf_inv", Unary<F64Unary<ErfInv>>);
   RegisterKernel("log1p", Unary<F64Unary<Log1p>>);
   RegisterKernel("expm1", Unary<F64Unary<Expm1>>);
   RegisterKernel("floor", Unary<F64Unary<Floor>>);
