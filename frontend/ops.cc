@@ -308,6 +308,42 @@ Tracer concatenate(std::vector<Tracer> operands, int64_t dimension, Loc loc) {
   return t->Emit1(std::move(op), operands, loc);
 }
 
+Tracer pad(Tracer x, Tracer padding_value, std::vector<PaddingConfig> padding_config, Loc loc) {
+  TraceState* t = TraceOf({x, padding_value}, "pad");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("pad");
+  op.mutable_pad();
+  for (const PaddingConfig& c : padding_config) {
+    ir::PaddingConfigDim* d = op.mutable_pad()->add_padding_config();
+    d->set_low(c.low);
+    d->set_high(c.high);
+    d->set_interior(c.interior);
+  }
+  return t->Emit1(std::move(op), {x, padding_value}, loc);
+}
+
+Tracer pad(Tracer x, double padding_value, std::vector<PaddingConfig> padding_config, Loc loc) {
+  return pad(x, Weak(x, padding_value, loc), std::move(padding_config), loc);
+}
+
+Tracer rev(Tracer x, std::vector<int64_t> dimensions, Loc loc) {
+  TraceState* t = TraceOf({x}, "rev");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("rev");
+  op.mutable_rev();
+  for (int64_t d : dimensions) op.mutable_rev()->add_dimensions(d);
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+Tracer clamp(Tracer min, Tracer x, Tracer max, Loc loc) {
+  TraceState* t = TraceOf({min, x, max}, "clamp");
+  return t ? t->Emit1(MakeOp("clamp"), {min, x, max}, loc) : Tracer();
+}
+
+Tracer clamp(double min, Tracer x, double max, Loc loc) {
+  return clamp(Weak(x, min, loc), x, Weak(x, max, loc), loc);
+}
+
 Tracer with_sharding_constraint(Tracer x, PartitionSpec spec, Loc loc) {
   TraceState* t = TraceOf({x}, "with_sharding_constraint");
   if (t == nullptr) return Tracer();
@@ -324,6 +360,15 @@ Tracer reduce_max(Tracer x, std::vector<int64_t> axes, Loc loc) {
 }
 Tracer reduce_min(Tracer x, std::vector<int64_t> axes, Loc loc) {
   return Reduce("reduce_min", x, std::move(axes), loc);
+}
+Tracer reduce_prod(Tracer x, std::vector<int64_t> axes, Loc loc) {
+  return Reduce("reduce_prod", x, std::move(axes), loc);
+}
+Tracer reduce_and(Tracer x, std::vector<int64_t> axes, Loc loc) {
+  return Reduce("reduce_and", x, std::move(axes), loc);
+}
+Tracer reduce_or(Tracer x, std::vector<int64_t> axes, Loc loc) {
+  return Reduce("reduce_or", x, std::move(axes), loc);
 }
 
 Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims, DType preferred_element_type, Loc loc) {

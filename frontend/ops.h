@@ -106,6 +106,23 @@ Tracer dynamic_slice(Tracer x, std::vector<Index> start_indices, std::vector<int
 Tracer dynamic_update_slice(Tracer x, Tracer update, std::vector<Index> start_indices,
                             bool allow_negative_indices = true, Loc loc = Loc::current());
 Tracer concatenate(std::vector<Tracer> operands, int64_t dimension, Loc loc = Loc::current());
+// One dimension of lax::pad's padding_config: elements added before, after and between every
+// two (low and high may be negative, removing elements).
+struct PaddingConfig {
+  int64_t low = 0;
+  int64_t high = 0;
+  int64_t interior = 0;
+};
+// jax.lax.pad: `padding_value` (a scalar of x's dtype) fills what the padding adds.
+Tracer pad(Tracer x, Tracer padding_value, std::vector<PaddingConfig> padding_config,
+           Loc loc = Loc::current());
+Tracer pad(Tracer x, double padding_value, std::vector<PaddingConfig> padding_config,
+           Loc loc = Loc::current());
+// jax.lax.rev: x reversed along `dimensions`.
+Tracer rev(Tracer x, std::vector<int64_t> dimensions, Loc loc = Loc::current());
+// jax.lax.clamp: min(max(x, min), max) elementwise; the bounds are scalars or of x's shape.
+Tracer clamp(Tracer min, Tracer x, Tracer max, Loc loc = Loc::current());
+Tracer clamp(double min, Tracer x, double max, Loc loc = Loc::current());
 // jax.lax.with_sharding_constraint: x itself, which the SPMD partitioner lays out by `spec` (on
 // the trace's mesh) at this point of a global-view program.
 Tracer with_sharding_constraint(Tracer x, PartitionSpec spec, Loc loc = Loc::current());
@@ -114,6 +131,10 @@ Tracer with_sharding_constraint(Tracer x, PartitionSpec spec, Loc loc = Loc::cur
 Tracer reduce_sum(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tracer reduce_max(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
 Tracer reduce_min(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
+Tracer reduce_prod(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
+// Bitwise over pred or s32.
+Tracer reduce_and(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
+Tracer reduce_or(Tracer x, std::vector<int64_t> axes, Loc loc = Loc::current());
 
 // kInvalid preferred_element_type: the operands' dtype.
 Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims,

@@ -21,6 +21,7 @@
 #include "frontend/ops.h"
 #include "frontend/random.h"
 #include "frontend/sharding.h"
+#include "frontend/sorting.h"
 #include "frontend/tracer.h"
 
 #endif  // SHARDJIT_FRONTEND_SHARDJIT_H_

@@ -11,14 +11,15 @@ namespace {
 constexpr size_t kSlots = 512;
 static_assert(kSlots >= 4 * kPrimCount);
 
-// Opcodes differ in their length and first, middle and last characters often enough that a
-// probe rarely goes past the first slot; a hit is confirmed against the candidate's text.
+// Opcodes differ in their length and first, second, middle and last characters often enough
+// that a probe rarely goes past the first slot; a hit is confirmed against the candidate's text.
 constexpr size_t Hash(std::string_view s) {
   if (s.empty()) return 0;
   size_t h = s.size();
   h = h * 31 + static_cast<unsigned char>(s.front());
   h = h * 31 + static_cast<unsigned char>(s[s.size() / 2]);
   h = h * 31 + static_cast<unsigned char>(s.back());
+  if (s.size() > 1) h = h * 31 + static_cast<unsigned char>(s[1]);
   return h;
 }
 

@@ -36,6 +36,7 @@ class Op;
   X(kLogistic, "logistic")                                 \
   X(kCompare, "compare")                                   \
   X(kSelect, "select")                                     \
+  X(kClamp, "clamp")                                       \
   X(kConvertElementType, "convert_element_type")           \
   /* math (ir/prims/math.cc) */                            \
   X(kSin, "sin")                                           \
@@ -68,6 +69,9 @@ class Op;
   X(kReduceSum, "reduce_sum")                              \
   X(kReduceMax, "reduce_max")                              \
   X(kReduceMin, "reduce_min")                              \
+  X(kReduceProd, "reduce_prod")                            \
+  X(kReduceAnd, "reduce_and")                              \
+  X(kReduceOr, "reduce_or")                                \
   X(kDotGeneral, "dot_general")                            \
   X(kDotAccumulate, "dot_accumulate")                      \
   X(kGmm, "gmm")                                           \
@@ -80,7 +84,18 @@ class Op;
   X(kDynamicSlice, "dynamic_slice")                        \
   X(kDynamicUpdateSlice, "dynamic_update_slice")           \
   X(kConcatenate, "concatenate")                           \
+  X(kPad, "pad")                                           \
+  X(kRev, "rev")                                           \
   X(kWithShardingConstraint, "with_sharding_constraint")   \
+  /* ordering and scans (ir/prims/sorting.cc) */          \
+  X(kSort, "sort")                                         \
+  X(kTopK, "top_k")                                        \
+  X(kArgmax, "argmax")                                     \
+  X(kArgmin, "argmin")                                     \
+  X(kCumsum, "cumsum")                                     \
+  X(kCumprod, "cumprod")                                   \
+  X(kCummax, "cummax")                                     \
+  X(kCummin, "cummin")                                     \
   /* regions (ir/prims/fusion.cc, control_flow.cc) */      \
   X(kFusion, "fusion")                                     \
   X(kForiLoop, "fori_loop")                                \
@@ -169,7 +184,7 @@ constexpr std::string_view PrimName(Prim p) {
 }
 
 // The Prim whose opcode text is `opcode`; kUnknown when none is. O(1), allocation-free: a
-// precomputed open-addressing table keyed by the length and three characters, confirmed by one
+// precomputed open-addressing table keyed by the length and four characters, confirmed by one
 // comparison with the candidate's text.
 Prim PrimFromName(std::string_view opcode);
 // PrimFromName(op.opcode()).

@@ -90,9 +90,31 @@ std::vector<Case> Cases() {
   cases.push_back({"dynamic_update_slice", "a:f32[2,3] b:f32[1,2] c:s32[] d:s32[]",
                    "    e:f32[2,3] = dynamic_update_slice a b c d\n", "e"});
   cases.push_back({"concatenate", ab, "    c:f32[4,3] = concatenate[dimension=0] a b\n", "c"});
-  for (const char* op : {"reduce_sum", "reduce_max", "reduce_min"}) {
+  for (const char* op : {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"}) {
     cases.push_back({op, "a:f32[2,3]", std::string("    b:f32[3] = ") + op + "[axes=(0)] a\n",
                      "b"});
+  }
+  for (const char* op : {"reduce_and", "reduce_or"}) {
+    cases.push_back({op, "a:pred[2,3]",
+                     std::string("    b:pred[2] = ") + op + "[axes=(1)] a\n", "b"});
+  }
+  cases.push_back({"pad", "a:f32[2,3] b:f32[]",
+                   "    c:f32[4,4] = pad[padding_config=((1,1,0),(-1,0,1))] a b\n", "c"});
+  cases.push_back({"rev", "a:f32[2,3]", "    b:f32[2,3] = rev[dimensions=(0,1)] a\n", "b"});
+  cases.push_back({"clamp", "a:f32[] b:f32[2,3] c:f32[2,3]", "    d:f32[2,3] = clamp a b c\n",
+                   "d"});
+  cases.push_back({"sort", "a:f32[2,3] b:s32[2,3]",
+                   "    c:f32[2,3] d:s32[2,3] = sort[dimension=1 is_stable=True num_keys=1] a b\n",
+                   "c, d"});
+  cases.push_back({"top_k", "a:bf16[2,5]",
+                   "    b:bf16[2,3] c:s32[2,3] = top_k[k=3 axis=1] a\n", "b, c"});
+  for (const char* op : {"argmax", "argmin"}) {
+    cases.push_back({op, "a:f32[2,3]",
+                     std::string("    b:s32[3] = ") + op + "[axis=0 index_dtype=s32] a\n", "b"});
+  }
+  for (const char* op : {"cumsum", "cumprod", "cummax", "cummin"}) {
+    cases.push_back({op, "a:s32[2,3]",
+                     std::string("    b:s32[2,3] = ") + op + "[axis=1 reverse=True] a\n", "b"});
   }
   cases.push_back({"dot_general", "a:bf16[5,2,3] b:bf16[3,5,4]",
                    "    c:f32[5,2,4] = dot_general[lhs_contracting_dims=(2) "

@@ -1,5 +1,5 @@
-// Reference kernels of constant, iota, reduce_sum/max/min and dot_general. Floating reductions and
-// dots accumulate in f32 and round to the result dtype once; s32 ones wrap.
+// Reference kernels of constant, iota, reduce_sum/max/min/prod/and/or and dot_general. Floating
+// reductions and dots accumulate in f32 and round to the result dtype once; s32 ones wrap.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "backends/reduce_kind.h"
 #include "backends/reference/dtype_dispatch.h"
+#include "backends/reference/reduction.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
 #include "base/status_macros.h"
@@ -88,12 +89,7 @@ Results Constant(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* al
   if (n == 0) return std::vector<Tensor>{out};
   if (a.value_size() == 1) {
     out.SetDouble(0, a.value(0));
-    // Splat by doubling the filled prefix: log2(n) copies.
-    const int64_t bytes = n * ir::DTypeSize(out.dtype());
-    char* p = out.data_as<char>();
-    for (int64_t filled = ir::DTypeSize(out.dtype()); filled < bytes; filled *= 2) {
-      std::memcpy(p + filled, p, std::min(filled, bytes - filled));
-    }
+    FillElements(out.data(), n, out.data(), ir::DTypeSize(out.dtype()));
   } else {
     for (int64_t i = 0; i < n; ++i) out.SetDouble(i, a.value(i));
   }
@@ -121,7 +117,8 @@ Results Iota(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* alloca
   return std::vector<Tensor>{out};
 }
 
-template <ReduceKind kKind>
+// A reduction over `axes` in row-major order of the operand.
+template <Reduction kR>
 Results Reduce(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const Tensor& x = in[0];
   Tensor out = Tensor::Empty(ResultType(op), allocator);
@@ -129,20 +126,19 @@ Results Reduce(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = std::conditional_t<kIsFloat<T>, float, T>;
-    std::vector<C> acc(out.num_elements(), ReduceIdentity<kKind, C>());
+    std::vector<C> acc(out.num_elements(), Identity<kR, C>());
     const T* src = x.data_as<T>();
     ForEachRow(x.dims(), ir::RowMajorStrides(x.dims()), out_strides,
                [&](int64_t xi, int64_t oi, int64_t n, int64_t xs, int64_t os) {
                  if (os == 0) {
                    C a = acc[oi];
                    for (int64_t i = 0; i < n; ++i) {
-                     a = CombineInOrder<kKind>(a, C(src[xi + i * xs]));
+                     a = Combine<kR>(a, C(src[xi + i * xs]));
                    }
                    acc[oi] = a;
                  } else {
                    for (int64_t i = 0; i < n; ++i) {
-                     acc[oi + i * os] =
-                         CombineInOrder<kKind>(acc[oi + i * os], C(src[xi + i * xs]));
+                     acc[oi + i * os] = Combine<kR>(acc[oi + i * os], C(src[xi + i * xs]));
                    }
                  }
                });
@@ -382,9 +378,12 @@ Results DotAccumulate(const ir::Op& op, const std::vector<Tensor>& in, ir::Alloc
 const bool registered = [] {
   RegisterKernel("constant", Constant);
   RegisterKernel("iota", Iota);
-  RegisterKernel("reduce_sum", Reduce<ReduceKind::kSum>);
-  RegisterKernel("reduce_max", Reduce<ReduceKind::kMax>);
-  RegisterKernel("reduce_min", Reduce<ReduceKind::kMin>);
+  RegisterKernel("reduce_sum", Reduce<Reduction::kSum>);
+  RegisterKernel("reduce_max", Reduce<Reduction::kMax>);
+  RegisterKernel("reduce_min", Reduce<Reduction::kMin>);
+  RegisterKernel("reduce_prod", Reduce<Reduction::kProd>);
+  RegisterKernel("reduce_and", Reduce<Reduction::kAnd>);
+  RegisterKernel("reduce_or", Reduce<Reduction::kOr>);
   RegisterKernel("dot_general", DotGeneral);
   RegisterKernel("dot_accumulate", DotAccumulate);
   return true;

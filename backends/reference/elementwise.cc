@@ -1,5 +1,5 @@
 // Reference kernels of the elementwise primitives (XLA CPU semantics): arithmetic, transcendental
-// functions, compare, select and convert_element_type. bf16 is computed in f32 and rounded once;
+// functions, compare, select, clamp and convert_element_type. bf16 is computed in f32 and rounded once;
 // s32 arithmetic wraps.
 #include <cmath>
 #include <cstdint>
@@ -190,6 +190,28 @@ Results Select(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   return std::vector<Tensor>{out};
 }
 
+// clamp(min, x, max) = min(max(x, min), max) with max and min's NaN rules; the bounds may be
+// scalars.
+Results Clamp(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
+  const Tensor& x = in[1];
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  const int64_t n = out.num_elements();
+  const int64_t lo_step = in[0].dims().empty() ? 0 : 1;
+  const int64_t hi_step = in[2].dims().empty() ? 0 : 1;
+  Dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<std::is_same_v<T, ir::bf16>, float, T>;
+    const T* lo = in[0].data_as<T>();
+    const T* v = x.data_as<T>();
+    const T* hi = in[2].data_as<T>();
+    T* o = out.data_as<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      o[i] = T(MinOf<C>(MaxOf<C>(C(v[i]), C(lo[i * lo_step])), C(hi[i * hi_step])));
+    }
+  });
+  return std::vector<Tensor>{out};
+}
+
 // Float to s32: truncation toward zero, NaN to 0, saturating at the int32 limits.
 int32_t FloatToS32(float x) {
   if (std::isnan(x)) return 0;
@@ -256,6 +278,7 @@ const bool registered = [] {
   RegisterKernel("logistic", Unary<LogisticOp>);
   RegisterKernel("compare", Compare);
   RegisterKernel("select", Select);
+  RegisterKernel("clamp", Clamp);
   RegisterKernel("convert_element_type", ConvertElementType);
   return true;
 }();

@@ -1,6 +1,8 @@
 // Reference kernels of the data-movement primitives: broadcast_in_dim, reshape, transpose, slice,
-// dynamic_slice, dynamic_update_slice, concatenate and with_sharding_constraint (the identity).
+// dynamic_slice, dynamic_update_slice, concatenate, pad, rev and with_sharding_constraint (the
+// identity).
 // The others are strided copies; runs that are contiguous on both sides are copied with memcpy.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -113,6 +115,53 @@ Results Concatenate(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocat
   return std::vector<Tensor>{out};
 }
 
+// pad: the padding value everywhere, then the operand's elements that stay (those that negative
+// low or high padding does not remove) copied at steps of interior + 1.
+Results Pad(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
+  const Tensor& x = in[0];
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  const int64_t elem = ir::DTypeSize(x.dtype());
+  FillElements(out.data(), out.num_elements(), in[1].data(), elem);
+  const Dims out_strides = ir::RowMajorStrides(out.dims());
+  Dims counts, dst_strides;
+  int64_t src_offset = 0, dst_offset = 0;
+  const Dims x_strides = ir::RowMajorStrides(x.dims());
+  for (size_t d = 0; d < x.dims().size(); ++d) {
+    const ir::PaddingConfigDim& c = op.pad().padding_config(d);
+    const int64_t step = c.interior() + 1;
+    // Operand indices j in [first, last) land at low + j * step, inside [0, out_dim).
+    const int64_t first = c.low() >= 0 ? 0 : (-c.low() + step - 1) / step;
+    const int64_t room = out.dims()[d] - c.low();
+    const int64_t last = room <= 0 ? 0 : std::min(x.dims()[d], (room + step - 1) / step);
+    if (last <= first) return std::vector<Tensor>{out};
+    counts.push_back(last - first);
+    dst_strides.push_back(out_strides[d] * step);
+    src_offset += first * x_strides[d];
+    dst_offset += (c.low() + first * step) * out_strides[d];
+  }
+  if (out.num_elements() == 0) return std::vector<Tensor>{out};
+  CopyStrided(out.data_as<char>() + dst_offset * elem, dst_strides,
+              x.data_as<char>() + src_offset * elem, x_strides, counts, elem);
+  return std::vector<Tensor>{out};
+}
+
+// rev: a copy that reads the reversed dimensions backwards (negative source strides).
+Results Rev(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
+  const Tensor& x = in[0];
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  if (out.num_elements() == 0) return std::vector<Tensor>{out};
+  const int64_t elem = ir::DTypeSize(x.dtype());
+  Dims src_strides = ir::RowMajorStrides(x.dims());
+  int64_t start = 0;
+  for (int64_t d : op.rev().dimensions()) {
+    start += (x.dims()[d] - 1) * src_strides[d];
+    src_strides[d] = -src_strides[d];
+  }
+  CopyStrided(out.data(), ir::RowMajorStrides(out.dims()), x.data_as<char>() + start * elem,
+              src_strides, out.dims(), elem);
+  return std::vector<Tensor>{out};
+}
+
 // with_sharding_constraint only matters to the SPMD partitioner: the identity.
 Results Identity(const ir::Op&, const std::vector<Tensor>& in, ir::Allocator*) {
   return std::vector<Tensor>{in[0]};
@@ -126,6 +175,8 @@ const bool registered = [] {
   RegisterKernel("dynamic_slice", DynamicSlice);
   RegisterKernel("dynamic_update_slice", DynamicUpdateSlice);
   RegisterKernel("concatenate", Concatenate);
+  RegisterKernel("pad", Pad);
+  RegisterKernel("rev", Rev);
   RegisterKernel("with_sharding_constraint", Identity);
   return true;
 }();

@@ -43,7 +43,10 @@ StridedLoops CollapseLoops(const std::vector<int64_t>& dims,
 void CopyStrided(void* dst, const std::vector<int64_t>& dst_strides, const void* src,
                  const std::vector<int64_t>& src_strides, const std::vector<int64_t>& dims,
                  int64_t elem) {
-  const StridedLoops loops = CollapseLoops(dims, dst_strides, src_strides);
+  CopyLoops(dst, src, CollapseLoops(dims, dst_strides, src_strides), elem);
+}
+
+void CopyLoops(void* dst, const void* src, const StridedLoops& loops, int64_t elem) {
   char* out = static_cast<char*>(dst);
   const char* in = static_cast<const char*>(src);
   if (loops.empty) return;
@@ -67,6 +70,17 @@ void CopyStrided(void* dst, const std::vector<int64_t>& dst_strides, const void*
       CopyRow<uint32_t>(d, ds, s, ss, inner);
     }
   });
+}
+
+void FillElements(void* dst, int64_t count, const void* element, int64_t elem) {
+  if (count <= 0) return;
+  // Doubling the filled prefix: log2(count) copies.
+  const int64_t bytes = count * elem;
+  char* p = static_cast<char*>(dst);
+  std::memcpy(p, element, elem);
+  for (int64_t filled = elem; filled < bytes; filled *= 2) {
+    std::memcpy(p + filled, p, std::min(filled, bytes - filled));
+  }
 }
 
 absl::StatusOr<std::vector<int64_t>> ClampedStarts(std::string_view opcode,

@@ -71,6 +71,13 @@ void CopyStrided(void* dst, const std::vector<int64_t>& dst_strides, const void*
                  const std::vector<int64_t>& src_strides, const std::vector<int64_t>& dims,
                  int64_t elem);
 
+// CopyStrided over an index space already reduced by CollapseLoops (dst and src are the
+// destination and source sides).
+void CopyLoops(void* dst, const void* src, const StridedLoops& loops, int64_t elem);
+
+// Sets `count` elements of `elem` bytes at dst to the element at `element` (a splat).
+void FillElements(void* dst, int64_t count, const void* element, int64_t elem);
+
 // The start indices of dynamic_slice / dynamic_update_slice: operands[first + i] (s32 scalars),
 // each clamped to [0, dims[i] - sizes[i]] as JAX does. InvalidArgument, naming `opcode`, when an
 // index operand is missing or not s32[], or a size exceeds its dim.

@@ -1,4 +1,4 @@
-// Shape rules of constant, iota, reduce_sum/max/min, dot_general and dot_accumulate.
+// Shape rules of constant, iota, reduce_sum/max/min/prod/and/or, dot_general and dot_accumulate.
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
@@ -55,8 +55,13 @@ absl::StatusOr<Types> Reduce(const ShapeContext&, const Types& operands, const O
   const ShapedType& x = operands[0];
   std::vector<int64_t> axes = ToVector(op.reduce().axes());
   RETURN_IF_ERROR(CheckDimList(op, operands, "axes", axes, x.rank()));
-  if (x.dtype == DType::kPred && PrimOf(op) == Prim::kReduceSum) {
-    return RuleError(op, operands, "cannot sum pred values");
+  const Prim prim = PrimOf(op);
+  if (x.dtype == DType::kPred && (prim == Prim::kReduceSum || prim == Prim::kReduceProd)) {
+    return RuleError(op, operands, "the operand must be numeric, got pred");
+  }
+  if (IsFloating(x.dtype) && (prim == Prim::kReduceAnd || prim == Prim::kReduceOr)) {
+    return RuleError(op, operands, "the operand must be pred or an integer, got {}",
+                     DTypeName(x.dtype));
   }
   ShapedType out{x.dtype, {}};
   for (int64_t i = 0; i < x.rank(); ++i) {
@@ -155,7 +160,8 @@ absl::StatusOr<Types> DotAccumulate(const ShapeContext& ctx, const Types& operan
 const bool registered = [] {
   RegisterPrimitive({"constant", PrimitiveKind::kStructural, 0, 0, Op::kConstant, Constant});
   RegisterPrimitive({"iota", PrimitiveKind::kStructural, 0, 0, Op::kIota, Iota});
-  for (const char* name : {"reduce_sum", "reduce_max", "reduce_min"}) {
+  for (const char* name : {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
+                           "reduce_or"}) {
     RegisterPrimitive({name, PrimitiveKind::kStructural, 1, 1, Op::kReduce, Reduce});
   }
   RegisterPrimitive(

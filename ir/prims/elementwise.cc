@@ -54,6 +54,26 @@ const bool registered = [] {
         return Types{operands[1]};
       },
   });
+  // clamp(min, x, max): min and max are scalars or of x's shape, all of x's dtype.
+  RegisterPrimitive({
+      .name = "clamp",
+      .kind = PrimitiveKind::kElementwise,
+      .min_operands = 3,
+      .max_operands = 3,
+      .attrs_case = Op::ATTRS_NOT_SET,
+      .shape_rule = [](const ShapeContext&, const Types& operands,
+                       const Op& op) -> absl::StatusOr<Types> {
+        const ShapedType& x = operands[1];
+        for (int i : {0, 2}) {
+          const ShapedType& bound = operands[i];
+          if (bound.dtype != x.dtype || (bound.rank() != 0 && bound.dims != x.dims)) {
+            return RuleError(op, operands, "{} must be a scalar or of the operand's shape, with "
+                             "its dtype", i == 0 ? "min" : "max");
+          }
+        }
+        return Types{x};
+      },
+  });
   RegisterPrimitive({
       .name = "convert_element_type",
       .kind = PrimitiveKind::kElementwise,

@@ -1,5 +1,5 @@
 // Shape rules of the data-movement primitives: broadcast_in_dim, reshape, transpose, slice,
-// dynamic_slice, dynamic_update_slice, concatenate.
+// dynamic_slice, dynamic_update_slice, concatenate, pad, rev.
 #include <numeric>
 #include <optional>
 
@@ -164,7 +164,55 @@ absl::StatusOr<Types> Concatenate(const ShapeContext&, const Types& operands, co
   return Types{out};
 }
 
+// pad(operand, padding_value): each dimension gets `low` elements before, `high` after and
+// `interior` between every two (low and high may be negative, removing elements).
+absl::StatusOr<Types> Pad(const ShapeContext&, const Types& operands, const Op& op) {
+  const ShapedType& x = operands[0];
+  const auto& config = op.pad().padding_config();
+  if (operands[1] != ShapedType{x.dtype, {}}) {
+    return RuleError(op, operands, "padding_value must be a scalar of the operand's dtype");
+  }
+  if (config.size() != x.rank()) {
+    return RuleError(op, operands, "padding_config has {} entries for rank {}", config.size(),
+                     x.rank());
+  }
+  ShapedType out{x.dtype, {}};
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    const PaddingConfigDim& c = config[d];
+    if (c.interior() < 0) {
+      return RuleError(op, operands, "padding_config[{}] has interior={}, which must be "
+                       "nonnegative", d, c.interior());
+    }
+    // Bounded attributes keep the arithmetic exact: |low|, |high|, interior < 2^40.
+    constexpr int64_t kBound = int64_t{1} << 40;
+    if (c.interior() >= kBound || c.low() <= -kBound || c.low() >= kBound ||
+        c.high() <= -kBound || c.high() >= kBound) {
+      return RuleError(op, operands, "padding_config[{}]=({}, {}, {}) is out of range", d,
+                       c.low(), c.high(), c.interior());
+    }
+    const int64_t n = x.dims[d];
+    const std::optional<int64_t> spread =
+        n == 0 ? std::optional<int64_t>(0) : CheckedMul(n - 1, c.interior());
+    std::optional<int64_t> size = spread ? CheckedAdd(n, *spread) : std::nullopt;
+    if (size) size = CheckedAdd(*size, c.low() + c.high());
+    if (!size || *size < 0) {
+      return RuleError(op, operands, "padding_config[{}]=({}, {}, {}) makes dimension {} of "
+                       "size {} negative or too large", d, c.low(), c.high(), c.interior(), d, n);
+    }
+    out.dims.push_back(*size);
+  }
+  return Types{out};
+}
+
+absl::StatusOr<Types> Rev(const ShapeContext&, const Types& operands, const Op& op) {
+  RETURN_IF_ERROR(CheckDimList(op, operands, "dimensions", ToVector(op.rev().dimensions()),
+                               operands[0].rank()));
+  return Types{operands[0]};
+}
+
 const bool registered = [] {
+  RegisterPrimitive({"pad", PrimitiveKind::kStructural, 2, 2, Op::kPad, Pad});
+  RegisterPrimitive({"rev", PrimitiveKind::kStructural, 1, 1, Op::kRev, Rev});
   RegisterPrimitive({"broadcast_in_dim", PrimitiveKind::kStructural, 1, 1, Op::kBroadcastInDim,
                      BroadcastInDim});
   RegisterPrimitive({"reshape", PrimitiveKind::kStructural, 1, 1, Op::kReshape, Reshape});

@@ -69,6 +69,7 @@ const internal::RuleTable& Table() {
     internal::AddDataMovementRules(*t);
     internal::AddContractionRules(*t);
     internal::AddRegionRules(*t);
+    internal::AddAlongAxisRules(*t);
     return t;
   }();
   return *table;

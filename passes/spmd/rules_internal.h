@@ -34,6 +34,7 @@ class RuleTable {
 void AddDataMovementRules(RuleTable& table);  // constant, iota, broadcast_in_dim, reshape, ...
 void AddContractionRules(RuleTable& table);   // reduce_sum/max/min, dot_general, gmm, tgmm
 void AddRegionRules(RuleTable& table);        // shard_map, fori_loop
+void AddAlongAxisRules(RuleTable& table);     // sort, top_k, argmax, cumsum, rev, pad, ...
 std::vector<Strategy> ElementwiseRule(const OpView& view);
 
 // Appends `spec` to `list` unless it is there already.
