@@ -16,6 +16,7 @@
 #include "frontend/collectives.h"
 #include "frontend/control_flow.h"
 #include "frontend/distributed.h"
+#include "frontend/indexing.h"
 #include "frontend/jit.h"
 #include "frontend/mpmd.h"
 #include "frontend/ops.h"

@@ -86,6 +86,13 @@ class Op;
   X(kConcatenate, "concatenate")                           \
   X(kPad, "pad")                                           \
   X(kRev, "rev")                                           \
+  /* indexing (ir/prims/indexing.cc) */                    \
+  X(kGather, "gather")                                     \
+  X(kScatter, "scatter")                                   \
+  X(kScatterAdd, "scatter_add")                            \
+  X(kScatterMul, "scatter_mul")                            \
+  X(kScatterMin, "scatter_min")                            \
+  X(kScatterMax, "scatter_max")                            \
   X(kWithShardingConstraint, "with_sharding_constraint")   \
   /* ordering and scans (ir/prims/sorting.cc) */          \
   X(kSort, "sort")                                         \

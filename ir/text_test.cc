@@ -100,6 +100,17 @@ std::vector<Case> Cases() {
   }
   cases.push_back({"pad", "a:f32[2,3] b:f32[]",
                    "    c:f32[4,4] = pad[padding_config=((1,1,0),(-1,0,1))] a b\n", "c"});
+  cases.push_back({"gather", "a:f32[7,5] b:s32[3,2,1]",
+                   "    c:f32[3,2,5] = gather[offset_dims=(2) collapsed_slice_dims=(0) "
+                   "start_index_map=(0) slice_sizes=(1,5) mode=FILL_OR_DROP fill_value=nan] a b\n",
+                   "c"});
+  for (const char* op : {"scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"}) {
+    cases.push_back({op, "a:f32[7,5] b:s32[3,1] c:f32[3,5]",
+                     std::string("    d:f32[7,5] = ") + op +
+                         "[update_window_dims=(1) inserted_window_dims=(0) "
+                         "scatter_dims_to_operand_dims=(0) mode=CLIP] a b c\n",
+                     "d"});
+  }
   cases.push_back({"rev", "a:f32[2,3]", "    b:f32[2,3] = rev[dimensions=(0,1)] a\n", "b"});
   cases.push_back({"clamp", "a:f32[] b:f32[2,3] c:f32[2,3]", "    d:f32[2,3] = clamp a b c\n",
                    "d"});

@@ -76,6 +76,14 @@ absl::StatusOr<Ids> EmitLocalOp(OpEmitter& e, const OpView& view, const Strategy
     case ir::Prim::kDynamicSlice:
       SetAll(op.mutable_dynamic_slice()->mutable_slice_sizes(), block);
       return e.Add(std::move(op), LocalStarts(e, view, operands, 1, view.result_types[0].dims));
+    case ir::Prim::kGather: {
+      // The window dimensions a strategy keeps sharded are taken whole from each block.
+      const std::vector<int64_t> in = BlockDims(mesh, st.operands[0], view.operand_types[0].dims);
+      for (size_t d = 0; d < in.size(); ++d) {
+        if (!st.operands[0].dims[d].empty()) op.mutable_gather()->set_slice_sizes(d, in[d]);
+      }
+      break;
+    }
     case ir::Prim::kDynamicUpdateSlice:
       return e.Add(std::move(op), LocalStarts(e, view, operands, 2, view.operand_types[1].dims));
     default:

@@ -70,6 +70,7 @@ const internal::RuleTable& Table() {
     internal::AddContractionRules(*t);
     internal::AddRegionRules(*t);
     internal::AddAlongAxisRules(*t);
+    internal::AddIndexingRules(*t);
     return t;
   }();
   return *table;

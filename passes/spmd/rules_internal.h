@@ -35,6 +35,7 @@ void AddDataMovementRules(RuleTable& table);  // constant, iota, broadcast_in_di
 void AddContractionRules(RuleTable& table);   // reduce_sum/max/min, dot_general, gmm, tgmm
 void AddRegionRules(RuleTable& table);        // shard_map, fori_loop
 void AddAlongAxisRules(RuleTable& table);     // sort, top_k, argmax, cumsum, rev, pad, ...
+void AddIndexingRules(RuleTable& table);      // gather, scatter, scatter_add, ...
 std::vector<Strategy> ElementwiseRule(const OpView& view);
 
 // Appends `spec` to `list` unless it is there already.

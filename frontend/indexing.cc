@@ -1,0 +1,193 @@
+#include "frontend/indexing.h"
+
+#include <cmath>
+#include <limits>
+
+#include "fmt/format.h"
+#include "frontend/trace_state.h"
+#include "ir/fmt_absl.h"
+
+namespace shardjit {
+namespace {
+
+using internal::TraceOf;
+using internal::TraceState;
+
+ir::GatherScatterMode ToProto(lax::GatherScatterMode mode) {
+  return static_cast<ir::GatherScatterMode>(static_cast<int>(mode));
+}
+
+// JAX's fill value for out-of-bounds gathers: NaN, the smallest s32, true.
+double DefaultFill(DType dtype) {
+  switch (dtype) {
+    case DType::kS32:
+      return std::numeric_limits<int32_t>::min();
+    case DType::kPred:
+      return 1;
+    default:
+      return std::nan("");
+  }
+}
+
+template <typename R>
+void SetAll(R* field, const std::vector<int64_t>& values) {
+  for (int64_t v : values) field->Add(v);
+}
+
+Tracer Scatter(const char* opcode, Tracer operand, Tracer indices, Tracer updates,
+               const lax::ScatterDimensionNumbers& d, lax::GatherScatterMode mode, Loc loc) {
+  TraceState* t = TraceOf({operand, indices, updates}, opcode);
+  if (t == nullptr) return Tracer();
+  ir::Op op;
+  op.set_opcode(opcode);
+  ir::ScatterAttrs* a = op.mutable_scatter();
+  SetAll(a->mutable_update_window_dims(), d.update_window_dims);
+  SetAll(a->mutable_inserted_window_dims(), d.inserted_window_dims);
+  SetAll(a->mutable_scatter_dims_to_operand_dims(), d.scatter_dims_to_operand_dims);
+  SetAll(a->mutable_operand_batching_dims(), d.operand_batching_dims);
+  SetAll(a->mutable_scatter_indices_batching_dims(), d.scatter_indices_batching_dims);
+  a->set_mode(ToProto(mode));
+  return t->Emit1(std::move(op), {operand, indices, updates}, loc);
+}
+
+// `axis` counted from the end when in [-rank, 0); an error naming `opcode` when out of range.
+std::optional<int64_t> Axis(TraceState* t, const char* opcode, int64_t axis, const Tracer& x,
+                            Loc loc) {
+  const int64_t rank = x.rank();
+  if (axis < -rank || axis >= rank) {
+    t->RecordError(absl::InvalidArgumentError(fmt::format(
+                       "{}: axis={} is out of range for {}", opcode, axis, x.type().ToString())),
+                   loc);
+    return std::nullopt;
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// s32 indices with i < 0 replaced by i + size, and a trailing index-vector dimension of 1.
+Tracer IndexVector(Tracer indices, int64_t size, Loc loc) {
+  if (indices.dtype() == DType::kS32) {
+    Tracer zero = lax::full(indices.shape(), 0, DType::kS32, loc);
+    Tracer n = lax::full(indices.shape(), static_cast<double>(size), DType::kS32, loc);
+    indices = lax::select(lax::lt(indices, zero, loc), lax::add(indices, n, loc), indices, loc);
+  }
+  std::vector<int64_t> shape = indices.shape();
+  shape.push_back(1);
+  return lax::reshape(indices, shape, loc);
+}
+
+// Refuses a non-empty set of indices into an empty dimension (jnp.take's IndexError).
+bool CheckNotEmpty(TraceState* t, const char* opcode, const Tracer& a, int64_t axis,
+                   const Tracer& indices, Loc loc) {
+  if (a.shape()[axis] != 0 || indices.type().num_elements() == 0) return true;
+  t->RecordError(absl::InvalidArgumentError(fmt::format(
+                     "{}: cannot take a non-empty set of indices {} from the empty axis {} of {}",
+                     opcode, indices.type().ToString(), axis, a.type().ToString())),
+                 loc);
+  return false;
+}
+
+}  // namespace
+
+namespace lax {
+
+Tracer gather(Tracer operand, Tracer start_indices, GatherDimensionNumbers d,
+              std::vector<int64_t> slice_sizes, GatherScatterMode mode,
+              std::optional<double> fill_value, Loc loc) {
+  TraceState* t = TraceOf({operand, start_indices}, "gather");
+  if (t == nullptr || !operand.valid()) return Tracer();
+  ir::Op op;
+  op.set_opcode("gather");
+  ir::GatherAttrs* a = op.mutable_gather();
+  SetAll(a->mutable_offset_dims(), d.offset_dims);
+  SetAll(a->mutable_collapsed_slice_dims(), d.collapsed_slice_dims);
+  SetAll(a->mutable_start_index_map(), d.start_index_map);
+  SetAll(a->mutable_operand_batching_dims(), d.operand_batching_dims);
+  SetAll(a->mutable_start_indices_batching_dims(), d.start_indices_batching_dims);
+  SetAll(a->mutable_slice_sizes(), slice_sizes);
+  a->set_mode(ToProto(mode));
+  a->set_fill_value(fill_value.value_or(DefaultFill(operand.dtype())));
+  return t->Emit1(std::move(op), {operand, start_indices}, loc);
+}
+
+Tracer scatter(Tracer operand, Tracer scatter_indices, Tracer updates,
+               ScatterDimensionNumbers dimension_numbers, GatherScatterMode mode, Loc loc) {
+  return Scatter("scatter", operand, scatter_indices, updates, dimension_numbers, mode, loc);
+}
+Tracer scatter_add(Tracer operand, Tracer scatter_indices, Tracer updates,
+                   ScatterDimensionNumbers dimension_numbers, GatherScatterMode mode, Loc loc) {
+  return Scatter("scatter_add", operand, scatter_indices, updates, dimension_numbers, mode, loc);
+}
+Tracer scatter_mul(Tracer operand, Tracer scatter_indices, Tracer updates,
+                   ScatterDimensionNumbers dimension_numbers, GatherScatterMode mode, Loc loc) {
+  return Scatter("scatter_mul", operand, scatter_indices, updates, dimension_numbers, mode, loc);
+}
+Tracer scatter_min(Tracer operand, Tracer scatter_indices, Tracer updates,
+                   ScatterDimensionNumbers dimension_numbers, GatherScatterMode mode, Loc loc) {
+  return Scatter("scatter_min", operand, scatter_indices, updates, dimension_numbers, mode, loc);
+}
+Tracer scatter_max(Tracer operand, Tracer scatter_indices, Tracer updates,
+                   ScatterDimensionNumbers dimension_numbers, GatherScatterMode mode, Loc loc) {
+  return Scatter("scatter_max", operand, scatter_indices, updates, dimension_numbers, mode, loc);
+}
+
+}  // namespace lax
+
+namespace jnp {
+
+Tracer take(Tracer a, Tracer indices, int64_t axis, lax::GatherScatterMode mode, Loc loc) {
+  TraceState* t = TraceOf({a, indices}, "take");
+  if (t == nullptr || !a.valid() || !indices.valid()) return Tracer();
+  const std::optional<int64_t> ax = Axis(t, "take", axis, a, loc);
+  if (!ax || !CheckNotEmpty(t, "take", a, *ax, indices, loc)) return Tracer();
+  const int64_t rank = a.rank(), index_rank = indices.rank();
+  lax::GatherDimensionNumbers d{.collapsed_slice_dims = {*ax}, .start_index_map = {*ax}};
+  for (int64_t i = 0; i < *ax; ++i) d.offset_dims.push_back(i);
+  for (int64_t i = *ax + index_rank; i < rank + index_rank - 1; ++i) d.offset_dims.push_back(i);
+  std::vector<int64_t> sizes = a.shape();
+  sizes[*ax] = std::min<int64_t>(1, sizes[*ax]);
+  return lax::gather(a, IndexVector(indices, a.shape()[*ax], loc), d, sizes, mode, std::nullopt,
+                     loc);
+}
+
+Tracer take_along_axis(Tracer arr, Tracer indices, int64_t axis, lax::GatherScatterMode mode,
+                       Loc loc) {
+  TraceState* t = TraceOf({arr, indices}, "take_along_axis");
+  if (t == nullptr || !arr.valid() || !indices.valid()) return Tracer();
+  const std::optional<int64_t> ax = Axis(t, "take_along_axis", axis, arr, loc);
+  if (!ax) return Tracer();
+  if (indices.rank() != arr.rank()) {
+    t->RecordError(absl::InvalidArgumentError(fmt::format(
+                       "take_along_axis: indices {} must have the rank of the array {}",
+                       indices.type().ToString(), arr.type().ToString())),
+                   loc);
+    return Tracer();
+  }
+  // Both broadcast to one shape except along `axis`.
+  std::vector<int64_t> arr_shape = arr.shape(), index_shape = indices.shape();
+  lax::GatherDimensionNumbers d{.collapsed_slice_dims = {*ax}, .start_index_map = {*ax}};
+  for (int64_t i = 0; i < arr.rank(); ++i) {
+    if (i == *ax) continue;
+    const int64_t n = arr_shape[i], m = index_shape[i];
+    if (n != m && n != 1 && m != 1) {
+      t->RecordError(absl::InvalidArgumentError(fmt::format(
+                         "take_along_axis: indices {} and array {} do not broadcast in "
+                         "dimension {}",
+                         indices.type().ToString(), arr.type().ToString(), i)),
+                     loc);
+      return Tracer();
+    }
+    arr_shape[i] = index_shape[i] = n == 1 ? m : n;
+    d.operand_batching_dims.push_back(i);
+    d.start_indices_batching_dims.push_back(i);
+  }
+  if (arr_shape != arr.shape()) arr = jnp::broadcast_to(arr, arr_shape, loc);
+  if (index_shape != indices.shape()) indices = jnp::broadcast_to(indices, index_shape, loc);
+  if (!CheckNotEmpty(t, "take_along_axis", arr, *ax, indices, loc)) return Tracer();
+  std::vector<int64_t> sizes(arr.rank());
+  for (int64_t i = 0; i < arr.rank(); ++i) sizes[i] = std::min<int64_t>(1, arr_shape[i]);
+  return lax::gather(arr, IndexVector(indices, arr_shape[*ax], loc), d, sizes, mode,
+                     std::nullopt, loc);
+}
+
+}  // namespace jnp
+}  // namespace shardjit
