@@ -100,5 +100,214 @@ Tracer fori_loop(int64_t lower, int64_t upper, const std::function<Tracer(Tracer
   return out.empty() ? Tracer() : out[0];
 }
 
+namespace {
+
+// Traces `fn` into a closed-over region of `types` params; false (and the region discarded)
+// after an error.
+bool TraceRegion(internal::TraceState* t, const std::vector<ShapedType>& types,
+                 const std::function<std::vector<Tracer>(std::vector<Tracer>)>& fn,
+                 ir::Region* out) {
+  t->builder().OpenRegion(/*spmd=*/false);
+  std::vector<Tracer> params;
+  for (const ShapedType& type : types) params.push_back(t->AddParam(type));
+  std::vector<Tracer> results = fn(params);
+  std::vector<int64_t> ids;
+  for (const Tracer& r : results) ids.push_back(r.valid() ? r.id() : -1);
+  *out = t->builder().CloseRegion(ids);
+  return t->status().ok();
+}
+
+std::vector<ShapedType> TypesOf(const std::vector<Tracer>& tracers) {
+  std::vector<ShapedType> types;
+  for (const Tracer& x : tracers) types.push_back(x.type());
+  return types;
+}
+
+// The trace of `tracers` (or the current one), or null when any is invalid.
+internal::TraceState* ValidTrace(const std::vector<Tracer>& tracers, const char* op) {
+  internal::TraceState* t = internal::TraceOf(tracers, op);
+  if (t == nullptr) t = internal::CurrentTrace();
+  for (const Tracer& x : tracers) {
+    if (!x.valid()) return nullptr;
+  }
+  return t;
+}
+
+std::vector<Tracer> Fail(internal::TraceState* t, absl::Status status, size_t count, Loc loc) {
+  t->RecordError(std::move(status), loc);
+  return std::vector<Tracer>(count);
+}
+
+}  // namespace
+
+std::vector<Tracer> while_loop(const std::function<Tracer(std::vector<Tracer>)>& cond_fun,
+                               const std::function<std::vector<Tracer>(std::vector<Tracer>)>& body_fun,
+                               std::vector<Tracer> init, Loc loc) {
+  internal::TraceState* t = ValidTrace(init, "while_loop");
+  if (t == nullptr) return std::vector<Tracer>(init.size());
+  const std::vector<ShapedType> types = TypesOf(init);
+  ir::Op op;
+  op.set_opcode("while_loop");
+  if (!TraceRegion(t, types, [&](std::vector<Tracer> c) { return std::vector<Tracer>{cond_fun(c)}; },
+                   op.mutable_while_loop()->mutable_cond()) ||
+      !TraceRegion(t, types, body_fun, op.mutable_while_loop()->mutable_body())) {
+    return std::vector<Tracer>(init.size());
+  }
+  std::vector<Tracer> out = t->Emit(std::move(op), init, loc);
+  out.resize(init.size());
+  return out;
+}
+
+Tracer while_loop(const std::function<Tracer(Tracer)>& cond_fun,
+                  const std::function<Tracer(Tracer)>& body_fun, Tracer init, Loc loc) {
+  return while_loop([&](std::vector<Tracer> c) { return cond_fun(c[0]); },
+                    [&](std::vector<Tracer> c) { return std::vector<Tracer>{body_fun(c[0])}; },
+                    {std::move(init)}, loc)[0];
+}
+
+std::vector<Tracer> switch_(Tracer index, const std::vector<Branch>& branches,
+                            std::vector<Tracer> operands, Loc loc) {
+  std::vector<Tracer> all = operands;
+  all.push_back(index);
+  internal::TraceState* t = ValidTrace(all, "cond");
+  if (t == nullptr) return {};
+  if (branches.empty()) {
+    return Fail(t, absl::InvalidArgumentError("switch: needs at least one branch"), 0, loc);
+  }
+  ir::Op op;
+  op.set_opcode("cond");
+  const std::vector<ShapedType> types = TypesOf(operands);
+  for (const Branch& b : branches) {
+    if (!TraceRegion(t, types, b, op.mutable_cond()->add_branches())) return {};
+  }
+  const size_t count = op.cond().branches(0).results_size();
+  std::vector<Tracer> args = {index};
+  args.insert(args.end(), operands.begin(), operands.end());
+  std::vector<Tracer> out = t->Emit(std::move(op), args, loc);
+  out.resize(count);
+  return out;
+}
+
+std::vector<Tracer> cond(Tracer pred, const Branch& true_fun, const Branch& false_fun,
+                         std::vector<Tracer> operands, Loc loc) {
+  internal::TraceState* t = ValidTrace({pred}, "cond");
+  if (t == nullptr) return {};
+  if (pred.rank() != 0) {
+    return Fail(t, absl::InvalidArgumentError(fmt::format(
+                       "cond: pred must be a scalar, got {}", pred.type().ToString())),
+                0, loc);
+  }
+  Tracer is_true =
+      pred.dtype() == DType::kPred ? pred : lax::ne(pred, lax::scalar(0, pred.dtype(), loc), loc);
+  return switch_(lax::convert_element_type(is_true, DType::kS32, loc), {false_fun, true_fun},
+                 std::move(operands), loc);
+}
+
+Tracer cond(Tracer pred, const std::function<Tracer(Tracer)>& true_fun,
+            const std::function<Tracer(Tracer)>& false_fun, Tracer operand, Loc loc) {
+  std::vector<Tracer> out = cond(
+      pred, [&](std::vector<Tracer> x) { return std::vector<Tracer>{true_fun(x[0])}; },
+      [&](std::vector<Tracer> x) { return std::vector<Tracer>{false_fun(x[0])}; },
+      {std::move(operand)}, loc);
+  return out.empty() ? Tracer() : out[0];
+}
+
+ScanResult scan(const ScanBody& f, std::vector<Tracer> init, std::vector<Tracer> xs,
+                int64_t length, bool reverse, Loc loc) {
+  std::vector<Tracer> all = init;
+  all.insert(all.end(), xs.begin(), xs.end());
+  internal::TraceState* t = ValidTrace(all, "scan");
+  ScanResult failed{std::vector<Tracer>(init.size()), {}};
+  if (t == nullptr) return failed;
+  for (const Tracer& x : xs) {
+    const int64_t n = x.rank() == 0 ? -1 : x.shape()[0];
+    if (n < 0 || (length >= 0 && n != length)) {
+      Fail(t, absl::InvalidArgumentError(fmt::format(
+                  "scan: every xs needs the leading dimension {} (length), got {}",
+                  length >= 0 ? fmt::format("{}", length) : std::string("of the first"),
+                  x.type().ToString())),
+           0, loc);
+      return failed;
+    }
+    length = n;
+  }
+  if (length < 0) {
+    Fail(t, absl::InvalidArgumentError("scan: length is needed when there are no xs"), 0, loc);
+    return failed;
+  }
+  const size_t num_carry = init.size();
+  // The loop body: index, carry, then one stacked ys accumulator per y (typed once f is traced).
+  t->builder().OpenRegion(/*spmd=*/false);
+  Tracer i = t->AddParam({DType::kS32, {}});
+  std::vector<Tracer> carry;
+  for (const Tracer& c : init) carry.push_back(t->AddParam(c.type()));
+  Tracer step = reverse ? lax::sub(lax::scalar(length - 1, DType::kS32, loc), i, loc) : i;
+  std::vector<Tracer> x_i;
+  for (const Tracer& x : xs) {
+    std::vector<int64_t> item(x.shape().begin() + 1, x.shape().end());
+    if (length == 0) {  // never runs: typed on zeros, then dropped
+      x_i.push_back(lax::full(item, 0, x.dtype(), loc));
+      continue;
+    }
+    std::vector<Index> starts = {step};
+    std::vector<int64_t> sizes = x.shape();
+    sizes[0] = 1;
+    for (size_t d = 1; d < sizes.size(); ++d) starts.push_back(Index(0));
+    x_i.push_back(lax::reshape(lax::dynamic_slice(x, starts, sizes, false, loc), item, loc));
+  }
+  auto [next, ys] = f(carry, x_i);
+  std::vector<int64_t> ids;
+  for (const Tracer& c : next) ids.push_back(c.valid() ? c.id() : -1);
+  std::vector<ShapedType> stacked;
+  for (const Tracer& y : ys) {
+    if (!y.valid()) break;
+    ShapedType type = y.type();
+    type.dims.insert(type.dims.begin(), length);
+    stacked.push_back(type);
+    if (length == 0) continue;
+    Tracer acc = t->AddParam(type);
+    std::vector<int64_t> one = y.shape();
+    one.insert(one.begin(), 1);
+    std::vector<Index> starts = {step};
+    for (size_t d = 0; d < y.shape().size(); ++d) starts.push_back(Index(0));
+    ids.push_back(
+        lax::dynamic_update_slice(acc, lax::reshape(y, one, loc), starts, false, loc).id());
+  }
+  ir::Op op;
+  op.set_opcode("fori_loop");
+  op.mutable_fori_loop()->set_lower(0);
+  op.mutable_fori_loop()->set_upper(length);
+  *op.mutable_fori_loop()->mutable_body() = t->builder().CloseRegion(ids);
+  if (!t->status().ok()) return failed;
+  if (next.size() != num_carry) {
+    Fail(t, absl::InvalidArgumentError(fmt::format(
+                "scan: f returns {} carries for {} in init", next.size(), num_carry)),
+         0, loc);
+    return failed;
+  }
+  for (size_t k = 0; k < num_carry; ++k) {
+    if (next[k].type() != init[k].type()) {
+      Fail(t, absl::InvalidArgumentError(fmt::format(
+                  "scan: f returns carry {} as {}, but init has {}", k,
+                  next[k].type().ToString(), init[k].type().ToString())),
+           0, loc);
+      return failed;
+    }
+  }
+  if (length == 0) {  // the traced body is dropped: the carry as it came, empty ys
+    ScanResult empty{init, {}};
+    for (const ShapedType& type : stacked) empty.ys.push_back(lax::full(type.dims, 0, type.dtype, loc));
+    return empty;
+  }
+  std::vector<Tracer> operands = init;
+  for (const ShapedType& type : stacked) {
+    operands.push_back(lax::full(type.dims, 0, type.dtype, loc));
+  }
+  std::vector<Tracer> out = t->Emit(std::move(op), operands, loc);
+  if (out.size() != num_carry + stacked.size()) return failed;
+  return {std::vector<Tracer>(out.begin(), out.begin() + num_carry),
+          std::vector<Tracer>(out.begin() + num_carry, out.end())};
+}
+
 }  // namespace lax
 }  // namespace shardjit

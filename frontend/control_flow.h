@@ -1,4 +1,6 @@
-// shard_map and lax::fori_loop: primitives whose body is traced into a region.
+// shard_map and the control flow of jax.lax (fori_loop, while_loop, cond, switch, scan):
+// primitives whose bodies are traced into regions. Loop bodies and branches may read tracers of
+// the enclosing function.
 #ifndef SHARDJIT_FRONTEND_CONTROL_FLOW_H_
 #define SHARDJIT_FRONTEND_CONTROL_FLOW_H_
 
@@ -77,6 +79,43 @@ std::vector<Tracer> fori_loop(
     std::vector<Tracer> init, Loc loc = Loc::current());
 Tracer fori_loop(int64_t lower, int64_t upper, const std::function<Tracer(Tracer, Tracer)>& body,
                  Tracer init, Loc loc = Loc::current());
+
+// jax.lax.while_loop: carry = init; while cond_fun(carry) (a pred[] scalar): carry =
+// body_fun(carry). body_fun returns the carry's types.
+std::vector<Tracer> while_loop(
+    const std::function<Tracer(std::vector<Tracer>)>& cond_fun,
+    const std::function<std::vector<Tracer>(std::vector<Tracer>)>& body_fun,
+    std::vector<Tracer> init, Loc loc = Loc::current());
+Tracer while_loop(const std::function<Tracer(Tracer)>& cond_fun,
+                  const std::function<Tracer(Tracer)>& body_fun, Tracer init,
+                  Loc loc = Loc::current());
+
+// jax.lax.switch (`switch` is a C++ keyword): branches[clamp(index, 0, n - 1)](operands), index
+// an s32[] scalar. Every branch returns the same types.
+using Branch = std::function<std::vector<Tracer>(std::vector<Tracer>)>;
+std::vector<Tracer> switch_(Tracer index, const std::vector<Branch>& branches,
+                            std::vector<Tracer> operands, Loc loc = Loc::current());
+
+// jax.lax.cond: true_fun(operands) if pred else false_fun(operands); pred is a scalar (pred, or
+// a number compared with 0).
+std::vector<Tracer> cond(Tracer pred, const Branch& true_fun, const Branch& false_fun,
+                         std::vector<Tracer> operands, Loc loc = Loc::current());
+Tracer cond(Tracer pred, const std::function<Tracer(Tracer)>& true_fun,
+            const std::function<Tracer(Tracer)>& false_fun, Tracer operand,
+            Loc loc = Loc::current());
+
+// jax.lax.scan: for i in [0, length) (from the end with `reverse`): (carry, y_i) = f(carry, x_i),
+// where x_i is xs[k][i] for each xs[k] (all of leading dimension `length`); returns the final
+// carry and the ys stacked along a new leading dimension. length -1: the xs' leading dimension
+// (needed when there are no xs). Traced as a fori_loop that slices the xs and writes the ys.
+struct ScanResult {
+  std::vector<Tracer> carry;
+  std::vector<Tracer> ys;
+};
+using ScanBody = std::function<std::pair<std::vector<Tracer>, std::vector<Tracer>>(
+    std::vector<Tracer> carry, std::vector<Tracer> x)>;
+ScanResult scan(const ScanBody& f, std::vector<Tracer> init, std::vector<Tracer> xs,
+                int64_t length = -1, bool reverse = false, Loc loc = Loc::current());
 
 }  // namespace lax
 }  // namespace shardjit

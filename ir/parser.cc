@@ -397,10 +397,6 @@ class Parser {
 
   absl::Status FieldValue(Message* m, const FieldDescriptor* f) {
     if (!f->is_repeated()) return Scalar(m, f);
-    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
-        f->message_type() == ir::Region::descriptor()) {
-      return Scalar(m, f);
-    }
     return Tuple([&] { return Scalar(m, f); });
   }
 

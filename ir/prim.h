@@ -106,6 +106,8 @@ class Op;
   /* regions (ir/prims/fusion.cc, control_flow.cc) */      \
   X(kFusion, "fusion")                                     \
   X(kForiLoop, "fori_loop")                                \
+  X(kWhileLoop, "while_loop")                              \
+  X(kCond, "cond")                                         \
   X(kShardMap, "shard_map")                                \
   /* collectives (ir/prims/collectives.cc) */              \
   X(kPsum, "psum")                                         \

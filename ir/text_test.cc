@@ -142,6 +142,20 @@ std::vector<Case> Cases() {
                    "          d:f32[2,3] = add c a\n"
                    "        in (d) }] a\n",
                    "e"});
+  cases.push_back({"while_loop", "a:f32[2,3] b:f32[]",
+                   "    h:f32[2,3] = while_loop[cond={ lambda ; c:f32[2,3]. let\n"
+                   "          d:f32[] = reduce_sum[axes=(0,1)] c\n"
+                   "          e:pred[] = compare[direction=LT] d b\n"
+                   "        in (e) } body={ lambda ; f:f32[2,3]. let\n"
+                   "          g:f32[2,3] = add f f\n"
+                   "        in (g) }] a\n",
+                   "h"});
+  cases.push_back({"cond", "a:s32[] b:f32[2,3]",
+                   "    f:f32[2,3] = cond[branches=({ lambda ; c:f32[2,3]. let\n"
+                   "          d:f32[2,3] = neg c\n"
+                   "        in (d) },{ lambda ; e:f32[2,3]. let\n"
+                   "        in (b) })] a b\n",
+                   "f"});
   cases.push_back({"shard_map", "a:f32[4,4]",
                    "    d:f32[4,2] = shard_map[in_specs=(P(x,y)) out_specs=(P(x,None)) "
                    "body={ lambda ; b:f32[2,2]. let\n"

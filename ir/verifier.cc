@@ -14,6 +14,7 @@
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
 #include "ir/printer.h"
+#include "ir/regions.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
 
@@ -170,6 +171,7 @@ class FunctionVerifier {
     int regions = 0;
     bool closed_region = false;
     std::unordered_map<int64_t, ShapedType> outer_of_closed_region;
+    std::unordered_map<int64_t, ShapedType> region_results;  // of regions already closed
     absl::Status status;
     if (op.has_fori_loop()) {
       status = VerifyRegion(op.fori_loop().body(), in_spmd, where + " body", carry_kinds);
@@ -188,11 +190,25 @@ class FunctionVerifier {
       status = VerifyRegion(op.fusion().body(), in_spmd, where + " body", {});
       ++regions;
       closed_region = true;
+    } else if (op.has_while_loop() || op.has_cond()) {
+      // A loop's cond and body, or the branches: each sees the values around the op, none sees
+      // another's. The types of their results stay known to the shape rule.
+      const std::vector<const Region*> parts = Regions(op);
+      for (size_t r = 0; r < parts.size() && status.ok(); ++r) {
+        status = VerifyRegion(*parts[r], in_spmd, where + " " + RegionName(op, r), {});
+        for (int64_t id : parts[r]->results()) {
+          if (absl::StatusOr<ShapedType> t = Lookup(id); t.ok()) region_results[id] = *t;
+        }
+        CloseScope();
+      }
     }
     absl::StatusOr<std::vector<ShapedType>> inferred;
     if (status.ok()) {
       ShapeContext ctx{&module_.mesh(), in_spmd,
-                       [this](int64_t id) { return Lookup(id); }};
+                       [this, &region_results](int64_t id) -> absl::StatusOr<ShapedType> {
+                         auto it = region_results.find(id);
+                         return it != region_results.end() ? it->second : Lookup(id);
+                       }};
       inferred = InferResultTypes(ctx, operands, op);
     }
     for (int r = 0; r < regions; ++r) CloseScope();
@@ -355,9 +371,7 @@ void Renumber(Region& region, std::unordered_map<int64_t, int64_t>& map, int64_t
   for (Param& p : *region.mutable_params()) p.set_id(fresh(p.id()));
   for (Op& op : *region.mutable_ops()) {
     for (int64_t& id : *op.mutable_operands()) id = map.count(id) ? map[id] : id;
-    if (op.has_fori_loop()) Renumber(*op.mutable_fori_loop()->mutable_body(), map, next);
-    if (op.has_shard_map()) Renumber(*op.mutable_shard_map()->mutable_body(), map, next);
-    if (op.has_fusion()) Renumber(*op.mutable_fusion()->mutable_body(), map, next);
+    for (Region* r : MutableRegions(op)) Renumber(*r, map, next);
     for (int64_t& id : *op.mutable_results()) id = fresh(id);
   }
   for (int64_t& id : *region.mutable_results()) id = map.count(id) ? map[id] : id;

@@ -54,6 +54,16 @@ INSTANTIATE_TEST_SUITE_P(
                   "    c:f32[2,3] = mul a b\n", "c", {"mul: operand types differ"}},
         BadModule{"WrongDeclaredType", "per_device", "a:f32[2,3]", "    b:f32[3,2] = neg a\n",
                   "b", {"declared f32[3,2] but the shape rule gives f32[2,3]"}},
+        BadModule{"CondIndexNotS32", "per_device", "a:f32[] b:f32[2]",
+                  "    d:f32[2] = cond[branches=({ lambda ; c:f32[2]. let\n"
+                  "        in (c) })] a b\n",
+                  "d", {"cond: the first operand (the branch index) must be s32[]"}},
+        BadModule{"WhileParamsDiffer", "per_device", "a:f32[2]",
+                  "    e:f32[2] = while_loop[cond={ lambda ; b:f32[3]. let\n"
+                  "          c:pred[] = constant[dtype=pred value=(1)]\n"
+                  "        in (c) } body={ lambda ; d:f32[2]. let\n"
+                  "        in (d) }] a\n",
+                  "e", {"while_loop: cond param 0 is f32[3], expected f32[2]"}},
         BadModule{"UnknownAxis", "per_device", "a:bf16[1024,1024]",
                   "    b:bf16[1024,1024] = psum[axes=(z)] a\n", "b",
                   {"psum: axis \"z\" is not in mesh {x:2, y:2}", "bf16[1024,1024]"}},
@@ -538,6 +548,30 @@ TEST(BuilderTest, InfersTypesWithTheSameRules) {
   bad.set_opcode("add");
   absl::StatusOr<std::vector<int64_t>> e = b.AddOp(bad, {a, (*r)[0]});
   EXPECT_THAT(std::string(e.status().message()), HasSubstr("add: operand types differ"));
+}
+
+// A while_loop's body cannot read what its cond defines, nor a cond branch what another
+// branch defines (the parser's scopes refuse such text; a proto built otherwise is checked here).
+TEST(VerifierTest, SiblingRegionsDoNotSeeEachOther) {
+  absl::StatusOr<Module> m = ParseModule(
+      "module m [view=per_device mesh={x:2,y:2} devices=(0,1,2,3) entry=main]\n"
+      "func main = { lambda ; a:f32[2] b:f32[]. let\n"
+      "    h:f32[2] = while_loop[cond={ lambda ; c:f32[2]. let\n"
+      "          d:f32[] = reduce_sum[axes=(0)] c\n"
+      "          e:pred[] = compare[direction=LT] d b\n"
+      "        in (e) } body={ lambda ; f:f32[2]. let\n"
+      "          g:f32[2] = mul f f\n"
+      "        in (g) }] a\n"
+      "  in (h) }\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(VerifyModule(*m).ok());
+  WhileLoopAttrs* loop = m->mutable_functions(0)->mutable_body()->mutable_ops(0)->mutable_while_loop();
+  // The body now reads the cond's value d: g = mul f d.
+  const int64_t d = loop->cond().ops(0).results(0);
+  loop->mutable_body()->mutable_ops(0)->set_operands(1, d);
+  absl::Status s = VerifyModule(*m);
+  EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("(while_loop) body"),
+                                              HasSubstr("is not defined before its use")));
 }
 
 }  // namespace

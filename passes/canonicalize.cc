@@ -8,6 +8,7 @@
 #include "ir/prim.h"
 #include "ir/collective_groups.h"
 #include "ir/primitive.h"
+#include "ir/regions.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
 #include "passes/dce.h"
@@ -57,10 +58,8 @@ class Canonicalizer {
         if (loop.upper() > loop.lower() && loop.body().params_size() > 0) {
           ranges_[loop.body().params(0).id()] = {loop.lower(), loop.upper() - 1};
         }
-        Region(*op.mutable_fori_loop()->mutable_body());
       }
-      if (op.has_shard_map()) Region(*op.mutable_shard_map()->mutable_body());
-      if (op.has_fusion()) Region(*op.mutable_fusion()->mutable_body());
+      for (ir::Region* r : ir::MutableRegions(op)) Region(*r);
       if (std::optional<int64_t> same = Identity(op)) {
         Replace(op.results(0), *same);
         continue;
@@ -76,7 +75,7 @@ class Canonicalizer {
       // Each future is awaited once: two equal starts are two transfers, as are two equal
       // psends or precvs.
       const ir::Prim prim = ir::PrimOf(op);
-      if (op.has_fori_loop() || op.has_shard_map() || ir::IsAsyncStart(prim) ||
+      if (!ir::Regions(op).empty() || ir::IsAsyncStart(prim) ||
           ir::IsAsyncDone(prim) || ir::IsPointToPoint(prim)) {
         continue;
       }
@@ -250,9 +249,7 @@ class Canonicalizer {
   void AddParams(const ir::Region& region) {
     for (const ir::Param& p : region.params()) types_[p.id()] = ir::FromProto(p.type());
     for (const ir::Op& op : region.ops()) {
-      if (op.has_fori_loop()) AddParams(op.fori_loop().body());
-      if (op.has_shard_map()) AddParams(op.shard_map().body());
-      if (op.has_fusion()) AddParams(op.fusion().body());
+      for (const ir::Region* r : ir::Regions(op)) AddParams(*r);
     }
   }
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_join.h"
 #include "ir/prim.h"
+#include "ir/regions.h"
 #include "passes/collective_simplify_internal.h"
 
 namespace shardjit::passes::collective_simplify {
@@ -43,7 +44,7 @@ struct Group {
 // Values read by `op`, its nested regions included.
 void AddReads(const ir::Op& op, std::vector<int64_t>& reads) {
   reads.insert(reads.end(), op.operands().begin(), op.operands().end());
-  for (const ir::Region* r : Regions(op)) {
+  for (const ir::Region* r : ir::Regions(op)) {
     reads.insert(reads.end(), r->results().begin(), r->results().end());
     for (const ir::Op& inner : r->ops()) AddReads(inner, reads);
   }

@@ -13,6 +13,7 @@
 #include "ir/primitive.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
+#include "ir/regions.h"
 
 namespace shardjit::passes {
 namespace {
@@ -41,6 +42,11 @@ class Analyzer {
       return Region(op.fori_loop().body(), count * trips);
     }
     if (op.has_shard_map()) return Region(op.shard_map().body(), count);
+    if (op.has_while_loop() || op.has_cond()) {
+      // Trip counts and branches are decided at run time: cond, body and every branch count once.
+      for (const ir::Region* r : ir::Regions(op)) RETURN_IF_ERROR(Region(*r, count));
+      return absl::OkStatus();
+    }
     report_.flops += count * Flops(op);
     const ir::Prim prim = ir::PrimOf(op);
     // A *_done moves nothing: its start is counted.

@@ -5,7 +5,8 @@
 // flops: dot_general 2 * batch * M * N * K (2 per multiply-add); an elementwise op with a
 // floating operand or result 1 per result element (integer index arithmetic is free); fusion the
 // floating ops of its body per element; reduce_sum/max/min 1 per operand element; everything
-// else (data movement, collectives) 0. A fori_loop body counts once per trip.
+// else (data movement, collectives) 0. A fori_loop body counts once per trip; a while_loop's
+// cond and body and each cond branch count once (decided at run time).
 //
 // Bytes sent per device, for a collective over a group of n devices (ring algorithms):
 //   all_gather                 (n-1)/n * result bytes

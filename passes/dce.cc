@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "ir/prim.h"
+#include "ir/regions.h"
 
 namespace shardjit::passes {
 namespace {
@@ -11,9 +12,7 @@ void AddUses(const ir::Region& region, std::unordered_set<int64_t>& used);
 
 void AddOpUses(const ir::Op& op, std::unordered_set<int64_t>& used) {
   for (int64_t id : op.operands()) used.insert(id);
-  if (op.has_fori_loop()) AddUses(op.fori_loop().body(), used);
-  if (op.has_shard_map()) AddUses(op.shard_map().body(), used);
-  if (op.has_fusion()) AddUses(op.fusion().body(), used);
+  for (const ir::Region* r : ir::Regions(op)) AddUses(*r, used);
 }
 
 void AddUses(const ir::Region& region, std::unordered_set<int64_t>& used) {
@@ -39,9 +38,12 @@ bool Sweep(ir::Region& region, std::unordered_set<int64_t> used) {
       continue;
     }
     keep[i] = true;
-    if (op.has_fori_loop()) changed |= Sweep(*op.mutable_fori_loop()->mutable_body(), used);
-    if (op.has_shard_map()) changed |= Sweep(*op.mutable_shard_map()->mutable_body(), {});
-    if (op.has_fusion()) changed |= Sweep(*op.mutable_fusion()->mutable_body(), {});
+    // Open regions (loops, branches) may read what the op's users read; closed ones only their
+    // own values.
+    const bool closed = ir::HasClosedRegions(op);
+    for (ir::Region* r : ir::MutableRegions(op)) {
+      changed |= Sweep(*r, closed ? std::unordered_set<int64_t>{} : used);
+    }
     AddOpUses(op, used);
   }
   if (changed) {

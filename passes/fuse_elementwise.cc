@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/prim.h"
+#include "ir/regions.h"
 #include "ir/verifier.h"
 
 namespace shardjit::passes {
@@ -49,9 +50,7 @@ bool IsFusible(const ir::Op& op) {
 void CountCaptures(const ir::Region& region, std::unordered_map<int64_t, int>& uses);
 
 void CountNested(const ir::Op& op, std::unordered_map<int64_t, int>& uses) {
-  if (op.has_fori_loop()) CountCaptures(op.fori_loop().body(), uses);
-  if (op.has_shard_map()) CountCaptures(op.shard_map().body(), uses);
-  if (op.has_fusion()) CountCaptures(op.fusion().body(), uses);
+  for (const ir::Region* r : ir::Regions(op)) CountCaptures(*r, uses);
 }
 
 // Counts every use inside `region` (and deeper) once per operand slot.
@@ -69,9 +68,7 @@ void CollectTypes(const ir::Region& region, std::unordered_map<int64_t, ir::Tens
     for (int r = 0; r < op.results_size() && r < op.result_types_size(); ++r) {
       types[op.results(r)] = op.result_types(r);
     }
-    if (op.has_fori_loop()) CollectTypes(op.fori_loop().body(), types);
-    if (op.has_shard_map()) CollectTypes(op.shard_map().body(), types);
-    if (op.has_fusion()) CollectTypes(op.fusion().body(), types);
+    for (const ir::Region* r : ir::Regions(op)) CollectTypes(*r, types);
   }
 }
 
@@ -83,12 +80,12 @@ class Fuser {
     for (const auto& [id, type] : types) next_id_ = std::max(next_id_, id + 1);
   }
 
-  // Fuses in `region` and the loop and shard_map bodies inside it; returns whether it changed.
+  // Fuses in `region` and the regions inside it (but fusion bodies); returns whether it changed.
   bool Region(ir::Region& region) {
     bool changed = false;
     for (ir::Op& op : *region.mutable_ops()) {
-      if (op.has_fori_loop()) changed |= Region(*op.mutable_fori_loop()->mutable_body());
-      if (op.has_shard_map()) changed |= Region(*op.mutable_shard_map()->mutable_body());
+      if (op.has_fusion()) continue;
+      for (ir::Region* r : ir::MutableRegions(op)) changed |= Region(*r);
     }
     std::unordered_map<int64_t, int> uses;
     CountCaptures(region, uses);

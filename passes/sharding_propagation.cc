@@ -93,8 +93,10 @@ class Propagator {
   }
 
   // Writes the decided layouts into `region` (the region this propagator ran on), then
-  // propagates into each fori_loop body: the index is replicated and every carry keeps the
-  // loop's layout in the body's params and results. Returns whether any layout changed.
+  // propagates into the regions of its loops and conds: a fori_loop's index is replicated and
+  // every carry keeps the loop's layout in the params and results of the loop's regions (a
+  // while_loop's cond returns a replicated pred); cond branches take the operands' layouts and
+  // return the op's. Returns whether any layout changed.
   absl::StatusOr<bool> Annotate(ir::Region& region) {
     bool changed = false;
     for (ir::Op& op : *region.mutable_ops()) {
@@ -104,24 +106,45 @@ class Propagator {
         *op.mutable_sharding() = std::move(specs);
         changed = true;
       }
-      if (!op.has_fori_loop()) continue;
-      std::vector<Spec> params = {spmd::Replicated(0)};
-      std::vector<std::optional<Spec>> wants;
+      if (!op.has_fori_loop() && !op.has_while_loop() && !op.has_cond()) continue;
+      std::vector<Spec> carries;
+      std::vector<std::optional<Spec>> results;
       for (int64_t id : op.results()) {
-        params.push_back(SpecOf(id));
-        wants.push_back(SpecOf(id));
+        carries.push_back(SpecOf(id));
+        results.push_back(SpecOf(id));
       }
-      ir::Region& body = *op.mutable_fori_loop()->mutable_body();
-      Propagator inner(mesh_, body, values_, params, std::move(wants), machine_);
-      RETURN_IF_ERROR(inner.Run());
-      absl::StatusOr<bool> inner_changed = inner.Annotate(body);
-      if (!inner_changed.ok()) return inner_changed;
-      changed = changed || *inner_changed;
+      if (op.has_fori_loop()) {
+        std::vector<Spec> params = {spmd::Replicated(0)};
+        params.insert(params.end(), carries.begin(), carries.end());
+        ASSIGN_OR_RETURN(bool c, Nested(*op.mutable_fori_loop()->mutable_body(), params, results));
+        changed |= c;
+      } else if (op.has_while_loop()) {
+        ASSIGN_OR_RETURN(bool c, Nested(*op.mutable_while_loop()->mutable_cond(), carries,
+                                        {spmd::Replicated(0)}));
+        ASSIGN_OR_RETURN(bool d, Nested(*op.mutable_while_loop()->mutable_body(), carries, results));
+        changed |= c || d;
+      } else {
+        std::vector<Spec> operands;
+        for (int k = 1; k < op.operands_size(); ++k) operands.push_back(SpecOf(op.operands(k)));
+        for (ir::Region& branch : *op.mutable_cond()->mutable_branches()) {
+          ASSIGN_OR_RETURN(bool c, Nested(branch, operands, results));
+          changed |= c;
+        }
+      }
     }
     return changed;
   }
 
  private:
+  // Propagates into `region`, whose params have `params` layouts and whose results want
+  // `results`; returns whether any layout in it changed.
+  absl::StatusOr<bool> Nested(ir::Region& region, const std::vector<Spec>& params,
+                              std::vector<std::optional<Spec>> results) {
+    Propagator inner(mesh_, region, values_, params, std::move(results), machine_);
+    RETURN_IF_ERROR(inner.Run());
+    return inner.Annotate(region);
+  }
+
   // The decided layout of `id` (replicated if undecided, which Run leaves none of).
   Spec SpecOf(int64_t id) const {
     const Value& v = values_.at(id);

@@ -11,6 +11,7 @@
 #include "ir/prim.h"
 #include "ir/printer.h"
 #include "ir/sharding.h"
+#include "ir/regions.h"
 #include "passes/op_emitter.h"
 #include "passes/spmd/collectives.h"
 #include "passes/spmd/inline.h"
@@ -125,6 +126,8 @@ class Partitioner {
     }
     if (op.has_shard_map()) return ShardMap(op, res);
     if (op.has_fori_loop()) return ForiLoop(op, res);
+    if (op.has_while_loop()) return WhileLoop(op, res);
+    if (op.has_cond()) return Cond(op, res);
     spmd::OpView view{&op, &mesh(), {}, res.types, {}, {}, machine_};
     for (int64_t id : op.operands()) {
       view.operand_types.push_back(values_.at(id).type);
@@ -192,6 +195,67 @@ class Partitioner {
     return Bind(op, ids, res.specs, res);
   }
 
+  // Partitions `region` into a new region whose params are blocks laid out by `params` and whose
+  // results are resharded to `results`; values of the enclosing regions keep their layouts.
+  absl::StatusOr<ir::Region> NestedRegion(const ir::Op& op, const ir::Region& region,
+                                          const std::vector<Spec>& params,
+                                          const std::vector<ir::ShapedType>& param_types,
+                                          const std::vector<Spec>& results) {
+    emitter_.OpenRegion(/*spmd=*/false);
+    const auto saved = reshards_;
+    for (int i = 0; i < region.params_size(); ++i) {
+      const int64_t id = emitter_.AddParam(spmd::BlockType(mesh(), params[i], param_types[i]));
+      values_[region.params(i).id()] = {id, params[i], param_types[i]};
+    }
+    absl::Status status = Ops(region);
+    emitter_.SetOrigin(op);
+    absl::StatusOr<std::vector<int64_t>> out =
+        status.ok() ? ReshardAll(region.results(), results) : status;
+    reshards_ = saved;
+    ir::Region closed = emitter_.CloseRegion(out.ok() ? *out : std::vector<int64_t>{});
+    if (!out.ok()) return out.status();
+    return closed;
+  }
+
+  // while_loop: as fori_loop, every carry keeps the op's layout in both regions; cond's pred is
+  // replicated.
+  absl::Status WhileLoop(const ir::Op& op, const Results& res) {
+    emitter_.SetOrigin(op);
+    ASSIGN_OR_RETURN(std::vector<int64_t> init, ReshardAll(op.operands(), res.specs));
+    ir::Op loop;
+    loop.set_opcode("while_loop");
+    ASSIGN_OR_RETURN(*loop.mutable_while_loop()->mutable_cond(),
+                     NestedRegion(op, op.while_loop().cond(), res.specs, res.types,
+                                  {spmd::Replicated(0)}));
+    ASSIGN_OR_RETURN(*loop.mutable_while_loop()->mutable_body(),
+                     NestedRegion(op, op.while_loop().body(), res.specs, res.types, res.specs));
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids, emitter_.Add(std::move(loop), init));
+    return Bind(op, ids, res.specs, res);
+  }
+
+  // cond: a replicated index; the branches take the operands in their layouts and return the
+  // op's layouts.
+  absl::Status Cond(const ir::Op& op, const Results& res) {
+    emitter_.SetOrigin(op);
+    std::vector<Spec> specs = {spmd::Replicated(0)};
+    std::vector<ir::ShapedType> types;
+    for (int k = 1; k < op.operands_size(); ++k) {
+      const Value& v = values_.at(op.operands(k));
+      specs.push_back(v.spec);
+      types.push_back(v.type);
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> operands, ReshardAll(op.operands(), specs));
+    const std::vector<Spec> params(specs.begin() + 1, specs.end());
+    ir::Op cond;
+    cond.set_opcode("cond");
+    for (const ir::Region& branch : op.cond().branches()) {
+      ASSIGN_OR_RETURN(*cond.mutable_cond()->add_branches(),
+                       NestedRegion(op, branch, params, types, res.specs));
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids, emitter_.Add(std::move(cond), operands));
+    return Bind(op, ids, res.specs, res);
+  }
+
   absl::StatusOr<std::vector<int64_t>> ReshardAll(
       const google::protobuf::RepeatedField<int64_t>& ids, const std::vector<Spec>& to) {
     std::vector<int64_t> out;
@@ -232,10 +296,14 @@ absl::Status CheckAnnotated(const ir::Region& region) {
       return absl::FailedPreconditionError(fmt::format(
           "op #{} ({}) has no @sharding (run sharding-propagation first)", i, op.opcode()));
     }
-    if (!op.has_fori_loop()) continue;
-    if (absl::Status s = CheckAnnotated(op.fori_loop().body()); !s.ok()) {
-      return absl::FailedPreconditionError(
-          fmt::format("{}, in the body of op #{} (fori_loop)", s.message(), i));
+    if (!op.has_fori_loop() && !op.has_while_loop() && !op.has_cond()) continue;
+    const std::vector<const ir::Region*> regions = ir::Regions(op);
+    for (size_t r = 0; r < regions.size(); ++r) {
+      if (absl::Status s = CheckAnnotated(*regions[r]); !s.ok()) {
+        return absl::FailedPreconditionError(fmt::format("{}, in the {} of op #{} ({})",
+                                                         s.message(), ir::RegionName(op, r), i,
+                                                         op.opcode()));
+      }
     }
   }
   return absl::OkStatus();

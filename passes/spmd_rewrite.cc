@@ -3,23 +3,10 @@
 #include <algorithm>
 
 #include "ir/prim.h"
+#include "ir/regions.h"
 #include "ir/sharding.h"
 
 namespace shardjit::passes::spmd_rewrite {
-
-std::vector<const ir::Region*> Regions(const ir::Op& op) {
-  if (op.has_fori_loop()) return {&op.fori_loop().body()};
-  if (op.has_shard_map()) return {&op.shard_map().body()};
-  if (op.has_fusion()) return {&op.fusion().body()};
-  return {};
-}
-
-std::vector<ir::Region*> MutableRegions(ir::Op& op) {
-  if (op.has_fori_loop()) return {op.mutable_fori_loop()->mutable_body()};
-  if (op.has_shard_map()) return {op.mutable_shard_map()->mutable_body()};
-  if (op.has_fusion()) return {op.mutable_fusion()->mutable_body()};
-  return {};
-}
 
 void AddTypes(const ir::Region& region, TypeMap& types) {
   for (const ir::Param& p : region.params()) types[p.id()] = ir::FromProto(p.type());
@@ -27,7 +14,7 @@ void AddTypes(const ir::Region& region, TypeMap& types) {
     for (int i = 0; i < op.results_size(); ++i) {
       types[op.results(i)] = ir::FromProto(op.result_types(i));
     }
-    for (const ir::Region* r : Regions(op)) AddTypes(*r, types);
+    for (const ir::Region* r : ir::Regions(op)) AddTypes(*r, types);
   }
 }
 
@@ -36,7 +23,7 @@ int64_t MaxValueId(const ir::Region& region) {
   for (const ir::Param& p : region.params()) max = std::max(max, p.id());
   for (const ir::Op& op : region.ops()) {
     for (int64_t id : op.results()) max = std::max(max, id);
-    for (const ir::Region* r : Regions(op)) max = std::max(max, MaxValueId(*r));
+    for (const ir::Region* r : ir::Regions(op)) max = std::max(max, MaxValueId(*r));
   }
   return max;
 }
@@ -104,7 +91,8 @@ void Facts::Region(const ir::Region& region) {
 }
 
 AxisMask Facts::ResultVarying(const ir::Op& op) const {
-  if (op.has_fori_loop() || op.has_shard_map()) return AllAxes();
+  // What an op with regions returns may vary however its regions do.
+  if (!ir::Regions(op).empty()) return AllAxes();
   if (ir::PrimOf(op) == ir::Prim::kAxisIndex) return Mask(op.axis().axes());
   AxisMask in = 0;
   for (int64_t id : op.operands()) in |= Varying(id);

@@ -23,10 +23,6 @@ using TypeMap = std::unordered_map<int64_t, ir::ShapedType>;
 // match without making lists of them (ir::AxisList, with ir::ToAxisList, where they need one).
 using AxisNames = google::protobuf::RepeatedPtrField<std::string>;
 
-// The regions an op holds (fori_loop, shard_map and fusion bodies).
-std::vector<const ir::Region*> Regions(const ir::Op& op);
-std::vector<ir::Region*> MutableRegions(ir::Op& op);
-
 // The types of every value of `region`, nested regions included.
 void AddTypes(const ir::Region& region, TypeMap& types);
 // The largest value id defined in `region`, nested regions included (-1 when none).

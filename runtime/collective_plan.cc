@@ -2,6 +2,7 @@
 
 #include "ir/prim.h"
 #include "ir/primitive.h"
+#include "ir/regions.h"
 #include "ir/sharding.h"
 
 namespace shardjit::runtime {
@@ -16,7 +17,10 @@ CollectivePlan::CollectivePlan(const ir::Mesh& mesh,
 
 void CollectivePlan::AddRegion(const ir::Region& region) {
   for (const ir::Op& op : region.ops()) {
-    if (op.has_fori_loop()) AddRegion(op.fori_loop().body());
+    // Loop bodies and cond branches run here; shard_map bodies are planned where they run.
+    if (!ir::HasClosedRegions(op)) {
+      for (const ir::Region* r : ir::Regions(op)) AddRegion(*r);
+    }
     const ir::Prim prim = ir::PrimOf(op);
     // A *_done meets no one: its start did.
     if (ir::IsCollective(prim) && !ir::IsAsyncDone(prim) && !ops_.count(&op)) {

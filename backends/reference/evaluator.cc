@@ -1,5 +1,7 @@
 #include "backends/reference/evaluator.h"
 
+#include <algorithm>
+#include <iterator>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
+#include "ir/regions.h"
 
 namespace shardjit::backends::reference {
 namespace {
@@ -62,11 +65,17 @@ struct RegionPlan {
   std::vector<std::vector<int64_t>> release_after;
 };
 
-// Inserts every value id read in `region` and the regions nested in it.
+// The regions of `op` that may read values of the regions around it (loops, cond branches; not
+// shard_map or fusion bodies).
+std::vector<const ir::Region*> OpenRegions(const ir::Op& op) {
+  return ir::HasClosedRegions(op) ? std::vector<const ir::Region*>{} : ir::Regions(op);
+}
+
+// Inserts every value id read in `region` and the open regions nested in it.
 void CollectReads(const ir::Region& region, std::unordered_set<int64_t>& reads) {
   for (const ir::Op& op : region.ops()) {
     reads.insert(op.operands().begin(), op.operands().end());
-    if (op.has_fori_loop()) CollectReads(op.fori_loop().body(), reads);
+    for (const ir::Region* r : OpenRegions(op)) CollectReads(*r, reads);
   }
   reads.insert(region.results().begin(), region.results().end());
 }
@@ -130,14 +139,13 @@ class ReferenceExecutable final : public Executable {
       }
       plan.kernels.push_back(kernel);
       plan.fallbacks.push_back(fallback != kernel ? fallback : nullptr);
-      if (op.has_fori_loop()) {
-        RETURN_IF_ERROR(PlanRegion(op.fori_loop().body()));
-        // A loop body reads outer values on every iteration: keep them until the loop ends.
-        MarkCaptures(op.fori_loop().body(), i, last_use);
+      for (const ir::Region* r : ir::Regions(op)) {
+        if (op.has_fusion()) break;  // a fusion runs as one kernel
+        RETURN_IF_ERROR(PlanRegion(*r));
       }
-      if (op.has_shard_map()) {
-        RETURN_IF_ERROR(PlanRegion(op.shard_map().body()));
-      }
+      // A loop body reads outer values on every iteration (a branch, once the branch is
+      // chosen): keep them until the op ends.
+      for (const ir::Region* r : OpenRegions(op)) MarkCaptures(*r, i, last_use);
     }
     std::unordered_set<int64_t> results(region.results().begin(), region.results().end());
     plan.donated.resize(region.ops_size());
@@ -145,7 +153,7 @@ class ReferenceExecutable final : public Executable {
     for (int i = 0; i < region.ops_size(); ++i) {
       const ir::Op& op = region.ops(i);
       std::unordered_set<int64_t> body_reads;
-      if (op.has_fori_loop()) CollectReads(op.fori_loop().body(), body_reads);
+      for (const ir::Region* r : OpenRegions(op)) CollectReads(*r, body_reads);
       plan.donated[i].assign(op.operands_size(), false);
       std::unordered_set<int64_t> seen;
       for (int k = op.operands_size() - 1; k >= 0; --k) {
@@ -174,7 +182,7 @@ class ReferenceExecutable final : public Executable {
       for (int64_t id : op.operands()) {
         if (last_use.count(id)) last_use[id] = std::max(last_use[id], index);
       }
-      if (op.has_fori_loop()) MarkCaptures(op.fori_loop().body(), index, last_use);
+      for (const ir::Region* r : OpenRegions(op)) MarkCaptures(*r, index, last_use);
     }
     for (int64_t id : region.results()) {
       if (last_use.count(id)) last_use[id] = std::max(last_use[id], index);
@@ -219,6 +227,12 @@ class ReferenceExecutable final : public Executable {
       } else if (op.has_fori_loop()) {
         category = "control";
         results = RunLoop(op, std::move(operands), env, device);
+      } else if (op.has_while_loop()) {
+        category = "control";
+        results = RunWhile(op, std::move(operands), env, device);
+      } else if (op.has_cond()) {
+        category = "control";
+        results = RunCond(op, std::move(operands), env, device);
       } else if (op.has_shard_map()) {
         category = "control";
         results = device.RunShardMap(op, operands);
@@ -262,6 +276,31 @@ class ReferenceExecutable final : public Executable {
       carry = std::move(next);
     }
     return carry;
+  }
+
+  // Runs cond on (shared copies of) the carry, then the body on the carry, until cond is false.
+  absl::StatusOr<std::vector<ir::Tensor>> RunWhile(const ir::Op& op,
+                                                   std::vector<ir::Tensor> carry, const Env& env,
+                                                   DeviceContext& device) const {
+    const ir::WhileLoopAttrs& loop = op.while_loop();
+    while (true) {
+      // Checked here too: a loop whose regions hold no op checks nowhere else.
+      RETURN_IF_ERROR(device.Cancelled());
+      ASSIGN_OR_RETURN(std::vector<ir::Tensor> go, RunRegion(loop.cond(), carry, &env, device));
+      if (go[0].data_as<uint8_t>()[0] == 0) return carry;
+      ASSIGN_OR_RETURN(carry, RunRegion(loop.body(), std::move(carry), &env, device));
+    }
+  }
+
+  // Runs branch clamp(index, 0, n - 1) on the operands after the index.
+  absl::StatusOr<std::vector<ir::Tensor>> RunCond(const ir::Op& op,
+                                                  std::vector<ir::Tensor> operands,
+                                                  const Env& env, DeviceContext& device) const {
+    const int n = op.cond().branches_size();
+    const int branch = std::clamp(operands[0].data_as<int32_t>()[0], 0, n - 1);
+    std::vector<ir::Tensor> args(std::make_move_iterator(operands.begin() + 1),
+                                 std::make_move_iterator(operands.end()));
+    return RunRegion(op.cond().branches(branch), std::move(args), &env, device);
   }
 
   ir::Function function_;

@@ -1,5 +1,5 @@
-// Shape rules of the primitives that hold a region: fori_loop and shard_map. The verifier checks
-// the ops inside the region; these rules check the region's interface.
+// Shape rules of the primitives that hold regions: fori_loop, while_loop, cond and shard_map. The
+// verifier checks the ops inside the regions; these rules check the regions' interfaces.
 #include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 #include "ir/sharding.h"
@@ -53,6 +53,65 @@ absl::StatusOr<Types> ForiLoop(const ShapeContext& ctx, const Types& operands, c
   return operands;
 }
 
+// Checks that `region` (named `name`) takes params of `types`.
+absl::Status CheckParams(const Op& op, const Types& operands, const Region& region,
+                         std::string_view name, const Types& types) {
+  if (region.params_size() != static_cast<int>(types.size())) {
+    return RuleError(op, operands, "{} takes {} params; expected {} ({})", name,
+                     region.params_size(), types.size(), TypesToString(types));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    const ShapedType param = FromProto(region.params(i).type());
+    if (param != types[i]) {
+      return RuleError(op, operands, "{} param {} is {}, expected {}", name, i, param.ToString(),
+                       types[i].ToString());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// while_loop: cond and body take the carry; cond returns pred[], body the carry's types.
+absl::StatusOr<Types> WhileLoop(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const WhileLoopAttrs& a = op.while_loop();
+  RETURN_IF_ERROR(CheckParams(op, operands, a.cond(), "cond", operands));
+  RETURN_IF_ERROR(CheckParams(op, operands, a.body(), "body", operands));
+  ASSIGN_OR_RETURN(Types predicate, RegionResultTypes(ctx, op, operands, a.cond()));
+  if (predicate != Types{ShapedType{DType::kPred, {}}}) {
+    return RuleError(op, operands, "cond returns ({}); expected one pred[]",
+                     TypesToString(predicate));
+  }
+  ASSIGN_OR_RETURN(Types results, RegionResultTypes(ctx, op, operands, a.body()));
+  if (results != operands) {
+    return RuleError(op, operands, "body returns ({}), which differs from the carry types",
+                     TypesToString(results));
+  }
+  return operands;
+}
+
+// cond: an s32[] index, then the operands every branch takes; the branches return one list of
+// types.
+absl::StatusOr<Types> Cond(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const CondAttrs& a = op.cond();
+  if (a.branches().empty()) return RuleError(op, operands, "has no branches");
+  if (operands.empty() || operands[0] != ShapedType{DType::kS32, {}}) {
+    return RuleError(op, operands, "the first operand (the branch index) must be s32[]");
+  }
+  const Types args(operands.begin() + 1, operands.end());
+  Types results;
+  for (int b = 0; b < a.branches_size(); ++b) {
+    const std::string name = fmt::format("branch {}", b);
+    RETURN_IF_ERROR(CheckParams(op, operands, a.branches(b), name, args));
+    ASSIGN_OR_RETURN(Types out, RegionResultTypes(ctx, op, operands, a.branches(b)));
+    if (b == 0) {
+      results = std::move(out);
+    } else if (out != results) {
+      return RuleError(op, operands, "branch {} returns ({}), but branch 0 returns ({})", b,
+                       TypesToString(out), TypesToString(results));
+    }
+  }
+  return results;
+}
+
 absl::StatusOr<Types> ShardMap(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.shard_map();
   if (ctx.in_spmd) return RuleError(op, operands, "shard_map cannot be nested in a mapped region");
@@ -100,6 +159,9 @@ absl::StatusOr<Types> ShardMap(const ShapeContext& ctx, const Types& operands, c
 
 const bool registered = [] {
   RegisterPrimitive({"fori_loop", PrimitiveKind::kControlFlow, 0, -1, Op::kForiLoop, ForiLoop});
+  RegisterPrimitive(
+      {"while_loop", PrimitiveKind::kControlFlow, 0, -1, Op::kWhileLoop, WhileLoop});
+  RegisterPrimitive({"cond", PrimitiveKind::kControlFlow, 1, -1, Op::kCond, Cond});
   RegisterPrimitive({"shard_map", PrimitiveKind::kControlFlow, 0, -1, Op::kShardMap, ShardMap});
   return true;
 }();

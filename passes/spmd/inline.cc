@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "ir/printer.h"
+#include "ir/regions.h"
 
 namespace shardjit::passes::spmd {
 namespace {
@@ -17,13 +18,10 @@ class Inliner {
   absl::StatusOr<std::vector<int64_t>> Ops(const ir::Region& region) {
     for (const ir::Op& op : region.ops()) {
       ir::Op copy = op;
-      ir::Region* body = copy.has_fori_loop() ? copy.mutable_fori_loop()->mutable_body()
-                         : copy.has_fusion()  ? copy.mutable_fusion()->mutable_body()
-                                              : nullptr;
       if (copy.has_shard_map()) {
         return absl::InvalidArgumentError("spmd-partition: shard_map nested in a shard_map body");
       }
-      if (body != nullptr) {
+      for (ir::Region* body : ir::MutableRegions(copy)) {
         e_.OpenRegion(/*spmd=*/false);
         for (const ir::Param& p : body->params())
           ids_[p.id()] = e_.AddParam(ir::FromProto(p.type()));

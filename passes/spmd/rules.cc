@@ -7,6 +7,7 @@
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
 #include "ir/primitive.h"
+#include "ir/regions.h"
 #include "passes/cost_analysis.h"
 #include "passes/machine_model.h"
 #include "passes/spmd/cost.h"
@@ -99,10 +100,13 @@ bool HasRule(const ir::Op& op) { return FindRule(op) != nullptr; }
 absl::Status CheckRules(const ir::Region& region) {
   for (int i = 0; i < region.ops_size(); ++i) {
     const ir::Op& op = region.ops(i);
-    if (op.has_fori_loop()) {
-      if (absl::Status s = CheckRules(op.fori_loop().body()); !s.ok()) {
-        return absl::UnimplementedError(
-            fmt::format("{}, in the body of op #{} (fori_loop)", s.message(), i));
+    if (op.has_fori_loop() || op.has_while_loop() || op.has_cond()) {
+      const std::vector<const ir::Region*> regions = ir::Regions(op);
+      for (size_t r = 0; r < regions.size(); ++r) {
+        if (absl::Status s = CheckRules(*regions[r]); !s.ok()) {
+          return absl::UnimplementedError(fmt::format("{}, in the {} of op #{} ({})", s.message(),
+                                                      ir::RegionName(op, r), i, op.opcode()));
+        }
       }
     }
     if (HasRule(op)) continue;

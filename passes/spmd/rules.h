@@ -48,7 +48,7 @@ struct OpView {
 
 // Whether `op` has a partitioning rule.
 bool HasRule(const ir::Op& op);
-// UnimplementedError naming the first op of `region` (fori_loop bodies included; shard_map
+// UnimplementedError naming the first op of `region` (loop bodies and cond branches included; shard_map
 // bodies are per-device code and need none) without a rule.
 absl::Status CheckRules(const ir::Region& region);
 // Whether `region` only passes its params to one shard_map and returns its results: such a

@@ -1,4 +1,4 @@
-// Rules of the ops that hold a region: shard_map and fori_loop.
+// Rules of the ops that hold regions: shard_map, fori_loop, while_loop and cond.
 #include "passes/spmd/rules_internal.h"
 
 namespace shardjit::passes::spmd::internal {
@@ -19,10 +19,11 @@ std::vector<Strategy> ShardMapRule(const OpView& view) {
   return {st};
 }
 
-// Each carry has one layout at entry, in the body's params and results, and at exit. Candidates:
-// every carry keeps its entry layout (else the first layout its users want, else replicated), or
-// every carry takes the first layout its users want (else its entry layout).
-std::vector<Strategy> ForiLoopRule(const OpView& view) {
+// fori_loop and while_loop: each carry has one layout at entry, in the params and results of the
+// loop's regions, and at exit. Candidates: every carry keeps its entry layout (else the first
+// layout its users want, else replicated), or every carry takes the first layout its users want
+// (else its entry layout).
+std::vector<Strategy> LoopRule(const OpView& view) {
   Strategy entry, wanted;
   for (size_t i = 0; i < view.operand_types.size(); ++i) {
     const std::vector<Spec>& wants = view.result_wants[i];
@@ -39,11 +40,29 @@ std::vector<Strategy> ForiLoopRule(const OpView& view) {
   return {entry, wanted};
 }
 
+// cond: the index is replicated, the branches take the operands in their layouts, and the results
+// take the first layout their users want (else replicated).
+std::vector<Strategy> CondRule(const OpView& view) {
+  Strategy st;
+  st.operands.push_back(Replicated(0));
+  for (size_t i = 1; i < view.operand_types.size(); ++i) {
+    const std::optional<Spec>& in = view.operand_specs[i];
+    st.operands.push_back(in ? *in : Replicated(view.operand_types[i].rank()));
+  }
+  for (size_t r = 0; r < view.result_types.size(); ++r) {
+    const std::vector<Spec>& wants = view.result_wants[r];
+    st.results.push_back(wants.empty() ? Replicated(view.result_types[r].rank()) : wants[0]);
+  }
+  return {st};
+}
+
 }  // namespace
 
 void AddRegionRules(RuleTable& table) {
   table[ir::Prim::kShardMap] = ShardMapRule;
-  table[ir::Prim::kForiLoop] = ForiLoopRule;
+  table[ir::Prim::kForiLoop] = LoopRule;
+  table[ir::Prim::kWhileLoop] = LoopRule;
+  table[ir::Prim::kCond] = CondRule;
 }
 
 }  // namespace shardjit::passes::spmd::internal
