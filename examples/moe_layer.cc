@@ -4,18 +4,7 @@
 
 namespace shardjit::examples {
 
-Tracer ExclusiveCumsum(Tracer x, int64_t dim) {
-  // b[.., j, i, ..] = x[.., j, ..] (i a new dimension after dim); keep j < i, sum over j.
-  std::vector<int64_t> shape = x.shape();
-  const int64_t n = shape[dim];
-  shape.insert(shape.begin() + dim + 1, n);
-  std::vector<int64_t> mapping;
-  for (int64_t d = 0; d < x.rank(); ++d) mapping.push_back(d <= dim ? d : d + 1);
-  Tracer b = lax::broadcast_in_dim(x, shape, mapping);
-  Tracer keep = lax::lt(lax::broadcasted_iota(DType::kS32, shape, dim),
-                        lax::broadcasted_iota(DType::kS32, shape, dim + 1));
-  return lax::reduce_sum(lax::select(keep, b, lax::full(shape, 0, DType::kS32)), {dim});
-}
+Tracer ExclusiveCumsum(Tracer x, int64_t dim) { return lax::cumsum(x, dim) - x; }
 
 Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string& axis,
                 int64_t capacity) {

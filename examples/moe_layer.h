@@ -23,8 +23,7 @@ namespace shardjit::examples {
 Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string& axis,
                 int64_t capacity);
 
-// An exclusive prefix sum of s32 `x` along `dim` (out[.., i, ..] = sum of x[.., j, ..], j < i),
-// from iota, compare, select and reduce_sum.
+// An exclusive prefix sum of s32 `x` along `dim` (out[.., i, ..] = sum of x[.., j, ..], j < i).
 Tracer ExclusiveCumsum(Tracer x, int64_t dim);
 
 }  // namespace shardjit::examples

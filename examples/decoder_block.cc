@@ -1,0 +1,73 @@
+#include "examples/decoder_block.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace shardjit::examples {
+namespace {
+
+// x [.., K] @ w [K, N] -> [.., N].
+Tracer Linear(Tracer x, Tracer w) {
+  return lax::dot_general(x, w, DotDims{{x.rank() - 1}, {0}});
+}
+
+Tracer Silu(Tracer x) { return x * lax::logistic(x); }
+
+}  // namespace
+
+Tracer RmsNorm(Tracer x, Tracer scale, double eps) {
+  const int64_t last = x.rank() - 1;
+  const double width = static_cast<double>(x.shape()[last]);
+  Tracer mean_square = lax::reduce_sum(x * x, {last}) / width;
+  std::vector<int64_t> kept(x.rank() - 1);
+  for (int64_t d = 0; d < last; ++d) kept[d] = d;
+  Tracer inv = lax::broadcast_in_dim(lax::rsqrt(mean_square + eps), x.shape(), kept);
+  return x * inv * lax::broadcast_in_dim(scale, x.shape(), {last});
+}
+
+Tracer Rope(Tracer x, double theta) {
+  const int64_t b = x.shape()[0], s = x.shape()[1], h = x.shape()[2], dh = x.shape()[3];
+  const int64_t half = dh / 2;
+  // angle[s, i] = s * exp(-(2i / Dh) * log(theta))
+  Tracer position = lax::broadcasted_iota(DType::kF32, {s, half}, 0);
+  Tracer i = lax::broadcasted_iota(DType::kF32, {s, half}, 1);
+  Tracer angle = position * lax::exp(i * (-2.0 * std::log(theta) / static_cast<double>(dh)));
+  const std::vector<int64_t> shape = {b, s, h, half};
+  Tracer cos = lax::broadcast_in_dim(lax::cos(angle), shape, {1, 3});
+  Tracer sin = lax::broadcast_in_dim(lax::sin(angle), shape, {1, 3});
+  Tracer x1 = lax::slice(x, {0, 0, 0, 0}, {b, s, h, half});
+  Tracer x2 = lax::slice(x, {0, 0, 0, half}, {b, s, h, dh});
+  return lax::concatenate({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 3);
+}
+
+Tracer DecoderBlock(Tracer x, const DecoderWeights& w, int64_t heads) {
+  const int64_t b = x.shape()[0], s = x.shape()[1];
+  const int64_t inner = w.wq.shape()[1], dh = inner / heads;
+  // Attention.
+  Tracer h = RmsNorm(x, w.attention_norm);
+  auto split_heads = [&](Tracer t) { return lax::reshape(t, {b, s, heads, dh}); };
+  Tracer q = Rope(split_heads(Linear(h, w.wq)));
+  Tracer k = Rope(split_heads(Linear(h, w.wk)));
+  Tracer v = split_heads(Linear(h, w.wv));
+  // scores [B, H, S, T] = q . k over Dh, batched over (B, H).
+  Tracer scores = lax::dot_general(q, k, DotDims{{3}, {3}, {0, 2}, {0, 2}}) /
+                  std::sqrt(static_cast<double>(dh));
+  const std::vector<int64_t> bhst = {b, heads, s, s};
+  Tracer causal = lax::ge(lax::broadcasted_iota(DType::kS32, bhst, 2),
+                          lax::broadcasted_iota(DType::kS32, bhst, 3));
+  scores = lax::select(causal, scores,
+                       lax::full(bhst, -std::numeric_limits<double>::infinity(), DType::kF32));
+  Tracer peak = lax::broadcast_in_dim(lax::reduce_max(scores, {3}), bhst, {0, 1, 2});
+  Tracer e = lax::exp(scores - peak);
+  Tracer probs = e / lax::broadcast_in_dim(lax::reduce_sum(e, {3}), bhst, {0, 1, 2});
+  // out [B, H, S, Dh] = probs . v over T, batched over (B, H); back to [B, S, H * Dh].
+  Tracer out = lax::dot_general(probs, v, DotDims{{3}, {1}, {0, 1}, {0, 2}});
+  out = lax::reshape(lax::transpose(out, {0, 2, 1, 3}), {b, s, inner});
+  x = x + Linear(out, w.wo);
+  // SwiGLU MLP.
+  Tracer m = RmsNorm(x, w.mlp_norm);
+  return x + Linear(Silu(Linear(m, w.w_gate)) * Linear(m, w.w_up), w.w_down);
+}
+
+}  // namespace shardjit::examples
