@@ -57,4 +57,56 @@ Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string&
                                 lax::reshape(home, {experts}), counts, axis);
 }
 
+Tracer RoutedMoeLayer(Tracer tokens, Tracer router, Tracer weights, const std::string& axis,
+                      int64_t k, int64_t capacity) {
+  const int64_t t = tokens.shape()[0], experts = router.shape()[1];
+  const int64_t pairs = t * k, local = weights.shape()[0];
+  const int64_t devices = experts / local;
+  // Routing: the top k logits of each token and their softmax.
+  auto [top, chosen] = lax::top_k(jnp::matmul(tokens, router), k);  // [T, k]
+  const std::vector<int64_t> tk = {t, k};
+  Tracer e = lax::exp(top - lax::broadcast_in_dim(lax::reduce_max(top, {1}), tk, {0}));
+  Tracer gates = e / lax::broadcast_in_dim(lax::reduce_sum(e, {1}), tk, {0});
+  // The pairs, in token order, grouped by expert (a stable sort keeps token order inside).
+  Tracer expert = lax::reshape(chosen, {pairs});
+  Tracer token = lax::broadcasted_iota(DType::kS32, {pairs}, 0) / static_cast<int32_t>(k);
+  Tracer order = jnp::argsort(expert);
+  Tracer sorted_expert = jnp::take(expert, order, 0);
+  Tracer sorted_token = jnp::take(token, order, 0);
+  Tracer sorted_gate = jnp::take(lax::reshape(gates, {pairs}), order, 0);
+  // Pairs per expert, and each pair's rank inside its expert's group.
+  Tracer counts = lax::scatter_add(lax::full({experts}, 0, DType::kS32),
+                                   lax::reshape(expert, {pairs, 1}),
+                                   lax::full({pairs}, 1, DType::kS32),
+                                   {.inserted_window_dims = {0},
+                                    .scatter_dims_to_operand_dims = {0}});
+  Tracer rank = lax::broadcasted_iota(DType::kS32, {pairs}, 0) -
+                jnp::take(ExclusiveCumsum(counts, 0), sorted_expert, 0);
+  // Capacity: the kept pairs move up to close the gaps (a dropped pair's row index is past the
+  // end: the scatters drop it).
+  Tracer kept = lax::min(counts, lax::full({experts}, static_cast<double>(capacity), DType::kS32));
+  Tracer keep = lax::lt(rank, lax::full({pairs}, static_cast<double>(capacity), DType::kS32));
+  Tracer row = lax::reshape(
+      lax::select(keep, jnp::take(ExclusiveCumsum(kept, 0), sorted_expert, 0) + rank,
+                  lax::full({pairs}, static_cast<double>(pairs), DType::kS32)),
+      {pairs, 1});
+  const lax::ScatterDimensionNumbers rows = {.update_window_dims = {1},
+                                             .inserted_window_dims = {0},
+                                             .scatter_dims_to_operand_dims = {0}};
+  const lax::ScatterDimensionNumbers elements = {.inserted_window_dims = {0},
+                                                 .scatter_dims_to_operand_dims = {0}};
+  Tracer dispatched = lax::scatter(lax::full({pairs, tokens.shape()[1]}, 0, tokens.dtype()), row,
+                                   jnp::take(tokens, sorted_token, 0), rows);
+  Tracer home = lax::scatter(lax::full({pairs}, static_cast<double>(t), DType::kS32), row,
+                             sorted_token, elements);
+  Tracer weight = lax::scatter(lax::full({pairs}, 0, gates.dtype()), row, sorted_gate, elements);
+  Tracer out = MoeLayer(dispatched, kept, weights, axis, pairs * devices);  // [pairs, F]
+  // Combine: each pair's result, weighted by its gate, added to its token (unused rows, whose
+  // home is t, are dropped).
+  const int64_t f = out.shape()[1];
+  Tracer weighted = out * lax::broadcast_in_dim(weight, {pairs, f}, {0});
+  return lax::scatter_add(lax::full({t, f}, 0, out.dtype()), lax::reshape(home, {pairs, 1}),
+                          weighted, rows);
+}
+
 }  // namespace shardjit::examples

@@ -23,6 +23,14 @@ namespace shardjit::examples {
 Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string& axis,
                 int64_t capacity);
 
+// The layer with its router (as Mixtral's): each of this device's tokens [T, H] picks its top
+// `k` experts by router logits (tokens @ router, router [H, E]; ties to the lower expert), with
+// gates the softmax of those k logits; every expert takes at most `capacity` of this device's
+// (token, expert) pairs, in token order, and drops the rest; the pairs go through MoeLayer and
+// come back summed per token, weighted by their gates. Returns [T, F].
+Tracer RoutedMoeLayer(Tracer tokens, Tracer router, Tracer weights, const std::string& axis,
+                      int64_t k, int64_t capacity);
+
 // An exclusive prefix sum of s32 `x` along `dim` (out[.., i, ..] = sum of x[.., j, ..], j < i).
 Tracer ExclusiveCumsum(Tracer x, int64_t dim);
 

@@ -3,7 +3,9 @@
 // f32 and bf16.
 #include "examples/moe_layer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +88,80 @@ TEST(MoeLayerTest, MatchesEachTokenThroughItsExpert) {
         }
       }
     }
+  }
+}
+
+// Every token through its top-k experts (ties to the lower expert), weighted by the softmax of
+// their logits, pairs past an expert's capacity (in token order) dropped: f64 against the layer on
+// 1, 2 and 4 devices.
+TEST(MoeLayerTest, RoutedLayerMatchesTopKGatingWithCapacity) {
+  constexpr int64_t kTokens = 11, kHidden = 8, kOut = 6, kLocal = 2, kTopK = 2, kCapacity = 3;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  auto values = [&](int64_t n) {
+    std::vector<double> v(n);
+    for (double& x : v) x = static_cast<float>(dist(rng));
+    return v;
+  };
+  for (int devices : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(devices) + " devices");
+    const int64_t experts = devices * kLocal;
+    absl::StatusOr<Mesh> mesh = make_mesh(SharedRuntime(), {{"e", devices}});
+    ASSERT_TRUE(mesh.ok()) << mesh.status();
+    const std::vector<double> x = values(devices * kTokens * kHidden);
+    const std::vector<double> router = values(kHidden * experts);
+    const std::vector<double> w = values(experts * kHidden * kOut);
+    Array tokens = *device_put(HostTensor(DType::kF32, {devices * kTokens, kHidden}, x),
+                               NamedSharding(*mesh, P("e")));
+    Array route = *device_put(HostTensor(DType::kF32, {kHidden, experts}, router),
+                              NamedSharding(*mesh, P()));
+    Array weights = *device_put(HostTensor(DType::kF32, {experts, kHidden, kOut}, w),
+                                NamedSharding(*mesh, P("e")));
+    auto layer = jit(shard_map(
+        [&](Tracer t, Tracer r, Tracer ws) {
+          return RoutedMoeLayer(t, r, ws, "e", kTopK, kCapacity);
+        },
+        *mesh, {P("e"), P(), P("e")}, {P("e")}));
+    absl::StatusOr<Array> out = layer(tokens, route, weights);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<double> got = out->to_host()->ToDoubles();
+    int dropped = 0;
+    for (int p = 0; p < devices; ++p) {
+      std::vector<int64_t> taken(experts, 0);  // pairs each expert took from this device
+      for (int64_t t = 0; t < kTokens; ++t) {
+        const double* row = &x[(p * kTokens + t) * kHidden];
+        std::vector<double> logit(experts, 0);
+        for (int64_t e = 0; e < experts; ++e) {
+          for (int64_t h = 0; h < kHidden; ++h) logit[e] += row[h] * router[h * experts + e];
+        }
+        std::vector<int64_t> order(experts);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int64_t a, int64_t b) { return logit[a] > logit[b]; });
+        double total = 0;
+        for (int64_t s = 0; s < kTopK; ++s) total += std::exp(logit[order[s]] - logit[order[0]]);
+        std::vector<double> want(kOut, 0);
+        for (int64_t s = 0; s < kTopK; ++s) {
+          const int64_t e = order[s];
+          // Tokens come in order, so a pair's rank in its expert is how many it took before.
+          if (taken[e]++ >= kCapacity) {
+            ++dropped;
+            continue;
+          }
+          const double gate = std::exp(logit[e] - logit[order[0]]) / total;
+          for (int64_t j = 0; j < kOut; ++j) {
+            double y = 0;
+            for (int64_t h = 0; h < kHidden; ++h) y += row[h] * w[(e * kHidden + h) * kOut + j];
+            want[j] += gate * y;
+          }
+        }
+        for (int64_t j = 0; j < kOut; ++j) {
+          ASSERT_NEAR(got[(p * kTokens + t) * kOut + j], want[j], 1e-5)
+              << "device " << p << " token " << t << " col " << j;
+        }
+      }
+    }
+    EXPECT_GT(dropped, 0);  // the capacity is exercised
   }
 }
 
