@@ -20,6 +20,7 @@
 #include "backends/reference/reduction.h"
 #include "backends/reference/strided_copy.h"
 #include "ir/dtype.h"
+#include "ir/indexing.h"
 #include "ir/primitive.h"
 #include "ir/tensor.h"
 
@@ -34,15 +35,6 @@ Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin
 
 bool Contains(const Dims& dims, int64_t d) {
   return std::find(dims.begin(), dims.end(), d) != dims.end();
-}
-
-// The operand dimensions a window spans: those neither collapsed (inserted) nor batching.
-Dims WindowDims(int64_t rank, const Dims& collapsed, const Dims& batching) {
-  Dims out;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (!Contains(collapsed, d) && !Contains(batching, d)) out.push_back(d);
-  }
-  return out;
 }
 
 // The batch positions of `indices` and, for each, the operand start it names.
@@ -117,7 +109,7 @@ Results Gather(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   const int64_t elem = ir::DTypeSize(x.dtype());
   const Dims sizes = ToDims(a.slice_sizes()), offset = ToDims(a.offset_dims());
   const Dims batching = ToDims(a.operand_batching_dims());
-  const Dims window = WindowDims(x.dims().size(), ToDims(a.collapsed_slice_dims()), batching);
+  const Dims window = ir::WindowDims(x.dims().size(), a.collapsed_slice_dims(), batching);
   const Dims x_strides = ir::RowMajorStrides(x.dims());
   const Dims out_strides = ir::RowMajorStrides(out.dims());
   Dims window_sizes, dst_strides, src_strides, out_batch;
@@ -167,7 +159,7 @@ Results Scatter(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* 
   }
   const Dims update_window = ToDims(a.update_window_dims());
   const Dims batching = ToDims(a.operand_batching_dims());
-  const Dims window = WindowDims(x.dims().size(), ToDims(a.inserted_window_dims()), batching);
+  const Dims window = ir::WindowDims(x.dims().size(), a.inserted_window_dims(), batching);
   const Dims out_strides = ir::RowMajorStrides(x.dims());
   const Dims update_strides = ir::RowMajorStrides(updates.dims());
   // The window's size along every operand dimension (1 where inserted or batching).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "ir/indexing.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -118,9 +119,7 @@ absl::StatusOr<Types> Gather(const ShapeContext&, const Types& operands, const O
                                batching, "start_indices_batching_dims",
                                ToVector(a.start_indices_batching_dims()), x));
   Dims window;  // the slice sizes of the operand dims the result keeps
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (!Contains(collapsed, d) && !Contains(batching, d)) window.push_back(sizes[d]);
-  }
+  for (int64_t d : WindowDims(x.rank(), collapsed, batching)) window.push_back(sizes[d]);
   const int64_t out_rank = static_cast<int64_t>(window.size()) + indices.rank() - 1;
   if (offset.size() != window.size()) {
     return RuleError(op, operands, "offset_dims has {} entries; the slice keeps {} dimensions",
@@ -173,14 +172,14 @@ absl::StatusOr<Types> Scatter(const ShapeContext&, const Types& operands, const 
                      "operand_batching_dims ({}) must add up to the operand's rank {}",
                      window.size(), inserted.size(), batching.size(), x.rank());
   }
-  for (int64_t u = 0, b = 0, d = 0; u < updates.rank(); ++u) {
+  const Dims spans = WindowDims(x.rank(), inserted, batching);
+  for (int64_t u = 0, b = 0, j = 0; u < updates.rank(); ++u) {
     if (Contains(window, u)) {
-      while (Contains(inserted, d) || Contains(batching, d)) ++d;
+      const int64_t d = spans[j++];
       if (updates.dims[u] > x.dims[d]) {
         return RuleError(op, operands, "update window dimension {} (size {}) is larger than "
                          "operand dimension {} (size {})", u, updates.dims[u], d, x.dims[d]);
       }
-      ++d;
     } else if (updates.dims[u] != indices.dims[b++]) {
       return RuleError(op, operands, "update scatter dimension {} (size {}) differs from the "
                        "indices' dimension {} (size {})", u, updates.dims[u], b - 1,

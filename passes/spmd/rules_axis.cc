@@ -11,10 +11,6 @@ namespace {
 
 using Dims = std::vector<int64_t>;
 
-bool Contains(const Dims& dims, int64_t d) {
-  return std::find(dims.begin(), dims.end(), d) != dims.end();
-}
-
 // `along`: the dimensions of the (first) operand the op works along. With `drops`, the results
 // lack them (argmax, reductions); else results and operands share a rank. Operands of another
 // rank (pad's padding value) are replicated.
@@ -53,8 +49,6 @@ std::vector<Strategy> AlongDims(const OpView& view, const Dims& along, bool drop
         return st;
       });
 }
-
-Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
 
 std::vector<Strategy> SortRule(const OpView& view) {
   return AlongDims(view, {view.op->sort().dimension()}, false);

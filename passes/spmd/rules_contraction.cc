@@ -10,12 +10,6 @@ namespace {
 
 using Dims = std::vector<int64_t>;
 
-Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
-
-bool Contains(const Dims& dims, int64_t d) {
-  return std::find(dims.begin(), dims.end(), d) != dims.end();
-}
-
 // Candidates: for a known operand layout, keep the reduced dimensions sharded (local reduce,
 // then the matching all-reduce) or gather them first; for each wanted result layout, an operand
 // with the reduced dimensions replicated.

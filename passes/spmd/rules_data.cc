@@ -10,8 +10,6 @@ namespace {
 
 using Dims = std::vector<int64_t>;
 
-Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
-
 Strategy Single(std::vector<Spec> operands, Spec result) {
   Strategy st;
   st.operands = std::move(operands);

@@ -4,27 +4,13 @@
 // takes those layouts. Everything else is replicated: each device then runs the op on its blocks.
 #include <algorithm>
 
+#include "ir/indexing.h"
 #include "passes/spmd/rules_internal.h"
 
 namespace shardjit::passes::spmd::internal {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
-
-bool Contains(const Dims& dims, int64_t d) {
-  return std::find(dims.begin(), dims.end(), d) != dims.end();
-}
-
-// The operand dims a window spans, in order (neither collapsed/inserted nor batching).
-Dims WindowDims(int64_t rank, const Dims& collapsed, const Dims& batching) {
-  Dims out;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (!Contains(collapsed, d) && !Contains(batching, d)) out.push_back(d);
-  }
-  return out;
-}
 
 std::vector<Strategy> GatherRule(const OpView& view) {
   const ir::GatherAttrs& a = view.op->gather();
@@ -33,8 +19,8 @@ std::vector<Strategy> GatherRule(const OpView& view) {
   const int64_t out_rank = view.result_types[0].rank();
   const Dims offset = ToDims(a.offset_dims()), index_map = ToDims(a.start_index_map());
   const Dims indices_batching = ToDims(a.start_indices_batching_dims());
-  const Dims window = WindowDims(x.rank(), ToDims(a.collapsed_slice_dims()),
-                                 ToDims(a.operand_batching_dims()));
+  const Dims window =
+      ir::WindowDims(x.rank(), a.collapsed_slice_dims(), a.operand_batching_dims());
   // Per result dim: the operand dim (>= 0) or indices dim (-1 - i) that may share its layout;
   // kNone for a dim that must be replicated.
   constexpr int64_t kNone = INT64_MIN;
@@ -99,8 +85,8 @@ std::vector<Strategy> ScatterRule(const OpView& view) {
   const ir::ShapedType& updates = view.operand_types[2];
   const Dims update_window = ToDims(a.update_window_dims());
   const Dims index_map = ToDims(a.scatter_dims_to_operand_dims());
-  const Dims window = WindowDims(x.rank(), ToDims(a.inserted_window_dims()),
-                                 ToDims(a.operand_batching_dims()));
+  const Dims window =
+      ir::WindowDims(x.rank(), a.inserted_window_dims(), a.operand_batching_dims());
   // Per operand dim that may stay sharded: its dim in the updates; -1 elsewhere.
   Dims update_dim(x.rank(), -1);
   for (size_t j = 0; j < window.size(); ++j) {

@@ -2,6 +2,7 @@
 #ifndef SHARDJIT_PASSES_SPMD_RULES_INTERNAL_H_
 #define SHARDJIT_PASSES_SPMD_RULES_INTERNAL_H_
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <map>
@@ -37,6 +38,16 @@ void AddRegionRules(RuleTable& table);        // shard_map, fori_loop
 void AddAlongAxisRules(RuleTable& table);     // sort, top_k, argmax, cumsum, rev, pad, ...
 void AddIndexingRules(RuleTable& table);      // gather, scatter, scatter_add, ...
 std::vector<Strategy> ElementwiseRule(const OpView& view);
+
+// Whether `dims` holds `d`.
+inline bool Contains(const std::vector<int64_t>& dims, int64_t d) {
+  return std::find(dims.begin(), dims.end(), d) != dims.end();
+}
+
+// A repeated attribute field as a vector.
+inline std::vector<int64_t> ToDims(const google::protobuf::RepeatedField<int64_t>& f) {
+  return {f.begin(), f.end()};
+}
 
 // Appends `spec` to `list` unless it is there already.
 void AddUnique(std::vector<Spec>& list, const Spec& spec);
