@@ -1,6 +1,7 @@
 // Fused elementwise loops, unfused (the reference kernels op by op on whole tensors) vs one loop
-// generated for the active ISA: the MLP tail bf16(max(x*w+b, 0)), SiLU x*logistic(x) and the
-// tanh approximation of GELU over n f32 elements; and the psum reduction step (ReduceBuffers).
+// generated for the active ISA: the MLP tail bf16(max(x*w+b, 0)), SiLU x*logistic(x), the tanh
+// approximation of GELU and the exact (erf) GELU over n f32 elements; and the psum reduction step
+// (ReduceBuffers).
 // GB/s counts the bytes the fused loop must move (inputs + output).
 #include <string>
 #include <vector>
@@ -55,6 +56,17 @@ ir::Op GeluTanh(int64_t n) {
       n);
 }
 
+// The exact GELU, 0.5 x (1 + erf(x / sqrt(2))); the constants are scalar operands.
+ir::Op GeluErf(int64_t n) {
+  return Fusion(
+      "a:f32[N] b:f32[] c:f32[] d:f32[]",
+      "z:f32[N] = fusion[body={ lambda ; e:f32[N] f:f32[] g:f32[] h:f32[]. let "
+      "i:f32[N] = broadcast_in_dim[shape=(N)] f j:f32[N] = broadcast_in_dim[shape=(N)] g "
+      "k:f32[N] = broadcast_in_dim[shape=(N)] h l:f32[N] = mul e i m:f32[N] = erf l "
+      "o:f32[N] = add j m p:f32[N] = mul e o q:f32[N] = mul k p in (q) }] a b c d",
+      n);
+}
+
 // `arrays` f32 arrays of n values in [-50, 50], then `scalars`.
 std::vector<ir::Tensor> Inputs(int64_t n, int arrays = 3, std::vector<double> scalars = {0.0}) {
   std::vector<ir::Tensor> in;
@@ -69,6 +81,7 @@ std::vector<ir::Tensor> Inputs(int64_t n, int arrays = 3, std::vector<double> sc
 }
 
 const std::vector<double> kGeluConstants = {0.7978845608028654, 0.044715, 0.5, 1.0};
+const std::vector<double> kGeluErfConstants = {0.7071067811865476, 1.0, 0.5};
 
 void SetCounters(benchmark::State& state, int64_t bytes_per_run) {
   state.counters["GB/s"] = benchmark::Counter(
@@ -131,6 +144,16 @@ void BM_GeluTanhFused(benchmark::State& state) {
   RunFused(state, GeluTanh(n), Inputs(n, 1, kGeluConstants), n * 8);
 }
 
+void BM_GeluErfUnfusedReference(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunUnfused(state, GeluErf(n), Inputs(n, 1, kGeluErfConstants), n * 8);
+}
+
+void BM_GeluErfFused(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunFused(state, GeluErf(n), Inputs(n, 1, kGeluErfConstants), n * 8);
+}
+
 void BM_ReduceBuffersSumF32(benchmark::State& state) {
   const int64_t n = state.range(0);
   std::vector<ir::Tensor> in = Inputs(n);
@@ -151,6 +174,9 @@ BENCHMARK(BM_SiluFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMilliseco
 BENCHMARK(BM_GeluTanhUnfusedReference)->Arg(1 << 20)->Arg(16 << 20)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GeluTanhFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GeluErfUnfusedReference)->Arg(1 << 20)->Arg(16 << 20)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GeluErfFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReduceBuffersSumF32)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -37,6 +37,7 @@ bool IsFusible(const ir::Op& op) {
     case ir::Prim::kCompare:
     case ir::Prim::kSelect:
     case ir::Prim::kLogistic:
+    case ir::Prim::kErf:
     case ir::Prim::kFloor:
     case ir::Prim::kCeil:
     case ir::Prim::kRound:

@@ -64,6 +64,7 @@ class ElementwiseEmitter final : public ElementwiseKernel {
   void EmitLog(const Vmm& dst, const Vmm& src);
   void EmitTanh(const Vmm& dst, const Vmm& src);
   void EmitLogistic(const Vmm& dst, const Vmm& src);
+  void EmitErf(const Vmm& dst, const Vmm& src);
 
   // Primitives that differ between the ISAs.
   // dst = m ? if_true : if_false, lane by lane.

@@ -33,6 +33,7 @@ float Exp(float x) { return std::exp(x); }
 float Log(float x) { return std::log(x); }
 float Tanh(float x) { return std::tanh(x); }
 float Logistic(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float Erf(float x) { return std::erf(x); }
 float Floor(float x) { return std::floor(x); }
 float Ceil(float x) { return std::ceil(x); }
 float RoundAway(float x) { return std::round(x); }
@@ -132,6 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Transcendentals, MathTest,
                                            MathCase{"tanh", EwOp::kTanh, Tanh, kTanhMaxUlp},
                                            MathCase{"logistic", EwOp::kLogistic, Logistic,
                                                     kLogisticMaxUlp},
+                                           MathCase{"erf", EwOp::kErf, Erf, kErfMaxUlp},
                                            MathCase{"floor", EwOp::kFloor, Floor, 0},
                                            MathCase{"ceil", EwOp::kCeil, Ceil, 0},
                                            MathCase{"round_away", EwOp::kRoundAway, RoundAway, 0},

@@ -55,6 +55,7 @@ typename ElementwiseEmitter<Vmm>::Scratch ElementwiseEmitter<Vmm>::ScratchFor(
       break;
     case EwOp::kLog:
     case EwOp::kTanh:
+    case EwOp::kErf:
       s = {4, 1};
       break;
     case EwOp::kCompare:
@@ -155,6 +156,9 @@ void ElementwiseEmitter<Vmm>::EmitStep(const ElementwisePlan::Step& step, const 
       break;
     case EwOp::kLogistic:
       EmitLogistic(dst, a);
+      break;
+    case EwOp::kErf:
+      EmitErf(dst, a);
       break;
     case EwOp::kCompare:
       EmitCompare(step, dst);

@@ -52,6 +52,8 @@ std::optional<EwOp> OpOf(ir::Prim prim) {
       return EwOp::kTanh;
     case ir::Prim::kLogistic:
       return EwOp::kLogistic;
+    case ir::Prim::kErf:
+      return EwOp::kErf;
     case ir::Prim::kCompare:
       return EwOp::kCompare;
     case ir::Prim::kSelect:
@@ -90,6 +92,7 @@ bool Supports(EwOp op, DType dtype) {
     case EwOp::kLog:
     case EwOp::kTanh:
     case EwOp::kLogistic:
+    case EwOp::kErf:
       return IsFloat(dtype);
     case EwOp::kCompare:
     case EwOp::kSelect:

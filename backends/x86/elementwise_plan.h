@@ -15,7 +15,7 @@
 namespace shardjit::backends::x86 {
 
 // Binary arithmetic (kAdd..kMin), exact unary ops (kNeg..kRsqrt, kFloor..kSign), polynomial approximations
-// (kExp..kLogistic, elementwise_math.cc), compare (to pred), select (a ? b : c), convert (between
+// (kExp..kErf, elementwise_math.cc), compare (to pred), select (a ? b : c), convert (between
 // two different dtypes) and copy (same dtype: a broadcast scalar, a no-op convert).
 enum class EwOp {
   kAdd,
@@ -37,6 +37,7 @@ enum class EwOp {
   kLog,
   kTanh,
   kLogistic,
+  kErf,
   kCompare,
   kSelect,
   kConvert,

@@ -67,7 +67,8 @@ std::vector<FusionCase> OpCases() {
   }
   const std::pair<const char*, int> kUnary[] = {
       {"sqrt", 0},         {"rsqrt", 0},          {"exp", kExpMaxUlp},
-      {"log", kLogMaxUlp}, {"tanh", kTanhMaxUlp}, {"logistic", kLogisticMaxUlp}};
+      {"log", kLogMaxUlp}, {"tanh", kTanhMaxUlp}, {"logistic", kLogisticMaxUlp},
+      {"erf", kErfMaxUlp}};
   for (const auto& [op, ulp] : kUnary) {
     for (DType d : kFloats) {
       cases.push_back(OneOp(fmt::format("{}_{}", op, Name(d)), op, {d}, d));

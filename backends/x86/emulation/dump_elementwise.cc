@@ -157,6 +157,7 @@ bool DumpTranscendentals(IsaLevel isa, emulation::CaseWriter& writer) {
       {EwOp::kTanh, "tanh", [](float x) { return std::tanh(x); }, kTanhMaxUlp},
       {EwOp::kLogistic, "logistic", [](float x) { return 1.0f / (1.0f + std::exp(-x)); },
        kLogisticMaxUlp},
+      {EwOp::kErf, "erf", [](float x) { return std::erf(x); }, kErfMaxUlp},
       {EwOp::kFloor, "floor", [](float x) { return std::floor(x); }, 0},
       {EwOp::kCeil, "ceil", [](float x) { return std::ceil(x); }, 0},
       {EwOp::kRoundAway, "round_away", [](float x) { return std::round(x); }, 0},
