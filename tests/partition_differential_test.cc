@@ -129,6 +129,65 @@ std::vector<Family> Families(const Mesh& mesh) {
                      {a[1], w});
                  return std::vector<Tracer>{x, pair[0], pair[1]};
                }});
+  f.push_back({"ordering_scans_padding",
+               [](const auto& dim) {
+                 int64_t m = dim(), n = dim();
+                 return std::vector<Dims>{{m, n}, {m, n}};
+               },
+               [](const std::vector<Tracer>& a) {
+                 auto [top, index] = lax::top_k(a[0], 3);
+                 auto f32 = [](Tracer t) { return lax::convert_element_type(t, DType::kF32); };
+                 Tracer bounded = lax::clamp(-1.1, a[1], 1.1);
+                 return std::vector<Tracer>{
+                     top + f32(index),
+                     lax::sort(a[0], 0) - lax::cumsum(a[1], 1, /*reverse=*/true),
+                     lax::broadcast_in_dim(f32(lax::argmax(a[1], 1)), a[1].shape(), {0}) +
+                         f32(jnp::argsort(a[0], 0)) * 0.5,
+                     lax::cummax(a[1], 0) * lax::rev(a[0], {0, 1}),
+                     lax::pad(a[0], 0.5, {{1, 2, 0}, {0, 0, 0}}),
+                     lax::reduce_prod(bounded, {1})};
+               }});
+  f.push_back({"gather_scatter",
+               [](const auto& dim) {
+                 int64_t v = dim(), d = dim(), t = dim();
+                 return std::vector<Dims>{{v, d}, {t}};
+               },
+               [](const std::vector<Tracer>& a) {
+                 // Ids in [0, v) from the data; rows looked up, then added back.
+                 const int64_t v = a[0].shape()[0], t = a[1].shape()[0];
+                 Tracer ids = lax::rem(
+                     lax::convert_element_type(lax::floor(lax::abs(a[1]) * 7.0), DType::kS32),
+                     lax::full({t}, static_cast<double>(v), DType::kS32));
+                 Tracer rows = jnp::take(a[0], ids, 0);
+                 Tracer grad = lax::scatter_add(lax::full(a[0].shape(), 0, DType::kF32),
+                                                lax::reshape(ids, {t, 1}), lax::tanh(rows),
+                                                {.update_window_dims = {1},
+                                                 .inserted_window_dims = {0},
+                                                 .scatter_dims_to_operand_dims = {0}});
+                 return std::vector<Tracer>{rows * 2.0, grad + a[0]};
+               }});
+  f.push_back({"while_and_cond",
+               [](const auto& dim) {
+                 int64_t m = dim(), n = dim();
+                 return std::vector<Dims>{{m, n}, {n}};
+               },
+               [](const std::vector<Tracer>& a) {
+                 Tracer bias = a[1] * 0.1;
+                 Tracer grown = lax::while_loop(
+                     [](Tracer c) {
+                       return lax::reduce_max(lax::abs(c), {0, 1}) <
+                              lax::scalar(20, DType::kF32);
+                     },
+                     [&](Tracer c) {
+                       return c * 1.5 + lax::broadcast_in_dim(bias, c.shape(), {1});
+                     },
+                     a[0]);
+                 Tracer chosen = lax::cond(
+                     lax::reduce_sum(grown, {0, 1}) > lax::scalar(0, DType::kF32),
+                     [](Tracer x) { return lax::cumsum(x, 1); }, [](Tracer x) { return -x; },
+                     grown);
+                 return std::vector<Tracer>{chosen, grown * 0.5};
+               }});
   f.push_back({"shard_map_psum_then_bias",
                [](const auto& dim) {
                  int64_t m = dim(), k = dim(), n = dim();
