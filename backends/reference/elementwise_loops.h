@@ -89,7 +89,7 @@ Results Binary(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   auto run = [&](auto tag) -> absl::Status {
     using T = decltype(tag);
     constexpr auto fn = BinaryFn<Op, Compute<T>>();
-    if constexpr (fn == nullptr) {
+    if constexpr (std::is_null_pointer_v<std::remove_const_t<decltype(fn)>>) {
       return BadDType(op, dtype);
     } else {
       const T* a = in[0].data_as<T>();
@@ -111,7 +111,7 @@ Results Unary(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* al
   auto run = [&](auto tag) -> absl::Status {
     using T = decltype(tag);
     constexpr auto fn = UnaryFn<Op, Compute<T>>();
-    if constexpr (fn == nullptr) {
+    if constexpr (std::is_null_pointer_v<std::remove_const_t<decltype(fn)>>) {
       return BadDType(op, dtype);
     } else {
       const T* x = in[0].data_as<T>();
