@@ -33,11 +33,26 @@ void GemmKernelAvx512::EmitStep(int vecs, int step) {
   for (int j = 0; j < vecs; ++j) {
     vmovups(B(j), ptr[reg_b + (step * key_.nr + j * kLanes) * 4]);
   }
+  // Each A element (an f32, or a bf16 pair) is broadcast once into a free register, then feeds
+  // the row's FMAs from it: one load per row instead of one per FMA, which keeps a CPU with two
+  // load ports (Intel) from waiting on its loads. Without a free register, the FMAs broadcast
+  // from memory.
+  // Registers: accumulators from zmm0, B vectors down from zmm31 (for the whole tile, whatever
+  // `vecs` this step uses); the one after the last accumulator is free when they do not meet.
+  const bool spare = key_.rows * vecs_ + vecs_ < 32;
+  const Xbyak::Zmm broadcast(key_.rows * vecs_);
   for (int i = 0; i < key_.rows; ++i) {
     const Xbyak::Address a = ptr_b[reg_a + (step * key_.mr + i) * 4];
+    if (spare) vbroadcastss(broadcast, ptr[reg_a + (step * key_.mr + i) * 4]);
     for (int j = 0; j < vecs; ++j) {
       if (key_.layout == PanelLayout::kBf16Pairs) {
-        vdpbf16ps(Acc(i, j), B(j), a);
+        if (spare) {
+          vdpbf16ps(Acc(i, j), B(j), broadcast);
+        } else {
+          vdpbf16ps(Acc(i, j), B(j), a);
+        }
+      } else if (spare) {
+        vfmadd231ps(Acc(i, j), B(j), broadcast);
       } else {
         vfmadd231ps(Acc(i, j), B(j), a);
       }
