@@ -96,24 +96,34 @@ Results Constant(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* al
   return std::vector<Tensor>{out};
 }
 
+// The rows along `dimension` are written once (value v in every element of run v, `inner` long),
+// then copied to every outer index.
 Results Iota(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(ResultType(op), allocator);
-  int64_t dim = op.iota().dimension();
-  int64_t stride = ir::RowMajorStrides(out.dims())[dim];
-  int64_t size = out.dims()[dim];
-  int64_t n = out.num_elements();
+  const int64_t dim = op.iota().dimension();
+  const int64_t inner = ir::RowMajorStrides(out.dims())[dim];
+  const int64_t size = out.dims()[dim];
+  const int64_t n = out.num_elements();
+  if (n == 0) return std::vector<Tensor>{out};
+  const int64_t elem = ir::DTypeSize(out.dtype());
   Dispatch(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* o = out.data_as<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t v = (i / stride) % size;
+    for (int64_t v = 0; v < size; ++v) {
+      T value;
       if constexpr (kIsFloat<T>) {
-        o[i] = T(static_cast<float>(v));
+        value = T(static_cast<float>(v));
       } else {
-        o[i] = static_cast<T>(v);
+        value = static_cast<T>(v);
       }
+      FillElements(o + v * inner, inner, &value, elem);
     }
   });
+  const int64_t block = size * inner;
+  char* bytes = out.data_as<char>();
+  for (int64_t at = block; at < n; at += block) {
+    std::memcpy(bytes + at * elem, bytes, block * elem);
+  }
   return std::vector<Tensor>{out};
 }
 

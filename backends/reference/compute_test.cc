@@ -11,16 +11,17 @@ using namespace test_util;  // NOLINT
 TEST(Compute, Iota) {
   for (DType dtype : {kF32, kBF16, kS32}) {
     for (int64_t dim : {0, 1, 2}) {
-      Dims dims = {3, 300, 2};
-      ir::Op op = MakeOp("iota");
-      op.mutable_iota()->set_dtype(ir::ToProto(dtype));
-      SetDims(op.mutable_iota()->mutable_shape(), dims);
-      op.mutable_iota()->set_dimension(dim);
-      Values want;
-      for (int64_t i = 0; i < NumElements(dims); ++i) {
-        want.push_back(RoundTo(dtype, Unravel(i, dims)[dim]));
+      for (const Dims& dims : {Dims{3, 300, 2}, Dims{2, 0, 3}, Dims{1, 1, 5}, Dims{4, 5, 1}}) {
+        ir::Op op = MakeOp("iota");
+        op.mutable_iota()->set_dtype(ir::ToProto(dtype));
+        SetDims(op.mutable_iota()->mutable_shape(), dims);
+        op.mutable_iota()->set_dimension(dim);
+        Values want;
+        for (int64_t i = 0; i < NumElements(dims); ++i) {
+          want.push_back(RoundTo(dtype, Unravel(i, dims)[dim]));
+        }
+        ExpectValues(Eval(op, {}), {dtype, dims}, want);
       }
-      ExpectValues(Eval(op, {}), {dtype, dims}, want);
     }
   }
 }
