@@ -53,11 +53,14 @@ Tracer DecoderBlock(Tracer x, const DecoderWeights& w, int64_t heads) {
   // scores [B, H, S, T] = q . k over Dh, batched over (B, H).
   Tracer scores = lax::dot_general(q, k, DotDims{{3}, {3}, {0, 2}, {0, 2}}) /
                   std::sqrt(static_cast<double>(dh));
+  // The causal mask as a bias, built once at [S, T]: 0 where t <= s, -inf after.
   const std::vector<int64_t> bhst = {b, heads, s, s};
-  Tracer causal = lax::ge(lax::broadcasted_iota(DType::kS32, bhst, 2),
-                          lax::broadcasted_iota(DType::kS32, bhst, 3));
-  scores = lax::select(causal, scores,
-                       lax::full(bhst, -std::numeric_limits<double>::infinity(), DType::kF32));
+  Tracer causal = lax::ge(lax::broadcasted_iota(DType::kS32, {s, s}, 0),
+                          lax::broadcasted_iota(DType::kS32, {s, s}, 1));
+  Tracer bias = lax::select(causal, lax::full({s, s}, 0, DType::kF32),
+                            lax::full({s, s}, -std::numeric_limits<double>::infinity(),
+                                      DType::kF32));
+  scores = scores + lax::broadcast_in_dim(bias, bhst, {2, 3});
   Tracer peak = lax::broadcast_in_dim(lax::reduce_max(scores, {3}), bhst, {0, 1, 2});
   Tracer e = lax::exp(scores - peak);
   Tracer probs = e / lax::broadcast_in_dim(lax::reduce_sum(e, {3}), bhst, {0, 1, 2});

@@ -1,6 +1,7 @@
 // A transformer decoder block in the style of today's open models, written on the jax.lax
-// primitives: RMSNorm, rotary position embeddings, causal multi-head attention (a mask from iota
-// and select, softmax by reduce_max / exp / reduce_sum), and a SwiGLU MLP, each with a residual.
+// primitives: RMSNorm, rotary position embeddings, causal multi-head attention (a -inf bias from
+// iota and select, softmax by reduce_max / exp / reduce_sum), and a SwiGLU MLP, each with a
+// residual.
 // It is a global-view function: jit partitions it from the shardings of its arguments alone
 // (batch over one mesh axis, the heads and the MLP's hidden units over another, as Megatron
 // splits them).

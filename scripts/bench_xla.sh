@@ -4,6 +4,8 @@
 # one run, with the ratio per case. JAX goes into a private virtual environment
 # ($SHARDJIT_BENCH_VENV, default ~/.cache/shardjit/xla-venv): a benchmark-only dependency that
 # nothing else needs. Arguments go to bench/xla_compare.py (e.g. --meshes=2x2 --sizes=small).
+#   scripts/bench_xla.sh decoder [--meshes=2x2,4x4] [--shapes=serving,decode]
+# compares the decoder block of examples/decoder_block.h instead (bench/xla_compare_decoder.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure_deps.sh
@@ -19,6 +21,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -c 'import jax' 2>/dev/null ||
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'jax>=0.6' numpy >&2
-bazel build -c opt //examples:seed_matmul >&2
 bin="$(bazel info -c opt bazel-bin)"
+if [ "${1:-}" = "decoder" ]; then
+  shift
+  bazel build -c opt //bench:decoder_block >&2
+  exec "$venv/bin/python" bench/xla_compare_decoder.py --decoder-block="$bin/bench/decoder_block" "$@"
+fi
+bazel build -c opt //examples:seed_matmul >&2
 exec "$venv/bin/python" bench/xla_compare.py --seed-matmul="$bin/examples/seed_matmul" "$@"
