@@ -189,6 +189,22 @@ Tracer convert_element_type(Tracer x, DType new_dtype, Loc loc) {
   return t->Emit1(std::move(op), {x}, loc);
 }
 
+Tracer bitcast_convert_type(Tracer x, DType new_dtype, Loc loc) {
+  TraceState* t = TraceOf({x}, "bitcast_convert_type");
+  if (t == nullptr) return Tracer();
+  ir::Op op = MakeOp("bitcast_convert_type");
+  op.mutable_convert_element_type()->set_new_dtype(ir::ToProto(new_dtype));
+  return t->Emit1(std::move(op), {x}, loc);
+}
+
+std::pair<Tracer, Tracer> threefry2x32(Tracer k0, Tracer k1, Tracer x0, Tracer x1, Loc loc) {
+  TraceState* t = TraceOf({k0, k1, x0, x1}, "threefry2x32");
+  if (t == nullptr) return {};
+  std::vector<Tracer> out = t->Emit(MakeOp("threefry2x32"), {k0, k1, x0, x1}, loc);
+  out.resize(2);
+  return {out[0], out[1]};
+}
+
 Tracer select(Tracer pred, Tracer on_true, Tracer on_false, Loc loc) {
   TraceState* t = TraceOf({pred, on_true, on_false}, "select");
   return t ? t->Emit1(MakeOp("select"), {pred, on_true, on_false}, loc) : Tracer();

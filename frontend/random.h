@@ -1,4 +1,7 @@
-// Host-side random arrays from a seed (counter-based, reproducible on every machine).
+// Random numbers. Host-side arrays from a seed (Key: counter-based SplitMix64, reproducible on
+// every machine, for test and benchmark data), and traced ones on JAX's threefry2x32 PRNG with
+// raw keys (jax.random.PRNGKey): the same bits as jax.random (jax_threefry_partitionable, the
+// default), keys and bits held as s32 words with the bits of JAX's uint32 ones.
 #ifndef SHARDJIT_FRONTEND_RANDOM_H_
 #define SHARDJIT_FRONTEND_RANDOM_H_
 
@@ -7,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/array.h"
+#include "frontend/ops.h"
 
 namespace shardjit::random {
 
@@ -24,6 +28,24 @@ absl::StatusOr<Tensor> normal(Key key, std::vector<int64_t> shape, DType dtype =
 // jax.random.uniform: uniform samples in [minval, maxval).
 absl::StatusOr<Tensor> uniform(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32,
                                double minval = 0.0, double maxval = 1.0);
+
+// jax.random.PRNGKey(seed): the key [0, seed] as s32[2].
+Tracer prng_key(uint32_t seed, Loc loc = Loc::current());
+// jax.random.split(key, num): num keys, [num, 2].
+Tracer split(Tracer key, int64_t num = 2, Loc loc = Loc::current());
+// jax.random.fold_in(key, data): a key from `key` and `data`.
+Tracer fold_in(Tracer key, uint32_t data, Loc loc = Loc::current());
+// jax.random.bits(key, shape) with dtype uint32, as s32 of the same bits.
+Tracer bits(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
+// jax.random.uniform(key, shape, float32, minval, maxval): bit for bit on [0, 1); scaled to
+// other ranges within a few ulp where u * (maxval - minval) + minval cancels (XLA computes it
+// with one FMA, shardjit rounds the product and the sum).
+Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval = 0.0, double maxval = 1.0,
+               Loc loc = Loc::current());
+// jax.random.normal(key, shape, float32): sqrt(2) erf_inv(u) for u uniform in (-1, 1), as JAX;
+// erf_inv is shardjit's (correctly rounded), XLA's is an f32 approximation: values agree to a
+// few ulp, not always bit for bit.
+Tracer normal(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
 
 }  // namespace shardjit::random
 

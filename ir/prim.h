@@ -38,6 +38,7 @@ class Op;
   X(kSelect, "select")                                     \
   X(kClamp, "clamp")                                       \
   X(kConvertElementType, "convert_element_type")           \
+  X(kBitcastConvertType, "bitcast_convert_type")           \
   /* math (ir/prims/math.cc) */                            \
   X(kSin, "sin")                                           \
   X(kCos, "cos")                                           \
@@ -94,6 +95,8 @@ class Op;
   X(kScatterMin, "scatter_min")                            \
   X(kScatterMax, "scatter_max")                            \
   X(kWithShardingConstraint, "with_sharding_constraint")   \
+  /* random bits (ir/prims/random.cc) */                   \
+  X(kThreefry2x32, "threefry2x32")                         \
   /* ordering and scans (ir/prims/sorting.cc) */          \
   X(kSort, "sort")                                         \
   X(kTopK, "top_k")                                        \

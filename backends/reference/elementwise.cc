@@ -1,5 +1,5 @@
 // Reference kernels of the elementwise primitives (XLA CPU semantics): arithmetic, transcendental
-// functions, compare, select, clamp and convert_element_type. bf16 is computed in f32 and rounded once;
+// functions, compare, select, clamp, convert_element_type and bitcast_convert_type. bf16 is computed in f32 and rounded once;
 // s32 arithmetic wraps.
 #include <cmath>
 #include <cstdint>
@@ -212,6 +212,14 @@ Results Clamp(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* al
   return std::vector<Tensor>{out};
 }
 
+// The operand's bytes, read as the result's dtype (the shape rule checks the widths agree).
+Results BitcastConvertType(const ir::Op& op, const std::vector<Tensor>& in,
+                           ir::Allocator* allocator) {
+  Tensor out = Tensor::Empty(ResultType(op), allocator);
+  if (out.byte_size() > 0) std::memcpy(out.data(), in[0].data(), out.byte_size());
+  return std::vector<Tensor>{out};
+}
+
 // Float to s32: truncation toward zero, NaN to 0, saturating at the int32 limits.
 int32_t FloatToS32(float x) {
   if (std::isnan(x)) return 0;
@@ -279,6 +287,7 @@ const bool registered = [] {
   RegisterKernel("compare", Compare);
   RegisterKernel("select", Select);
   RegisterKernel("clamp", Clamp);
+  RegisterKernel("bitcast_convert_type", BitcastConvertType);
   RegisterKernel("convert_element_type", ConvertElementType);
   return true;
 }();

@@ -74,6 +74,25 @@ const bool registered = [] {
         return Types{x};
       },
   });
+  // bitcast_convert_type: the same bits read as another dtype of the same width.
+  RegisterPrimitive({
+      .name = "bitcast_convert_type",
+      .kind = PrimitiveKind::kElementwise,
+      .min_operands = 1,
+      .max_operands = 1,
+      .attrs_case = Op::kConvertElementType,
+      .shape_rule = [](const ShapeContext&, const Types& operands,
+                       const Op& op) -> absl::StatusOr<Types> {
+        const DTypeProto to = op.convert_element_type().new_dtype();
+        RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "new_dtype", to));
+        if (DTypeSize(FromProto(to)) != DTypeSize(operands[0].dtype) ||
+            operands[0].dtype == DType::kPred || FromProto(to) == DType::kPred) {
+          return RuleError(op, operands, "new_dtype={} is not a non-pred dtype of the operand's "
+                           "width", DTypeName(FromProto(to)));
+        }
+        return Types{{FromProto(to), operands[0].dims}};
+      },
+  });
   RegisterPrimitive({
       .name = "convert_element_type",
       .kind = PrimitiveKind::kElementwise,

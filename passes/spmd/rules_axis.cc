@@ -80,9 +80,13 @@ std::vector<Strategy> PadRule(const OpView& view) {
   return AlongDims(view, padded, false);
 }
 
+// threefry2x32: every operand and both results share one layout (an elementwise hash).
+std::vector<Strategy> Threefry2x32Rule(const OpView& view) { return AlongDims(view, {}, false); }
+
 }  // namespace
 
 void AddAlongAxisRules(RuleTable& table) {
+  table[ir::Prim::kThreefry2x32] = Threefry2x32Rule;
   table[ir::Prim::kSort] = SortRule;
   table[ir::Prim::kTopK] = TopKRule;
   table[ir::Prim::kArgmax] = ArgMinMaxRule;

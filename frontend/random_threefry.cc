@@ -1,0 +1,96 @@
+// The traced jax.random functions of frontend/random.h on the threefry2x32 primitive, as JAX
+// computes them with jax_threefry_partitionable (its default): the counter of element i of a
+// shape is the 64-bit row-major index i as (high, low) words.
+#include <cmath>
+#include <limits>
+
+#include "fmt/format.h"
+#include "frontend/random.h"
+#include "frontend/trace_state.h"
+
+namespace shardjit::random {
+namespace {
+
+// Word w of `key` ([2]) broadcast to `shape`.
+Tracer KeyWord(Tracer key, int64_t w, const std::vector<int64_t>& shape, Loc loc) {
+  Tracer word = lax::reshape(lax::slice(key, {w}, {w + 1}, {}, loc), {}, loc);
+  return lax::broadcast_in_dim(word, shape, {}, loc);
+}
+
+// threefry2x32(key, counters of `shape`): the two hashed words.
+std::pair<Tracer, Tracer> HashIndices(Tracer key, const std::vector<int64_t>& shape, Loc loc) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  // Below 2^31 elements the high words are 0 and the low ones fit an s32 iota.
+  Tracer low = lax::reshape(lax::broadcasted_iota(DType::kS32, {n}, 0, loc), shape, loc);
+  return lax::threefry2x32(KeyWord(key, 0, shape, loc), KeyWord(key, 1, shape, loc),
+                           lax::full(shape, 0, DType::kS32, loc), low, loc);
+}
+
+// An error when `key` is not a traced s32[2] key.
+bool CheckKey(const Tracer& key, const char* op, Loc loc) {
+  if (!key.valid()) return false;
+  if (key.type() == ShapedType{DType::kS32, {2}}) return true;
+  key.state()->RecordError(absl::InvalidArgumentError(fmt::format(
+                               "random::{}: a key is s32[2] (jax.random.PRNGKey), got {}", op,
+                               key.type().ToString())),
+                           loc);
+  return false;
+}
+
+// `words` as s32 (the uint32 bit pattern) for a constant.
+double Word(uint32_t word) { return static_cast<double>(static_cast<int32_t>(word)); }
+
+}  // namespace
+
+Tracer prng_key(uint32_t seed, Loc loc) {
+  return lax::concatenate({lax::full({1}, 0, DType::kS32, loc),
+                           lax::full({1}, Word(seed), DType::kS32, loc)},
+                          0, loc);
+}
+
+Tracer split(Tracer key, int64_t num, Loc loc) {
+  if (!CheckKey(key, "split", loc)) return Tracer();
+  auto [a, b] = HashIndices(key, {num}, loc);
+  return lax::concatenate({lax::reshape(a, {num, 1}, loc), lax::reshape(b, {num, 1}, loc)}, 1,
+                          loc);
+}
+
+Tracer fold_in(Tracer key, uint32_t data, Loc loc) {
+  if (!CheckKey(key, "fold_in", loc)) return Tracer();
+  auto [a, b] = lax::threefry2x32(KeyWord(key, 0, {1}, loc), KeyWord(key, 1, {1}, loc),
+                                  lax::full({1}, 0, DType::kS32, loc),
+                                  lax::full({1}, Word(data), DType::kS32, loc), loc);
+  return lax::concatenate({a, b}, 0, loc);
+}
+
+Tracer bits(Tracer key, std::vector<int64_t> shape, Loc loc) {
+  if (!CheckKey(key, "bits", loc)) return Tracer();
+  auto [a, b] = HashIndices(key, shape, loc);
+  return lax::bitwise_xor(a, b, loc);
+}
+
+Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval, double maxval, Loc loc) {
+  if (!CheckKey(key, "uniform", loc)) return Tracer();
+  // 23 random mantissa bits under the exponent of 1: a float in [1, 2), less 1.
+  Tracer mantissa = lax::shift_right_logical(bits(key, shape, loc),
+                                             lax::full(shape, 9, DType::kS32, loc), loc);
+  Tracer one_to_two = lax::bitcast_convert_type(
+      lax::bitwise_or(mantissa, lax::full(shape, 0x3F800000, DType::kS32, loc), loc),
+      DType::kF32, loc);
+  const float lo = static_cast<float>(minval), hi = static_cast<float>(maxval);
+  Tracer unit = lax::sub(one_to_two, lax::full(shape, 1.0, DType::kF32, loc), loc);
+  Tracer scaled = lax::add(lax::mul(unit, lax::full(shape, hi - lo, DType::kF32, loc), loc),
+                           lax::full(shape, lo, DType::kF32, loc), loc);
+  return lax::max(lax::full(shape, lo, DType::kF32, loc), scaled, loc);
+}
+
+Tracer normal(Tracer key, std::vector<int64_t> shape, Loc loc) {
+  if (!CheckKey(key, "normal", loc)) return Tracer();
+  const float lo = std::nextafter(-1.0f, 0.0f);
+  Tracer u = uniform(key, shape, lo, 1.0, loc);
+  return lax::mul(lax::full(shape, static_cast<float>(std::sqrt(2.0)), DType::kF32, loc),
+                  lax::erf_inv(u, loc), loc);
+}
+
+}  // namespace shardjit::random
