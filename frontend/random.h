@@ -46,6 +46,13 @@ Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval = 0.0, doub
 // erf_inv is shardjit's (correctly rounded), XLA's is an f32 approximation: values agree to a
 // few ulp, not always bit for bit.
 Tracer normal(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
+// jax.random.bernoulli(key, p, shape): pred, true with probability p (uniform < p).
+Tracer bernoulli(Tracer key, double p, std::vector<int64_t> shape, Loc loc = Loc::current());
+// jax.random.gumbel(key, shape): -log(-log(u)), u uniform in [tiny, 1).
+Tracer gumbel(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
+// jax.random.categorical(key, logits, axis): s32 indices along `axis` (removed from the shape),
+// drawn by the Gumbel-max trick: argmax(gumbel + logits).
+Tracer categorical(Tracer key, Tracer logits, int64_t axis = -1, Loc loc = Loc::current());
 
 }  // namespace shardjit::random
 

@@ -43,6 +43,8 @@ Words FloatBits(const Array& a) {
 struct Expected {
   uint32_t seed;
   Words split2, fold_in7, bits23, uniform6, uniform_m, normal6;
+  std::vector<double> bernoulli8, categorical, categorical_axis0;
+  Words gumbel6;
 };
 
 // jax.random with jax 0.10.2 (float results as their f32 bits).
@@ -53,14 +55,22 @@ const Expected kJax[] = {
      {4070199207, 4202968722, 1427181096, 2012915765, 2447653815, 710830403},
      {1064475214, 1064993846, 1051337244, 1055913296, 1058137146, 1042905504},
      {1076838626, 1077486916, 3199030644, 1051708048},
-     {1070576317, 1073847792, 3202220055, 3181445666, 1043616044, 3212368599}},
+     {1070576317, 1073847792, 3202220055, 3181445666, 1043616044, 3212368599},
+     {0, 0, 0, 0, 0, 1, 0, 0},
+     {1, 3, 0},
+     {2, 0, 1, 1, 2},
+     {1077614729, 1081428380, 3183898615, 1049490596, 1058234552, 3205909564}},
     {42,
      {1832780943, 270669613, 64467757, 2916123636},
      {2547012911, 1371500959},
      {2098992034, 2919706841, 2646866425, 2409546199, 1935504149, 2516274904},
      {1056585764, 1059981104, 1058915320, 1057988288, 1055308516, 1058405198},
      {1055070388, 1068700152, 1066035692, 1062083008},
-     {3169312533, 1055861736, 1050109537, 1042103076, 3187541227, 1046356250}},
+     {3169312533, 1055861736, 1050109537, 1042103076, 3187541227, 1046356250},
+     {0, 0, 0, 0, 0, 0, 1, 0},
+     {3, 0, 2},
+     {1, 2, 2, 2, 1},
+     {1051397706, 1064548236, 1060748383, 1057772792, 1047019407, 1059080482}},
 };
 
 class RandomTest : public ::testing::TestWithParam<Backend> {};
@@ -69,11 +79,14 @@ TEST_P(RandomTest, MatchesJaxRandom) {
   Runtime rt({.num_devices = 1});
   Mesh mesh = *make_mesh(rt, {{"x", 1}});
   Array dummy = *device_put(HostTensor(DType::kF32, {1}, {0}), NamedSharding(mesh, P()));
+  Array logits = *device_put(
+      HostTensor(DType::kF32, {3, 5}, {0.1, 0.5, -0.2, 1.0, 0.0, 2.0, -1.0, 0.3, 0.3, 0.7, 0, 0, 0, 0, 0}),
+      NamedSharding(mesh, P()));
   for (const Expected& e : kJax) {
     SCOPED_TRACE("seed " + std::to_string(e.seed));
     const uint32_t seed = e.seed;
     auto f = jit(
-        [seed](Tracer) {
+        [seed](Tracer, Tracer logits) {
           Tracer key = random::prng_key(seed);
           return std::vector<Tracer>{key,
                                      random::split(key),
@@ -81,10 +94,14 @@ TEST_P(RandomTest, MatchesJaxRandom) {
                                      random::bits(key, {2, 3}),
                                      random::uniform(key, {6}),
                                      random::uniform(key, {4}, -2.0, 3.0),
-                                     random::normal(key, {6})};
+                                     random::normal(key, {6}),
+                                     random::bernoulli(key, 0.3, {8}),
+                                     random::categorical(key, logits),
+                                     random::categorical(key, logits, 0),
+                                     random::gumbel(key, {6})};
         },
         {.backend = GetParam()});
-    absl::StatusOr<std::vector<Array>> out = f(dummy);
+    absl::StatusOr<std::vector<Array>> out = f(dummy, logits);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ(AsWords((*out)[0]), (Words{0, seed}));
     EXPECT_EQ(AsWords((*out)[1]), e.split2);
@@ -96,6 +113,11 @@ TEST_P(RandomTest, MatchesJaxRandom) {
     ExpectWithinUlps(FloatBits((*out)[5]), e.uniform_m, 4);
     // normal: shardjit's erf_inv is correctly rounded, XLA's an f32 approximation.
     ExpectWithinUlps(FloatBits((*out)[6]), e.normal6, 4);
+    EXPECT_EQ((*out)[7].to_host()->ToDoubles(), e.bernoulli8);
+    EXPECT_EQ((*out)[8].to_host()->ToDoubles(), e.categorical);
+    EXPECT_EQ((*out)[9].to_host()->ToDoubles(), e.categorical_axis0);
+    // gumbel: -log(-log(u)); XLA's f32 log is an approximation, shardjit's correctly rounded.
+    ExpectWithinUlps(FloatBits((*out)[10]), e.gumbel6, 4);
   }
 }
 

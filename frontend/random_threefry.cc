@@ -6,6 +6,7 @@
 
 #include "fmt/format.h"
 #include "frontend/random.h"
+#include "frontend/sorting.h"
 #include "frontend/trace_state.h"
 
 namespace shardjit::random {
@@ -91,6 +92,31 @@ Tracer normal(Tracer key, std::vector<int64_t> shape, Loc loc) {
   Tracer u = uniform(key, shape, lo, 1.0, loc);
   return lax::mul(lax::full(shape, static_cast<float>(std::sqrt(2.0)), DType::kF32, loc),
                   lax::erf_inv(u, loc), loc);
+}
+
+Tracer bernoulli(Tracer key, double p, std::vector<int64_t> shape, Loc loc) {
+  if (!CheckKey(key, "bernoulli", loc)) return Tracer();
+  Tracer u = uniform(key, shape, 0.0, 1.0, loc);
+  return lax::lt(u, lax::full(shape, static_cast<float>(p), DType::kF32, loc), loc);
+}
+
+Tracer gumbel(Tracer key, std::vector<int64_t> shape, Loc loc) {
+  if (!CheckKey(key, "gumbel", loc)) return Tracer();
+  Tracer u = uniform(key, shape, std::numeric_limits<float>::min(), 1.0, loc);
+  return lax::neg(lax::log(lax::neg(lax::log(u, loc), loc), loc), loc);
+}
+
+Tracer categorical(Tracer key, Tracer logits, int64_t axis, Loc loc) {
+  if (!CheckKey(key, "categorical", loc) || !logits.valid()) return Tracer();
+  if (logits.dtype() != DType::kF32) {
+    logits.state()->RecordError(
+        absl::InvalidArgumentError(fmt::format(
+            "random::categorical: logits must be f32, got {}", logits.type().ToString())),
+        loc);
+    return Tracer();
+  }
+  return lax::argmax(lax::add(gumbel(key, logits.shape(), loc), logits, loc), axis,
+                     DType::kS32, loc);
 }
 
 }  // namespace shardjit::random
