@@ -63,9 +63,10 @@ std::optional<int64_t> Axis(TraceState* t, const char* opcode, int64_t axis, con
   return axis < 0 ? axis + rank : axis;
 }
 
-// s32 indices with i < 0 replaced by i + size, and a trailing index-vector dimension of 1.
-Tracer IndexVector(Tracer indices, int64_t size, Loc loc) {
-  if (indices.dtype() == DType::kS32) {
+// s32 indices, with i < 0 replaced by i + size when `wrap`, and a trailing index-vector
+// dimension of 1.
+Tracer IndexVector(Tracer indices, int64_t size, bool wrap, Loc loc) {
+  if (wrap && indices.dtype() == DType::kS32) {
     Tracer zero = lax::full(indices.shape(), 0, DType::kS32, loc);
     Tracer n = lax::full(indices.shape(), static_cast<double>(size), DType::kS32, loc);
     indices = lax::select(lax::lt(indices, zero, loc), lax::add(indices, n, loc), indices, loc);
@@ -140,13 +141,21 @@ Tracer take(Tracer a, Tracer indices, int64_t axis, lax::GatherScatterMode mode,
   const std::optional<int64_t> ax = Axis(t, "take", axis, a, loc);
   if (!ax || !CheckNotEmpty(t, "take", a, *ax, indices, loc)) return Tracer();
   const int64_t rank = a.rank(), index_rank = indices.rank();
+  if (indices.type().num_elements() == 0 || a.shape()[*ax] == 0) {
+    std::vector<int64_t> shape(a.shape().begin(), a.shape().begin() + *ax);
+    shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
+    shape.insert(shape.end(), a.shape().begin() + *ax + 1, a.shape().end());
+    return lax::full(shape, 0, a.dtype(), loc);  // nothing to take
+  }
   lax::GatherDimensionNumbers d{.collapsed_slice_dims = {*ax}, .start_index_map = {*ax}};
   for (int64_t i = 0; i < *ax; ++i) d.offset_dims.push_back(i);
   for (int64_t i = *ax + index_rank; i < rank + index_rank - 1; ++i) d.offset_dims.push_back(i);
   std::vector<int64_t> sizes = a.shape();
-  sizes[*ax] = std::min<int64_t>(1, sizes[*ax]);
-  return lax::gather(a, IndexVector(indices, a.shape()[*ax], loc), d, sizes, mode, std::nullopt,
-                     loc);
+  sizes[*ax] = 1;
+  // As jnp.take: negative indices count from the end in the fill mode only (clip clamps them).
+  const bool wrap = mode == lax::GatherScatterMode::kFillOrDrop;
+  return lax::gather(a, IndexVector(indices, a.shape()[*ax], wrap, loc), d, sizes, mode,
+                     std::nullopt, loc);
 }
 
 Tracer take_along_axis(Tracer arr, Tracer indices, int64_t axis, lax::GatherScatterMode mode,
@@ -183,9 +192,11 @@ Tracer take_along_axis(Tracer arr, Tracer indices, int64_t axis, lax::GatherScat
   if (arr_shape != arr.shape()) arr = jnp::broadcast_to(arr, arr_shape, loc);
   if (index_shape != indices.shape()) indices = jnp::broadcast_to(indices, index_shape, loc);
   if (!CheckNotEmpty(t, "take_along_axis", arr, *ax, indices, loc)) return Tracer();
-  std::vector<int64_t> sizes(arr.rank());
-  for (int64_t i = 0; i < arr.rank(); ++i) sizes[i] = std::min<int64_t>(1, arr_shape[i]);
-  return lax::gather(arr, IndexVector(indices, arr_shape[*ax], loc), d, sizes, mode,
+  if (indices.type().num_elements() == 0) return lax::full(index_shape, 0, arr.dtype(), loc);
+  std::vector<int64_t> sizes(arr.rank(), 1);
+  // As jnp.take_along_axis: negative indices count from the end unless in bounds is promised.
+  const bool wrap = mode != lax::GatherScatterMode::kPromiseInBounds;
+  return lax::gather(arr, IndexVector(indices, arr_shape[*ax], wrap, loc), d, sizes, mode,
                      std::nullopt, loc);
 }
 

@@ -71,14 +71,15 @@ Tracer scatter_max(Tracer operand, Tracer scatter_indices, Tracer updates,
 
 namespace jnp {
 
-// jnp.take(a, indices, axis): a.shape[:axis] + indices.shape + a.shape[axis+1:]; a negative
-// index i means i + a.shape[axis] (indices are s32). take(table, ids, 0) is an embedding lookup.
+// jnp.take(a, indices, axis): a.shape[:axis] + indices.shape + a.shape[axis+1:]; in the fill
+// mode (the default) a negative index i means i + a.shape[axis], with kClip it is clamped to 0
+// (indices are s32). take(table, ids, 0) is an embedding lookup.
 Tracer take(Tracer a, Tracer indices, int64_t axis,
             lax::GatherScatterMode mode = lax::GatherScatterMode::kFillOrDrop,
             Loc loc = Loc::current());
 
 // jnp.take_along_axis: indices of arr's rank (other dimensions of size 1 are broadcast) pick
-// elements along `axis`; negative indices count from the end.
+// elements along `axis`; negative indices count from the end (unless kPromiseInBounds).
 Tracer take_along_axis(Tracer arr, Tracer indices, int64_t axis,
                        lax::GatherScatterMode mode = lax::GatherScatterMode::kFillOrDrop,
                        Loc loc = Loc::current());

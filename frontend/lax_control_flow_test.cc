@@ -238,6 +238,49 @@ TEST_P(LaxControlFlowTest, GlobalViewLoopsAndBranchesArePartitioned) {
   EXPECT_EQ(out->to_host()->ToDoubles(), want);
 }
 
+// A gathered value read both by a slice of this device's own block (which collective-fusion
+// turns into a ppermute of that block) and inside a while_loop: the gather stays for the loop.
+TEST_P(LaxControlFlowTest, CollectiveRewritesKeepValuesReadInsideLoops) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  std::vector<double> host(4 * 3);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<double>(i) * 0.25;
+  Array w = *device_put(HostTensor(DType::kF32, {4, 3}, host), NamedSharding(mesh, P("x", None)));
+  auto f = jit(shard_map(
+                   [](Tracer w) {
+                     Tracer full = lax::all_gather(w, "x", 0, /*tiled=*/true);  // [4, 3]
+                     Tracer block = lax::dynamic_slice(
+                         full, {lax::axis_index("y") * 2, 0}, {2, 3});  // rows of block y
+                     return lax::while_loop(
+                         [](Tracer c) {
+                           return lax::reduce_max(c, {0, 1}) < lax::scalar(50, DType::kF32);
+                         },
+                         [&](Tracer c) {
+                           // + 1, from the gathered value (its elements sum to 16.5).
+                           return c + lax::broadcast_in_dim(
+                                          lax::reduce_sum(full, {0, 1}) - 15.5, c.shape(), {});
+                         },
+                         block);
+                   },
+                   mesh, {P("x", None)}, {P(Axes{"x", "y"}, None)}),
+               {.backend = GetParam()});
+  absl::StatusOr<Array> out = f(w);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Device (x, y) holds rows 2y..2y+1 of the whole w, each element raised by 1 per trip until the
+  // largest (w's last row, 2.75 at most) reaches 50.
+  std::vector<double> want;
+  for (int x = 0; x < 2; ++x) {
+    for (int y = 0; y < 2; ++y) {
+      std::vector<double> rows(host.begin() + 6 * y, host.begin() + 6 * y + 6);
+      while (*std::max_element(rows.begin(), rows.end()) < 50) {
+        for (double& v : rows) v += 1;
+      }
+      want.insert(want.end(), rows.begin(), rows.end());
+    }
+  }
+  EXPECT_EQ(out->to_host()->ToDoubles(), want);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, LaxControlFlowTest,
                          ::testing::Values(Backend::kX86, Backend::kReference),
                          [](const auto& info) { return AbslUnparseFlag(info.param); });

@@ -63,7 +63,7 @@ TEST_P(LaxIndexingTest, ShardedEmbeddingLookupAndGradient) {
     const int64_t id = static_cast<int64_t>(kIds[i]);
     const int64_t wrapped = id < 0 ? id + kVocab : id;
     const bool inside = wrapped >= 0 && wrapped < kVocab;
-    const int64_t clamped = std::min<int64_t>(std::max<int64_t>(wrapped, 0), kVocab - 1);
+    const int64_t clamped = std::min<int64_t>(std::max<int64_t>(id, 0), kVocab - 1);  // raw id
     for (int64_t j = 0; j < kDim; ++j) {
       rows.push_back(inside ? table[wrapped * kDim + j] : NAN);
       clipped.push_back(table[clamped * kDim + j]);

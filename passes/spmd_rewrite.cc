@@ -80,6 +80,13 @@ void Facts::Region(const ir::Region& region) {
       varying_[body.params(0).id()] = 0;  // the trip index
       for (int i = 1; i < body.params_size(); ++i) varying_[body.params(i).id()] = AllAxes();
       Region(body);
+    } else if (op.has_while_loop() || op.has_cond()) {
+      // Their uses count (a value read inside is not rewritten away), though no rewrite looks
+      // inside them.
+      for (const ir::Region* r : ir::Regions(op)) {
+        for (const ir::Param& p : r->params()) varying_[p.id()] = AllAxes();
+        Region(*r);
+      }
     }
     AxisMask v = ResultVarying(op);
     for (int64_t id : op.results()) {
@@ -127,7 +134,9 @@ void Apply(const Plan& plan, ir::Region& region) {
   google::protobuf::RepeatedPtrField<ir::Op> ops;
   for (ir::Op& op : *region.mutable_ops()) {
     for (int64_t& id : *op.mutable_operands()) id = Resolve(plan.replace, id);
-    if (op.has_fori_loop()) Apply(plan, *op.mutable_fori_loop()->mutable_body());
+    if (!ir::HasClosedRegions(op)) {
+      for (ir::Region* r : ir::MutableRegions(op)) Apply(plan, *r);
+    }
     auto it = op.results_size() > 0 ? plan.rewrite.find(op.results(0)) : plan.rewrite.end();
     if (it == plan.rewrite.end()) {
       *ops.Add() = std::move(op);

@@ -72,10 +72,11 @@ class IndexWalk {
   }
 
   // Clamps the mapped starts so that a window of `sizes` fits `dims` (clamp), or says whether it
-  // fits as it is.
+  // fits as it is; false in either case when no start fits.
   bool Fit(Dims& start, const Dims& sizes, const Dims& dims, bool clamp) const {
     for (int64_t d : index_map_) {
       const int64_t hi = dims[d] - sizes[d];
+      if (hi < 0) return false;  // no start fits (a window into an empty dimension)
       if (clamp) {
         start[d] = std::clamp<int64_t>(start[d], 0, hi);
       } else if (start[d] < 0 || start[d] > hi) {

@@ -249,6 +249,18 @@ TEST(Scatter, WindowsAndBatchingDims) {
                {}, {0, 3});
 }
 
+// No window fits an empty dimension, whatever the mode: the update is dropped.
+TEST(Scatter, IntoAnEmptyDimensionDropsEveryWindow) {
+  for (ir::GatherScatterMode mode : {ir::CLIP, ir::FILL_OR_DROP, ir::PROMISE_IN_BOUNDS}) {
+    const ScatterCase c{.inserted = {0}, .index_map = {0}, .mode = mode};
+    std::vector<Tensor> out = EvalAll(ScatterOp("scatter_add", c),
+                                      {Make(kF32, {0}, {}), Make(kS32, {1, 1}, {0}),
+                                       Make(kF32, {1}, {5})});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].num_elements(), 0);
+  }
+}
+
 TEST(GatherScatter, ShapeRulesNameTheAttribute) {
   auto error = [](ir::Op op, std::vector<ShapedType> operands) {
     absl::StatusOr<std::vector<ShapedType>> r = ir::InferResultTypes({}, operands, op);
@@ -264,6 +276,11 @@ TEST(GatherScatter, ShapeRulesNameTheAttribute) {
   wide.sizes = {2, 5};
   EXPECT_EQ(error(GatherOp(wide), {{kF32, {7, 5}}, {kS32, {3, 1}}}),
             "gather: collapsed_slice_dims has dimension 0, whose slice size 2 is not 1; operands "
+            "f32[7,5], s32[3,1]");
+  GatherCase none = take;
+  none.sizes = {0, 5};
+  EXPECT_EQ(error(GatherOp(none), {{kF32, {7, 5}}, {kS32, {3, 1}}}),
+            "gather: collapsed_slice_dims has dimension 0, whose slice size 0 is not 1; operands "
             "f32[7,5], s32[3,1]");
   GatherCase big = take;
   big.sizes = {1, 6};

@@ -1,5 +1,6 @@
 // AVX-512 GEMM micro-kernel generator: zmm accumulators, B vectors loaded from the packed panel,
-// A broadcast from memory ({1to16}). kF32 panels use vfmadd231ps; kBf16Pairs panels use
+// each A element broadcast once into a spare register (from memory, {1to16}, in tiles with no
+// register to spare). kF32 panels use vfmadd231ps; kBf16Pairs panels use
 // vdpbf16ps (AVX512_BF16), each step consuming two k values. Tail columns use opmasks k1..k7.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_AVX512_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_AVX512_H_

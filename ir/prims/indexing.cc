@@ -101,13 +101,13 @@ absl::StatusOr<Types> Gather(const ShapeContext&, const Types& operands, const O
   RETURN_IF_ERROR(CheckDisjoint(op, operands, "collapsed_slice_dims", collapsed,
                                 "operand_batching_dims", batching));
   for (int64_t d : collapsed) {
-    if (sizes[d] > 1) {
+    if (sizes[d] != 1) {
       return RuleError(op, operands, "collapsed_slice_dims has dimension {}, whose slice size "
                        "{} is not 1", d, sizes[d]);
     }
   }
   for (int64_t d : batching) {
-    if (sizes[d] > 1) {
+    if (sizes[d] != 1) {
       return RuleError(op, operands, "operand_batching_dims has dimension {}, whose slice size "
                        "{} is not 1", d, sizes[d]);
     }

@@ -42,6 +42,10 @@ absl::StatusOr<Types> TopK(const ShapeContext&, const Types& operands, const Op&
     return RuleError(op, operands, "k={} is larger than dimension {} (size {})", a.k(), a.axis(),
                      x.dims[a.axis()]);
   }
+  if (x.dims[a.axis()] - 1 > 2147483647) {
+    return RuleError(op, operands, "dimension {} (size {}) has indices that do not fit s32",
+                     a.axis(), x.dims[a.axis()]);
+  }
   ShapedType values = x;
   values.dims[a.axis()] = a.k();
   return Types{values, {DType::kS32, values.dims}};
