@@ -40,9 +40,6 @@ using Dims = std::vector<int64_t>;
 Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
 
 template <typename T>
-constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
-
-template <typename T>
 float ToF32(T x) {
   return static_cast<float>(x);
 }
@@ -135,7 +132,7 @@ Results Reduce(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   const Dims out_strides = ReducedOutputStrides(x.dims(), ToDims(op.reduce().axes()));
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using C = std::conditional_t<kIsFloat<T>, float, T>;
+    using C = Compute<T>;
     std::vector<C> acc(out.num_elements(), Identity<kR, C>());
     const T* src = x.data_as<T>();
     ForEachRow(x.dims(), ir::RowMajorStrides(x.dims()), out_strides,

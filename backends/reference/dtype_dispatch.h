@@ -3,10 +3,20 @@
 #define SHARDJIT_BACKENDS_REFERENCE_DTYPE_DISPATCH_H_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ir/dtype.h"
 
 namespace shardjit::backends::reference {
+
+// Whether storage type T holds a floating dtype (f32, bf16).
+template <typename T>
+constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, ir::bf16>;
+
+// The type the kernels compute values of storage type T in: f32 for floats (bf16 is widened and
+// rounded back once), T itself for s32 and pred.
+template <typename T>
+using Compute = std::conditional_t<kIsFloat<T>, float, T>;
 
 // Calls f(T{}) with the storage type of `dtype`: float, bf16, int32_t, or uint8_t for pred.
 template <typename F>

@@ -200,7 +200,7 @@ Results Clamp(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* al
   const int64_t hi_step = in[2].dims().empty() ? 0 : 1;
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using C = std::conditional_t<std::is_same_v<T, ir::bf16>, float, T>;
+    using C = Compute<T>;
     const T* lo = in[0].data_as<T>();
     const T* v = x.data_as<T>();
     const T* hi = in[2].data_as<T>();

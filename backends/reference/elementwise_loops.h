@@ -29,12 +29,6 @@ inline absl::Status BadDType(const ir::Op& op, DType dtype) {
       fmt::format("{}: no reference kernel for dtype {}", op.opcode(), ir::DTypeName(dtype)));
 }
 
-// The type arithmetic is done in: f32 for floats, int32 for s32 and pred.
-template <typename T>
-using Compute =
-    std::conditional_t<std::is_same_v<T, float> || std::is_same_v<T, bf16>, float,
-                       std::conditional_t<std::is_same_v<T, int32_t>, int32_t, uint8_t>>;
-
 template <typename T>
 inline Compute<T> Load(T x) {
   if constexpr (std::is_same_v<T, bf16>) {

@@ -180,7 +180,7 @@ Results Scatter(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* 
   const bool clamp = a.mode() == ir::CLIP;
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using C = std::conditional_t<std::is_same_v<T, ir::bf16>, float, T>;
+    using C = Compute<T>;
     T* o = out.data_as<T>();
     const T* u = updates.data_as<T>();
     Dims position, start;

@@ -153,7 +153,7 @@ Results IntegerPow(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocato
   Dispatch(in[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, uint8_t>) {
-      using C = elementwise::Compute<T>;
+      using C = Compute<T>;
       auto mul = [](C a, C b) -> C {
         if constexpr (std::is_same_v<C, int32_t>) {
           return Wrap(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));

@@ -45,9 +45,6 @@ struct Lanes {
   }
 };
 
-template <typename T>
-constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, bf16>;
-
 // An unsigned key whose order is the total order of T's values (floats: -NaN < -inf < ... <
 // -0 < +0 < ... < +inf < +NaN). With `canonical`, -0 maps to +0 and every NaN to +NaN first.
 template <typename T>
@@ -216,7 +213,7 @@ Results ArgMinMax(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator
   int32_t* o_ptr = out.data_as<int32_t>();
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using C = std::conditional_t<kIsFloat<T>, float, T>;
+    using C = Compute<T>;
     const T* p = x.data_as<T>();
     lanes.ForEach([&](int64_t o, int64_t i) {
       const T* lane = p + lanes.Base(o, i, lanes.n);
@@ -251,7 +248,7 @@ Results Cumulative(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocato
   if (out.num_elements() == 0) return std::vector<Tensor>{out};
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using C = std::conditional_t<kIsFloat<T>, float, T>;
+    using C = Compute<T>;
     const T* p = x.data_as<T>();
     T* q = out.data_as<T>();
     lanes.ForEach([&](int64_t o, int64_t i) {
