@@ -65,45 +65,10 @@ std::vector<Tracer> ShardMap(const TracedFunction& body, const Mesh& mesh,
 
 namespace lax {
 
-std::vector<Tracer> fori_loop(
-    int64_t lower, int64_t upper,
-    const std::function<std::vector<Tracer>(Tracer, std::vector<Tracer>)>& body,
-    std::vector<Tracer> init, Loc loc) {
-  internal::TraceState* t = internal::TraceOf(init, "fori_loop");
-  if (t == nullptr) t = internal::CurrentTrace();
-  if (t == nullptr) return std::vector<Tracer>(init.size());
-  for (const Tracer& c : init) {
-    if (!c.valid()) return std::vector<Tracer>(init.size());
-  }
-  t->builder().OpenRegion(/*spmd=*/false);
-  Tracer index = t->AddParam({DType::kS32, {}});
-  std::vector<Tracer> carry;
-  for (const Tracer& c : init) carry.push_back(t->AddParam(c.type()));
-  std::vector<Tracer> next = body(index, carry);
-  std::vector<int64_t> ids;
-  for (const Tracer& r : next) ids.push_back(r.valid() ? r.id() : -1);
-  ir::Op op;
-  op.set_opcode("fori_loop");
-  op.mutable_fori_loop()->set_lower(lower);
-  op.mutable_fori_loop()->set_upper(upper);
-  *op.mutable_fori_loop()->mutable_body() = t->builder().CloseRegion(ids);
-  if (!t->status().ok()) return std::vector<Tracer>(init.size());
-  return t->Emit(std::move(op), init, loc);
-}
-
-Tracer fori_loop(int64_t lower, int64_t upper, const std::function<Tracer(Tracer, Tracer)>& body,
-                 Tracer init, Loc loc) {
-  std::vector<Tracer> out = fori_loop(
-      lower, upper,
-      [&](Tracer i, std::vector<Tracer> c) { return std::vector<Tracer>{body(i, c[0])}; },
-      {std::move(init)}, loc);
-  return out.empty() ? Tracer() : out[0];
-}
-
 namespace {
 
-// Traces `fn` into a closed-over region of `types` params; false (and the region discarded)
-// after an error.
+// Traces `fn` on params of `types` into `out`, a region that may read tracers of the enclosing
+// function; false after an error.
 bool TraceRegion(internal::TraceState* t, const std::vector<ShapedType>& types,
                  const std::function<std::vector<Tracer>(std::vector<Tracer>)>& fn,
                  ir::Region* out) {
@@ -139,6 +104,38 @@ std::vector<Tracer> Fail(internal::TraceState* t, absl::Status status, size_t co
 }
 
 }  // namespace
+
+std::vector<Tracer> fori_loop(
+    int64_t lower, int64_t upper,
+    const std::function<std::vector<Tracer>(Tracer, std::vector<Tracer>)>& body,
+    std::vector<Tracer> init, Loc loc) {
+  internal::TraceState* t = ValidTrace(init, "fori_loop");
+  if (t == nullptr) return std::vector<Tracer>(init.size());
+  std::vector<ShapedType> types = {{DType::kS32, {}}};  // the index, then the carry
+  for (const Tracer& c : init) types.push_back(c.type());
+  ir::Op op;
+  op.set_opcode("fori_loop");
+  op.mutable_fori_loop()->set_lower(lower);
+  op.mutable_fori_loop()->set_upper(upper);
+  const bool traced = TraceRegion(
+      t, types,
+      [&](std::vector<Tracer> p) {
+        return body(p[0], std::vector<Tracer>(p.begin() + 1, p.end()));
+      },
+      op.mutable_fori_loop()->mutable_body());
+  if (!traced) return std::vector<Tracer>(init.size());
+  return t->Emit(std::move(op), init, loc);
+}
+
+Tracer fori_loop(int64_t lower, int64_t upper, const std::function<Tracer(Tracer, Tracer)>& body,
+                 Tracer init, Loc loc) {
+  std::vector<Tracer> out = fori_loop(
+      lower, upper,
+      [&](Tracer i, std::vector<Tracer> c) { return std::vector<Tracer>{body(i, c[0])}; },
+      {std::move(init)}, loc);
+  return out.empty() ? Tracer() : out[0];
+}
+
 
 std::vector<Tracer> while_loop(const std::function<Tracer(std::vector<Tracer>)>& cond_fun,
                                const std::function<std::vector<Tracer>(std::vector<Tracer>)>& body_fun,

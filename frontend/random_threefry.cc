@@ -73,17 +73,18 @@ Tracer bits(Tracer key, std::vector<int64_t> shape, Loc loc) {
 
 Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval, double maxval, Loc loc) {
   if (!CheckKey(key, "uniform", loc)) return Tracer();
-  // 23 random mantissa bits under the exponent of 1: a float in [1, 2), less 1.
-  Tracer mantissa = lax::shift_right_logical(bits(key, shape, loc),
-                                             lax::full(shape, 9, DType::kS32, loc), loc);
-  Tracer one_to_two = lax::bitcast_convert_type(
-      lax::bitwise_or(mantissa, lax::full(shape, 0x3F800000, DType::kS32, loc), loc),
-      DType::kF32, loc);
+  // 23 random mantissa bits under the exponent of 1: a float in [1, 2), less 1. Scalars are
+  // broadcast by the binary ops.
+  auto s32 = [&](double v) { return lax::scalar(v, DType::kS32, loc); };
+  auto f32 = [&](double v) { return lax::scalar(v, DType::kF32, loc); };
+  Tracer mantissa = lax::shift_right_logical(bits(key, shape, loc), s32(9), loc);
+  Tracer one_to_two =
+      lax::bitcast_convert_type(lax::bitwise_or(mantissa, s32(0x3F800000), loc), DType::kF32, loc);
+  // The bounds and their difference in f32, as JAX computes them.
   const float lo = static_cast<float>(minval), hi = static_cast<float>(maxval);
-  Tracer unit = lax::sub(one_to_two, lax::full(shape, 1.0, DType::kF32, loc), loc);
-  Tracer scaled = lax::add(lax::mul(unit, lax::full(shape, hi - lo, DType::kF32, loc), loc),
-                           lax::full(shape, lo, DType::kF32, loc), loc);
-  return lax::max(lax::full(shape, lo, DType::kF32, loc), scaled, loc);
+  Tracer unit = lax::sub(one_to_two, f32(1.0), loc);
+  Tracer scaled = lax::add(lax::mul(unit, f32(hi - lo), loc), f32(lo), loc);
+  return lax::max(f32(lo), scaled, loc);
 }
 
 Tracer normal(Tracer key, std::vector<int64_t> shape, Loc loc) {
