@@ -167,30 +167,18 @@ class Partitioner {
   // fori_loop: every carry keeps the op's layout at entry, in the body's params and results; the
   // index is replicated and values of the enclosing regions keep their layouts.
   absl::Status ForiLoop(const ir::Op& op, const Results& res) {
-    const ir::Region& body = op.fori_loop().body();
     emitter_.SetOrigin(op);
     ASSIGN_OR_RETURN(std::vector<int64_t> init, ReshardAll(op.operands(), res.specs));
-    emitter_.OpenRegion(/*spmd=*/false);
-    const auto saved = reshards_;
-    const ir::ShapedType index_type = ir::FromProto(body.params(0).type());
-    values_[body.params(0).id()] = {emitter_.AddParam(index_type), spmd::Replicated(0),
-                                    index_type};
-    for (int i = 0; i < op.operands_size(); ++i) {
-      const int64_t id = emitter_.AddParam(spmd::BlockType(mesh(), res.specs[i], res.types[i]));
-      values_[body.params(i + 1).id()] = {id, res.specs[i], res.types[i]};
-    }
-    absl::Status status = Ops(body);
-    emitter_.SetOrigin(op);
-    absl::StatusOr<std::vector<int64_t>> carries =
-        status.ok() ? ReshardAll(body.results(), res.specs) : status;
-    reshards_ = saved;
-    ir::Region region = emitter_.CloseRegion(carries.ok() ? *carries : std::vector<int64_t>{});
-    if (!carries.ok()) return carries.status();
+    std::vector<Spec> params = {spmd::Replicated(0)};  // the index, then the carry
+    params.insert(params.end(), res.specs.begin(), res.specs.end());
+    std::vector<ir::ShapedType> types = {ir::FromProto(op.fori_loop().body().params(0).type())};
+    types.insert(types.end(), res.types.begin(), res.types.end());
     ir::Op loop;
     loop.set_opcode("fori_loop");
     loop.mutable_fori_loop()->set_lower(op.fori_loop().lower());
     loop.mutable_fori_loop()->set_upper(op.fori_loop().upper());
-    *loop.mutable_fori_loop()->mutable_body() = std::move(region);
+    ASSIGN_OR_RETURN(*loop.mutable_fori_loop()->mutable_body(),
+                     NestedRegion(op, op.fori_loop().body(), params, types, res.specs));
     ASSIGN_OR_RETURN(std::vector<int64_t> ids, emitter_.Add(std::move(loop), init));
     return Bind(op, ids, res.specs, res);
   }
