@@ -150,9 +150,7 @@ std::vector<Tracer> while_loop(const std::function<Tracer(std::vector<Tracer>)>&
       !TraceRegion(t, types, body_fun, op.mutable_while_loop()->mutable_body())) {
     return std::vector<Tracer>(init.size());
   }
-  std::vector<Tracer> out = t->Emit(std::move(op), init, loc);
-  out.resize(init.size());
-  return out;
+  return t->EmitN(std::move(op), init, init.size(), loc);
 }
 
 Tracer while_loop(const std::function<Tracer(Tracer)>& cond_fun,
@@ -180,9 +178,7 @@ std::vector<Tracer> switch_(Tracer index, const std::vector<Branch>& branches,
   const size_t count = op.cond().branches(0).results_size();
   std::vector<Tracer> args = {index};
   args.insert(args.end(), operands.begin(), operands.end());
-  std::vector<Tracer> out = t->Emit(std::move(op), args, loc);
-  out.resize(count);
-  return out;
+  return t->EmitN(std::move(op), args, count, loc);
 }
 
 std::vector<Tracer> cond(Tracer pred, const Branch& true_fun, const Branch& false_fun,

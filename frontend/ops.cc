@@ -200,8 +200,7 @@ Tracer bitcast_convert_type(Tracer x, DType new_dtype, Loc loc) {
 std::pair<Tracer, Tracer> threefry2x32(Tracer k0, Tracer k1, Tracer x0, Tracer x1, Loc loc) {
   TraceState* t = TraceOf({k0, k1, x0, x1}, "threefry2x32");
   if (t == nullptr) return {};
-  std::vector<Tracer> out = t->Emit(MakeOp("threefry2x32"), {k0, k1, x0, x1}, loc);
-  out.resize(2);
+  std::vector<Tracer> out = t->EmitN(MakeOp("threefry2x32"), {k0, k1, x0, x1}, 2, loc);
   return {out[0], out[1]};
 }
 

@@ -14,21 +14,13 @@ int64_t NormalizeAxis(int64_t axis, const Tracer& x) {
   return x.valid() && axis < 0 && axis >= -x.rank() ? axis + x.rank() : axis;
 }
 
-// Emits `op` and returns exactly `count` results (invalid ones after an error).
-std::vector<Tracer> EmitN(TraceState* t, ir::Op op, const std::vector<Tracer>& operands,
-                          size_t count, Loc loc) {
-  if (t == nullptr) return std::vector<Tracer>(count);
-  std::vector<Tracer> out = t->Emit(std::move(op), operands, loc);
-  out.resize(count);
-  return out;
-}
-
 Tracer ArgMinMax(const char* opcode, Tracer x, int64_t axis, DType index_dtype, Loc loc) {
   ir::Op op;
   op.set_opcode(opcode);
   op.mutable_arg_min_max()->set_axis(NormalizeAxis(axis, x));
   op.mutable_arg_min_max()->set_index_dtype(ir::ToProto(index_dtype));
-  return EmitN(TraceOf({x}, opcode), std::move(op), {x}, 1, loc)[0];
+  TraceState* t = TraceOf({x}, opcode);
+  return t ? t->Emit1(std::move(op), {x}, loc) : Tracer();
 }
 
 Tracer Cumulative(const char* opcode, Tracer x, int64_t axis, bool reverse, Loc loc) {
@@ -36,7 +28,8 @@ Tracer Cumulative(const char* opcode, Tracer x, int64_t axis, bool reverse, Loc 
   op.set_opcode(opcode);
   op.mutable_cumulative()->set_axis(NormalizeAxis(axis, x));
   op.mutable_cumulative()->set_reverse(reverse);
-  return EmitN(TraceOf({x}, opcode), std::move(op), {x}, 1, loc)[0];
+  TraceState* t = TraceOf({x}, opcode);
+  return t ? t->Emit1(std::move(op), {x}, loc) : Tracer();
 }
 
 }  // namespace
@@ -51,8 +44,9 @@ std::vector<Tracer> sort(std::vector<Tracer> operands, int64_t dimension, bool i
       operands.empty() ? dimension : NormalizeAxis(dimension, operands[0]));
   op.mutable_sort()->set_is_stable(is_stable);
   op.mutable_sort()->set_num_keys(num_keys);
-  const size_t count = operands.size();
-  return EmitN(TraceOf(operands, "sort"), std::move(op), operands, count, loc);
+  TraceState* t = TraceOf(operands, "sort");
+  return t ? t->EmitN(std::move(op), operands, operands.size(), loc)
+           : std::vector<Tracer>(operands.size());
 }
 
 Tracer sort(Tracer operand, int64_t dimension, bool is_stable, Loc loc) {
@@ -70,7 +64,9 @@ std::pair<Tracer, Tracer> top_k(Tracer operand, int64_t k, int64_t axis, Loc loc
   op.set_opcode("top_k");
   op.mutable_top_k()->set_k(k);
   op.mutable_top_k()->set_axis(NormalizeAxis(axis, operand));
-  std::vector<Tracer> out = EmitN(TraceOf({operand}, "top_k"), std::move(op), {operand}, 2, loc);
+  TraceState* t = TraceOf({operand}, "top_k");
+  if (t == nullptr) return {};
+  std::vector<Tracer> out = t->EmitN(std::move(op), {operand}, 2, loc);
   return {out[0], out[1]};
 }
 

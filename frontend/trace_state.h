@@ -33,6 +33,9 @@ class TraceState {
   // Appends an op; on error records it (with the location) and returns invalid tracers.
   std::vector<Tracer> Emit(ir::Op op, const std::vector<Tracer>& operands, SourceLocation loc);
   Tracer Emit1(ir::Op op, const std::vector<Tracer>& operands, SourceLocation loc);
+  // Emit for an op of `results` results: exactly that many tracers, invalid after an error.
+  std::vector<Tracer> EmitN(ir::Op op, const std::vector<Tracer>& operands, size_t results,
+                            SourceLocation loc);
   // A constant of `type` (every element `value`).
   Tracer Constant(double value, const ShapedType& type, SourceLocation loc);
 

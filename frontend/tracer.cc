@@ -97,6 +97,13 @@ std::vector<Tracer> TraceState::Emit(ir::Op op, const std::vector<Tracer>& opera
   return out;
 }
 
+std::vector<Tracer> TraceState::EmitN(ir::Op op, const std::vector<Tracer>& operands,
+                                      size_t results, SourceLocation loc) {
+  std::vector<Tracer> out = Emit(std::move(op), operands, loc);
+  out.resize(results);
+  return out;
+}
+
 Tracer TraceState::Emit1(ir::Op op, const std::vector<Tracer>& operands, SourceLocation loc) {
   std::vector<Tracer> out = Emit(std::move(op), operands, loc);
   return out.empty() ? Tracer() : out[0];
