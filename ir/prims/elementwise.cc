@@ -74,38 +74,29 @@ const bool registered = [] {
         return Types{x};
       },
   });
-  // bitcast_convert_type: the same bits read as another dtype of the same width.
-  RegisterPrimitive({
-      .name = "bitcast_convert_type",
-      .kind = PrimitiveKind::kElementwise,
-      .min_operands = 1,
-      .max_operands = 1,
-      .attrs_case = Op::kConvertElementType,
-      .shape_rule = [](const ShapeContext&, const Types& operands,
-                       const Op& op) -> absl::StatusOr<Types> {
-        const DTypeProto to = op.convert_element_type().new_dtype();
-        RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "new_dtype", to));
-        if (DTypeSize(FromProto(to)) != DTypeSize(operands[0].dtype) ||
-            operands[0].dtype == DType::kPred || FromProto(to) == DType::kPred) {
-          return RuleError(op, operands, "new_dtype={} is not a non-pred dtype of the operand's "
-                           "width", DTypeName(FromProto(to)));
-        }
-        return Types{{FromProto(to), operands[0].dims}};
-      },
-  });
-  RegisterPrimitive({
-      .name = "convert_element_type",
-      .kind = PrimitiveKind::kElementwise,
-      .min_operands = 1,
-      .max_operands = 1,
-      .attrs_case = Op::kConvertElementType,
-      .shape_rule = [](const ShapeContext&, const Types& operands,
-                       const Op& op) -> absl::StatusOr<Types> {
-        const DTypeProto to = op.convert_element_type().new_dtype();
-        RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "new_dtype", to));
-        return Types{{FromProto(to), operands[0].dims}};
-      },
-  });
+  // convert_element_type and bitcast_convert_type (the same bits read as another dtype of the
+  // same width): the operand's shape in new_dtype.
+  for (bool bitcast : {false, true}) {
+    RegisterPrimitive({
+        .name = bitcast ? "bitcast_convert_type" : "convert_element_type",
+        .kind = PrimitiveKind::kElementwise,
+        .min_operands = 1,
+        .max_operands = 1,
+        .attrs_case = Op::kConvertElementType,
+        .shape_rule = [bitcast](const ShapeContext&, const Types& operands,
+                                const Op& op) -> absl::StatusOr<Types> {
+          const DTypeProto to = op.convert_element_type().new_dtype();
+          RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "new_dtype", to));
+          const DType from = operands[0].dtype;
+          if (bitcast && (DTypeSize(FromProto(to)) != DTypeSize(from) || from == DType::kPred ||
+                          FromProto(to) == DType::kPred)) {
+            return RuleError(op, operands, "new_dtype={} is not a non-pred dtype of the "
+                             "operand's width", DTypeName(FromProto(to)));
+          }
+          return Types{{FromProto(to), operands[0].dims}};
+        },
+    });
+  }
   return true;
 }();
 
