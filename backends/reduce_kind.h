@@ -17,8 +17,8 @@ namespace shardjit::backends {
 // reduce_sum, reduce_max and reduce_min; also the step of psum, pmax and pmin.
 enum class ReduceKind { kSum, kMax, kMin };
 
-// The identity of kKind over accumulators of type C (f32 for floats, int32_t for s32, uint8_t for
-// pred): 0 for sums; -inf/+inf, the s32 extremes, or false/true for max/min.
+// The identity of kKind over accumulators of type C (f32 or f64 for floats, the integer type, bool
+// for pred): 0 for sums; -inf/+inf, the integer extremes, or false/true for max/min.
 template <ReduceKind kKind, typename C>
 constexpr C ReduceIdentity() {
   if constexpr (kKind == ReduceKind::kSum) {
@@ -26,8 +26,6 @@ constexpr C ReduceIdentity() {
   } else if constexpr (std::is_floating_point_v<C>) {
     constexpr C kInf = std::numeric_limits<C>::infinity();
     return kKind == ReduceKind::kMax ? -kInf : kInf;
-  } else if constexpr (std::is_same_v<C, uint8_t>) {
-    return kKind == ReduceKind::kMax ? 0 : 1;
   } else {
     return kKind == ReduceKind::kMax ? std::numeric_limits<C>::min()
                                      : std::numeric_limits<C>::max();
@@ -49,12 +47,13 @@ constexpr C ReduceIdentity(ReduceKind kind) {
 }
 
 // One step of the reference's in-order reduction, acc <kKind> x. Floating max/min return the first
-// NaN (acc's, else x's) and keep acc on ties; int32 sums wrap.
+// NaN (acc's, else x's) and keep acc on ties; integer sums wrap.
 template <ReduceKind kKind, typename C>
 C CombineInOrder(C acc, C x) {
   if constexpr (kKind == ReduceKind::kSum) {
-    if constexpr (std::is_same_v<C, int32_t>) {
-      return static_cast<int32_t>(static_cast<uint32_t>(acc) + static_cast<uint32_t>(x));
+    if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+      using U = std::conditional_t<(sizeof(C) < 4), uint32_t, std::make_unsigned_t<C>>;
+      return static_cast<C>(static_cast<U>(acc) + static_cast<U>(x));
     } else {
       return static_cast<C>(acc + x);
     }

@@ -25,10 +25,10 @@ Jitted<Array> BidirectionalCollectiveMatmul(const Mesh& mesh, const std::string&
     Tracer me = lax::axis_index(axis);
     // Places block (me + shift) mod n of the rows: its product with my columns of w.
     auto place = [&](Tracer acc, Tracer block, Tracer shift) {
-      Tracer index = (me + shift + static_cast<double>(n)) % static_cast<double>(n);
+      Tracer index = (me + shift + n) % n;
       return lax::dynamic_update_slice(acc,
                                        lax::dot_general(block, w, DotDims{{1}, {0}}, DType::kF32),
-                                       {index * static_cast<double>(rows), 0});
+                                       {index * rows, 0});
     };
     auto constant = [](double v) { return lax::full({}, v, DType::kS32); };
     Tracer acc = lax::full({n * rows, w.shape()[1]}, 0, DType::kF32);
@@ -50,7 +50,7 @@ Jitted<Array> BidirectionalCollectiveMatmul(const Mesh& mesh, const std::string&
                          Tracer r = lax::ppermute_done(c[2]);
                          Tracer next_l = lax::ppermute_start(l, axis, right);
                          Tracer next_r = lax::ppermute_start(r, axis, left);
-                         Tracer a = place(place(c[0], l, 0.0 - hop), r, hop);
+                         Tracer a = place(place(c[0], l, 0 - hop), r, hop);
                          return std::vector<Tracer>{a, next_l, next_r};
                        },
                        {acc, from_left, from_right});

@@ -11,7 +11,7 @@ const std::vector<PartitionSpec>& InSpecs() {
 // The rows of the gathered w this device multiplies: its block of x's columns.
 Tracer LocalMatmulAndPsum(Tracer x_shard, Tracer w_full, int64_t k_per_y, DType preferred) {
   Tracer w_slice =
-      lax::dynamic_slice(w_full, {lax::axis_index("y") * static_cast<double>(k_per_y), 0},
+      lax::dynamic_slice(w_full, {lax::axis_index("y") * k_per_y, 0},
                          {k_per_y, w_full.shape()[1]});
   return lax::psum(lax::dot_general(x_shard, w_slice, DotDims{{1}, {0}}, preferred), "y");
 }
@@ -37,7 +37,7 @@ Tracer InterleavedReduceScatterMatmul(Tracer x, Tracer w, int64_t size_x, int64_
   } else {
     w_block =
         lax::dynamic_slice(lax::all_gather(w, "x", 0, true),
-                           {lax::axis_index("y") * static_cast<double>(k_per_y), 0}, {k_per_y, n});
+                           {lax::axis_index("y") * k_per_y, 0}, {k_per_y, n});
   }
   if (size_y == 1) return lax::dot_general(x, w_block, DotDims{{1}, {0}}, DType::kF32);
   const int64_t cols = n / size_y;
@@ -46,9 +46,9 @@ Tracer InterleavedReduceScatterMatmul(Tracer x, Tracer w, int64_t size_x, int64_
   Tracer me = lax::axis_index("y");
   // My product for the column block the running sum meets at `step`: (me - 1 - step) mod ny.
   auto partial = [&](Tracer step) {
-    Tracer block = (me - step + static_cast<double>(2 * size_y - 1)) % static_cast<double>(size_y);
+    Tracer block = (me - step + 2 * size_y - 1) % size_y;
     return lax::dot_general(
-        x, lax::dynamic_slice(w_block, {0, block * static_cast<double>(cols)}, {k_per_y, cols}),
+        x, lax::dynamic_slice(w_block, {0, block * cols}, {k_per_y, cols}),
         DotDims{{1}, {0}}, DType::kF32);
   };
   Tracer in_flight = lax::ppermute_start(partial(lax::full({}, 0, DType::kS32)), "y", right);
@@ -122,16 +122,16 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                  Tracer me = lax::axis_index("x");
                  Tracer buffer =
                      lax::dynamic_update_slice(lax::full({k, w.shape()[1]}, 0, w.dtype()), w,
-                                               {me * static_cast<double>(k_per_x), 0});
+                                               {me * k_per_x, 0});
                  std::vector<Tracer> carry = lax::fori_loop(
                      0, size_x - 1,
                      [&](Tracer i, std::vector<Tracer> c) {
                        Tracer received = lax::ppermute(c[1], "x", right);
                        // After i+1 hops the block came from device (me - i - 1) mod size_x.
-                       Tracer source = (me - (i + 1.0) + static_cast<double>(size_x)) %
-                                       static_cast<double>(size_x);
+                       Tracer source = (me - (i + 1) + size_x) %
+                                       size_x;
                        Tracer filled = lax::dynamic_update_slice(
-                           c[0], received, {source * static_cast<double>(k_per_x), 0});
+                           c[0], received, {source * k_per_x, 0});
                        return std::vector<Tracer>{filled, received};
                      },
                      {buffer, w});

@@ -52,7 +52,7 @@ TEST_P(NorthStarTest, Matmul3MatchesF64) {
       [k_per_y, n](Tracer x, Tracer w) {
         Tracer w_full = lax::all_gather(w, "x", /*axis=*/0, /*tiled=*/true);
         Tracer w_slice = lax::dynamic_slice(
-            w_full, {lax::axis_index("y") * static_cast<double>(k_per_y), 0}, {k_per_y, n});
+            w_full, {lax::axis_index("y") * k_per_y, 0}, {k_per_y, n});
         return lax::psum(lax::dot_general(x, w_slice, DotDims{{1}, {0}}, DType::kF32), "y");
       },
       mesh, {P("x", "y"), P("x", None)}, {P("x", None)}));

@@ -31,8 +31,8 @@ TEST_P(LaxControlFlowTest, WhileLoopRunsADataDependentNumberOfTimes) {
             [](std::vector<Tracer> c) {
               Tracer two = lax::scalar(2, DType::kS32);
               Tracer even = lax::eq(lax::rem(c[0], two), lax::scalar(0, DType::kS32));
-              Tracer next = lax::select(even, lax::div(c[0], two), c[0] * 3.0 + 1.0);
-              return std::vector<Tracer>{next, c[1] + 1.0};
+              Tracer next = lax::select(even, lax::div(c[0], two), c[0] * 3 + 1);
+              return std::vector<Tracer>{next, c[1] + 1};
             },
             {n, lax::scalar(0, DType::kS32)});
         return out[1];
@@ -92,7 +92,7 @@ TEST_P(LaxControlFlowTest, ScanForwardAndReverse) {
           lax::ScanResult r = lax::scan(
               [](std::vector<Tracer> c, std::vector<Tracer> xi) {
                 Tracer s = c[0] + xi[0];
-                return std::make_pair(std::vector<Tracer>{s, c[1] + 1.0},
+                return std::make_pair(std::vector<Tracer>{s, c[1] + 1},
                                       std::vector<Tracer>{s, s * 2.0});
               },
               {lax::full({width}, 0, DType::kF32), lax::scalar(0, DType::kS32)}, {x}, -1,
@@ -314,6 +314,20 @@ TEST(LaxControlFlow, ErrorsNameTheOpAndTheRegion) {
                                        x);
               }),
               HasSubstr("while_loop: body returns (bf16[2,3]), which differs from the carry types"));
+  // A weakly typed float scalar makes an s32 carry f32 (jnp's promotion), so the loop is refused.
+  EXPECT_THAT(message([](Tracer x) {
+                std::vector<Tracer> out = lax::while_loop(
+                    [](std::vector<Tracer> c) { return c[0] < lax::scalar(5, DType::kS32); },
+                    [](std::vector<Tracer> c) {
+                      Tracer even = lax::eq(lax::rem(c[0], lax::scalar(2, DType::kS32)),
+                                            lax::scalar(0, DType::kS32));
+                      return std::vector<Tracer>{lax::select(even, c[0], c[0] * 3.0 + 1.0),
+                                                 c[1] + 1.0};
+                    },
+                    {lax::scalar(1, DType::kS32), lax::scalar(0, DType::kS32)});
+                return x + lax::convert_element_type(out[1], DType::kF32);
+              }),
+              HasSubstr("select"));
   EXPECT_THAT(message([](Tracer x) {
                 return lax::while_loop([](Tracer c) { return c; }, [](Tracer c) { return c; }, x);
               }),

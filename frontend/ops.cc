@@ -447,24 +447,76 @@ Tracer tgmm(Tracer lhs, Tracer rhs, Tracer group_sizes, DType preferred_element_
 
 }  // namespace lax
 
-Tracer operator+(Tracer a, Tracer b) { return lax::add(a, b, Loc()); }
-Tracer operator-(Tracer a, Tracer b) { return lax::sub(a, b, Loc()); }
-Tracer operator*(Tracer a, Tracer b) { return lax::mul(a, b, Loc()); }
-Tracer operator/(Tracer a, Tracer b) { return lax::div(a, b, Loc()); }
-Tracer operator%(Tracer a, Tracer b) { return lax::rem(a, b, Loc()); }
+namespace {
+
+// a and b converted to their promoted dtype.
+std::pair<Tracer, Tracer> Promoted(Tracer a, Tracer b) {
+  if (!a.valid() || !b.valid()) return {a, b};
+  const DType d = jnp::promote_types(a.dtype(), b.dtype());
+  if (a.dtype() != d) a = lax::convert_element_type(a, d, Loc());
+  if (b.dtype() != d) b = lax::convert_element_type(b, d, Loc());
+  return {a, b};
+}
+
+// x and the scalar c as a constant, both of promote_weak(x's dtype, c's kind).
+std::pair<Tracer, Tracer> WithScalar(Tracer x, Scalar c) {
+  if (!x.valid()) return {x, Tracer()};
+  if (!c.exact) {
+    x.state()->RecordError(
+        absl::InvalidArgumentError(fmt::format(
+            "integer scalar {} is beyond 2^53 and has no exact constant (use a traced operand)",
+            c.value)),
+        Loc());
+    return {Tracer(), Tracer()};
+  }
+  internal::TraceState* t = x.state();
+  const DType d = jnp::promote_weak(x.dtype(), c.kind);
+  if (x.dtype() != d) x = lax::convert_element_type(x, d, Loc());
+  return {x, t->Constant(c.value, {d, {}}, Loc())};
+}
+
+template <Tracer (*kOp)(Tracer, Tracer, Loc)>
+Tracer Apply(Tracer a, Tracer b) {
+  auto [x, y] = Promoted(a, b);
+  return kOp(x, y, Loc());
+}
+
+template <Tracer (*kOp)(Tracer, Tracer, Loc)>
+Tracer Apply(Tracer a, Scalar b) {
+  auto [x, y] = WithScalar(a, b);
+  return kOp(x, y, Loc());
+}
+
+template <Tracer (*kOp)(Tracer, Tracer, Loc)>
+Tracer Apply(Scalar a, Tracer b) {
+  auto [y, x] = WithScalar(b, a);
+  return kOp(x, y, Loc());
+}
+
+}  // namespace
+
+Tracer operator+(Tracer a, Tracer b) { return Apply<lax::add>(a, b); }
+Tracer operator-(Tracer a, Tracer b) { return Apply<lax::sub>(a, b); }
+Tracer operator*(Tracer a, Tracer b) { return Apply<lax::mul>(a, b); }
+Tracer operator/(Tracer a, Tracer b) { return Apply<lax::div>(a, b); }
+Tracer operator%(Tracer a, Tracer b) { return Apply<lax::rem>(a, b); }
 Tracer operator-(Tracer x) { return lax::neg(x, Loc()); }
-Tracer operator<(Tracer a, Tracer b) { return lax::lt(a, b, Loc()); }
-Tracer operator<=(Tracer a, Tracer b) { return lax::le(a, b, Loc()); }
-Tracer operator>(Tracer a, Tracer b) { return lax::gt(a, b, Loc()); }
-Tracer operator>=(Tracer a, Tracer b) { return lax::ge(a, b, Loc()); }
-Tracer operator+(Tracer a, double b) { return lax::add(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator-(Tracer a, double b) { return lax::sub(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator*(Tracer a, double b) { return lax::mul(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator/(Tracer a, double b) { return lax::div(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator%(Tracer a, double b) { return lax::rem(a, Weak(a, b, Loc()), Loc()); }
-Tracer operator+(double a, Tracer b) { return lax::add(Weak(b, a, Loc()), b, Loc()); }
-Tracer operator-(double a, Tracer b) { return lax::sub(Weak(b, a, Loc()), b, Loc()); }
-Tracer operator*(double a, Tracer b) { return lax::mul(Weak(b, a, Loc()), b, Loc()); }
-Tracer operator/(double a, Tracer b) { return lax::div(Weak(b, a, Loc()), b, Loc()); }
+Tracer operator<(Tracer a, Tracer b) { return Apply<lax::lt>(a, b); }
+Tracer operator<=(Tracer a, Tracer b) { return Apply<lax::le>(a, b); }
+Tracer operator>(Tracer a, Tracer b) { return Apply<lax::gt>(a, b); }
+Tracer operator>=(Tracer a, Tracer b) { return Apply<lax::ge>(a, b); }
+Tracer operator+(Tracer a, Scalar b) { return Apply<lax::add>(a, b); }
+Tracer operator-(Tracer a, Scalar b) { return Apply<lax::sub>(a, b); }
+Tracer operator*(Tracer a, Scalar b) { return Apply<lax::mul>(a, b); }
+Tracer operator/(Tracer a, Scalar b) { return Apply<lax::div>(a, b); }
+Tracer operator%(Tracer a, Scalar b) { return Apply<lax::rem>(a, b); }
+Tracer operator<(Tracer a, Scalar b) { return Apply<lax::lt>(a, b); }
+Tracer operator<=(Tracer a, Scalar b) { return Apply<lax::le>(a, b); }
+Tracer operator>(Tracer a, Scalar b) { return Apply<lax::gt>(a, b); }
+Tracer operator>=(Tracer a, Scalar b) { return Apply<lax::ge>(a, b); }
+Tracer operator+(Scalar a, Tracer b) { return Apply<lax::add>(a, b); }
+Tracer operator-(Scalar a, Tracer b) { return Apply<lax::sub>(a, b); }
+Tracer operator*(Scalar a, Tracer b) { return Apply<lax::mul>(a, b); }
+Tracer operator/(Scalar a, Tracer b) { return Apply<lax::div>(a, b); }
 
 }  // namespace shardjit

@@ -1,14 +1,17 @@
 // Local primitives on tracers: `lax::` holds jax.lax's, `jnp::` the jax.numpy helpers built on
-// them. Binary arithmetic broadcasts like numpy and takes scalars as weakly typed constants of
-// the tracer's dtype; operand dtypes must agree. Tracer operators (+, -, *, /, %, <, ...) stay in
-// `shardjit`, so `using namespace shardjit;` clashes with nothing of <cmath>.
+// them. lax's binary arithmetic broadcasts like numpy; its operand dtypes must agree, as in
+// jax.lax. The Tracer operators (+, -, *, /, %, <, ...) promote dtypes as jax.numpy does and take
+// C++ scalars as weakly typed constants; they stay in `shardjit`, so `using namespace shardjit;`
+// clashes with nothing of <cmath>.
 #ifndef SHARDJIT_FRONTEND_OPS_H_
 #define SHARDJIT_FRONTEND_OPS_H_
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "frontend/dtypes.h"
 #include "frontend/tracer.h"
 
 namespace shardjit {
@@ -172,6 +175,28 @@ Tracer matmul(Tracer lhs, Tracer rhs, Loc loc = Loc::current());
 
 }  // namespace jnp
 
+// A scalar operand of the Tracer operators, weakly typed as in JAX: a C++ integer is a weak int
+// (x + 1 keeps x's dtype; pred + 1 is s32), a floating-point value a weak float (an integer or
+// pred x times 0.5 is f32). Integers beyond 2^53 in magnitude are refused when used (constants
+// hold f64 values).
+struct Scalar {
+  Scalar(double v) : value(v), kind(jnp::WeakKind::kFloat) {}
+  template <typename I>
+    requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+  Scalar(I v)
+      : value(static_cast<double>(v)),
+        kind(jnp::WeakKind::kInt),
+        exact(std::cmp_less_equal(v, int64_t{1} << 53) &&
+              std::cmp_greater_equal(v, -(int64_t{1} << 53))) {}
+
+  double value;
+  jnp::WeakKind kind;
+  bool exact = true;
+};
+
+// jax.numpy's operators: operands of different dtypes are first converted to
+// jnp::promote_types of theirs (a Scalar to promote_weak), then broadcast. `/` on integers
+// truncates as in C++ and lax.div (Python's `/` would divide in floats: convert first).
 Tracer operator+(Tracer a, Tracer b);
 Tracer operator-(Tracer a, Tracer b);
 Tracer operator*(Tracer a, Tracer b);
@@ -182,15 +207,19 @@ Tracer operator<(Tracer a, Tracer b);
 Tracer operator<=(Tracer a, Tracer b);
 Tracer operator>(Tracer a, Tracer b);
 Tracer operator>=(Tracer a, Tracer b);
-Tracer operator+(Tracer a, double b);
-Tracer operator-(Tracer a, double b);
-Tracer operator*(Tracer a, double b);
-Tracer operator/(Tracer a, double b);
-Tracer operator%(Tracer a, double b);
-Tracer operator+(double a, Tracer b);
-Tracer operator-(double a, Tracer b);
-Tracer operator*(double a, Tracer b);
-Tracer operator/(double a, Tracer b);
+Tracer operator+(Tracer a, Scalar b);
+Tracer operator-(Tracer a, Scalar b);
+Tracer operator*(Tracer a, Scalar b);
+Tracer operator/(Tracer a, Scalar b);
+Tracer operator%(Tracer a, Scalar b);
+Tracer operator<(Tracer a, Scalar b);
+Tracer operator<=(Tracer a, Scalar b);
+Tracer operator>(Tracer a, Scalar b);
+Tracer operator>=(Tracer a, Scalar b);
+Tracer operator+(Scalar a, Tracer b);
+Tracer operator-(Scalar a, Tracer b);
+Tracer operator*(Scalar a, Tracer b);
+Tracer operator/(Scalar a, Tracer b);
 
 }  // namespace shardjit
 

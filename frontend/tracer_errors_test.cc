@@ -50,7 +50,10 @@ TEST_F(TracerErrorTest, ArrayTooLarge) {
 }
 
 TEST_F(TracerErrorTest, DtypeMismatch) {
-  EXPECT_THAT(ErrorOf([](Tracer b) { return b * lax::convert_element_type(b, DType::kBF16); }),
+  // lax's arithmetic takes one dtype, as jax.lax's does (the operators promote).
+  EXPECT_THAT(ErrorOf([](Tracer b) {
+                return lax::mul(b, lax::convert_element_type(b, DType::kBF16));
+              }),
               HasSubstr("mul: operand types differ (f32[2,3] vs bf16[2,3])"));
 }
 

@@ -1,6 +1,9 @@
 #include "ir/tensor.h"
 
 #include <cstring>
+#include <type_traits>
+
+#include "ir/dtype_dispatch.h"
 
 namespace shardjit::ir {
 
@@ -38,38 +41,31 @@ Tensor Tensor::FromDoubles(const ShapedType& type, const std::vector<double>& va
 }
 
 double Tensor::GetDouble(int64_t i) const {
-  switch (dtype()) {
-    case DType::kF32:
-      return data_as<float>()[i];
-    case DType::kBF16:
-      return bf16::ToFloat(data_as<bf16>()[i].bits);
-    case DType::kS32:
-      return data_as<int32_t>()[i];
-    case DType::kPred:
-      return data_as<uint8_t>()[i] ? 1.0 : 0.0;
-    case DType::kInvalid:
-      break;
-  }
-  return 0;
+  return VisitDType(dtype(), [&](auto tag) -> double {
+    using T = decltype(tag);
+    const T x = data_as<T>()[i];
+    if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+      return static_cast<float>(x);
+    } else {
+      return static_cast<double>(x);
+    }
+  });
 }
 
 void Tensor::SetDouble(int64_t i, double v) {
-  switch (dtype()) {
-    case DType::kF32:
-      data_as<float>()[i] = static_cast<float>(v);
-      break;
-    case DType::kBF16:
-      data_as<bf16>()[i] = bf16(static_cast<float>(v));
-      break;
-    case DType::kS32:
-      data_as<int32_t>()[i] = static_cast<int32_t>(v);
-      break;
-    case DType::kPred:
-      data_as<uint8_t>()[i] = v != 0;
-      break;
-    case DType::kInvalid:
-      break;
-  }
+  VisitDType(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T& x = data_as<T>()[i];
+    if constexpr (std::is_same_v<T, bf16>) {
+      x = bf16(static_cast<float>(v));
+    } else if constexpr (std::is_same_v<T, f16>) {
+      x = f16(v);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      x = v != 0;
+    } else {
+      x = static_cast<T>(v);
+    }
+  });
 }
 
 std::vector<double> Tensor::ToDoubles() const {

@@ -320,20 +320,20 @@ TEST(VerifierTest, RejectsUnknownEnumNumbers) {
     edit(*m->mutable_functions(0)->mutable_body()->mutable_ops(0));
     return std::string(VerifyModule(*m).message());
   };
-  const auto seven = static_cast<DTypeProto>(7);
+  const auto seven = static_cast<DTypeProto>(77);
   EXPECT_THAT(verify("    b:f32[] = constant[dtype=f32 value=(1)]\n",
                      [&](Op& op) { op.mutable_constant()->set_dtype(seven); }),
-              HasSubstr("constant: dtype=7 is not a known dtype"));
+              HasSubstr("constant: dtype=77 is not a known dtype"));
   EXPECT_THAT(verify("    b:s32[2] = iota[dtype=s32 shape=(2) dimension=0]\n",
                      [&](Op& op) { op.mutable_iota()->set_dtype(seven); }),
-              HasSubstr("iota: dtype=7 is not a known dtype"));
+              HasSubstr("iota: dtype=77 is not a known dtype"));
   EXPECT_THAT(verify("    b:s32[2] = convert_element_type[new_dtype=s32] a\n",
                      [&](Op& op) { op.mutable_convert_element_type()->set_new_dtype(seven); }),
-              HasSubstr("convert_element_type: new_dtype=7 is not a known dtype"));
+              HasSubstr("convert_element_type: new_dtype=77 is not a known dtype"));
   EXPECT_THAT(verify("    b:f32[] = dot_general[lhs_contracting_dims=(0) "
                      "rhs_contracting_dims=(0)] a a\n",
                      [&](Op& op) { op.mutable_dot_general()->set_preferred_element_type(seven); }),
-              HasSubstr("dot_general: preferred_element_type=7 is not a known dtype"));
+              HasSubstr("dot_general: preferred_element_type=77 is not a known dtype"));
   EXPECT_THAT(verify("    b:pred[2] = compare[direction=LT] a a\n",
                      [](Op& op) {
                        op.mutable_compare()->set_direction(static_cast<ComparisonDirection>(9));

@@ -132,7 +132,7 @@ class Canonicalizer {
     if (prim == Prim::kMul || prim == Prim::kAdd || prim == Prim::kSub || prim == Prim::kDiv) {
       std::optional<double> rhs = SplatValue(Producer(op.operands(1)));
       std::optional<double> lhs = SplatValue(Producer(op.operands(0)));
-      bool integral = ir::FromProto(op.result_types(0)).dtype == ir::DType::kS32;
+      bool integral = ir::IsInteger(ir::FromProto(op.result_types(0)).dtype);
       if ((prim == Prim::kMul || prim == Prim::kDiv) && rhs == 1.0) return same_as(0);
       if (prim == Prim::kMul && lhs == 1.0) return same_as(1);
       if (prim == Prim::kSub && rhs == 0.0) return same_as(0);

@@ -9,6 +9,7 @@
 #include "backends/reduce_kind.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
+#include "ir/dtype_dispatch.h"
 #include "ir/prim.h"
 #include "ir/types.h"
 
@@ -66,14 +67,15 @@ Reduction ReductionFor(ir::Prim kind) {
 
 template <typename T, typename Acc>
 Acc Load(const Tensor& t, int64_t i) {
-  if constexpr (std::is_same_v<T, ir::bf16>) {
-    return ir::bf16::ToFloat(t.data_as<ir::bf16>()[i].bits);
-  } else {
-    return static_cast<Acc>(t.data_as<T>()[i]);
-  }
+  return static_cast<Acc>(t.data_as<T>()[i]);
 }
 
-// acc <kind> x: the backends' in-order step (s32 sums wrap), except that a floating max or min
+// The accumulator type of storage type T: f32 for the 16-bit floats, T otherwise.
+template <typename T>
+using AccumulatorOf =
+    std::conditional_t<std::is_same_v<T, ir::bf16> || std::is_same_v<T, ir::f16>, float, T>;
+
+// acc <kind> x: the backends' in-order step (integer sums wrap), except that a floating max or min
 // with a NaN operand is the canonical NaN.
 template <typename Acc>
 Acc Combine(ReduceKind kind, Acc acc, Acc x) {
@@ -89,7 +91,8 @@ int64_t FirstOf(const std::vector<int64_t>& firsts, size_t b) {
 }
 
 // Elements [begin, end) of the elementwise reduction of `boxes` (in group order) into `out`,
-// accumulating in Acc (f32 for bf16, as XLA does) and rounding once.
+// accumulating in Acc (f32 for the 16-bit floats, as XLA does) and rounding once. A mean is
+// stored in the result's dtype: T for floats, f32 for integers.
 template <typename T, typename Acc>
 void ReduceInto(const std::vector<Tensor>& boxes, const std::vector<int64_t>& firsts,
                 Reduction reduction, Tensor& out, int64_t begin, int64_t end) {
@@ -103,15 +106,17 @@ void ReduceInto(const std::vector<Tensor>& boxes, const std::vector<int64_t>& fi
       acc[i - begin] = Combine(reduction.kind, acc[i - begin], Load<T, Acc>(boxes[b], i - first));
     }
   }
-  const bool mean = reduction.mean;
   const int64_t count = static_cast<int64_t>(boxes.size());
-  for (int64_t i = begin; i < end; ++i) {
-    if (out.dtype() == DType::kF32) {
-      float v = static_cast<float>(acc[i - begin]);
-      out.data_as<float>()[i] = mean ? v / static_cast<float>(count) : v;
-    } else {
-      double v = static_cast<double>(acc[i - begin]);
-      out.SetDouble(i, mean ? v / static_cast<double>(count) : v);
+  if (!reduction.mean) {
+    T* o = out.data_as<T>();
+    for (int64_t i = begin; i < end; ++i) o[i] = T(acc[i - begin]);
+  } else if constexpr (std::is_floating_point_v<Acc>) {
+    T* o = out.data_as<T>();
+    for (int64_t i = begin; i < end; ++i) o[i] = T(acc[i - begin] / static_cast<Acc>(count));
+  } else {
+    float* o = out.data_as<float>();
+    for (int64_t i = begin; i < end; ++i) {
+      o[i] = static_cast<float>(acc[i - begin]) / static_cast<float>(count);
     }
   }
 }
@@ -349,22 +354,16 @@ absl::Status ReduceRange(const std::vector<Tensor>& boxes, ir::Prim kind,
   if ((dtype == DType::kF32 || dtype == DType::kBF16) && out.dtype() == dtype) {
     return ReduceFloat(boxes, firsts, reduction, backend, out, begin, end);
   }
-  switch (dtype) {
-    case DType::kF32:
-      ReduceInto<float, float>(boxes, firsts, reduction, out, begin, end);
-      break;
-    case DType::kBF16:
-      ReduceInto<ir::bf16, float>(boxes, firsts, reduction, out, begin, end);
-      break;
-    case DType::kS32:
-      ReduceInto<int32_t, int32_t>(boxes, firsts, reduction, out, begin, end);
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          fmt::format("{}: cannot reduce {} values", ir::PrimName(kind),
-                      ir::DTypeName(boxes[0].dtype())));
-  }
-  return absl::OkStatus();
+  return ir::VisitDType(dtype, [&](auto tag) -> absl::Status {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      return absl::InvalidArgumentError(fmt::format("{}: cannot reduce {} values",
+                                                    ir::PrimName(kind), ir::DTypeName(dtype)));
+    } else {
+      ReduceInto<T, AccumulatorOf<T>>(boxes, firsts, reduction, out, begin, end);
+      return absl::OkStatus();
+    }
+  });
 }
 
 void CopyBox(const Tensor& src, const std::vector<int64_t>& src_offset, Tensor& dst,

@@ -116,7 +116,7 @@ TEST_P(AsyncCollectivesTest, FutureCarriedThroughFori) {
         [&](Tracer x) {
           Tracer me = lax::axis_index(axes);
           Tracer gathered =
-              lax::dynamic_update_slice(lax::full({3 * n, 5}, 0, DType::kF32), x, {me * 3.0, 0});
+              lax::dynamic_update_slice(lax::full({3 * n, 5}, 0, DType::kF32), x, {me * 3, 0});
           Tracer in_flight = lax::ppermute_start(x, axes, right);
           std::vector<Tracer> carry = lax::fori_loop(
               1, n,
@@ -124,9 +124,9 @@ TEST_P(AsyncCollectivesTest, FutureCarriedThroughFori) {
                 Tracer block = lax::ppermute_done(c[1]);
                 Tracer next = lax::ppermute_start(block, axes, right);
                 // After i hops the block came from (me - i) mod n.
-                Tracer source = (me - i + static_cast<double>(n)) % static_cast<double>(n);
+                Tracer source = (me - i + n) % n;
                 return std::vector<Tracer>{
-                    lax::dynamic_update_slice(c[0], block, {source * 3.0, 0}), next};
+                    lax::dynamic_update_slice(c[0], block, {source * 3, 0}), next};
               },
               {gathered, in_flight});
           lax::ppermute_done(carry[1]);  // the last transfer is awaited, its value unused

@@ -160,29 +160,40 @@ absl::StatusOr<ir::DType> DTypeFromDescr(const std::string& descr) {
   }
   std::string_view d = descr;
   if (!d.empty() && (d[0] == '<' || d[0] == '|' || d[0] == '=')) d.remove_prefix(1);
-  if (d == "f4") return ir::DType::kF32;
-  if (d == "i4") return ir::DType::kS32;
-  if (d == "b1") return ir::DType::kPred;
+  static constexpr std::pair<std::string_view, ir::DType> kCodes[] = {
+      {"f2", ir::DType::kF16}, {"f4", ir::DType::kF32}, {"f8", ir::DType::kF64},
+      {"i1", ir::DType::kS8},  {"i2", ir::DType::kS16}, {"i4", ir::DType::kS32},
+      {"i8", ir::DType::kS64}, {"u1", ir::DType::kU8},  {"u2", ir::DType::kU16},
+      {"u4", ir::DType::kU32}, {"u8", ir::DType::kU64}, {"b1", ir::DType::kPred}};
+  for (const auto& [code, dtype] : kCodes) {
+    if (d == code) return dtype;
+  }
   if (d == "V2" || d == "bfloat16" || d == "bf16") return ir::DType::kBF16;
   return absl::InvalidArgumentError(fmt::format(
-      "unsupported .npy dtype '{}' (supported: '<f4' float32, '<i4' int32, '|b1' bool, "
-      "'<V2' bfloat16 as saved from ml_dtypes.bfloat16)",
+      "unsupported .npy dtype '{}' (supported: little-endian f2, f4, f8, i1, i2, i4, i8, u1, u2, "
+      "u4, u8, '|b1' bool, and '<V2' bfloat16 as saved from ml_dtypes.bfloat16)",
       descr));
 }
 
+// The descr a dtype is written with (bf16, which .npy has no code for, is written as float32).
 std::string DescrOf(ir::DType dtype) {
   switch (dtype) {
     case ir::DType::kF32:
-    case ir::DType::kBF16:  // Written as float32.
+    case ir::DType::kBF16:
       return "<f4";
-    case ir::DType::kS32:
-      return "<i4";
     case ir::DType::kPred:
       return "|b1";
+    case ir::DType::kS8:
+      return "|i1";
+    case ir::DType::kU8:
+      return "|u1";
     case ir::DType::kInvalid:
+      return "";
+    default:
       break;
   }
-  return "";
+  const char kind = ir::IsFloating(dtype) ? 'f' : ir::IsUnsignedInteger(dtype) ? 'u' : 'i';
+  return fmt::format("<{}{}", kind, ir::DTypeSize(dtype));
 }
 
 uint32_t ReadLittleEndian(std::string_view bytes) {

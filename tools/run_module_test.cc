@@ -102,7 +102,7 @@ TEST(RunModuleTest, LoweredShardMapModuleThroughAFile) {
   Mesh mesh = *make_mesh(rt, {{"x", 2}});
   auto f = jit(shard_map(
       [](Tracer x, Tracer y) {
-        return std::vector<Tracer>{lax::psum(x, "x"), y * 2.0};
+        return std::vector<Tracer>{lax::psum(x, "x"), y * 2};
       },
       mesh, {P("x", None), P("x")}, {P(None, None), P("x")}));
   auto lowered =

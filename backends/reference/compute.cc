@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -12,12 +13,14 @@
 #include "absl/status/status.h"
 #include "backends/reduce_kind.h"
 #include "backends/reference/dtype_dispatch.h"
-#include "backends/reference/reduction.h"
+#include "backends/reference/elementwise_loops.h"
 #include "backends/reference/kernel.h"
+#include "backends/reference/reduction.h"
 #include "backends/reference/strided_copy.h"
 #include "base/status_macros.h"
-#include "ir/primitive.h"
+#include "fmt/format.h"
 #include "ir/dtype.h"
+#include "ir/primitive.h"
 #include "ir/tensor.h"
 
 // Vectorised clones of the micro-kernel for the CPU found at run time. Sanitizer runtimes are not
@@ -42,25 +45,6 @@ Dims ToDims(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin
 template <typename T>
 float ToF32(T x) {
   return static_cast<float>(x);
-}
-
-int32_t FloatToS32(float x) {
-  if (std::isnan(x)) return 0;
-  if (x <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
-  if (x >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
-  return static_cast<int32_t>(x);
-}
-
-// f32 to the storage type T (bf16 rounds to nearest even, s32 truncates and saturates).
-template <typename T>
-T FromF32(float x) {
-  if constexpr (std::is_same_v<T, int32_t>) {
-    return FloatToS32(x);
-  } else if constexpr (std::is_same_v<T, uint8_t>) {
-    return x != 0;
-  } else {
-    return T(x);
-  }
 }
 
 // Walks the index space `dims` row by row: calls row(a, b, n, sa, sb) for each run of n elements
@@ -108,8 +92,10 @@ Results Iota(const ir::Op& op, const std::vector<Tensor>&, ir::Allocator* alloca
     T* o = out.data_as<T>();
     for (int64_t v = 0; v < size; ++v) {
       T value;
-      if constexpr (kIsFloat<T>) {
+      if constexpr (std::is_same_v<T, ir::bf16>) {
         value = T(static_cast<float>(v));
+      } else if constexpr (std::is_same_v<T, ir::f16>) {
+        value = T(static_cast<double>(v));
       } else {
         value = static_cast<T>(v);
       }
@@ -133,7 +119,10 @@ Results Reduce(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
-    std::vector<C> acc(out.num_elements(), Identity<kR, C>());
+    // Not std::vector: C may be bool.
+    const int64_t size = out.num_elements();
+    std::unique_ptr<C[]> acc(new C[size]);
+    std::fill(acc.get(), acc.get() + size, Identity<kR, C>());
     const T* src = x.data_as<T>();
     ForEachRow(x.dims(), ir::RowMajorStrides(x.dims()), out_strides,
                [&](int64_t xi, int64_t oi, int64_t n, int64_t xs, int64_t os) {
@@ -150,7 +139,7 @@ Results Reduce(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
                  }
                });
     T* o = out.data_as<T>();
-    for (size_t i = 0; i < acc.size(); ++i) o[i] = T(acc[i]);
+    for (int64_t i = 0; i < size; ++i) o[i] = T(acc[i]);
   });
   return std::vector<Tensor>{out};
 }
@@ -288,30 +277,61 @@ void FloatDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& ou
     BlockedMatmul(a.data(), b.data(), mp, np, k, c.data());
     for (int64_t i = 0; i < m; ++i) {
       Out* row = o + (batch * m + i) * n;
-      for (int64_t j = 0; j < n; ++j) row[j] = FromF32<Out>(c[i * np + j]);
+      for (int64_t j = 0; j < n; ++j) row[j] = Out(c[i * np + j]);
     }
   }
 }
 
-// s32 x s32 -> s32 with wrapping accumulation.
-void IntDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& out) {
-  const int32_t* x = lhs.data_as<int32_t>();
-  const int32_t* y = rhs.data_as<int32_t>();
-  int32_t* o = out.data_as<int32_t>();
+// A storage value widened to the accumulator type Acc (the 16-bit floats through f32).
+template <typename Acc, typename T>
+Acc Widen(T x) {
+  if constexpr (std::is_same_v<T, ir::bf16> || std::is_same_v<T, ir::f16>) {
+    return static_cast<Acc>(static_cast<float>(x));
+  } else {
+    return static_cast<Acc>(x);
+  }
+}
+
+// The element-by-element dot of the types the blocked f32 one does not cover: integers multiply
+// and accumulate in Out with wrapping (XLA converts the operands to the result type first), f64
+// results in f64.
+template <typename In, typename Out>
+void ExactDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& out) {
+  using Acc = typename std::conditional_t<kIsInt<Out>, WrapTypeOf<Out>,
+                                          std::type_identity<double>>::type;
+  const In* x = lhs.data_as<In>();
+  const In* y = rhs.data_as<In>();
+  Out* o = out.data_as<Out>();
   for (int64_t b = 0; b < p.b(); ++b) {
     for (int64_t i = 0; i < p.m(); ++i) {
-      const int32_t* row = x + p.lhs_batch[b] + p.lhs_rows[i];
+      const In* row = x + p.lhs_batch[b] + p.lhs_rows[i];
       for (int64_t j = 0; j < p.n(); ++j) {
-        const int32_t* col = y + p.rhs_batch[b] + p.rhs_cols[j];
-        uint32_t acc = 0;
+        const In* col = y + p.rhs_batch[b] + p.rhs_cols[j];
+        Acc acc = 0;
         for (int64_t k = 0; k < p.k(); ++k) {
-          acc += static_cast<uint32_t>(row[p.lhs_k[k]]) * static_cast<uint32_t>(col[p.rhs_k[k]]);
+          if constexpr (kIsInt<Out>) {
+            // Each operand wraps to Out before the product, as XLA's convert does.
+            acc += static_cast<Acc>(static_cast<Out>(row[p.lhs_k[k]])) *
+                   static_cast<Acc>(static_cast<Out>(col[p.rhs_k[k]]));
+          } else {
+            acc += Widen<Acc>(row[p.lhs_k[k]]) * Widen<Acc>(col[p.rhs_k[k]]);
+          }
         }
-        *o++ = static_cast<int32_t>(acc);
+        if constexpr (std::is_same_v<Out, ir::bf16>) {
+          *o++ = Out(static_cast<float>(acc));
+        } else if constexpr (std::is_same_v<Out, ir::f16>) {
+          *o++ = Out(static_cast<double>(acc));
+        } else {
+          *o++ = static_cast<Out>(acc);
+        }
       }
     }
   }
 }
+
+// Whether T is f32 or a 16-bit float: the types the blocked f32 dot takes and gives.
+template <typename T>
+constexpr bool kF32Family = kIsFloat<T> && !std::is_same_v<T, double>;
 
 Results DotGeneral(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const Tensor& lhs = in[0];
@@ -319,32 +339,37 @@ Results DotGeneral(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocato
   Tensor out = Tensor::Empty(ResultType(op), allocator);
   if (out.num_elements() == 0) return std::vector<Tensor>{out};
   DotPlan plan = MakeDotPlan(op.dot_general(), lhs.dims(), rhs.dims());
-  if (lhs.dtype() == DType::kS32 && out.dtype() == DType::kS32) {
-    IntDot(lhs, rhs, plan, out);
-    return std::vector<Tensor>{out};
-  }
-  if (lhs.dtype() == DType::kPred || out.dtype() == DType::kPred) {
-    return absl::InvalidArgumentError("dot_general: pred is not supported");
-  }
+  absl::Status status = absl::OkStatus();
   Dispatch(lhs.dtype(), [&](auto in_tag) {
     Dispatch(out.dtype(), [&](auto out_tag) {
       using In = decltype(in_tag);
       using Out = decltype(out_tag);
-      if constexpr (!std::is_same_v<In, uint8_t> && !std::is_same_v<Out, uint8_t>) {
+      if constexpr ((kF32Family<In> || kIsInt<In>) && kF32Family<Out>) {
         FloatDot<In, Out>(lhs, rhs, plan, out);
+      } else if constexpr ((!std::is_same_v<In, bool> && std::is_same_v<Out, double>) ||
+                           (kIsInt<In> && kIsInt<Out>)) {
+        ExactDot<In, Out>(lhs, rhs, plan, out);
+      } else {
+        status = absl::InvalidArgumentError(
+            fmt::format("dot_general: no reference kernel for {} x {} -> {}",
+                        ir::DTypeName(lhs.dtype()), ir::DTypeName(rhs.dtype()),
+                        ir::DTypeName(out.dtype())));
       }
     });
   });
+  RETURN_IF_ERROR(status);
   return std::vector<Tensor>{out};
 }
 
-// dot_accumulate: the product in f32 (s32 for s32), added into acc's box with one rounding.
+// dot_accumulate: the product in f32 for f32 and the 16-bit floats, in acc's dtype otherwise,
+// added into acc's box with one rounding.
 Results DotAccumulate(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   const Tensor& acc = in[0];
-  const bool ints = acc.dtype() == DType::kS32;
+  const bool f32_product = IsFloating(acc.dtype()) && acc.dtype() != DType::kF64;
   ir::Op dot = op;
   dot.set_opcode("dot_general");
-  dot.mutable_dot_general()->set_preferred_element_type(ints ? ir::S32 : ir::F32);
+  dot.mutable_dot_general()->set_preferred_element_type(
+      f32_product ? ir::F32 : static_cast<ir::DTypeProto>(acc.dtype()));
   ASSIGN_OR_RETURN(std::vector<ir::ShapedType> product_type,
                    ir::InferResultTypes({}, {in[1].type(), in[2].type()}, dot));
   dot.clear_result_types();
@@ -358,23 +383,18 @@ Results DotAccumulate(const ir::Op& op, const std::vector<Tensor>& in, ir::Alloc
   for (size_t d = 0; d < strides.size(); ++d) base += starts[d] * strides[d];
   Dispatch(acc.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, int32_t>) {
-      ForEachRow(p.dims(), strides, ir::RowMajorStrides(p.dims()),
-                 [&](int64_t o, int64_t q, int64_t n, int64_t so, int64_t sq) {
-                   int32_t* dst = out.data_as<int32_t>() + base + o;
-                   const int32_t* src = p.data_as<int32_t>() + q;
-                   for (int64_t i = 0; i < n; ++i) {
-                     dst[i * so] = static_cast<int32_t>(static_cast<uint32_t>(dst[i * so]) +
-                                                        static_cast<uint32_t>(src[i * sq]));
-                   }
-                 });
-    } else if constexpr (kIsFloat<T>) {
+    using P = std::conditional_t<kF32Family<T>, float, T>;
+    if constexpr (!std::is_same_v<T, bool>) {
       ForEachRow(p.dims(), strides, ir::RowMajorStrides(p.dims()),
                  [&](int64_t o, int64_t q, int64_t n, int64_t so, int64_t sq) {
                    T* dst = out.data_as<T>() + base + o;
-                   const float* src = p.data_as<float>() + q;
+                   const P* src = p.data_as<P>() + q;
                    for (int64_t i = 0; i < n; ++i) {
-                     dst[i * so] = FromF32<T>(ToF32(dst[i * so]) + src[i * sq]);
+                     if constexpr (kIsInt<T>) {
+                       dst[i * so] = elementwise::WrapAdd(dst[i * so], src[i * sq]);
+                     } else {
+                       dst[i * so] = T(static_cast<P>(dst[i * so]) + src[i * sq]);
+                     }
                    }
                  });
     }

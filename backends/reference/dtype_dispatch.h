@@ -1,38 +1,44 @@
-// Calls a generic lambda with a value of the storage type of a dtype.
+// The reference kernels' view of the storage types: which compute type each is evaluated in.
 #ifndef SHARDJIT_BACKENDS_REFERENCE_DTYPE_DISPATCH_H_
 #define SHARDJIT_BACKENDS_REFERENCE_DTYPE_DISPATCH_H_
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "ir/dtype.h"
+#include "ir/dtype_dispatch.h"
 
 namespace shardjit::backends::reference {
 
-// Whether storage type T holds a floating dtype (f32, bf16).
+// Whether storage type T holds a floating dtype (f16, bf16, f32, f64).
 template <typename T>
-constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, ir::bf16>;
+constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                          std::is_same_v<T, ir::bf16> || std::is_same_v<T, ir::f16>;
 
-// The type the kernels compute values of storage type T in: f32 for floats (bf16 is widened and
-// rounded back once), T itself for s32 and pred.
+// Whether storage type T holds an integer dtype (signed or unsigned; not pred).
 template <typename T>
-using Compute = std::conditional_t<kIsFloat<T>, float, T>;
+constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
-// Calls f(T{}) with the storage type of `dtype`: float, bf16, int32_t, or uint8_t for pred.
+// The type the kernels compute values of storage type T in: f32 for the 16-bit floats (widened,
+// and rounded back once per operation, as XLA:CPU does), T itself otherwise.
+template <typename T>
+using Compute =
+    std::conditional_t<std::is_same_v<T, ir::bf16> || std::is_same_v<T, ir::f16>, float, T>;
+
+// Unsigned arithmetic of integer type I's width, at least 32 bits (so that u16 * u16 does not
+// promote to a signed int and overflow): wrapping arithmetic converts through it.
+template <typename I>
+struct WrapTypeOf {
+  using type = std::conditional_t<(sizeof(I) < 4), uint32_t, std::make_unsigned_t<I>>;
+};
+template <typename I>
+using WrapType = typename WrapTypeOf<I>::type;
+
+// Calls f(T{}) with the storage type of `dtype` (ir::VisitDType).
 template <typename F>
 decltype(auto) Dispatch(ir::DType dtype, F&& f) {
-  switch (dtype) {
-    case ir::DType::kF32:
-      return f(float{});
-    case ir::DType::kBF16:
-      return f(ir::bf16{});
-    case ir::DType::kS32:
-      return f(int32_t{});
-    case ir::DType::kPred:
-    case ir::DType::kInvalid:
-      break;
-  }
-  return f(uint8_t{});
+  return ir::VisitDType(dtype, std::forward<F>(f));
 }
 
 }  // namespace shardjit::backends::reference

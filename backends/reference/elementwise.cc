@@ -1,6 +1,6 @@
 // Reference kernels of the elementwise primitives (XLA CPU semantics): arithmetic, transcendental
-// functions, compare, select, clamp, convert_element_type and bitcast_convert_type. bf16 is computed in f32 and rounded once;
-// s32 arithmetic wraps.
+// functions, compare, select, clamp, convert_element_type and bitcast_convert_type. f16 and bf16 are computed in f32 and rounded once;
+// integer arithmetic wraps.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,7 +24,9 @@ using elementwise::Binary;
 using elementwise::Load;
 using elementwise::Results;
 using elementwise::Unary;
-using elementwise::Wrap;
+using elementwise::WrapAdd;
+using elementwise::WrapMul;
+using elementwise::WrapSub;
 using ir::bf16;
 using ir::DType;
 using ir::Tensor;
@@ -47,81 +49,119 @@ T MinOf(T a, T b) {
   return a < b ? a : b;
 }
 
-// Binary operations: F on f32, I on s32, P on pred where the op allows pred.
+// Binary operations: F on floats, I on integers (XLA's wrapping and division-by-zero results), P on
+// pred where the op allows pred.
 struct AddOp {
-  static float F(float a, float b) { return a + b; }
-  static int32_t I(int32_t a, int32_t b) { return Wrap(uint32_t(a) + uint32_t(b)); }
+  template <typename C>
+  static C F(C a, C b) { return a + b; }
+  template <typename C>
+  static C I(C a, C b) { return WrapAdd(a, b); }
 };
 struct SubOp {
-  static float F(float a, float b) { return a - b; }
-  static int32_t I(int32_t a, int32_t b) { return Wrap(uint32_t(a) - uint32_t(b)); }
+  template <typename C>
+  static C F(C a, C b) { return a - b; }
+  template <typename C>
+  static C I(C a, C b) { return WrapSub(a, b); }
 };
 struct MulOp {
-  static float F(float a, float b) { return a * b; }
-  static int32_t I(int32_t a, int32_t b) { return Wrap(uint32_t(a) * uint32_t(b)); }
+  template <typename C>
+  static C F(C a, C b) { return a * b; }
+  template <typename C>
+  static C I(C a, C b) { return WrapMul(a, b); }
 };
 struct DivOp {
-  static float F(float a, float b) { return a / b; }
-  static int32_t I(int32_t a, int32_t b) {
-    if (b == 0) return -1;
-    if (a == std::numeric_limits<int32_t>::min() && b == -1) return a;
-    return a / b;
+  template <typename C>
+  static C F(C a, C b) { return a / b; }
+  // x / 0 is -1 (all ones); the signed minimum / -1 is the minimum.
+  template <typename C>
+  static C I(C a, C b) {
+    if (b == 0) return static_cast<C>(-1);
+    if constexpr (std::is_signed_v<C>) {
+      if (a == std::numeric_limits<C>::min() && b == -1) return a;
+    }
+    return static_cast<C>(a / b);
   }
 };
 struct RemOp {
-  static float F(float a, float b) { return std::fmod(a, b); }
-  static int32_t I(int32_t a, int32_t b) {
+  template <typename C>
+  static C F(C a, C b) { return std::fmod(a, b); }
+  // x % 0 is x; the signed x % -1 is 0.
+  template <typename C>
+  static C I(C a, C b) {
     if (b == 0) return a;
-    if (b == -1) return 0;
-    return a % b;
+    if constexpr (std::is_signed_v<C>) {
+      if (b == -1) return 0;
+    }
+    return static_cast<C>(a % b);
   }
 };
 struct MaxOp {
-  static float F(float a, float b) { return MaxOf(a, b); }
-  static int32_t I(int32_t a, int32_t b) { return MaxOf(a, b); }
-  static uint8_t P(uint8_t a, uint8_t b) { return a | b; }
+  template <typename C>
+  static C F(C a, C b) { return MaxOf(a, b); }
+  template <typename C>
+  static C I(C a, C b) { return MaxOf(a, b); }
+  static bool P(bool a, bool b) { return a || b; }
 };
 struct MinOp {
-  static float F(float a, float b) { return MinOf(a, b); }
-  static int32_t I(int32_t a, int32_t b) { return MinOf(a, b); }
-  static uint8_t P(uint8_t a, uint8_t b) { return a & b; }
+  template <typename C>
+  static C F(C a, C b) { return MinOf(a, b); }
+  template <typename C>
+  static C I(C a, C b) { return MinOf(a, b); }
+  static bool P(bool a, bool b) { return a && b; }
 };
 
-// Unary operations: F on f32, I on s32 where the op allows integers.
+// Unary operations: F on floats, I on integers where the op allows integers.
 struct NegOp {
-  static float F(float x) { return -x; }
-  static int32_t I(int32_t x) { return Wrap(0u - uint32_t(x)); }
+  template <typename C>
+  static C F(C x) { return -x; }
+  template <typename C>
+  static C I(C x) { return WrapSub(C{0}, x); }
 };
 struct AbsOp {
-  static float F(float x) { return std::fabs(x); }
-  static int32_t I(int32_t x) { return x < 0 ? NegOp::I(x) : x; }
+  template <typename C>
+  static C F(C x) { return std::fabs(x); }
+  template <typename C>
+  static C I(C x) {
+    if constexpr (std::is_signed_v<C>) {
+      return x < 0 ? NegOp::I(x) : x;
+    } else {
+      return x;
+    }
+  }
 };
 struct ExpOp {
-  static float F(float x) { return std::exp(x); }
+  template <typename C>
+  static C F(C x) { return std::exp(x); }
 };
 struct LogOp {
-  static float F(float x) { return std::log(x); }
+  template <typename C>
+  static C F(C x) { return std::log(x); }
 };
 struct TanhOp {
-  static float F(float x) { return std::tanh(x); }
+  template <typename C>
+  static C F(C x) { return std::tanh(x); }
 };
 struct SqrtOp {
-  static float F(float x) { return std::sqrt(x); }
+  template <typename C>
+  static C F(C x) { return std::sqrt(x); }
 };
 struct RsqrtOp {
-  static float F(float x) { return 1.0f / std::sqrt(x); }
+  template <typename C>
+  static C F(C x) { return C{1} / std::sqrt(x); }
 };
+// XLA's 1 / (1 + exp(-x)) in the compute type: within 2 ulps, and 0 once exp(-x) overflows.
 struct LogisticOp {
-  static float F(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+  template <typename C>
+  static C F(C x) { return C{1} / (C{1} + std::exp(-x)); }
 };
 
 template <typename T, typename Cmp>
 void CompareLoop(const Tensor& a, const Tensor& b, Tensor& out, Cmp cmp) {
   const T* x = a.data_as<T>();
   const T* y = b.data_as<T>();
-  uint8_t* o = out.data_as<uint8_t>();
+  bool* o = out.data_as<bool>();
   int64_t n = out.num_elements();
-  for (int64_t i = 0; i < n; ++i) o[i] = cmp(Load(x[i]), Load(y[i])) ? 1 : 0;
+  for (int64_t i = 0; i < n; ++i) o[i] = cmp(Load(x[i]), Load(y[i]));
 }
 
 Results Compare(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
@@ -164,8 +204,10 @@ void DispatchBytes(int64_t bytes, F&& f) {
       return f(uint8_t{});
     case 2:
       return f(uint16_t{});
-    default:
+    case 4:
       return f(uint32_t{});
+    default:
+      return f(uint64_t{});
   }
 }
 
@@ -174,13 +216,13 @@ Results Select(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   Tensor out = Tensor::Empty(ResultType(op), allocator);
   if (out.byte_size() == 0) return std::vector<Tensor>{out};
   if (pred.dims().empty()) {
-    const Tensor& chosen = pred.data_as<uint8_t>()[0] ? in[1] : in[2];
+    const Tensor& chosen = pred.data_as<bool>()[0] ? in[1] : in[2];
     std::memcpy(out.data(), chosen.data(), out.byte_size());
     return std::vector<Tensor>{out};
   }
   DispatchBytes(ir::DTypeSize(out.dtype()), [&](auto tag) {
     using U = decltype(tag);
-    const uint8_t* p = pred.data_as<uint8_t>();
+    const bool* p = pred.data_as<bool>();
     const U* t = in[1].data_as<U>();
     const U* f = in[2].data_as<U>();
     U* o = out.data_as<U>();
@@ -220,30 +262,39 @@ Results BitcastConvertType(const ir::Op& op, const std::vector<Tensor>& in,
   return std::vector<Tensor>{out};
 }
 
-// Float to s32: truncation toward zero, NaN to 0, saturating at the int32 limits.
-int32_t FloatToS32(float x) {
+// Float to integer as XLA:CPU converts (a saturating fptosi/fptoui): truncation toward zero, NaN to
+// 0, values past either end of I's range to that end.
+template <typename I>
+I FloatToInt(double x) {
   if (std::isnan(x)) return 0;
-  if (x <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
-  if (x >= 2147483648.0f) return std::numeric_limits<int32_t>::max();
-  return static_cast<int32_t>(x);
+  // I's range is [lo, hi) with lo 0 or -2^digits and hi 2^digits, both exact doubles.
+  const double lo = static_cast<double>(std::numeric_limits<I>::min());
+  const double hi = std::ldexp(1.0, std::numeric_limits<I>::digits);
+  if (x <= lo) return std::numeric_limits<I>::min();
+  if (x >= hi) return std::numeric_limits<I>::max();
+  return static_cast<I>(x);
 }
 
+// One element of convert_element_type with XLA:CPU's semantics: to pred x != 0 (NaN is true);
+// floats to integers by FloatToInt; integers to narrower integers wrap (two's complement), from
+// pred 0 or 1; to f16 and f32 one rounding to nearest even; to bf16 through f32, as XLA:CPU.
 template <typename To, typename From>
 To ConvertOne(From x) {
-  auto v = Load(x);  // float, int32_t or uint8_t (0/1)
-  if constexpr (std::is_same_v<To, uint8_t>) {
-    return v != 0 ? 1 : 0;
-  } else if constexpr (std::is_same_v<To, int32_t>) {
-    if constexpr (std::is_same_v<decltype(v), float>) {
-      return FloatToS32(v);
+  const auto v = Load(x);  // float, double, an integer or bool
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != 0;
+  } else if constexpr (kIsInt<To>) {
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      return FloatToInt<To>(v);
     } else {
-      return static_cast<int32_t>(v);
+      return static_cast<To>(v);
     }
   } else if constexpr (std::is_same_v<To, bf16>) {
-    // s32 -> bf16 rounds through f32, like XLA's CPU emitter.
     return bf16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, ir::f16>) {
+    return ir::f16(static_cast<double>(v));
   } else {
-    return static_cast<float>(v);
+    return static_cast<To>(v);
   }
 }
 

@@ -1,6 +1,7 @@
 // The loops of the reference elementwise kernels: an op struct gives its function per compute
-// type (F on f32, I on s32, P on pred), and Unary/Binary apply it to every element. bf16 is
-// computed in f32 and rounded once; s32 arithmetic wraps.
+// type (F<C> on the floating types f32 and f64, I<C> on every integer type, P on pred), and
+// Unary/Binary apply it to every element. f16 and bf16 are computed in f32 and rounded once;
+// integer arithmetic wraps.
 #ifndef SHARDJIT_BACKENDS_REFERENCE_ELEMENTWISE_LOOPS_H_
 #define SHARDJIT_BACKENDS_REFERENCE_ELEMENTWISE_LOOPS_H_
 
@@ -31,7 +32,7 @@ inline absl::Status BadDType(const ir::Op& op, DType dtype) {
 
 template <typename T>
 inline Compute<T> Load(T x) {
-  if constexpr (std::is_same_v<T, bf16>) {
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, ir::f16>) {
     return static_cast<float>(x);
   } else {
     return x;
@@ -40,36 +41,35 @@ inline Compute<T> Load(T x) {
 
 template <typename T>
 inline T Store(Compute<T> x) {
-  if constexpr (std::is_same_v<T, bf16>) {
-    return bf16(x);
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, ir::f16>) {
+    return T(x);
   } else {
     return x;
   }
 }
 
-inline int32_t Wrap(uint32_t x) { return static_cast<int32_t>(x); }
-
-// The op's function for values of type C (f32, s32 or pred), or nullptr if it has none.
-template <typename Op, typename C>
-constexpr auto BinaryFn() {
-  if constexpr (std::is_same_v<C, float> && requires { &Op::F; }) {
-    return &Op::F;
-  } else if constexpr (std::is_same_v<C, int32_t> && requires { &Op::I; }) {
-    return &Op::I;
-  } else if constexpr (requires { &Op::P; }) {
-    return &Op::P;
-  } else {
-    return nullptr;
-  }
+// Wrapping integer arithmetic (two's complement, as XLA defines it for every integer width).
+template <typename I>
+inline I WrapAdd(I a, I b) {
+  return static_cast<I>(static_cast<WrapType<I>>(a) + static_cast<WrapType<I>>(b));
+}
+template <typename I>
+inline I WrapSub(I a, I b) {
+  return static_cast<I>(static_cast<WrapType<I>>(a) - static_cast<WrapType<I>>(b));
+}
+template <typename I>
+inline I WrapMul(I a, I b) {
+  return static_cast<I>(static_cast<WrapType<I>>(a) * static_cast<WrapType<I>>(b));
 }
 
+// The op's function for values of type C, or nullptr if it has none.
 template <typename Op, typename C>
-constexpr auto UnaryFn() {
-  if constexpr (std::is_same_v<C, float> && requires { &Op::F; }) {
-    return &Op::F;
-  } else if constexpr (std::is_same_v<C, int32_t> && requires { &Op::I; }) {
-    return &Op::I;
-  } else if constexpr (std::is_same_v<C, uint8_t> && requires { &Op::P; }) {
+constexpr auto OpFn() {
+  if constexpr (std::is_floating_point_v<C> && requires { &Op::template F<C>; }) {
+    return &Op::template F<C>;
+  } else if constexpr (kIsInt<C> && requires { &Op::template I<C>; }) {
+    return &Op::template I<C>;
+  } else if constexpr (std::is_same_v<C, bool> && requires { &Op::P; }) {
     return &Op::P;
   } else {
     return nullptr;
@@ -82,7 +82,7 @@ Results Binary(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   DType dtype = in[0].dtype();
   auto run = [&](auto tag) -> absl::Status {
     using T = decltype(tag);
-    constexpr auto fn = BinaryFn<Op, Compute<T>>();
+    constexpr auto fn = OpFn<Op, Compute<T>>();
     if constexpr (std::is_null_pointer_v<std::remove_const_t<decltype(fn)>>) {
       return BadDType(op, dtype);
     } else {
@@ -104,7 +104,7 @@ Results Unary(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* al
   DType dtype = in[0].dtype();
   auto run = [&](auto tag) -> absl::Status {
     using T = decltype(tag);
-    constexpr auto fn = UnaryFn<Op, Compute<T>>();
+    constexpr auto fn = OpFn<Op, Compute<T>>();
     if constexpr (std::is_null_pointer_v<std::remove_const_t<decltype(fn)>>) {
       return BadDType(op, dtype);
     } else {

@@ -1,7 +1,8 @@
 // Reference kernels of the math and bit primitives (ir/prims/math.cc), with XLA CPU's semantics.
 // Float functions are evaluated in f64 and rounded once to the result type, so these kernels are
-// the accuracy oracle of the x86 ones; s32 arithmetic wraps; shifts by an amount outside
-// [0, 32) give 0 (or the sign for the arithmetic right shift), as XLA defines them.
+// the accuracy oracle of the x86 ones (f64 itself is evaluated by the C library); integer
+// arithmetic wraps; shifts by an amount outside [0, bits) give 0 (or the sign for the arithmetic
+// right shift), as XLA defines them.
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -21,7 +22,6 @@ using elementwise::Binary;
 using elementwise::Load;
 using elementwise::Results;
 using elementwise::Unary;
-using elementwise::Wrap;
 using ir::Tensor;
 
 // erf^-1(y) in f64: a rational first guess refined by Newton steps on erf (quadratic
@@ -60,9 +60,11 @@ double ErfInv(double y) {
   return x;
 }
 
+// A function evaluated in f64 and rounded once to the operand's type.
 template <double (*fn)(double)>
 struct F64Unary {
-  static float F(float x) { return static_cast<float>(fn(x)); }
+  template <typename C>
+  static C F(C x) { return static_cast<C>(fn(x)); }
 };
 
 double Sin(double x) { return std::sin(x); }
@@ -77,61 +79,88 @@ double AwayFromZero(double x) { return std::round(x); }
 double NearestEven(double x) { return std::nearbyint(x); }
 
 struct SignOp {
-  static float F(float x) {
+  template <typename C>
+  static C F(C x) {
     if (std::isnan(x) || x == 0) return x;  // NaN, +0 and -0 are their own sign
-    return x > 0 ? 1.0f : -1.0f;
+    return x > 0 ? C{1} : C{-1};
   }
-  static int32_t I(int32_t x) { return (x > 0) - (x < 0); }
+  template <typename C>
+  static C I(C x) { return static_cast<C>((x > 0) - (x < 0)); }
 };
 
 struct PowOp {
-  static float F(float x, float y) { return static_cast<float>(std::pow(double{x}, double{y})); }
+  template <typename C>
+  static C F(C x, C y) { return static_cast<C>(std::pow(double{x}, double{y})); }
 };
 struct Atan2Op {
-  static float F(float y, float x) { return static_cast<float>(std::atan2(double{y}, double{x})); }
+  template <typename C>
+  static C F(C y, C x) { return static_cast<C>(std::atan2(double{y}, double{x})); }
 };
 
 struct AndOp {
-  static int32_t I(int32_t a, int32_t b) { return a & b; }
-  static uint8_t P(uint8_t a, uint8_t b) { return a & b; }
+  template <typename C>
+  static C I(C a, C b) { return a & b; }
+  static bool P(bool a, bool b) { return a && b; }
 };
 struct OrOp {
-  static int32_t I(int32_t a, int32_t b) { return a | b; }
-  static uint8_t P(uint8_t a, uint8_t b) { return a | b; }
+  template <typename C>
+  static C I(C a, C b) { return a | b; }
+  static bool P(bool a, bool b) { return a || b; }
 };
 struct XorOp {
-  static int32_t I(int32_t a, int32_t b) { return a ^ b; }
-  static uint8_t P(uint8_t a, uint8_t b) { return a ^ b; }
+  template <typename C>
+  static C I(C a, C b) { return a ^ b; }
+  static bool P(bool a, bool b) { return a != b; }
 };
 struct NotOp {
-  static int32_t I(int32_t x) { return ~x; }
-  static uint8_t P(uint8_t x) { return x ? 0 : 1; }
+  template <typename C>
+  static C I(C x) { return static_cast<C>(~x); }
+  static bool P(bool x) { return !x; }
 };
+
+// Shifts by an amount outside [0, bits) give 0, or the sign for the arithmetic right shift;
+// the amount is the second operand, of the same type.
+template <typename C>
+constexpr uint64_t kBits = sizeof(C) * 8;
+
 struct ShiftLeftOp {
-  static int32_t I(int32_t x, int32_t n) {
-    return static_cast<uint32_t>(n) < 32 ? Wrap(static_cast<uint32_t>(x) << n) : 0;
+  template <typename C>
+  static C I(C x, C n) {
+    using U = WrapType<C>;
+    return static_cast<uint64_t>(n) < kBits<C> ? static_cast<C>(static_cast<U>(x) << n) : C{0};
   }
 };
 struct ShiftRightLogicalOp {
-  static int32_t I(int32_t x, int32_t n) {
-    return static_cast<uint32_t>(n) < 32 ? Wrap(static_cast<uint32_t>(x) >> n) : 0;
+  template <typename C>
+  static C I(C x, C n) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<uint64_t>(n) < kBits<C> ? static_cast<C>(static_cast<U>(x) >> n) : C{0};
   }
 };
+// On unsigned types too, the shifted-in bits are copies of the top bit (XLA reads the bits as
+// signed).
 struct ShiftRightArithmeticOp {
-  static int32_t I(int32_t x, int32_t n) { return x >> (static_cast<uint32_t>(n) < 32 ? n : 31); }
+  template <typename C>
+  static C I(C x, C n) {
+    using S = std::make_signed_t<C>;
+    const uint64_t amount = static_cast<uint64_t>(n) < kBits<C> ? static_cast<uint64_t>(n)
+                                                                 : kBits<C> - 1;
+    return static_cast<C>(static_cast<S>(x) >> amount);
+  }
 };
 struct PopulationCountOp {
-  static int32_t I(int32_t x) { return std::popcount(static_cast<uint32_t>(x)); }
+  template <typename C>
+  static C I(C x) { return static_cast<C>(std::popcount(static_cast<std::make_unsigned_t<C>>(x))); }
 };
 
 Results IsFinite(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(ResultType(op), allocator);
-  uint8_t* o = out.data_as<uint8_t>();
+  bool* o = out.data_as<bool>();
   const int64_t n = out.num_elements();
   Dispatch(in[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* x = in[0].data_as<T>();
-    for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(static_cast<float>(Load(x[i]))) ? 1 : 0;
+    for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(static_cast<double>(Load(x[i])));
   });
   return std::vector<Tensor>{out};
 }
@@ -152,11 +181,11 @@ Results IntegerPow(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocato
   const int64_t n = out.num_elements();
   Dispatch(in[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (!std::is_same_v<T, uint8_t>) {
+    if constexpr (!std::is_same_v<T, bool>) {
       using C = Compute<T>;
       auto mul = [](C a, C b) -> C {
-        if constexpr (std::is_same_v<C, int32_t>) {
-          return Wrap(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
+        if constexpr (kIsInt<C>) {
+          return elementwise::WrapMul(a, b);
         } else {
           return Load(elementwise::Store<T>(a * b));  // rounded to T
         }
@@ -170,8 +199,8 @@ Results IntegerPow(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocato
           if (m & 1) acc = mul(acc, x);
           if (m > 1) x = mul(x, x);
         }
-        if constexpr (std::is_same_v<C, float>) {
-          if (y < 0) acc = 1.0f / acc;
+        if constexpr (std::is_floating_point_v<C>) {
+          if (y < 0) acc = C{1} / acc;
         }
         dst[i] = elementwise::Store<T>(acc);
       }
@@ -180,13 +209,15 @@ Results IntegerPow(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocato
   return std::vector<Tensor>{out};
 }
 
-// The next value of x's type after x towards y: std::nextafter for f32; for bf16 a step of one
-// in the 16-bit pattern (its own ulp), from zero to the smallest subnormal of y's sign.
-ir::bf16 NextafterBf16(ir::bf16 x, ir::bf16 y) {
+// The next value of x's type after x towards y: std::nextafter for f32 and f64; for the 16-bit
+// floats a step of one in the bit pattern (their own ulp), from zero to the smallest subnormal of
+// y's sign.
+template <typename T>
+T Nextafter16(T x, T y) {
   const float fx = static_cast<float>(x), fy = static_cast<float>(y);
-  if (std::isnan(fx) || std::isnan(fy)) return ir::bf16(std::numeric_limits<float>::quiet_NaN());
+  if (std::isnan(fx) || std::isnan(fy)) return T(std::numeric_limits<float>::quiet_NaN());
   if (fx == fy) return y;
-  ir::bf16 out;
+  T out;
   if (fx == 0) {
     out.bits = static_cast<uint16_t>((y.bits & 0x8000u) | 1u);
   } else {
@@ -199,17 +230,21 @@ ir::bf16 NextafterBf16(ir::bf16 x, ir::bf16 y) {
 Results Nextafter(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
   Tensor out = Tensor::Empty(ResultType(op), allocator);
   const int64_t n = out.num_elements();
-  if (in[0].dtype() == ir::DType::kBF16) {
-    const ir::bf16* x = in[0].data_as<ir::bf16>();
-    const ir::bf16* y = in[1].data_as<ir::bf16>();
-    ir::bf16* o = out.data_as<ir::bf16>();
-    for (int64_t i = 0; i < n; ++i) o[i] = NextafterBf16(x[i], y[i]);
-  } else {
-    const float* x = in[0].data_as<float>();
-    const float* y = in[1].data_as<float>();
-    float* o = out.data_as<float>();
-    for (int64_t i = 0; i < n; ++i) o[i] = std::nextafter(x[i], y[i]);
-  }
+  Dispatch(in[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIsFloat<T>) {
+      const T* x = in[0].data_as<T>();
+      const T* y = in[1].data_as<T>();
+      T* o = out.data_as<T>();
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_floating_point_v<T>) {
+          o[i] = std::nextafter(x[i], y[i]);
+        } else {
+          o[i] = Nextafter16(x[i], y[i]);
+        }
+      }
+    }
+  });
   return std::vector<Tensor>{out};
 }
 

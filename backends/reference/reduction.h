@@ -1,5 +1,6 @@
 // The reductions of the reference kernels (reduce_*, cumulative scans): their identities and
-// in-order combine steps. Accumulators C are f32 for floats, int32_t for s32, uint8_t for pred.
+// in-order combine steps. Accumulators C are the compute types (dtype_dispatch.h): f32 for the
+// 16-bit floats, the storage type otherwise (bool for pred).
 #ifndef SHARDJIT_BACKENDS_REFERENCE_REDUCTION_H_
 #define SHARDJIT_BACKENDS_REFERENCE_REDUCTION_H_
 
@@ -7,11 +8,12 @@
 #include <type_traits>
 
 #include "backends/reduce_kind.h"
+#include "backends/reference/dtype_dispatch.h"
 
 namespace shardjit::backends::reference {
 
-// The reductions: sum, max and min as backends/reduce_kind.h defines them; prod (floats in f32,
-// s32 wraps), and/or (bitwise on pred and s32; floats are refused by the shape rule).
+// The reductions: sum, max and min as backends/reduce_kind.h defines them; prod (integers wrap),
+// and/or (bitwise on pred and integers; floats are refused by the shape rule).
 enum class Reduction { kSum, kMax, kMin, kProd, kAnd, kOr };
 
 template <Reduction kR, typename C>
@@ -20,7 +22,10 @@ C Identity() {
   if constexpr (kR == Reduction::kMax) return ReduceIdentity<ReduceKind::kMax, C>();
   if constexpr (kR == Reduction::kMin) return ReduceIdentity<ReduceKind::kMin, C>();
   if constexpr (kR == Reduction::kProd) return C(1);
-  if constexpr (kR == Reduction::kAnd) return std::is_same_v<C, uint8_t> ? C(1) : C(-1);
+  if constexpr (kR == Reduction::kAnd) {
+    if constexpr (kIsInt<C>) return static_cast<C>(~C{0});  // all ones
+    return C(1);
+  }
   return C(0);
 }
 
@@ -32,8 +37,8 @@ C Combine(C acc, C x) {
     return CombineInOrder<ReduceKind::kMax>(acc, x);
   } else if constexpr (kR == Reduction::kMin) {
     return CombineInOrder<ReduceKind::kMin>(acc, x);
-  } else if constexpr (kR == Reduction::kProd && std::is_same_v<C, int32_t>) {
-    return static_cast<int32_t>(static_cast<uint32_t>(acc) * static_cast<uint32_t>(x));
+  } else if constexpr (kR == Reduction::kProd && kIsInt<C>) {
+    return static_cast<C>(static_cast<WrapType<C>>(acc) * static_cast<WrapType<C>>(x));
   } else if constexpr (kR == Reduction::kProd) {
     return static_cast<C>(acc * x);
   } else if constexpr (std::is_floating_point_v<C>) {

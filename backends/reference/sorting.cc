@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/reduce_kind.h"
@@ -47,31 +49,45 @@ struct Lanes {
 
 // An unsigned key whose order is the total order of T's values (floats: -NaN < -inf < ... <
 // -0 < +0 < ... < +inf < +NaN). With `canonical`, -0 maps to +0 and every NaN to +NaN first.
-template <typename T>
-uint32_t OrderKey(T v, bool canonical) {
+// Key is uint64_t for the 8-byte dtypes, uint32_t (or wider) for the others.
+template <typename Key, typename T>
+Key OrderKey(T v, bool canonical) {
+  static_assert(sizeof(Key) >= sizeof(T));
   if constexpr (kIsFloat<T>) {
-    float f = static_cast<float>(v);
+    using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using U = std::conditional_t<std::is_same_v<T, double>, uint64_t, uint32_t>;
+    F f = static_cast<F>(v);  // the 16-bit floats widen exactly
     if (canonical) {
-      if (f == 0.0f) f = 0.0f;
-      if (std::isnan(f)) f = std::numeric_limits<float>::quiet_NaN();
+      if (f == 0) f = 0;
+      if (std::isnan(f)) f = std::numeric_limits<F>::quiet_NaN();
     }
-    const uint32_t bits = std::bit_cast<uint32_t>(f);
-    return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-  } else if constexpr (std::is_same_v<T, int32_t>) {
-    return static_cast<uint32_t>(v) ^ 0x80000000u;
+    const U bits = std::bit_cast<U>(f);
+    constexpr U kSign = U{1} << (8 * sizeof(U) - 1);
+    return (bits & kSign) ? static_cast<U>(~bits) : (bits | kSign);
+  } else if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<U>(static_cast<U>(v) ^ (U{1} << (8 * sizeof(U) - 1)));
   } else {
-    return v;
+    return static_cast<Key>(v);
   }
 }
 
+// Whether a dtype's order keys need 64 bits.
+bool WideKeys(ir::DType dtype) { return ir::DTypeSize(dtype) == 8; }
+
 // The sort keys of lane (o, i) of `t` (lane size n, stride inner).
+template <typename Key>
 void LaneKeys(const Tensor& t, int64_t base, const Lanes& lanes, bool canonical,
-              std::vector<uint32_t>& keys) {
+              std::vector<Key>& keys) {
   keys.resize(lanes.n);
   Dispatch(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* p = t.data_as<T>() + base;
-    for (int64_t j = 0; j < lanes.n; ++j) keys[j] = OrderKey<T>(p[j * lanes.inner], canonical);
+    if constexpr (sizeof(T) <= sizeof(Key)) {
+      const T* p = t.data_as<T>() + base;
+      for (int64_t j = 0; j < lanes.n; ++j) {
+        keys[j] = OrderKey<Key, T>(p[j * lanes.inner], canonical);
+      }
+    }
   });
 }
 
@@ -87,38 +103,49 @@ void GatherLane(const Tensor& in, int64_t src_base, Tensor& out, int64_t dst_bas
   }
 }
 
-// The order of one key lane, stably. Short lanes pack (key, index) into 64 bits so that one
-// std::sort of integers orders by key, then by index; long ones use a least-significant-digit
-// radix sort of (key, index) pairs, byte by byte, skipping bytes every key shares.
+// The order of one key lane, stably. Short lanes of 32-bit keys pack (key, index) into 64 bits
+// so that one std::sort of integers orders by key, then by index (64-bit keys use a stable sort
+// of the indices); long ones use a least-significant-digit radix sort of (key, index) pairs,
+// byte by byte, skipping bytes every key shares.
+template <typename Key>
 struct OrderScratch {
   std::vector<uint64_t> packed;
-  std::vector<uint32_t> keys, other_keys, other_perm;
+  std::vector<Key> keys, other_keys;
+  std::vector<uint32_t> other_perm;
 };
 
-void StableOrder(const std::vector<uint32_t>& keys, OrderScratch& scratch,
+template <typename Key>
+void StableOrder(const std::vector<Key>& keys, OrderScratch<Key>& scratch,
                  std::vector<uint32_t>& perm) {
   const int64_t n = static_cast<int64_t>(keys.size());
   perm.resize(n);
   if (n < 2048) {
-    std::vector<uint64_t>& packed = scratch.packed;
-    packed.resize(n);
-    for (int64_t j = 0; j < n; ++j) {
-      packed[j] = (uint64_t{keys[j]} << 32) | static_cast<uint32_t>(j);
+    if constexpr (sizeof(Key) == 4) {
+      std::vector<uint64_t>& packed = scratch.packed;
+      packed.resize(n);
+      for (int64_t j = 0; j < n; ++j) {
+        packed[j] = (uint64_t{keys[j]} << 32) | static_cast<uint32_t>(j);
+      }
+      std::sort(packed.begin(), packed.end());
+      for (int64_t j = 0; j < n; ++j) perm[j] = static_cast<uint32_t>(packed[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j) perm[j] = static_cast<uint32_t>(j);
+      std::stable_sort(perm.begin(), perm.end(),
+                       [&](uint32_t x, uint32_t y) { return keys[x] < keys[y]; });
     }
-    std::sort(packed.begin(), packed.end());
-    for (int64_t j = 0; j < n; ++j) perm[j] = static_cast<uint32_t>(packed[j]);
     return;
   }
-  int64_t counts[4][256] = {};
-  for (uint32_t k : keys) {
-    for (int b = 0; b < 4; ++b) ++counts[b][(k >> (8 * b)) & 0xff];
+  constexpr int kBytes = sizeof(Key);
+  int64_t counts[kBytes][256] = {};
+  for (Key k : keys) {
+    for (int b = 0; b < kBytes; ++b) ++counts[b][(k >> (8 * b)) & 0xff];
   }
-  std::vector<uint32_t>& key_in = scratch.keys;
+  std::vector<Key>& key_in = scratch.keys;
   key_in = keys;
   for (int64_t j = 0; j < n; ++j) perm[j] = static_cast<uint32_t>(j);
   scratch.other_keys.resize(n);
   scratch.other_perm.resize(n);
-  for (int b = 0; b < 4; ++b) {
+  for (int b = 0; b < kBytes; ++b) {
     int64_t* count = counts[b];
     if (count[(key_in[0] >> (8 * b)) & 0xff] == n) continue;  // every key has this byte
     int64_t offset[256];
@@ -136,21 +163,12 @@ void StableOrder(const std::vector<uint32_t>& keys, OrderScratch& scratch,
   }
 }
 
-// sort: a stable sort (which also serves is_stable=false) by the first num_keys operands.
-Results Sort(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
-  const ir::SortAttrs& a = op.sort();
-  const Lanes lanes(in[0].dims(), a.dimension());
-  if (lanes.n > int64_t{0xffffffff}) {
-    return absl::UnimplementedError("sort: a dimension of more than 2^32 elements");
-  }
-  std::vector<Tensor> out;
-  for (int i = 0; i < op.result_types_size(); ++i) {
-    out.push_back(Tensor::Empty(ResultType(op, i), allocator));
-  }
-  if (in[0].num_elements() == 0) return out;
-  const int num_keys = static_cast<int>(a.num_keys());
-  std::vector<std::vector<uint32_t>> keys(num_keys);
-  OrderScratch scratch;
+// Sorts every lane of `in` by its first num_keys operands into `out`, with Key-sized order keys.
+template <typename Key>
+void SortLanes(const std::vector<Tensor>& in, int num_keys, const Lanes& lanes,
+               std::vector<Tensor>& out) {
+  std::vector<std::vector<Key>> keys(num_keys);
+  OrderScratch<Key> scratch;
   std::vector<uint32_t> perm;
   lanes.ForEach([&](int64_t o, int64_t i) {
     const int64_t base = lanes.Base(o, i, lanes.n);
@@ -171,7 +189,64 @@ Results Sort(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* all
       GatherLane(in[t], base, out[t], base, perm, lanes.n, lanes.inner);
     }
   });
+}
+
+// sort: a stable sort (which also serves is_stable=false) by the first num_keys operands.
+Results Sort(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allocator) {
+  const ir::SortAttrs& a = op.sort();
+  const Lanes lanes(in[0].dims(), a.dimension());
+  if (lanes.n > int64_t{0xffffffff}) {
+    return absl::UnimplementedError("sort: a dimension of more than 2^32 elements");
+  }
+  std::vector<Tensor> out;
+  for (int i = 0; i < op.result_types_size(); ++i) {
+    out.push_back(Tensor::Empty(ResultType(op, i), allocator));
+  }
+  if (in[0].num_elements() == 0) return out;
+  const int num_keys = static_cast<int>(a.num_keys());
+  bool wide = false;
+  for (int k = 0; k < num_keys; ++k) wide = wide || WideKeys(in[k].dtype());
+  if (wide) {
+    SortLanes<uint64_t>(in, num_keys, lanes, out);
+  } else {
+    SortLanes<uint32_t>(in, num_keys, lanes, out);
+  }
   return out;
+}
+
+// The k first of each lane of x by descending total order, lower index first among equals: 32-bit
+// keys packed with their index into one integer, 64-bit ones as (key, index) pairs.
+template <typename Key>
+void TopKLanes(const Tensor& x, int64_t k, const Lanes& lanes, Tensor& values, Tensor& indices) {
+  using Packed = std::conditional_t<sizeof(Key) == 4, uint64_t, std::pair<Key, uint32_t>>;
+  std::vector<Key> keys;
+  std::vector<uint32_t> perm(k);
+  std::vector<Packed> packed;
+  int32_t* index_out = indices.data_as<int32_t>();
+  lanes.ForEach([&](int64_t o, int64_t i) {
+    const int64_t base = lanes.Base(o, i, lanes.n);
+    LaneKeys(x, base, lanes, false, keys);
+    packed.resize(lanes.n);
+    for (int64_t j = 0; j < lanes.n; ++j) {
+      const Key descending = static_cast<Key>(~keys[j]);
+      if constexpr (sizeof(Key) == 4) {
+        packed[j] = (uint64_t{descending} << 32) | static_cast<uint32_t>(j);
+      } else {
+        packed[j] = {descending, static_cast<uint32_t>(j)};
+      }
+    }
+    std::partial_sort(packed.begin(), packed.begin() + k, packed.end());
+    const int64_t out_base = lanes.Base(o, i, k);
+    for (int64_t j = 0; j < k; ++j) {
+      if constexpr (sizeof(Key) == 4) {
+        perm[j] = static_cast<uint32_t>(packed[j]);
+      } else {
+        perm[j] = packed[j].second;
+      }
+      index_out[out_base + j * lanes.inner] = static_cast<int32_t>(perm[j]);
+    }
+    GatherLane(x, base, values, out_base, perm, k, lanes.inner);
+  });
 }
 
 // top_k: the k first of each lane by descending total order, lower index first among equals.
@@ -183,24 +258,11 @@ Results TopK(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* all
   Tensor values = Tensor::Empty(ResultType(op, 0), allocator);
   Tensor indices = Tensor::Empty(ResultType(op, 1), allocator);
   if (values.num_elements() == 0) return std::vector<Tensor>{values, indices};
-  std::vector<uint32_t> keys, perm(k);
-  std::vector<uint64_t> packed;
-  int32_t* index_out = indices.data_as<int32_t>();
-  lanes.ForEach([&](int64_t o, int64_t i) {
-    const int64_t base = lanes.Base(o, i, lanes.n);
-    LaneKeys(x, base, lanes, false, keys);
-    packed.resize(lanes.n);
-    for (int64_t j = 0; j < lanes.n; ++j) {
-      packed[j] = (uint64_t{~keys[j]} << 32) | static_cast<uint32_t>(j);
-    }
-    std::partial_sort(packed.begin(), packed.begin() + k, packed.end());
-    const int64_t out_base = lanes.Base(o, i, k);
-    for (int64_t j = 0; j < k; ++j) {
-      perm[j] = static_cast<uint32_t>(packed[j]);
-      index_out[out_base + j * lanes.inner] = static_cast<int32_t>(perm[j]);
-    }
-    GatherLane(x, base, values, out_base, perm, k, lanes.inner);
-  });
+  if (WideKeys(x.dtype())) {
+    TopKLanes<uint64_t>(x, k, lanes, values, indices);
+  } else {
+    TopKLanes<uint32_t>(x, k, lanes, values, indices);
+  }
   return std::vector<Tensor>{values, indices};
 }
 

@@ -66,8 +66,10 @@ void CopyLoops(void* dst, const void* src, const StridedLoops& loops, int64_t el
       CopyRow<uint8_t>(d, ds, s, ss, inner);
     } else if (elem == 2) {
       CopyRow<uint16_t>(d, ds, s, ss, inner);
-    } else {
+    } else if (elem == 4) {
       CopyRow<uint32_t>(d, ds, s, ss, inner);
+    } else {
+      CopyRow<uint64_t>(d, ds, s, ss, inner);
     }
   });
 }

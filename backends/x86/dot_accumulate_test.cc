@@ -93,6 +93,8 @@ TEST_P(DotAccumulateTest, AddsTheProductIntoTheBox) {
   base::ThreadPool pool(1);
   for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16}) {
     for (ir::DType acc : {ir::DType::kF32, ir::DType::kBF16}) {
+      // f32 -> bf16 is narrower than the operands: refused by the shape rule, as in jax.lax.
+      if (in == ir::DType::kF32 && acc == ir::DType::kBF16) continue;
       for (const Case& c : Cases()) {
         const ir::ShapedType acc_type{acc, c.acc};
         SCOPED_TRACE(::testing::Message() << ir::DTypeName(in) << "->" << ir::DTypeName(acc)

@@ -74,6 +74,8 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
   base::ThreadPool pool(1);
   for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16}) {
     for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16}) {
+      // f32 -> bf16 is narrower than the operands: refused by the shape rule, as in jax.lax.
+      if (in == ir::DType::kF32 && out == ir::DType::kBF16) continue;
       for (const DotCase& c : cases) {
         ir::Op op = DotOp(c, in, out);
         std::vector<ir::Tensor> operands = {Random(in, c.lhs, 1), Random(in, c.rhs, 2)};

@@ -69,8 +69,12 @@ std::optional<EwOp> OpOf(ir::Prim prim) {
 
 bool IsFloat(DType d) { return d == DType::kF32 || d == DType::kBF16; }
 
+// The dtypes the generators load, compute and store.
+bool Emitted(DType d) { return IsFloat(d) || d == DType::kS32 || d == DType::kPred; }
+
 // Whether the generators emit `op` on operands of `dtype` (select: of its value operands).
 bool Supports(EwOp op, DType dtype) {
+  if (!Emitted(dtype)) return false;
   switch (op) {
     case EwOp::kAdd:
     case EwOp::kSub:
@@ -160,6 +164,10 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
     }
     const DType operand = plan.dtype(step.op == EwOp::kSelect ? step.b : step.a);
     if (step.op == EwOp::kConvert && operand == step.dtype) step.op = EwOp::kCopy;
+    if (!Emitted(step.dtype)) {
+      return Declined(fmt::format("{} to {} is not supported", op.opcode(),
+                                  ir::DTypeName(step.dtype)));
+    }
     if (!Supports(step.op, operand)) {
       return Declined(
           fmt::format("{} on {} is not supported", op.opcode(), ir::DTypeName(operand)));

@@ -40,13 +40,14 @@ absl::StatusOr<Types> Iota(const ShapeContext&, const Types& operands, const Op&
     return RuleError(op, operands, "dimension {} is out of range for shape {}", a.dimension(),
                      out.ToString());
   }
-  // The values are 0 .. size - 1 along `dimension` (finite in f32 and bf16 at any size the
-  // type limits allow; s32 holds them only up to size 2^31).
+  // The values are 0 .. size - 1 along `dimension` (finite in the floats at any size the type
+  // limits allow; an integer type holds them only up to its maximum).
   const int64_t size = out.dims[a.dimension()];
-  if (out.dtype == DType::kS32 && size > 0 && !FitsS32(size - 1)) {
+  const auto range = IntegerRange(out.dtype);
+  if (range && size > 0 && static_cast<double>(size - 1) > range->second) {
     return RuleError(op, operands,
-                     "shape[{}]={} (dimension={}) makes values up to {}, which do not fit s32",
-                     a.dimension(), size, a.dimension(), size - 1);
+                     "shape[{}]={} (dimension={}) makes values up to {}, which do not fit {}",
+                     a.dimension(), size, a.dimension(), size - 1, DTypeName(out.dtype));
   }
   return Types{out};
 }
@@ -110,6 +111,25 @@ absl::StatusOr<Types> DotGeneral(const ShapeContext&, const Types& operands, con
                         ? lhs.dtype
                         : FromProto(a.preferred_element_type());
   if (out_dtype == DType::kPred) return RuleError(op, operands, "bad preferred_element_type");
+  // jax.lax's combinations: (integral, integral) of the same signedness or unsigned to signed,
+  // (integral, floating), (floating, floating); never narrower than the operands.
+  if (IsFloating(lhs.dtype) && !IsFloating(out_dtype)) {
+    return RuleError(op, operands,
+                     "preferred_element_type={} is incompatible with the operands' {} (the "
+                     "combinations are integral->integral, integral->floating and "
+                     "floating->floating)",
+                     DTypeName(out_dtype), DTypeName(lhs.dtype));
+  }
+  if (IsSignedInteger(lhs.dtype) && IsUnsignedInteger(out_dtype)) {
+    return RuleError(op, operands,
+                     "preferred_element_type={} must have the same signedness as the operands' {}",
+                     DTypeName(out_dtype), DTypeName(lhs.dtype));
+  }
+  if (DTypeSize(out_dtype) < DTypeSize(lhs.dtype)) {
+    return RuleError(op, operands,
+                     "preferred_element_type={} must not be narrower than the operands' {}",
+                     DTypeName(out_dtype), DTypeName(lhs.dtype));
+  }
   ShapedType out{out_dtype, {}};
   for (int64_t d : lb) out.dims.push_back(lhs.dims[d]);
   for (int64_t i = 0; i < lhs.rank(); ++i) {

@@ -16,7 +16,7 @@ absl::StatusOr<DType> CheckCommon(const Types& operands, const Op& op) {
     return RuleError(op, operands, "lhs and rhs dtypes differ ({} vs {})", DTypeName(lhs.dtype),
                      DTypeName(rhs.dtype));
   }
-  if (!IsFloating(lhs.dtype)) {
+  if (lhs.dtype != DType::kF32 && lhs.dtype != DType::kBF16) {
     return RuleError(op, operands, "lhs and rhs must be f32 or bf16, got {}",
                      DTypeName(lhs.dtype));
   }
@@ -33,7 +33,7 @@ absl::StatusOr<DType> CheckCommon(const Types& operands, const Op& op) {
   RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "preferred_element_type", preferred,
                                  /*unset_ok=*/true));
   const DType out = preferred == DTYPE_INVALID ? lhs.dtype : FromProto(preferred);
-  if (!IsFloating(out)) {
+  if (out != DType::kF32 && out != DType::kBF16) {
     return RuleError(op, operands, "preferred_element_type must be f32 or bf16, got {}",
                      DTypeName(out));
   }

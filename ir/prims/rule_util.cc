@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "ir/collective_groups.h"
+#include "ir/dtype_dispatch.h"
 
 namespace shardjit::ir::prims {
 
@@ -15,13 +16,13 @@ namespace {
 bool DTypeAccepted(DType d, ElementwiseDTypes dtypes) {
   switch (dtypes) {
     case ElementwiseDTypes::kNumeric:
-      return IsFloating(d) || d == DType::kS32;
+      return IsFloating(d) || IsInteger(d);
     case ElementwiseDTypes::kFloating:
       return IsFloating(d);
     case ElementwiseDTypes::kInteger:
-      return d == DType::kS32;
+      return IsInteger(d);
     case ElementwiseDTypes::kIntegerOrPred:
-      return d == DType::kS32 || d == DType::kPred;
+      return IsInteger(d) || d == DType::kPred;
   }
   return false;
 }
@@ -95,7 +96,7 @@ absl::Status CheckDTypeAttr(const Op& op, const Types& operands, std::string_vie
     return unset_ok ? absl::OkStatus() : RuleError(op, operands, "{} is not set", attr);
   }
   if (!DTypeProto_IsValid(dtype)) {
-    return RuleError(op, operands, "{}={} is not a known dtype (f32, bf16, s32 or pred)", attr,
+    return RuleError(op, operands, "{}={} is not a known dtype (one of f32, bf16, f16, f64, s8, s16, s32, s64, u8, u16, u32, u64, pred)", attr,
                      static_cast<int>(dtype));
   }
   return absl::OkStatus();
@@ -105,43 +106,53 @@ bool FitsS32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
 }
 
+std::optional<std::pair<double, double>> IntegerRange(DType dtype) {
+  if (!IsInteger(dtype)) return std::nullopt;
+  const int bits = static_cast<int>(DTypeSize(dtype) * 8);
+  if (IsUnsignedInteger(dtype)) return std::pair{0.0, std::ldexp(1.0, bits) - 1};
+  return std::pair{-std::ldexp(1.0, bits - 1), std::ldexp(1.0, bits - 1) - 1};
+}
+
 absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_view attr,
                               double value, DType dtype) {
-  bool fits = true;
-  switch (dtype) {
-    case DType::kS32: {
-      // What Tensor::SetDouble's static_cast keeps defined (nan fails both comparisons).
-      const double t = std::trunc(value);
-      fits = t >= -2147483648.0 && t <= 2147483647.0;
-      break;
-    }
-    case DType::kF32:
-    case DType::kBF16: {
-      if (!std::isfinite(value)) break;  // inf and nan are values of both
-      // Past 2^128 every double rounds to inf in f32; below it the cast is exact IEEE rounding.
-      if (std::fabs(value) >= 0x1p128) {
-        fits = false;
-        break;
+  if (auto range = IntegerRange(dtype)) {
+    // What Tensor::SetDouble's static_cast keeps defined (nan fails both comparisons); the upper
+    // bound of the 64-bit types is 2^64 or 2^63 as a double, so compare below it.
+    const double t = std::trunc(value);
+    const double above = range->second + 1;
+    if (t >= range->first && t < above) return absl::OkStatus();
+    return VisitDType(dtype, [&](auto tag) -> absl::Status {
+      using I = decltype(tag);
+      if constexpr (std::is_integral_v<I>) {
+        return RuleError(op, operands, "{}={} does not fit {} (range [{}, {}])", attr, value,
+                         DTypeName(dtype), +std::numeric_limits<I>::min(),
+                         +std::numeric_limits<I>::max());
+      } else {
+        return absl::InternalError("not an integer dtype");
       }
-      float f = static_cast<float>(value);
-      if (dtype == DType::kBF16) f = static_cast<float>(bf16(f));
+    });
+  }
+  if (!IsFloating(dtype) || dtype == DType::kF64 || !std::isfinite(value)) {
+    return absl::OkStatus();  // inf and nan are values of every float type
+  }
+  double largest = std::numeric_limits<float>::max();
+  bool fits = std::fabs(value) < 0x1p128;  // past 2^128 every double rounds to inf in f32
+  if (fits) {
+    const float f = static_cast<float>(value);
+    if (dtype == DType::kBF16) {
+      largest = bf16::ToFloat(0x7f7f);
+      fits = std::isfinite(static_cast<float>(bf16(f)));
+    } else if (dtype == DType::kF16) {
+      largest = f16::ToFloat(0x7bff);
+      fits = std::isfinite(static_cast<float>(f16(value)));
+    } else {
       fits = std::isfinite(f);
-      break;
     }
-    case DType::kPred:
-    case DType::kInvalid:
-      break;
   }
   if (fits) return absl::OkStatus();
-  if (dtype == DType::kS32) {
-    return RuleError(op, operands, "{}={} does not fit s32 (range [-2147483648, 2147483647])",
-                     attr, value);
-  }
   return RuleError(op, operands, "{}={} does not fit {} (it rounds to inf; the largest finite "
                    "{} is {})",
-                   attr, value, DTypeName(dtype), DTypeName(dtype),
-                   dtype == DType::kF32 ? static_cast<double>(std::numeric_limits<float>::max())
-                                        : static_cast<double>(bf16::ToFloat(0x7f7f)));
+                   attr, value, DTypeName(dtype), DTypeName(dtype), largest);
 }
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& f) {

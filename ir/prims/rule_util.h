@@ -3,6 +3,7 @@
 #define SHARDJIT_IR_PRIMS_RULE_UTIL_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,10 @@ absl::Status CheckDTypeAttr(const Op& op, const Types& operands, std::string_vie
 
 // Whether the s32 value range holds `v` (an attribute that becomes an s32 value).
 bool FitsS32(int64_t v);
+
+// The smallest and largest value of an integer dtype as doubles (the 64-bit ends rounded), or
+// nullopt for the other dtypes.
+std::optional<std::pair<double, double>> IntegerRange(DType dtype);
 
 // Checks that literal `value` (attribute `attr`, e.g. "value[3]") becomes a value of `dtype`
 // without leaving its range: for s32, after truncation toward zero, in [-2^31, 2^31) (not nan or
