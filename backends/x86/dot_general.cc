@@ -1,5 +1,7 @@
 #include "backends/x86/dot_general.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -179,6 +181,69 @@ absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const 
   return absl::OkStatus();
 }
 
+// f16 <-> f32 over n elements: F16C eight at a time where the CPU has it.
+__attribute__((target("avx,f16c"))) void F16ToF32F16c(const uint16_t* src, float* dst,
+                                                      int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) dst[i] = ir::f16::ToFloat(src[i]);
+}
+
+__attribute__((target("avx,f16c"))) void F32ToF16F16c(const float* src, uint16_t* dst,
+                                                      int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  for (; i < n; ++i) dst[i] = ir::f16(src[i]).bits;
+}
+
+bool HasF16c() {
+  static const bool has = __builtin_cpu_supports("f16c");
+  return has;
+}
+
+// An f16 tensor widened to f32 (exact).
+ir::Tensor WidenF16(const ir::Tensor& t, ir::Allocator* allocator) {
+  ir::Tensor wide = ir::Tensor::Empty({ir::DType::kF32, t.dims()}, allocator);
+  const uint16_t* src = static_cast<const uint16_t*>(t.data());
+  float* dst = wide.data_as<float>();
+  const int64_t n = t.num_elements();
+  if (HasF16c()) {
+    F16ToF32F16c(src, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = ir::f16::ToFloat(src[i]);
+  }
+  return wide;
+}
+
+// f16 x f16 -> f16 or f32: the operands widened into the f32 GEMM, an f16 result rounded once
+// from its f32 sum (as XLA:CPU computes f16 dots).
+absl::StatusOr<ir::Tensor> F16Dot(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs,
+                                  const ir::Tensor& rhs, const ir::ShapedType& out_type,
+                                  ir::Allocator* allocator) {
+  const ir::ShapedType f32_type{ir::DType::kF32, out_type.dims};
+  ir::Tensor sum = ir::Tensor::Empty(f32_type, allocator);
+  RETURN_IF_ERROR(DotInto(a, WidenF16(lhs, allocator), WidenF16(rhs, allocator), f32_type,
+                          sum.data(), ir::RowMajorStrides(f32_type.dims), /*accumulate=*/false,
+                          allocator));
+  if (out_type.dtype == ir::DType::kF32) return sum;
+  ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
+  const float* src = sum.data_as<float>();
+  uint16_t* dst = static_cast<uint16_t*>(out.data());
+  const int64_t n = out.num_elements();
+  if (HasF16c()) {
+    F32ToF16F16c(src, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = ir::f16(src[i]).bits;
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
@@ -186,6 +251,12 @@ absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
                                                    ir::Allocator* allocator) {
   RETURN_IF_ERROR(reference::CheckOperandTypes(op, operands));
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
+  if (operands[0].dtype() == ir::DType::kF16 &&
+      (out_type.dtype == ir::DType::kF16 || out_type.dtype == ir::DType::kF32)) {
+    ASSIGN_OR_RETURN(ir::Tensor out, F16Dot(op.dot_general(), operands[0], operands[1],
+                                            out_type, allocator));
+    return std::vector<ir::Tensor>{std::move(out)};
+  }
   ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
   RETURN_IF_ERROR(DotInto(op.dot_general(), operands[0], operands[1], out_type, out.data(),
                           ir::RowMajorStrides(out_type.dims), /*accumulate=*/false, allocator));

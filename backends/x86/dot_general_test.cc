@@ -72,10 +72,11 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
       {{5, 3}, {5, 3}, {0, 1}, {0, 1}, {}, {}},               // no free dims at all
   };
   base::ThreadPool pool(1);
-  for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16}) {
-    for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16}) {
-      // f32 -> bf16 is narrower than the operands: refused by the shape rule, as in jax.lax.
-      if (in == ir::DType::kF32 && out == ir::DType::kBF16) continue;
+  for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16, ir::DType::kF16}) {
+    for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16, ir::DType::kF16}) {
+      // Narrower than the operands (refused by the shape rule, as in jax.lax), or f16 with bf16.
+      if (ir::DTypeSize(out) < ir::DTypeSize(in)) continue;
+      if ((in == ir::DType::kF16) != (out == ir::DType::kF16) && out != ir::DType::kF32) continue;
       for (const DotCase& c : cases) {
         ir::Op op = DotOp(c, in, out);
         std::vector<ir::Tensor> operands = {Random(in, c.lhs, 1), Random(in, c.rhs, 2)};
@@ -92,7 +93,9 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
         int64_t k = 1;
         for (int64_t d : c.lc) k *= c.lhs[d];
         // Both sum in f32 (in different orders); bf16 results may then round differently.
-        double tol = out == ir::DType::kBF16 ? 1.0 / 64 : 1e-5 * std::sqrt(double(k));
+        double tol = out == ir::DType::kBF16  ? 1.0 / 64
+                     : out == ir::DType::kF16 ? 1.0 / 512
+                                              : 1e-5 * std::sqrt(double(k));
         for (int64_t i = 0; i < g.num_elements(); ++i) {
           ASSERT_NEAR(g.GetDouble(i), w.GetDouble(i), tol * (1 + std::abs(w.GetDouble(i))))
               << "element " << i;
