@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/strided_copy.h"
+#include "backends/x86/cpu_features.h"
 #include "backends/x86/gemm.h"
 #include "base/status_macros.h"
 #include "base/thread_pool.h"
@@ -181,7 +182,7 @@ absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const 
   return absl::OkStatus();
 }
 
-// f16 <-> f32 over n elements: F16C eight at a time where the CPU has it.
+// f16 <-> f32 over n elements, F16C eight at a time.
 __attribute__((target("avx,f16c"))) void F16ToF32F16c(const uint16_t* src, float* dst,
                                                       int64_t n) {
   int64_t i = 0;
@@ -202,22 +203,22 @@ __attribute__((target("avx,f16c"))) void F32ToF16F16c(const float* src, uint16_t
   for (; i < n; ++i) dst[i] = ir::f16(src[i]).bits;
 }
 
-bool HasF16c() {
-  static const bool has = __builtin_cpu_supports("f16c");
-  return has;
+// F16C at the AVX2 level and above (every AVX2 CPU has it), so the ISA cap governs it as it
+// does the GEMM; plain C++ below.
+void F16ToF32(const uint16_t* src, float* dst, int64_t n) {
+  if (ActiveIsa() >= IsaLevel::kAvx2) return F16ToF32F16c(src, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = ir::f16::ToFloat(src[i]);
+}
+
+void F32ToF16(const float* src, uint16_t* dst, int64_t n) {
+  if (ActiveIsa() >= IsaLevel::kAvx2) return F32ToF16F16c(src, dst, n);
+  for (int64_t i = 0; i < n; ++i) dst[i] = ir::f16(src[i]).bits;
 }
 
 // An f16 tensor widened to f32 (exact).
 ir::Tensor WidenF16(const ir::Tensor& t, ir::Allocator* allocator) {
   ir::Tensor wide = ir::Tensor::Empty({ir::DType::kF32, t.dims()}, allocator);
-  const uint16_t* src = static_cast<const uint16_t*>(t.data());
-  float* dst = wide.data_as<float>();
-  const int64_t n = t.num_elements();
-  if (HasF16c()) {
-    F16ToF32F16c(src, dst, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = ir::f16::ToFloat(src[i]);
-  }
+  F16ToF32(static_cast<const uint16_t*>(t.data()), wide.data_as<float>(), t.num_elements());
   return wide;
 }
 
@@ -233,14 +234,7 @@ absl::StatusOr<ir::Tensor> F16Dot(const ir::DotGeneralAttrs& a, const ir::Tensor
                           allocator));
   if (out_type.dtype == ir::DType::kF32) return sum;
   ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
-  const float* src = sum.data_as<float>();
-  uint16_t* dst = static_cast<uint16_t*>(out.data());
-  const int64_t n = out.num_elements();
-  if (HasF16c()) {
-    F32ToF16F16c(src, dst, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = ir::f16(src[i]).bits;
-  }
+  F32ToF16(sum.data_as<float>(), static_cast<uint16_t*>(out.data()), out.num_elements());
   return out;
 }
 
