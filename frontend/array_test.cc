@@ -293,7 +293,7 @@ TEST(RandomTest, NormalIsDeterministicAndStandard) {
     EXPECT_LT(v, 3);
   }
   EXPECT_THAT(std::string(random::normal(random::key(1), {2}, DType::kS32).status().message()),
-              HasSubstr("random::normal: dtype must be f32 or bf16"));
+              HasSubstr("random::normal: dtype must be floating (f16, bf16, f32, f64), got s32"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // wider-precision oracles.
 #include "frontend/dtypes.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
@@ -200,6 +201,34 @@ TEST_P(DTypesTest, Int8DotAccumulatesInInt32) {
       EXPECT_EQ(got[i * 4 + j], want) << i << "," << j;
     }
   }
+}
+
+TEST_P(DTypesTest, GatherFillsOutOfBoundsRowsWithJaxsDefaults) {
+  // jnp.take of rows 1 and 7 of a [4] vector: row 7 is out of bounds, filled with JAX's default
+  // (the smallest signed, the largest unsigned integer, NaN).
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  Array ids = *device_put(HostTensor(DType::kS32, {2}, {1, 7}), NamedSharding(mesh, P()));
+  auto take = jit([](Tracer a, Tracer i) { return jnp::take(a, i, 0); }, {.backend = GetParam()});
+  for (const auto& [dtype, fill] : std::vector<std::pair<DType, double>>{
+           {DType::kS8, -128}, {DType::kU8, 255}, {DType::kU32, 4294967295.0},
+           {DType::kS64, -0x1p63}, {DType::kF16, NAN}}) {
+    Array a = *device_put(HostTensor(dtype, {4}, {5, 6, 7, 8}), NamedSharding(mesh, P()));
+    absl::StatusOr<Array> out = take(a, ids);
+    ASSERT_TRUE(out.ok()) << ir::DTypeName(dtype) << ": " << out.status();
+    absl::StatusOr<Tensor> t = out->to_host();
+    EXPECT_EQ(t->GetDouble(0), 6) << ir::DTypeName(dtype);
+    if (std::isnan(fill)) {
+      EXPECT_TRUE(std::isnan(t->GetDouble(1))) << ir::DTypeName(dtype);
+    } else {
+      EXPECT_EQ(t->GetDouble(1), fill) << ir::DTypeName(dtype);
+    }
+  }
+  Array a = *device_put(HostTensor(DType::kU64, {4}, {5, 6, 7, 8}), NamedSharding(mesh, P()));
+  absl::StatusOr<Array> out = take(a, ids);
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("gather: a u64[4] operand needs an explicit fill_value"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DTypesTest,

@@ -17,16 +17,14 @@ ir::GatherScatterMode ToProto(lax::GatherScatterMode mode) {
   return static_cast<ir::GatherScatterMode>(static_cast<int>(mode));
 }
 
-// JAX's fill value for out-of-bounds gathers: NaN, the smallest s32, true.
-double DefaultFill(DType dtype) {
-  switch (dtype) {
-    case DType::kS32:
-      return std::numeric_limits<int32_t>::min();
-    case DType::kPred:
-      return 1;
-    default:
-      return std::nan("");
-  }
+// JAX's fill value for out-of-bounds gathers: NaN for floats, the smallest signed and the largest
+// unsigned integer, true for pred; none for u64 (2^64 - 1 has no exact f64 literal).
+std::optional<double> DefaultFill(DType dtype) {
+  if (dtype == DType::kPred) return 1;
+  if (dtype == DType::kU64) return std::nullopt;
+  if (ir::IsUnsignedInteger(dtype)) return std::ldexp(1.0, 8 * ir::DTypeSize(dtype)) - 1;
+  if (ir::IsSignedInteger(dtype)) return -std::ldexp(1.0, 8 * ir::DTypeSize(dtype) - 1);
+  return std::nan("");
 }
 
 template <typename R>
@@ -106,7 +104,16 @@ Tracer gather(Tracer operand, Tracer start_indices, GatherDimensionNumbers d,
   SetAll(a->mutable_start_indices_batching_dims(), d.start_indices_batching_dims);
   SetAll(a->mutable_slice_sizes(), slice_sizes);
   a->set_mode(ToProto(mode));
-  a->set_fill_value(fill_value.value_or(DefaultFill(operand.dtype())));
+  if (!fill_value) fill_value = DefaultFill(operand.dtype());
+  if (!fill_value && mode == GatherScatterMode::kFillOrDrop) {
+    t->RecordError(absl::InvalidArgumentError(fmt::format(
+                       "gather: a {} operand needs an explicit fill_value in kFillOrDrop mode "
+                       "(JAX's default, 2^64 - 1, has no exact f64 literal)",
+                       operand.type().ToString())),
+                   loc);
+    return Tracer();
+  }
+  a->set_fill_value(fill_value.value_or(0));
   return t->Emit1(std::move(op), {operand, start_indices}, loc);
 }
 

@@ -38,7 +38,7 @@ struct ScatterDimensionNumbers {
 };
 
 // jax.lax.gather. fill_value (kFillOrDrop) defaults, as in JAX, to NaN for floats, the smallest
-// s32 and true for pred.
+// signed and the largest unsigned integer, and true for pred; u64 operands need an explicit one.
 Tracer gather(Tracer operand, Tracer start_indices, GatherDimensionNumbers dimension_numbers,
               std::vector<int64_t> slice_sizes,
               GatherScatterMode mode = GatherScatterMode::kFillOrDrop,

@@ -28,7 +28,8 @@ absl::Status CheckShape(const char* what, const std::vector<int64_t>& shape, DTy
   }
   if (!ir::IsFloating(dtype)) {
     return absl::InvalidArgumentError(
-        fmt::format("{}: dtype must be f32 or bf16, got {}", what, ir::DTypeName(dtype)));
+        fmt::format("{}: dtype must be floating (f16, bf16, f32, f64), got {}", what,
+                    ir::DTypeName(dtype)));
   }
   return absl::OkStatus();
 }
