@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "ir/dtype_dispatch.h"
 
 namespace shardjit::backends {
 
@@ -52,8 +53,7 @@ template <ReduceKind kKind, typename C>
 C CombineInOrder(C acc, C x) {
   if constexpr (kKind == ReduceKind::kSum) {
     if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
-      using U = std::conditional_t<(sizeof(C) < 4), uint32_t, std::make_unsigned_t<C>>;
-      return static_cast<C>(static_cast<U>(acc) + static_cast<U>(x));
+      return static_cast<C>(static_cast<ir::WrapType<C>>(acc) + static_cast<ir::WrapType<C>>(x));
     } else {
       return static_cast<C>(acc + x);
     }

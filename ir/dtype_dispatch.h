@@ -27,6 +27,21 @@ constexpr DType kDTypeOf = std::is_same_v<T, float>      ? DType::kF32
                            : std::is_same_v<T, uint64_t> ? DType::kU64
                                                          : DType::kInvalid;
 
+// The type values of storage type T are computed in: f32 for the 16-bit floats (widened, and
+// rounded back once per operation, as XLA:CPU does), T itself otherwise.
+template <typename T>
+using ComputeType =
+    std::conditional_t<std::is_same_v<T, bf16> || std::is_same_v<T, f16>, float, T>;
+
+// Unsigned arithmetic of integer type I's width, at least 32 bits (so that u16 * u16 does not
+// promote to a signed int and overflow): wrapping integer arithmetic converts through it.
+template <typename I>
+struct WrapTypeOf {
+  using type = std::conditional_t<(sizeof(I) < 4), uint32_t, std::make_unsigned_t<I>>;
+};
+template <typename I>
+using WrapType = typename WrapTypeOf<I>::type;
+
 // Calls f(T{}) with the storage type T of `dtype` (bool for pred and for kInvalid).
 template <typename F>
 decltype(auto) VisitDType(DType dtype, F&& f) {

@@ -43,12 +43,7 @@ Tensor Tensor::FromDoubles(const ShapedType& type, const std::vector<double>& va
 double Tensor::GetDouble(int64_t i) const {
   return VisitDType(dtype(), [&](auto tag) -> double {
     using T = decltype(tag);
-    const T x = data_as<T>()[i];
-    if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
-      return static_cast<float>(x);
-    } else {
-      return static_cast<double>(x);
-    }
+    return static_cast<double>(static_cast<ComputeType<T>>(data_as<T>()[i]));
   });
 }
 

@@ -70,10 +70,6 @@ Acc Load(const Tensor& t, int64_t i) {
   return static_cast<Acc>(t.data_as<T>()[i]);
 }
 
-// The accumulator type of storage type T: f32 for the 16-bit floats, T otherwise.
-template <typename T>
-using AccumulatorOf =
-    std::conditional_t<std::is_same_v<T, ir::bf16> || std::is_same_v<T, ir::f16>, float, T>;
 
 // acc <kind> x: the backends' in-order step (integer sums wrap), except that a floating max or min
 // with a NaN operand is the canonical NaN.
@@ -360,7 +356,7 @@ absl::Status ReduceRange(const std::vector<Tensor>& boxes, ir::Prim kind,
       return absl::InvalidArgumentError(fmt::format("{}: cannot reduce {} values",
                                                     ir::PrimName(kind), ir::DTypeName(dtype)));
     } else {
-      ReduceInto<T, AccumulatorOf<T>>(boxes, firsts, reduction, out, begin, end);
+      ReduceInto<T, ir::ComputeType<T>>(boxes, firsts, reduction, out, begin, end);
       return absl::OkStatus();
     }
   });

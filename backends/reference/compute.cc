@@ -282,19 +282,9 @@ void FloatDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& ou
   }
 }
 
-// A storage value widened to the accumulator type Acc (the 16-bit floats through f32).
-template <typename Acc, typename T>
-Acc Widen(T x) {
-  if constexpr (std::is_same_v<T, ir::bf16> || std::is_same_v<T, ir::f16>) {
-    return static_cast<Acc>(static_cast<float>(x));
-  } else {
-    return static_cast<Acc>(x);
-  }
-}
-
-// The element-by-element dot of the types the blocked f32 one does not cover: integers multiply
+// The element-by-element dot of the results the blocked f32 one does not give: integers multiply
 // and accumulate in Out with wrapping (XLA converts the operands to the result type first), f64
-// results in f64.
+// in f64.
 template <typename In, typename Out>
 void ExactDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& out) {
   using Acc = typename std::conditional_t<kIsInt<Out>, WrapTypeOf<Out>,
@@ -314,16 +304,11 @@ void ExactDot(const Tensor& lhs, const Tensor& rhs, const DotPlan& p, Tensor& ou
             acc += static_cast<Acc>(static_cast<Out>(row[p.lhs_k[k]])) *
                    static_cast<Acc>(static_cast<Out>(col[p.rhs_k[k]]));
           } else {
-            acc += Widen<Acc>(row[p.lhs_k[k]]) * Widen<Acc>(col[p.rhs_k[k]]);
+            acc += static_cast<Acc>(elementwise::Load(row[p.lhs_k[k]])) *
+                   static_cast<Acc>(elementwise::Load(col[p.rhs_k[k]]));
           }
         }
-        if constexpr (std::is_same_v<Out, ir::bf16>) {
-          *o++ = Out(static_cast<float>(acc));
-        } else if constexpr (std::is_same_v<Out, ir::f16>) {
-          *o++ = Out(static_cast<double>(acc));
-        } else {
-          *o++ = static_cast<Out>(acc);
-        }
+        *o++ = static_cast<Out>(acc);
       }
     }
   }

@@ -20,20 +20,12 @@ constexpr bool kIsFloat = std::is_same_v<T, float> || std::is_same_v<T, double> 
 template <typename T>
 constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
-// The type the kernels compute values of storage type T in: f32 for the 16-bit floats (widened,
-// and rounded back once per operation, as XLA:CPU does), T itself otherwise.
+// The type the kernels compute values of storage type T in (f32 for the 16-bit floats).
 template <typename T>
-using Compute =
-    std::conditional_t<std::is_same_v<T, ir::bf16> || std::is_same_v<T, ir::f16>, float, T>;
+using Compute = ir::ComputeType<T>;
 
-// Unsigned arithmetic of integer type I's width, at least 32 bits (so that u16 * u16 does not
-// promote to a signed int and overflow): wrapping arithmetic converts through it.
-template <typename I>
-struct WrapTypeOf {
-  using type = std::conditional_t<(sizeof(I) < 4), uint32_t, std::make_unsigned_t<I>>;
-};
-template <typename I>
-using WrapType = typename WrapTypeOf<I>::type;
+using ir::WrapType;
+using ir::WrapTypeOf;
 
 // Calls f(T{}) with the storage type of `dtype` (ir::VisitDType).
 template <typename F>

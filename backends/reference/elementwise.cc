@@ -1,6 +1,6 @@
 // Reference kernels of the elementwise primitives (XLA CPU semantics): arithmetic, transcendental
-// functions, compare, select, clamp, convert_element_type and bitcast_convert_type. f16 and bf16 are computed in f32 and rounded once;
-// integer arithmetic wraps.
+// functions, compare, select, clamp, convert_element_type and bitcast_convert_type. f16 and bf16
+// are computed in f32 and rounded once; integer arithmetic wraps.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -44,7 +44,7 @@ absl::StatusOr<Types> Iota(const ShapeContext&, const Types& operands, const Op&
   // limits allow; an integer type holds them only up to its maximum).
   const int64_t size = out.dims[a.dimension()];
   const auto range = IntegerRange(out.dtype);
-  if (range && size > 0 && static_cast<double>(size - 1) > range->second) {
+  if (range && size > 0 && static_cast<double>(size - 1) >= range->end) {
     return RuleError(op, operands,
                      "shape[{}]={} (dimension={}) makes values up to {}, which do not fit {}",
                      a.dimension(), size, a.dimension(), size - 1, DTypeName(out.dtype));

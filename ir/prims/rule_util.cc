@@ -7,7 +7,6 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "ir/collective_groups.h"
-#include "ir/dtype_dispatch.h"
 
 namespace shardjit::ir::prims {
 
@@ -96,8 +95,10 @@ absl::Status CheckDTypeAttr(const Op& op, const Types& operands, std::string_vie
     return unset_ok ? absl::OkStatus() : RuleError(op, operands, "{} is not set", attr);
   }
   if (!DTypeProto_IsValid(dtype)) {
-    return RuleError(op, operands, "{}={} is not a known dtype (one of f32, bf16, f16, f64, s8, s16, s32, s64, u8, u16, u32, u64, pred)", attr,
-                     static_cast<int>(dtype));
+    return RuleError(op, operands,
+                     "{}={} is not a known dtype (one of f32, bf16, f16, f64, s8, s16, s32, s64, "
+                     "u8, u16, u32, u64, pred)",
+                     attr, static_cast<int>(dtype));
   }
   return absl::OkStatus();
 }
@@ -106,31 +107,27 @@ bool FitsS32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
 }
 
-std::optional<std::pair<double, double>> IntegerRange(DType dtype) {
+std::optional<IntegerBounds> IntegerRange(DType dtype) {
   if (!IsInteger(dtype)) return std::nullopt;
   const int bits = static_cast<int>(DTypeSize(dtype) * 8);
-  if (IsUnsignedInteger(dtype)) return std::pair{0.0, std::ldexp(1.0, bits) - 1};
-  return std::pair{-std::ldexp(1.0, bits - 1), std::ldexp(1.0, bits - 1) - 1};
+  if (IsUnsignedInteger(dtype)) {
+    return IntegerBounds{0.0, std::ldexp(1.0, bits),
+                         fmt::format("[0, {}]", ~uint64_t{0} >> (64 - bits))};
+  }
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  return IntegerBounds{-std::ldexp(1.0, bits - 1), std::ldexp(1.0, bits - 1),
+                       fmt::format("[{}, {}]", kMin >> (64 - bits), kMax >> (64 - bits))};
 }
 
 absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_view attr,
                               double value, DType dtype) {
   if (auto range = IntegerRange(dtype)) {
-    // What Tensor::SetDouble's static_cast keeps defined (nan fails both comparisons); the upper
-    // bound of the 64-bit types is 2^64 or 2^63 as a double, so compare below it.
+    // What Tensor::SetDouble's static_cast keeps defined (nan fails both comparisons).
     const double t = std::trunc(value);
-    const double above = range->second + 1;
-    if (t >= range->first && t < above) return absl::OkStatus();
-    return VisitDType(dtype, [&](auto tag) -> absl::Status {
-      using I = decltype(tag);
-      if constexpr (std::is_integral_v<I>) {
-        return RuleError(op, operands, "{}={} does not fit {} (range [{}, {}])", attr, value,
-                         DTypeName(dtype), +std::numeric_limits<I>::min(),
-                         +std::numeric_limits<I>::max());
-      } else {
-        return absl::InternalError("not an integer dtype");
-      }
-    });
+    if (t >= range->lo && t < range->end) return absl::OkStatus();
+    return RuleError(op, operands, "{}={} does not fit {} (range {})", attr, value,
+                     DTypeName(dtype), range->text);
   }
   if (!IsFloating(dtype) || dtype == DType::kF64 || !std::isfinite(value)) {
     return absl::OkStatus();  // inf and nan are values of every float type

@@ -5,7 +5,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -40,13 +39,19 @@ absl::Status CheckDTypeAttr(const Op& op, const Types& operands, std::string_vie
 // Whether the s32 value range holds `v` (an attribute that becomes an s32 value).
 bool FitsS32(int64_t v);
 
-// The smallest and largest value of an integer dtype as doubles (the 64-bit ends rounded), or
-// nullopt for the other dtypes.
-std::optional<std::pair<double, double>> IntegerRange(DType dtype);
+// The values of an integer dtype, [lo, end) as exact doubles (lo 0 or -2^(bits-1), end 2^bits or
+// 2^(bits-1)), and "[lo, end - 1]" as text; nullopt for the other dtypes.
+struct IntegerBounds {
+  double lo;
+  double end;
+  std::string text;
+};
+std::optional<IntegerBounds> IntegerRange(DType dtype);
 
 // Checks that literal `value` (attribute `attr`, e.g. "value[3]") becomes a value of `dtype`
-// without leaving its range: for s32, after truncation toward zero, in [-2^31, 2^31) (not nan or
-// inf); for f32 and bf16, anything but a finite value that rounds to inf; for pred, anything.
+// without leaving its range: for integers, after truncation toward zero, in IntegerRange (not nan
+// or inf); for f16, bf16 and f32, anything but a finite value that rounds to inf; for f64 and
+// pred, anything.
 absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_view attr,
                               double value, DType dtype);
 
