@@ -1,6 +1,6 @@
-// dot_general [n, n] x [n, n] by dtype: the x86 kernel for f32, bf16 and f16 (widened into the
-// f32 GEMM) beside the reference kernel for the dtypes the x86 backend leaves to it (s8 -> s32,
-// f64). GFLOP/s counts 2 n^3.
+// dot_general [n, n] x [n, n] by dtype: the x86 kernel for f32, bf16, f16 (widened into the
+// f32 GEMM) and s8 -> s32 (the VNNI int8 GEMM, where the CPU has it) beside the reference kernel
+// for s8 -> s32, f16 and f64. GFLOP/s counts 2 n^3 (integer operations for s8).
 #include <string>
 
 #include "backends/reference/kernel.h"
@@ -38,6 +38,9 @@ BENCHMARK_CAPTURE(Run, x86_bf16_f32, true, ir::DType::kBF16, ir::DType::kF32)
     ->UseRealTime();
 BENCHMARK_CAPTURE(Run, x86_f16, true, ir::DType::kF16, ir::DType::kF16)->Arg(512)->UseRealTime();
 BENCHMARK_CAPTURE(Run, reference_f16, false, ir::DType::kF16, ir::DType::kF16)
+    ->Arg(512)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(Run, x86_s8_s32, true, ir::DType::kS8, ir::DType::kS32)
     ->Arg(512)
     ->UseRealTime();
 BENCHMARK_CAPTURE(Run, reference_s8_s32, false, ir::DType::kS8, ir::DType::kS32)

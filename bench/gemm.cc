@@ -1,5 +1,6 @@
-// GEMM benchmarks of the x86 backend (bf16 and f32 inputs, f32 output, 1 and 2 threads) and
-// micro-benchmarks of this CPU's peak: loops of independent tdpbf16ps / vdpbf16ps / vfmadd231ps.
+// GEMM benchmarks of the x86 backend (bf16 and f32 inputs, f32 output; int8 inputs, int32
+// output, counters["GOPS"]; 1 and 2 threads) and micro-benchmarks of this CPU's peak: loops of
+// independent tdpbf16ps / vdpbf16ps / vfmadd231ps / vpdpbusd.
 // Products of few rows also against weights read from memory (BM_GemmWeightsFromMemory). Every
 // benchmark reports counters["GFLOPS"]. Run with
 //   bazel run -c opt //bench:gemm -- --benchmark_filter=... [--benchmark_format=json]
@@ -82,6 +83,40 @@ class ScopedCap {
  private:
   IsaLevel saved_;
 };
+
+// int8 x int8 -> int32 (uniform over the int8 range); counters["GOPS"]: 2 m n k operations.
+void BM_GemmInt8(benchmark::State& state, int64_t m, int64_t k, int64_t n, int threads) {
+  std::mt19937 rng(1);
+  std::vector<int8_t> a(m * k), b(k * n);
+  for (int8_t& x : a) x = static_cast<int8_t>(rng());
+  for (int8_t& x : b) x = static_cast<int8_t>(rng());
+  std::vector<int32_t> c(m * n);
+  GemmArgs g;
+  g.shape = {m, n, k};
+  g.type = GemmType::kS8S8S32;
+  g.a = a.data();
+  g.b = b.data();
+  g.c = c.data();
+  g.parallel = {&HelperPool(), threads};
+  const IsaLevel isa = x86::GemmIsaFor(g);
+  if (isa == IsaLevel::kReference) {
+    state.SkipWithError("no int8 kernel on this CPU (AVX512_VNNI)");
+    return;
+  }
+  const GemmRunner run(g, isa);
+  if (absl::Status s = run(); !s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    absl::Status s = run();
+    benchmark::DoNotOptimize(s);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOPS"] =
+      benchmark::Counter(2e-9 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("avx512_vnni");
+}
 
 void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64_t n, int threads,
              IsaLevel cap) {
@@ -182,6 +217,10 @@ void BM_Peak(benchmark::State& state, PeakLoop::Kind kind, IsaLevel needs, int a
     state.SkipWithError(fmt::format("needs {}", x86::IsaName(needs)).c_str());
     return;
   }
+  if (kind == PeakLoop::Kind::kVpdpbusdZmm && !x86::DetectedAvx512Vnni()) {
+    state.SkipWithError("needs AVX512_VNNI");
+    return;
+  }
   PeakLoop code(kind, accumulators);
   constexpr int64_t kIters = 1 << 16;
   for (auto _ : state) code.Run(kIters);
@@ -205,6 +244,9 @@ void RegisterAll() {
                                IsaLevel::kAvx512, 24, 32.0);
   benchmark::RegisterBenchmark("BM_Peak/vfmadd231ps_ymm/acc:12", BM_Peak, Kind::kFmaYmm,
                                IsaLevel::kAvx2, 12, 16.0);
+  // vpdpbusd zmm: 16 lanes x 4 products x 2 integer operations (the GFLOPS counter counts them).
+  benchmark::RegisterBenchmark("BM_Peak/vpdpbusd_zmm/acc:24", BM_Peak, Kind::kVpdpbusdZmm,
+                               IsaLevel::kAvx512, 24, 128.0);
   const Shape shapes[] = {{128, 128, 128},    {256, 256, 256},    {512, 512, 512},
                           {1024, 1024, 1024}, {2048, 2048, 1024}, {1024, 2048, 1024},
                           {1000, 1000, 1000}, {777, 1234, 555},
@@ -223,6 +265,17 @@ void RegisterAll() {
                                          bf16 ? "bf16" : "f32", s.m, s.k, s.n, threads,
                                          cap != x86::MaxIsa() ? "/cap:avx512_bf16" : "");
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, type, s.m, s.k, s.n, threads, cap)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+    if (bf16) {  // once: the int8 products over the same shapes
+      for (const Shape& s : shapes) {
+        for (int threads : {1, 2}) {
+          std::string name =
+              fmt::format("BM_Gemm/s8/M:{}/K:{}/N:{}/threads:{}", s.m, s.k, s.n, threads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_GemmInt8, s.m, s.k, s.n, threads)
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
         }

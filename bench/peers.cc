@@ -1,5 +1,5 @@
 // Peer GEMMs for side-by-side ratios with //bench:gemm's figures: oneDNN's matmul (bf16 and f32
-// inputs, f32 output) and OpenBLAS cblas_sgemm, on the same shapes and thread counts. Linked
+// inputs, f32 output; s8 inputs, s32 output) and OpenBLAS cblas_sgemm, on the same shapes and thread counts. Linked
 // into //bench:gemm_with_peers only (scripts/bench.sh installs the libraries and sets
 // OPENBLAS_CORETYPE=SKYLAKEX on AVX-512 hosts, where OpenBLAS otherwise detects Haswell).
 #include <benchmark/benchmark.h>
@@ -49,7 +49,7 @@ void BM_OneDnn(benchmark::State& state, bool bf16, int64_t m, int64_t k, int64_t
     state.SkipWithError(fmt::format("oneDNN has no matmul for this CPU: {}", e.what()).c_str());
     return;
   }
-  dnnl::matmul jnp::matmul(pd);
+  dnnl::matmul matmul(pd);
   std::vector<float> a32 = RandomFloats(m * k, 1), b32 = RandomFloats(k * n, 2), c(m * n);
   std::vector<uint16_t> a16, b16;
   for (float v : a32) a16.push_back(ir::bf16::FromFloat(v));
@@ -62,6 +62,38 @@ void BM_OneDnn(benchmark::State& state, bool bf16, int64_t m, int64_t k, int64_t
     stream.wait();
   }
   SetFlops(state, m, k, n);
+}
+
+// oneDNN's int8 matmul: s8 x s8 -> s32, as //bench:gemm's BM_Gemm/s8 (counters["GOPS"]).
+void BM_OneDnnInt8(benchmark::State& state, int64_t m, int64_t k, int64_t n, int threads) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  omp_set_num_threads(threads);
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  dnnl::memory::desc a_md({m, k}, dt::s8, tag::ab), b_md({k, n}, dt::s8, tag::ab);
+  dnnl::memory::desc c_md({m, n}, dt::s32, tag::ab);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine);
+  } catch (const dnnl::error& e) {
+    state.SkipWithError(fmt::format("oneDNN has no int8 matmul here: {}", e.what()).c_str());
+    return;
+  }
+  dnnl::matmul matmul(pd);
+  std::mt19937 rng(1);
+  std::vector<int8_t> a8(m * k), b8(k * n);
+  for (int8_t& x : a8) x = static_cast<int8_t>(rng());
+  for (int8_t& x : b8) x = static_cast<int8_t>(rng());
+  std::vector<int32_t> c(m * n);
+  dnnl::memory a(a_md, engine, a8.data()), b(b_md, engine, b8.data()), cm(c_md, engine, c.data());
+  for (auto _ : state) {
+    matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, cm}});
+    stream.wait();
+  }
+  state.counters["GOPS"] =
+      benchmark::Counter(2e-9 * m * k * n, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(pd.impl_info_str());
 }
 
 void BM_OpenBlas(benchmark::State& state, int64_t m, int64_t k, int64_t n, int threads) {
@@ -91,6 +123,11 @@ const bool registered = [] {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
+      std::string int8_name =
+          fmt::format("BM_OneDnn/s8/M:{}/K:{}/N:{}/threads:{}", s.m, s.k, s.n, threads);
+      benchmark::RegisterBenchmark(int8_name.c_str(), BM_OneDnnInt8, s.m, s.k, s.n, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
       std::string name =
           fmt::format("BM_OpenBlas/f32/M:{}/K:{}/N:{}/threads:{}", s.m, s.k, s.n, threads);
       benchmark::RegisterBenchmark(name.c_str(), BM_OpenBlas, s.m, s.k, s.n, threads)

@@ -150,6 +150,14 @@ IsaLevel MaxIsa() {
 
 IsaLevel ActiveIsa() { return std::min(DetectedIsa(), MaxIsa()); }
 
+bool DetectedAvx512Vnni() {
+  static const bool detected =
+      DetectedIsa() >= IsaLevel::kAvx512 && Cpu().has(Cpu::tAVX512_VNNI);
+  return detected;
+}
+
+bool Avx512VnniUsable() { return DetectedAvx512Vnni() && ActiveIsa() >= IsaLevel::kAvx512; }
+
 const CacheSizes& HostCaches() {
   static const CacheSizes caches = DetectCaches();
   return caches;

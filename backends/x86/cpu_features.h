@@ -34,6 +34,12 @@ IsaLevel MaxIsa();
 // min(DetectedIsa(), MaxIsa()).
 IsaLevel ActiveIsa();
 
+// Whether the CPU has AVX512_VNNI (vpdpbusd: u8 x s8 products summed in fours into s32) with
+// AVX-512 (DetectedIsa() >= kAvx512), which the int8 GEMM uses from the kAvx512 level on.
+bool DetectedAvx512Vnni();
+// DetectedAvx512Vnni() while ActiveIsa() >= kAvx512 (the cap governs it as it does the levels).
+bool Avx512VnniUsable();
+
 // Data cache sizes in bytes, per core for L1d and L2, and the L3 of this core's complex.
 struct CacheSizes {
   int64_t l1d = 32 << 10;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
@@ -12,6 +13,7 @@
 #include "backends/x86/gemm.h"
 #include "base/status_macros.h"
 #include "base/thread_pool.h"
+#include "fmt/format.h"
 #include "ir/dtype.h"
 #include "ir/primitive.h"
 #include "ir/types.h"
@@ -83,16 +85,31 @@ Index SplitInnermost(std::vector<Index> runs, std::vector<Index>* loops) {
   return inner;
 }
 
-// Writes dot_general(lhs, rhs) (f32 or bf16 operands) into `out`, an `out_dtype` buffer whose
-// element strides per result dim are `out_strides` (the innermost must be 1 unless its size is
-// 1), or adds it there with `accumulate`. Unimplemented for what the GEMM cannot do.
+// The GEMM that computes lhs x rhs -> out: f32 or bf16 operands into an f32 or bf16 result,
+// s8 operands into s32 where the CPU has the int8 kernel (Avx512VnniUsable()); nullopt else.
+std::optional<GemmType> GemmTypeFor(ir::DType lhs, ir::DType rhs, ir::DType out) {
+  if (lhs != rhs) return std::nullopt;
+  const bool float_out = out == ir::DType::kF32 || out == ir::DType::kBF16;
+  if (lhs == ir::DType::kF32 && float_out) return GemmType::kF32F32F32;
+  if (lhs == ir::DType::kBF16 && float_out) return GemmType::kBf16Bf16F32;
+  if (lhs == ir::DType::kS8 && out == ir::DType::kS32 && Avx512VnniUsable()) {
+    return GemmType::kS8S8S32;
+  }
+  return std::nullopt;
+}
+
+// Writes dot_general(lhs, rhs) into `out`, an `out_dtype` buffer whose element strides per
+// result dim are `out_strides` (the innermost must be 1 unless its size is 1), or adds it there
+// with `accumulate`. Unimplemented for what the GEMM cannot do (GemmTypeFor).
 absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const ir::Tensor& rhs,
                      const ir::ShapedType& out_type, void* out, const Dims& out_strides,
                      bool accumulate, ir::Allocator* allocator) {
-  const bool bf16_in = lhs.dtype() == ir::DType::kBF16;
-  if ((lhs.dtype() != ir::DType::kF32 && !bf16_in) || rhs.dtype() != lhs.dtype() ||
-      (out_type.dtype != ir::DType::kF32 && out_type.dtype != ir::DType::kBF16)) {
-    return absl::UnimplementedError("x86 dot_general: bf16/f32 only");
+  const std::optional<GemmType> gemm_type =
+      GemmTypeFor(lhs.dtype(), rhs.dtype(), out_type.dtype);
+  if (!gemm_type.has_value()) {
+    return absl::UnimplementedError(fmt::format(
+        "x86 dot_general: no GEMM for {} x {} -> {}", ir::DTypeName(lhs.dtype()),
+        ir::DTypeName(rhs.dtype()), ir::DTypeName(out_type.dtype)));
   }
   const Dims lb = ToDims(a.lhs_batch_dims()), lc = ToDims(a.lhs_contracting_dims());
   const Dims rb = ToDims(a.rhs_batch_dims()), rc = ToDims(a.rhs_contracting_dims());
@@ -156,7 +173,7 @@ absl::Status DotInto(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs, const 
     }
     GemmArgs g;
     g.shape = {mi.size, ni.size, ki.size};
-    g.type = bf16_in ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32;
+    g.type = *gemm_type;
     g.a = static_cast<const char*>(lhs.data()) + lo * elem;
     g.a_row_stride = mi.lhs;
     g.a_col_stride = ki.lhs;
@@ -238,6 +255,23 @@ absl::StatusOr<ir::Tensor> F16Dot(const ir::DotGeneralAttrs& a, const ir::Tensor
   return out;
 }
 
+// s8 x s8 -> s8 or s16: the int8 GEMM's s32 sums narrowed with wrapping, which keeps the low
+// bits that the integer dot's wrapping accumulation gives.
+template <typename Narrow>
+absl::StatusOr<ir::Tensor> NarrowInt8Dot(const ir::DotGeneralAttrs& a, const ir::Tensor& lhs,
+                                         const ir::Tensor& rhs, const ir::ShapedType& out_type,
+                                         ir::Allocator* allocator) {
+  const ir::ShapedType s32_type{ir::DType::kS32, out_type.dims};
+  ir::Tensor sum = ir::Tensor::Empty(s32_type, allocator);
+  RETURN_IF_ERROR(DotInto(a, lhs, rhs, s32_type, sum.data(), ir::RowMajorStrides(s32_type.dims),
+                          /*accumulate=*/false, allocator));
+  ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
+  const auto* src = sum.data_as<int32_t>();
+  auto* dst = static_cast<Narrow*>(out.data());
+  for (int64_t i = 0; i < out.num_elements(); ++i) dst[i] = static_cast<Narrow>(src[i]);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
@@ -249,6 +283,16 @@ absl::StatusOr<std::vector<ir::Tensor>> DotGeneral(const ir::Op& op,
       (out_type.dtype == ir::DType::kF16 || out_type.dtype == ir::DType::kF32)) {
     ASSIGN_OR_RETURN(ir::Tensor out, F16Dot(op.dot_general(), operands[0], operands[1],
                                             out_type, allocator));
+    return std::vector<ir::Tensor>{std::move(out)};
+  }
+  if (operands[0].dtype() == ir::DType::kS8 && operands[1].dtype() == ir::DType::kS8 &&
+      (out_type.dtype == ir::DType::kS8 || out_type.dtype == ir::DType::kS16)) {
+    ASSIGN_OR_RETURN(ir::Tensor out,
+                     out_type.dtype == ir::DType::kS8
+                         ? NarrowInt8Dot<int8_t>(op.dot_general(), operands[0], operands[1],
+                                                 out_type, allocator)
+                         : NarrowInt8Dot<int16_t>(op.dot_general(), operands[0], operands[1],
+                                                  out_type, allocator));
     return std::vector<ir::Tensor>{std::move(out)};
   }
   ir::Tensor out = ir::Tensor::Empty(out_type, allocator);

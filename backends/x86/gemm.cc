@@ -21,9 +21,10 @@ namespace shardjit::backends::x86 {
 namespace {
 
 std::string Describe(const GemmArgs& g) {
+  const bool s8 = g.type == GemmType::kS8S8S32;
   return fmt::format("(m={}, n={}, k={}, {}{})", g.shape.m, g.shape.n, g.shape.k,
-                     g.type == GemmType::kBf16Bf16F32 ? "bf16" : "f32",
-                     g.out_bf16 ? " -> bf16" : " -> f32");
+                     s8 ? "s8" : g.type == GemmType::kBf16Bf16F32 ? "bf16" : "f32",
+                     s8 ? " -> s32" : g.out_bf16 ? " -> bf16" : " -> f32");
 }
 
 // Checks `args` and resolves the defaulted strides.
@@ -34,6 +35,7 @@ absl::Status Normalize(const GemmArgs& args, GemmArgs* g) {
     return absl::InvalidArgumentError(fmt::format("gemm: {} {}", what, Describe(args)));
   };
   if (s.m < 0 || s.n < 0 || s.k < 0) return error("negative dimension");
+  if (g->type == GemmType::kS8S8S32 && g->out_bf16) return error("int8 product with bf16 C");
   if (g->parallel.threads < 1) {
     return error(fmt::format("parallel.threads {} < 1", g->parallel.threads));
   }
@@ -51,7 +53,7 @@ absl::Status Normalize(const GemmArgs& args, GemmArgs* g) {
   return absl::OkStatus();
 }
 
-size_t InBytes(const GemmArgs& g) { return g.type == GemmType::kBf16Bf16F32 ? 2 : 4; }
+size_t InBytes(const GemmArgs& g) { return GemmInputBytes(g.type); }
 size_t OutBytes(const GemmArgs& g) { return g.out_bf16 ? 2 : 4; }
 
 const void* Offset(const void* p, int64_t elements, size_t bytes) {
@@ -101,6 +103,19 @@ void ZeroOrKeep(const GemmArgs& g) {
   ZeroRows(g.c, g.shape.m, g.shape.n * OutBytes(g), g.ldc * OutBytes(g));
 }
 
+// Why level `isa` has no int8 kernel for this CPU or plan; OK when it has one.
+absl::Status Int8KernelAt(IsaLevel isa, const GemmPlan* plan_override) {
+  if (isa < IsaLevel::kAvx512) {
+    return absl::UnimplementedError(
+        fmt::format("gemm: no int8 kernel at {} (AVX512_VNNI only)", IsaName(isa)));
+  }
+  const bool portable = plan_override != nullptr && plan_override->portable_kernels;
+  if (!portable && !DetectedAvx512Vnni()) {
+    return absl::UnimplementedError("gemm: int8 products need AVX512_VNNI, which this CPU lacks");
+  }
+  return absl::OkStatus();
+}
+
 // Runs `work(part, scratch)` for every part over the threads of `parallel`.
 template <typename Work>
 absl::Status RunParts(const std::vector<GemmArgs>& parts, const base::Parallelism& parallel,
@@ -127,6 +142,7 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
       return GemmReference(part);
     });
   }
+  if (g.type == GemmType::kS8S8S32) RETURN_IF_ERROR(Int8KernelAt(isa, plan_override));
   const GemmPlan plan = plan_override ? *plan_override : MakePlan(isa, g.type, HostCaches());
   RETURN_IF_ERROR(ValidatePlan(plan));
   std::vector<GemmArgs> parts = Partition(g, plan.mr, plan.nr, plan.min_flops_per_thread);
@@ -154,6 +170,9 @@ bool MayFallBack(const absl::Status& s) { return absl::IsInternal(s) || absl::Is
 }  // namespace
 
 IsaLevel GemmIsaFor(const GemmArgs& args) {
+  if (args.type == GemmType::kS8S8S32) {
+    return Avx512VnniUsable() ? IsaLevel::kAvx512 : IsaLevel::kReference;
+  }
   IsaLevel isa = ActiveIsa();
   const bool bf16 = args.type == GemmType::kBf16Bf16F32;
   // AMX tiles for bf16 products (each tdpbf16ps does 16x16x32 multiply-adds).

@@ -1,5 +1,5 @@
 // GEMM for the x86 backend: C[m,n] = (accumulate ? C : 0) + A[m,k] * B[k,n] with f32
-// accumulation. A and B are read through arbitrary element strides, so transposed or batched
+// accumulation, or for int8 operands exact s32 accumulation (wrapping modulo 2^32). A and B are read through arbitrary element strides, so transposed or batched
 // operands need no materialised copy. Dispatch picks the best kernel for ActiveIsa() and falls back
 // level by level down to plain C++.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_H_
@@ -17,14 +17,20 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
 };
 
-// Input element types -> f32 accumulation.
-enum class GemmType { kBf16Bf16F32, kF32F32F32 };
+// Input element types -> accumulation and C: f32 for the floating types; kS8S8S32 multiplies
+// int8 operands into an int32 C (products exact, sums wrapping modulo 2^32, as integer dots do).
+enum class GemmType { kBf16Bf16F32, kF32F32F32, kS8S8S32 };
+
+// Bytes per element of A and B.
+inline int GemmInputBytes(GemmType type) {
+  return type == GemmType::kF32F32F32 ? 4 : type == GemmType::kBf16Bf16F32 ? 2 : 1;
+}
 
 struct GemmArgs {
   GemmShape shape;
   GemmType type = GemmType::kF32F32F32;
-  // A[i,l] is a[i * a_row_stride + l * a_col_stride] (f32 or ir::bf16 per `type`). A row stride
-  // of 0 means dense row-major (k).
+  // A[i,l] is a[i * a_row_stride + l * a_col_stride] (f32, ir::bf16 or int8 per `type`). A row
+  // stride of 0 means dense row-major (k).
   const void* a = nullptr;
   int64_t a_row_stride = 0;
   int64_t a_col_stride = 1;
@@ -33,7 +39,7 @@ struct GemmArgs {
   int64_t b_row_stride = 0;
   int64_t b_col_stride = 1;
   // C[i,j] is c[i * ldc + j]: f32, or bf16 when out_bf16 (rounded once, to nearest even, from the
-  // f32 sum). ldc 0 means n.
+  // f32 sum); int32 for kS8S8S32 (out_bf16 must be false). ldc 0 means n.
   void* c = nullptr;
   int64_t ldc = 0;
   bool out_bf16 = false;
@@ -55,7 +61,7 @@ absl::Status GemmAtIsa(const GemmArgs& args, IsaLevel isa);
 // The level Gemm would use for `args` now (ignoring code generation failures): ActiveIsa(),
 // except that AMX serves only bf16 products, and AVX512_BF16 only bf16 products on CPUs where
 // vdpbf16ps beats f32 FMAs (Bf16DotProductBeatsFma(); elsewhere bf16 is widened in packing for
-// the f32 kernel).
+// the f32 kernel); int8 products run at kAvx512 where Avx512VnniUsable(), else in plain C++.
 IsaLevel GemmIsaFor(const GemmArgs& args);
 
 // Statistics of the process-wide cache of generated micro-kernels.

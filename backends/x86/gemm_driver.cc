@@ -70,7 +70,7 @@ struct NextBlock {
     const int64_t count =
         std::min(per_tile, whole_steps() - copied_steps) / stream_rows * stream_rows;
     if (streamed_panels == 0 || count <= 0) return 0;
-    const int elem = b.bf16 ? 2 : 4;
+    const int elem = GemmInputBytes(b.type);
     const int64_t row_bytes = b.row_stride * elem, step_bytes = row_bytes * rows_per_step();
     const auto* src = static_cast<const char*>(b.data) +
                       ((k0 + copied_steps * rows_per_step()) * b.row_stride + col0) * elem;
@@ -145,7 +145,14 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
     plan.min_flops_per_thread = int64_t{1} << 24;
     return plan;
   }
-  if (isa >= IsaLevel::kAvx512) {
+  if (type == GemmType::kS8S8S32) {
+    // vpdpbusd: 6 rows of 4 zmm int32 accumulators, four k values a step.
+    plan.isa = IsaLevel::kAvx512;
+    plan.layout = PanelLayout::kS8Quads;
+    plan.mr = 6;
+    plan.nr = 64;
+    plan.lanes = 16;
+  } else if (isa >= IsaLevel::kAvx512) {
     const bool pairs = isa >= IsaLevel::kAvx512Bf16 && type == GemmType::kBf16Bf16F32;
     plan.isa = pairs ? IsaLevel::kAvx512Bf16 : IsaLevel::kAvx512;
     plan.layout = pairs ? PanelLayout::kBf16Pairs : PanelLayout::kF32;
@@ -160,9 +167,12 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
     plan.lanes = 8;
   }
   // Packed bytes per k value and row/column.
-  const int64_t elt = plan.layout == PanelLayout::kBf16Pairs ? 2 : 4;
+  const int64_t elt = plan.layout == PanelLayout::kBf16Pairs ? 2
+                      : plan.layout == PanelLayout::kS8Quads ? 1
+                                                              : 4;
   // The A strip (mr x kc) takes about a quarter of L1; the rest streams B.
-  plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (4 * plan.mr * elt), 64), 128, 1024);
+  plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (4 * plan.mr * elt), 64), 128,
+                                plan.layout == PanelLayout::kS8Quads ? 2048 : 1024);
   // The B block (kc x nc) takes about half of L2.
   plan.nc = std::max<int64_t>(plan.nr, RoundDown(caches.l2 / (2 * plan.kc * elt), plan.nr));
   // An A block (mc x kc) takes about a quarter of L2.
@@ -174,6 +184,7 @@ absl::Status ValidatePlan(const GemmPlan& p) {
   const bool ok = p.mr > 0 && p.nr > 0 && p.lanes > 0 && p.mc > 0 && p.mc % p.mr == 0 &&
                   p.nc > 0 && p.nc % p.nr == 0 && p.kc > 0 &&
                   (p.layout != PanelLayout::kBf16Pairs || p.kc % 2 == 0) &&
+                  (p.layout != PanelLayout::kS8Quads || p.kc % 4 == 0) &&
                   (p.layout != PanelLayout::kAmxTiles ||
                    (p.kc % 32 == 0 && p.mr == 32 && p.nr == 32 && p.lanes == 16));
   if (ok) return absl::OkStatus();
@@ -293,9 +304,8 @@ GemmPlan BalancedPlan(const GemmPlan& plan, const GemmShape& shape) {
 
 absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch* scratch) {
   const GemmPlan& plan = kernels.plan();
-  const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
-  const MatrixView a{g.a, g.a_row_stride, g.a_col_stride, bf16_in};
-  const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, bf16_in};
+  const MatrixView a{g.a, g.a_row_stride, g.a_col_stride, g.type};
+  const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, g.type};
   const int64_t m = g.shape.m, n = g.shape.n, k = g.shape.k;
   const int mr = plan.mr, nr = plan.nr;
 
@@ -321,14 +331,19 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
   if (g.out_bf16) {
     stage = static_cast<float*>(scratch->c.Get((single_k ? mc_max : m) * ld_stage * 4));
   }
-  if (b_buf == nullptr || a_buf == nullptr || (g.out_bf16 && stage == nullptr)) {
+  // int8: -128 x each column's sum over all of k, added by the kernels in the last depth block.
+  const bool s8 = g.type == GemmType::kS8S8S32;
+  int32_t* col_offset =
+      s8 ? static_cast<int32_t*>(scratch->col_offset.Get(nc_max * sizeof(int32_t))) : nullptr;
+  if (b_buf == nullptr || a_buf == nullptr || (g.out_bf16 && stage == nullptr) ||
+      (s8 && col_offset == nullptr)) {
     return absl::ResourceExhaustedError("gemm: cannot allocate packing buffers");
   }
 
   scratch->streamed_steps = 0;
   MicroKernelArgs args;
   // Bytes between copied steps: a row of B, two for bf16 pairs.
-  args.stream_src_stride = b.row_stride * (bf16_in ? 2 : 4) *
+  args.stream_src_stride = b.row_stride * GemmInputBytes(g.type) *
                            (plan.layout == PanelLayout::kBf16Pairs ? 2 : 1);
   int packed = 0;  // streaming B: the half of b_buf that holds the current block
   const int64_t last_ic = (m - 1) / plan.mc * plan.mc;  // the row block that copies it
@@ -339,6 +354,7 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
     const int tail_vecs = static_cast<int>(CeilDiv(tail_cols, plan.lanes));
     if (tail_cols != 0) SetTailMasks(tail_cols, &args);
     args.n_panels = nc / nr;
+    if (s8) Int8ColumnOffsets(b, k, jc, nc, RoundUp(nc, nr), col_offset);
     for (int64_t pc = 0; pc < k; pc += plan.kc) {
       const int64_t kc = std::min(plan.kc, k - pc);
       const int64_t steps = KSteps(plan.layout, kc);
@@ -349,6 +365,7 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
       args.b_panel_stride = steps * nr * 4;
       args.k_steps = steps;
       args.accumulate = !first || g.accumulate;
+      args.col_offset = last ? col_offset : nullptr;
       NextBlock next;
       if (stream_b) {
         next = NextBlockOf(b, plan, kernels.stream_rows(), jc, pc, k, n,

@@ -32,11 +32,12 @@ struct GemmPlan {
   int64_t min_flops_per_thread = int64_t{1} << 21;
 };
 
-// The plan of `isa` (> kReference) for `type`, blocked for `caches`.
+// The plan of `isa` (> kReference) for `type`, blocked for `caches` (int8: the kAvx512 VNNI plan).
 GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches);
 
 // InvalidArgument unless mc and nc are positive multiples of mr and nr and kc is positive (and
-// even for bf16 pairs; AMX tiles: 32x32 register tiles and kc a multiple of 32).
+// even for bf16 pairs, a multiple of 4 for int8 quads; AMX tiles: 32x32 register tiles and kc a
+// multiple of 32).
 absl::Status ValidatePlan(const GemmPlan& plan);
 
 // The blocks and micro-kernels of one product (what RunBlocked runs it with), decided and
@@ -119,6 +120,7 @@ class AlignedBuffer {
 // Per-thread packing buffers and the f32 staging area of bf16 outputs.
 struct GemmScratch {
   AlignedBuffer a, b, c;
+  AlignedBuffer col_offset;  // int8 products: a column block's MicroKernelArgs::col_offset
   // Buffers larger than this are freed after each call, so that many device threads do not each
   // keep the largest packed operand they ever saw (refilling one costs page faults only, small
   // against a GEMM that needs so much).
@@ -130,6 +132,7 @@ struct GemmScratch {
     a.Trim(kKeepBytes);
     b.Trim(kKeepBytes);
     c.Trim(kKeepBytes);
+    col_offset.Trim(kKeepBytes);
   }
 };
 

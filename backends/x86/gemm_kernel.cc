@@ -11,6 +11,7 @@ namespace shardjit::backends::x86 {
 std::string KernelKey::Name() const {
   const char* layout_name = layout == PanelLayout::kF32          ? "f32"
                             : layout == PanelLayout::kBf16Pairs ? "bf16_pairs"
+                            : layout == PanelLayout::kS8Quads   ? "s8_quads"
                                                                 : "amx_tiles";
   return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}{}", IsaName(isa), layout_name, mr, nr, rows,
                      tail_vecs,
@@ -45,6 +46,13 @@ float StepProduct(PanelLayout layout, const uint8_t* a, const uint8_t* b) {
   std::memcpy(y, b, 4);
   return ir::bf16::ToFloat(x[0]) * ir::bf16::ToFloat(y[0]) +
          ir::bf16::ToFloat(x[1]) * ir::bf16::ToFloat(y[1]);
+}
+
+// Sum over one kS8Quads step of A row i (u8) and B column j (s8).
+int32_t QuadProduct(const uint8_t* a, const uint8_t* b) {
+  int32_t sum = 0;
+  for (int q = 0; q < 4; ++q) sum += a[q] * static_cast<int8_t>(b[q]);
+  return sum;
 }
 
 }  // namespace
@@ -87,6 +95,19 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
       float* c_row = reinterpret_cast<float*>(c + i * args->ldc);
       for (int j = 0; j < key.nr; ++j) {
         if (tail && args->lane_mask[j] == 0) continue;
+        if (key.layout == PanelLayout::kS8Quads) {  // int32, wrapping as vpdpbusd does
+          int32_t* c_int = reinterpret_cast<int32_t*>(c_row) + j;
+          uint32_t acc = args->accumulate ? static_cast<uint32_t>(*c_int) : 0;
+          for (int64_t s = 0; s < args->k_steps; ++s) {
+            acc += static_cast<uint32_t>(QuadProduct(a + PackedAOffset(key.layout, key.mr, s, i),
+                                                     b + (s * key.nr + j) * 4));
+          }
+          if (args->col_offset != nullptr) {
+            acc += static_cast<uint32_t>(args->col_offset[p * key.nr + j]);
+          }
+          *c_int = static_cast<int32_t>(acc);
+          continue;
+        }
         float acc = args->accumulate ? c_row[j] : 0.0f;
         for (int64_t s = 0; s < args->k_steps; ++s) {
           acc += StepProduct(key.layout, a + PackedAOffset(key.layout, key.mr, s, i),

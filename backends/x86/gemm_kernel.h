@@ -35,7 +35,11 @@ namespace shardjit::backends::x86 {
 // row (A) or column (B). kAmxTiles: bf16 pairs in blocks of 16 steps (32 k values, zero-padded),
 // as AMX tiles load them: B as kBf16Pairs (a block is a B tile of 16 rows), A row-major within
 // a block (row i's 32 k values at block + 64 * i: an A tile of 16 rows per 16 rows).
-enum class PanelLayout : int { kF32 = 0, kBf16Pairs = 1, kAmxTiles = 2 };
+// kS8Quads: four int8 (k .. k+3) per row/column and step, as vpdpbusd consumes them, A stored
+// as u8 (each value + 128: its sign bit flipped), B as s8; the kernel's int32 C then holds
+// sum((a + 128) * b); the driver passes -128 times B's column sums as col_offset, which the
+// kernel adds in the last depth block.
+enum class PanelLayout : int { kF32 = 0, kBf16Pairs = 1, kAmxTiles = 2, kS8Quads = 3 };
 
 // Byte offset of (k step, row) in a packed A panel of `mr` rows.
 inline int64_t PackedAOffset(PanelLayout layout, int mr, int64_t step, int row) {
@@ -96,7 +100,7 @@ struct KernelKey {
 struct MicroKernelArgs {
   const void* a = nullptr;     // packed A panel: k_steps x mr x 4 bytes
   const void* b = nullptr;     // first packed B panel: k_steps x nr x 4 bytes
-  float* c = nullptr;          // C[0,0] of the strip
+  float* c = nullptr;          // C[0,0] of the strip (int32 for kS8Quads)
   int64_t ldc = 0;             // bytes between rows of C
   int64_t k_steps = 0;         // >= 1: KSteps(layout, k) (gemm_pack.h)
   int64_t n_panels = 0;        // full panels, >= 0
@@ -118,6 +122,9 @@ struct MicroKernelArgs {
   // Bytes from a row copied in the last kStreamFarPanels streamed panels to the row prefetched
   // into L2, in the next call (kF32 layout); only prefetched, so any value is safe.
   int64_t stream_far_wrap = 0;
+  // kS8Quads: int32 per column of the strip (n_panels + 1 panels of nr), added to every row of
+  // C before it is stored; null: nothing added.
+  const int32_t* col_offset = nullptr;
   // The kernel's own key, for the portable kernel; generated code ignores it.
   const KernelKey* key = nullptr;
 };

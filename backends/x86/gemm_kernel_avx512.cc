@@ -7,8 +7,14 @@ namespace shardjit::backends::x86 {
 bool GemmKernelAvx512::Supports(const KernelKey& key) {
   if (key.nr % kLanes != 0 || key.nr / kLanes > 7 || key.nr <= 0) return false;
   const int vecs = key.nr / kLanes;
-  return key.rows >= 1 && key.rows <= key.mr && key.rows * vecs + vecs <= 32 &&
-         key.tail_vecs >= 0 && key.tail_vecs <= vecs &&
+  const bool tile_fits = key.rows >= 1 && key.rows <= key.mr && key.rows * vecs + vecs <= 32 &&
+                         key.tail_vecs >= 0 && key.tail_vecs <= vecs;
+  if (key.layout == PanelLayout::kS8Quads) {
+    // vpdpbusd takes the u8 operand from a register: the broadcast needs a spare one.
+    return tile_fits && key.rows * vecs + vecs < 32 && key.isa == IsaLevel::kAvx512 &&
+           key.stream == StreamSource::kNone;
+  }
+  return tile_fits &&
          (key.layout == PanelLayout::kF32 ||
           (key.layout == PanelLayout::kBf16Pairs && key.isa >= IsaLevel::kAvx512Bf16 &&
            key.stream != StreamSource::kF32 &&
@@ -41,6 +47,13 @@ void GemmKernelAvx512::EmitStep(int vecs, int step) {
   // `vecs` this step uses); the one after the last accumulator is free when they do not meet.
   const bool spare = key_.rows * vecs_ + vecs_ < 32;
   const Xbyak::Zmm broadcast(key_.rows * vecs_);
+  if (key_.layout == PanelLayout::kS8Quads) {  // a row's four u8 against each column's four s8
+    for (int i = 0; i < key_.rows; ++i) {
+      vpbroadcastd(broadcast, ptr[reg_a + (step * key_.mr + i) * 4]);
+      for (int j = 0; j < vecs; ++j) vpdpbusd(Acc(i, j), broadcast, B(j));
+    }
+    return;
+  }
   for (int i = 0; i < key_.rows; ++i) {
     const Xbyak::Address a = ptr_b[reg_a + (step * key_.mr + i) * 4];
     if (spare) vbroadcastss(broadcast, ptr[reg_a + (step * key_.mr + i) * 4]);
@@ -66,7 +79,28 @@ void GemmKernelAvx512::EmitPrefetchC(int vecs) {
   });
 }
 
+void GemmKernelAvx512::EmitBeforeStoreC(int vecs, bool /*tail*/) {
+  if (key_.layout != PanelLayout::kS8Quads) return;
+  // The column offsets (col_offset), when set; masked-off lanes are never stored.
+  Xbyak::Label none;
+  test(reg_col_offset, reg_col_offset);
+  jz(none, T_NEAR);
+  for (int j = 0; j < vecs; ++j) {
+    vmovdqu32(B(j), ptr[reg_col_offset + j * kLanes * 4]);
+    for (int i = 0; i < key_.rows; ++i) vpaddd(Acc(i, j), Acc(i, j), B(j));
+  }
+  L(none);
+}
+
 void GemmKernelAvx512::EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) {
+  if (key_.layout == PanelLayout::kS8Quads) {
+    if (tail) {
+      vpaddd(Acc(row, vec) | TailMask(vec), Acc(row, vec), c);
+    } else {
+      vpaddd(Acc(row, vec), Acc(row, vec), c);
+    }
+    return;
+  }
   if (tail) {
     vaddps(Acc(row, vec) | TailMask(vec), Acc(row, vec), c);
   } else {

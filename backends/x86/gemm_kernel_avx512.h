@@ -13,7 +13,7 @@ namespace shardjit::backends::x86 {
 class GemmKernelAvx512 final : public GemmKernelGenerator {
  public:
   // Whether `key` fits the register file: nr a multiple of 16 (at most 7 vectors) and
-  // rows * vectors + vectors <= 32.
+  // rows * vectors + vectors <= 32 (< 32 for kS8Quads, whose broadcast needs a register).
   static bool Supports(const KernelKey& key);
 
   explicit GemmKernelAvx512(const KernelKey& key);
@@ -24,6 +24,7 @@ class GemmKernelAvx512 final : public GemmKernelGenerator {
   void EmitZero(int vecs) override;
   void EmitStep(int vecs, int step) override;
   void EmitPrefetchC(int vecs) override;
+  void EmitBeforeStoreC(int vecs, bool tail) override;
   void EmitAddC(int row, int vec, const Xbyak::Address& c, bool tail) override;
   void EmitStoreCVector(int row, int vec, const Xbyak::Address& c, bool tail) override;
   Xbyak::Xmm CopyRegister(int i) const override { return B(i); }

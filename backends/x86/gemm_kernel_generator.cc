@@ -16,6 +16,9 @@ void GemmKernelGenerator::GenerateBody() {
     mov(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst)]);
     mov(reg_stream_panels, ptr[reg_args + offsetof(MicroKernelArgs, stream_panels)]);
   }
+  if (key_.layout == PanelLayout::kS8Quads) {
+    mov(reg_col_offset, ptr[reg_args + offsetof(MicroKernelArgs, col_offset)]);
+  }
   EmitSetup();
   Label panel_loop, panels_done;
   test(reg_panels, reg_panels);
@@ -24,6 +27,14 @@ void GemmKernelGenerator::GenerateBody() {
   EmitBody(/*tail=*/false);
   add(reg_b_panel, ptr[reg_args + offsetof(MicroKernelArgs, b_panel_stride)]);
   add(reg_c, key_.nr * 4);
+  if (key_.layout == PanelLayout::kS8Quads) {
+    // A null pointer stays recognisable: advance only a set one.
+    Label no_offset;
+    test(reg_col_offset, reg_col_offset);
+    jz(no_offset);
+    add(reg_col_offset, key_.nr * 4);
+    L(no_offset);
+  }
   if (key_.stream != StreamSource::kNone) {
     add(reg_stream_src_panel, key_.nr * StreamElementBytes(key_.stream));
     add(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst_panel_stride)]);

@@ -71,6 +71,8 @@ class GemmKernelGenerator : public JitGenerator {
   const Xbyak::Reg64 reg_stream_count = rax;
   const Xbyak::Reg64 reg_stream_src_hi = r8;
   const Xbyak::Reg64 reg_stream_far = r8;  // kF32 layout: the distance of the L2 prefetch
+  // kS8Quads kernels (which do not stream): the current panel's column offsets (col_offset).
+  const Xbyak::Reg64 reg_col_offset = r12;
 
  private:
   void GenerateBody() final;

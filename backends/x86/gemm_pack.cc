@@ -258,6 +258,96 @@ void PackAmxAPanel(const Lines<uint16_t>& src, int64_t k, int count, int width, 
   }
 }
 
+// The four int8 of k values 4s .. 4s+3 of a line, zero past k, as one u32 (lowest k in the low
+// byte); `flip` (0x80808080 for A, else 0) adds 128 to each value present.
+inline uint32_t Quad(const int8_t* line, int64_t k_stride, int64_t s, int64_t k, uint32_t flip) {
+  uint32_t quad = 0;
+  for (int q = 0; q < 4 && 4 * s + q < k; ++q) {
+    quad |= (static_cast<uint8_t>(line[(4 * s + q) * k_stride]) ^ (flip & 0xff)) << (8 * q);
+  }
+  return quad;
+}
+
+// out[n] (n < count) = the bytes of column n of rows r[0..3] (null rows read as zero), lowest
+// row in the low byte, each XORed with the byte of `flip`; SSE2 sixteen columns at a time.
+void InterleaveQuadRows(const int8_t* const r[4], int count, uint32_t flip, uint32_t* out) {
+  const __m128i flip_bytes = _mm_set1_epi32(static_cast<int>(flip));
+  int n = 0;
+  for (; n + 16 <= count; n += 16) {
+    __m128i v[4];
+    for (int q = 0; q < 4; ++q) {
+      // Rows past k stay zero, unflipped.
+      v[q] = r[q] ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[q] + n)),
+                                  flip_bytes)
+                  : _mm_setzero_si128();
+    }
+    const __m128i lo01 = _mm_unpacklo_epi8(v[0], v[1]), hi01 = _mm_unpackhi_epi8(v[0], v[1]);
+    const __m128i lo23 = _mm_unpacklo_epi8(v[2], v[3]), hi23 = _mm_unpackhi_epi8(v[2], v[3]);
+    auto* o = reinterpret_cast<__m128i*>(out + n);
+    _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(lo01, lo23));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(lo01, lo23));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(hi01, hi23));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(hi01, hi23));
+  }
+  for (; n < count; ++n) {
+    uint32_t quad = 0;
+    for (int q = 0; q < 4; ++q) {
+      if (r[q]) quad |= (static_cast<uint8_t>(r[q][n]) ^ (flip & 0xff)) << (8 * q);
+    }
+    out[n] = quad;
+  }
+}
+
+// One kS8Quads panel: out[s * width + n] holds k values 4s .. 4s+3 of line n (zero past k and
+// for lines past `count`), XORed with `flip`.
+void PackQuadPanel(const Lines<int8_t>& src, int64_t k, int count, int width, uint32_t flip,
+                   uint32_t* out) {
+  const int64_t steps = KSteps(PanelLayout::kS8Quads, k), full = k / 4;
+  if (src.k_stride == 1) {
+    for (int n = 0; n < count; ++n) {
+      const int8_t* line = src.data + n * src.line_stride;
+      for (int64_t s = 0; s < full; ++s) {
+        uint32_t quad;
+        std::memcpy(&quad, line + 4 * s, 4);
+        out[s * width + n] = quad ^ flip;
+      }
+      if (full < steps) out[full * width + n] = Quad(line, 1, full, k, flip);
+    }
+  } else if (src.line_stride == 1) {
+    for (int64_t s = 0; s < steps; ++s) {
+      const int8_t* rows[4];
+      for (int q = 0; q < 4; ++q) {
+        rows[q] = 4 * s + q < k ? src.data + (4 * s + q) * src.k_stride : nullptr;
+      }
+      InterleaveQuadRows(rows, count, flip, out + s * width);
+    }
+  } else {
+    for (int64_t s = 0; s < steps; ++s) {
+      for (int n = 0; n < count; ++n) {
+        out[s * width + n] = Quad(src.data + n * src.line_stride, src.k_stride, s, k, flip);
+      }
+    }
+  }
+  if (count < width) {
+    for (int64_t s = 0; s < steps; ++s) {
+      std::memset(out + s * width + count, 0, (width - count) * sizeof(uint32_t));
+    }
+  }
+}
+
+// PackLines for int8 sources, into kS8Quads panels (A's values offset by 128).
+void PackQuadLines(const int8_t* data, int64_t line_stride, int64_t k_stride, int64_t line0,
+                   int64_t lines, int64_t k0, int64_t kc, int width, bool is_a, void* dst) {
+  const int64_t steps = KSteps(PanelLayout::kS8Quads, kc);
+  for (int64_t p = 0; p * width < lines; ++p) {
+    const int count = static_cast<int>(std::min<int64_t>(width, lines - p * width));
+    PackQuadPanel(
+        Lines<int8_t>{data + (line0 + p * width) * line_stride + k0 * k_stride, line_stride,
+                      k_stride},
+        kc, count, width, is_a ? 0x80808080u : 0u, static_cast<uint32_t*>(dst) + p * steps * width);
+  }
+}
+
 // Packs lines [line0, line0 + lines) over k [k0, k0 + kc) into panels of `width` lines.
 // `is_a`: the lines are rows of A (AMX tiles lay A and B out differently).
 template <typename T>
@@ -314,7 +404,10 @@ void PackRowsAcrossK(const T* data, int64_t k_stride, int64_t col0, int64_t cols
 
 void Pack(const MatrixView& v, int64_t line_stride, int64_t k_stride, int64_t line0, int64_t lines,
           int64_t k0, int64_t kc, PanelLayout layout, int width, bool is_a, void* dst) {
-  if (v.bf16) {
+  if (v.type == GemmType::kS8S8S32) {
+    PackQuadLines(static_cast<const int8_t*>(v.data), line_stride, k_stride, line0, lines, k0, kc,
+                  width, is_a, dst);
+  } else if (v.type == GemmType::kBf16Bf16F32) {
     PackLines(static_cast<const uint16_t*>(v.data), line_stride, k_stride, line0, lines, k0, kc,
               layout, width, is_a, dst);
   } else {
@@ -336,13 +429,31 @@ void PackBSteps(const MatrixView& b, PanelLayout layout, int64_t k0, int64_t blo
     return;
   }
   float* out = static_cast<float*>(dst) + step0 * nr;
-  if (b.bf16) {
+  if (b.type == GemmType::kBf16Bf16F32) {
     PackRowsAcrossK(static_cast<const uint16_t*>(b.data), b.row_stride, col0, cols, k0 + step0,
                     steps, nr, panel_elems, out);
   } else {
     PackRowsAcrossK(static_cast<const float*>(b.data), b.row_stride, col0, cols, k0 + step0,
                     steps, nr, panel_elems, out);
   }
+}
+
+void Int8ColumnOffsets(const MatrixView& b, int64_t k, int64_t col0, int64_t cols, int64_t width,
+                       int32_t* out) {
+  // Unsigned: sums wrap. Restrict: int8 pointers may alias anything, which would keep the loops
+  // scalar.
+  uint32_t* __restrict sums = reinterpret_cast<uint32_t*>(out);
+  std::fill_n(sums, width, 0u);
+  const auto* data = static_cast<const int8_t*>(b.data) + col0 * b.col_stride;
+  for (int64_t l = 0; l < k; ++l) {
+    const int8_t* __restrict row = data + l * b.row_stride;
+    if (b.col_stride == 1) {
+      for (int64_t j = 0; j < cols; ++j) sums[j] += static_cast<uint32_t>(row[j]);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) sums[j] += static_cast<uint32_t>(row[j * b.col_stride]);
+    }
+  }
+  for (int64_t j = 0; j < cols; ++j) sums[j] *= static_cast<uint32_t>(-128);
 }
 
 void PackA(const MatrixView& a, int64_t row0, int64_t rows, int64_t k0, int64_t kc,

@@ -1,26 +1,29 @@
 // Packing of GEMM operands into the panels the micro-kernels read (gemm_kernel.h): A into
 // panels of mr rows, B into panels of nr columns, k-step major (A in AMX tiles: row-major within
 // blocks of 16 steps), zero-padded in rows, columns and (for bf16 pairs) an odd last k, and for
-// AMX tiles up to whole blocks. bf16 sources packed as kF32 are widened.
+// AMX tiles up to whole blocks. bf16 sources packed as kF32 are widened; int8 sources pack as
+// kS8Quads only (A's values offset by 128 into u8, gemm_kernel.h).
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_PACK_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_PACK_H_
 
 #include <cstdint>
 
+#include "backends/x86/gemm.h"
 #include "backends/x86/gemm_kernel.h"
 
 namespace shardjit::backends::x86 {
 
-// A strided f32 or bf16 matrix: element (r, c) is data[r * row_stride + c * col_stride].
+// A strided f32, bf16 or int8 matrix (the input type of `type`): element (r, c) is
+// data[r * row_stride + c * col_stride].
 struct MatrixView {
   const void* data = nullptr;
   int64_t row_stride = 0;
   int64_t col_stride = 0;
-  bool bf16 = false;
+  GemmType type = GemmType::kF32F32F32;
 };
 
 // k steps of `k` values in `layout`: k, ceil(k / 2) for bf16 pairs, rounded up to whole blocks
-// of 16 for AMX tiles.
+// of 16 for AMX tiles, ceil(k / 4) for int8 quads.
 inline int64_t KSteps(PanelLayout layout, int64_t k) {
   switch (layout) {
     case PanelLayout::kF32:
@@ -29,6 +32,8 @@ inline int64_t KSteps(PanelLayout layout, int64_t k) {
       return (k + 1) / 2;
     case PanelLayout::kAmxTiles:
       return ((k + 1) / 2 + 15) / 16 * 16;
+    case PanelLayout::kS8Quads:
+      return (k + 3) / 4;
   }
   return k;
 }
@@ -51,6 +56,12 @@ void PackB(const MatrixView& b, int64_t k0, int64_t kc, int64_t col0, int64_t co
 // pieces. `b` must be contiguous along n (and bf16 for kBf16Pairs).
 void PackBSteps(const MatrixView& b, PanelLayout layout, int64_t k0, int64_t block_k,
                 int64_t step0, int64_t steps, int64_t col0, int64_t cols, int nr, void* dst);
+
+// The int8 kernels' column offsets (MicroKernelArgs::col_offset) of columns [col0, col0 + cols)
+// of int8 `b` over k values [0, k): out[j] = -128 * sum of column col0 + j, wrapping modulo
+// 2^32; zero for cols <= j < width.
+void Int8ColumnOffsets(const MatrixView& b, int64_t k, int64_t col0, int64_t cols, int64_t width,
+                       int32_t* out);
 
 }  // namespace shardjit::backends::x86
 

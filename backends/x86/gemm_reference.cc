@@ -1,5 +1,6 @@
 #include "backends/x86/gemm_reference.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "base/status_macros.h"
@@ -13,9 +14,33 @@ inline float Load(const void* p, int64_t i, bool bf16) {
               : static_cast<const float*>(p)[i];
 }
 
+// The int8 product: exact int32 sums, wrapping modulo 2^32.
+absl::Status GemmReferenceS8(const GemmArgs& g) {
+  const auto* a = static_cast<const int8_t*>(g.a);
+  const auto* b = static_cast<const int8_t*>(g.b);
+  std::vector<uint32_t> row(g.shape.n);
+  for (int64_t i = 0; i < g.shape.m; ++i) {
+    if (i % 16 == 0) {
+      RETURN_IF_ERROR(g.parallel.stop.Check());
+    }
+    uint32_t* c = static_cast<uint32_t*>(g.c) + i * g.ldc;
+    for (int64_t j = 0; j < g.shape.n; ++j) row[j] = g.accumulate ? c[j] : 0;
+    for (int64_t l = 0; l < g.shape.k; ++l) {
+      const int32_t x = a[i * g.a_row_stride + l * g.a_col_stride];
+      const int8_t* b_row = b + l * g.b_row_stride;
+      for (int64_t j = 0; j < g.shape.n; ++j) {
+        row[j] += static_cast<uint32_t>(x * b_row[j * g.b_col_stride]);
+      }
+    }
+    std::copy(row.begin(), row.end(), c);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status GemmReference(const GemmArgs& g) {
+  if (g.type == GemmType::kS8S8S32) return GemmReferenceS8(g);
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   std::vector<float> row(g.shape.n);
   for (int64_t i = 0; i < g.shape.m; ++i) {

@@ -355,7 +355,7 @@ void CheckPackBSteps(IsaLevel packing) {
           src32[i] = ir::bf16::ToFloat(src16[i]) + 0.25f;
         }
         const MatrixView b{kind.bf16 ? static_cast<const void*>(src16.data()) : src32.data(), ld,
-                           1, kind.bf16};
+                           1, kind.bf16 ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32};
         const int64_t steps = KSteps(kind.layout, block_k);
         const int64_t panels = (cols + kind.nr - 1) / kind.nr;
         const size_t bytes = panels * steps * kind.nr * 4;

@@ -33,6 +33,9 @@ PeakLoop::PeakLoop(Kind kind, int accumulators) {
       case Kind::kFmaZmm:
         vfmadd231ps(Xbyak::Zmm(i), Xbyak::Zmm(30), Xbyak::Zmm(31));
         break;
+      case Kind::kVpdpbusdZmm:
+        vpdpbusd(Xbyak::Zmm(i), Xbyak::Zmm(30), Xbyak::Zmm(31));
+        break;
       case Kind::kFmaYmm:
         vfmadd231ps(Xbyak::Ymm(i), Xbyak::Ymm(14), Xbyak::Ymm(15));
         break;
@@ -58,6 +61,8 @@ double PeakLoop::FlopsPerInstruction(Kind kind) {
       return 64;
     case Kind::kFmaZmm:
       return 32;
+    case Kind::kVpdpbusdZmm:
+      return 128;
     case Kind::kFmaYmm:
       return 16;
     case Kind::kAmxTdpbf16:

@@ -17,13 +17,13 @@ namespace shardjit::backends::x86 {
 // tiles configured and released by the loop. Call only where the CPU has the instruction.
 class PeakLoop : public Xbyak::CodeGenerator {
  public:
-  enum class Kind { kDpbf16Zmm, kFmaZmm, kFmaYmm, kAmxTdpbf16 };
+  enum class Kind { kDpbf16Zmm, kFmaZmm, kFmaYmm, kAmxTdpbf16, kVpdpbusdZmm };
 
   PeakLoop(Kind kind, int accumulators);
   void Run(int64_t iterations) const { getCode<void (*)(int64_t)>()(iterations); }
 
   // Flops of one instruction: vdpbf16ps zmm 16 lanes x 2 products x 2; vfmadd231ps zmm 16 x 2,
-  // ymm 8 x 2; tdpbf16ps 16 x 16 x 32 x 2.
+  // ymm 8 x 2; tdpbf16ps 16 x 16 x 32 x 2; vpdpbusd zmm 16 x 4 x 2 (integer operations).
   static double FlopsPerInstruction(Kind kind);
 };
 

@@ -27,6 +27,8 @@ using emulation::kGuestData;
 // destination in the next two.
 constexpr uint64_t kGuestA = kGuestData[0], kGuestB = kGuestData[1], kGuestC = kGuestData[2];
 constexpr uint64_t kGuestStreamSrc = kGuestData[3], kGuestStreamDst = kGuestData[4];
+// int8 kernels' column offsets.
+constexpr uint64_t kGuestColOffset = kGuestData[5];
 
 std::vector<KernelKey> Keys() {
   std::vector<KernelKey> keys;
@@ -34,6 +36,11 @@ std::vector<KernelKey> Keys() {
     const IsaLevel isa = layout == PanelLayout::kF32 ? IsaLevel::kAvx512 : IsaLevel::kAvx512Bf16;
     for (int rows = 1; rows <= 6; ++rows) {
       for (int tail = 0; tail <= 4; ++tail) keys.push_back({layout, isa, 6, 64, rows, tail});
+    }
+  }
+  for (int rows = 1; rows <= 6; ++rows) {
+    for (int tail = 0; tail <= 4; ++tail) {
+      keys.push_back({PanelLayout::kS8Quads, IsaLevel::kAvx512, 6, 64, rows, tail});
     }
   }
   for (int rows = 1; rows <= 6; ++rows) {
@@ -69,7 +76,9 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> small(-3, 3), c_value(-8, 8);
   // Small integers: every product and sum is exact, so results must match bit for bit.
+  // int8 quads: any bytes (int32 sums wrap exactly).
   auto value = [&](PanelLayout layout) -> uint32_t {
+    if (layout == PanelLayout::kS8Quads) return static_cast<uint32_t>(rng());
     if (layout == PanelLayout::kF32) {
       float f = static_cast<float>(small(rng));
       uint32_t u;
@@ -117,6 +126,11 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           args.b_panel_stride = b_stride;
           args.accumulate = accumulate;
           if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
+          // int8 kernels: column offsets in every other case (null in the others).
+          std::vector<int32_t> col_offset((n_panels + 1) * key.nr);
+          for (int32_t& x : col_offset) x = static_cast<int32_t>(rng());
+          const bool with_offset = key.layout == PanelLayout::kS8Quads && k_steps % 2 == 1;
+          if (with_offset) args.col_offset = col_offset.data();
           // Streaming: rows of a row-major source (padded rows; two per step of bf16 pairs)
           // into packed panels with room past the copied steps, which must stay as they were.
           const bool pairs = key.layout == PanelLayout::kBf16Pairs;
@@ -148,6 +162,7 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           args.b = reinterpret_cast<const void*>(kGuestB);
           args.c = reinterpret_cast<float*>(kGuestC);
           args.key = nullptr;
+          if (with_offset) args.col_offset = reinterpret_cast<const int32_t*>(kGuestColOffset);
           if (streams) {
             args.stream_src = reinterpret_cast<const void*>(kGuestStreamSrc);
             args.stream_dst = reinterpret_cast<void*>(kGuestStreamDst);
@@ -162,7 +177,13 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
                       {kGuestB, Bytes(b.data(), b.size() * 4)},
                       {kGuestC, Bytes(c_in.data(), c_in.size() * 4)},
                       {kGuestArgs, Bytes(&args, sizeof(args))}};
-          c.checks = {{kGuestC, Bytes(want.data(), want.size() * 4), "f32", 0, {}}};
+          if (with_offset) {
+            c.description += " col_offset";
+            c.writes.push_back({kGuestColOffset, Bytes(col_offset.data(), col_offset.size() * 4)});
+          }
+          // int8 quads: C holds int32 (the f32 small integers read as int32 bit patterns).
+          c.checks = {{kGuestC, Bytes(want.data(), want.size() * 4),
+                       key.layout == PanelLayout::kS8Quads ? "s32" : "f32", 0, {}}};
           if (streams) {
             c.description += " stream_iters=" + std::to_string(args.stream_iters) +
                              " stream_panels=" + std::to_string(args.stream_panels);
