@@ -144,8 +144,10 @@ void CopyLoops(char* dst, const char* src, const StridedLoops& loops, int64_t el
         FillRuns<uint8_t>(to, dst_step, from, src_step, n, rows);
       } else if (elem == 2) {
         FillRuns<uint16_t>(to, dst_step, from, src_step, n, rows);
-      } else {
+      } else if (elem == 4) {
         FillRuns<uint32_t>(to, dst_step, from, src_step, n, rows);
+      } else {
+        FillRuns<uint64_t>(to, dst_step, from, src_step, n, rows);
       }
     });
     return;
@@ -157,7 +159,7 @@ void CopyLoops(char* dst, const char* src, const StridedLoops& loops, int64_t el
 // The bytes per element of `t`; Unimplemented for sizes the copies do not handle.
 absl::StatusOr<int64_t> ElementBytes(const ir::Op& op, const ir::Tensor& t) {
   const int64_t elem = ir::DTypeSize(t.dtype());
-  if (elem != 1 && elem != 2 && elem != 4) {
+  if (elem != 1 && elem != 2 && elem != 4 && elem != 8) {
     return absl::UnimplementedError(fmt::format("{}: no x86 copy for {}-byte elements ({})",
                                                 op.opcode(), elem, t.type().ToString()));
   }

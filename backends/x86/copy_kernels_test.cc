@@ -34,7 +34,8 @@ using ir::Tensor;
 using KernelFn = std::function<absl::StatusOr<std::vector<Tensor>>(
     const ir::Op&, const std::vector<Tensor>&, ir::Allocator*)>;
 
-const DType kDTypes[] = {DType::kF32, DType::kBF16, DType::kS32, DType::kPred};
+const DType kDTypes[] = {DType::kF32, DType::kBF16, DType::kS32, DType::kPred,
+                         DType::kF64, DType::kU64, DType::kS8,  DType::kU16};
 
 // Shapes of ranks 1-4 with unit, odd, prime, empty and larger-than-a-small-run dims.
 const std::vector<Dims> kShapes = {

@@ -35,20 +35,51 @@ SHARDJIT_TARGET_AVX2 void Block8(uint16_t* dst, int64_t dst_row, const uint16_t*
   for (int r = 0; r < 8; ++r) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + r * dst_row), v[r]);
 }
 
-// One tile, rows [r0, r1) x columns [c0, c1) of dst[r * dst_row + c] = src[r + c * src_col]: 8x8
-// blocks of 2- and 4-byte elements transposed in registers when `blocks`, the edges element by
-// element.
+// One 4x4 block of 8-byte elements, transposed in registers.
+SHARDJIT_TARGET_AVX2 void Block4(uint64_t* dst, int64_t dst_row, const uint64_t* src,
+                                 int64_t src_col) {
+  __m256d v[4];
+  for (int c = 0; c < 4; ++c) {
+    v[c] = _mm256_loadu_pd(reinterpret_cast<const double*>(src + c * src_col));
+  }
+  const __m256d t0 = _mm256_unpacklo_pd(v[0], v[1]), t1 = _mm256_unpackhi_pd(v[0], v[1]);
+  const __m256d t2 = _mm256_unpacklo_pd(v[2], v[3]), t3 = _mm256_unpackhi_pd(v[2], v[3]);
+  const __m256d rows[4] = {_mm256_permute2f128_pd(t0, t2, 0x20),
+                           _mm256_permute2f128_pd(t1, t3, 0x20),
+                           _mm256_permute2f128_pd(t0, t2, 0x31),
+                           _mm256_permute2f128_pd(t1, t3, 0x31)};
+  for (int r = 0; r < 4; ++r) {
+    _mm256_storeu_pd(reinterpret_cast<double*>(dst + r * dst_row), rows[r]);
+  }
+}
+
+// One block of edge kBlock<T> (8x8 of 2- and 4-byte elements, 4x4 of 8-byte ones).
+template <typename T>
+constexpr int64_t kBlock = sizeof(T) == 8 ? 4 : 8;
+template <typename T>
+void Block(T* dst, int64_t dst_row, const T* src, int64_t src_col) {
+  if constexpr (sizeof(T) == 8) {
+    Block4(dst, dst_row, src, src_col);
+  } else {
+    Block8(dst, dst_row, src, src_col);
+  }
+}
+
+// One tile, rows [r0, r1) x columns [c0, c1) of dst[r * dst_row + c] = src[r + c * src_col]:
+// blocks of 2-, 4- and 8-byte elements transposed in registers when `blocks`, the edges element
+// by element.
 template <typename T>
 void TransposeTile(T* dst, int64_t dst_row, const T* src, int64_t src_col, int64_t r0, int64_t r1,
                    int64_t c0, int64_t c1, bool blocks) {
   int64_t r_done = r0, c_done = c0;  // the block-transposed part is [r0, r_done) x [c0, c_done)
   if constexpr (sizeof(T) > 1) {
+    constexpr int64_t b = kBlock<T>;
     if (blocks) {
-      r_done = r0 + (r1 - r0) / 8 * 8;
-      c_done = c0 + (c1 - c0) / 8 * 8;
-      for (int64_t r = r0; r < r_done; r += 8) {
-        for (int64_t c = c0; c < c_done; c += 8) {
-          Block8(dst + r * dst_row + c, dst_row, src + r + c * src_col, src_col);
+      r_done = r0 + (r1 - r0) / b * b;
+      c_done = c0 + (c1 - c0) / b * b;
+      for (int64_t r = r0; r < r_done; r += b) {
+        for (int64_t c = c0; c < c_done; c += b) {
+          Block(dst + r * dst_row + c, dst_row, src + r + c * src_col, src_col);
         }
       }
     }
@@ -115,7 +146,9 @@ absl::StatusOr<std::vector<ir::Tensor>> TransposeKernel(const ir::Op& op,
   const auto& perm = op.transpose().permutation();
   const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
   const int64_t elem = ir::DTypeSize(x.dtype());
-  if (elem != 1 && elem != 2 && elem != 4) return absl::UnimplementedError("transpose: dtype");
+  if (elem != 1 && elem != 2 && elem != 4 && elem != 8) {
+    return absl::UnimplementedError("transpose: dtype");
+  }
   // Output index space with the strides of both sides; size-1 dims dropped, adjacent dims that
   // are contiguous on both sides merged.
   const Dims x_strides = ir::RowMajorStrides(x.dims());
@@ -144,7 +177,9 @@ absl::StatusOr<std::vector<ir::Tensor>> TransposeKernel(const ir::Op& op,
   }
   if (row_dim < 0) return absl::UnimplementedError("transpose: no unit-stride input dim");
   ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
-  if (elem == 4) {
+  if (elem == 8) {
+    Run<uint64_t>(dims, ds, ss, row_dim, x.data(), out.data());
+  } else if (elem == 4) {
     Run<uint32_t>(dims, ds, ss, row_dim, x.data(), out.data());
   } else if (elem == 2) {
     Run<uint16_t>(dims, ds, ss, row_dim, x.data(), out.data());

@@ -1,5 +1,5 @@
 // The blocked transpose against the reference kernel, bit for bit, over ranks 2-4, every
-// permutation, odd sizes around the tile edge, and 1-, 2- and 4-byte dtypes.
+// permutation, odd sizes around the tile edge, and 1-, 2-, 4- and 8-byte dtypes.
 #include "backends/x86/transpose.h"
 
 #include <algorithm>
@@ -30,14 +30,16 @@ ir::Op TransposeOp(const Tensor& x, const std::vector<int64_t>& perm) {
   return op;
 }
 
-// Distinct bit patterns for 2- and 4-byte elements (a misplaced element cannot go unnoticed);
-// 0/1 for pred.
+// Distinct bit patterns for 2-, 4- and 8-byte elements (a misplaced element cannot go
+// unnoticed); 0/1 for pred.
 Tensor Iota(DType dtype, const std::vector<int64_t>& dims) {
   Tensor t = Tensor::Empty({dtype, dims});
   const int64_t n = t.num_elements();
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t bits = static_cast<uint32_t>(i) * 2654435761u;
-    if (ir::DTypeSize(dtype) == 4) {
+    if (ir::DTypeSize(dtype) == 8) {
+      t.data_as<uint64_t>()[i] = uint64_t{bits} << 32 | static_cast<uint32_t>(i);
+    } else if (ir::DTypeSize(dtype) == 4) {
       t.data_as<uint32_t>()[i] = bits;
     } else if (ir::DTypeSize(dtype) == 2) {
       t.data_as<uint16_t>()[i] = static_cast<uint16_t>(i);
@@ -69,7 +71,7 @@ TEST_P(TransposeTest, MatchesReferenceForEveryPermutation) {
   const std::vector<std::vector<int64_t>> shapes = {
       {1, 1},    {1, 7},      {33, 65},     {64, 32},  {3, 5, 7},  {31, 1, 33},
       {2, 3, 4, 5}, {5, 33, 2, 31}, {40, 1, 3, 9}};
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kPred}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kPred, DType::kF64, DType::kS64}) {
     for (const auto& dims : shapes) {
       Tensor x = Iota(dtype, dims);
       std::vector<int64_t> perm(dims.size());
@@ -87,6 +89,10 @@ TEST(TransposeKernelTest, TakesTheTwoDimensionalCase) {
   Tensor x = Iota(DType::kF32, {37, 45});
   ir::Op op = TransposeOp(x, {1, 0});
   EXPECT_TRUE(TransposeKernel(op, {x}, ir::HostAllocator()).ok());
+  for (DType dtype : {DType::kF64, DType::kU64, DType::kU8}) {  // every element size
+    Tensor z = Iota(dtype, {37, 45});
+    EXPECT_TRUE(TransposeKernel(TransposeOp(z, {1, 0}), {z}, ir::HostAllocator()).ok());
+  }
   // Keeping the innermost dim leaves contiguous runs to the reference kernel.
   Tensor y = Iota(DType::kF32, {4, 5, 6});
   EXPECT_TRUE(absl::IsUnimplemented(
