@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "fmt/format.h"
+#include "frontend/index_normalize.h"
 #include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
 
@@ -61,14 +62,10 @@ std::optional<int64_t> Axis(TraceState* t, const char* opcode, int64_t axis, con
   return axis < 0 ? axis + rank : axis;
 }
 
-// s32 indices, with i < 0 replaced by i + size when `wrap`, and a trailing index-vector
-// dimension of 1.
+// The indices, with i < 0 replaced by i + size when `wrap` (NormalizeIndex), and a trailing
+// index-vector dimension of 1.
 Tracer IndexVector(Tracer indices, int64_t size, bool wrap, Loc loc) {
-  if (wrap && indices.dtype() == DType::kS32) {
-    Tracer zero = lax::full(indices.shape(), 0, DType::kS32, loc);
-    Tracer n = lax::full(indices.shape(), static_cast<double>(size), DType::kS32, loc);
-    indices = lax::select(lax::lt(indices, zero, loc), lax::add(indices, n, loc), indices, loc);
-  }
+  if (wrap) indices = NormalizeIndex(indices, size, loc);
   std::vector<int64_t> shape = indices.shape();
   shape.push_back(1);
   return lax::reshape(indices, shape, loc);
@@ -86,6 +83,18 @@ bool CheckNotEmpty(TraceState* t, const char* opcode, const Tracer& a, int64_t a
 }
 
 }  // namespace
+
+Tracer NormalizeIndex(Tracer i, int64_t size, Loc loc) {
+  if (!i.valid() || !ir::IsSignedInteger(i.dtype())) return i;
+  const int bits = 8 * static_cast<int>(ir::DTypeSize(i.dtype()));
+  if (bits < 64 && size > (int64_t{1} << (bits - 1)) - 1) {
+    i = lax::convert_element_type(i, DType::kS32, loc);
+  }
+  const DType dtype = i.dtype();
+  Tracer zero = lax::full(i.shape(), 0, dtype, loc);
+  Tracer n = lax::full(i.shape(), static_cast<double>(size), dtype, loc);
+  return lax::select(lax::lt(i, zero, loc), lax::add(i, n, loc), i, loc);
+}
 
 namespace lax {
 

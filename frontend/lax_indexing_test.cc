@@ -2,6 +2,7 @@
 // table's feature dimension and the tokens sharded on a 2x2 mesh (partitioned: no gather of
 // either), its gradient by scatter_add, take_along_axis of top_k's indices; negative and
 // out-of-bounds indices in each mode; tracer errors.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -146,6 +147,95 @@ INSTANTIATE_TEST_SUITE_P(Backends, LaxIndexingTest,
                          ::testing::Values(Backend::kX86, Backend::kReference),
                          [](const auto& info) { return AbslUnparseFlag(info.param); });
 
+// Indices of every integer dtype, as jax.lax takes them: take (negative indices wrapped in
+// their own dtype, or in s32 where the dimension does not fit it), scatter_add, dynamic_slice's
+// starts and argmax's index_dtype, against the same ops on s32 indices and hand-derived values.
+TEST_P(LaxIndexingTest, IndicesOfEveryIntegerDtype) {
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  const NamedSharding rep(mesh, P());
+  constexpr int64_t kRows = 200;  // does not fit s8: its negative indices wrap in s32
+  std::vector<double> table(kRows * 2);
+  for (int64_t i = 0; i < kRows * 2; ++i) table[i] = static_cast<double>(i);
+  Array t = *device_put(HostTensor(DType::kF32, {kRows, 2}, table), rep);
+  for (DType dtype : {DType::kS8, DType::kU8, DType::kS16, DType::kU16, DType::kS32, DType::kU32,
+                      DType::kS64, DType::kU64}) {
+    SCOPED_TRACE(ir::DTypeName(dtype));
+    const bool is_signed = ir::IsSignedInteger(dtype);
+    // 5, 0, 127 and, for signed dtypes, -1 (the last row) and -3; unsigned: 130 and 250 (past the
+    // end: NaN, or the last row when clipped).
+    const std::vector<double> ids = is_signed ? std::vector<double>{5, 0, 127, -1, -3}
+                                              : std::vector<double>{5, 0, 127, 130, 250};
+    Array idx = *device_put(HostTensor(dtype, {5}, ids), rep);
+    auto f = jit(
+        [](Tracer t, Tracer idx) {
+          Tracer rows = jnp::take(t, idx, 0);
+          Tracer clipped = jnp::take(t, idx, 0, lax::GatherScatterMode::kClip);
+          Tracer counts = lax::scatter_add(lax::full({kRows}, 0, DType::kF32),
+                                           lax::reshape(idx, {5, 1}), lax::full({5}, 1, DType::kF32),
+                                           {.inserted_window_dims = {0},
+                                            .scatter_dims_to_operand_dims = {0}});
+          Tracer window = lax::dynamic_slice(t, {lax::reshape(lax::slice(idx, {2}, {3}, {}), {}),
+                                                 0},
+                                             {2, 2});
+          return std::vector<Tracer>{rows, clipped, counts, window};
+        },
+        {.backend = GetParam()});
+    absl::StatusOr<std::vector<Array>> out = f(t, idx);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<double> rows, clipped, counts(kRows, 0);
+    for (double id : ids) {
+      const int64_t i = static_cast<int64_t>(id);
+      const int64_t wrapped = i < 0 ? i + kRows : i;
+      const int64_t clamped = std::clamp<int64_t>(i, 0, kRows - 1);
+      for (int64_t j = 0; j < 2; ++j) {
+        rows.push_back(wrapped < kRows ? table[wrapped * 2 + j] : NAN);
+        clipped.push_back(table[clamped * 2 + j]);
+      }
+      if (i >= 0 && i < kRows) counts[i] += 1;  // scatter_add drops -1, -3 and 250
+    }
+    const std::vector<double> got_rows = (*out)[0].to_host()->ToDoubles();
+    ASSERT_EQ(got_rows.size(), rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      if (std::isnan(rows[k])) {
+        EXPECT_TRUE(std::isnan(got_rows[k])) << k;
+      } else {
+        EXPECT_EQ(got_rows[k], rows[k]) << k;
+      }
+    }
+    EXPECT_EQ((*out)[1].to_host()->ToDoubles(), clipped);
+    EXPECT_EQ((*out)[2].to_host()->ToDoubles(), counts);
+    // dynamic_slice from row 127 (ids[2]).
+    EXPECT_EQ((*out)[3].to_host()->ToDoubles(), (std::vector<double>{254, 255, 256, 257}));
+  }
+  // A u64 index past the int64 range is out of bounds, not negative.
+  Array huge = *device_put(HostTensor(DType::kU64, {1}, {1.8e19}), rep);
+  absl::StatusOr<std::vector<Array>> out = jit(
+      [](Tracer t, Tracer idx) {
+        return std::vector<Tracer>{jnp::take(t, idx, 0),
+                                   jnp::take(t, idx, 0, lax::GatherScatterMode::kClip)};
+      },
+      {.backend = GetParam()})(t, huge);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (double v : (*out)[0].to_host()->ToDoubles()) EXPECT_TRUE(std::isnan(v));
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{398, 399}));
+  // argmax in every index dtype that holds the index; u8 cannot index 300 elements.
+  std::vector<double> values(300, 0.0);
+  values[257] = 1.0;
+  Array v = *device_put(HostTensor(DType::kF32, {300}, values), rep);
+  for (DType dtype : {DType::kS16, DType::kU16, DType::kU32, DType::kS64, DType::kU64}) {
+    absl::StatusOr<Array> at =
+        jit([dtype](Tracer v) { return lax::argmax(v, 0, dtype); }, {.backend = GetParam()})(v);
+    ASSERT_TRUE(at.ok()) << at.status();
+    EXPECT_EQ(at->dtype(), dtype);
+    EXPECT_EQ(at->to_host()->ToDoubles(), (std::vector<double>{257}));
+  }
+  absl::StatusOr<Array> narrow =
+      jit([](Tracer v) { return lax::argmax(v, 0, DType::kU8); }, {.backend = GetParam()})(v);
+  EXPECT_THAT(narrow.status().message(),
+              HasSubstr("dimension 0 (size 300) has indices that do not fit u8 (range [0, 255])"));
+}
+
 TEST(LaxIndexingErrors, NameTheOpAndTheAttribute) {
   Runtime rt({.num_devices = 1});
   Mesh mesh = *make_mesh(rt, {{"x", 1}});
@@ -155,7 +245,7 @@ TEST(LaxIndexingErrors, NameTheOpAndTheAttribute) {
   EXPECT_THAT(message([](Tracer x) { return jnp::take(x, lax::full({2}, 0, DType::kS32), 2); }),
               HasSubstr("take: axis=2 is out of range for f32[2,3]"));
   EXPECT_THAT(message([](Tracer x) { return jnp::take(x, x, 0); }),
-              HasSubstr("gather: indices must be s32, got f32"));
+              HasSubstr("gather: indices must have an integer dtype, got f32"));
   EXPECT_THAT(message([](Tracer x) {
                 return jnp::take_along_axis(x, lax::full({2}, 0, DType::kS32), 1);
               }),

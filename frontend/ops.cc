@@ -1,6 +1,7 @@
 #include "frontend/ops.h"
 
 #include "fmt/format.h"
+#include "frontend/index_normalize.h"
 #include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
 
@@ -80,11 +81,11 @@ Tracer Reduce(const char* opcode, Tracer x, std::vector<int64_t> axes, Loc loc) 
   return t->Emit1(std::move(op), {x}, loc);
 }
 
-// Tracers for start indices (constants become s32 scalars).
-// The start indices as s32 scalars. With `wrap_negative`, a start i < 0 of dimension k becomes
-// i + dims[k] (jax.lax's allow_negative_indices): at trace time for constants, as
-// select(i < 0, i + d, i) for traced s32 scalars. Indices of another type or beyond x's rank are
-// passed on as they are, for the primitive's shape rule to name (an invalid x has no dims).
+// The start indices as scalars (constants become s32). With `wrap_negative`, a start i < 0 of
+// dimension k becomes i + dims[k] (jax.lax's allow_negative_indices): at trace time for
+// constants, by NormalizeIndex for traced integer scalars. Indices of another type or beyond x's
+// rank are passed on as they are, for the primitive's shape rule to name (an invalid x has no
+// dims).
 std::vector<Tracer> IndexTracers(TraceState* t, const std::vector<Index>& indices,
                                  const std::vector<int64_t>& dims, bool wrap_negative, Loc loc) {
   const ShapedType s32_scalar{DType::kS32, {}};
@@ -95,11 +96,8 @@ std::vector<Tracer> IndexTracers(TraceState* t, const std::vector<Index>& indice
     if (!i.tracer.valid()) {
       const int64_t value = wrap && i.value < 0 ? i.value + dims[k] : i.value;
       out.push_back(t->Constant(static_cast<double>(value), s32_scalar, loc));
-    } else if (wrap && i.tracer.type() == s32_scalar) {
-      Tracer size = t->Constant(static_cast<double>(dims[k]), s32_scalar, loc);
-      Tracer zero = t->Constant(0, s32_scalar, loc);
-      out.push_back(lax::select(lax::lt(i.tracer, zero, loc), lax::add(i.tracer, size, loc),
-                                i.tracer, loc));
+    } else if (wrap && i.tracer.rank() == 0 && ir::IsInteger(i.tracer.dtype())) {
+      out.push_back(NormalizeIndex(i.tracer, dims[k], loc));
     } else {
       out.push_back(i.tracer);
     }

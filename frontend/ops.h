@@ -81,8 +81,8 @@ Tracer population_count(Tracer x, Loc loc = Loc::current());
 Tracer convert_element_type(Tracer x, DType new_dtype, Loc loc = Loc::current());
 // The same bits read as `new_dtype`, of the same width (f32 <-> s32).
 Tracer bitcast_convert_type(Tracer x, DType new_dtype, Loc loc = Loc::current());
-// jax.random's threefry2x32 hash on s32 words holding uint32 bits: key (k0, k1), counter
-// (x0, x1), all of one shape; returns the two hashed words.
+// jax.random's threefry2x32 hash on u32 words: key (k0, k1), counter (x0, x1), all of one
+// shape; returns the two hashed words.
 std::pair<Tracer, Tracer> threefry2x32(Tracer k0, Tracer k1, Tracer x0, Tracer x1,
                                        Loc loc = Loc::current());
 Tracer eq(Tracer a, Tracer b, Loc loc = Loc::current());

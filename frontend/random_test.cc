@@ -20,7 +20,7 @@ using Words = std::vector<uint32_t>;
 
 Words AsWords(const Array& a) {
   Words out;
-  for (double v : a.to_host()->ToDoubles()) out.push_back(static_cast<uint32_t>(static_cast<int32_t>(v)));
+  for (double v : a.to_host()->ToDoubles()) out.push_back(static_cast<uint32_t>(v));
   return out;
 }
 
@@ -144,15 +144,15 @@ INSTANTIATE_TEST_SUITE_P(Backends, RandomTest,
 TEST(Threefry2x32, KnownAnswers) {
   Runtime rt({.num_devices = 1});
   Mesh mesh = *make_mesh(rt, {{"x", 1}});
-  auto word = [](uint32_t w) { return static_cast<double>(static_cast<int32_t>(w)); };
+  auto word = [](uint32_t w) { return static_cast<double>(w); };
   // (k0, k1, x0, x1) -> (y0, y1), three cases side by side.
-  Array k0 = *device_put(HostTensor(DType::kS32, {3}, {0, word(0xffffffff), word(0x13198a2e)}),
+  Array k0 = *device_put(HostTensor(DType::kU32, {3}, {0, word(0xffffffff), word(0x13198a2e)}),
                          NamedSharding(mesh, P()));
-  Array k1 = *device_put(HostTensor(DType::kS32, {3}, {0, word(0xffffffff), word(0x03707344)}),
+  Array k1 = *device_put(HostTensor(DType::kU32, {3}, {0, word(0xffffffff), word(0x03707344)}),
                          NamedSharding(mesh, P()));
-  Array x0 = *device_put(HostTensor(DType::kS32, {3}, {0, word(0xffffffff), word(0x243f6a88)}),
+  Array x0 = *device_put(HostTensor(DType::kU32, {3}, {0, word(0xffffffff), word(0x243f6a88)}),
                          NamedSharding(mesh, P()));
-  Array x1 = *device_put(HostTensor(DType::kS32, {3}, {0, word(0xffffffff), word(0x85a308d3)}),
+  Array x1 = *device_put(HostTensor(DType::kU32, {3}, {0, word(0xffffffff), word(0x85a308d3)}),
                          NamedSharding(mesh, P()));
   absl::StatusOr<std::vector<Array>> out = jit([](Tracer a, Tracer b, Tracer c, Tracer d) {
     auto [y0, y1] = lax::threefry2x32(a, b, c, d);
@@ -169,7 +169,7 @@ TEST(RandomErrors, NameTheFunctionAndTheKey) {
   Array x = *device_put(HostTensor(DType::kF32, {2}, {1, 2}), NamedSharding(mesh, P()));
   absl::StatusOr<Array> bad = jit([](Tracer x) { return random::uniform(x, {3}); })(x);
   EXPECT_THAT(bad.status().message(),
-              HasSubstr("random::uniform: a key is s32[2] (jax.random.PRNGKey), got f32[2]"));
+              HasSubstr("random::uniform: a key is u32[2] (jax.random.PRNGKey), got f32[2]"));
   absl::StatusOr<Array> width = jit([](Tracer x) {
     return lax::bitcast_convert_type(lax::convert_element_type(x, DType::kBF16), DType::kS32);
   })(x);

@@ -22,31 +22,28 @@ Tracer KeyWord(Tracer key, int64_t w, const std::vector<int64_t>& shape, Loc loc
 std::pair<Tracer, Tracer> HashIndices(Tracer key, const std::vector<int64_t>& shape, Loc loc) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  // Below 2^31 elements the high words are 0 and the low ones fit an s32 iota.
-  Tracer low = lax::reshape(lax::broadcasted_iota(DType::kS32, {n}, 0, loc), shape, loc);
+  // Below 2^32 elements the high words are 0 and the low ones a u32 iota.
+  Tracer low = lax::reshape(lax::broadcasted_iota(DType::kU32, {n}, 0, loc), shape, loc);
   return lax::threefry2x32(KeyWord(key, 0, shape, loc), KeyWord(key, 1, shape, loc),
-                           lax::full(shape, 0, DType::kS32, loc), low, loc);
+                           lax::full(shape, 0, DType::kU32, loc), low, loc);
 }
 
-// An error when `key` is not a traced s32[2] key.
+// An error when `key` is not a traced u32[2] key.
 bool CheckKey(const Tracer& key, const char* op, Loc loc) {
   if (!key.valid()) return false;
-  if (key.type() == ShapedType{DType::kS32, {2}}) return true;
+  if (key.type() == ShapedType{DType::kU32, {2}}) return true;
   key.state()->RecordError(absl::InvalidArgumentError(fmt::format(
-                               "random::{}: a key is s32[2] (jax.random.PRNGKey), got {}", op,
+                               "random::{}: a key is u32[2] (jax.random.PRNGKey), got {}", op,
                                key.type().ToString())),
                            loc);
   return false;
 }
 
-// `words` as s32 (the uint32 bit pattern) for a constant.
-double Word(uint32_t word) { return static_cast<double>(static_cast<int32_t>(word)); }
-
 }  // namespace
 
 Tracer prng_key(uint32_t seed, Loc loc) {
-  return lax::concatenate({lax::full({1}, 0, DType::kS32, loc),
-                           lax::full({1}, Word(seed), DType::kS32, loc)},
+  return lax::concatenate({lax::full({1}, 0, DType::kU32, loc),
+                           lax::full({1}, static_cast<double>(seed), DType::kU32, loc)},
                           0, loc);
 }
 
@@ -60,8 +57,9 @@ Tracer split(Tracer key, int64_t num, Loc loc) {
 Tracer fold_in(Tracer key, uint32_t data, Loc loc) {
   if (!CheckKey(key, "fold_in", loc)) return Tracer();
   auto [a, b] = lax::threefry2x32(KeyWord(key, 0, {1}, loc), KeyWord(key, 1, {1}, loc),
-                                  lax::full({1}, 0, DType::kS32, loc),
-                                  lax::full({1}, Word(data), DType::kS32, loc), loc);
+                                  lax::full({1}, 0, DType::kU32, loc),
+                                  lax::full({1}, static_cast<double>(data), DType::kU32, loc),
+                                  loc);
   return lax::concatenate({a, b}, 0, loc);
 }
 
@@ -75,11 +73,11 @@ Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval, double max
   if (!CheckKey(key, "uniform", loc)) return Tracer();
   // 23 random mantissa bits under the exponent of 1: a float in [1, 2), less 1. Scalars are
   // broadcast by the binary ops.
-  auto s32 = [&](double v) { return lax::scalar(v, DType::kS32, loc); };
+  auto u32 = [&](double v) { return lax::scalar(v, DType::kU32, loc); };
   auto f32 = [&](double v) { return lax::scalar(v, DType::kF32, loc); };
-  Tracer mantissa = lax::shift_right_logical(bits(key, shape, loc), s32(9), loc);
+  Tracer mantissa = lax::shift_right_logical(bits(key, shape, loc), u32(9), loc);
   Tracer one_to_two =
-      lax::bitcast_convert_type(lax::bitwise_or(mantissa, s32(0x3F800000), loc), DType::kF32, loc);
+      lax::bitcast_convert_type(lax::bitwise_or(mantissa, u32(0x3F800000), loc), DType::kF32, loc);
   // The bounds and their difference in f32, as JAX computes them.
   const float lo = static_cast<float>(minval), hi = static_cast<float>(maxval);
   Tracer unit = lax::sub(one_to_two, f32(1.0), loc);

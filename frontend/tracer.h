@@ -53,7 +53,7 @@ struct AxisNames {
   std::vector<std::string> names;
 };
 
-// A start index: a traced s32 scalar or a constant.
+// A start index: a traced integer scalar (any integer dtype) or a constant.
 struct Index {
   Index(Tracer t) : tracer(std::move(t)) {}
   Index(int v) : value(v) {}

@@ -68,8 +68,8 @@ std::vector<Case> Cases() {
                    "    d:f32[2,3] = select a b c\n", "d"});
   cases.push_back({"bitcast_convert_type", "a:f32[2,3]",
                    "    b:s32[2,3] = bitcast_convert_type[new_dtype=s32] a\n", "b"});
-  cases.push_back({"threefry2x32", "a:s32[4] b:s32[4] c:s32[4] d:s32[4]",
-                   "    e:s32[4] f:s32[4] = threefry2x32 a b c d\n", "e, f"});
+  cases.push_back({"threefry2x32", "a:u32[4] b:u32[4] c:u32[4] d:u32[4]",
+                   "    e:u32[4] f:u32[4] = threefry2x32 a b c d\n", "e, f"});
   cases.push_back({"convert_element_type", "a:f32[2,3]",
                    "    b:bf16[2,3] = convert_element_type[new_dtype=bf16] a\n", "b"});
   cases.push_back({"constant", "",

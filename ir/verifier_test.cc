@@ -97,7 +97,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "c", {"dot_general: contracting dim sizes differ", "f32[2,3], f32[4,5]"}},
         BadModule{"DynamicSliceIndexType", "per_device", "a:f32[4] b:f32[]",
                   "    c:f32[2] = dynamic_slice[slice_sizes=(2)] a b\n", "c",
-                  {"dynamic_slice: start index 0 must be s32[], got f32[]"}},
+                  {"dynamic_slice: start index 0 must be an integer scalar, got f32[]"}},
         BadModule{"ReshapeCount", "per_device", "a:f32[2,3]",
                   "    b:f32[4] = reshape[new_sizes=(4)] a\n", "b",
                   {"reshape: new_sizes (4) has 4 elements, operand has 6"}},

@@ -42,7 +42,7 @@ class IndexWalk {
  public:
   IndexWalk(const Tensor& indices, Dims index_map, Dims operand_batching, Dims indices_batching,
             int64_t operand_rank)
-      : indices_(indices.data_as<int32_t>()),
+      : indices_(IndexValues(indices)),
         batch_dims_(indices.dims().begin(), indices.dims().end() - 1),
         index_map_(std::move(index_map)),
         operand_batching_(std::move(operand_batching)),
@@ -87,7 +87,7 @@ class IndexWalk {
   }
 
  private:
-  const int32_t* indices_;
+  std::vector<int64_t> indices_;  // IndexValues of the indices
   Dims batch_dims_;
   Dims index_map_, operand_batching_, indices_batching_;
   int64_t operand_rank_;

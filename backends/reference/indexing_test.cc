@@ -268,7 +268,7 @@ TEST(GatherScatter, ShapeRulesNameTheAttribute) {
   };
   const GatherCase take{.offset = {1}, .collapsed = {0}, .index_map = {0}, .sizes = {1, 5}};
   EXPECT_EQ(error(GatherOp(take), {{kF32, {7, 5}}, {kF32, {3, 1}}}),
-            "gather: indices must be s32, got f32; operands f32[7,5], f32[3,1]");
+            "gather: indices must have an integer dtype, got f32; operands f32[7,5], f32[3,1]");
   EXPECT_EQ(error(GatherOp(take), {{kF32, {7, 5}}, {kS32, {3, 2}}}),
             "gather: the last dimension of the indices must have size 1 (one index per mapped "
             "operand dimension); operands f32[7,5], s32[3,2]");

@@ -1,10 +1,13 @@
 #include "backends/reference/kernel.h"
 
+#include <cstdint>
 #include <map>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
+#include "ir/dtype_dispatch.h"
 #include "ir/primitive.h"
 
 namespace shardjit::backends::reference {
@@ -57,6 +60,35 @@ absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& 
                     ir::TypesToString(types)));
   }
   return absl::OkStatus();
+}
+
+int64_t IndexValue(const ir::Tensor& t, int64_t i) {
+  return ir::VisitDType(t.dtype(), [&](auto tag) -> int64_t {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, uint64_t>) {
+      const uint64_t v = t.data_as<uint64_t>()[i];
+      return v > uint64_t{INT64_MAX} ? INT64_MAX : static_cast<int64_t>(v);
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return static_cast<int64_t>(t.data_as<T>()[i]);
+    } else {
+      return static_cast<int64_t>(t.GetDouble(i));  // not an index dtype: refused by the rules
+    }
+  });
+}
+
+std::vector<int64_t> IndexValues(const ir::Tensor& t) {
+  std::vector<int64_t> out(t.num_elements());
+  ir::VisitDType(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                  !std::is_same_v<T, uint64_t>) {
+      const T* p = t.data_as<T>();
+      for (int64_t i = 0; i < t.num_elements(); ++i) out[i] = static_cast<int64_t>(p[i]);
+    } else {
+      for (int64_t i = 0; i < t.num_elements(); ++i) out[i] = IndexValue(t, i);
+    }
+  });
+  return out;
 }
 
 }  // namespace shardjit::backends::reference

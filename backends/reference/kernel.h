@@ -36,6 +36,12 @@ ir::ShapedType ResultType(const ir::Op& op, int i = 0);
 // operand types and the mismatch otherwise).
 absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& operands);
 
+// Element i of integer tensor `t` (an index of any integer dtype) as an int64; u64 values past
+// the int64 range saturate (out of range of every dimension either way).
+int64_t IndexValue(const ir::Tensor& t, int64_t i);
+// Every element of `t` as IndexValue reads it.
+std::vector<int64_t> IndexValues(const ir::Tensor& t);
+
 }  // namespace shardjit::backends::reference
 
 #endif  // SHARDJIT_BACKENDS_REFERENCE_KERNEL_H_

@@ -20,6 +20,7 @@
 #include "backends/reference/kernel.h"
 #include "backends/reference/reduction.h"
 #include "ir/dtype.h"
+#include "ir/dtype_dispatch.h"
 #include "ir/tensor.h"
 
 namespace shardjit::backends::reference {
@@ -272,7 +273,7 @@ Results ArgMinMax(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator
   const Tensor& x = in[0];
   const Lanes lanes(x.dims(), op.arg_min_max().axis());
   Tensor out = Tensor::Empty(ResultType(op), allocator);
-  int32_t* o_ptr = out.data_as<int32_t>();
+  std::vector<int64_t> best_index(out.num_elements());
   Dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
@@ -293,8 +294,16 @@ Results ArgMinMax(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator
           best_j = j;
         }
       }
-      o_ptr[o * lanes.inner + i] = static_cast<int32_t>(best_j);
+      best_index[o * lanes.inner + i] = best_j;
     });
+  });
+  // In index_dtype (the shape rule checked that every index fits).
+  ir::VisitDType(out.dtype(), [&](auto tag) {
+    using I = decltype(tag);
+    if constexpr (std::is_integral_v<I>) {
+      I* o_ptr = out.data_as<I>();
+      for (size_t j = 0; j < best_index.size(); ++j) o_ptr[j] = static_cast<I>(best_index[j]);
+    }
   });
   return std::vector<Tensor>{out};
 }

@@ -5,6 +5,8 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "backends/reference/kernel.h"
+#include "ir/dtype.h"
 #include "ir/types.h"
 
 namespace shardjit::backends::reference {
@@ -98,15 +100,16 @@ absl::StatusOr<std::vector<int64_t>> ClampedStarts(std::string_view opcode,
   std::vector<int64_t> starts(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
     const ir::Tensor& index = operands[first + i];
-    if (index.type() != ir::ShapedType{ir::DType::kS32, {}}) {
-      return absl::InvalidArgumentError(fmt::format("{}: start index {} must be s32[], got {}",
-                                                    opcode, i, index.type().ToString()));
+    if (!ir::IsInteger(index.dtype()) || index.type().rank() != 0) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: start index {} must be an integer scalar, got {}", opcode, i,
+                      index.type().ToString()));
     }
     if (sizes[i] < 0 || sizes[i] > dims[i]) {
       return absl::InvalidArgumentError(
           fmt::format("{}: size {} of dim {} exceeds its extent {}", opcode, sizes[i], i, dims[i]));
     }
-    starts[i] = std::clamp<int64_t>(index.data_as<int32_t>()[0], 0, dims[i] - sizes[i]);
+    starts[i] = std::clamp<int64_t>(IndexValue(index, 0), 0, dims[i] - sizes[i]);
   }
   return starts;
 }

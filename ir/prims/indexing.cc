@@ -38,14 +38,15 @@ absl::Status CheckDisjoint(const Op& op, const Types& operands, std::string_view
   return absl::OkStatus();
 }
 
-// The indices: s32, rank >= 1, the last dimension of size `index_size`; batching dims paired
+// The indices: any integer dtype, rank >= 1, the last dimension of size `index_size`; batching dims paired
 // with the operand's, of equal sizes.
 absl::Status CheckIndices(const Op& op, const Types& operands, const ShapedType& indices,
                           int64_t index_size, const Dims& operand_batching,
                           std::string_view indices_batching_name, const Dims& indices_batching,
                           const ShapedType& operand) {
-  if (indices.dtype != DType::kS32) {
-    return RuleError(op, operands, "indices must be s32, got {}", DTypeName(indices.dtype));
+  if (!IsInteger(indices.dtype)) {
+    return RuleError(op, operands, "indices must have an integer dtype, got {}",
+                     DTypeName(indices.dtype));
   }
   if (indices.rank() < 1 || indices.dims.back() != index_size) {
     return RuleError(op, operands, "the last dimension of the indices must have size {} (one "

@@ -1,5 +1,6 @@
 // Shape rule of threefry2x32 (jax.random's counter-based hash): two key words and two counter
-// words, s32 bit patterns of JAX's uint32 values, all of one shape; two hashed words out.
+// words, u32 as in JAX (whose threefry2x32 primitive requires uint32), all of one shape; two
+// hashed words out.
 #include "base/status_macros.h"
 #include "ir/prims/rule_util.h"
 
@@ -7,8 +8,9 @@ namespace shardjit::ir::prims {
 namespace {
 
 absl::StatusOr<Types> Threefry2x32(const ShapeContext&, const Types& operands, const Op& op) {
-  if (operands[0].dtype != DType::kS32) {
-    return RuleError(op, operands, "operands must be s32 (the bits of uint32 words)");
+  if (operands[0].dtype != DType::kU32) {
+    return RuleError(op, operands, "operands must be u32, got {}",
+                     DTypeName(operands[0].dtype));
   }
   RETURN_IF_ERROR(CheckSameTypes(op, operands, 0));
   return Types{operands[0], operands[0]};

@@ -99,9 +99,9 @@ absl::Status CheckScalarIndices(const Op& op, const Types& operands, size_t firs
                      operands.size() - first);
   }
   for (size_t i = first; i < operands.size(); ++i) {
-    if (operands[i].dtype != DType::kS32 || operands[i].rank() != 0) {
-      return RuleError(op, operands, "start index {} must be s32[], got {}", i - first,
-                       operands[i].ToString());
+    if (!IsInteger(operands[i].dtype) || operands[i].rank() != 0) {
+      return RuleError(op, operands, "start index {} must be an integer scalar, got {}",
+                       i - first, operands[i].ToString());
     }
   }
   return absl::OkStatus();

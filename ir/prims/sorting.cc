@@ -62,12 +62,13 @@ absl::StatusOr<Types> ArgMinMax(const ShapeContext&, const Types& operands, cons
   }
   RETURN_IF_ERROR(CheckDTypeAttr(op, operands, "index_dtype", a.index_dtype()));
   const DType index = FromProto(a.index_dtype());
-  if (index != DType::kS32) {
+  if (!IsInteger(index)) {
     return RuleError(op, operands, "index_dtype={} must be an integer dtype", DTypeName(index));
   }
-  if (x.dims[a.axis()] - 1 > 2147483647) {
-    return RuleError(op, operands, "dimension {} (size {}) has indices that do not fit {}",
-                     a.axis(), x.dims[a.axis()], DTypeName(index));
+  const std::optional<IntegerBounds> range = IntegerRange(index);
+  if (static_cast<double>(x.dims[a.axis()] - 1) >= range->end) {
+    return RuleError(op, operands, "dimension {} (size {}) has indices that do not fit {} (range "
+                     "{})", a.axis(), x.dims[a.axis()], DTypeName(index), range->text);
   }
   ShapedType out{index, {}};
   for (int64_t d = 0; d < x.rank(); ++d) {
