@@ -13,6 +13,7 @@
 #define SHARDJIT_FRONTEND_SHARDJIT_H_
 
 #include "frontend/array.h"
+#include "frontend/autodiff.h"
 #include "frontend/collectives.h"
 #include "frontend/control_flow.h"
 #include "frontend/distributed.h"

@@ -30,6 +30,8 @@ class TraceState {
   absl::Status UseMesh(const Mesh& mesh, const std::string& what);
 
   Tracer AddParam(const ShapedType& type);
+  // The tracer of builder value `id`.
+  Tracer Wrap(int64_t id) { return Tracer(this, id, builder_.TypeOf(id)); }
   // Appends an op; on error records it (with the location) and returns invalid tracers.
   std::vector<Tracer> Emit(ir::Op op, const std::vector<Tracer>& operands, SourceLocation loc);
   Tracer Emit1(ir::Op op, const std::vector<Tracer>& operands, SourceLocation loc);

@@ -1,5 +1,5 @@
 // The primitive registry: one entry per primitive with its name (the IR text opcode), kind, arity,
-// attribute message and shape/dtype rule. The builder, the tracer and the verifier all infer
+// attribute message, shape/dtype rule and differentiation rules. The builder, the tracer and the verifier all infer
 // result types through InferResultTypes, so there is one shape rule per primitive. Code asks which
 // primitive an op is with ir::PrimOf (ir/prim.h), not by comparing opcode text.
 #ifndef SHARDJIT_IR_PRIMITIVE_H_
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/ad_rule.h"
 #include "ir/ir.pb.h"
 #include "ir/prim.h"
 #include "ir/types.h"
@@ -47,6 +48,8 @@ struct Primitive {
   ShapeRule shape_rule;
   // PrimFromName(name), set by RegisterPrimitive (ir/prim.h).
   Prim prim = Prim::kUnknown;
+  // Differentiation rules (ir/ad_rule.h), applied by ir/autodiff.h.
+  AdRules ad;
 };
 
 // Registers a primitive; called from static initialisers in ir/prims/*.cc.

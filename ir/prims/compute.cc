@@ -178,15 +178,15 @@ absl::StatusOr<Types> DotAccumulate(const ShapeContext& ctx, const Types& operan
 }
 
 const bool registered = [] {
-  RegisterPrimitive({"constant", PrimitiveKind::kStructural, 0, 0, Op::kConstant, Constant});
-  RegisterPrimitive({"iota", PrimitiveKind::kStructural, 0, 0, Op::kIota, Iota});
+  RegisterStructural({"constant", PrimitiveKind::kStructural, 0, 0, Op::kConstant, Constant});
+  RegisterStructural({"iota", PrimitiveKind::kStructural, 0, 0, Op::kIota, Iota});
   for (const char* name : {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and",
                            "reduce_or"}) {
-    RegisterPrimitive({name, PrimitiveKind::kStructural, 1, 1, Op::kReduce, Reduce});
+    RegisterStructural({name, PrimitiveKind::kStructural, 1, 1, Op::kReduce, Reduce});
   }
-  RegisterPrimitive(
+  RegisterStructural(
       {"dot_general", PrimitiveKind::kStructural, 2, 2, Op::kDotGeneral, DotGeneral});
-  RegisterPrimitive(
+  RegisterStructural(
       {"dot_accumulate", PrimitiveKind::kStructural, 3, -1, Op::kDotGeneral, DotAccumulate});
   return true;
 }();

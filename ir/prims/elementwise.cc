@@ -1,6 +1,7 @@
 // Shape rules of the elementwise primitives (JAX lax semantics: operands of one type, no implicit
 // broadcasting or promotion; the frontend inserts broadcasts for scalars).
 #include "base/status_macros.h"
+#include "ir/prims/ad_rules.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -53,6 +54,7 @@ const bool registered = [] {
         }
         return Types{operands[1]};
       },
+      .ad = ElementwiseAd("select"),
   });
   // clamp(min, x, max): min and max are scalars or of x's shape, all of x's dtype.
   RegisterPrimitive({
@@ -73,6 +75,7 @@ const bool registered = [] {
         }
         return Types{x};
       },
+      .ad = ElementwiseAd("clamp"),
   });
   // convert_element_type and bitcast_convert_type (the same bits read as another dtype of the
   // same width): the operand's shape in new_dtype.
@@ -95,6 +98,7 @@ const bool registered = [] {
           }
           return Types{{FromProto(to), operands[0].dims}};
         },
+        .ad = bitcast ? AdRules{} : ElementwiseAd("convert_element_type"),
     });
   }
   return true;

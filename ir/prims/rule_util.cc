@@ -1,5 +1,7 @@
 #include "ir/prims/rule_util.h"
 
+#include "ir/prims/ad_rules.h"
+
 #include <cmath>
 #include <limits>
 #include <set>
@@ -54,6 +56,7 @@ absl::Status CheckSameTypes(const Op& op, const Types& operands, size_t first) {
 
 void RegisterElementwise(std::string name, int arity, ElementwiseDTypes dtypes, bool pred_result,
                          Op::AttrsCase attrs_case, AttrCheck check_attrs) {
+  AdRules ad = ElementwiseAd(name);
   RegisterPrimitive({
       .name = std::move(name),
       .kind = PrimitiveKind::kElementwise,
@@ -72,7 +75,13 @@ void RegisterElementwise(std::string name, int arity, ElementwiseDTypes dtypes, 
         if (pred_result) return Types{{DType::kPred, operands[0].dims}};
         return Types{operands[0]};
       },
+      .ad = std::move(ad),
   });
+}
+
+void RegisterStructural(Primitive primitive) {
+  primitive.ad = StructuralAd(primitive.name);
+  RegisterPrimitive(std::move(primitive));
 }
 
 absl::Status CheckDimList(const Op& op, const Types& operands, std::string_view attr,

@@ -70,9 +70,13 @@ enum class ElementwiseDTypes {
 // `dtypes`; the result has that type, or pred of the same shape with `pred_result`. `check_attrs`,
 // when set, checks the op's attributes (oneof case `attrs_case`) once the operands pass.
 using AttrCheck = std::function<absl::Status(const Op& op, const Types& operands)>;
+// Registers an elementwise primitive with its differentiation rules, ElementwiseAd(name).
 void RegisterElementwise(std::string name, int arity, ElementwiseDTypes dtypes,
                          bool pred_result = false, Op::AttrsCase attrs_case = Op::ATTRS_NOT_SET,
                          AttrCheck check_attrs = nullptr);
+
+// Registers a structural primitive with its differentiation rules, StructuralAd(name).
+void RegisterStructural(Primitive primitive);
 
 std::vector<int64_t> ToVector(const google::protobuf::RepeatedField<int64_t>& f);
 

@@ -211,18 +211,18 @@ absl::StatusOr<Types> Rev(const ShapeContext&, const Types& operands, const Op& 
 }
 
 const bool registered = [] {
-  RegisterPrimitive({"pad", PrimitiveKind::kStructural, 2, 2, Op::kPad, Pad});
-  RegisterPrimitive({"rev", PrimitiveKind::kStructural, 1, 1, Op::kRev, Rev});
-  RegisterPrimitive({"broadcast_in_dim", PrimitiveKind::kStructural, 1, 1, Op::kBroadcastInDim,
+  RegisterStructural({"pad", PrimitiveKind::kStructural, 2, 2, Op::kPad, Pad});
+  RegisterStructural({"rev", PrimitiveKind::kStructural, 1, 1, Op::kRev, Rev});
+  RegisterStructural({"broadcast_in_dim", PrimitiveKind::kStructural, 1, 1, Op::kBroadcastInDim,
                      BroadcastInDim});
-  RegisterPrimitive({"reshape", PrimitiveKind::kStructural, 1, 1, Op::kReshape, Reshape});
-  RegisterPrimitive({"transpose", PrimitiveKind::kStructural, 1, 1, Op::kTranspose, Transpose});
-  RegisterPrimitive({"slice", PrimitiveKind::kStructural, 1, 1, Op::kSlice, Slice});
-  RegisterPrimitive(
+  RegisterStructural({"reshape", PrimitiveKind::kStructural, 1, 1, Op::kReshape, Reshape});
+  RegisterStructural({"transpose", PrimitiveKind::kStructural, 1, 1, Op::kTranspose, Transpose});
+  RegisterStructural({"slice", PrimitiveKind::kStructural, 1, 1, Op::kSlice, Slice});
+  RegisterStructural(
       {"dynamic_slice", PrimitiveKind::kStructural, 1, -1, Op::kDynamicSlice, DynamicSlice});
-  RegisterPrimitive({"dynamic_update_slice", PrimitiveKind::kStructural, 2, -1, Op::ATTRS_NOT_SET,
+  RegisterStructural({"dynamic_update_slice", PrimitiveKind::kStructural, 2, -1, Op::ATTRS_NOT_SET,
                      DynamicUpdateSlice});
-  RegisterPrimitive(
+  RegisterStructural(
       {"concatenate", PrimitiveKind::kStructural, 1, -1, Op::kConcatenate, Concatenate});
   return true;
 }();

@@ -1,0 +1,203 @@
+#include "frontend/autodiff.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "fmt/format.h"
+#include "frontend/trace_state.h"
+#include "ir/autodiff.h"
+#include "ir/dtype.h"
+
+namespace shardjit::internal {
+namespace {
+
+// The trace of `args` (all valid), or null after recording why not.
+TraceState* TraceOfArgs(const std::vector<Tracer>& args, const char* what) {
+  TraceState* t = TraceOf(args, what);
+  if (t == nullptr) return nullptr;
+  for (const Tracer& a : args) {
+    if (!a.valid()) return nullptr;
+  }
+  return t->status().ok() ? t : nullptr;
+}
+
+// Traces `f` on parameters typed like `args` into a region of `t` (it may read other values of
+// the trace: they are constants to the transformation); false after an error.
+bool TraceBody(TraceState* t, const TracedFunction& f, const std::vector<Tracer>& args,
+               const char* what, ir::Region* region) {
+  if (f.arity >= 0 && static_cast<size_t>(f.arity) != args.size()) {
+    t->RecordError(absl::InvalidArgumentError(fmt::format(
+                       "{}: the function takes {} arguments, got {}", what, f.arity, args.size())),
+                   Loc());
+    return false;
+  }
+  t->builder().OpenRegion(/*spmd=*/false);
+  std::vector<Tracer> params;
+  for (const Tracer& a : args) params.push_back(t->AddParam(a.type()));
+  std::vector<Tracer> results = f.fn(params);
+  std::vector<int64_t> ids;
+  for (const Tracer& r : results) ids.push_back(r.valid() ? r.id() : -1);
+  *region = t->builder().CloseRegion(ids);
+  if (!t->status().ok()) return false;
+  for (const Tracer& r : results) {
+    if (!r.valid()) {
+      t->RecordError(absl::InvalidArgumentError(
+                         fmt::format("{}: the function returned an invalid tracer", what)),
+                     Loc());
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<int64_t> Ids(const std::vector<Tracer>& tracers) {
+  std::vector<int64_t> ids;
+  for (const Tracer& x : tracers) ids.push_back(x.id());
+  return ids;
+}
+
+std::vector<Tracer> Wrap(TraceState* t, const std::vector<int64_t>& ids) {
+  std::vector<Tracer> out;
+  for (int64_t id : ids) out.push_back(t->Wrap(id));
+  return out;
+}
+
+// Records `s` (if an error) against the trace; true when it is OK.
+bool Check(TraceState* t, const absl::Status& s, Loc loc) {
+  if (s.ok()) return true;
+  t->RecordError(s, loc);
+  return false;
+}
+
+}  // namespace
+
+JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
+           const std::vector<Tracer>& tangents, Loc loc) {
+  std::vector<Tracer> all = primals;
+  all.insert(all.end(), tangents.begin(), tangents.end());
+  TraceState* t = TraceOfArgs(all, "jvp");
+  if (t == nullptr) return {};
+  if (primals.size() != tangents.size()) {
+    Check(t, absl::InvalidArgumentError(fmt::format(
+                 "jvp: {} primals but {} tangents", primals.size(), tangents.size())), loc);
+    return {};
+  }
+  std::vector<int64_t> tangent_ids;
+  for (size_t i = 0; i < primals.size(); ++i) {
+    if (primals[i].type() != tangents[i].type()) {
+      Check(t, absl::InvalidArgumentError(fmt::format(
+                   "jvp: primal and tangent arguments do not match: primal {} is {} but its "
+                   "tangent is {}", i, primals[i].type().ToString(),
+                   tangents[i].type().ToString())), loc);
+      return {};
+    }
+    tangent_ids.push_back(ir::IsFloating(primals[i].dtype()) ? tangents[i].id() : ir::kZero);
+  }
+  ir::Region region;
+  if (!TraceBody(t, f, primals, "jvp", &region)) return {};
+  absl::StatusOr<ir::JvpResult> out =
+      ir::EmitJvp(t->builder(), region, Ids(primals), tangent_ids);
+  if (!Check(t, out.status(), loc)) return {};
+  ir::AdEmitter e(t->builder());
+  JvpOut result{Wrap(t, out->results), {}};
+  for (size_t i = 0; i < out->tangents.size(); ++i) {
+    absl::StatusOr<int64_t> tangent =
+        e.Instantiate(out->tangents[i], t->builder().TypeOf(out->results[i]));
+    if (!Check(t, tangent.status(), loc)) return {};
+    result.tangents_out.push_back(t->Wrap(*tangent));
+  }
+  return result;
+}
+
+VjpOut Vjp(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc) {
+  TraceState* t = TraceOfArgs(primals, "vjp");
+  if (t == nullptr) return {};
+  ir::Region region;
+  if (!TraceBody(t, f, primals, "vjp", &region)) return {};
+  std::vector<bool> wrt;
+  for (const Tracer& p : primals) wrt.push_back(ir::IsFloating(p.dtype()));
+  absl::StatusOr<ir::Linearized> lin =
+      ir::Linearized::Linearize(t->builder(), region, Ids(primals), wrt);
+  if (!Check(t, lin.status(), loc)) return {};
+  auto shared = std::make_shared<ir::Linearized>(*std::move(lin));
+  std::vector<ShapedType> input_types;
+  for (const Tracer& p : primals) input_types.push_back(p.type());
+  VjpOut out{Wrap(t, shared->results()), {}};
+  out.pullback = [t, shared, input_types, loc](const std::vector<Tracer>& cotangents) {
+    for (const Tracer& c : cotangents) {
+      if (!c.valid() || c.state() != t) {
+        Check(t, absl::InvalidArgumentError("vjp: a cotangent is not a value of this trace"),
+              loc);
+        return std::vector<Tracer>(input_types.size());
+      }
+    }
+    absl::StatusOr<std::vector<int64_t>> cts = shared->Transpose(t->builder(), Ids(cotangents));
+    if (!Check(t, cts.status(), loc)) return std::vector<Tracer>(input_types.size());
+    ir::AdEmitter e(t->builder());
+    std::vector<Tracer> grads;
+    for (size_t i = 0; i < cts->size(); ++i) {
+      absl::StatusOr<int64_t> g = e.Instantiate((*cts)[i], input_types[i]);
+      if (!Check(t, g.status(), loc)) return std::vector<Tracer>(input_types.size());
+      grads.push_back(t->Wrap(*g));
+    }
+    return grads;
+  };
+  return out;
+}
+
+std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Tracer>& args,
+                                 const std::vector<int>& argnums, bool has_aux, bool with_value,
+                                 Loc loc) {
+  const char* what = with_value ? "value_and_grad" : "grad";
+  TraceState* t = TraceOfArgs(args, what);
+  if (t == nullptr) return {};
+  std::vector<bool> wrt(args.size(), false);
+  for (int a : argnums) {
+    if (a < 0 || static_cast<size_t>(a) >= args.size()) {
+      Check(t, absl::InvalidArgumentError(fmt::format(
+                   "{}: argnums {} is out of range for a function of {} arguments", what, a,
+                   args.size())), loc);
+      return {};
+    }
+    wrt[a] = true;
+  }
+  ir::Region region;
+  if (!TraceBody(t, f, args, what, &region)) return {};
+  if (region.results_size() == 0 || (!has_aux && region.results_size() != 1)) {
+    Check(t, absl::InvalidArgumentError(fmt::format(
+                 "{}: the function must return one scalar{}, got {} results", what,
+                 has_aux ? " (and its auxiliary outputs)" : "", region.results_size())), loc);
+    return {};
+  }
+  absl::StatusOr<ir::Linearized> lin =
+      ir::Linearized::Linearize(t->builder(), region, Ids(args), wrt);
+  if (!Check(t, lin.status(), loc)) return {};
+  const int64_t value = lin->results()[0];
+  const ShapedType value_type = t->builder().TypeOf(value);
+  if (value_type.rank() != 0) {
+    Check(t, absl::InvalidArgumentError(fmt::format(
+                 "Gradient only defined for scalar-output functions. Output had shape: {}",
+                 value_type.ToString())), loc);
+    return {};
+  }
+  if (!ir::IsFloating(value_type.dtype)) {
+    Check(t, absl::InvalidArgumentError(fmt::format(
+                 "grad requires real-valued outputs (output dtype that is a sub-dtype of "
+                 "np.floating), but got {}", ir::DTypeName(value_type.dtype))), loc);
+    return {};
+  }
+  ir::AdEmitter e(t->builder());
+  absl::StatusOr<int64_t> one = e.Full(1.0, value_type);
+  if (!Check(t, one.status(), loc)) return {};
+  std::vector<int64_t> cotangents(lin->results().size(), ir::kZero);
+  cotangents[0] = *one;
+  absl::StatusOr<std::vector<int64_t>> cts = lin->Transpose(t->builder(), cotangents);
+  if (!Check(t, cts.status(), loc)) return {};
+  std::vector<Tracer> out;
+  if (with_value) out.push_back(t->Wrap(value));
+  for (int a : argnums) out.push_back(t->Wrap((*cts)[a]));
+  for (size_t i = 1; i < lin->results().size(); ++i) out.push_back(t->Wrap(lin->results()[i]));
+  return out;
+}
+
+}  // namespace shardjit::internal

@@ -1,0 +1,93 @@
+// JAX's differentiation transformations over traced functions: jvp, vjp, grad and
+// value_and_grad. Each traces the function into the current trace and applies the primitives'
+// differentiation rules to the staged ops (ir/autodiff.h), so they compose with jit, shard_map
+// and each other as JAX's do: jit(grad(f)), grad inside shard_map, grad(grad(f)).
+#ifndef SHARDJIT_FRONTEND_AUTODIFF_H_
+#define SHARDJIT_FRONTEND_AUTODIFF_H_
+
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "frontend/ops.h"
+#include "frontend/traced_function.h"
+#include "frontend/tracer.h"
+
+namespace shardjit {
+
+// What jvp returns: f's results and their tangents.
+struct JvpOut {
+  std::vector<Tracer> primals_out;
+  std::vector<Tracer> tangents_out;
+};
+
+// What vjp returns: f's results and the pullback, which maps cotangents of the results (one per
+// result, of its type) to cotangents of the inputs (zeros for integer inputs) and may be called
+// any number of times within the same trace.
+struct VjpOut {
+  std::vector<Tracer> primals_out;
+  std::function<std::vector<Tracer>(const std::vector<Tracer>&)> pullback;
+};
+
+namespace internal {
+
+JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
+           const std::vector<Tracer>& tangents, Loc loc);
+VjpOut Vjp(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc);
+// The gradients of f's first result (a floating-point scalar) with respect to args[argnums];
+// with `with_value` that result first; with `has_aux` f's other results after the gradients.
+std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Tracer>& args,
+                                 const std::vector<int>& argnums, bool has_aux, bool with_value,
+                                 Loc loc);
+
+}  // namespace internal
+
+// jax.jvp(f, primals, tangents): tangents of the primals' types (floating inputs; integer
+// inputs take zero tangents of their own type).
+template <typename F>
+JvpOut jvp(F f, const std::vector<Tracer>& primals, const std::vector<Tracer>& tangents,
+           Loc loc = Loc::current()) {
+  return internal::Jvp(MakeTracedFunction(std::move(f)), primals, tangents, loc);
+}
+
+// jax.vjp(f, *primals).
+template <typename F>
+VjpOut vjp(F f, const std::vector<Tracer>& primals, Loc loc = Loc::current()) {
+  return internal::Vjp(MakeTracedFunction(std::move(f)), primals, loc);
+}
+
+// jax.grad(f, argnums): a function of f's arguments giving the gradient of f's result (a
+// floating-point scalar) with respect to argument `argnum`.
+template <typename F>
+auto grad(F f, int argnum = 0, Loc loc = Loc::current()) {
+  return [traced = MakeTracedFunction(std::move(f)), argnum, loc](const std::vector<Tracer>& args) {
+    std::vector<Tracer> g = internal::ValueAndGrad(traced, args, {argnum}, false, false, loc);
+    return g.empty() ? Tracer() : g[0];
+  };
+}
+
+// jax.grad(f, argnums=(...), has_aux): the gradients with respect to each of `argnums`, then
+// (has_aux) f's results after its first.
+template <typename F>
+auto grad(F f, std::vector<int> argnums, bool has_aux = false, Loc loc = Loc::current()) {
+  return [traced = MakeTracedFunction(std::move(f)), argnums = std::move(argnums), has_aux,
+          loc](const std::vector<Tracer>& args) {
+    return internal::ValueAndGrad(traced, args, argnums, has_aux, false, loc);
+  };
+}
+
+// jax.value_and_grad(f, argnums, has_aux): f's first result, the gradients, then (has_aux) f's
+// other results.
+template <typename F>
+auto value_and_grad(F f, std::vector<int> argnums = {0}, bool has_aux = false,
+                    Loc loc = Loc::current()) {
+  return [traced = MakeTracedFunction(std::move(f)), argnums = std::move(argnums), has_aux,
+          loc](const std::vector<Tracer>& args) {
+    return internal::ValueAndGrad(traced, args, argnums, has_aux, true, loc);
+  };
+}
+
+}  // namespace shardjit
+
+#endif  // SHARDJIT_FRONTEND_AUTODIFF_H_

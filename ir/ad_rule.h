@@ -1,0 +1,57 @@
+// The differentiation rules a primitive registers beside its shape rule (ir/primitive.h): a JVP
+// rule (forward mode) and, for the primitives that are linear in some operands, a transpose rule
+// (reverse mode transposes the linear ops a JVP emits). ir/autodiff.h applies them.
+#ifndef SHARDJIT_IR_AD_RULE_H_
+#define SHARDJIT_IR_AD_RULE_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/types.h"
+
+namespace shardjit::ir {
+
+class AdEmitter;  // ir/autodiff.h
+
+// A tangent or cotangent known to be zero: no op computes it.
+inline constexpr int64_t kZero = -1;
+
+// What a JVP rule sees: the op, its primal operands and results (value ids) and the tangents of
+// its operands (kZero where zero; never all kZero).
+struct JvpArgs {
+  const Op& op;
+  const std::vector<int64_t>& primals;
+  const std::vector<int64_t>& tangents;
+  const std::vector<int64_t>& results;
+};
+// The tangents of op's results (kZero where zero), emitted through the emitter.
+using JvpRule = std::function<absl::StatusOr<std::vector<int64_t>>(AdEmitter&, const JvpArgs&)>;
+
+// What a transpose rule sees: the op, its operands (value ids, kZero for the linear operands
+// whose cotangents are asked for: `linear[i]`), their types and the cotangents of its results
+// (kZero where zero; never all kZero).
+struct TransposeArgs {
+  const Op& op;
+  const std::vector<int64_t>& operands;
+  const std::vector<bool>& linear;
+  const std::vector<ShapedType>& operand_types;
+  const std::vector<int64_t>& cotangents;
+};
+// The cotangents of the linear operands (kZero where zero; entries of the other operands are
+// ignored), emitted through the emitter.
+using TransposeRule =
+    std::function<absl::StatusOr<std::vector<int64_t>>(AdEmitter&, const TransposeArgs&)>;
+
+// A primitive's rules; an empty jvp means "not differentiable" (JAX's "Differentiation rule for
+// 'X' not implemented"), an empty transpose that the primitive is never linear in a tangent.
+struct AdRules {
+  JvpRule jvp;
+  TransposeRule transpose;
+};
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_AD_RULE_H_

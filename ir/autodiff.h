@@ -1,0 +1,118 @@
+// Automatic differentiation of IR regions with the primitives' rules (ir/ad_rule.h), as JAX does
+// it: forward mode applies the JVP rules; reverse mode linearizes (the primal ops go to the
+// builder, the JVP's ops on tangents to a linear tape) and transposes the tape, last op first.
+// Both emit into a FunctionBuilder, so that a trace can inline a gradient and a tool can build
+// a whole JVP or VJP function.
+#ifndef SHARDJIT_IR_AUTODIFF_H_
+#define SHARDJIT_IR_AUTODIFF_H_
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ad_rule.h"
+#include "ir/builder.h"
+#include "ir/ir.pb.h"
+#include "ir/types.h"
+
+namespace shardjit::ir {
+
+struct LinearTape;
+
+// Emits the ops that rules ask for. Forward mode sends every op to the builder. While
+// linearizing, an op that reads a tangent goes to the linear tape instead (its results are
+// tangent values: IsTangent), and an op on primal values only goes to the builder.
+class AdEmitter {
+ public:
+  // Forward mode: everything into `b`.
+  explicit AdEmitter(FunctionBuilder& b);
+  // Linearizing: primal ops into `b`, ops on tangents onto `tape`.
+  AdEmitter(FunctionBuilder& b, LinearTape* tape);
+
+  bool IsTangent(int64_t id) const;
+  ShapedType TypeOf(int64_t id) const;
+
+  // Appends `op` (its attributes set, operands given): result ids.
+  absl::StatusOr<std::vector<int64_t>> Emit(Op op, const std::vector<int64_t>& operands);
+  absl::StatusOr<int64_t> Emit1(Op op, const std::vector<int64_t>& operands);
+
+  // One op each.
+  absl::StatusOr<int64_t> Unary(std::string_view opcode, int64_t x);
+  absl::StatusOr<int64_t> Binary(std::string_view opcode, int64_t a, int64_t b);
+  // A constant of `type`, every element `value`.
+  absl::StatusOr<int64_t> Full(double value, const ShapedType& type);
+  // A constant of x's type.
+  absl::StatusOr<int64_t> FullLike(double value, int64_t x);
+  absl::StatusOr<int64_t> Compare(int64_t a, int64_t b, ComparisonDirection direction);
+  absl::StatusOr<int64_t> Select(int64_t pred, int64_t on_true, int64_t on_false);
+  absl::StatusOr<int64_t> Convert(int64_t x, DType dtype);
+  absl::StatusOr<int64_t> BroadcastInDim(int64_t x, const std::vector<int64_t>& shape,
+                                         const std::vector<int64_t>& broadcast_dimensions);
+  absl::StatusOr<int64_t> Reshape(int64_t x, const std::vector<int64_t>& shape);
+  absl::StatusOr<int64_t> Transpose(int64_t x, const std::vector<int64_t>& permutation);
+  absl::StatusOr<int64_t> ReduceSum(int64_t x, const std::vector<int64_t>& axes);
+
+  // a + b where either may be kZero (kZero when both are).
+  absl::StatusOr<int64_t> AddAny(int64_t a, int64_t b);
+  // x, or zeros of `type` for kZero.
+  absl::StatusOr<int64_t> Instantiate(int64_t x, const ShapedType& type);
+  // x * factor where x may be kZero (kZero then, and no op).
+  absl::StatusOr<int64_t> Scale(int64_t x, int64_t factor);
+
+ private:
+  FunctionBuilder& b_;
+  LinearTape* tape_ = nullptr;
+};
+
+// The result tangents of a forward-mode pass.
+struct JvpResult {
+  std::vector<int64_t> results;   // the region's results (primal)
+  std::vector<int64_t> tangents;  // their tangents (kZero where zero)
+};
+
+// Emits `region`'s ops on `primals` (builder ids) with their tangents (builder ids, or kZero)
+// into `b`. Values the region reads from enclosing regions are constants (zero tangent).
+absl::StatusOr<JvpResult> EmitJvp(FunctionBuilder& b, const Region& region,
+                                  const std::vector<int64_t>& primals,
+                                  const std::vector<int64_t>& tangents);
+
+// Reverse mode of one region: Linearize emits its primal ops into a builder and records the
+// linear part of its JVP; Transpose (any number of times, into the same builder) emits the
+// cotangents of the differentiated inputs.
+class Linearized {
+ public:
+  // `wrt[i]`: differentiate with respect to primal i (floating dtypes only).
+  static absl::StatusOr<Linearized> Linearize(FunctionBuilder& b, const Region& region,
+                                              const std::vector<int64_t>& primals,
+                                              const std::vector<bool>& wrt);
+  Linearized(Linearized&&);
+  Linearized& operator=(Linearized&&);
+  ~Linearized();
+
+  // The region's results (builder ids).
+  const std::vector<int64_t>& results() const { return results_; }
+  // Cotangents of the differentiated inputs (zeros where nothing reaches them; kZero for the
+  // inputs not in `wrt`) from those of the results (kZero where zero).
+  absl::StatusOr<std::vector<int64_t>> Transpose(FunctionBuilder& b,
+                                                 const std::vector<int64_t>& cotangents) const;
+
+ private:
+  Linearized();
+  std::unique_ptr<LinearTape> tape_;
+  std::vector<int64_t> results_;
+  std::vector<int64_t> result_tangents_;  // tape values (or kZero)
+  std::vector<int64_t> input_tangents_;   // tape values of the inputs (kZero: not in wrt)
+  std::vector<ShapedType> input_types_;
+};
+
+// Whole functions, for irdump and irrun: (primals..., tangents...) -> (results..., result
+// tangents...), and (primals..., result cotangents...) -> (results..., input cotangents...) with
+// respect to every floating-point input (integer inputs get zero cotangents).
+absl::StatusOr<Function> JvpFunction(const Function& f, const Mesh* mesh, bool per_device);
+absl::StatusOr<Function> VjpFunction(const Function& f, const Mesh* mesh, bool per_device);
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_AUTODIFF_H_

@@ -1,0 +1,20 @@
+// The differentiation rules of the primitives (ir/ad_rule.h), by primitive name, for their
+// registrations in ir/prims/*.cc to attach: a name without rules gets empty ones.
+#ifndef SHARDJIT_IR_PRIMS_AD_RULES_H_
+#define SHARDJIT_IR_PRIMS_AD_RULES_H_
+
+#include <string_view>
+
+#include "ir/ad_rule.h"
+
+namespace shardjit::ir::prims {
+
+// Elementwise and math primitives (ad_elementwise.cc): add ... logistic, select, clamp,
+// convert_element_type, sin ... atan2, and zero tangents for floor, ceil, round and sign.
+AdRules ElementwiseAd(std::string_view name);
+// Reductions, dot_general and data movement (ad_structural.cc).
+AdRules StructuralAd(std::string_view name);
+
+}  // namespace shardjit::ir::prims
+
+#endif  // SHARDJIT_IR_PRIMS_AD_RULES_H_
