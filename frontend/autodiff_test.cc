@@ -227,6 +227,54 @@ TEST_P(AutodiffTest, ShardedGlobalViewGradient) {
   }
 }
 
+// grad inside shard_map on a 2x2 mesh through every linear collective. With psum transposing
+// to psum (jax.lax's psum_p, check_vma=False), the gradient each device computes is that of the
+// sum over devices of their losses: the oracle differentiates that sum by finite differences.
+TEST(AutodiffCollectives, GradInsideShardMapMatchesDifferences) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  auto loss = [](Tracer x) {  // x: the local [2, 4] block
+    Tracer a = lax::psum(lax::sin(x), "x");
+    Tracer b = lax::all_gather(x * x, "y", 1, /*tiled=*/true);               // [2, 8]
+    Tracer c = lax::psum_scatter(b, "x", 1, /*tiled=*/true);                 // [2, 4]
+    Tracer d = lax::ppermute(x, "y", {{0, 1}, {1, 0}});
+    Tracer e = lax::all_to_all(lax::exp(x * 0.5), "x", 0, 1, /*tiled=*/true);  // [1, 8]
+    Tracer f = lax::pbroadcast(x * 3.0, "y", 1) + lax::pmean(x, {"x", "y"});
+    return lax::reduce_sum(a * c + d * x + f * f, {0, 1}) + lax::reduce_sum(e * e, {0, 1});
+  };
+  auto stacked_loss = [loss](Tracer x) { return lax::reshape(loss(x), {1}); };
+  const Input x0 = RandomInput({4, 8}, 16);
+  auto put = [&](const Input& in) {
+    return *device_put(HostTensor(DType::kF64, in.shape, in.values),
+                       NamedSharding(mesh, P("x", "y")));
+  };
+  for (Backend backend : {Backend::kX86, Backend::kReference}) {
+    auto total = [&](const Input& in) {  // the sum of the four devices' losses
+      absl::StatusOr<Array> per_device =
+          jit(shard_map(stacked_loss, mesh, {P("x", "y")}, {P(Axes{"x", "y"})}),
+              {.backend = backend})(
+              put(in));
+      EXPECT_TRUE(per_device.ok()) << per_device.status();
+      double sum = 0;
+      for (double v : per_device->to_host()->ToDoubles()) sum += v;
+      return sum;
+    };
+    absl::StatusOr<Array> g =
+        jit(shard_map(grad(loss), mesh, {P("x", "y")}, {P("x", "y")}), {.backend = backend})(
+            put(x0));
+    ASSERT_TRUE(g.ok()) << g.status();
+    std::vector<double> got = g->to_host()->ToDoubles();
+    const double h = 1e-6;
+    for (size_t i = 0; i < got.size(); ++i) {
+      Input plus = x0, minus = x0;
+      plus.values[i] += h;
+      minus.values[i] -= h;
+      const double want = (total(plus) - total(minus)) / (2 * h);
+      EXPECT_NEAR(got[i], want, 1e-6 * (1 + std::abs(want))) << "element " << i;
+    }
+  }
+}
+
 TEST(AutodiffErrors, AsJaxGivesThem) {
   Runtime rt({.num_devices = 1});
   Mesh mesh = *make_mesh(rt, {{"x", 1}});

@@ -14,6 +14,9 @@ namespace shardjit::ir::prims {
 AdRules ElementwiseAd(std::string_view name);
 // Reductions, dot_general and data movement (ad_structural.cc).
 AdRules StructuralAd(std::string_view name);
+// Collectives (ad_collectives.cc): psum, pmean, all_gather, psum_scatter, ppermute,
+// all_to_all, pbroadcast.
+AdRules CollectiveAd(std::string_view name);
 
 }  // namespace shardjit::ir::prims
 

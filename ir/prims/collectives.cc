@@ -7,6 +7,7 @@
 
 #include "base/status_macros.h"
 #include "ir/prim.h"
+#include "ir/prims/ad_rules.h"
 #include "ir/prims/rule_util.h"
 #include "ir/types.h"
 
@@ -245,21 +246,27 @@ absl::StatusOr<Types> Done(const ShapeContext&, const Types& operands, const Op&
   return Types{operands[0].Awaited()};
 }
 
+// Registers a collective with its differentiation rules, CollectiveAd(name).
+void RegisterCollective(Primitive primitive) {
+  primitive.ad = CollectiveAd(primitive.name);
+  RegisterPrimitive(std::move(primitive));
+}
+
 const bool registered = [] {
   for (const char* name : {"psum", "pmean", "pmax", "pmin"}) {
-    RegisterPrimitive({name, PrimitiveKind::kCollective, 1, 1, Op::kAllReduce, AllReduce});
+    RegisterCollective({name, PrimitiveKind::kCollective, 1, 1, Op::kAllReduce, AllReduce});
   }
-  RegisterPrimitive({"all_gather", PrimitiveKind::kCollective, 1, 1, Op::kAllGather, AllGather});
-  RegisterPrimitive(
+  RegisterCollective({"all_gather", PrimitiveKind::kCollective, 1, 1, Op::kAllGather, AllGather});
+  RegisterCollective(
       {"psum_scatter", PrimitiveKind::kCollective, 1, 1, Op::kPsumScatter, PsumScatter});
-  RegisterPrimitive({"ppermute", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Ppermute});
-  RegisterPrimitive({"psend", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Psend});
-  RegisterPrimitive({"precv", PrimitiveKind::kCollective, 1, 1, Op::kPrecv, Precv});
-  RegisterPrimitive({"all_to_all", PrimitiveKind::kCollective, 1, 1, Op::kAllToAll, AllToAll});
-  RegisterPrimitive(
+  RegisterCollective({"ppermute", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Ppermute});
+  RegisterCollective({"psend", PrimitiveKind::kCollective, 1, 1, Op::kPpermute, Psend});
+  RegisterCollective({"precv", PrimitiveKind::kCollective, 1, 1, Op::kPrecv, Precv});
+  RegisterCollective({"all_to_all", PrimitiveKind::kCollective, 1, 1, Op::kAllToAll, AllToAll});
+  RegisterCollective(
       {"pbroadcast", PrimitiveKind::kCollective, 1, 1, Op::kPbroadcast, Pbroadcast});
-  RegisterPrimitive({"ragged_all_to_all", PrimitiveKind::kCollective, 6, 6,
-                     Op::kRaggedAllToAll, RaggedAllToAll});
+  RegisterCollective({"ragged_all_to_all", PrimitiveKind::kCollective, 6, 6,
+                      Op::kRaggedAllToAll, RaggedAllToAll});
   for (Prim async : kAsyncCollectives) {
     const Primitive* blocking = FindPrimitive(async);
     RegisterPrimitive({std::string(PrimName(AsyncStartOf(async))), PrimitiveKind::kCollective, 1,

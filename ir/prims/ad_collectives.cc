@@ -1,0 +1,125 @@
+// JVP and transpose rules of the collectives, as jax.lax.parallel defines them for psum_p and its
+// kin (check_vma=False semantics): every one is linear, so its JVP is the collective on the
+// tangent; psum transposes to psum (a psum is a psum + pbroadcast), all_gather to psum_scatter on
+// the same dimension and back, ppermute to the inverse permutation, all_to_all to the one with
+// split and concat axes swapped, pbroadcast to the psum of the cotangent kept at the source.
+#include <string>
+#include <unordered_map>
+
+#include "base/status_macros.h"
+#include "ir/autodiff.h"
+#include "ir/prims/ad_rules.h"
+
+namespace shardjit::ir::prims {
+namespace {
+
+using Ids = std::vector<int64_t>;
+using IdsOr = absl::StatusOr<Ids>;
+
+Op Attrs(const Op& op) {
+  Op copy = op;
+  copy.clear_operands();
+  copy.clear_results();
+  copy.clear_result_types();
+  return copy;
+}
+
+JvpRule SameOnTangent() {
+  return [](AdEmitter& e, const JvpArgs& a) -> IdsOr { return e.Emit(Attrs(a.op), a.tangents); };
+}
+
+// A collective whose transpose is `transposed(op)` applied to the cotangent.
+AdRules Linear(std::function<Op(const Op&)> transposed) {
+  return {.jvp = SameOnTangent(),
+          .transpose = [transposed](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            ASSIGN_OR_RETURN(int64_t c, e.Emit1(transposed(a.op), {a.cotangents[0]}));
+            return Ids{c};
+          }};
+}
+
+Op AllGatherOf(const Op& scatter) {
+  Op op;
+  op.set_opcode("all_gather");
+  const PsumScatterAttrs& s = scatter.psum_scatter();
+  AllGatherAttrs* g = op.mutable_all_gather();
+  *g->mutable_axes() = s.axes();
+  g->set_axis(s.scatter_dimension());
+  g->set_tiled(s.tiled());
+  *g->mutable_axis_index_groups() = s.axis_index_groups();
+  return op;
+}
+
+Op PsumScatterOf(const Op& gather) {
+  Op op;
+  op.set_opcode("psum_scatter");
+  const AllGatherAttrs& g = gather.all_gather();
+  PsumScatterAttrs* s = op.mutable_psum_scatter();
+  *s->mutable_axes() = g.axes();
+  s->set_scatter_dimension(g.axis());
+  s->set_tiled(g.tiled());
+  *s->mutable_axis_index_groups() = g.axis_index_groups();
+  return op;
+}
+
+Op InversePermutation(const Op& ppermute) {
+  Op op = Attrs(ppermute);
+  for (PermutePair& p : *op.mutable_ppermute()->mutable_perm()) {
+    const int64_t source = p.source();
+    p.set_source(p.target());
+    p.set_target(source);
+  }
+  return op;
+}
+
+Op SwappedAxes(const Op& all_to_all) {
+  Op op = Attrs(all_to_all);
+  AllToAllAttrs* a = op.mutable_all_to_all();
+  const int64_t split = a->split_axis();
+  a->set_split_axis(a->concat_axis());
+  a->set_concat_axis(split);
+  return op;
+}
+
+// pbroadcast's transpose: psum of the cotangent at the source, zeros elsewhere.
+AdRules PbroadcastRule() {
+  return {.jvp = SameOnTangent(),
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            const PbroadcastAttrs& b = a.op.pbroadcast();
+            Op psum;
+            psum.set_opcode("psum");
+            *psum.mutable_all_reduce()->mutable_axes() = b.axes();
+            ASSIGN_OR_RETURN(int64_t total, e.Emit1(std::move(psum), {a.cotangents[0]}));
+            Op index;
+            index.set_opcode("axis_index");
+            *index.mutable_axis()->mutable_axes() = b.axes();
+            ASSIGN_OR_RETURN(int64_t me, e.Emit1(std::move(index), {}));
+            ASSIGN_OR_RETURN(int64_t source, e.Full(static_cast<double>(b.source()),
+                                                    e.TypeOf(me)));
+            ASSIGN_OR_RETURN(int64_t is_source, e.Compare(me, source, EQ));
+            ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, a.operand_types[0]));
+            ASSIGN_OR_RETURN(int64_t c, e.Select(is_source, total, zeros));
+            return Ids{c};
+          }};
+}
+
+const std::unordered_map<std::string, AdRules>& Rules() {
+  static const auto* rules = new std::unordered_map<std::string, AdRules>{
+      {"psum", Linear(Attrs)},
+      {"pmean", Linear(Attrs)},
+      {"all_gather", Linear(PsumScatterOf)},
+      {"psum_scatter", Linear(AllGatherOf)},
+      {"ppermute", Linear(InversePermutation)},
+      {"all_to_all", Linear(SwappedAxes)},
+      {"pbroadcast", PbroadcastRule()},
+  };
+  return *rules;
+}
+
+}  // namespace
+
+AdRules CollectiveAd(std::string_view name) {
+  auto it = Rules().find(std::string(name));
+  return it == Rules().end() ? AdRules{} : it->second;
+}
+
+}  // namespace shardjit::ir::prims
