@@ -1,5 +1,6 @@
 #include "ir/autodiff.h"
 
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -19,6 +20,7 @@ struct LinearTape {
   struct Entry {
     Op op;  // attributes only
     std::vector<int64_t> operands, results;
+    AdEmitter::CustomTranspose custom;  // set: transposed by it, not by op's rule
   };
   std::vector<Entry> ops;
   std::unordered_map<int64_t, ShapedType> types;
@@ -56,6 +58,250 @@ absl::Status NoRule(std::string_view kind, const Op& op) {
 
 // Walks `region` once: each op is re-emitted on mapped operands and its tangents computed with
 // the JVP rules through `e`. `tangent` maps region values to tangents (absent: zero).
+// Closes the region it opened unless Close was called: error paths leave the builder as it was.
+class RegionGuard {
+ public:
+  RegionGuard(FunctionBuilder& b, bool spmd) : b_(b) { b_.OpenRegion(spmd); }
+  ~RegionGuard() {
+    if (open_) b_.CloseRegion({});
+  }
+  Region Close(const std::vector<int64_t>& results) {
+    open_ = false;
+    return b_.CloseRegion(results);
+  }
+
+ private:
+  FunctionBuilder& b_;
+  bool open_ = true;
+};
+
+// P((every mesh axis), None, ...) for a rank-`rank` value stacked over the devices on dim 0.
+PartitionSpec StackedSpec(const Mesh& mesh, int64_t rank) {
+  PartitionSpec spec;
+  DimSpec* first = spec.add_dims();
+  for (const MeshAxis& a : mesh.axes()) first->add_axes(a.name());
+  for (int64_t d = 1; d < rank; ++d) spec.add_dims();
+  return spec;
+}
+
+// The mesh axes `spec` does not split over: a value of that spec is replicated over them.
+std::vector<std::string> UnmentionedAxes(const Mesh& mesh, const PartitionSpec& spec) {
+  std::vector<std::string> out;
+  for (const MeshAxis& a : mesh.axes()) {
+    bool mentioned = false;
+    for (const DimSpec& d : spec.dims()) {
+      for (const std::string& name : d.axes()) mentioned = mentioned || name == a.name();
+    }
+    if (!mentioned) out.push_back(a.name());
+  }
+  return out;
+}
+
+int64_t AxesSize(const Mesh& mesh, const std::vector<std::string>& names) {
+  int64_t size = 1;
+  for (const MeshAxis& a : mesh.axes()) {
+    for (const std::string& n : names) size *= n == a.name() ? a.size() : 1;
+  }
+  return size;
+}
+
+std::vector<int64_t> WithUnitDim(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> out{1};
+  out.insert(out.end(), dims.begin(), dims.end());
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> WalkJvp(
+    FunctionBuilder& b, AdEmitter& e, const Region& region, const std::vector<int64_t>& primals,
+    bool linearizing, std::unordered_map<int64_t, int64_t>& tangent,
+    std::vector<int64_t>* result_tangents);
+
+// Forward mode through shard_map: one shard_map computing the results and their tangents
+// (tangent operands mapped by their primal's in_spec, tangents out by the result's out_spec).
+absl::Status ShardMapJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t>& operands,
+                         const std::vector<int64_t>& tangents, std::vector<int64_t>* results,
+                         std::vector<int64_t>* result_tangents) {
+  const ShardMapAttrs& sm = op.shard_map();
+  const Region& body = sm.body();
+  Op jvp;
+  jvp.set_opcode("shard_map");
+  ShardMapAttrs* out = jvp.mutable_shard_map();
+  *out->mutable_in_specs() = sm.in_specs();
+  *out->mutable_out_specs() = sm.out_specs();
+  std::vector<int64_t> all_operands = operands;
+  RegionGuard guard(b, /*spmd=*/true);
+  std::vector<int64_t> params, tangent_params;
+  for (const Param& p : body.params()) params.push_back(b.AddParam(FromProto(p.type())));
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (tangents[i] == kZero) {
+      tangent_params.push_back(kZero);
+      continue;
+    }
+    *out->add_in_specs() = sm.in_specs(static_cast<int>(i));
+    tangent_params.push_back(b.AddParam(b.TypeOf(params[i])));
+    all_operands.push_back(tangents[i]);
+  }
+  ASSIGN_OR_RETURN(JvpResult inner, EmitJvp(b, body, params, tangent_params));
+  std::vector<int64_t> ids = inner.results;
+  std::vector<bool> has_tangent;
+  AdEmitter e(b);
+  for (size_t i = 0; i < inner.results.size(); ++i) {
+    const ShapedType type = b.TypeOf(inner.results[i]);
+    has_tangent.push_back(IsFloat(type.dtype));
+    if (!has_tangent.back()) continue;
+    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(inner.tangents[i], type));
+    ids.push_back(t);
+    *out->add_out_specs() = sm.out_specs(static_cast<int>(i));
+  }
+  *out->mutable_body() = guard.Close(ids);
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(jvp), all_operands));
+  const size_t n = inner.results.size();
+  results->assign(outs.begin(), outs.begin() + n);
+  result_tangents->clear();
+  size_t next = n;
+  for (size_t i = 0; i < n; ++i) result_tangents->push_back(has_tangent[i] ? outs[next++] : kZero);
+  return absl::OkStatus();
+}
+
+// Reverse mode through shard_map: the primal shard_map also returns the residuals its body's
+// linear part reads (stacked over the devices), and the linear part is recorded as one tape op
+// whose transpose is a shard_map of the body's transposed tape.
+absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                               const std::vector<int64_t>& operands,
+                               const std::vector<int64_t>& tangents,
+                               std::vector<int64_t>* results,
+                               std::vector<int64_t>* result_tangents) {
+  const ShardMapAttrs& sm = op.shard_map();
+  const Region& body = sm.body();
+  if (b.mesh() == nullptr) return absl::InvalidArgumentError("shard_map: no mesh");
+  const Mesh mesh = *b.mesh();
+  RegionGuard guard(b, /*spmd=*/true);
+  std::vector<int64_t> params;
+  std::vector<ShapedType> param_types;
+  std::vector<bool> wrt;
+  for (int i = 0; i < body.params_size(); ++i) {
+    param_types.push_back(FromProto(body.params(i).type()));
+    params.push_back(b.AddParam(param_types.back()));
+    wrt.push_back(tangents[i] != kZero);
+  }
+  ASSIGN_OR_RETURN(Linearized lin, Linearized::Linearize(b, body, params, wrt));
+  auto inner = std::make_shared<Linearized>(std::move(lin));
+  const std::vector<int64_t> residuals = inner->Residuals();
+  std::vector<ShapedType> residual_types, result_types;
+  std::vector<int64_t> ids = inner->results();
+  for (int64_t r : inner->results()) result_types.push_back(b.TypeOf(r));
+  Op primal;
+  primal.set_opcode("shard_map");
+  ShardMapAttrs* p = primal.mutable_shard_map();
+  *p->mutable_in_specs() = sm.in_specs();
+  *p->mutable_out_specs() = sm.out_specs();
+  // A residual that is a parameter of the body is the operand itself, passed again with its
+  // in_spec; the others leave the primal shard_map stacked over the devices.
+  AdEmitter local(b);
+  std::vector<int> residual_param(residuals.size(), -1);
+  for (size_t k = 0; k < residuals.size(); ++k) {
+    const int64_t r = residuals[k];
+    residual_types.push_back(b.TypeOf(r));
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i] == r) residual_param[k] = static_cast<int>(i);
+    }
+    if (residual_param[k] >= 0) continue;
+    ASSIGN_OR_RETURN(int64_t stacked, local.Reshape(r, WithUnitDim(residual_types.back().dims)));
+    ids.push_back(stacked);
+    *p->add_out_specs() = StackedSpec(mesh, residual_types.back().rank() + 1);
+  }
+  *p->mutable_body() = guard.Close(ids);
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(primal), operands));
+  const size_t n = result_types.size();
+  results->assign(outs.begin(), outs.begin() + n);
+  // The residuals' global values and in_specs, in residual order.
+  std::vector<int64_t> stacked;
+  std::vector<PartitionSpec> residual_specs;
+  for (size_t k = 0, next = n; k < residuals.size(); ++k) {
+    if (residual_param[k] >= 0) {
+      stacked.push_back(operands[residual_param[k]]);
+      residual_specs.push_back(sm.in_specs(residual_param[k]));
+    } else {
+      stacked.push_back(outs[next++]);
+      residual_specs.push_back(StackedSpec(mesh, residual_types[k].rank() + 1));
+    }
+  }
+
+  std::vector<int64_t> linear_operands;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (wrt[i]) linear_operands.push_back(tangents[i]);
+  }
+  std::vector<ShapedType> linear_result_types;
+  std::vector<size_t> float_results;
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsFloat(result_types[i].dtype)) continue;
+    float_results.push_back(i);
+    linear_result_types.push_back(b.TypeOf((*results)[i]));
+  }
+  AdEmitter::CustomTranspose transpose =
+      [inner, residuals, residual_types, residual_param, residual_specs, result_types,
+       param_types, float_results, stacked, wrt, mesh, sm_in = sm.in_specs(),
+       sm_out = sm.out_specs()](
+          FunctionBuilder& b, const std::vector<int64_t>& cts) -> absl::StatusOr<std::vector<int64_t>> {
+    Op t;
+    t.set_opcode("shard_map");
+    ShardMapAttrs* a = t.mutable_shard_map();
+    std::vector<int64_t> operands = stacked;
+    RegionGuard guard(b, /*spmd=*/true);
+    std::unordered_map<int64_t, int64_t> remap;
+    AdEmitter e(b);
+    for (size_t i = 0; i < residuals.size(); ++i) {
+      *a->add_in_specs() = residual_specs[i];
+      if (residual_param[i] >= 0) {
+        remap[residuals[i]] = b.AddParam(residual_types[i]);
+        continue;
+      }
+      const int64_t param =
+          b.AddParam({residual_types[i].dtype, WithUnitDim(residual_types[i].dims)});
+      ASSIGN_OR_RETURN(remap[residuals[i]], e.Reshape(param, residual_types[i].dims));
+    }
+    // As jax's shard_map transpose without vma checks: a result replicated over some mesh axes
+    // has its cotangent divided by their size, and an input replicated over some gets its
+    // cotangent summed over them.
+    std::vector<int64_t> inner_cts(result_types.size(), kZero);
+    for (size_t k = 0; k < float_results.size(); ++k) {
+      if (cts[k] == kZero) continue;
+      const size_t i = float_results[k];
+      const PartitionSpec& spec = sm_out.Get(static_cast<int>(i));
+      *a->add_in_specs() = spec;
+      inner_cts[i] = b.AddParam(result_types[i]);
+      operands.push_back(cts[k]);
+      const int64_t replicas = AxesSize(mesh, UnmentionedAxes(mesh, spec));
+      if (replicas > 1) {
+        ASSIGN_OR_RETURN(int64_t n, e.Full(static_cast<double>(replicas), result_types[i]));
+        ASSIGN_OR_RETURN(inner_cts[i], e.Binary("div", inner_cts[i], n));
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> input_cts, inner->Transpose(b, inner_cts, remap));
+    std::vector<int64_t> region_results;
+    for (size_t i = 0; i < wrt.size(); ++i) {
+      if (!wrt[i]) continue;
+      const PartitionSpec& spec = sm_in.Get(static_cast<int>(i));
+      ASSIGN_OR_RETURN(int64_t c, e.Instantiate(input_cts[i], param_types[i]));
+      if (const std::vector<std::string> axes = UnmentionedAxes(mesh, spec); !axes.empty()) {
+        Op psum;
+        psum.set_opcode("psum");
+        for (const std::string& name : axes) psum.mutable_all_reduce()->add_axes(name);
+        ASSIGN_OR_RETURN(c, e.Emit1(std::move(psum), {c}));
+      }
+      region_results.push_back(c);
+      *a->add_out_specs() = spec;
+    }
+    *a->mutable_body() = guard.Close(region_results);
+    return b.AddOp(std::move(t), operands);
+  };
+  ASSIGN_OR_RETURN(std::vector<int64_t> linear,
+                   e.RecordLinear(linear_operands, linear_result_types, std::move(transpose)));
+  result_tangents->assign(n, kZero);
+  for (size_t k = 0; k < float_results.size(); ++k) (*result_tangents)[float_results[k]] = linear[k];
+  return absl::OkStatus();
+}
+
 // While linearizing (`linearizing`), a rule's tangent that is not a tape value does not depend
 // on the input tangents: zero.
 absl::StatusOr<std::vector<int64_t>> WalkJvp(
@@ -83,6 +329,17 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
       operands.push_back(mapped(id));
       tangents.push_back(tangent_of(id));
       any_tangent = any_tangent || tangents.back() != kZero;
+    }
+    if (any_tangent && PrimOf(op) == Prim::kShardMap) {
+      std::vector<int64_t> results, out;
+      RETURN_IF_ERROR(linearizing
+                          ? ShardMapLinearize(b, e, op, operands, tangents, &results, &out)
+                          : ShardMapJvp(b, op, operands, tangents, &results, &out));
+      for (int i = 0; i < op.results_size(); ++i) {
+        value[op.results(i)] = results[i];
+        if (out[i] != kZero) tangent[op.results(i)] = out[i];
+      }
+      continue;
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(AttrsOnly(op), operands));
     for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
@@ -194,6 +451,7 @@ absl::StatusOr<int64_t> AdEmitter::Convert(int64_t x, DType dtype) {
 absl::StatusOr<int64_t> AdEmitter::BroadcastInDim(int64_t x, const std::vector<int64_t>& shape,
                                                   const std::vector<int64_t>& dims) {
   Op op = Named("broadcast_in_dim");
+  op.mutable_broadcast_in_dim();  // set even when both lists are empty
   for (int64_t d : shape) op.mutable_broadcast_in_dim()->add_shape(d);
   for (int64_t d : dims) op.mutable_broadcast_in_dim()->add_broadcast_dimensions(d);
   return Emit1(std::move(op), {x});
@@ -202,12 +460,19 @@ absl::StatusOr<int64_t> AdEmitter::BroadcastInDim(int64_t x, const std::vector<i
 absl::StatusOr<int64_t> AdEmitter::Reshape(int64_t x, const std::vector<int64_t>& shape) {
   if (TypeOf(x).dims == shape) return x;
   Op op = Named("reshape");
+  op.mutable_reshape();  // set even for a scalar result
   for (int64_t d : shape) op.mutable_reshape()->add_new_sizes(d);
   return Emit1(std::move(op), {x});
 }
 
 absl::StatusOr<int64_t> AdEmitter::Transpose(int64_t x, const std::vector<int64_t>& permutation) {
+  bool identity = true;
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    identity = identity && permutation[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return x;
   Op op = Named("transpose");
+  op.mutable_transpose();  // set even for a scalar
   for (int64_t d : permutation) op.mutable_transpose()->add_permutation(d);
   return Emit1(std::move(op), {x});
 }
@@ -233,6 +498,19 @@ absl::StatusOr<int64_t> AdEmitter::Instantiate(int64_t x, const ShapedType& type
 absl::StatusOr<int64_t> AdEmitter::Scale(int64_t x, int64_t factor) {
   if (x == kZero) return kZero;
   return Binary("mul", x, factor);
+}
+
+absl::StatusOr<std::vector<int64_t>> AdEmitter::RecordLinear(
+    const std::vector<int64_t>& operands, const std::vector<ShapedType>& result_types,
+    CustomTranspose transpose) {
+  if (tape_ == nullptr) return absl::InternalError("RecordLinear outside a linearization");
+  LinearTape::Entry entry;
+  entry.operands = operands;
+  for (const ShapedType& t : result_types) entry.results.push_back(tape_->NewValue(t));
+  entry.custom = std::move(transpose);
+  std::vector<int64_t> results = entry.results;
+  tape_->ops.push_back(std::move(entry));
+  return results;
 }
 
 absl::StatusOr<JvpResult> EmitJvp(FunctionBuilder& b, const Region& region,
@@ -289,8 +567,27 @@ absl::StatusOr<Linearized> Linearized::Linearize(FunctionBuilder& b, const Regio
   return lin;
 }
 
+std::vector<int64_t> Linearized::Residuals() const {
+  std::vector<int64_t> out;
+  std::unordered_map<int64_t, bool> seen;
+  for (const LinearTape::Entry& entry : tape_->ops) {
+    for (int64_t id : entry.operands) {
+      if (id >= kTangentBase || seen[id]) continue;
+      seen[id] = true;
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<int64_t>> Linearized::Transpose(
     FunctionBuilder& b, const std::vector<int64_t>& cotangents) const {
+  return Transpose(b, cotangents, {});
+}
+
+absl::StatusOr<std::vector<int64_t>> Linearized::Transpose(
+    FunctionBuilder& b, const std::vector<int64_t>& cotangents,
+    const std::unordered_map<int64_t, int64_t>& remap) const {
   if (cotangents.size() != results_.size()) {
     return absl::InvalidArgumentError(fmt::format(
         "vjp: {} cotangents for {} results", cotangents.size(), results_.size()));
@@ -327,6 +624,13 @@ absl::StatusOr<std::vector<int64_t>> Linearized::Transpose(
       any = any || result_cts.back() != kZero;
     }
     if (!any) continue;
+    if (it->custom) {
+      ASSIGN_OR_RETURN(std::vector<int64_t> operand_cts, it->custom(b, result_cts));
+      for (size_t j = 0; j < it->operands.size() && j < operand_cts.size(); ++j) {
+        RETURN_IF_ERROR(accumulate(it->operands[j], operand_cts[j]));
+      }
+      continue;
+    }
     const Primitive* prim = FindPrimitive(it->op.opcode());
     if (prim == nullptr || !prim->ad.transpose) return NoRule("Transpose", it->op);
     std::vector<int64_t> operands;
@@ -335,8 +639,10 @@ absl::StatusOr<std::vector<int64_t>> Linearized::Transpose(
     for (int64_t id : it->operands) {
       const bool is_tangent = id >= kTangentBase;
       linear.push_back(is_tangent);
-      operands.push_back(is_tangent ? kZero : id);
-      types.push_back(is_tangent ? tape_->types.at(id) : b.TypeOf(id));
+      auto remapped = remap.find(id);
+      const int64_t primal = remapped == remap.end() ? id : remapped->second;
+      operands.push_back(is_tangent ? kZero : primal);
+      types.push_back(is_tangent ? tape_->types.at(id) : b.TypeOf(primal));
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> operand_cts,
                      prim->ad.transpose(e, TransposeArgs{it->op, operands, linear, types,
@@ -391,6 +697,58 @@ absl::StatusOr<Function> JvpFunction(const Function& f, const Mesh* mesh, bool p
     results.push_back(t);
   }
   return b.Finish(f.name() + "_jvp", results);
+}
+
+std::optional<AdTransform> ParseAdTransform(std::string_view name) {
+  if (name == "jvp") return AdTransform::kJvp;
+  if (name == "vjp") return AdTransform::kVjp;
+  return std::nullopt;
+}
+
+absl::StatusOr<Module> TransformModule(const Module& m, AdTransform transform) {
+  if (m.position_functions_size() > 0) {
+    return absl::InvalidArgumentError("autodiff: MPMD modules (position functions) cannot be "
+                                      "transformed");
+  }
+  Module out = m;
+  Function* entry = nullptr;
+  for (Function& f : *out.mutable_functions()) {
+    if (f.name() == m.entry()) entry = &f;
+  }
+  if (entry == nullptr) {
+    return absl::InvalidArgumentError(fmt::format("autodiff: no entry function '{}'", m.entry()));
+  }
+  const bool per_device = m.view() == PER_DEVICE;
+  const Mesh* mesh = m.has_mesh() ? &m.mesh() : nullptr;
+  ASSIGN_OR_RETURN(Function transformed, transform == AdTransform::kJvp
+                                             ? JvpFunction(*entry, mesh, per_device)
+                                             : VjpFunction(*entry, mesh, per_device));
+  transformed.set_name(entry->name());
+  const int num_params = entry->body().params_size();
+  const int num_results = entry->body().results_size();
+  *entry = std::move(transformed);
+  // JVP: (primals, tangents) -> (results, tangents); VJP: (primals, result cotangents) ->
+  // (results, input cotangents).
+  // An empty list means every value replicated: spelled out, as the lists now differ in length.
+  auto filled = [](const google::protobuf::RepeatedPtrField<PartitionSpec>& specs, int count) {
+    google::protobuf::RepeatedPtrField<PartitionSpec> out = specs;
+    if (out.empty()) {
+      for (int i = 0; i < count; ++i) out.Add();
+    }
+    return out;
+  };
+  const auto params = filled(m.param_shardings(), num_params);
+  const auto results = filled(m.result_shardings(), num_results);
+  *out.mutable_param_shardings() = params;
+  *out.mutable_result_shardings() = results;
+  if (transform == AdTransform::kJvp) {
+    out.mutable_param_shardings()->MergeFrom(params);
+    out.mutable_result_shardings()->MergeFrom(results);
+  } else {
+    out.mutable_param_shardings()->MergeFrom(results);
+    out.mutable_result_shardings()->MergeFrom(params);
+  }
+  return out;
 }
 
 absl::StatusOr<Function> VjpFunction(const Function& f, const Mesh* mesh, bool per_device) {

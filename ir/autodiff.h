@@ -7,7 +7,10 @@
 #define SHARDJIT_IR_AUTODIFF_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <unordered_map>
 #include <string_view>
 #include <vector>
 
@@ -61,6 +64,15 @@ class AdEmitter {
   // x * factor where x may be kZero (kZero then, and no op).
   absl::StatusOr<int64_t> Scale(int64_t x, int64_t factor);
 
+  // While linearizing: records a linear op on tangent `operands` with results of
+  // `result_types` whose transpose is `transpose` (cotangents of the results, kZero where zero ->
+  // cotangents of the operands), for ops whose linear part is not one primitive (shard_map).
+  using CustomTranspose = std::function<absl::StatusOr<std::vector<int64_t>>(
+      FunctionBuilder&, const std::vector<int64_t>& result_cotangents)>;
+  absl::StatusOr<std::vector<int64_t>> RecordLinear(const std::vector<int64_t>& operands,
+                                                    const std::vector<ShapedType>& result_types,
+                                                    CustomTranspose transpose);
+
  private:
   FunctionBuilder& b_;
   LinearTape* tape_ = nullptr;
@@ -97,6 +109,13 @@ class Linearized {
   // inputs not in `wrt`) from those of the results (kZero where zero).
   absl::StatusOr<std::vector<int64_t>> Transpose(FunctionBuilder& b,
                                                  const std::vector<int64_t>& cotangents) const;
+  // Transpose where the primal values the tape reads are read at `remap`'s ids instead (where
+  // remapped): for a tape replayed in another region.
+  absl::StatusOr<std::vector<int64_t>> Transpose(
+      FunctionBuilder& b, const std::vector<int64_t>& cotangents,
+      const std::unordered_map<int64_t, int64_t>& remap) const;
+  // The primal values the tape reads, in order of first use.
+  std::vector<int64_t> Residuals() const;
 
  private:
   Linearized();
@@ -112,6 +131,14 @@ class Linearized {
 // respect to every floating-point input (integer inputs get zero cotangents).
 absl::StatusOr<Function> JvpFunction(const Function& f, const Mesh* mesh, bool per_device);
 absl::StatusOr<Function> VjpFunction(const Function& f, const Mesh* mesh, bool per_device);
+
+enum class AdTransform { kJvp, kVjp };
+// "jvp" or "vjp"; nullopt for other names.
+std::optional<AdTransform> ParseAdTransform(std::string_view name);
+// `m` with its entry replaced by the entry's JVP or VJP function and the parameter and result
+// shardings extended to match (a tangent is laid out as its primal, a cotangent as its value).
+// InvalidArgument for MPMD modules (position functions).
+absl::StatusOr<Module> TransformModule(const Module& m, AdTransform transform);
 
 }  // namespace shardjit::ir
 

@@ -1,11 +1,12 @@
 // irdump: prints the IR of a module file, after the lowering pipeline on request.
 //
 //   irdump MODULE_FILE [--format=text|pbtxt|binary] [--verify=true|false] [--locations]
-//          [--lower] [--stages] [--cost] [--dump_to=DIR] [--out=FILE]
+//          [--transform=jvp|vjp] [--lower] [--stages] [--cost] [--dump_to=DIR] [--out=FILE]
 //
 // A module file is binary (.pb/.binpb), text proto (.pbtxt) or IR text (anything else). It is
 // printed as loaded unless --lower, --stages or --dump_to ask for the pipeline
-// (passes::DefaultPipeline, jit's) to run on it. The module printed, and written by --out (format
+// (passes::DefaultPipeline, jit's) to run on it; --transform first replaces its entry by the
+// entry's JVP or VJP (ir/autodiff.h). The module printed, and written by --out (format
 // by extension), is the final one. --cost prints the final module's cost report
 // (passes/cost_analysis.h) instead of the module. The seed programs as module files to read:
 // `bazel run //examples:seed_modules -- --out_dir=DIR`. Under `bazel run`, relative paths are
@@ -28,6 +29,7 @@
 #include "absl/time/time.h"
 #include "frontend/lowering.h"
 #include "fmt/format.h"
+#include "ir/autodiff.h"
 #include "ir/fmt_absl.h"
 #include "ir/io.h"
 #include "ir/printer.h"
@@ -40,6 +42,9 @@ ABSL_FLAG(std::string, format, "",
           "what to print: text (the default), pbtxt, or binary (not to a terminal)");
 ABSL_FLAG(bool, verify, true, "verify the module, and after each pass (--noverify: not)");
 ABSL_FLAG(bool, locations, false, "print source locations in IR text");
+ABSL_FLAG(std::string, transform, "",
+          "replace the entry by its jvp ((primals, tangents) -> (results, tangents)) or vjp "
+          "((primals, result cotangents) -> (results, input cotangents))");
 ABSL_FLAG(bool, lower, false, "run the lowering pipeline on the module");
 ABSL_FLAG(bool, stages, false,
           "print the module after every pipeline stage (IR text), with timings");
@@ -66,6 +71,9 @@ constexpr char kUsage[] =
     "  --format=FMT       what to print: text (default), pbtxt, or binary (not to a terminal)\n"
     "  --verify[=BOOL]    verify the module and after each pass (default true; --noverify)\n"
     "  --locations        print source locations in IR text\n"
+    "  --transform=T      jvp or vjp: replace the entry by its JVP ((primals, tangents) ->\n"
+    "                     (results, tangents)) or VJP ((primals, result cotangents) ->\n"
+    "                     (results, input cotangents)) before anything else\n"
     "  --lower            run the lowering pipeline (jit's) on the module\n"
     "  --stages           print the module after every pipeline stage (IR text), with timings\n"
     "  --cost             print the final module's flops and bytes communicated per device\n"
@@ -81,6 +89,7 @@ struct Flags {
   std::optional<ir::ModuleFormat> format;
   bool verify = true;
   bool locations = false;
+  std::optional<ir::AdTransform> transform;
   bool lower = false;
   bool stages = false;
   bool cost = false;
@@ -115,6 +124,10 @@ std::optional<std::string> ReadFlags(const std::vector<char*>& args, Flags& flag
   }
   flags.verify = absl::GetFlag(FLAGS_verify);
   flags.locations = absl::GetFlag(FLAGS_locations);
+  if (const std::string t = absl::GetFlag(FLAGS_transform); !t.empty()) {
+    flags.transform = ir::ParseAdTransform(t);
+    if (!flags.transform) return fmt::format("--transform must be jvp or vjp, got \"{}\"", t);
+  }
   flags.lower = absl::GetFlag(FLAGS_lower);
   flags.stages = absl::GetFlag(FLAGS_stages);
   flags.cost = absl::GetFlag(FLAGS_cost);
@@ -167,6 +180,19 @@ int Main(int argc, char** argv) {
   if (flags.verify) {
     if (absl::Status s = ir::VerifyModule(*module); !s.ok()) {
       return InputError(fmt::format("{}: verification failed: {}", source, s.message()));
+    }
+  }
+  if (flags.transform) {
+    absl::StatusOr<ir::Module> transformed = ir::TransformModule(*module, *flags.transform);
+    if (!transformed.ok()) {
+      return InputError(fmt::format("{}: {}", source, transformed.status().message()));
+    }
+    *module = *std::move(transformed);
+    if (flags.verify) {
+      if (absl::Status s = ir::VerifyModule(*module); !s.ok()) {
+        return InputError(fmt::format("{}: the transformed module fails verification: {}",
+                                      source, s.message()));
+      }
     }
   }
 

@@ -41,6 +41,18 @@ for op in 'ppermute_start\[axes=(x,y)' ppermute_done dot_general 'f32\[4,4\] = p
 done
 cp "$TMP/out" "$TMP/c_lowered.txt"
 
+# --transform=vjp: the entry becomes (a, b, cotangent of the result) -> (result, da, db); the
+# all_gather of b transposes to a psum_scatter; the VJP lowers like any module.
+expect_status 0 "$IRDUMP" "$TMP/c.txt" --transform=vjp
+expect_grep 'param_shardings=(P(x,y),P(x,None),P()) result_shardings=(P(),P(x,y),P(x,None))' "$TMP/out"
+expect_grep 'psum_scatter\[axes=(x) scatter_dimension=0 tiled=True\]' "$TMP/out"
+expect_status 0 "$IRDUMP" "$TMP/c.txt" --transform=vjp --lower
+expect_grep 'view=per_device' "$TMP/out"
+expect_status 0 "$IRDUMP" "$TMP/c.txt" --transform=jvp
+expect_grep 'a:bf16\[8,8\] b:bf16\[8,4\] c:bf16\[8,8\] d:bf16\[8,4\]' "$TMP/out"
+expect_status 2 "$IRDUMP" "$TMP/c.txt" --transform=hessian
+expect_grep 'transform must be jvp or vjp' "$TMP/err"
+
 # --stages: one header per stage, "(unchanged)" for passes that changed nothing, timings.
 expect_status 0 "$IRDUMP" "$TMP/c.txt" --stages
 expect_grep '^# --- stage 0: input ---$' "$TMP/out"

@@ -2,6 +2,11 @@
 // outputs as .npy files.
 //
 //   irrun MODULE_FILE --inputs=a.npy,b.npy --outputs=out0.npy[,out1.npy] [--devices=N]
+//         [--transform=jvp|vjp]
+//
+// --transform runs the entry's JVP (inputs: the primals, then their tangents; outputs: the
+// results, then their tangents) or VJP (inputs: the primals, then the results' cotangents;
+// outputs: the results, then the inputs' cotangents) instead (ir/autodiff.h).
 //
 // Inputs and outputs are whole (global) arrays; a per-device module gets its inputs split by its
 // param shardings and its outputs assembled by its result shardings (tools/run_module.h). The
@@ -24,6 +29,7 @@
 #include "absl/flags/usage.h"
 #include "fmt/format.h"
 #include "frontend/lowering.h"
+#include "ir/autodiff.h"
 #include "ir/fmt_absl.h"
 #include "ir/io.h"
 #include "tools/flags.h"
@@ -38,6 +44,9 @@ ABSL_FLAG(std::optional<int>, devices, std::nullopt,
           "virtual devices (default: as many as the module's mesh needs)");
 ABSL_FLAG(std::optional<double>, timeout, std::nullopt,
           "stop the run after this many seconds (fractions allowed) with an error");
+ABSL_FLAG(std::string, transform, "",
+          "run the entry's jvp (inputs: primals then tangents) or vjp (inputs: primals then "
+          "result cotangents; outputs: results then input cotangents)");
 ABSL_FLAG(shardjit::Backend, backend, shardjit::DefaultBackend(),
           "the backend whose machine model prices the plan and whose kernels run it: x86 or "
           "reference (default: $SHARDJIT_BACKEND, else x86)");
@@ -47,13 +56,16 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: irrun MODULE_FILE --inputs=a.npy,b.npy --outputs=out0.npy[,out1.npy] "
-    "[--devices=N] [--timeout=SECONDS] [--backend=x86|reference]\n"
+    "[--devices=N] [--timeout=SECONDS] [--backend=x86|reference] [--transform=jvp|vjp]\n"
     "  MODULE_FILE      .pb/.binpb binary, .pbtxt text proto, anything else IR text\n"
     "  --inputs=FILES   one .npy per entry parameter, whole (global) arrays; dtypes <f4, <i4,\n"
     "                   |b1 and bfloat16 as <V2 (np.save of an ml_dtypes.bfloat16 array)\n"
     "  --outputs=FILES  one .npy per entry result (bf16 results are written as float32)\n"
     "  --devices=N      virtual devices (default: as many as the module's mesh needs)\n"
     "  --timeout=S      stop the run after S seconds (fractions allowed) with an error\n"
+    "  --transform=T    jvp: inputs are the primals then their tangents, outputs the results\n"
+    "                   then their tangents; vjp: inputs are the primals then the results'\n"
+    "                   cotangents, outputs the results then the inputs' cotangents\n"
     "  --backend=NAME   x86 or reference (the oracle); default $SHARDJIT_BACKEND, else x86.\n"
     "                   The module is lowered as jit lowers it for that backend, then run\n"
     "exit status: 0 ok, 1 bad input or failed run, 2 bad flags\n";
@@ -67,6 +79,7 @@ struct Flags {
   int devices = 0;             // 0: what the module's mesh needs
   double timeout_seconds = 0;  // 0: none
   Backend backend = Backend::kX86;
+  std::optional<ir::AdTransform> transform;
 };
 
 int UsageError(const std::string& message) {
@@ -104,6 +117,10 @@ std::optional<std::string> ReadFlags(const std::vector<char*>& args, Flags& flag
     flags.devices = *devices;
   }
   flags.backend = absl::GetFlag(FLAGS_backend);
+  if (const std::string t = absl::GetFlag(FLAGS_transform); !t.empty()) {
+    flags.transform = ir::ParseAdTransform(t);
+    if (!flags.transform) return fmt::format("--transform must be jvp or vjp, got \"{}\"", t);
+  }
   for (const std::string& f : flags.inputs) {
     if (f.empty()) return std::string("--inputs has an empty file name");
   }
@@ -125,6 +142,12 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<ir::Module> module = ir::ReadModuleFile(flags.module);
   if (!module.ok()) return Error(std::string(module.status().message()));
+  if (flags.transform) {
+    module = ir::TransformModule(*module, *flags.transform);
+    if (!module.ok()) {
+      return Error(fmt::format("{}: {}", flags.module, module.status().message()));
+    }
+  }
   absl::StatusOr<GlobalSignature> sig = ModuleGlobalSignature(*module);
   if (!sig.ok()) return Error(fmt::format("{}: {}", flags.module, sig.status().message()));
   if (flags.inputs.size() != sig->params.size()) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -243,6 +244,59 @@ int RunCommand(const std::string& command, std::string* err) {
   buffer << in.rdbuf();
   *err = buffer.str();
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// sum(sin(a) * a) over a sharded [4, 3] array: irrun --transform runs its VJP (gradient
+// cos(a) * a + sin(a)) and JVP.
+constexpr char kSinModule[] = R"(module g [view=global mesh={x:2} devices=(0,1) entry=main param_shardings=(P(x)) result_shardings=(P())]
+func main = { lambda ; a:f32[4,3]. let
+    b:f32[4,3] = sin a
+    c:f32[4,3] = mul b a
+    d:f32[] = reduce_sum[axes=(0,1)] c
+  in (d) }
+)";
+
+TEST(IrrunTest, RunsTheVjpAndJvpOfAModule) {
+  const std::string irrun = "tools/irrun";
+  const std::string module = TempPath("sin.ir");
+  const std::string x = TempPath("sin_x.npy"), t = TempPath("sin_t.npy");
+  const std::string ct = TempPath("sin_ct.npy");
+  const std::string value = TempPath("sin_value.npy"), grad = TempPath("sin_grad.npy");
+  std::ofstream(module) << kSinModule;
+  std::vector<double> xs = Iota(12), ts(12, 0.5);
+  for (double& v : xs) v = 0.3 * v - 1.5;
+  ASSERT_TRUE(WriteNpy(F32({4, 3}, xs), x).ok());
+  ASSERT_TRUE(WriteNpy(F32({4, 3}, ts), t).ok());
+  ASSERT_TRUE(WriteNpy(Tensor::FromDoubles({ir::DType::kF32, {}}, {2.0}), ct).ok());
+  std::string err;
+  ASSERT_EQ(RunCommand(irrun + " " + module + " --transform=vjp --inputs=" + x + "," + ct +
+                           " --outputs=" + value + "," + grad,
+                       &err),
+            0)
+      << err;
+  absl::StatusOr<Tensor> g = ReadNpy(grad);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->type().ToString(), "f32[4,3]");
+  double directional = 0;
+  for (int i = 0; i < 12; ++i) {
+    const double a = static_cast<float>(xs[i]);
+    const double d = std::cos(a) * a + std::sin(a);
+    EXPECT_NEAR(g->GetDouble(i), 2.0 * d, 1e-5) << i;  // times the cotangent 2
+    directional += d * 0.5;
+  }
+  ASSERT_EQ(RunCommand(irrun + " " + module + " --transform=jvp --inputs=" + x + "," + t +
+                           " --outputs=" + value + "," + grad,
+                       &err),
+            0)
+      << err;
+  absl::StatusOr<Tensor> tangent = ReadNpy(grad);
+  ASSERT_TRUE(tangent.ok()) << tangent.status();
+  EXPECT_NEAR(tangent->GetDouble(0), directional, 1e-4);
+  EXPECT_EQ(RunCommand(irrun + " " + module + " --transform=hessian --inputs=" + x +
+                           " --outputs=" + value,
+                       &err),
+            2);
+  EXPECT_THAT(err, HasSubstr("--transform must be jvp or vjp, got \"hessian\""));
 }
 
 TEST(IrrunTest, RunsAModuleFileOnNpyFiles) {

@@ -126,7 +126,7 @@ absl::StatusOr<int64_t> DotTransposeLhs(AdEmitter& e, const Op& op, int64_t g, i
   ASSIGN_OR_RETURN(int64_t y_g, e.Convert(y, g_dtype));
   Op dot;
   dot.set_opcode("dot_general");
-  DotGeneralAttrs* d = dot.mutable_dot_general();
+  DotGeneralAttrs* d = dot.mutable_dot_general();  // set even when every list is empty
   for (int64_t v : ans_y) d->add_lhs_contracting_dims(v);
   for (int64_t v : y_kept) d->add_rhs_contracting_dims(v);
   for (int64_t v : ans_batch) d->add_lhs_batch_dims(v);
@@ -225,6 +225,7 @@ absl::StatusOr<int64_t> PadWithZeros(AdEmitter& e, int64_t t, const Ids& low, co
   ASSIGN_OR_RETURN(int64_t zero, e.Full(0, {e.TypeOf(t).dtype, {}}));
   Op pad;
   pad.set_opcode("pad");
+  pad.mutable_pad();  // set even for a scalar
   for (size_t i = 0; i < low.size(); ++i) {
     PaddingConfigDim* c = pad.mutable_pad()->add_padding_config();
     c->set_low(low[i]);
@@ -238,6 +239,7 @@ absl::StatusOr<int64_t> Slice(AdEmitter& e, int64_t x, const Ids& start, const I
                               const Ids& strides) {
   Op slice;
   slice.set_opcode("slice");
+  slice.mutable_slice();  // set even for a scalar
   for (int64_t v : start) slice.mutable_slice()->add_start_indices(v);
   for (int64_t v : limit) slice.mutable_slice()->add_limit_indices(v);
   for (int64_t v : strides) slice.mutable_slice()->add_strides(v);
@@ -347,6 +349,7 @@ AdRules DynamicUpdateSliceRule() {
             if (a.linear[1]) {
               Op slice;
               slice.set_opcode("dynamic_slice");
+              slice.mutable_dynamic_slice();  // set even for a scalar
               for (int64_t d : a.operand_types[1].dims) {
                 slice.mutable_dynamic_slice()->add_slice_sizes(d);
               }
