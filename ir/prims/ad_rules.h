@@ -17,6 +17,8 @@ AdRules StructuralAd(std::string_view name);
 // Collectives (ad_collectives.cc): psum, pmean, all_gather, psum_scatter, ppermute,
 // all_to_all, pbroadcast.
 AdRules CollectiveAd(std::string_view name);
+// gather, scatter_add, sort, top_k and cumsum (ad_indexing.cc).
+AdRules IndexingAd(std::string_view name);
 
 }  // namespace shardjit::ir::prims
 

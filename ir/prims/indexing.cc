@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "ir/indexing.h"
+#include "ir/prims/ad_rules.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -190,11 +191,17 @@ absl::StatusOr<Types> Scatter(const ShapeContext&, const Types& operands, const 
   return Types{x};
 }
 
+// Registers an indexing primitive with its differentiation rules, IndexingAd(name).
+void RegisterIndexing(Primitive primitive) {
+  primitive.ad = IndexingAd(primitive.name);
+  RegisterPrimitive(std::move(primitive));
+}
+
 const bool registered = [] {
-  RegisterPrimitive({"gather", PrimitiveKind::kStructural, 2, 2, Op::kGather, Gather});
+  RegisterIndexing({"gather", PrimitiveKind::kStructural, 2, 2, Op::kGather, Gather});
   for (const char* name :
        {"scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"}) {
-    RegisterPrimitive({name, PrimitiveKind::kStructural, 3, 3, Op::kScatter, Scatter});
+    RegisterIndexing({name, PrimitiveKind::kStructural, 3, 3, Op::kScatter, Scatter});
   }
   return true;
 }();

@@ -1,6 +1,7 @@
 // Shape rules of the primitives that order or scan along a dimension: sort, top_k, argmax,
 // argmin, and the cumulative reductions cumsum, cumprod, cummax, cummin (jax.lax semantics).
 #include "base/status_macros.h"
+#include "ir/prims/ad_rules.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -87,14 +88,20 @@ absl::StatusOr<Types> Cumulative(const ShapeContext&, const Types& operands, con
   return operands;
 }
 
+// Registers a sorting primitive with its differentiation rules, IndexingAd(name).
+void RegisterSorting(Primitive primitive) {
+  primitive.ad = IndexingAd(primitive.name);
+  RegisterPrimitive(std::move(primitive));
+}
+
 const bool registered = [] {
-  RegisterPrimitive({"sort", PrimitiveKind::kStructural, 1, -1, Op::kSort, Sort});
-  RegisterPrimitive({"top_k", PrimitiveKind::kStructural, 1, 1, Op::kTopK, TopK});
+  RegisterSorting({"sort", PrimitiveKind::kStructural, 1, -1, Op::kSort, Sort});
+  RegisterSorting({"top_k", PrimitiveKind::kStructural, 1, 1, Op::kTopK, TopK});
   for (const char* name : {"argmax", "argmin"}) {
     RegisterPrimitive({name, PrimitiveKind::kStructural, 1, 1, Op::kArgMinMax, ArgMinMax});
   }
   for (const char* name : {"cumsum", "cumprod", "cummax", "cummin"}) {
-    RegisterPrimitive({name, PrimitiveKind::kStructural, 1, 1, Op::kCumulative, Cumulative});
+    RegisterSorting({name, PrimitiveKind::kStructural, 1, 1, Op::kCumulative, Cumulative});
   }
   return true;
 }();

@@ -1,0 +1,188 @@
+// JVP and transpose rules of gather, scatter_add, the sorts and the cumulative sums, as jax.lax
+// defines them: gather and scatter_add are linear and transpose into each other with the same
+// dimension numbers and mode; sort and top_k carry their tangents along the permutation they
+// apply (take_along_axis of the tangents); cumsum transposes to the cumsum the other way.
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+#include "base/status_macros.h"
+#include "ir/autodiff.h"
+#include "ir/prims/ad_rules.h"
+
+namespace shardjit::ir::prims {
+namespace {
+
+using Ids = std::vector<int64_t>;
+using IdsOr = absl::StatusOr<Ids>;
+
+Op Attrs(const Op& op) {
+  Op copy = op;
+  copy.clear_operands();
+  copy.clear_results();
+  copy.clear_result_types();
+  return copy;
+}
+
+bool Contains(const google::protobuf::RepeatedField<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// scatter_add(zeros of `operand_type`, indices, updates) with gather's dimension numbers.
+absl::StatusOr<int64_t> ScatterAddOfGather(AdEmitter& e, const GatherAttrs& g, int64_t indices,
+                                           int64_t updates, const ShapedType& operand_type) {
+  Op scatter;
+  scatter.set_opcode("scatter_add");
+  ScatterAttrs* s = scatter.mutable_scatter();
+  *s->mutable_update_window_dims() = g.offset_dims();
+  *s->mutable_inserted_window_dims() = g.collapsed_slice_dims();
+  *s->mutable_scatter_dims_to_operand_dims() = g.start_index_map();
+  *s->mutable_operand_batching_dims() = g.operand_batching_dims();
+  *s->mutable_scatter_indices_batching_dims() = g.start_indices_batching_dims();
+  s->set_mode(g.mode());
+  ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, operand_type));
+  return e.Emit1(std::move(scatter), {zeros, indices, updates});
+}
+
+// gather(x, indices) of the windows scatter_add `s` writes (its transpose for the updates).
+absl::StatusOr<int64_t> GatherOfScatter(AdEmitter& e, const ScatterAttrs& s, int64_t x,
+                                        int64_t indices, const ShapedType& updates_type) {
+  const ShapedType x_type = e.TypeOf(x);
+  Op gather;
+  gather.set_opcode("gather");
+  GatherAttrs* g = gather.mutable_gather();
+  *g->mutable_offset_dims() = s.update_window_dims();
+  *g->mutable_collapsed_slice_dims() = s.inserted_window_dims();
+  *g->mutable_start_index_map() = s.scatter_dims_to_operand_dims();
+  *g->mutable_operand_batching_dims() = s.operand_batching_dims();
+  *g->mutable_start_indices_batching_dims() = s.scatter_indices_batching_dims();
+  int pos = 0;
+  for (int64_t d = 0; d < x_type.rank(); ++d) {
+    if (Contains(s.inserted_window_dims(), d) || Contains(s.operand_batching_dims(), d)) {
+      g->add_slice_sizes(1);
+    } else {
+      g->add_slice_sizes(updates_type.dims[s.update_window_dims(pos++)]);
+    }
+  }
+  g->set_mode(s.mode());
+  g->set_fill_value(0);
+  return e.Emit1(std::move(gather), {x, indices});
+}
+
+AdRules GatherRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+            return e.Emit(Attrs(a.op), {a.tangents[0], a.primals[1]});
+          },
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            ASSIGN_OR_RETURN(int64_t c, ScatterAddOfGather(e, a.op.gather(), a.operands[1],
+                                                           a.cotangents[0], a.operand_types[0]));
+            return Ids{c, kZero};
+          }};
+}
+
+AdRules ScatterAddRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+            ASSIGN_OR_RETURN(int64_t t_op,
+                             e.Instantiate(a.tangents[0], e.TypeOf(a.primals[0])));
+            ASSIGN_OR_RETURN(int64_t t_up,
+                             e.Instantiate(a.tangents[2], e.TypeOf(a.primals[2])));
+            return e.Emit(Attrs(a.op), {t_op, a.primals[1], t_up});
+          },
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            Ids cts{kZero, kZero, kZero};
+            if (a.linear[0]) cts[0] = a.cotangents[0];
+            if (a.linear[2]) {
+              ASSIGN_OR_RETURN(cts[2], GatherOfScatter(e, a.op.scatter(), a.cotangents[0],
+                                                       a.operands[1], a.operand_types[2]));
+            }
+            return cts;
+          }};
+}
+
+// x's elements along `axis` in the order `perm` (s32, x's shape) gives: take_along_axis.
+absl::StatusOr<int64_t> TakeAlongAxis(AdEmitter& e, int64_t x, int64_t perm, int64_t axis) {
+  const ShapedType type = e.TypeOf(x);
+  const ShapedType perm_type = e.TypeOf(perm);
+  std::vector<int64_t> index_dims = perm_type.dims;
+  index_dims.push_back(1);
+  ASSIGN_OR_RETURN(int64_t indices, e.Reshape(perm, index_dims));
+  Op gather;
+  gather.set_opcode("gather");
+  GatherAttrs* g = gather.mutable_gather();
+  g->add_collapsed_slice_dims(axis);
+  g->add_start_index_map(axis);
+  for (int64_t d = 0; d < type.rank(); ++d) {
+    g->add_slice_sizes(1);
+    if (d == axis) continue;
+    g->add_operand_batching_dims(d);
+    g->add_start_indices_batching_dims(d);
+  }
+  g->set_mode(PROMISE_IN_BOUNDS);
+  return e.Emit1(std::move(gather), {x, indices});
+}
+
+// sort: the tangents follow the permutation, found by sorting an iota along with the keys.
+AdRules SortRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+    const int64_t dim = a.op.sort().dimension();
+    const ShapedType type = e.TypeOf(a.primals[0]);
+    Op iota;
+    iota.set_opcode("iota");
+    iota.mutable_iota()->set_dtype(ToProto(DType::kS32));
+    for (int64_t d : type.dims) iota.mutable_iota()->add_shape(d);
+    iota.mutable_iota()->set_dimension(dim);
+    ASSIGN_OR_RETURN(int64_t positions, e.Emit1(std::move(iota), {}));
+    Ids operands = a.primals;
+    operands.push_back(positions);
+    ASSIGN_OR_RETURN(Ids sorted, e.Emit(Attrs(a.op), operands));
+    const int64_t perm = sorted.back();
+    Ids tangents;
+    for (int64_t t : a.tangents) {
+      if (t == kZero) {
+        tangents.push_back(kZero);
+        continue;
+      }
+      ASSIGN_OR_RETURN(int64_t moved, TakeAlongAxis(e, t, perm, dim));
+      tangents.push_back(moved);
+    }
+    return tangents;
+  }};
+}
+
+// top_k: the tangents at the returned indices.
+AdRules TopKRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+    ASSIGN_OR_RETURN(int64_t t, TakeAlongAxis(e, a.tangents[0], a.results[1], a.op.top_k().axis()));
+    return Ids{t, kZero};
+  }};
+}
+
+AdRules CumsumRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+            return e.Emit(Attrs(a.op), {a.tangents[0]});
+          },
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            Op reversed = Attrs(a.op);
+            reversed.mutable_cumulative()->set_reverse(!a.op.cumulative().reverse());
+            ASSIGN_OR_RETURN(int64_t c, e.Emit1(std::move(reversed), {a.cotangents[0]}));
+            return Ids{c};
+          }};
+}
+
+const std::unordered_map<std::string, AdRules>& Rules() {
+  static const auto* rules = new std::unordered_map<std::string, AdRules>{
+      {"gather", GatherRule()}, {"scatter_add", ScatterAddRule()}, {"sort", SortRule()},
+      {"top_k", TopKRule()},    {"cumsum", CumsumRule()},
+  };
+  return *rules;
+}
+
+}  // namespace
+
+AdRules IndexingAd(std::string_view name) {
+  auto it = Rules().find(std::string(name));
+  return it == Rules().end() ? AdRules{} : it->second;
+}
+
+}  // namespace shardjit::ir::prims
