@@ -84,6 +84,23 @@ class ScopedCap {
   IsaLevel saved_;
 };
 
+// Times Gemm(g) at `isa`'s plan (after one untimed call, whose error skips the benchmark) and
+// sets counters[`counter`] to 2 m n k per second, in billions.
+void TimeGemm(benchmark::State& state, const GemmArgs& g, IsaLevel isa, const char* counter) {
+  const GemmRunner run(g, isa);
+  if (absl::Status s = run(); !s.ok()) {
+    state.SkipWithError(s.ToString().c_str());
+    return;
+  }
+  for (auto _ : state) {
+    absl::Status s = run();
+    benchmark::DoNotOptimize(s);
+    benchmark::ClobberMemory();
+  }
+  state.counters[counter] = benchmark::Counter(2e-9 * g.shape.m * g.shape.n * g.shape.k,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // int8 x int8 -> int32 (uniform over the int8 range); counters["GOPS"]: 2 m n k operations.
 void BM_GemmInt8(benchmark::State& state, int64_t m, int64_t k, int64_t n, int threads) {
   std::mt19937 rng(1);
@@ -103,18 +120,7 @@ void BM_GemmInt8(benchmark::State& state, int64_t m, int64_t k, int64_t n, int t
     state.SkipWithError("no int8 kernel on this CPU (AVX512_VNNI)");
     return;
   }
-  const GemmRunner run(g, isa);
-  if (absl::Status s = run(); !s.ok()) {
-    state.SkipWithError(s.ToString().c_str());
-    return;
-  }
-  for (auto _ : state) {
-    absl::Status s = run();
-    benchmark::DoNotOptimize(s);
-    benchmark::ClobberMemory();
-  }
-  state.counters["GOPS"] =
-      benchmark::Counter(2e-9 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+  TimeGemm(state, g, isa, "GOPS");
   state.SetLabel("avx512_vnni");
 }
 
@@ -144,18 +150,7 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   g.parallel = {&HelperPool(), threads};
 
   const IsaLevel isa = x86::GemmIsaFor(g);
-  const GemmRunner run(g, isa);
-  if (absl::Status s = run(); !s.ok()) {
-    state.SkipWithError(s.ToString().c_str());
-    return;
-  }
-  for (auto _ : state) {
-    absl::Status s = run();
-    benchmark::DoNotOptimize(s);
-    benchmark::ClobberMemory();
-  }
-  state.counters["GFLOPS"] =
-      benchmark::Counter(2e-9 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+  TimeGemm(state, g, isa, "GFLOPS");
   state.SetLabel(std::string(x86::IsaName(isa)));
 }
 

@@ -36,15 +36,6 @@ namespace {
 
 bool IsFloat(DType d) { return IsFloating(d); }
 
-// `op` with its attributes only (no operands or results).
-Op AttrsOnly(const Op& op) {
-  Op copy = op;
-  copy.clear_operands();
-  copy.clear_results();
-  copy.clear_result_types();
-  return copy;
-}
-
 Op Named(std::string_view opcode) {
   Op op;
   op.set_opcode(std::string(opcode));
@@ -341,7 +332,7 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
       }
       continue;
     }
-    ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(AttrsOnly(op), operands));
+    ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(OpAttrs(op), operands));
     for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
     if (!any_tangent) continue;
     bool float_result = false;
@@ -373,6 +364,14 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
 
 }  // namespace
 
+Op OpAttrs(const Op& op) {
+  Op copy = op;
+  copy.clear_operands();
+  copy.clear_results();
+  copy.clear_result_types();
+  return copy;
+}
+
 AdEmitter::AdEmitter(FunctionBuilder& b) : b_(b) {}
 AdEmitter::AdEmitter(FunctionBuilder& b, LinearTape* tape) : b_(b), tape_(tape) {}
 
@@ -399,7 +398,7 @@ absl::StatusOr<std::vector<int64_t>> AdEmitter::Emit(Op op,
                      return TypeOf(id);
                    }};
   ASSIGN_OR_RETURN(std::vector<ShapedType> result_types, InferResultTypes(ctx, types, op));
-  LinearTape::Entry entry{AttrsOnly(op), operands, {}};
+  LinearTape::Entry entry{OpAttrs(op), operands, {}};
   for (const ShapedType& t : result_types) entry.results.push_back(tape_->NewValue(t));
   std::vector<int64_t> results = entry.results;
   tape_->ops.push_back(std::move(entry));

@@ -78,6 +78,10 @@ class AdEmitter {
   LinearTape* tape_ = nullptr;
 };
 
+// `op` with its attributes only (no operands, results or result types): the same op for other
+// operands, as rules re-emit it.
+Op OpAttrs(const Op& op);
+
 // The result tangents of a forward-mode pass.
 struct JvpResult {
   std::vector<int64_t> results;   // the region's results (primal)

@@ -16,16 +16,8 @@ namespace {
 using Ids = std::vector<int64_t>;
 using IdsOr = absl::StatusOr<Ids>;
 
-Op Attrs(const Op& op) {
-  Op copy = op;
-  copy.clear_operands();
-  copy.clear_results();
-  copy.clear_result_types();
-  return copy;
-}
-
 JvpRule SameOnTangent() {
-  return [](AdEmitter& e, const JvpArgs& a) -> IdsOr { return e.Emit(Attrs(a.op), a.tangents); };
+  return [](AdEmitter& e, const JvpArgs& a) -> IdsOr { return e.Emit(OpAttrs(a.op), a.tangents); };
 }
 
 // A collective whose transpose is `transposed(op)` applied to the cotangent.
@@ -62,7 +54,7 @@ Op PsumScatterOf(const Op& gather) {
 }
 
 Op InversePermutation(const Op& ppermute) {
-  Op op = Attrs(ppermute);
+  Op op = OpAttrs(ppermute);
   for (PermutePair& p : *op.mutable_ppermute()->mutable_perm()) {
     const int64_t source = p.source();
     p.set_source(p.target());
@@ -72,7 +64,7 @@ Op InversePermutation(const Op& ppermute) {
 }
 
 Op SwappedAxes(const Op& all_to_all) {
-  Op op = Attrs(all_to_all);
+  Op op = OpAttrs(all_to_all);
   AllToAllAttrs* a = op.mutable_all_to_all();
   const int64_t split = a->split_axis();
   a->set_split_axis(a->concat_axis());
@@ -102,10 +94,10 @@ AdRules PbroadcastRule() {
           }};
 }
 
-const std::unordered_map<std::string, AdRules>& Rules() {
-  static const auto* rules = new std::unordered_map<std::string, AdRules>{
-      {"psum", Linear(Attrs)},
-      {"pmean", Linear(Attrs)},
+const AdRuleTable& Rules() {
+  static const auto* rules = new AdRuleTable{
+      {"psum", Linear(OpAttrs)},
+      {"pmean", Linear(OpAttrs)},
       {"all_gather", Linear(PsumScatterOf)},
       {"psum_scatter", Linear(AllGatherOf)},
       {"ppermute", Linear(InversePermutation)},
@@ -117,9 +109,6 @@ const std::unordered_map<std::string, AdRules>& Rules() {
 
 }  // namespace
 
-AdRules CollectiveAd(std::string_view name) {
-  auto it = Rules().find(std::string(name));
-  return it == Rules().end() ? AdRules{} : it->second;
-}
+AdRules CollectiveAd(std::string_view name) { return FindAdRules(Rules(), name); }
 
 }  // namespace shardjit::ir::prims

@@ -248,9 +248,9 @@ AdRules IntegerPowRule() {
   }};
 }
 
-const std::unordered_map<std::string, AdRules>& Rules() {
+const AdRuleTable& Rules() {
   static const auto* rules = [] {
-    auto* m = new std::unordered_map<std::string, AdRules>();
+    auto* m = new AdRuleTable();
     auto& r = *m;
     r["add"] = AddRule();
     r["sub"] = SubRule();
@@ -384,9 +384,11 @@ const std::unordered_map<std::string, AdRules>& Rules() {
 
 }  // namespace
 
-AdRules ElementwiseAd(std::string_view name) {
-  auto it = Rules().find(std::string(name));
-  return it == Rules().end() ? AdRules{} : it->second;
+AdRules FindAdRules(const AdRuleTable& table, std::string_view name) {
+  auto it = table.find(std::string(name));
+  return it == table.end() ? AdRules{} : it->second;
 }
+
+AdRules ElementwiseAd(std::string_view name) { return FindAdRules(Rules(), name); }
 
 }  // namespace shardjit::ir::prims

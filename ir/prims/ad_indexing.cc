@@ -17,14 +17,6 @@ namespace {
 using Ids = std::vector<int64_t>;
 using IdsOr = absl::StatusOr<Ids>;
 
-Op Attrs(const Op& op) {
-  Op copy = op;
-  copy.clear_operands();
-  copy.clear_results();
-  copy.clear_result_types();
-  return copy;
-}
-
 bool Contains(const google::protobuf::RepeatedField<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
@@ -72,7 +64,7 @@ absl::StatusOr<int64_t> GatherOfScatter(AdEmitter& e, const ScatterAttrs& s, int
 
 AdRules GatherRule() {
   return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
-            return e.Emit(Attrs(a.op), {a.tangents[0], a.primals[1]});
+            return e.Emit(OpAttrs(a.op), {a.tangents[0], a.primals[1]});
           },
           .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
             ASSIGN_OR_RETURN(int64_t c, ScatterAddOfGather(e, a.op.gather(), a.operands[1],
@@ -87,7 +79,7 @@ AdRules ScatterAddRule() {
                              e.Instantiate(a.tangents[0], e.TypeOf(a.primals[0])));
             ASSIGN_OR_RETURN(int64_t t_up,
                              e.Instantiate(a.tangents[2], e.TypeOf(a.primals[2])));
-            return e.Emit(Attrs(a.op), {t_op, a.primals[1], t_up});
+            return e.Emit(OpAttrs(a.op), {t_op, a.primals[1], t_up});
           },
           .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
             Ids cts{kZero, kZero, kZero};
@@ -135,7 +127,7 @@ AdRules SortRule() {
     ASSIGN_OR_RETURN(int64_t positions, e.Emit1(std::move(iota), {}));
     Ids operands = a.primals;
     operands.push_back(positions);
-    ASSIGN_OR_RETURN(Ids sorted, e.Emit(Attrs(a.op), operands));
+    ASSIGN_OR_RETURN(Ids sorted, e.Emit(OpAttrs(a.op), operands));
     const int64_t perm = sorted.back();
     Ids tangents;
     for (int64_t t : a.tangents) {
@@ -160,18 +152,18 @@ AdRules TopKRule() {
 
 AdRules CumsumRule() {
   return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
-            return e.Emit(Attrs(a.op), {a.tangents[0]});
+            return e.Emit(OpAttrs(a.op), {a.tangents[0]});
           },
           .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
-            Op reversed = Attrs(a.op);
+            Op reversed = OpAttrs(a.op);
             reversed.mutable_cumulative()->set_reverse(!a.op.cumulative().reverse());
             ASSIGN_OR_RETURN(int64_t c, e.Emit1(std::move(reversed), {a.cotangents[0]}));
             return Ids{c};
           }};
 }
 
-const std::unordered_map<std::string, AdRules>& Rules() {
-  static const auto* rules = new std::unordered_map<std::string, AdRules>{
+const AdRuleTable& Rules() {
+  static const auto* rules = new AdRuleTable{
       {"gather", GatherRule()}, {"scatter_add", ScatterAddRule()}, {"sort", SortRule()},
       {"top_k", TopKRule()},    {"cumsum", CumsumRule()},
   };
@@ -180,9 +172,6 @@ const std::unordered_map<std::string, AdRules>& Rules() {
 
 }  // namespace
 
-AdRules IndexingAd(std::string_view name) {
-  auto it = Rules().find(std::string(name));
-  return it == Rules().end() ? AdRules{} : it->second;
-}
+AdRules IndexingAd(std::string_view name) { return FindAdRules(Rules(), name); }
 
 }  // namespace shardjit::ir::prims

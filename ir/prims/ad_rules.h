@@ -3,11 +3,17 @@
 #ifndef SHARDJIT_IR_PRIMS_AD_RULES_H_
 #define SHARDJIT_IR_PRIMS_AD_RULES_H_
 
+#include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "ir/ad_rule.h"
 
 namespace shardjit::ir::prims {
+
+// A name's rules in one of the tables below, empty ones for a name it lacks.
+using AdRuleTable = std::unordered_map<std::string, AdRules>;
+AdRules FindAdRules(const AdRuleTable& table, std::string_view name);
 
 // Elementwise and math primitives (ad_elementwise.cc): add ... logistic, select, clamp,
 // convert_element_type, sin ... atan2, and zero tangents for floor, ceil, round and sign.

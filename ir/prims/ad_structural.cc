@@ -18,15 +18,6 @@ namespace {
 using Ids = std::vector<int64_t>;
 using IdsOr = absl::StatusOr<Ids>;
 
-// `op`'s attributes, for the same op on other operands.
-Op Attrs(const Op& op) {
-  Op copy = op;
-  copy.clear_operands();
-  copy.clear_results();
-  copy.clear_result_types();
-  return copy;
-}
-
 Ids ToIds(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
 
 bool Contains(const Ids& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -45,7 +36,7 @@ JvpRule LinearJvp() {
       ASSIGN_OR_RETURN(int64_t t, e.Instantiate(a.tangents[i], type));
       operands.push_back(t);
     }
-    return e.Emit(Attrs(a.op), operands);
+    return e.Emit(OpAttrs(a.op), operands);
   };
 }
 
@@ -140,7 +131,7 @@ absl::StatusOr<int64_t> DotTransposeLhs(AdEmitter& e, const Op& op, int64_t g, i
 
 AdRules DotGeneralRule() {
   return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
-            const Op attrs = Attrs(a.op);
+            const Op attrs = OpAttrs(a.op);
             int64_t t = kZero;
             if (a.tangents[0] != kZero) {
               ASSIGN_OR_RETURN(t, e.Emit1(attrs, {a.tangents[0], a.primals[1]}));
@@ -214,7 +205,7 @@ AdRules TransposeRule() {
 AdRules RevRule() {
   return {.jvp = LinearJvp(),
           .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
-            ASSIGN_OR_RETURN(int64_t c, e.Emit1(Attrs(a.op), {a.cotangents[0]}));
+            ASSIGN_OR_RETURN(int64_t c, e.Emit1(OpAttrs(a.op), {a.cotangents[0]}));
             return Ids{c};
           }};
 }
@@ -361,8 +352,8 @@ AdRules DynamicUpdateSliceRule() {
           }};
 }
 
-const std::unordered_map<std::string, AdRules>& Rules() {
-  static const auto* rules = new std::unordered_map<std::string, AdRules>{
+const AdRuleTable& Rules() {
+  static const auto* rules = new AdRuleTable{
       {"reduce_sum", ReduceSumRule()},
       {"reduce_max", ReduceChooserRule()},
       {"reduce_min", ReduceChooserRule()},
@@ -382,9 +373,6 @@ const std::unordered_map<std::string, AdRules>& Rules() {
 
 }  // namespace
 
-AdRules StructuralAd(std::string_view name) {
-  auto it = Rules().find(std::string(name));
-  return it == Rules().end() ? AdRules{} : it->second;
-}
+AdRules StructuralAd(std::string_view name) { return FindAdRules(Rules(), name); }
 
 }  // namespace shardjit::ir::prims
