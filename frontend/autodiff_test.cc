@@ -175,6 +175,23 @@ TEST_P(AutodiffTest, IndexingSortingAndScans) {
       {RandomInput({5, 3}, 23), RandomInput({7, 3}, 24)});
 }
 
+// Loops and branches the differentiated inputs do not reach, reading values the function
+// computed (captured): re-emitted with those values.
+TEST_P(AutodiffTest, RegionsReadingTheFunctionsValues) {
+  ExpectGradMatchesDifferences(
+      [](const std::vector<Tracer>& a) {
+        Tracer x = a[0];
+        Tracer y = lax::full({3}, 0.5, DType::kF64) * 2.0;  // computed inside f, no tangent
+        Tracer loop = lax::fori_loop(0, 3, [&](Tracer, Tracer c) { return c + y; }, y);
+        Tracer pick = lax::cond(lax::full({}, 1, DType::kS32) > lax::full({}, 0, DType::kS32),
+                                [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] * y}; },
+                                [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] - y}; },
+                                {loop})[0];
+        return lax::reduce_sum(x * pick, {0});
+      },
+      {RandomInput({3}, 25)});
+}
+
 // <J v, w> = <v, J^T w> on a function with a vector result, and grad(grad(f)) against the
 // analytic second derivative.
 TEST_P(AutodiffTest, JvpAgreesWithVjpAndSecondDerivatives) {
@@ -373,6 +390,14 @@ TEST(AutodiffErrors, AsJaxGivesThem) {
                         return lax::reduce_sum(lax::nextafter(x, x * 2.0), {0});
                       }))(x).status()),
               HasSubstr("Differentiation rule for 'nextafter' not implemented"));
+  // A loop body reading the differentiated value (captured, not a carry) is differentiated
+  // through the loop, which has no rule yet: an error, not a zero gradient.
+  EXPECT_THAT(message(jit(grad([](Tracer x) {
+                        Tracer s = lax::fori_loop(0, 2, [&](Tracer, Tracer c) { return c + x; },
+                                                  lax::full({3}, 0, DType::kF32));
+                        return lax::reduce_sum(s, {0});
+                      }))(x).status()),
+              HasSubstr("Differentiation rule for 'fori_loop' not implemented"));
   EXPECT_THAT(message(jit(grad([](Tracer x) { return x * 2.0; }))(x).status()),
               HasSubstr("Gradient only defined for scalar-output functions. Output had shape: "
                         "f32[3]"));

@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "ir/dtype.h"
 #include "ir/primitive.h"
+#include "ir/regions.h"
 
 namespace shardjit::ir {
 
@@ -293,6 +294,19 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   return absl::OkStatus();
 }
 
+// Every value id the regions of `op` read (operands and results of the ops inside, at any
+// depth): `f(id)` may replace it. Ids are unique in a function, so replacing the ids of values
+// defined outside `op` (the walked region's) leaves the regions' own values alone.
+void ForEachRegionRead(Op& op, const std::function<void(int64_t&)>& f) {
+  for (Region* r : MutableRegions(op)) {
+    for (Op& inner : *r->mutable_ops()) {
+      for (int64_t& id : *inner.mutable_operands()) f(id);
+      ForEachRegionRead(inner, f);
+    }
+    for (int64_t& id : *r->mutable_results()) f(id);
+  }
+}
+
 // While linearizing (`linearizing`), a rule's tangent that is not a tape value does not depend
 // on the input tangents: zero.
 absl::StatusOr<std::vector<int64_t>> WalkJvp(
@@ -321,6 +335,21 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
       tangents.push_back(tangent_of(id));
       any_tangent = any_tangent || tangents.back() != kZero;
     }
+    // Loop bodies and branches read the walked region's values directly: they read the
+    // re-emitted ones, and a tangent among them is one the op carries.
+    Op copy = OpAttrs(op);
+    bool reads_tangent = false;
+    ForEachRegionRead(copy, [&](int64_t& id) {
+      reads_tangent = reads_tangent || tangent_of(id) != kZero;
+      id = mapped(id);
+    });
+    if (reads_tangent && !any_tangent) {
+      bool float_result = false;
+      for (const TensorType& t : op.result_types()) {
+        float_result = float_result || IsFloat(FromProto(t).dtype);
+      }
+      if (float_result) return NoRule("Differentiation", op);
+    }
     if (any_tangent && PrimOf(op) == Prim::kShardMap) {
       std::vector<int64_t> results, out;
       RETURN_IF_ERROR(linearizing
@@ -332,7 +361,7 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
       }
       continue;
     }
-    ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(OpAttrs(op), operands));
+    ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(std::move(copy), operands));
     for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
     if (!any_tangent) continue;
     bool float_result = false;
