@@ -192,6 +192,45 @@ TEST_P(AutodiffTest, RegionsReadingTheFunctionsValues) {
       {RandomInput({3}, 25)});
 }
 
+// fori_loop and scan (a fori_loop): carries, values the body reads from outside (a weight used
+// every trip), the loop index, nested loops, and a loop that runs no trip.
+TEST_P(AutodiffTest, ThroughLoops) {
+  ExpectGradMatchesDifferences(
+      [](const std::vector<Tracer>& a) {
+        Tracer x = a[0], w = a[1];
+        Tracer k = lax::full({1, 4}, 0.3, DType::kF64) * 1.5;  // read by the body, no tangent
+        // h = tanh(h @ w + x[i] + k) for 3 trips, reading w, x and k from outside.
+        Tracer h = lax::fori_loop(
+            0, 3,
+            [&](Tracer i, Tracer h) {
+              Tracer row = lax::reshape(lax::dynamic_slice(x, {i, 0}, {1, 4}), {1, 4});
+              return lax::tanh(jnp::matmul(h, w) + row + k * h);
+            },
+            lax::full({1, 4}, 0.1, DType::kF64));
+        // A nested loop: two carries, one integer.
+        std::vector<Tracer> nested = lax::fori_loop(
+            1, 3,
+            [&](Tracer i, std::vector<Tracer> c) {
+              Tracer inner = lax::fori_loop(
+                  0, 2, [&](Tracer, Tracer d) { return d * lax::sin(w) + c[0] * 0.5; }, c[0]);
+              return std::vector<Tracer>{inner, c[1] + i};
+            },
+            {w, lax::full({}, 0, DType::kS32)});
+        Tracer none = lax::fori_loop(2, 2, [&](Tracer, Tracer c) { return c * w; }, w);
+        // scan: carry c and stacked outputs over x's rows.
+        lax::ScanResult s = lax::scan(
+            [&](std::vector<Tracer> c, std::vector<Tracer> xs) {
+              Tracer next = c[0] * 0.9 + xs[0] * xs[0];
+              return std::pair<std::vector<Tracer>, std::vector<Tracer>>{{next}, {next * 2.0}};
+            },
+            {lax::full({4}, 0.0, DType::kF64)}, {x});
+        return lax::reduce_sum(h, {0, 1}) + lax::reduce_sum(nested[0] * nested[0], {0, 1}) +
+               lax::reduce_sum(none, {0, 1}) + lax::reduce_sum(s.ys[0], {0, 1}) +
+               lax::reduce_sum(s.carry[0], {0});
+      },
+      {RandomInput({3, 4}, 26), RandomInput({4, 4}, 27, -0.5, 0.5)});
+}
+
 // <J v, w> = <v, J^T w> on a function with a vector result, and grad(grad(f)) against the
 // analytic second derivative.
 TEST_P(AutodiffTest, JvpAgreesWithVjpAndSecondDerivatives) {
@@ -390,14 +429,17 @@ TEST(AutodiffErrors, AsJaxGivesThem) {
                         return lax::reduce_sum(lax::nextafter(x, x * 2.0), {0});
                       }))(x).status()),
               HasSubstr("Differentiation rule for 'nextafter' not implemented"));
-  // A loop body reading the differentiated value (captured, not a carry) is differentiated
-  // through the loop, which has no rule yet: an error, not a zero gradient.
+  // A branch reading the differentiated value is differentiated through cond, which has no
+  // rule yet: an error, not a zero gradient.
   EXPECT_THAT(message(jit(grad([](Tracer x) {
-                        Tracer s = lax::fori_loop(0, 2, [&](Tracer, Tracer c) { return c + x; },
-                                                  lax::full({3}, 0, DType::kF32));
+                        Tracer s = lax::cond(
+                            lax::full({}, true, DType::kPred),
+                            [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] + x}; },
+                            [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0]}; },
+                            {lax::full({3}, 0, DType::kF32)})[0];
                         return lax::reduce_sum(s, {0});
                       }))(x).status()),
-              HasSubstr("Differentiation rule for 'fori_loop' not implemented"));
+              HasSubstr("Differentiation rule for 'cond' not implemented"));
   EXPECT_THAT(message(jit(grad([](Tracer x) { return x * 2.0; }))(x).status()),
               HasSubstr("Gradient only defined for scalar-output functions. Output had shape: "
                         "f32[3]"));

@@ -22,6 +22,7 @@ struct LinearTape {
     Op op;  // attributes only
     std::vector<int64_t> operands, results;
     AdEmitter::CustomTranspose custom;  // set: transposed by it, not by op's rule
+    std::vector<int64_t> reads;         // the primal values `custom` reads
   };
   std::vector<Entry> ops;
   std::unordered_map<int64_t, ShapedType> types;
@@ -105,8 +106,8 @@ std::vector<int64_t> WithUnitDim(const std::vector<int64_t>& dims) {
 
 absl::StatusOr<std::vector<int64_t>> WalkJvp(
     FunctionBuilder& b, AdEmitter& e, const Region& region, const std::vector<int64_t>& primals,
-    bool linearizing, std::unordered_map<int64_t, int64_t>& tangent,
-    std::vector<int64_t>* result_tangents);
+    const std::vector<CapturedValue>& captures, bool linearizing,
+    std::unordered_map<int64_t, int64_t>& tangent, std::vector<int64_t>* result_tangents);
 
 // Forward mode through shard_map: one shard_map computing the results and their tangents
 // (tangent operands mapped by their primal's in_spec, tangents out by the result's out_spec).
@@ -234,11 +235,13 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
       [inner, residuals, residual_types, residual_param, residual_specs, result_types,
        param_types, float_results, stacked, wrt, mesh, sm_in = sm.in_specs(),
        sm_out = sm.out_specs()](
-          FunctionBuilder& b, const std::vector<int64_t>& cts) -> absl::StatusOr<std::vector<int64_t>> {
+          FunctionBuilder& b, const std::vector<int64_t>& cts,
+          const std::function<int64_t(int64_t)>& primal) -> absl::StatusOr<std::vector<int64_t>> {
     Op t;
     t.set_opcode("shard_map");
     ShardMapAttrs* a = t.mutable_shard_map();
-    std::vector<int64_t> operands = stacked;
+    std::vector<int64_t> operands;
+    for (int64_t s : stacked) operands.push_back(primal(s));
     RegionGuard guard(b, /*spmd=*/true);
     std::unordered_map<int64_t, int64_t> remap;
     AdEmitter e(b);
@@ -288,9 +291,251 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
     return b.AddOp(std::move(t), operands);
   };
   ASSIGN_OR_RETURN(std::vector<int64_t> linear,
-                   e.RecordLinear(linear_operands, linear_result_types, std::move(transpose)));
+                   e.RecordLinear(linear_operands, linear_result_types, stacked,
+                                  std::move(transpose)));
   result_tangents->assign(n, kZero);
   for (size_t k = 0; k < float_results.size(); ++k) (*result_tangents)[float_results[k]] = linear[k];
+  return absl::OkStatus();
+}
+
+// s32 scalar constant.
+absl::StatusOr<int64_t> Index(AdEmitter& e, int64_t v) {
+  return e.Full(static_cast<double>(v), {DType::kS32, {}});
+}
+
+// Forward mode through fori_loop: one loop carrying the tangents of the float carries beside
+// them; values the body reads from outside that have tangents become carries (with theirs).
+absl::Status ForiLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t>& operands,
+                         const std::vector<int64_t>& tangents,
+                         const std::vector<CapturedValue>& captures,
+                         std::vector<int64_t>* results, std::vector<int64_t>* result_tangents) {
+  const ForiLoopAttrs& loop = op.fori_loop();
+  const Region& body = loop.body();
+  const size_t n = operands.size();
+  AdEmitter e(b);
+  std::vector<CapturedValue> carried;  // captures with tangents, carried through the loop
+  std::vector<CapturedValue> plain;    // the others, read as they are
+  for (const CapturedValue& c : captures) (c.tangent != kZero ? carried : plain).push_back(c);
+  std::vector<int64_t> init = operands;
+  for (const CapturedValue& c : carried) init.push_back(c.value);
+  std::vector<bool> is_float;
+  for (size_t i = 0; i < n; ++i) {
+    const ShapedType type = b.TypeOf(operands[i]);
+    is_float.push_back(IsFloat(type.dtype));
+    if (!is_float.back()) continue;
+    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
+    init.push_back(t);
+  }
+  for (const CapturedValue& c : carried) init.push_back(c.tangent);
+  RegionGuard guard(b, /*spmd=*/false);
+  std::vector<int64_t> primals{b.AddParam({DType::kS32, {}})}, carry_params, cap_params;
+  for (int64_t v : operands) carry_params.push_back(b.AddParam(b.TypeOf(v)));
+  primals.insert(primals.end(), carry_params.begin(), carry_params.end());
+  std::vector<CapturedValue> inner = plain;
+  for (const CapturedValue& c : carried) {
+    cap_params.push_back(b.AddParam(b.TypeOf(c.value)));
+    inner.push_back({c.region_id, cap_params.back(), kZero, false});
+  }
+  std::vector<int64_t> body_tangents{kZero};
+  for (size_t i = 0; i < n; ++i) {
+    body_tangents.push_back(is_float[i] ? b.AddParam(b.TypeOf(operands[i])) : kZero);
+  }
+  for (size_t j = 0; j < carried.size(); ++j) {
+    inner[plain.size() + j].tangent = b.AddParam(b.TypeOf(carried[j].value));
+  }
+  ASSIGN_OR_RETURN(JvpResult r, EmitJvp(b, body, primals, body_tangents, inner));
+  std::vector<int64_t> ids = r.results;
+  ids.insert(ids.end(), cap_params.begin(), cap_params.end());
+  for (size_t i = 0; i < n; ++i) {
+    if (!is_float[i]) continue;
+    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(r.tangents[i], b.TypeOf(r.results[i])));
+    ids.push_back(t);
+  }
+  for (size_t j = 0; j < carried.size(); ++j) ids.push_back(inner[plain.size() + j].tangent);
+  Op jvp = OpAttrs(op);
+  *jvp.mutable_fori_loop()->mutable_body() = guard.Close(ids);
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(jvp), init));
+  results->assign(outs.begin(), outs.begin() + n);
+  result_tangents->clear();
+  size_t next = n + carried.size();
+  for (size_t i = 0; i < n; ++i) result_tangents->push_back(is_float[i] ? outs[next++] : kZero);
+  return absl::OkStatus();
+}
+
+// Reverse mode through fori_loop (a static trip count): the primal loop also stacks, trip by
+// trip, the body's values its linear part reads (into [trip, ...] buffers); the linear part is
+// one tape op whose transpose is a loop over the trips in reverse, running the body's transposed
+// tape on each trip's values. Values the body reads from outside that have tangents are carried
+// unchanged, so their cotangents add up over the trips.
+absl::Status ForiLoopLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                               const std::vector<int64_t>& operands,
+                               const std::vector<int64_t>& tangents,
+                               const std::vector<CapturedValue>& captures,
+                               std::vector<int64_t>* results,
+                               std::vector<int64_t>* result_tangents) {
+  const ForiLoopAttrs& loop = op.fori_loop();
+  const Region& body = loop.body();
+  const int64_t lower = loop.lower(), upper = loop.upper(), trips = upper - lower;
+  const size_t n = operands.size();
+  if (trips <= 0) {  // no trip: the results are the carries
+    *results = operands;
+    *result_tangents = tangents;
+    return absl::OkStatus();
+  }
+  std::vector<CapturedValue> carried, plain;
+  for (const CapturedValue& c : captures) (c.tangent != kZero ? carried : plain).push_back(c);
+  std::vector<ShapedType> carry_types, cap_types;
+  std::vector<bool> is_float;
+  for (int64_t v : operands) {
+    carry_types.push_back(b.TypeOf(v));
+    is_float.push_back(IsFloat(carry_types.back().dtype));
+  }
+  for (const CapturedValue& c : carried) cap_types.push_back(b.TypeOf(c.value));
+
+  RegionGuard guard(b, /*spmd=*/false);
+  const int64_t first_inside = b.next_id();  // values from here on are the body's
+  std::vector<int64_t> primals{b.AddParam({DType::kS32, {}})};
+  for (const ShapedType& t : carry_types) primals.push_back(b.AddParam(t));
+  std::vector<int64_t> cap_params;
+  std::vector<CapturedValue> inner = plain;
+  for (size_t j = 0; j < carried.size(); ++j) {
+    cap_params.push_back(b.AddParam(cap_types[j]));
+    inner.push_back({carried[j].region_id, cap_params.back(), kZero, true});
+  }
+  std::vector<bool> wrt{false};
+  for (size_t i = 0; i < n; ++i) wrt.push_back(is_float[i]);
+  ASSIGN_OR_RETURN(Linearized lin, Linearized::Linearize(b, body, primals, wrt, inner));
+  auto body_lin = std::make_shared<Linearized>(std::move(lin));
+  // The body's values its linear part reads: stacked per trip; those from outside: read as is.
+  std::vector<int64_t> stacked_residuals, outside_residuals;
+  for (int64_t r : body_lin->Residuals()) {
+    (r >= first_inside ? stacked_residuals : outside_residuals).push_back(r);
+  }
+  AdEmitter local(b);
+  std::vector<int64_t> ids = body_lin->results();
+  ids.insert(ids.end(), cap_params.begin(), cap_params.end());
+  std::vector<ShapedType> residual_types;
+  ASSIGN_OR_RETURN(int64_t lower_index, Index(local, lower));
+  ASSIGN_OR_RETURN(int64_t trip, local.Binary("sub", primals[0], lower_index));
+  ASSIGN_OR_RETURN(int64_t zero_index, Index(local, 0));
+  for (int64_t r : stacked_residuals) {
+    const ShapedType type = b.TypeOf(r);
+    residual_types.push_back(type);
+    std::vector<int64_t> stacked_dims{trips};
+    stacked_dims.insert(stacked_dims.end(), type.dims.begin(), type.dims.end());
+    const int64_t buffer = b.AddParam({type.dtype, stacked_dims});
+    std::vector<int64_t> one_dims{1};
+    one_dims.insert(one_dims.end(), type.dims.begin(), type.dims.end());
+    ASSIGN_OR_RETURN(int64_t row, local.Reshape(r, one_dims));
+    std::vector<int64_t> dus_operands{buffer, row, trip};
+    for (int64_t d = 0; d < type.rank(); ++d) dus_operands.push_back(zero_index);
+    ASSIGN_OR_RETURN(int64_t updated, local.Emit1(Named("dynamic_update_slice"), dus_operands));
+    ids.push_back(updated);
+  }
+  Op primal = OpAttrs(op);
+  *primal.mutable_fori_loop()->mutable_body() = guard.Close(ids);
+  std::vector<int64_t> init = operands;
+  for (const CapturedValue& c : carried) init.push_back(c.value);
+  for (const ShapedType& type : residual_types) {
+    std::vector<int64_t> stacked_dims{trips};
+    stacked_dims.insert(stacked_dims.end(), type.dims.begin(), type.dims.end());
+    ASSIGN_OR_RETURN(int64_t zeros, local.Full(0, {type.dtype, stacked_dims}));
+    init.push_back(zeros);
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(primal), init));
+  results->assign(outs.begin(), outs.begin() + n);
+  const std::vector<int64_t> buffers(outs.begin() + n + carried.size(), outs.end());
+
+  // The linear op: tangents of the float carries' initial values and of the carried captures in,
+  // tangents of the float carries' final values out.
+  std::vector<int64_t> linear_operands, reads = buffers;
+  std::vector<size_t> operand_carry;  // which carry each of the first linear operands is
+  for (size_t i = 0; i < n; ++i) {
+    if (tangents[i] == kZero) continue;
+    linear_operands.push_back(tangents[i]);
+    operand_carry.push_back(i);
+  }
+  for (const CapturedValue& c : carried) linear_operands.push_back(c.tangent);
+  reads.insert(reads.end(), outside_residuals.begin(), outside_residuals.end());
+  std::vector<ShapedType> linear_result_types;
+  std::vector<size_t> float_carries;
+  for (size_t i = 0; i < n; ++i) {
+    if (!is_float[i]) continue;
+    float_carries.push_back(i);
+    linear_result_types.push_back(carry_types[i]);
+  }
+  AdEmitter::CustomTranspose transpose =
+      [body_lin, stacked_residuals, residual_types, outside_residuals, buffers, carry_types,
+       cap_types, float_carries, operand_carry, n, trips, num_plain = plain.size()](
+          FunctionBuilder& b, const std::vector<int64_t>& cts,
+          const std::function<int64_t(int64_t)>& primal) -> absl::StatusOr<std::vector<int64_t>> {
+    AdEmitter e(b);
+    // Carries: the float carries' cotangents, then the captures' sums.
+    std::vector<int64_t> init;
+    for (size_t k = 0; k < float_carries.size(); ++k) {
+      ASSIGN_OR_RETURN(int64_t c, e.Instantiate(cts[k], carry_types[float_carries[k]]));
+      init.push_back(c);
+    }
+    for (const ShapedType& t : cap_types) {
+      ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, t));
+      init.push_back(zeros);
+    }
+    RegionGuard guard(b, /*spmd=*/false);
+    const int64_t j = b.AddParam({DType::kS32, {}});
+    std::vector<int64_t> ct_params, acc_params;
+    for (size_t i : float_carries) ct_params.push_back(b.AddParam(carry_types[i]));
+    for (const ShapedType& t : cap_types) acc_params.push_back(b.AddParam(t));
+    // Trip j of the reverse loop replays trip trips - 1 - j.
+    ASSIGN_OR_RETURN(int64_t last, Index(e, trips - 1));
+    ASSIGN_OR_RETURN(int64_t trip, e.Binary("sub", last, j));
+    ASSIGN_OR_RETURN(int64_t zero_index, Index(e, 0));
+    std::unordered_map<int64_t, int64_t> remap;
+    for (int64_t r : outside_residuals) remap[r] = primal(r);
+    for (size_t k = 0; k < stacked_residuals.size(); ++k) {
+      const ShapedType& type = residual_types[k];
+      Op slice = Named("dynamic_slice");
+      slice.mutable_dynamic_slice()->add_slice_sizes(1);
+      for (int64_t d : type.dims) slice.mutable_dynamic_slice()->add_slice_sizes(d);
+      std::vector<int64_t> slice_operands{primal(buffers[k]), trip};
+      for (int64_t d = 0; d < type.rank(); ++d) slice_operands.push_back(zero_index);
+      ASSIGN_OR_RETURN(int64_t row, e.Emit1(std::move(slice), slice_operands));
+      ASSIGN_OR_RETURN(remap[stacked_residuals[k]], e.Reshape(row, type.dims));
+    }
+    std::vector<int64_t> body_cts(n, kZero);
+    for (size_t k = 0; k < float_carries.size(); ++k) body_cts[float_carries[k]] = ct_params[k];
+    ASSIGN_OR_RETURN(std::vector<int64_t> in_cts, body_lin->Transpose(b, body_cts, remap));
+    std::vector<int64_t> ids;
+    for (size_t i : float_carries) {
+      ASSIGN_OR_RETURN(int64_t c, e.Instantiate(in_cts[1 + i], carry_types[i]));
+      ids.push_back(c);
+    }
+    for (size_t k = 0; k < acc_params.size(); ++k) {
+      // The body's captures: the plain ones first, then the carried ones (Linearize's order).
+      ASSIGN_OR_RETURN(int64_t sum, e.AddAny(acc_params[k], in_cts[1 + n + num_plain + k]));
+      ids.push_back(sum);
+    }
+    Op reverse = Named("fori_loop");
+    reverse.mutable_fori_loop()->set_lower(0);
+    reverse.mutable_fori_loop()->set_upper(trips);
+    *reverse.mutable_fori_loop()->mutable_body() = guard.Close(ids);
+    ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(reverse), init));
+    // Cotangents of the linear operands: the nonzero initial tangents, then the captures.
+    std::vector<int64_t> operand_cts;
+    for (size_t i : operand_carry) {
+      for (size_t k = 0; k < float_carries.size(); ++k) {
+        if (float_carries[k] == i) operand_cts.push_back(outs[k]);
+      }
+    }
+    for (size_t k = 0; k < cap_types.size(); ++k) {
+      operand_cts.push_back(outs[float_carries.size() + k]);
+    }
+    return operand_cts;
+  };
+  ASSIGN_OR_RETURN(std::vector<int64_t> linear,
+                   e.RecordLinear(linear_operands, linear_result_types, reads,
+                                  std::move(transpose)));
+  result_tangents->assign(n, kZero);
+  for (size_t k = 0; k < float_carries.size(); ++k) (*result_tangents)[float_carries[k]] = linear[k];
   return absl::OkStatus();
 }
 
@@ -311,14 +556,15 @@ void ForEachRegionRead(Op& op, const std::function<void(int64_t&)>& f) {
 // on the input tangents: zero.
 absl::StatusOr<std::vector<int64_t>> WalkJvp(
     FunctionBuilder& b, AdEmitter& e, const Region& region, const std::vector<int64_t>& primals,
-    bool linearizing, std::unordered_map<int64_t, int64_t>& tangent,
-    std::vector<int64_t>* result_tangents) {
+    const std::vector<CapturedValue>& captures, bool linearizing,
+    std::unordered_map<int64_t, int64_t>& tangent, std::vector<int64_t>* result_tangents) {
   if (primals.size() != static_cast<size_t>(region.params_size())) {
     return absl::InvalidArgumentError(fmt::format(
         "autodiff: the region takes {} values, got {}", region.params_size(), primals.size()));
   }
   std::unordered_map<int64_t, int64_t> value;  // region id -> builder id
   for (int i = 0; i < region.params_size(); ++i) value[region.params(i).id()] = primals[i];
+  for (const CapturedValue& c : captures) value[c.region_id] = c.value;
   auto mapped = [&](int64_t id) {
     auto it = value.find(id);
     return it == value.end() ? id : it->second;  // read from an enclosing region
@@ -339,10 +585,29 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
     // re-emitted ones, and a tangent among them is one the op carries.
     Op copy = OpAttrs(op);
     bool reads_tangent = false;
+    std::vector<CapturedValue> captures;  // the walked region's values the regions read
+    std::unordered_map<int64_t, bool> seen;
     ForEachRegionRead(copy, [&](int64_t& id) {
+      const bool known = value.count(id) > 0 || tangent.count(id) > 0;
+      if (known && !seen[id]) {
+        seen[id] = true;
+        captures.push_back({id, mapped(id), tangent_of(id), tangent_of(id) != kZero});
+      }
       reads_tangent = reads_tangent || tangent_of(id) != kZero;
       id = mapped(id);
     });
+    if ((any_tangent || reads_tangent) && PrimOf(op) == Prim::kForiLoop) {
+      std::vector<int64_t> results, out;
+      RETURN_IF_ERROR(linearizing
+                          ? ForiLoopLinearize(b, e, op, operands, tangents, captures, &results,
+                                              &out)
+                          : ForiLoopJvp(b, op, operands, tangents, captures, &results, &out));
+      for (int i = 0; i < op.results_size(); ++i) {
+        value[op.results(i)] = results[i];
+        if (out[i] != kZero) tangent[op.results(i)] = out[i];
+      }
+      continue;
+    }
     if (reads_tangent && !any_tangent) {
       bool float_result = false;
       for (const TensorType& t : op.result_types()) {
@@ -530,10 +795,11 @@ absl::StatusOr<int64_t> AdEmitter::Scale(int64_t x, int64_t factor) {
 
 absl::StatusOr<std::vector<int64_t>> AdEmitter::RecordLinear(
     const std::vector<int64_t>& operands, const std::vector<ShapedType>& result_types,
-    CustomTranspose transpose) {
+    const std::vector<int64_t>& reads, CustomTranspose transpose) {
   if (tape_ == nullptr) return absl::InternalError("RecordLinear outside a linearization");
   LinearTape::Entry entry;
   entry.operands = operands;
+  entry.reads = reads;
   for (const ShapedType& t : result_types) entry.results.push_back(tape_->NewValue(t));
   entry.custom = std::move(transpose);
   std::vector<int64_t> results = entry.results;
@@ -543,7 +809,8 @@ absl::StatusOr<std::vector<int64_t>> AdEmitter::RecordLinear(
 
 absl::StatusOr<JvpResult> EmitJvp(FunctionBuilder& b, const Region& region,
                                   const std::vector<int64_t>& primals,
-                                  const std::vector<int64_t>& tangents) {
+                                  const std::vector<int64_t>& tangents,
+                                  const std::vector<CapturedValue>& captures) {
   if (tangents.size() != primals.size()) {
     return absl::InvalidArgumentError(fmt::format(
         "jvp: {} primals but {} tangents", primals.size(), tangents.size()));
@@ -552,10 +819,13 @@ absl::StatusOr<JvpResult> EmitJvp(FunctionBuilder& b, const Region& region,
   for (size_t i = 0; i < tangents.size(); ++i) {
     if (tangents[i] != kZero) tangent[region.params(i).id()] = tangents[i];
   }
+  for (const CapturedValue& c : captures) {
+    if (c.tangent != kZero) tangent[c.region_id] = c.tangent;
+  }
   AdEmitter e(b);
   JvpResult out;
-  ASSIGN_OR_RETURN(out.results,
-                   WalkJvp(b, e, region, primals, /*linearizing=*/false, tangent, &out.tangents));
+  ASSIGN_OR_RETURN(out.results, WalkJvp(b, e, region, primals, captures, /*linearizing=*/false,
+                                        tangent, &out.tangents));
   return out;
 }
 
@@ -566,7 +836,8 @@ Linearized::~Linearized() = default;
 
 absl::StatusOr<Linearized> Linearized::Linearize(FunctionBuilder& b, const Region& region,
                                                  const std::vector<int64_t>& primals,
-                                                 const std::vector<bool>& wrt) {
+                                                 const std::vector<bool>& wrt,
+                                                 const std::vector<CapturedValue>& captures) {
   if (wrt.size() != primals.size()) {
     return absl::InvalidArgumentError("linearize: one wrt flag per primal");
   }
@@ -588,10 +859,20 @@ absl::StatusOr<Linearized> Linearized::Linearize(FunctionBuilder& b, const Regio
     lin.input_tangents_.push_back(t);
     tangent[region.params(static_cast<int>(i)).id()] = t;
   }
+  for (const CapturedValue& c : captures) {
+    const ShapedType type = b.TypeOf(c.value);
+    lin.input_types_.push_back(type);
+    if (!c.wrt) {
+      lin.input_tangents_.push_back(kZero);
+      continue;
+    }
+    const int64_t t = lin.tape_->NewValue(type);
+    lin.input_tangents_.push_back(t);
+    tangent[c.region_id] = t;
+  }
   AdEmitter e(b, lin.tape_.get());
-  ASSIGN_OR_RETURN(lin.results_,
-                   WalkJvp(b, e, region, primals, /*linearizing=*/true, tangent,
-                           &lin.result_tangents_));
+  ASSIGN_OR_RETURN(lin.results_, WalkJvp(b, e, region, primals, captures, /*linearizing=*/true,
+                                         tangent, &lin.result_tangents_));
   return lin;
 }
 
@@ -599,10 +880,12 @@ std::vector<int64_t> Linearized::Residuals() const {
   std::vector<int64_t> out;
   std::unordered_map<int64_t, bool> seen;
   for (const LinearTape::Entry& entry : tape_->ops) {
-    for (int64_t id : entry.operands) {
-      if (id >= kTangentBase || seen[id]) continue;
-      seen[id] = true;
-      out.push_back(id);
+    for (const std::vector<int64_t>* ids : {&entry.operands, &entry.reads}) {
+      for (int64_t id : *ids) {
+        if (id >= kTangentBase || seen[id]) continue;
+        seen[id] = true;
+        out.push_back(id);
+      }
     }
   }
   return out;
@@ -653,7 +936,11 @@ absl::StatusOr<std::vector<int64_t>> Linearized::Transpose(
     }
     if (!any) continue;
     if (it->custom) {
-      ASSIGN_OR_RETURN(std::vector<int64_t> operand_cts, it->custom(b, result_cts));
+      auto primal = [&remap](int64_t id) {
+        auto found = remap.find(id);
+        return found == remap.end() ? id : found->second;
+      };
+      ASSIGN_OR_RETURN(std::vector<int64_t> operand_cts, it->custom(b, result_cts, primal));
       for (size_t j = 0; j < it->operands.size() && j < operand_cts.size(); ++j) {
         RETURN_IF_ERROR(accumulate(it->operands[j], operand_cts[j]));
       }

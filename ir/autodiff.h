@@ -66,11 +66,15 @@ class AdEmitter {
 
   // While linearizing: records a linear op on tangent `operands` with results of
   // `result_types` whose transpose is `transpose` (cotangents of the results, kZero where zero ->
-  // cotangents of the operands), for ops whose linear part is not one primitive (shard_map).
+  // cotangents of the operands), for ops whose linear part is not one primitive (shard_map,
+  // fori_loop). `reads`: the primal values the transpose reads; it gets them through `primal`
+  // (the tape may be replayed in another region, where they have other ids).
   using CustomTranspose = std::function<absl::StatusOr<std::vector<int64_t>>(
-      FunctionBuilder&, const std::vector<int64_t>& result_cotangents)>;
+      FunctionBuilder&, const std::vector<int64_t>& result_cotangents,
+      const std::function<int64_t(int64_t)>& primal)>;
   absl::StatusOr<std::vector<int64_t>> RecordLinear(const std::vector<int64_t>& operands,
                                                     const std::vector<ShapedType>& result_types,
+                                                    const std::vector<int64_t>& reads,
                                                     CustomTranspose transpose);
 
  private:
@@ -82,6 +86,16 @@ class AdEmitter {
 // operands, as rules re-emit it.
 Op OpAttrs(const Op& op);
 
+// A value a region reads from an enclosing one (`region_id`), passed in explicitly: its value
+// (a builder id) and, in forward mode, its tangent (kZero: none), or, when linearizing, whether
+// to differentiate with respect to it.
+struct CapturedValue {
+  int64_t region_id = 0;
+  int64_t value = 0;
+  int64_t tangent = kZero;
+  bool wrt = false;
+};
+
 // The result tangents of a forward-mode pass.
 struct JvpResult {
   std::vector<int64_t> results;   // the region's results (primal)
@@ -92,17 +106,21 @@ struct JvpResult {
 // into `b`. Values the region reads from enclosing regions are constants (zero tangent).
 absl::StatusOr<JvpResult> EmitJvp(FunctionBuilder& b, const Region& region,
                                   const std::vector<int64_t>& primals,
-                                  const std::vector<int64_t>& tangents);
+                                  const std::vector<int64_t>& tangents,
+                                  const std::vector<CapturedValue>& captures = {});
 
 // Reverse mode of one region: Linearize emits its primal ops into a builder and records the
 // linear part of its JVP; Transpose (any number of times, into the same builder) emits the
 // cotangents of the differentiated inputs.
 class Linearized {
  public:
-  // `wrt[i]`: differentiate with respect to primal i (floating dtypes only).
+  // `wrt[i]`: differentiate with respect to primal i (floating dtypes only); `captures`: values
+  // the region reads from outside, those with `wrt` differentiated too (their cotangents follow
+  // the primals' in Transpose's result).
   static absl::StatusOr<Linearized> Linearize(FunctionBuilder& b, const Region& region,
                                               const std::vector<int64_t>& primals,
-                                              const std::vector<bool>& wrt);
+                                              const std::vector<bool>& wrt,
+                                              const std::vector<CapturedValue>& captures = {});
   Linearized(Linearized&&);
   Linearized& operator=(Linearized&&);
   ~Linearized();

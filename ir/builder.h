@@ -33,6 +33,8 @@ class FunctionBuilder {
   Region CloseRegion(const std::vector<int64_t>& results);
 
   const ShapedType& TypeOf(int64_t id) const { return types_.at(id); }
+  // The id the next value will get: values added from now on have ids at least this.
+  int64_t next_id() const { return next_id_; }
   bool in_spmd() const { return spmd_.back(); }
   int depth() const { return static_cast<int>(open_.size()); }
   const Mesh* mesh() const { return mesh_; }
