@@ -231,6 +231,37 @@ TEST_P(AutodiffTest, ThroughLoops) {
       {RandomInput({3, 4}, 26), RandomInput({4, 4}, 27, -0.5, 0.5)});
 }
 
+// cond and switch: the branch the data picks, branches of different residuals, reading a
+// differentiated value and a plain one from outside.
+TEST_P(AutodiffTest, ThroughBranches) {
+  ExpectGradMatchesDifferences(
+      [](const std::vector<Tracer>& a) {
+        Tracer x = a[0], w = a[1];
+        Tracer k = lax::full({4}, 0.25, DType::kF64) * 2.0;
+        auto pick = [&](Tracer pred) {
+          return lax::cond(
+              pred,
+              [&](std::vector<Tracer> o) {
+                return std::vector<Tracer>{lax::sin(o[0]) * w + k, o[1] * 2.0};
+              },
+              [&](std::vector<Tracer> o) {
+                return std::vector<Tracer>{o[0] * o[0] * lax::exp(w), o[1] - k};
+              },
+              {x, w});
+        };
+        std::vector<Tracer> yes = pick(lax::reduce_sum(x, {0}) > lax::full({}, -100.0, DType::kF64));
+        std::vector<Tracer> no = pick(lax::reduce_sum(x, {0}) > lax::full({}, 100.0, DType::kF64));
+        std::vector<Tracer> sw = lax::switch_(
+            lax::full({}, 2, DType::kS32),
+            {[&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0]}; },
+             [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] * w}; },
+             [&](std::vector<Tracer> o) { return std::vector<Tracer>{lax::tanh(o[0] * x)}; }},
+            {w});
+        return lax::reduce_sum(yes[0] * yes[1] + no[0] * no[1] + sw[0], {0});
+      },
+      {RandomInput({4}, 28), RandomInput({4}, 29)});
+}
+
 // <J v, w> = <v, J^T w> on a function with a vector result, and grad(grad(f)) against the
 // analytic second derivative.
 TEST_P(AutodiffTest, JvpAgreesWithVjpAndSecondDerivatives) {
@@ -429,17 +460,20 @@ TEST(AutodiffErrors, AsJaxGivesThem) {
                         return lax::reduce_sum(lax::nextafter(x, x * 2.0), {0});
                       }))(x).status()),
               HasSubstr("Differentiation rule for 'nextafter' not implemented"));
-  // A branch reading the differentiated value is differentiated through cond, which has no
-  // rule yet: an error, not a zero gradient.
+  // A while_loop body reading the differentiated value is differentiated through the loop,
+  // which has no rule: an error, not a zero gradient.
   EXPECT_THAT(message(jit(grad([](Tracer x) {
-                        Tracer s = lax::cond(
-                            lax::full({}, true, DType::kPred),
-                            [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] + x}; },
-                            [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0]}; },
-                            {lax::full({3}, 0, DType::kF32)})[0];
-                        return lax::reduce_sum(s, {0});
+                        std::vector<Tracer> s = lax::while_loop(
+                            [](std::vector<Tracer> c) {
+                              return c[0] < lax::full({}, 3, DType::kS32);
+                            },
+                            [&](std::vector<Tracer> c) {
+                              return std::vector<Tracer>{c[0] + 1, c[1] + x};
+                            },
+                            {lax::full({}, 0, DType::kS32), lax::full({3}, 0, DType::kF32)});
+                        return lax::reduce_sum(s[1], {0});
                       }))(x).status()),
-              HasSubstr("Differentiation rule for 'cond' not implemented"));
+              HasSubstr("Differentiation rule for 'while_loop' not implemented"));
   EXPECT_THAT(message(jit(grad([](Tracer x) { return x * 2.0; }))(x).status()),
               HasSubstr("Gradient only defined for scalar-output functions. Output had shape: "
                         "f32[3]"));

@@ -539,6 +539,212 @@ absl::Status ForiLoopLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   return absl::OkStatus();
 }
 
+// A constant op of zeros of `type` with a fresh value id, in no region: for a region already
+// closed to take (built in a scratch region of `b`, so that the id is unique and typed).
+absl::StatusOr<Op> DetachedZeros(FunctionBuilder& b, const ShapedType& type) {
+  RegionGuard scratch(b, /*spmd=*/false);
+  AdEmitter e(b);
+  RETURN_IF_ERROR(e.Full(0, type).status());
+  Region made = scratch.Close({});
+  return made.ops(0);
+}
+
+// Forward mode through cond: a cond of the branches' JVPs on the operands and their tangents
+// (values read from outside are read with their tangents as they are).
+absl::Status CondJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t>& operands,
+                     const std::vector<int64_t>& tangents,
+                     const std::vector<CapturedValue>& captures, std::vector<int64_t>* results,
+                     std::vector<int64_t>* result_tangents) {
+  AdEmitter e(b);
+  const size_t n = operands.size() - 1;  // operand 0 is the index
+  std::vector<int64_t> all = operands;
+  std::vector<bool> operand_float;
+  for (size_t i = 1; i <= n; ++i) {
+    const ShapedType type = b.TypeOf(operands[i]);
+    operand_float.push_back(IsFloat(type.dtype));
+    if (!operand_float.back()) continue;
+    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
+    all.push_back(t);
+  }
+  Op jvp = OpAttrs(op);
+  jvp.mutable_cond()->clear_branches();
+  std::vector<bool> result_float;
+  for (const TensorType& t : op.result_types()) result_float.push_back(IsFloat(FromProto(t).dtype));
+  for (const Region& branch : op.cond().branches()) {
+    RegionGuard guard(b, /*spmd=*/false);
+    std::vector<int64_t> params, tangent_params;
+    for (size_t i = 1; i <= n; ++i) params.push_back(b.AddParam(b.TypeOf(operands[i])));
+    for (size_t i = 0; i < n; ++i) {
+      tangent_params.push_back(operand_float[i] ? b.AddParam(b.TypeOf(params[i])) : kZero);
+    }
+    ASSIGN_OR_RETURN(JvpResult r, EmitJvp(b, branch, params, tangent_params, captures));
+    std::vector<int64_t> ids = r.results;
+    for (size_t i = 0; i < r.results.size(); ++i) {
+      if (!result_float[i]) continue;
+      ASSIGN_OR_RETURN(int64_t t, e.Instantiate(r.tangents[i], b.TypeOf(r.results[i])));
+      ids.push_back(t);
+    }
+    *jvp.mutable_cond()->add_branches() = guard.Close(ids);
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(jvp), all));
+  const size_t m = result_float.size();
+  results->assign(outs.begin(), outs.begin() + m);
+  result_tangents->clear();
+  size_t next = m;
+  for (size_t i = 0; i < m; ++i) result_tangents->push_back(result_float[i] ? outs[next++] : kZero);
+  return absl::OkStatus();
+}
+
+// Reverse mode through cond: each branch of the primal cond also returns the values its linear
+// part reads, in slots shared by all branches (zeros in the other branches' slots); the linear
+// part is one tape op whose transpose is a cond, on the same index, of the branches' transposed
+// tapes. Values the branches read from outside with tangents get their cotangents from it.
+absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                           const std::vector<int64_t>& operands,
+                           const std::vector<int64_t>& tangents,
+                           const std::vector<CapturedValue>& captures,
+                           std::vector<int64_t>* results, std::vector<int64_t>* result_tangents) {
+  const size_t n = operands.size() - 1;
+  const int num_branches = op.cond().branches_size();
+  std::vector<CapturedValue> inner = captures;  // wrt where they have tangents
+  std::vector<size_t> carried;                  // indices into `inner` with tangents
+  for (size_t k = 0; k < inner.size(); ++k) {
+    inner[k].wrt = inner[k].tangent != kZero;
+    inner[k].tangent = kZero;
+    if (inner[k].wrt) carried.push_back(k);
+  }
+  std::vector<ShapedType> operand_types;
+  std::vector<bool> wrt;
+  for (size_t i = 1; i <= n; ++i) {
+    operand_types.push_back(b.TypeOf(operands[i]));
+    wrt.push_back(tangents[i] != kZero);
+  }
+  std::vector<ShapedType> result_types;
+  for (const TensorType& t : op.result_types()) result_types.push_back(FromProto(t));
+  // Linearize each branch in its own region (closed later, once every branch's residuals are
+  // known and the slots can be filled).
+  struct Branch {
+    std::shared_ptr<Linearized> lin;
+    std::vector<int64_t> stacked, outside;  // its values the tape reads / read from outside
+    std::vector<int64_t> params;
+  };
+  std::vector<Branch> branches(num_branches);
+  std::vector<ShapedType> slot_types;
+  std::vector<std::vector<int64_t>> slot_of(num_branches);  // residual k -> slot
+  std::vector<Region> regions;
+  for (int bi = 0; bi < num_branches; ++bi) {
+    RegionGuard guard(b, /*spmd=*/false);
+    const int64_t first_inside = b.next_id();
+    Branch& br = branches[bi];
+    for (const ShapedType& t : operand_types) br.params.push_back(b.AddParam(t));
+    ASSIGN_OR_RETURN(Linearized lin, Linearized::Linearize(b, op.cond().branches(bi), br.params,
+                                                           wrt, inner));
+    br.lin = std::make_shared<Linearized>(std::move(lin));
+    for (int64_t r : br.lin->Residuals()) {
+      if (r < first_inside) {
+        br.outside.push_back(r);
+        continue;
+      }
+      br.stacked.push_back(r);
+      slot_of[bi].push_back(static_cast<int64_t>(slot_types.size()));
+      slot_types.push_back(b.TypeOf(r));
+    }
+    // Results now; the slots are appended once all are known (below).
+    regions.push_back(guard.Close(br.lin->results()));
+  }
+  // Fill every branch's slots: its own residuals, zeros for the others'. The residuals are
+  // values of its (closed) region; the zeros are added to it as constants.
+  Op primal = OpAttrs(op);
+  primal.mutable_cond()->clear_branches();
+  for (int bi = 0; bi < num_branches; ++bi) {
+    Region& region = regions[bi];
+    std::vector<int64_t> fill(slot_types.size(), kZero);
+    for (size_t k = 0; k < branches[bi].stacked.size(); ++k) {
+      fill[slot_of[bi][k]] = branches[bi].stacked[k];
+    }
+    for (size_t s = 0; s < slot_types.size(); ++s) {
+      if (fill[s] != kZero) {
+        region.add_results(fill[s]);
+        continue;
+      }
+      ASSIGN_OR_RETURN(Op zeros, DetachedZeros(b, slot_types[s]));
+      region.add_results(zeros.results(0));
+      *region.add_ops() = std::move(zeros);
+    }
+    *primal.mutable_cond()->add_branches() = std::move(region);
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(primal), operands));
+  const size_t m = result_types.size();
+  results->assign(outs.begin(), outs.begin() + m);
+  const std::vector<int64_t> slots(outs.begin() + m, outs.end());
+
+  std::vector<int64_t> linear_operands, reads = slots;
+  reads.push_back(operands[0]);
+  for (const Branch& br : branches) reads.insert(reads.end(), br.outside.begin(), br.outside.end());
+  std::vector<size_t> linear_operand_index;
+  for (size_t i = 0; i < n; ++i) {
+    if (!wrt[i]) continue;
+    linear_operands.push_back(tangents[i + 1]);
+    linear_operand_index.push_back(i);
+  }
+  for (size_t k : carried) linear_operands.push_back(captures[k].tangent);
+  std::vector<ShapedType> linear_result_types;
+  std::vector<size_t> float_results;
+  for (size_t i = 0; i < m; ++i) {
+    if (!IsFloat(result_types[i].dtype)) continue;
+    float_results.push_back(i);
+    linear_result_types.push_back(result_types[i]);
+  }
+  const int64_t index = operands[0];
+  AdEmitter::CustomTranspose transpose =
+      [branches, slot_of, slot_types, slots, index, operand_types, linear_operand_index, carried,
+       inner, result_types, float_results, n](
+          FunctionBuilder& b, const std::vector<int64_t>& cts,
+          const std::function<int64_t(int64_t)>& primal) -> absl::StatusOr<std::vector<int64_t>> {
+    AdEmitter e(b);
+    Op t = Named("cond");
+    std::vector<int64_t> args{primal(index)};
+    for (int64_t s : slots) args.push_back(primal(s));
+    std::vector<size_t> ct_results;  // results with a nonzero cotangent
+    for (size_t k = 0; k < float_results.size(); ++k) {
+      if (cts[k] == kZero) continue;
+      ct_results.push_back(float_results[k]);
+      args.push_back(cts[k]);
+    }
+    for (size_t bi = 0; bi < branches.size(); ++bi) {
+      const auto& br = branches[bi];
+      RegionGuard guard(b, /*spmd=*/false);
+      std::vector<int64_t> slot_params;
+      for (const ShapedType& st : slot_types) slot_params.push_back(b.AddParam(st));
+      std::vector<int64_t> body_cts(result_types.size(), kZero);
+      for (size_t r : ct_results) body_cts[r] = b.AddParam(result_types[r]);
+      std::unordered_map<int64_t, int64_t> remap;
+      for (int64_t r : br.outside) remap[r] = primal(r);
+      for (size_t k = 0; k < br.stacked.size(); ++k) {
+        remap[br.stacked[k]] = slot_params[slot_of[bi][k]];
+      }
+      ASSIGN_OR_RETURN(std::vector<int64_t> in_cts, br.lin->Transpose(b, body_cts, remap));
+      std::vector<int64_t> ids;
+      for (size_t i : linear_operand_index) {
+        ASSIGN_OR_RETURN(int64_t c, e.Instantiate(in_cts[i], operand_types[i]));
+        ids.push_back(c);
+      }
+      for (size_t k : carried) {
+        ASSIGN_OR_RETURN(int64_t c, e.Instantiate(in_cts[n + k], b.TypeOf(primal(inner[k].value))));
+        ids.push_back(c);
+      }
+      *t.mutable_cond()->add_branches() = guard.Close(ids);
+    }
+    return b.AddOp(std::move(t), args);
+  };
+  ASSIGN_OR_RETURN(std::vector<int64_t> linear,
+                   e.RecordLinear(linear_operands, linear_result_types, reads,
+                                  std::move(transpose)));
+  result_tangents->assign(m, kZero);
+  for (size_t k = 0; k < float_results.size(); ++k) (*result_tangents)[float_results[k]] = linear[k];
+  return absl::OkStatus();
+}
+
 // Every value id the regions of `op` read (operands and results of the ops inside, at any
 // depth): `f(id)` may replace it. Ids are unique in a function, so replacing the ids of values
 // defined outside `op` (the walked region's) leaves the regions' own values alone.
@@ -596,6 +802,17 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
       reads_tangent = reads_tangent || tangent_of(id) != kZero;
       id = mapped(id);
     });
+    if ((any_tangent || reads_tangent) && PrimOf(op) == Prim::kCond) {
+      std::vector<int64_t> results, out;
+      RETURN_IF_ERROR(linearizing
+                          ? CondLinearize(b, e, op, operands, tangents, captures, &results, &out)
+                          : CondJvp(b, op, operands, tangents, captures, &results, &out));
+      for (int i = 0; i < op.results_size(); ++i) {
+        value[op.results(i)] = results[i];
+        if (out[i] != kZero) tangent[op.results(i)] = out[i];
+      }
+      continue;
+    }
     if ((any_tangent || reads_tangent) && PrimOf(op) == Prim::kForiLoop) {
       std::vector<int64_t> results, out;
       RETURN_IF_ERROR(linearizing
