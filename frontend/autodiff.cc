@@ -6,6 +6,7 @@
 #include "fmt/format.h"
 #include "frontend/trace_state.h"
 #include "ir/autodiff.h"
+#include "ir/batching.h"
 #include "ir/dtype.h"
 
 namespace shardjit::internal {
@@ -21,19 +22,25 @@ TraceState* TraceOfArgs(const std::vector<Tracer>& args, const char* what) {
   return t->status().ok() ? t : nullptr;
 }
 
-// Traces `f` on parameters typed like `args` into a region of `t` (it may read other values of
-// the trace: they are constants to the transformation); false after an error.
-bool TraceBody(TraceState* t, const TracedFunction& f, const std::vector<Tracer>& args,
+std::vector<ShapedType> TypesOf(const std::vector<Tracer>& tracers) {
+  std::vector<ShapedType> types;
+  for (const Tracer& x : tracers) types.push_back(x.type());
+  return types;
+}
+
+// Traces `f` on parameters of `types` into a region of `t` (it may read other values of the
+// trace: they are constants to the transformation); false after an error.
+bool TraceBody(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
                const char* what, ir::Region* region) {
-  if (f.arity >= 0 && static_cast<size_t>(f.arity) != args.size()) {
+  if (f.arity >= 0 && static_cast<size_t>(f.arity) != types.size()) {
     t->RecordError(absl::InvalidArgumentError(fmt::format(
-                       "{}: the function takes {} arguments, got {}", what, f.arity, args.size())),
+                       "{}: the function takes {} arguments, got {}", what, f.arity, types.size())),
                    Loc());
     return false;
   }
   t->builder().OpenRegion(/*spmd=*/false);
   std::vector<Tracer> params;
-  for (const Tracer& a : args) params.push_back(t->AddParam(a.type()));
+  for (const ShapedType& type : types) params.push_back(t->AddParam(type));
   std::vector<Tracer> results = f.fn(params);
   std::vector<int64_t> ids;
   for (const Tracer& r : results) ids.push_back(r.valid() ? r.id() : -1);
@@ -94,7 +101,7 @@ JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
     tangent_ids.push_back(ir::IsFloating(primals[i].dtype()) ? tangents[i].id() : ir::kZero);
   }
   ir::Region region;
-  if (!TraceBody(t, f, primals, "jvp", &region)) return {};
+  if (!TraceBody(t, f, TypesOf(primals), "jvp", &region)) return {};
   absl::StatusOr<ir::JvpResult> out =
       ir::EmitJvp(t->builder(), region, Ids(primals), tangent_ids);
   if (!Check(t, out.status(), loc)) return {};
@@ -113,7 +120,7 @@ VjpOut Vjp(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc)
   TraceState* t = TraceOfArgs(primals, "vjp");
   if (t == nullptr) return {};
   ir::Region region;
-  if (!TraceBody(t, f, primals, "vjp", &region)) return {};
+  if (!TraceBody(t, f, TypesOf(primals), "vjp", &region)) return {};
   std::vector<bool> wrt;
   for (const Tracer& p : primals) wrt.push_back(ir::IsFloating(p.dtype()));
   absl::StatusOr<ir::Linearized> lin =
@@ -162,7 +169,7 @@ std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Trac
     wrt[a] = true;
   }
   ir::Region region;
-  if (!TraceBody(t, f, args, what, &region)) return {};
+  if (!TraceBody(t, f, TypesOf(args), what, &region)) return {};
   if (region.results_size() == 0 || (!has_aux && region.results_size() != 1)) {
     Check(t, absl::InvalidArgumentError(fmt::format(
                  "{}: the function must return one scalar{}, got {} results", what,
@@ -197,6 +204,78 @@ std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Trac
   if (with_value) out.push_back(t->Wrap(value));
   for (int a : argnums) out.push_back(t->Wrap((*cts)[a]));
   for (size_t i = 1; i < lin->results().size(); ++i) out.push_back(t->Wrap(lin->results()[i]));
+  return out;
+}
+
+std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& args,
+                         const std::vector<std::optional<int64_t>>& in_axes,
+                         const std::vector<int64_t>& out_axes, Loc loc) {
+  TraceState* t = TraceOfArgs(args, "vmap");
+  if (t == nullptr) return {};
+  auto fail = [&](std::string message) {
+    Check(t, absl::InvalidArgumentError(std::move(message)), loc);
+    return std::vector<Tracer>();
+  };
+  if (in_axes.size() != 1 && in_axes.size() != args.size()) {
+    return fail(fmt::format("vmap in_axes must have one entry or one per argument ({}), got {}",
+                            args.size(), in_axes.size()));
+  }
+  std::vector<int64_t> batch_dims;
+  int64_t size = -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::optional<int64_t> axis = in_axes.size() == 1 ? in_axes[0] : in_axes[i];
+    if (!axis) {
+      batch_dims.push_back(ir::kNotBatched);
+      continue;
+    }
+    const int64_t rank = args[i].rank();
+    const int64_t a = *axis < 0 ? *axis + rank : *axis;
+    if (a < 0 || a >= rank) {
+      return fail(fmt::format("vmap was requested to map its argument along axis {}, which "
+                              "implies that its rank should be at least {}, but is only {} "
+                              "(its shape is {})", *axis, *axis < 0 ? -*axis : *axis + 1, rank,
+                              args[i].type().ToString()));
+    }
+    if (size >= 0 && args[i].shape()[a] != size) {
+      return fail(fmt::format("vmap got inconsistent sizes for array axes to be mapped: "
+                              "argument {} has size {} along axis {}, others {}", i,
+                              args[i].shape()[a], a, size));
+    }
+    size = args[i].shape()[a];
+    batch_dims.push_back(a);
+  }
+  if (size < 0) return fail("vmap must have at least one non-None value in in_axes");
+  std::vector<ShapedType> example_types;  // one element's arguments, to trace f on
+  for (size_t i = 0; i < args.size(); ++i) {
+    example_types.push_back(args[i].type());
+    std::vector<int64_t>& dims = example_types.back().dims;
+    if (batch_dims[i] != ir::kNotBatched) dims.erase(dims.begin() + batch_dims[i]);
+  }
+  ir::Region region;
+  if (!TraceBody(t, f, example_types, "vmap", &region)) return {};
+  if (out_axes.size() != 1 && out_axes.size() != static_cast<size_t>(region.results_size())) {
+    return fail(fmt::format("vmap out_axes must have one entry or one per result ({}), got {}",
+                            region.results_size(), out_axes.size()));
+  }
+  absl::StatusOr<ir::BatchedValues> batched =
+      ir::EmitBatched(t->builder(), region, Ids(args), batch_dims, size);
+  if (!Check(t, batched.status(), loc)) return {};
+  ir::AdEmitter e(t->builder());
+  std::vector<Tracer> out;
+  for (size_t i = 0; i < batched->values.size(); ++i) {
+    const int64_t v = batched->values[i];
+    const int64_t rank = t->builder().TypeOf(v).rank() +
+                         (batched->batch_dims[i] == ir::kNotBatched ? 1 : 0);
+    int64_t axis = out_axes.size() == 1 ? out_axes[0] : out_axes[i];
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) {
+      return fail(fmt::format("vmap out_axes {} is out of range for a result of rank {}",
+                              out_axes.size() == 1 ? out_axes[0] : out_axes[i], rank));
+    }
+    absl::StatusOr<int64_t> moved = ir::MoveBatchDim(e, v, batched->batch_dims[i], axis, size);
+    if (!Check(t, moved.status(), loc)) return {};
+    out.push_back(t->Wrap(*moved));
+  }
   return out;
 }
 

@@ -1,12 +1,14 @@
-// JAX's differentiation transformations over traced functions: jvp, vjp, grad and
-// value_and_grad. Each traces the function into the current trace and applies the primitives'
-// differentiation rules to the staged ops (ir/autodiff.h), so they compose with jit, shard_map
-// and each other as JAX's do: jit(grad(f)), grad inside shard_map, grad(grad(f)).
+// JAX's transformations of traced functions: jvp, vjp, grad, value_and_grad and vmap. Each
+// traces the function into the current trace and applies the primitives' rules to the staged
+// ops (ir/autodiff.h, ir/batching.h), so they compose with jit, shard_map and each other as
+// JAX's do: jit(grad(f)), grad inside shard_map, grad(grad(f)), vmap(grad(f)).
 #ifndef SHARDJIT_FRONTEND_AUTODIFF_H_
 #define SHARDJIT_FRONTEND_AUTODIFF_H_
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,7 +43,32 @@ std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Trac
                                  const std::vector<int>& argnums, bool has_aux, bool with_value,
                                  Loc loc);
 
+// f mapped over axis in_axes[i] of argument i (nullopt: not mapped; one entry: every argument),
+// results stacked along out_axes (one entry: every result).
+std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& args,
+                         const std::vector<std::optional<int64_t>>& in_axes,
+                         const std::vector<int64_t>& out_axes, Loc loc);
+
+// The results as a function returning one Tracer, or several, gives them.
+inline Tracer AsResult(std::vector<Tracer> v, Tracer*) { return v.empty() ? Tracer() : v[0]; }
+inline std::vector<Tracer> AsResult(std::vector<Tracer> v, std::vector<Tracer>*) { return v; }
+
 }  // namespace internal
+
+// jax.vmap(f, in_axes, out_axes): f applied to every slice of its arguments along in_axes
+// (std::nullopt: an argument passed whole to every application; one entry applies to every
+// argument; negative axes count from the end), its results stacked along out_axes. Returns one
+// Tracer when f does.
+template <typename F>
+auto vmap(F f, std::vector<std::optional<int64_t>> in_axes = {0},
+          std::vector<int64_t> out_axes = {0}, Loc loc = Loc::current()) {
+  using Result = std::conditional_t<kReturnsOneTracer<F>, Tracer, std::vector<Tracer>>;
+  return [traced = MakeTracedFunction(std::move(f)), in_axes = std::move(in_axes),
+          out_axes = std::move(out_axes), loc](const std::vector<Tracer>& args) -> Result {
+    return internal::AsResult(internal::Vmap(traced, args, in_axes, out_axes, loc),
+                              static_cast<Result*>(nullptr));
+  };
+}
 
 // jax.jvp(f, primals, tangents): tangents of the primals' types (floating inputs; integer
 // inputs take zero tangents of their own type).

@@ -1,6 +1,7 @@
-// The differentiation rules a primitive registers beside its shape rule (ir/primitive.h): a JVP
-// rule (forward mode) and, for the primitives that are linear in some operands, a transpose rule
-// (reverse mode transposes the linear ops a JVP emits). ir/autodiff.h applies them.
+// The transformation rules a primitive registers beside its shape rule (ir/primitive.h): a JVP
+// rule (forward mode), for the primitives that are linear in some operands a transpose rule
+// (reverse mode transposes the linear ops a JVP emits), and a batching rule (vmap).
+// ir/autodiff.h and ir/batching.h apply them.
 #ifndef SHARDJIT_IR_AD_RULE_H_
 #define SHARDJIT_IR_AD_RULE_H_
 
@@ -45,11 +46,28 @@ struct TransposeArgs {
 using TransposeRule =
     std::function<absl::StatusOr<std::vector<int64_t>>(AdEmitter&, const TransposeArgs&)>;
 
+// Batching (vmap): the op applied to operands of which some carry a batch dimension.
+inline constexpr int64_t kNotBatched = -1;
+struct BatchArgs {
+  const Op& op;
+  const std::vector<int64_t>& operands;
+  const std::vector<int64_t>& batch_dims;  // per operand: its batch dimension, or kNotBatched
+  int64_t size;                            // the batch size
+};
+// The batched results and their batch dimensions (kNotBatched where a result has none).
+struct BatchedValues {
+  std::vector<int64_t> values;
+  std::vector<int64_t> batch_dims;
+};
+using BatchRule = std::function<absl::StatusOr<BatchedValues>(AdEmitter&, const BatchArgs&)>;
+
 // A primitive's rules; an empty jvp means "not differentiable" (JAX's "Differentiation rule for
 // 'X' not implemented"), an empty transpose that the primitive is never linear in a tangent.
 struct AdRules {
   JvpRule jvp;
   TransposeRule transpose;
+  // Empty: JAX's "Batching rule for 'X' not implemented" when an operand is batched.
+  BatchRule batch;
 };
 
 }  // namespace shardjit::ir

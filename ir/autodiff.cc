@@ -745,18 +745,6 @@ absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   return absl::OkStatus();
 }
 
-// Every value id the regions of `op` read (operands and results of the ops inside, at any
-// depth): `f(id)` may replace it. Ids are unique in a function, so replacing the ids of values
-// defined outside `op` (the walked region's) leaves the regions' own values alone.
-void ForEachRegionRead(Op& op, const std::function<void(int64_t&)>& f) {
-  for (Region* r : MutableRegions(op)) {
-    for (Op& inner : *r->mutable_ops()) {
-      for (int64_t& id : *inner.mutable_operands()) f(id);
-      ForEachRegionRead(inner, f);
-    }
-    for (int64_t& id : *r->mutable_results()) f(id);
-  }
-}
 
 // While linearizing (`linearizing`), a rule's tangent that is not a tape value does not depend
 // on the input tangents: zero.
@@ -881,6 +869,16 @@ Op OpAttrs(const Op& op) {
   copy.clear_results();
   copy.clear_result_types();
   return copy;
+}
+
+void ForEachRegionRead(Op& op, const std::function<void(int64_t&)>& f) {
+  for (Region* r : MutableRegions(op)) {
+    for (Op& inner : *r->mutable_ops()) {
+      for (int64_t& id : *inner.mutable_operands()) f(id);
+      ForEachRegionRead(inner, f);
+    }
+    for (int64_t& id : *r->mutable_results()) f(id);
+  }
 }
 
 AdEmitter::AdEmitter(FunctionBuilder& b) : b_(b) {}

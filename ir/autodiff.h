@@ -86,6 +86,11 @@ class AdEmitter {
 // operands, as rules re-emit it.
 Op OpAttrs(const Op& op);
 
+// Every value id the regions of `op` read (operands and results of the ops inside, at any
+// depth): `f(id)` may replace it. Ids are unique in a function, so replacing the ids of values
+// defined outside `op` leaves the regions' own values alone.
+void ForEachRegionRead(Op& op, const std::function<void(int64_t&)>& f);
+
 // A value a region reads from an enclosing one (`region_id`), passed in explicitly: its value
 // (a builder id) and, in forward mode, its tangent (kZero: none), or, when linearizing, whether
 // to differentiate with respect to it.

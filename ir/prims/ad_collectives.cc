@@ -109,6 +109,10 @@ const AdRuleTable& Rules() {
 
 }  // namespace
 
-AdRules CollectiveAd(std::string_view name) { return FindAdRules(Rules(), name); }
+AdRules CollectiveAd(std::string_view name) {
+  AdRules rules = FindAdRules(Rules(), name);
+  rules.batch = BatchRuleFor(name);
+  return rules;
+}
 
 }  // namespace shardjit::ir::prims

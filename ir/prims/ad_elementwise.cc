@@ -389,6 +389,10 @@ AdRules FindAdRules(const AdRuleTable& table, std::string_view name) {
   return it == table.end() ? AdRules{} : it->second;
 }
 
-AdRules ElementwiseAd(std::string_view name) { return FindAdRules(Rules(), name); }
+AdRules ElementwiseAd(std::string_view name) {
+  AdRules rules = FindAdRules(Rules(), name);
+  rules.batch = ElementwiseBatch();
+  return rules;
+}
 
 }  // namespace shardjit::ir::prims

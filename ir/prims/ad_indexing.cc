@@ -172,6 +172,10 @@ const AdRuleTable& Rules() {
 
 }  // namespace
 
-AdRules IndexingAd(std::string_view name) { return FindAdRules(Rules(), name); }
+AdRules IndexingAd(std::string_view name) {
+  AdRules rules = FindAdRules(Rules(), name);
+  rules.batch = BatchRuleFor(name);
+  return rules;
+}
 
 }  // namespace shardjit::ir::prims

@@ -11,6 +11,11 @@
 
 namespace shardjit::ir::prims {
 
+// The batching rule of every elementwise primitive (batch_rules.cc), and those of the others by
+// name (an empty rule for a name without one).
+BatchRule ElementwiseBatch();
+BatchRule BatchRuleFor(std::string_view name);
+
 // A name's rules in one of the tables below, empty ones for a name it lacks.
 using AdRuleTable = std::unordered_map<std::string, AdRules>;
 AdRules FindAdRules(const AdRuleTable& table, std::string_view name);

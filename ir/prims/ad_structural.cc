@@ -373,6 +373,10 @@ const AdRuleTable& Rules() {
 
 }  // namespace
 
-AdRules StructuralAd(std::string_view name) { return FindAdRules(Rules(), name); }
+AdRules StructuralAd(std::string_view name) {
+  AdRules rules = FindAdRules(Rules(), name);
+  rules.batch = BatchRuleFor(name);
+  return rules;
+}
 
 }  // namespace shardjit::ir::prims

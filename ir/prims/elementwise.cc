@@ -35,6 +35,7 @@ const bool registered = [] {
         }
         return Types{{DType::kPred, operands[0].dims}};
       },
+      .ad = ElementwiseAd("compare"),
   });
   RegisterPrimitive({
       .name = "select",
@@ -98,7 +99,7 @@ const bool registered = [] {
           }
           return Types{{FromProto(to), operands[0].dims}};
         },
-        .ad = bitcast ? AdRules{} : ElementwiseAd("convert_element_type"),
+        .ad = ElementwiseAd(bitcast ? "bitcast_convert_type" : "convert_element_type"),
     });
   }
   return true;

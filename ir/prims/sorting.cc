@@ -98,7 +98,7 @@ const bool registered = [] {
   RegisterSorting({"sort", PrimitiveKind::kStructural, 1, -1, Op::kSort, Sort});
   RegisterSorting({"top_k", PrimitiveKind::kStructural, 1, 1, Op::kTopK, TopK});
   for (const char* name : {"argmax", "argmin"}) {
-    RegisterPrimitive({name, PrimitiveKind::kStructural, 1, 1, Op::kArgMinMax, ArgMinMax});
+    RegisterSorting({name, PrimitiveKind::kStructural, 1, 1, Op::kArgMinMax, ArgMinMax});
   }
   for (const char* name : {"cumsum", "cumprod", "cummax", "cummin"}) {
     RegisterSorting({name, PrimitiveKind::kStructural, 1, 1, Op::kCumulative, Cumulative});

@@ -1,0 +1,32 @@
+// Batching of IR regions (jax.vmap) with the primitives' batching rules (ir/ad_rule.h): each op
+// is re-emitted on operands of which some carry a batch dimension, and its rule says where the
+// batch dimension of each result is. Emitted into a FunctionBuilder, as ir/autodiff.h does.
+#ifndef SHARDJIT_IR_BATCHING_H_
+#define SHARDJIT_IR_BATCHING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ad_rule.h"
+#include "ir/autodiff.h"
+#include "ir/builder.h"
+#include "ir/ir.pb.h"
+
+namespace shardjit::ir {
+
+// Emits `region` on `args` (builder ids), arg i batched along `batch_dims[i]` (kNotBatched: the
+// same for every batch element) with batch size `size`: its results, each batched along the
+// dimension given (kNotBatched for results that do not depend on a batched value).
+absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& region,
+                                          const std::vector<int64_t>& args,
+                                          const std::vector<int64_t>& batch_dims, int64_t size);
+
+// `x` with its batch dimension `batch_dim` moved to `to` (a transpose; x itself when it is
+// there already). An unbatched x is broadcast along a new dimension `to` of `size`.
+absl::StatusOr<int64_t> MoveBatchDim(AdEmitter& e, int64_t x, int64_t batch_dim, int64_t to,
+                                     int64_t size);
+
+}  // namespace shardjit::ir
+
+#endif  // SHARDJIT_IR_BATCHING_H_
