@@ -109,6 +109,17 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
     const std::vector<CapturedValue>& captures, bool linearizing,
     std::unordered_map<int64_t, int64_t>& tangent, std::vector<int64_t>* result_tangents);
 
+// The outputs of an op that computes n results and then, from output `first_tangent` on, the
+// tangents of those results with `has_tangent` (the others' are kZero).
+void SplitOutputs(const std::vector<int64_t>& outs, size_t n, size_t first_tangent,
+                  const std::vector<bool>& has_tangent, std::vector<int64_t>* results,
+                  std::vector<int64_t>* result_tangents) {
+  results->assign(outs.begin(), outs.begin() + n);
+  result_tangents->clear();
+  size_t next = first_tangent;
+  for (size_t i = 0; i < n; ++i) result_tangents->push_back(has_tangent[i] ? outs[next++] : kZero);
+}
+
 // Forward mode through shard_map: one shard_map computing the results and their tangents
 // (tangent operands mapped by their primal's in_spec, tangents out by the result's out_spec).
 absl::Status ShardMapJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t>& operands,
@@ -148,11 +159,8 @@ absl::Status ShardMapJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   }
   *out->mutable_body() = guard.Close(ids);
   ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(jvp), all_operands));
-  const size_t n = inner.results.size();
-  results->assign(outs.begin(), outs.begin() + n);
-  result_tangents->clear();
-  size_t next = n;
-  for (size_t i = 0; i < n; ++i) result_tangents->push_back(has_tangent[i] ? outs[next++] : kZero);
+  SplitOutputs(outs, inner.results.size(), inner.results.size(), has_tangent, results,
+               result_tangents);
   return absl::OkStatus();
 }
 
@@ -355,10 +363,7 @@ absl::Status ForiLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   Op jvp = OpAttrs(op);
   *jvp.mutable_fori_loop()->mutable_body() = guard.Close(ids);
   ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(jvp), init));
-  results->assign(outs.begin(), outs.begin() + n);
-  result_tangents->clear();
-  size_t next = n + carried.size();
-  for (size_t i = 0; i < n; ++i) result_tangents->push_back(is_float[i] ? outs[next++] : kZero);
+  SplitOutputs(outs, n, n + carried.size(), is_float, results, result_tangents);
   return absl::OkStatus();
 }
 
@@ -587,11 +592,8 @@ absl::Status CondJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t
     *jvp.mutable_cond()->add_branches() = guard.Close(ids);
   }
   ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(jvp), all));
-  const size_t m = result_float.size();
-  results->assign(outs.begin(), outs.begin() + m);
-  result_tangents->clear();
-  size_t next = m;
-  for (size_t i = 0; i < m; ++i) result_tangents->push_back(result_float[i] ? outs[next++] : kZero);
+  SplitOutputs(outs, result_float.size(), result_float.size(), result_float, results,
+               result_tangents);
   return absl::OkStatus();
 }
 
@@ -790,28 +792,37 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
       reads_tangent = reads_tangent || tangent_of(id) != kZero;
       id = mapped(id);
     });
-    if ((any_tangent || reads_tangent) && PrimOf(op) == Prim::kCond) {
+    // Ops with regions, differentiated through them.
+    if (any_tangent || reads_tangent) {
       std::vector<int64_t> results, out;
-      RETURN_IF_ERROR(linearizing
-                          ? CondLinearize(b, e, op, operands, tangents, captures, &results, &out)
-                          : CondJvp(b, op, operands, tangents, captures, &results, &out));
-      for (int i = 0; i < op.results_size(); ++i) {
-        value[op.results(i)] = results[i];
-        if (out[i] != kZero) tangent[op.results(i)] = out[i];
+      absl::Status status = absl::OkStatus();
+      bool through_regions = true;
+      switch (PrimOf(op)) {
+        case Prim::kShardMap:  // closed: reads no outside value
+          status = linearizing ? ShardMapLinearize(b, e, op, operands, tangents, &results, &out)
+                               : ShardMapJvp(b, op, operands, tangents, &results, &out);
+          break;
+        case Prim::kCond:
+          status = linearizing
+                       ? CondLinearize(b, e, op, operands, tangents, captures, &results, &out)
+                       : CondJvp(b, op, operands, tangents, captures, &results, &out);
+          break;
+        case Prim::kForiLoop:
+          status = linearizing ? ForiLoopLinearize(b, e, op, operands, tangents, captures,
+                                                   &results, &out)
+                               : ForiLoopJvp(b, op, operands, tangents, captures, &results, &out);
+          break;
+        default:
+          through_regions = false;
       }
-      continue;
-    }
-    if ((any_tangent || reads_tangent) && PrimOf(op) == Prim::kForiLoop) {
-      std::vector<int64_t> results, out;
-      RETURN_IF_ERROR(linearizing
-                          ? ForiLoopLinearize(b, e, op, operands, tangents, captures, &results,
-                                              &out)
-                          : ForiLoopJvp(b, op, operands, tangents, captures, &results, &out));
-      for (int i = 0; i < op.results_size(); ++i) {
-        value[op.results(i)] = results[i];
-        if (out[i] != kZero) tangent[op.results(i)] = out[i];
+      if (through_regions) {
+        RETURN_IF_ERROR(status);
+        for (int i = 0; i < op.results_size(); ++i) {
+          value[op.results(i)] = results[i];
+          if (out[i] != kZero) tangent[op.results(i)] = out[i];
+        }
+        continue;
       }
-      continue;
     }
     if (reads_tangent && !any_tangent) {
       bool float_result = false;
@@ -819,17 +830,6 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
         float_result = float_result || IsFloat(FromProto(t).dtype);
       }
       if (float_result) return NoRule("Differentiation", op);
-    }
-    if (any_tangent && PrimOf(op) == Prim::kShardMap) {
-      std::vector<int64_t> results, out;
-      RETURN_IF_ERROR(linearizing
-                          ? ShardMapLinearize(b, e, op, operands, tangents, &results, &out)
-                          : ShardMapJvp(b, op, operands, tangents, &results, &out));
-      for (int i = 0; i < op.results_size(); ++i) {
-        value[op.results(i)] = results[i];
-        if (out[i] != kZero) tangent[op.results(i)] = out[i];
-      }
-      continue;
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(std::move(copy), operands));
     for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
