@@ -28,7 +28,8 @@ if [ "${1:-}" = "--ci" ]; then
 else
   asan_targets=(//runtime:all //runtime/distributed:all //ir:all //passes:all //tools:all
                 //backends/x86:gemm_test //backends/x86:gemm_stream_test
-                //backends/x86:copy_kernels_test
+                //backends/x86:copy_kernels_test //backends/x86:gemm_int8_test
+                //frontend:autodiff_test //frontend:vmap_test //examples:train_mlp_test
                 //tests:collectives_test_2threads //tests:collectives_errors_test_1threads
                 //tests:cancellation_test //tests:ragged_all_to_all_test_2threads
                 //tests:psend_precv_test_1threads //backends/x86:grouped_matmul_test
