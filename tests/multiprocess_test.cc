@@ -587,8 +587,17 @@ absl::Status ChildMain(const std::string& role, int id) {
   if (role == "collectives" || role == "file_store") return CheckCollectives(*group);
   if (role == "seed") return CheckSeedVariants(*group);
   if (role == "killed") {
-    return ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(30), /*die=*/true),
-                         "process 1 (devices [1]) failed");
+    absl::Status s = ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(30), /*die=*/true),
+                                   "process 1 (devices [1]) failed");
+    // The survivors leave together: one that left early would be what a slower one's run
+    // reports first, instead of process 1's death.
+    WriteMarker(absl::StrCat("killed.", id), "");
+    for (int other = 0; other < (*group)->num_processes(); ++other) {
+      if (other == 1) continue;
+      absl::Status done = WaitForMarker(absl::StrCat("killed.", other), absl::Seconds(30)).status();
+      if (s.ok() && !done.ok()) s = done;
+    }
+    return s;
   }
   if (role == "hangs") {
     if (id == 1) {  // runs nothing; leaves once process 0 gave up
