@@ -144,6 +144,41 @@ TEST_P(VmapTest, DataMovementSortingAndScans) {
   ExpectVmapMatchesLoop(f, {Put({6, 4, 3}, 14)}, {2}, 1, 3);
 }
 
+// Loops and branches: a carry that becomes batched in the body, scan, cond on a predicate that
+// depends on the example (a select of both branches) and on one that does not, switch.
+TEST_P(VmapTest, LoopsAndBranches) {
+  Fn f = [](const std::vector<Tracer>& a) {
+    Tracer x = a[0], w = a[1];  // x [4] per example, w [4] shared
+    Tracer acc = lax::fori_loop(
+        0, 3, [&](Tracer i, Tracer c) { return c * 0.5 + x * lax::convert_element_type(i, DType::kF64); },
+        w);  // starts unbatched, batched after one trip
+    lax::ScanResult s = lax::scan(
+        [&](std::vector<Tracer> c, std::vector<Tracer> xs) {
+          Tracer next = c[0] * 0.9 + xs[0] * lax::reduce_sum(w, {0});
+          return std::pair<std::vector<Tracer>, std::vector<Tracer>>{{next}, {next * 2.0}};
+        },
+        {lax::full({}, 0.0, DType::kF64)}, {x});
+    Tracer by_data = lax::cond(
+        lax::reduce_sum(x, {0}) > lax::full({}, 0.0, DType::kF64),
+        [&](std::vector<Tracer> o) { return std::vector<Tracer>{lax::sin(o[0]) + w}; },
+        [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] * o[0]}; }, {x})[0];
+    Tracer fixed = lax::cond(
+        lax::full({}, true, DType::kPred),
+        [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] - w}; },
+        [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0]}; }, {x})[0];
+    Tracer index = lax::convert_element_type(lax::floor(lax::abs(lax::reduce_sum(x, {0})) * 2.0),
+                                             DType::kS32);
+    Tracer pick = lax::switch_(
+        index,
+        {[&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0]}; },
+         [&](std::vector<Tracer> o) { return std::vector<Tracer>{o[0] * 3.0}; },
+         [&](std::vector<Tracer> o) { return std::vector<Tracer>{-o[0]}; }},
+        {x})[0];
+    return std::vector<Tracer>{acc, s.carry[0], s.ys[0], by_data, fixed, pick};
+  };
+  ExpectVmapMatchesLoop(f, {Put({6, 4}, 20), Put({4}, 21)}, {0, std::nullopt}, 0, 6);
+}
+
 // Per-example gradients: vmap(grad(f)).
 TEST_P(VmapTest, PerExampleGradients) {
   auto loss = [](Tracer w, Tracer x) { return lax::reduce_sum(lax::tanh(jnp::matmul(x, w)), {0, 1}); };
@@ -199,6 +234,14 @@ TEST(VmapErrors, AsJaxGivesThem) {
                         })({x});
                       })(x).status()),
               HasSubstr("Batching rule for 'gather' not implemented"));
+  EXPECT_THAT(message(jit([](Tracer x) {
+                        return vmap([](Tracer a) {
+                          Tracer i = lax::convert_element_type(lax::reduce_sum(a, {0}), DType::kS32);
+                          return lax::dynamic_slice(a, {i}, {2});
+                        })({x});
+                      })(x).status()),
+              HasSubstr("Batching rule for 'dynamic_slice' with batched start indices not "
+                        "implemented"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, VmapTest,

@@ -28,9 +28,149 @@ absl::StatusOr<int64_t> MoveBatchDim(AdEmitter& e, int64_t x, int64_t batch_dim,
   return e.Transpose(x, perm);
 }
 
+namespace {
+
+// Batched fori_loop: the carries that are batched, or become so in the body (found by batching
+// the body until no new one appears), are carried batched along dimension 0.
+absl::StatusOr<BatchedValues> BatchForiLoop(FunctionBuilder& b, const Op& op,
+                                            const std::vector<int64_t>& operands,
+                                            const std::vector<int64_t>& dims, int64_t size,
+                                            const std::vector<BatchedCapture>& captures) {
+  const Region& body = op.fori_loop().body();
+  const size_t n = operands.size();
+  std::vector<bool> batched(n);
+  for (size_t i = 0; i < n; ++i) batched[i] = dims[i] != kNotBatched;
+  AdEmitter e(b);
+  auto param_types = [&]() {
+    std::vector<ShapedType> types{{DType::kS32, {}}};
+    for (size_t i = 0; i < n; ++i) {
+      ShapedType t = b.TypeOf(operands[i]);
+      if (dims[i] != kNotBatched) t.dims.erase(t.dims.begin() + dims[i]);
+      if (batched[i]) t.dims.insert(t.dims.begin(), size);
+      types.push_back(t);
+    }
+    return types;
+  };
+  // The body on the current batched set; returns the carries' results and batch dims.
+  auto run_body = [&](std::vector<int64_t>* params) -> absl::StatusOr<BatchedValues> {
+    std::vector<int64_t> body_dims{kNotBatched};
+    for (const ShapedType& t : param_types()) params->push_back(b.AddParam(t));
+    for (size_t i = 0; i < n; ++i) body_dims.push_back(batched[i] ? 0 : kNotBatched);
+    return EmitBatched(b, body, *params, body_dims, size, captures);
+  };
+  for (bool changed = true; changed;) {  // fixpoint, in scratch regions
+    changed = false;
+    b.OpenRegion(/*spmd=*/false);
+    std::vector<int64_t> params;
+    absl::StatusOr<BatchedValues> out = run_body(&params);
+    b.CloseRegion({});
+    RETURN_IF_ERROR(out.status());
+    for (size_t i = 0; i < n; ++i) {
+      if (!batched[i] && out->batch_dims[i] != kNotBatched) batched[i] = changed = true;
+    }
+  }
+  std::vector<int64_t> init;
+  for (size_t i = 0; i < n; ++i) {
+    if (!batched[i]) {
+      init.push_back(operands[i]);
+      continue;
+    }
+    ASSIGN_OR_RETURN(int64_t x, MoveBatchDim(e, operands[i], dims[i], 0, size));
+    init.push_back(x);
+  }
+  b.OpenRegion(/*spmd=*/false);
+  std::vector<int64_t> params;
+  absl::StatusOr<BatchedValues> out = run_body(&params);
+  if (!out.ok()) {
+    b.CloseRegion({});
+    return out.status();
+  }
+  std::vector<int64_t> results;
+  for (size_t i = 0; i < n; ++i) {
+    absl::StatusOr<int64_t> r =
+        batched[i] ? MoveBatchDim(e, out->values[i], out->batch_dims[i], 0, size)
+                   : absl::StatusOr<int64_t>(out->values[i]);
+    if (!r.ok()) {
+      b.CloseRegion({});
+      return r.status();
+    }
+    results.push_back(*r);
+  }
+  Op loop = OpAttrs(op);
+  *loop.mutable_fori_loop()->mutable_body() = b.CloseRegion(results);
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(loop), init));
+  BatchedValues batched_out{outs, {}};
+  for (size_t i = 0; i < n; ++i) batched_out.batch_dims.push_back(batched[i] ? 0 : kNotBatched);
+  return batched_out;
+}
+
+// Batched cond: on an unbatched index, a cond of the batched branches (every result batched
+// along dimension 0); on a batched index, every branch computed and the results selected per
+// batch element by the clamped index.
+absl::StatusOr<BatchedValues> BatchCond(FunctionBuilder& b, const Op& op,
+                                        const std::vector<int64_t>& operands,
+                                        const std::vector<int64_t>& dims, int64_t size,
+                                        const std::vector<BatchedCapture>& captures) {
+  AdEmitter e(b);
+  const std::vector<int64_t> args(operands.begin() + 1, operands.end());
+  const std::vector<int64_t> arg_dims(dims.begin() + 1, dims.end());
+  const int branches = op.cond().branches_size();
+  auto batch_branch = [&](const Region& branch,
+                          const std::vector<int64_t>& values) -> absl::StatusOr<std::vector<int64_t>> {
+    ASSIGN_OR_RETURN(BatchedValues out, EmitBatched(b, branch, values, arg_dims, size, captures));
+    std::vector<int64_t> results;
+    for (size_t i = 0; i < out.values.size(); ++i) {
+      ASSIGN_OR_RETURN(int64_t r, MoveBatchDim(e, out.values[i], out.batch_dims[i], 0, size));
+      results.push_back(r);
+    }
+    return results;
+  };
+  if (dims[0] == kNotBatched) {
+    Op cond = OpAttrs(op);
+    cond.mutable_cond()->clear_branches();
+    for (const Region& branch : op.cond().branches()) {
+      b.OpenRegion(/*spmd=*/false);
+      std::vector<int64_t> params;
+      for (int64_t a : args) params.push_back(b.AddParam(b.TypeOf(a)));
+      absl::StatusOr<std::vector<int64_t>> results = batch_branch(branch, params);
+      Region region = b.CloseRegion(results.ok() ? *results : std::vector<int64_t>{});
+      RETURN_IF_ERROR(results.status());
+      *cond.mutable_cond()->add_branches() = std::move(region);
+    }
+    ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(cond), operands));
+    return BatchedValues{outs, std::vector<int64_t>(outs.size(), 0)};
+  }
+  // A batched index: clamp(index, 0, n - 1), then select branch by branch.
+  ASSIGN_OR_RETURN(int64_t index, MoveBatchDim(e, operands[0], dims[0], 0, size));
+  std::vector<std::vector<int64_t>> per_branch;
+  for (const Region& branch : op.cond().branches()) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> results, batch_branch(branch, args));
+    per_branch.push_back(std::move(results));
+  }
+  ASSIGN_OR_RETURN(int64_t lo, e.Full(0, e.TypeOf(index)));
+  ASSIGN_OR_RETURN(int64_t hi, e.Full(branches - 1, e.TypeOf(index)));
+  Op clamp;
+  clamp.set_opcode("clamp");
+  ASSIGN_OR_RETURN(int64_t which, e.Emit1(std::move(clamp), {lo, index, hi}));
+  std::vector<int64_t> results = per_branch[0];
+  for (int k = 1; k < branches; ++k) {
+    ASSIGN_OR_RETURN(int64_t kk, e.Full(k, e.TypeOf(index)));
+    ASSIGN_OR_RETURN(int64_t is_k, e.Compare(which, kk, EQ));
+    for (size_t r = 0; r < results.size(); ++r) {
+      const ShapedType type = e.TypeOf(results[r]);
+      ASSIGN_OR_RETURN(int64_t pred, e.BroadcastInDim(is_k, type.dims, {0}));
+      ASSIGN_OR_RETURN(results[r], e.Select(pred, per_branch[k][r], results[r]));
+    }
+  }
+  return BatchedValues{results, std::vector<int64_t>(results.size(), 0)};
+}
+
+}  // namespace
+
 absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& region,
                                           const std::vector<int64_t>& args,
-                                          const std::vector<int64_t>& batch_dims, int64_t size) {
+                                          const std::vector<int64_t>& batch_dims, int64_t size,
+                                          const std::vector<BatchedCapture>& captures) {
   if (args.size() != static_cast<size_t>(region.params_size()) ||
       batch_dims.size() != args.size()) {
     return absl::InvalidArgumentError(fmt::format(
@@ -42,6 +182,10 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
   for (int i = 0; i < region.params_size(); ++i) {
     value[region.params(i).id()] = args[i];
     if (batch_dims[i] != kNotBatched) batch_dim[region.params(i).id()] = batch_dims[i];
+  }
+  for (const BatchedCapture& c : captures) {
+    value[c.region_id] = c.value;
+    if (c.batch_dim != kNotBatched) batch_dim[c.region_id] = c.batch_dim;
   }
   auto mapped = [&](int64_t id) {
     auto it = value.find(id);
@@ -61,10 +205,28 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
     }
     Op copy = OpAttrs(op);
     bool reads_batched = false;
+    std::vector<BatchedCapture> inner;  // this region's values the op's regions read
+    std::unordered_map<int64_t, bool> seen;
     ForEachRegionRead(copy, [&](int64_t& id) {
+      if ((value.count(id) > 0 || batch_dim.count(id) > 0) && !seen[id]) {
+        seen[id] = true;
+        inner.push_back({id, mapped(id), dim_of(id)});
+      }
       reads_batched = reads_batched || dim_of(id) != kNotBatched;
       id = mapped(id);
     });
+    const Prim kind = PrimOf(op);
+    if ((any_batched || reads_batched) && (kind == Prim::kForiLoop || kind == Prim::kCond)) {
+      ASSIGN_OR_RETURN(BatchedValues out,
+                       kind == Prim::kForiLoop
+                           ? BatchForiLoop(b, op, operands, dims, size, inner)
+                           : BatchCond(b, op, operands, dims, size, inner));
+      for (int i = 0; i < op.results_size(); ++i) {
+        value[op.results(i)] = out.values[i];
+        if (out.batch_dims[i] != kNotBatched) batch_dim[op.results(i)] = out.batch_dims[i];
+      }
+      continue;
+    }
     const Primitive* prim = FindPrimitive(op.opcode());
     if (reads_batched || (any_batched && (prim == nullptr || !prim->ad.batch))) {
       return absl::UnimplementedError(

@@ -15,12 +15,22 @@
 
 namespace shardjit::ir {
 
+// A value a region reads from an enclosing one (`region_id`): its builder id and batch dim.
+struct BatchedCapture {
+  int64_t region_id = 0;
+  int64_t value = 0;
+  int64_t batch_dim = kNotBatched;
+};
+
 // Emits `region` on `args` (builder ids), arg i batched along `batch_dims[i]` (kNotBatched: the
 // same for every batch element) with batch size `size`: its results, each batched along the
-// dimension given (kNotBatched for results that do not depend on a batched value).
+// dimension given (kNotBatched for results that do not depend on a batched value). fori_loop and
+// cond are batched through their regions (a cond on a batched index becomes a select of all its
+// branches' results, as in JAX).
 absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& region,
                                           const std::vector<int64_t>& args,
-                                          const std::vector<int64_t>& batch_dims, int64_t size);
+                                          const std::vector<int64_t>& batch_dims, int64_t size,
+                                          const std::vector<BatchedCapture>& captures = {});
 
 // `x` with its batch dimension `batch_dim` moved to `to` (a transpose; x itself when it is
 // there already). An unbatched x is broadcast along a new dimension `to` of `size`.
