@@ -367,6 +367,59 @@ absl::Status ForiLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   return absl::OkStatus();
 }
 
+// Forward mode through while_loop: the tangents of the float carries carried beside them; the
+// condition reads the primal carries only.
+absl::Status WhileLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t>& operands,
+                          const std::vector<int64_t>& tangents,
+                          const std::vector<CapturedValue>& captures,
+                          std::vector<int64_t>* results, std::vector<int64_t>* result_tangents) {
+  const size_t n = operands.size();
+  AdEmitter e(b);
+  std::vector<int64_t> init = operands;
+  std::vector<bool> is_float;
+  for (size_t i = 0; i < n; ++i) {
+    const ShapedType type = b.TypeOf(operands[i]);
+    is_float.push_back(IsFloat(type.dtype));
+    if (!is_float.back()) continue;
+    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
+    init.push_back(t);
+  }
+  // Params of a region over (carries, tangents of the float carries).
+  auto add_params = [&](std::vector<int64_t>* primals, std::vector<int64_t>* carried_tangents) {
+    for (int64_t v : operands) primals->push_back(b.AddParam(b.TypeOf(v)));
+    for (size_t i = 0; i < n; ++i) {
+      carried_tangents->push_back(is_float[i] ? b.AddParam(b.TypeOf(operands[i])) : kZero);
+    }
+  };
+  Op jvp = OpAttrs(op);
+  WhileLoopAttrs* loop = jvp.mutable_while_loop();
+  {
+    RegionGuard guard(b, /*spmd=*/false);
+    std::vector<int64_t> primals, carried_tangents;
+    add_params(&primals, &carried_tangents);
+    ASSIGN_OR_RETURN(JvpResult r, EmitJvp(b, op.while_loop().cond(), primals,
+                                          std::vector<int64_t>(n, kZero), captures));
+    *loop->mutable_cond() = guard.Close(r.results);
+  }
+  {
+    RegionGuard guard(b, /*spmd=*/false);
+    std::vector<int64_t> primals, carried_tangents;
+    add_params(&primals, &carried_tangents);
+    ASSIGN_OR_RETURN(JvpResult r,
+                     EmitJvp(b, op.while_loop().body(), primals, carried_tangents, captures));
+    std::vector<int64_t> ids = r.results;
+    for (size_t i = 0; i < n; ++i) {
+      if (!is_float[i]) continue;
+      ASSIGN_OR_RETURN(int64_t t, e.Instantiate(r.tangents[i], b.TypeOf(r.results[i])));
+      ids.push_back(t);
+    }
+    *loop->mutable_body() = guard.Close(ids);
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(jvp), init));
+  SplitOutputs(outs, n, n, is_float, results, result_tangents);
+  return absl::OkStatus();
+}
+
 // Reverse mode through fori_loop (a static trip count): the primal loop also stacks, trip by
 // trip, the body's values its linear part reads (into [trip, ...] buffers); the linear part is
 // one tape op whose transpose is a loop over the trips in reverse, running the body's transposed
@@ -811,6 +864,13 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
           status = linearizing ? ForiLoopLinearize(b, e, op, operands, tangents, captures,
                                                    &results, &out)
                                : ForiLoopJvp(b, op, operands, tangents, captures, &results, &out);
+          break;
+        case Prim::kWhileLoop:  // forward mode only, as in JAX
+          status = linearizing
+                       ? absl::InvalidArgumentError(
+                             "Reverse-mode differentiation does not work for lax.while_loop or "
+                             "lax.fori_loop with dynamic start/stop values.")
+                       : WhileLoopJvp(b, op, operands, tangents, captures, &results, &out);
           break;
         default:
           through_regions = false;
