@@ -179,6 +179,27 @@ TEST_P(VmapTest, LoopsAndBranches) {
   ExpectVmapMatchesLoop(f, {Put({6, 4}, 20), Put({4}, 21)}, {0, std::nullopt}, 0, 6);
 }
 
+// gather with the operand, the indices or both batched; dynamic_slice with batched starts.
+TEST_P(VmapTest, GathersAndDynamicSlices) {
+  Fn f = [](const std::vector<Tracer>& a) {
+    Tracer table = a[0], ids_f = a[1];  // table [5, 3], ids_f [4] (made integer indices)
+    Tracer ids = lax::convert_element_type(lax::floor(lax::abs(ids_f) * 3.0), DType::kS32);
+    Tracer rows = jnp::take(table, ids, 0, lax::GatherScatterMode::kClip);          // [4, 3]
+    Tracer start = lax::convert_element_type(lax::reduce_sum(lax::abs(ids_f), {0}), DType::kS32);
+    Tracer window = lax::dynamic_slice(table, {start, -1}, {2, 2});
+    Tracer shift = lax::reshape(lax::slice(ids, {0}, {1}), {});
+    Tracer along = jnp::take_along_axis(
+        table,
+        lax::rem(lax::broadcasted_iota(DType::kS32, {5, 3}, 0) + shift,
+                 lax::full({}, 3, DType::kS32)),
+        1);
+    return std::vector<Tracer>{rows, window, along};
+  };
+  ExpectVmapMatchesLoop(f, {Put({3, 5, 3}, 23), Put({4}, 24)}, {0, std::nullopt}, 0, 3);
+  ExpectVmapMatchesLoop(f, {Put({5, 3}, 25), Put({4, 3}, 26)}, {std::nullopt, 1}, 0, 3);
+  ExpectVmapMatchesLoop(f, {Put({5, 3, 2}, 27), Put({2, 4}, 28)}, {2, 0}, 1, 2);
+}
+
 // Per-example gradients: vmap(grad(f)).
 TEST_P(VmapTest, PerExampleGradients) {
   auto loss = [](Tracer w, Tracer x) { return lax::reduce_sum(lax::tanh(jnp::matmul(x, w)), {0, 1}); };
@@ -230,18 +251,13 @@ TEST(VmapErrors, AsJaxGivesThem) {
               HasSubstr("vmap was requested to map its argument along axis 2"));
   EXPECT_THAT(message(jit([](Tracer x) {
                         return vmap([](Tracer a) {
-                          return jnp::take(a, lax::full({2}, 1, DType::kS32), 0);
+                          Tracer ids = lax::full({2, 1}, 1, DType::kS32);
+                          return lax::scatter_add(a, ids, lax::full({2}, 1.0, DType::kF32),
+                                                  {.inserted_window_dims = {0},
+                                                   .scatter_dims_to_operand_dims = {0}});
                         })({x});
                       })(x).status()),
-              HasSubstr("Batching rule for 'gather' not implemented"));
-  EXPECT_THAT(message(jit([](Tracer x) {
-                        return vmap([](Tracer a) {
-                          Tracer i = lax::convert_element_type(lax::reduce_sum(a, {0}), DType::kS32);
-                          return lax::dynamic_slice(a, {i}, {2});
-                        })({x});
-                      })(x).status()),
-              HasSubstr("Batching rule for 'dynamic_slice' with batched start indices not "
-                        "implemented"));
+              HasSubstr("Batching rule for 'scatter_add' not implemented"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, VmapTest,

@@ -128,15 +128,72 @@ BatchedOr DotGeneral(AdEmitter& e, const BatchArgs& a) {
   return BatchedValues{{result}, {out_dim}};
 }
 
+// gather (jax's _gather_batching_rule): a batched operand adds a leading offset dimension taken
+// whole; batched indices add a leading batch position; both, an operand/indices batching pair.
+BatchedOr Gather(AdEmitter& e, const BatchArgs& a) {
+  ASSIGN_OR_RETURN(Dims operands, FrontBatched(e, a, /*broadcast_unbatched=*/false));
+  const bool operand = a.batch_dims[0] != kNotBatched, indices = a.batch_dims[1] != kNotBatched;
+  Op op = OpAttrs(a.op);
+  GatherAttrs* g = op.mutable_gather();
+  if (operand) {
+    Shift(g->mutable_collapsed_slice_dims());
+    Shift(g->mutable_start_index_map());
+    Shift(g->mutable_operand_batching_dims());
+  }
+  if (indices) Shift(g->mutable_start_indices_batching_dims());
+  Shift(g->mutable_offset_dims());
+  if (operand && indices) {
+    Prepend(g->mutable_operand_batching_dims(), 0);
+    Prepend(g->mutable_start_indices_batching_dims(), 0);
+    Prepend(g->mutable_slice_sizes(), 1);
+  } else if (operand) {
+    Prepend(g->mutable_offset_dims(), 0);
+    Prepend(g->mutable_slice_sizes(), a.size);
+  }
+  return EmitAllFront(e, std::move(op), operands);
+}
+
+// dynamic_slice with batched start indices: a gather of one window per batch element (CLIP
+// clamps the windows as dynamic_slice clamps its starts).
+BatchedOr DynamicSliceAsGather(AdEmitter& e, const BatchArgs& a) {
+  const ShapedType x = e.TypeOf(a.operands[0]);
+  const int64_t rank = x.rank() - (a.batch_dims[0] == kNotBatched ? 0 : 1);
+  DType index_dtype = DType::kS32;
+  for (size_t i = 1; i < a.operands.size(); ++i) {
+    if (DTypeSize(e.TypeOf(a.operands[i]).dtype) == 8) index_dtype = DType::kS64;
+  }
+  Dims columns;  // [B, 1] per start
+  for (size_t i = 1; i < a.operands.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t start, e.Convert(a.operands[i], index_dtype));
+    ASSIGN_OR_RETURN(int64_t batched, MoveBatchDim(e, start, a.batch_dims[i], 0, a.size));
+    ASSIGN_OR_RETURN(int64_t column, e.Reshape(batched, {a.size, 1}));
+    columns.push_back(column);
+  }
+  Op concat;
+  concat.set_opcode("concatenate");
+  concat.mutable_concatenate()->set_dimension(1);
+  ASSIGN_OR_RETURN(int64_t indices, e.Emit1(std::move(concat), columns));
+  Op gather;
+  gather.set_opcode("gather");
+  GatherAttrs* g = gather.mutable_gather();
+  for (int64_t d = 0; d < rank; ++d) {
+    g->add_offset_dims(d);  // per element: the window alone (Gather adds the batch)
+    g->add_start_index_map(d);
+    g->add_slice_sizes(a.op.dynamic_slice().slice_sizes(d));
+  }
+  g->set_mode(CLIP);
+  return Gather(e, BatchArgs{gather, {a.operands[0], indices}, {a.batch_dims[0], 0}, a.size});
+}
+
 // dynamic_slice / dynamic_update_slice with unbatched start indices: the batch dimension is
 // taken whole, from 0.
 BatchedOr DynamicSlicing(AdEmitter& e, const BatchArgs& a) {
   const size_t arrays = PrimOf(a.op) == Prim::kDynamicSlice ? 1 : 2;
   for (size_t i = arrays; i < a.operands.size(); ++i) {
-    if (a.batch_dims[i] != kNotBatched) {
-      return absl::UnimplementedError(fmt::format(
-          "Batching rule for '{}' with batched start indices not implemented", a.op.opcode()));
-    }
+    if (a.batch_dims[i] == kNotBatched) continue;
+    if (arrays == 1) return DynamicSliceAsGather(e, a);
+    return absl::UnimplementedError(fmt::format(
+        "Batching rule for '{}' with batched start indices not implemented", a.op.opcode()));
   }
   Dims operands;
   for (size_t i = 0; i < arrays; ++i) {
@@ -218,6 +275,7 @@ const std::unordered_map<std::string, BatchRule>& Rules() {
       op.mutable_top_k()->set_axis(op.top_k().axis() + 1);
     });
     r["dot_general"] = DotGeneral;
+    r["gather"] = Gather;
     r["dynamic_slice"] = DynamicSlicing;
     r["dynamic_update_slice"] = DynamicSlicing;
     r["pad"] = Pad;
