@@ -6,6 +6,8 @@
 # nothing else needs. Arguments go to bench/xla_compare.py (e.g. --meshes=2x2 --sizes=small).
 #   scripts/bench_xla.sh decoder [--meshes=2x2,4x4] [--shapes=serving,decode]
 # compares the decoder block of examples/decoder_block.h instead (bench/xla_compare_decoder.py).
+#   scripts/bench_xla.sh train [--meshes=2x2,4x4] [--runs=10]
+# compares a training step of examples/train_mlp.h (bench/xla_compare_train.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure_deps.sh
@@ -26,6 +28,11 @@ if [ "${1:-}" = "decoder" ]; then
   shift
   bazel build -c opt //bench:decoder_block >&2
   exec "$venv/bin/python" bench/xla_compare_decoder.py --decoder-block="$bin/bench/decoder_block" "$@"
+fi
+if [ "${1:-}" = "train" ]; then
+  shift
+  bazel build -c opt //bench:train_mlp >&2
+  exec "$venv/bin/python" bench/xla_compare_train.py --train-mlp="$bin/bench/train_mlp" "$@"
 fi
 bazel build -c opt //examples:seed_matmul >&2
 exec "$venv/bin/python" bench/xla_compare.py --seed-matmul="$bin/examples/seed_matmul" "$@"
