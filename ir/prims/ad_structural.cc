@@ -112,18 +112,34 @@ absl::StatusOr<int64_t> DotTransposeLhs(AdEmitter& e, const Op& op, int64_t g, i
   std::iota(out_axes.begin(), out_axes.end(), 0);
   std::sort(out_axes.begin(), out_axes.end(),
             [&](int64_t i, int64_t j) { return layout[i] < layout[j]; });
-  // g . y in g's dtype (y converted to it), then x's dtype.
+  // y . g instead gives x's dims as [batch, contracting (in y's order), kept]: when that is x's
+  // own order (a weight's gradient h^T g), no transpose follows the product.
+  Ids swapped_layout = x_batch;
+  swapped_layout.insert(swapped_layout.end(), x_contract_by_y.begin(), x_contract_by_y.end());
+  swapped_layout.insert(swapped_layout.end(), x_kept.begin(), x_kept.end());
+  bool in_order = true;
+  for (size_t i = 0; i < out_axes.size(); ++i) in_order = in_order && out_axes[i] == int64_t(i);
+  bool y_dot_g = true;
+  for (size_t i = 0; i < swapped_layout.size(); ++i) {
+    y_dot_g = y_dot_g && swapped_layout[i] == int64_t(i);
+  }
+  y_dot_g = y_dot_g && !in_order;
+  // The product in g's dtype (y converted to it), then x's dtype.
   const DType g_dtype = e.TypeOf(g).dtype;
   ASSIGN_OR_RETURN(int64_t y_g, e.Convert(y, g_dtype));
   Op dot;
   dot.set_opcode("dot_general");
   DotGeneralAttrs* d = dot.mutable_dot_general();  // set even when every list is empty
-  for (int64_t v : ans_y) d->add_lhs_contracting_dims(v);
-  for (int64_t v : y_kept) d->add_rhs_contracting_dims(v);
-  for (int64_t v : ans_batch) d->add_lhs_batch_dims(v);
-  for (int64_t v : y_batch) d->add_rhs_batch_dims(v);
+  for (int64_t v : y_dot_g ? y_kept : ans_y) d->add_lhs_contracting_dims(v);
+  for (int64_t v : y_dot_g ? ans_y : y_kept) d->add_rhs_contracting_dims(v);
+  for (int64_t v : y_dot_g ? y_batch : ans_batch) d->add_lhs_batch_dims(v);
+  for (int64_t v : y_dot_g ? ans_batch : y_batch) d->add_rhs_batch_dims(v);
   d->set_preferred_element_type(ToProto(g_dtype));
   (void)op;
+  if (y_dot_g) {
+    ASSIGN_OR_RETURN(int64_t product, e.Emit1(std::move(dot), {y_g, g}));
+    return e.Convert(product, x_type.dtype);
+  }
   ASSIGN_OR_RETURN(int64_t product, e.Emit1(std::move(dot), {g, y_g}));
   ASSIGN_OR_RETURN(int64_t moved, e.Transpose(product, out_axes));
   return e.Convert(moved, x_type.dtype);
