@@ -22,6 +22,12 @@ std::function<Tracer(const std::vector<Tracer>&)> MlpLoss(const Mesh& mesh);
 std::function<std::vector<Tracer>(const std::vector<Tracer>&)> MlpTrainStep(const Mesh& mesh,
                                                                             float learning_rate);
 
+// One Adam step (Kingma & Ba; b1 0.9, b2 0.999, eps 1e-8): (w1, w2, m1, m2, v1, v2, x, target,
+// t) -> (w1, w2, m1, m2, v1, v2 updated, loss before the step), the moments laid out as their
+// weights, t the f32 step number from 1 (for the bias corrections).
+std::function<std::vector<Tracer>(const std::vector<Tracer>&)> MlpAdamStep(const Mesh& mesh,
+                                                                           float learning_rate);
+
 }  // namespace shardjit::examples
 
 #endif  // SHARDJIT_EXAMPLES_TRAIN_MLP_H_
