@@ -18,6 +18,7 @@ namespace shardjit {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Fn = std::function<std::vector<Tracer>(const std::vector<Tracer>&)>;
 using Axes = std::vector<std::optional<int64_t>>;
 
@@ -193,7 +194,16 @@ TEST_P(VmapTest, GathersAndDynamicSlices) {
         lax::rem(lax::broadcasted_iota(DType::kS32, {5, 3}, 0) + shift,
                  lax::full({}, 3, DType::kS32)),
         1);
-    return std::vector<Tracer>{rows, window, along};
+    Tracer row_ids = lax::reshape(ids, {4, 1});
+    Tracer added = lax::scatter_add(table, row_ids, rows * 2.0,
+                                    {.update_window_dims = {1},
+                                     .inserted_window_dims = {0},
+                                     .scatter_dims_to_operand_dims = {0}});
+    Tracer maxed = lax::scatter_max(table, row_ids, rows * 2.0,
+                                    {.update_window_dims = {1},
+                                     .inserted_window_dims = {0},
+                                     .scatter_dims_to_operand_dims = {0}});
+    return std::vector<Tracer>{rows, window, along, added, maxed};
   };
   ExpectVmapMatchesLoop(f, {Put({3, 5, 3}, 23), Put({4}, 24)}, {0, std::nullopt}, 0, 3);
   ExpectVmapMatchesLoop(f, {Put({5, 3}, 25), Put({4, 3}, 26)}, {std::nullopt, 1}, 0, 3);
@@ -251,13 +261,19 @@ TEST(VmapErrors, AsJaxGivesThem) {
               HasSubstr("vmap was requested to map its argument along axis 2"));
   EXPECT_THAT(message(jit([](Tracer x) {
                         return vmap([](Tracer a) {
-                          Tracer ids = lax::full({2, 1}, 1, DType::kS32);
-                          return lax::scatter_add(a, ids, lax::full({2}, 1.0, DType::kF32),
-                                                  {.inserted_window_dims = {0},
-                                                   .scatter_dims_to_operand_dims = {0}});
+                          return lax::nextafter(a, a * 2.0) + lax::full({}, 1, DType::kF32);
                         })({x});
                       })(x).status()),
-              HasSubstr("Batching rule for 'scatter_add' not implemented"));
+              Not(HasSubstr("Batching rule")));
+  EXPECT_THAT(message(jit([](Tracer x) {
+                        return vmap([](Tracer a) {
+                          return lax::dynamic_update_slice(
+                              a, lax::slice(a, {0}, {1}),
+                              {lax::convert_element_type(lax::reduce_sum(a, {0}), DType::kS32)});
+                        })({x});
+                      })(x).status()),
+              HasSubstr("Batching rule for 'dynamic_update_slice' with batched start indices "
+                        "not implemented"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, VmapTest,

@@ -153,6 +153,31 @@ BatchedOr Gather(AdEmitter& e, const BatchArgs& a) {
   return EmitAllFront(e, std::move(op), operands);
 }
 
+// The scatters (jax's _scatter_batching_rule): operand and updates batched along dimension 0
+// (the operand broadcast if it is not); unbatched indices make that a leading window
+// dimension, batched ones a leading operand/indices batching pair.
+BatchedOr Scatter(AdEmitter& e, const BatchArgs& a) {
+  ASSIGN_OR_RETURN(int64_t operand, MoveBatchDim(e, a.operands[0], a.batch_dims[0], 0, a.size));
+  ASSIGN_OR_RETURN(int64_t updates, MoveBatchDim(e, a.operands[2], a.batch_dims[2], 0, a.size));
+  int64_t indices = a.operands[1];
+  Op op = OpAttrs(a.op);
+  ScatterAttrs* s = op.mutable_scatter();
+  Shift(s->mutable_inserted_window_dims());
+  Shift(s->mutable_scatter_dims_to_operand_dims());
+  Shift(s->mutable_operand_batching_dims());
+  if (a.batch_dims[1] == kNotBatched) {
+    Shift(s->mutable_update_window_dims());
+    Prepend(s->mutable_update_window_dims(), 0);
+  } else {
+    ASSIGN_OR_RETURN(indices, MoveBatchDim(e, indices, a.batch_dims[1], 0, a.size));
+    Shift(s->mutable_update_window_dims());
+    Shift(s->mutable_scatter_indices_batching_dims());
+    Prepend(s->mutable_operand_batching_dims(), 0);
+    Prepend(s->mutable_scatter_indices_batching_dims(), 0);
+  }
+  return EmitAllFront(e, std::move(op), {operand, indices, updates});
+}
+
 // dynamic_slice with batched start indices: a gather of one window per batch element (CLIP
 // clamps the windows as dynamic_slice clamps its starts).
 BatchedOr DynamicSliceAsGather(AdEmitter& e, const BatchArgs& a) {
@@ -276,6 +301,9 @@ const std::unordered_map<std::string, BatchRule>& Rules() {
     });
     r["dot_general"] = DotGeneral;
     r["gather"] = Gather;
+    for (const char* name : {"scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"}) {
+      r[name] = Scatter;
+    }
     r["dynamic_slice"] = DynamicSlicing;
     r["dynamic_update_slice"] = DynamicSlicing;
     r["pad"] = Pad;
