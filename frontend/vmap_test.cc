@@ -188,6 +188,7 @@ TEST_P(VmapTest, GathersAndDynamicSlices) {
     Tracer rows = jnp::take(table, ids, 0, lax::GatherScatterMode::kClip);          // [4, 3]
     Tracer start = lax::convert_element_type(lax::reduce_sum(lax::abs(ids_f), {0}), DType::kS32);
     Tracer window = lax::dynamic_slice(table, {start, -1}, {2, 2});
+    Tracer updated = lax::dynamic_update_slice(table, window * 3.0, {start - 1, 1});
     Tracer shift = lax::reshape(lax::slice(ids, {0}, {1}), {});
     Tracer along = jnp::take_along_axis(
         table,
@@ -203,7 +204,7 @@ TEST_P(VmapTest, GathersAndDynamicSlices) {
                                     {.update_window_dims = {1},
                                      .inserted_window_dims = {0},
                                      .scatter_dims_to_operand_dims = {0}});
-    return std::vector<Tracer>{rows, window, along, added, maxed};
+    return std::vector<Tracer>{rows, window, along, added, maxed, updated};
   };
   ExpectVmapMatchesLoop(f, {Put({3, 5, 3}, 23), Put({4}, 24)}, {0, std::nullopt}, 0, 3);
   ExpectVmapMatchesLoop(f, {Put({5, 3}, 25), Put({4, 3}, 26)}, {std::nullopt, 1}, 0, 3);
@@ -267,13 +268,16 @@ TEST(VmapErrors, AsJaxGivesThem) {
               Not(HasSubstr("Batching rule")));
   EXPECT_THAT(message(jit([](Tracer x) {
                         return vmap([](Tracer a) {
-                          return lax::dynamic_update_slice(
-                              a, lax::slice(a, {0}, {1}),
-                              {lax::convert_element_type(lax::reduce_sum(a, {0}), DType::kS32)});
+                          std::vector<Tracer> r = lax::while_loop(
+                              [](std::vector<Tracer> c) { return c[0] < lax::full({}, 2, DType::kS32); },
+                              [](std::vector<Tracer> c) {
+                                return std::vector<Tracer>{c[0] + 1, c[1] * 2.0};
+                              },
+                              {lax::full({}, 0, DType::kS32), a});
+                          return r[1];
                         })({x});
                       })(x).status()),
-              HasSubstr("Batching rule for 'dynamic_update_slice' with batched start indices "
-                        "not implemented"));
+              HasSubstr("Batching rule for 'while_loop' not implemented"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, VmapTest,

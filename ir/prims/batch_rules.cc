@@ -178,17 +178,15 @@ BatchedOr Scatter(AdEmitter& e, const BatchArgs& a) {
   return EmitAllFront(e, std::move(op), {operand, indices, updates});
 }
 
-// dynamic_slice with batched start indices: a gather of one window per batch element (CLIP
-// clamps the windows as dynamic_slice clamps its starts).
-BatchedOr DynamicSliceAsGather(AdEmitter& e, const BatchArgs& a) {
-  const ShapedType x = e.TypeOf(a.operands[0]);
-  const int64_t rank = x.rank() - (a.batch_dims[0] == kNotBatched ? 0 : 1);
+// The start indices of a dynamic slice (operands from `first` on) as one [B, rank] index array
+// in their widest dtype (s32 or s64).
+absl::StatusOr<int64_t> BatchedStarts(AdEmitter& e, const BatchArgs& a, size_t first) {
   DType index_dtype = DType::kS32;
-  for (size_t i = 1; i < a.operands.size(); ++i) {
+  for (size_t i = first; i < a.operands.size(); ++i) {
     if (DTypeSize(e.TypeOf(a.operands[i]).dtype) == 8) index_dtype = DType::kS64;
   }
   Dims columns;  // [B, 1] per start
-  for (size_t i = 1; i < a.operands.size(); ++i) {
+  for (size_t i = first; i < a.operands.size(); ++i) {
     ASSIGN_OR_RETURN(int64_t start, e.Convert(a.operands[i], index_dtype));
     ASSIGN_OR_RETURN(int64_t batched, MoveBatchDim(e, start, a.batch_dims[i], 0, a.size));
     ASSIGN_OR_RETURN(int64_t column, e.Reshape(batched, {a.size, 1}));
@@ -197,7 +195,15 @@ BatchedOr DynamicSliceAsGather(AdEmitter& e, const BatchArgs& a) {
   Op concat;
   concat.set_opcode("concatenate");
   concat.mutable_concatenate()->set_dimension(1);
-  ASSIGN_OR_RETURN(int64_t indices, e.Emit1(std::move(concat), columns));
+  return e.Emit1(std::move(concat), columns);
+}
+
+// dynamic_slice with batched start indices: a gather of one window per batch element (CLIP
+// clamps the windows as dynamic_slice clamps its starts).
+BatchedOr DynamicSliceAsGather(AdEmitter& e, const BatchArgs& a) {
+  const ShapedType x = e.TypeOf(a.operands[0]);
+  const int64_t rank = x.rank() - (a.batch_dims[0] == kNotBatched ? 0 : 1);
+  ASSIGN_OR_RETURN(int64_t indices, BatchedStarts(e, a, 1));
   Op gather;
   gather.set_opcode("gather");
   GatherAttrs* g = gather.mutable_gather();
@@ -210,15 +216,32 @@ BatchedOr DynamicSliceAsGather(AdEmitter& e, const BatchArgs& a) {
   return Gather(e, BatchArgs{gather, {a.operands[0], indices}, {a.batch_dims[0], 0}, a.size});
 }
 
+// dynamic_update_slice with batched start indices: a scatter of one window per batch element
+// (CLIP clamps the windows as dynamic_update_slice clamps its starts), as JAX does.
+BatchedOr DynamicUpdateSliceAsScatter(AdEmitter& e, const BatchArgs& a) {
+  const int64_t rank = static_cast<int64_t>(a.operands.size()) - 2;
+  ASSIGN_OR_RETURN(int64_t indices, BatchedStarts(e, a, 2));
+  Op scatter;
+  scatter.set_opcode("scatter");
+  ScatterAttrs* s = scatter.mutable_scatter();
+  for (int64_t d = 0; d < rank; ++d) {
+    s->add_update_window_dims(d);  // per element: the update alone (Scatter adds the batch)
+    s->add_scatter_dims_to_operand_dims(d);
+  }
+  s->set_mode(CLIP);
+  return Scatter(e, BatchArgs{scatter,
+                              {a.operands[0], indices, a.operands[1]},
+                              {a.batch_dims[0], 0, a.batch_dims[1]},
+                              a.size});
+}
+
 // dynamic_slice / dynamic_update_slice with unbatched start indices: the batch dimension is
 // taken whole, from 0.
 BatchedOr DynamicSlicing(AdEmitter& e, const BatchArgs& a) {
   const size_t arrays = PrimOf(a.op) == Prim::kDynamicSlice ? 1 : 2;
   for (size_t i = arrays; i < a.operands.size(); ++i) {
     if (a.batch_dims[i] == kNotBatched) continue;
-    if (arrays == 1) return DynamicSliceAsGather(e, a);
-    return absl::UnimplementedError(fmt::format(
-        "Batching rule for '{}' with batched start indices not implemented", a.op.opcode()));
+    return arrays == 1 ? DynamicSliceAsGather(e, a) : DynamicUpdateSliceAsScatter(e, a);
   }
   Dims operands;
   for (size_t i = 0; i < arrays; ++i) {
