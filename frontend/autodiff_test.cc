@@ -383,7 +383,8 @@ TEST(AutodiffCollectives, GradInsideShardMapMatchesDifferences) {
     Tracer c = lax::psum_scatter(b, "x", 1, /*tiled=*/true);                 // [2, 4]
     Tracer d = lax::ppermute(x, "y", {{0, 1}, {1, 0}});
     Tracer e = lax::all_to_all(lax::exp(x * 0.5), "x", 0, 1, /*tiled=*/true);  // [1, 8]
-    Tracer f = lax::pbroadcast(x * 3.0, "y", 1) + lax::pmean(x, {"x", "y"});
+    Tracer f = lax::pbroadcast(x * 3.0, "y", 1) + lax::pmean(x, {"x", "y"}) +
+               lax::pmax(lax::sin(x), "x") - lax::pmin(x * x, {"x", "y"});
     return lax::reduce_sum(a * c + d * x + f * f, {0, 1}) + lax::reduce_sum(e * e, {0, 1});
   };
   auto stacked_loss = [loss](Tracer x) { return lax::reshape(loss(x), {1}); };

@@ -2,7 +2,9 @@
 // kin (check_vma=False semantics): every one is linear, so its JVP is the collective on the
 // tangent; psum transposes to psum (a psum is a psum + pbroadcast), all_gather to psum_scatter on
 // the same dimension and back, ppermute to the inverse permutation, all_to_all to the one with
-// split and concat axes swapped, pbroadcast to the psum of the cotangent kept at the source.
+// split and concat axes swapped, pbroadcast to the psum of the cotangent kept at the source;
+// pmax and pmin (which jax leaves without a rule) carry the chosen element's tangent, averaged
+// over ties.
 #include <string>
 #include <unordered_map>
 
@@ -94,6 +96,24 @@ AdRules PbroadcastRule() {
           }};
 }
 
+// pmax / pmin (jax has no rule): the tangent of the chosen element, averaged over the devices
+// that tie for it: psum(t * [x == result]) / psum([x == result]) over the same group.
+AdRules ChooserRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+    const int64_t x = a.primals[0];
+    const ShapedType type = e.TypeOf(x);
+    ASSIGN_OR_RETURN(int64_t is_chosen, e.Compare(x, a.results[0], EQ));
+    ASSIGN_OR_RETURN(int64_t chosen, e.Convert(is_chosen, type.dtype));
+    Op psum = OpAttrs(a.op);
+    psum.set_opcode("psum");
+    ASSIGN_OR_RETURN(int64_t ties, e.Emit1(psum, {chosen}));
+    ASSIGN_OR_RETURN(int64_t picked, e.Binary("mul", a.tangents[0], chosen));
+    ASSIGN_OR_RETURN(int64_t total, e.Emit1(psum, {picked}));
+    ASSIGN_OR_RETURN(int64_t t, e.Binary("div", total, ties));
+    return Ids{t};
+  }};
+}
+
 const AdRuleTable& Rules() {
   static const auto* rules = new AdRuleTable{
       {"psum", Linear(OpAttrs)},
@@ -103,6 +123,8 @@ const AdRuleTable& Rules() {
       {"ppermute", Linear(InversePermutation)},
       {"all_to_all", Linear(SwappedAxes)},
       {"pbroadcast", PbroadcastRule()},
+      {"pmax", ChooserRule()},
+      {"pmin", ChooserRule()},
   };
   return *rules;
 }
