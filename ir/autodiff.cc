@@ -120,6 +120,37 @@ void SplitOutputs(const std::vector<int64_t>& outs, size_t n, size_t first_tange
   for (size_t i = 0; i < n; ++i) result_tangents->push_back(has_tangent[i] ? outs[next++] : kZero);
 }
 
+// Appends to `out` the tangents of the floating-point ones of `values` (zeros where kZero),
+// and to `is_float` which of `values` are floating point.
+absl::Status AppendFloatTangents(AdEmitter& e, const std::vector<int64_t>& values,
+                                 const std::vector<int64_t>& tangents, std::vector<int64_t>* out,
+                                 std::vector<bool>* is_float) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const ShapedType type = e.TypeOf(values[i]);
+    is_float->push_back(IsFloat(type.dtype));
+    if (!is_float->back()) continue;
+    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
+    out->push_back(t);
+  }
+  return absl::OkStatus();
+}
+
+// Records the linear part of an op with regions as one tape op (ops on the tangents `operands`,
+// giving the tangents of its float results, of `types`) and sets `result_tangents` (kZero for
+// its other results).
+absl::Status RecordLinearResults(AdEmitter& e, const std::vector<int64_t>& operands,
+                                 const std::vector<ShapedType>& types,
+                                 const std::vector<size_t>& float_results, size_t num_results,
+                                 const std::vector<int64_t>& reads,
+                                 AdEmitter::CustomTranspose transpose,
+                                 std::vector<int64_t>* result_tangents) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> linear,
+                   e.RecordLinear(operands, types, reads, std::move(transpose)));
+  result_tangents->assign(num_results, kZero);
+  for (size_t k = 0; k < float_results.size(); ++k) (*result_tangents)[float_results[k]] = linear[k];
+  return absl::OkStatus();
+}
+
 // Forward mode through shard_map: one shard_map computing the results and their tangents
 // (tangent operands mapped by their primal's in_spec, tangents out by the result's out_spec).
 absl::Status ShardMapJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t>& operands,
@@ -298,12 +329,8 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
     *a->mutable_body() = guard.Close(region_results);
     return b.AddOp(std::move(t), operands);
   };
-  ASSIGN_OR_RETURN(std::vector<int64_t> linear,
-                   e.RecordLinear(linear_operands, linear_result_types, stacked,
-                                  std::move(transpose)));
-  result_tangents->assign(n, kZero);
-  for (size_t k = 0; k < float_results.size(); ++k) (*result_tangents)[float_results[k]] = linear[k];
-  return absl::OkStatus();
+  return RecordLinearResults(e, linear_operands, linear_result_types, float_results, n, stacked,
+                             std::move(transpose), result_tangents);
 }
 
 // s32 scalar constant.
@@ -327,13 +354,7 @@ absl::Status ForiLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   std::vector<int64_t> init = operands;
   for (const CapturedValue& c : carried) init.push_back(c.value);
   std::vector<bool> is_float;
-  for (size_t i = 0; i < n; ++i) {
-    const ShapedType type = b.TypeOf(operands[i]);
-    is_float.push_back(IsFloat(type.dtype));
-    if (!is_float.back()) continue;
-    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
-    init.push_back(t);
-  }
+  RETURN_IF_ERROR(AppendFloatTangents(e, operands, tangents, &init, &is_float));
   for (const CapturedValue& c : carried) init.push_back(c.tangent);
   RegionGuard guard(b, /*spmd=*/false);
   std::vector<int64_t> primals{b.AddParam({DType::kS32, {}})}, carry_params, cap_params;
@@ -377,13 +398,7 @@ absl::Status WhileLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<in
   AdEmitter e(b);
   std::vector<int64_t> init = operands;
   std::vector<bool> is_float;
-  for (size_t i = 0; i < n; ++i) {
-    const ShapedType type = b.TypeOf(operands[i]);
-    is_float.push_back(IsFloat(type.dtype));
-    if (!is_float.back()) continue;
-    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
-    init.push_back(t);
-  }
+  RETURN_IF_ERROR(AppendFloatTangents(e, operands, tangents, &init, &is_float));
   // Params of a region over (carries, tangents of the float carries).
   auto add_params = [&](std::vector<int64_t>* primals, std::vector<int64_t>* carried_tangents) {
     for (int64_t v : operands) primals->push_back(b.AddParam(b.TypeOf(v)));
@@ -589,12 +604,8 @@ absl::Status ForiLoopLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
     }
     return operand_cts;
   };
-  ASSIGN_OR_RETURN(std::vector<int64_t> linear,
-                   e.RecordLinear(linear_operands, linear_result_types, reads,
-                                  std::move(transpose)));
-  result_tangents->assign(n, kZero);
-  for (size_t k = 0; k < float_carries.size(); ++k) (*result_tangents)[float_carries[k]] = linear[k];
-  return absl::OkStatus();
+  return RecordLinearResults(e, linear_operands, linear_result_types, float_carries, n, reads,
+                             std::move(transpose), result_tangents);
 }
 
 // A constant op of zeros of `type` with a fresh value id, in no region: for a region already
@@ -617,13 +628,9 @@ absl::Status CondJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t
   const size_t n = operands.size() - 1;  // operand 0 is the index
   std::vector<int64_t> all = operands;
   std::vector<bool> operand_float;
-  for (size_t i = 1; i <= n; ++i) {
-    const ShapedType type = b.TypeOf(operands[i]);
-    operand_float.push_back(IsFloat(type.dtype));
-    if (!operand_float.back()) continue;
-    ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
-    all.push_back(t);
-  }
+  RETURN_IF_ERROR(AppendFloatTangents(e, {operands.begin() + 1, operands.end()},
+                                      {tangents.begin() + 1, tangents.end()}, &all,
+                                      &operand_float));
   Op jvp = OpAttrs(op);
   jvp.mutable_cond()->clear_branches();
   std::vector<bool> result_float;
@@ -792,12 +799,8 @@ absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
     }
     return b.AddOp(std::move(t), args);
   };
-  ASSIGN_OR_RETURN(std::vector<int64_t> linear,
-                   e.RecordLinear(linear_operands, linear_result_types, reads,
-                                  std::move(transpose)));
-  result_tangents->assign(m, kZero);
-  for (size_t k = 0; k < float_results.size(); ++k) (*result_tangents)[float_results[k]] = linear[k];
-  return absl::OkStatus();
+  return RecordLinearResults(e, linear_operands, linear_result_types, float_results, m, reads,
+                             std::move(transpose), result_tangents);
 }
 
 
