@@ -78,7 +78,7 @@ AdRules ReduceChooserRule() {
 
 // The cotangent of dot_general's lhs x from the result's g and the rhs y (jax's
 // _dot_general_transpose_lhs); `swap`: x is the rhs (the result's free dims of x come last).
-absl::StatusOr<int64_t> DotTransposeLhs(AdEmitter& e, const Op& op, int64_t g, int64_t y,
+absl::StatusOr<int64_t> DotTransposeLhs(AdEmitter& e, int64_t g, int64_t y,
                                         const ShapedType& x_type, const Ids& x_contract,
                                         const Ids& y_contract, const Ids& x_batch,
                                         const Ids& y_batch, bool swap) {
@@ -135,7 +135,6 @@ absl::StatusOr<int64_t> DotTransposeLhs(AdEmitter& e, const Op& op, int64_t g, i
   for (int64_t v : y_dot_g ? y_batch : ans_batch) d->add_lhs_batch_dims(v);
   for (int64_t v : y_dot_g ? ans_batch : y_batch) d->add_rhs_batch_dims(v);
   d->set_preferred_element_type(ToProto(g_dtype));
-  (void)op;
   if (y_dot_g) {
     ASSIGN_OR_RETURN(int64_t product, e.Emit1(std::move(dot), {y_g, g}));
     return e.Convert(product, x_type.dtype);
@@ -167,11 +166,11 @@ AdRules DotGeneralRule() {
             const Ids lb = ToIds(d.lhs_batch_dims()), rb = ToIds(d.rhs_batch_dims());
             Ids cts{kZero, kZero};
             if (a.linear[0]) {
-              ASSIGN_OR_RETURN(cts[0], DotTransposeLhs(e, a.op, a.cotangents[0], a.operands[1],
+              ASSIGN_OR_RETURN(cts[0], DotTransposeLhs(e, a.cotangents[0], a.operands[1],
                                                        a.operand_types[0], lc, rc, lb, rb,
                                                        /*swap=*/false));
             } else {
-              ASSIGN_OR_RETURN(cts[1], DotTransposeLhs(e, a.op, a.cotangents[0], a.operands[0],
+              ASSIGN_OR_RETURN(cts[1], DotTransposeLhs(e, a.cotangents[0], a.operands[0],
                                                        a.operand_types[1], rc, lc, rb, lb,
                                                        /*swap=*/true));
             }
