@@ -104,6 +104,116 @@ absl::StatusOr<BatchedValues> BatchForiLoop(FunctionBuilder& b, const Op& op,
   return batched_out;
 }
 
+// Batched while_loop (jax's _while_loop_batching_rule): the carries that are or become batched
+// are carried batched (a fixpoint over the body and the condition); when the condition itself
+// is batched, every carry is, the loop runs while any element's condition holds, and elements
+// whose condition no longer holds keep their carries (selected).
+absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
+                                             const std::vector<int64_t>& operands,
+                                             const std::vector<int64_t>& dims, int64_t size,
+                                             const std::vector<BatchedCapture>& captures) {
+  const Region& cond = op.while_loop().cond();
+  const Region& body = op.while_loop().body();
+  const size_t n = operands.size();
+  std::vector<bool> batched(n);
+  for (size_t i = 0; i < n; ++i) batched[i] = dims[i] != kNotBatched;
+  bool pred_batched = false;
+  AdEmitter e(b);
+  auto add_params = [&](std::vector<int64_t>* params, std::vector<int64_t>* param_dims) {
+    for (size_t i = 0; i < n; ++i) {
+      ShapedType t = b.TypeOf(operands[i]);
+      if (dims[i] != kNotBatched) t.dims.erase(t.dims.begin() + dims[i]);
+      if (batched[i]) t.dims.insert(t.dims.begin(), size);
+      params->push_back(b.AddParam(t));
+      param_dims->push_back(batched[i] ? 0 : kNotBatched);
+    }
+  };
+  for (bool changed = true; changed;) {  // fixpoint, in scratch regions
+    changed = false;
+    b.OpenRegion(/*spmd=*/false);
+    std::vector<int64_t> params, param_dims;
+    add_params(&params, &param_dims);
+    absl::StatusOr<BatchedValues> pred = EmitBatched(b, cond, params, param_dims, size, captures);
+    absl::StatusOr<BatchedValues> out = EmitBatched(b, body, params, param_dims, size, captures);
+    b.CloseRegion({});
+    RETURN_IF_ERROR(pred.status());
+    RETURN_IF_ERROR(out.status());
+    if (pred->batch_dims[0] != kNotBatched && !pred_batched) pred_batched = changed = true;
+    for (size_t i = 0; i < n; ++i) {
+      const bool now = batched[i] || out->batch_dims[i] != kNotBatched || pred_batched;
+      if (now != batched[i]) batched[i] = changed = true;
+    }
+  }
+  std::vector<int64_t> init;
+  for (size_t i = 0; i < n; ++i) {
+    if (!batched[i]) {
+      init.push_back(operands[i]);
+      continue;
+    }
+    ASSIGN_OR_RETURN(int64_t x, MoveBatchDim(e, operands[i], dims[i], 0, size));
+    init.push_back(x);
+  }
+  // The condition per element, [size] (or a scalar when unbatched), of carries `params`.
+  auto predicate = [&](const std::vector<int64_t>& params,
+                       const std::vector<int64_t>& param_dims) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(BatchedValues p, EmitBatched(b, cond, params, param_dims, size, captures));
+    if (p.batch_dims[0] == kNotBatched) return p.values[0];
+    return MoveBatchDim(e, p.values[0], p.batch_dims[0], 0, size);
+  };
+  Op loop = OpAttrs(op);
+  {
+    b.OpenRegion(/*spmd=*/false);
+    std::vector<int64_t> params, param_dims;
+    add_params(&params, &param_dims);
+    absl::StatusOr<int64_t> p = predicate(params, param_dims);
+    if (p.ok() && pred_batched) {  // while any element's holds
+      Op any;
+      any.set_opcode("reduce_or");
+      any.mutable_reduce()->add_axes(0);
+      p = e.Emit1(std::move(any), {*p});
+    }
+    Region region = b.CloseRegion(p.ok() ? std::vector<int64_t>{*p} : std::vector<int64_t>{});
+    RETURN_IF_ERROR(p.status());
+    *loop.mutable_while_loop()->mutable_cond() = std::move(region);
+  }
+  {
+    b.OpenRegion(/*spmd=*/false);
+    std::vector<int64_t> params, param_dims;
+    add_params(&params, &param_dims);
+    auto close_on_error = [&](absl::Status s) {
+      b.CloseRegion({});
+      return s;
+    };
+    absl::StatusOr<BatchedValues> out = EmitBatched(b, body, params, param_dims, size, captures);
+    if (!out.ok()) return close_on_error(out.status());
+    absl::StatusOr<int64_t> live = pred_batched ? predicate(params, param_dims) : absl::StatusOr<int64_t>(0);
+    if (!live.ok()) return close_on_error(live.status());
+    std::vector<int64_t> results;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t r = out->values[i];
+      if (batched[i]) {
+        absl::StatusOr<int64_t> moved = MoveBatchDim(e, r, out->batch_dims[i], 0, size);
+        if (!moved.ok()) return close_on_error(moved.status());
+        r = *moved;
+        if (pred_batched) {  // finished elements keep their carries
+          const ShapedType type = e.TypeOf(r);
+          absl::StatusOr<int64_t> mask = e.BroadcastInDim(*live, type.dims, {0});
+          if (!mask.ok()) return close_on_error(mask.status());
+          absl::StatusOr<int64_t> kept = e.Select(*mask, r, params[i]);
+          if (!kept.ok()) return close_on_error(kept.status());
+          r = *kept;
+        }
+      }
+      results.push_back(r);
+    }
+    *loop.mutable_while_loop()->mutable_body() = b.CloseRegion(results);
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(loop), init));
+  BatchedValues batched_out{outs, {}};
+  for (size_t i = 0; i < n; ++i) batched_out.batch_dims.push_back(batched[i] ? 0 : kNotBatched);
+  return batched_out;
+}
+
 // Batched cond: on an unbatched index, a cond of the batched branches (every result batched
 // along dimension 0); on a batched index, every branch computed and the results selected per
 // batch element by the clamped index.
@@ -216,11 +326,12 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       id = mapped(id);
     });
     const Prim kind = PrimOf(op);
-    if ((any_batched || reads_batched) && (kind == Prim::kForiLoop || kind == Prim::kCond)) {
+    if ((any_batched || reads_batched) &&
+        (kind == Prim::kForiLoop || kind == Prim::kWhileLoop || kind == Prim::kCond)) {
       ASSIGN_OR_RETURN(BatchedValues out,
-                       kind == Prim::kForiLoop
-                           ? BatchForiLoop(b, op, operands, dims, size, inner)
-                           : BatchCond(b, op, operands, dims, size, inner));
+                       kind == Prim::kForiLoop    ? BatchForiLoop(b, op, operands, dims, size, inner)
+                       : kind == Prim::kWhileLoop ? BatchWhileLoop(b, op, operands, dims, size, inner)
+                                                  : BatchCond(b, op, operands, dims, size, inner));
       for (int i = 0; i < op.results_size(); ++i) {
         value[op.results(i)] = out.values[i];
         if (out.batch_dims[i] != kNotBatched) batch_dim[op.results(i)] = out.batch_dims[i];
