@@ -33,23 +33,6 @@ absl::Status NoRule(std::string_view kind, const Op& op) {
 
 namespace {
 
-// Closes the region it opened unless Close was called: error paths leave the builder as it was.
-class RegionGuard {
- public:
-  RegionGuard(FunctionBuilder& b, bool spmd) : b_(b) { b_.OpenRegion(spmd); }
-  ~RegionGuard() {
-    if (open_) b_.CloseRegion({});
-  }
-  Region Close(const std::vector<int64_t>& results) {
-    open_ = false;
-    return b_.CloseRegion(results);
-  }
-
- private:
-  FunctionBuilder& b_;
-  bool open_ = true;
-};
-
 // P((every mesh axis), None, ...) for a rank-`rank` value stacked over the devices on dim 0.
 PartitionSpec StackedSpec(const Mesh& mesh, int64_t rank) {
   PartitionSpec spec;
@@ -143,7 +126,7 @@ absl::Status ShardMapJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   *out->mutable_in_specs() = sm.in_specs();
   *out->mutable_out_specs() = sm.out_specs();
   std::vector<int64_t> all_operands = operands;
-  RegionGuard guard(b, /*spmd=*/true);
+  RegionScope guard(b, /*spmd=*/true);
   std::vector<int64_t> params, tangent_params;
   for (const Param& p : body.params()) params.push_back(b.AddParam(FromProto(p.type())));
   for (size_t i = 0; i < operands.size(); ++i) {
@@ -186,7 +169,7 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   const Region& body = sm.body();
   if (b.mesh() == nullptr) return absl::InvalidArgumentError("shard_map: no mesh");
   const Mesh mesh = *b.mesh();
-  RegionGuard guard(b, /*spmd=*/true);
+  RegionScope guard(b, /*spmd=*/true);
   std::vector<int64_t> params;
   std::vector<ShapedType> param_types;
   std::vector<bool> wrt;
@@ -260,7 +243,7 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
     ShardMapAttrs* a = t.mutable_shard_map();
     std::vector<int64_t> operands;
     for (int64_t s : stacked) operands.push_back(primal(s));
-    RegionGuard guard(b, /*spmd=*/true);
+    RegionScope guard(b, /*spmd=*/true);
     std::unordered_map<int64_t, int64_t> remap;
     AdEmitter e(b);
     for (size_t i = 0; i < residuals.size(); ++i) {
@@ -335,7 +318,7 @@ absl::Status ForiLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   std::vector<bool> is_float;
   RETURN_IF_ERROR(AppendFloatTangents(e, operands, tangents, &init, &is_float));
   for (const CapturedValue& c : carried) init.push_back(c.tangent);
-  RegionGuard guard(b, /*spmd=*/false);
+  RegionScope guard(b, /*spmd=*/false);
   std::vector<int64_t> primals{b.AddParam({DType::kS32, {}})}, carry_params, cap_params;
   for (int64_t v : operands) carry_params.push_back(b.AddParam(b.TypeOf(v)));
   primals.insert(primals.end(), carry_params.begin(), carry_params.end());
@@ -388,7 +371,7 @@ absl::Status WhileLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<in
   Op jvp = OpAttrs(op);
   WhileLoopAttrs* loop = jvp.mutable_while_loop();
   {
-    RegionGuard guard(b, /*spmd=*/false);
+    RegionScope guard(b, /*spmd=*/false);
     std::vector<int64_t> primals, carried_tangents;
     add_params(&primals, &carried_tangents);
     ASSIGN_OR_RETURN(JvpResult r, EmitJvp(b, op.while_loop().cond(), primals,
@@ -396,7 +379,7 @@ absl::Status WhileLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<in
     *loop->mutable_cond() = guard.Close(r.results);
   }
   {
-    RegionGuard guard(b, /*spmd=*/false);
+    RegionScope guard(b, /*spmd=*/false);
     std::vector<int64_t> primals, carried_tangents;
     add_params(&primals, &carried_tangents);
     ASSIGN_OR_RETURN(JvpResult r,
@@ -444,7 +427,7 @@ absl::Status ForiLoopLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   }
   for (const CapturedValue& c : carried) cap_types.push_back(b.TypeOf(c.value));
 
-  RegionGuard guard(b, /*spmd=*/false);
+  RegionScope guard(b, /*spmd=*/false);
   const int64_t first_inside = b.next_id();  // values from here on are the body's
   std::vector<int64_t> primals{b.AddParam({DType::kS32, {}})};
   for (const ShapedType& t : carry_types) primals.push_back(b.AddParam(t));
@@ -532,7 +515,7 @@ absl::Status ForiLoopLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
       ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, t));
       init.push_back(zeros);
     }
-    RegionGuard guard(b, /*spmd=*/false);
+    RegionScope guard(b, /*spmd=*/false);
     const int64_t j = b.AddParam({DType::kS32, {}});
     std::vector<int64_t> ct_params, acc_params;
     for (size_t i : float_carries) ct_params.push_back(b.AddParam(carry_types[i]));
@@ -590,7 +573,7 @@ absl::Status ForiLoopLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
 // A constant op of zeros of `type` with a fresh value id, in no region: for a region already
 // closed to take (built in a scratch region of `b`, so that the id is unique and typed).
 absl::StatusOr<Op> DetachedZeros(FunctionBuilder& b, const ShapedType& type) {
-  RegionGuard scratch(b, /*spmd=*/false);
+  RegionScope scratch(b, /*spmd=*/false);
   AdEmitter e(b);
   RETURN_IF_ERROR(e.Full(0, type).status());
   Region made = scratch.Close({});
@@ -615,7 +598,7 @@ absl::Status CondJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t
   std::vector<bool> result_float;
   for (const TensorType& t : op.result_types()) result_float.push_back(IsFloat(FromProto(t).dtype));
   for (const Region& branch : op.cond().branches()) {
-    RegionGuard guard(b, /*spmd=*/false);
+    RegionScope guard(b, /*spmd=*/false);
     std::vector<int64_t> params, tangent_params;
     for (size_t i = 1; i <= n; ++i) params.push_back(b.AddParam(b.TypeOf(operands[i])));
     for (size_t i = 0; i < n; ++i) {
@@ -674,7 +657,7 @@ absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   std::vector<std::vector<int64_t>> slot_of(num_branches);  // residual k -> slot
   std::vector<Region> regions;
   for (int bi = 0; bi < num_branches; ++bi) {
-    RegionGuard guard(b, /*spmd=*/false);
+    RegionScope guard(b, /*spmd=*/false);
     const int64_t first_inside = b.next_id();
     Branch& br = branches[bi];
     for (const ShapedType& t : operand_types) br.params.push_back(b.AddParam(t));
@@ -754,7 +737,7 @@ absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
     }
     for (size_t bi = 0; bi < branches.size(); ++bi) {
       const auto& br = branches[bi];
-      RegionGuard guard(b, /*spmd=*/false);
+      RegionScope guard(b, /*spmd=*/false);
       std::vector<int64_t> slot_params;
       for (const ShapedType& st : slot_types) slot_params.push_back(b.AddParam(st));
       std::vector<int64_t> body_cts(result_types.size(), kZero);

@@ -30,6 +30,56 @@ absl::StatusOr<int64_t> MoveBatchDim(AdEmitter& e, int64_t x, int64_t batch_dim,
 
 namespace {
 
+// A loop carry of `type` (batched along `dim`, or kNotBatched) as the batched loop carries it:
+// along dimension 0 when `batched`, else as it is.
+ShapedType CarryType(ShapedType type, int64_t dim, bool batched, int64_t size) {
+  if (dim != kNotBatched) type.dims.erase(type.dims.begin() + dim);
+  if (batched) type.dims.insert(type.dims.begin(), size);
+  return type;
+}
+
+// Adds the params of a batched loop region: the carries `operands` of the batch dims `dims`, the
+// `batched` ones along dimension 0; returns their batch dims in the region.
+std::vector<int64_t> AddCarryParams(FunctionBuilder& b, const std::vector<int64_t>& operands,
+                                    const std::vector<int64_t>& dims,
+                                    const std::vector<bool>& batched, int64_t size,
+                                    std::vector<int64_t>* params) {
+  std::vector<int64_t> param_dims;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    params->push_back(b.AddParam(CarryType(b.TypeOf(operands[i]), dims[i], batched[i], size)));
+    param_dims.push_back(batched[i] ? 0 : kNotBatched);
+  }
+  return param_dims;
+}
+
+// The loop's initial carries: the `batched` ones moved (or broadcast) to dimension 0.
+absl::StatusOr<std::vector<int64_t>> BatchedCarries(AdEmitter& e,
+                                                    const std::vector<int64_t>& values,
+                                                    const std::vector<int64_t>& dims,
+                                                    const std::vector<bool>& batched,
+                                                    int64_t size) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!batched[i]) {
+      out.push_back(values[i]);
+      continue;
+    }
+    ASSIGN_OR_RETURN(int64_t x, MoveBatchDim(e, values[i], dims[i], 0, size));
+    out.push_back(x);
+  }
+  return out;
+}
+
+// The batched loop op `loop` run on `init`: its results, the `batched` ones along dimension 0.
+absl::StatusOr<BatchedValues> RunLoop(FunctionBuilder& b, Op loop,
+                                      const std::vector<int64_t>& init,
+                                      const std::vector<bool>& batched) {
+  BatchedValues out;
+  ASSIGN_OR_RETURN(out.values, b.AddOp(std::move(loop), init));
+  for (bool x : batched) out.batch_dims.push_back(x ? 0 : kNotBatched);
+  return out;
+}
+
 // Batched fori_loop: the carries that are batched, or become so in the body (found by batching
 // the body until no new one appears), are carried batched along dimension 0.
 absl::StatusOr<BatchedValues> BatchForiLoop(FunctionBuilder& b, const Op& op,
@@ -41,67 +91,33 @@ absl::StatusOr<BatchedValues> BatchForiLoop(FunctionBuilder& b, const Op& op,
   std::vector<bool> batched(n);
   for (size_t i = 0; i < n; ++i) batched[i] = dims[i] != kNotBatched;
   AdEmitter e(b);
-  auto param_types = [&]() {
-    std::vector<ShapedType> types{{DType::kS32, {}}};
-    for (size_t i = 0; i < n; ++i) {
-      ShapedType t = b.TypeOf(operands[i]);
-      if (dims[i] != kNotBatched) t.dims.erase(t.dims.begin() + dims[i]);
-      if (batched[i]) t.dims.insert(t.dims.begin(), size);
-      types.push_back(t);
-    }
-    return types;
-  };
-  // The body on the current batched set; returns the carries' results and batch dims.
+  // The body on the current batched set, in the open region: the index, then the carries.
   auto run_body = [&](std::vector<int64_t>* params) -> absl::StatusOr<BatchedValues> {
+    params->push_back(b.AddParam({DType::kS32, {}}));
     std::vector<int64_t> body_dims{kNotBatched};
-    for (const ShapedType& t : param_types()) params->push_back(b.AddParam(t));
-    for (size_t i = 0; i < n; ++i) body_dims.push_back(batched[i] ? 0 : kNotBatched);
+    for (int64_t d : AddCarryParams(b, operands, dims, batched, size, params)) {
+      body_dims.push_back(d);
+    }
     return EmitBatched(b, body, *params, body_dims, size, captures);
   };
   for (bool changed = true; changed;) {  // fixpoint, in scratch regions
     changed = false;
-    b.OpenRegion(/*spmd=*/false);
+    RegionScope scratch(b, /*spmd=*/false);
     std::vector<int64_t> params;
-    absl::StatusOr<BatchedValues> out = run_body(&params);
-    b.CloseRegion({});
-    RETURN_IF_ERROR(out.status());
+    ASSIGN_OR_RETURN(BatchedValues out, run_body(&params));
     for (size_t i = 0; i < n; ++i) {
-      if (!batched[i] && out->batch_dims[i] != kNotBatched) batched[i] = changed = true;
+      if (!batched[i] && out.batch_dims[i] != kNotBatched) batched[i] = changed = true;
     }
   }
-  std::vector<int64_t> init;
-  for (size_t i = 0; i < n; ++i) {
-    if (!batched[i]) {
-      init.push_back(operands[i]);
-      continue;
-    }
-    ASSIGN_OR_RETURN(int64_t x, MoveBatchDim(e, operands[i], dims[i], 0, size));
-    init.push_back(x);
-  }
-  b.OpenRegion(/*spmd=*/false);
-  std::vector<int64_t> params;
-  absl::StatusOr<BatchedValues> out = run_body(&params);
-  if (!out.ok()) {
-    b.CloseRegion({});
-    return out.status();
-  }
-  std::vector<int64_t> results;
-  for (size_t i = 0; i < n; ++i) {
-    absl::StatusOr<int64_t> r =
-        batched[i] ? MoveBatchDim(e, out->values[i], out->batch_dims[i], 0, size)
-                   : absl::StatusOr<int64_t>(out->values[i]);
-    if (!r.ok()) {
-      b.CloseRegion({});
-      return r.status();
-    }
-    results.push_back(*r);
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> init, BatchedCarries(e, operands, dims, batched, size));
   Op loop = OpAttrs(op);
-  *loop.mutable_fori_loop()->mutable_body() = b.CloseRegion(results);
-  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(loop), init));
-  BatchedValues batched_out{outs, {}};
-  for (size_t i = 0; i < n; ++i) batched_out.batch_dims.push_back(batched[i] ? 0 : kNotBatched);
-  return batched_out;
+  RegionScope region(b, /*spmd=*/false);
+  std::vector<int64_t> params;
+  ASSIGN_OR_RETURN(BatchedValues out, run_body(&params));
+  ASSIGN_OR_RETURN(std::vector<int64_t> results,
+                   BatchedCarries(e, out.values, out.batch_dims, batched, size));
+  *loop.mutable_fori_loop()->mutable_body() = region.Close(results);
+  return RunLoop(b, std::move(loop), init, batched);
 }
 
 // Batched while_loop (jax's _while_loop_batching_rule): the carries that are or become batched
@@ -119,40 +135,20 @@ absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
   for (size_t i = 0; i < n; ++i) batched[i] = dims[i] != kNotBatched;
   bool pred_batched = false;
   AdEmitter e(b);
-  auto add_params = [&](std::vector<int64_t>* params, std::vector<int64_t>* param_dims) {
-    for (size_t i = 0; i < n; ++i) {
-      ShapedType t = b.TypeOf(operands[i]);
-      if (dims[i] != kNotBatched) t.dims.erase(t.dims.begin() + dims[i]);
-      if (batched[i]) t.dims.insert(t.dims.begin(), size);
-      params->push_back(b.AddParam(t));
-      param_dims->push_back(batched[i] ? 0 : kNotBatched);
-    }
-  };
   for (bool changed = true; changed;) {  // fixpoint, in scratch regions
     changed = false;
-    b.OpenRegion(/*spmd=*/false);
-    std::vector<int64_t> params, param_dims;
-    add_params(&params, &param_dims);
-    absl::StatusOr<BatchedValues> pred = EmitBatched(b, cond, params, param_dims, size, captures);
-    absl::StatusOr<BatchedValues> out = EmitBatched(b, body, params, param_dims, size, captures);
-    b.CloseRegion({});
-    RETURN_IF_ERROR(pred.status());
-    RETURN_IF_ERROR(out.status());
-    if (pred->batch_dims[0] != kNotBatched && !pred_batched) pred_batched = changed = true;
+    RegionScope scratch(b, /*spmd=*/false);
+    std::vector<int64_t> params;
+    const std::vector<int64_t> param_dims = AddCarryParams(b, operands, dims, batched, size, &params);
+    ASSIGN_OR_RETURN(BatchedValues pred, EmitBatched(b, cond, params, param_dims, size, captures));
+    ASSIGN_OR_RETURN(BatchedValues out, EmitBatched(b, body, params, param_dims, size, captures));
+    if (pred.batch_dims[0] != kNotBatched && !pred_batched) pred_batched = changed = true;
     for (size_t i = 0; i < n; ++i) {
-      const bool now = batched[i] || out->batch_dims[i] != kNotBatched || pred_batched;
+      const bool now = batched[i] || out.batch_dims[i] != kNotBatched || pred_batched;
       if (now != batched[i]) batched[i] = changed = true;
     }
   }
-  std::vector<int64_t> init;
-  for (size_t i = 0; i < n; ++i) {
-    if (!batched[i]) {
-      init.push_back(operands[i]);
-      continue;
-    }
-    ASSIGN_OR_RETURN(int64_t x, MoveBatchDim(e, operands[i], dims[i], 0, size));
-    init.push_back(x);
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> init, BatchedCarries(e, operands, dims, batched, size));
   // The condition per element, [size] (or a scalar when unbatched), of carries `params`.
   auto predicate = [&](const std::vector<int64_t>& params,
                        const std::vector<int64_t>& param_dims) -> absl::StatusOr<int64_t> {
@@ -162,56 +158,33 @@ absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
   };
   Op loop = OpAttrs(op);
   {
-    b.OpenRegion(/*spmd=*/false);
-    std::vector<int64_t> params, param_dims;
-    add_params(&params, &param_dims);
-    absl::StatusOr<int64_t> p = predicate(params, param_dims);
-    if (p.ok() && pred_batched) {  // while any element's holds
+    RegionScope region(b, /*spmd=*/false);
+    std::vector<int64_t> params;
+    const std::vector<int64_t> param_dims = AddCarryParams(b, operands, dims, batched, size, &params);
+    ASSIGN_OR_RETURN(int64_t p, predicate(params, param_dims));
+    if (pred_batched) {  // while any element's holds
       Op any;
       any.set_opcode("reduce_or");
       any.mutable_reduce()->add_axes(0);
-      p = e.Emit1(std::move(any), {*p});
+      ASSIGN_OR_RETURN(p, e.Emit1(std::move(any), {p}));
     }
-    Region region = b.CloseRegion(p.ok() ? std::vector<int64_t>{*p} : std::vector<int64_t>{});
-    RETURN_IF_ERROR(p.status());
-    *loop.mutable_while_loop()->mutable_cond() = std::move(region);
+    *loop.mutable_while_loop()->mutable_cond() = region.Close({p});
   }
-  {
-    b.OpenRegion(/*spmd=*/false);
-    std::vector<int64_t> params, param_dims;
-    add_params(&params, &param_dims);
-    auto close_on_error = [&](absl::Status s) {
-      b.CloseRegion({});
-      return s;
-    };
-    absl::StatusOr<BatchedValues> out = EmitBatched(b, body, params, param_dims, size, captures);
-    if (!out.ok()) return close_on_error(out.status());
-    absl::StatusOr<int64_t> live = pred_batched ? predicate(params, param_dims) : absl::StatusOr<int64_t>(0);
-    if (!live.ok()) return close_on_error(live.status());
-    std::vector<int64_t> results;
+  RegionScope region(b, /*spmd=*/false);
+  std::vector<int64_t> params;
+  const std::vector<int64_t> param_dims = AddCarryParams(b, operands, dims, batched, size, &params);
+  ASSIGN_OR_RETURN(BatchedValues out, EmitBatched(b, body, params, param_dims, size, captures));
+  ASSIGN_OR_RETURN(std::vector<int64_t> results,
+                   BatchedCarries(e, out.values, out.batch_dims, batched, size));
+  if (pred_batched) {  // finished elements keep their carries
+    ASSIGN_OR_RETURN(int64_t live, predicate(params, param_dims));
     for (size_t i = 0; i < n; ++i) {
-      int64_t r = out->values[i];
-      if (batched[i]) {
-        absl::StatusOr<int64_t> moved = MoveBatchDim(e, r, out->batch_dims[i], 0, size);
-        if (!moved.ok()) return close_on_error(moved.status());
-        r = *moved;
-        if (pred_batched) {  // finished elements keep their carries
-          const ShapedType type = e.TypeOf(r);
-          absl::StatusOr<int64_t> mask = e.BroadcastInDim(*live, type.dims, {0});
-          if (!mask.ok()) return close_on_error(mask.status());
-          absl::StatusOr<int64_t> kept = e.Select(*mask, r, params[i]);
-          if (!kept.ok()) return close_on_error(kept.status());
-          r = *kept;
-        }
-      }
-      results.push_back(r);
+      ASSIGN_OR_RETURN(int64_t mask, e.BroadcastInDim(live, e.TypeOf(results[i]).dims, {0}));
+      ASSIGN_OR_RETURN(results[i], e.Select(mask, results[i], params[i]));
     }
-    *loop.mutable_while_loop()->mutable_body() = b.CloseRegion(results);
   }
-  ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(loop), init));
-  BatchedValues batched_out{outs, {}};
-  for (size_t i = 0; i < n; ++i) batched_out.batch_dims.push_back(batched[i] ? 0 : kNotBatched);
-  return batched_out;
+  *loop.mutable_while_loop()->mutable_body() = region.Close(results);
+  return RunLoop(b, std::move(loop), init, batched);
 }
 
 // Batched cond: on an unbatched index, a cond of the batched branches (every result batched
@@ -239,13 +212,11 @@ absl::StatusOr<BatchedValues> BatchCond(FunctionBuilder& b, const Op& op,
     Op cond = OpAttrs(op);
     cond.mutable_cond()->clear_branches();
     for (const Region& branch : op.cond().branches()) {
-      b.OpenRegion(/*spmd=*/false);
+      RegionScope region(b, /*spmd=*/false);
       std::vector<int64_t> params;
       for (int64_t a : args) params.push_back(b.AddParam(b.TypeOf(a)));
-      absl::StatusOr<std::vector<int64_t>> results = batch_branch(branch, params);
-      Region region = b.CloseRegion(results.ok() ? *results : std::vector<int64_t>{});
-      RETURN_IF_ERROR(results.status());
-      *cond.mutable_cond()->add_branches() = std::move(region);
+      ASSIGN_OR_RETURN(std::vector<int64_t> results, batch_branch(branch, params));
+      *cond.mutable_cond()->add_branches() = region.Close(results);
     }
     ASSIGN_OR_RETURN(std::vector<int64_t> outs, b.AddOp(std::move(cond), operands));
     return BatchedValues{outs, std::vector<int64_t>(outs.size(), 0)};

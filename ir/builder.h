@@ -50,6 +50,26 @@ class FunctionBuilder {
   int64_t next_id_ = 0;
 };
 
+// Opens a region of `b` for its lifetime: Close returns it; otherwise (an error path) the
+// destructor closes and drops it, leaving the builder as it was.
+class RegionScope {
+ public:
+  RegionScope(FunctionBuilder& b, bool spmd) : b_(b) { b_.OpenRegion(spmd); }
+  ~RegionScope() {
+    if (open_) b_.CloseRegion({});
+  }
+  RegionScope(const RegionScope&) = delete;
+  RegionScope& operator=(const RegionScope&) = delete;
+  Region Close(const std::vector<int64_t>& results) {
+    open_ = false;
+    return b_.CloseRegion(results);
+  }
+
+ private:
+  FunctionBuilder& b_;
+  bool open_ = true;
+};
+
 }  // namespace shardjit::ir
 
 #endif  // SHARDJIT_IR_BUILDER_H_
