@@ -14,7 +14,6 @@
 
 namespace shardjit::ir {
 
-using autodiff_internal::IsFloat;
 using autodiff_internal::Named;
 using autodiff_internal::NoRule;
 
@@ -104,7 +103,7 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
     if (reads_tangent && !any_tangent) {
       bool float_result = false;
       for (const TensorType& t : op.result_types()) {
-        float_result = float_result || IsFloat(FromProto(t).dtype);
+        float_result = float_result || IsFloating(FromProto(t).dtype);
       }
       if (float_result) return NoRule("Differentiation", op);
     }
@@ -112,7 +111,7 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
     for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
     if (!any_tangent) continue;
     bool float_result = false;
-    for (int64_t r : results) float_result = float_result || IsFloat(b.TypeOf(r).dtype);
+    for (int64_t r : results) float_result = float_result || IsFloating(b.TypeOf(r).dtype);
     if (!float_result) continue;  // integer and pred results have no tangent
     const Primitive* prim = FindPrimitive(op.opcode());
     if (prim == nullptr || !prim->ad.jvp) return NoRule("Differentiation", op);
@@ -123,7 +122,7 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
                                              op.opcode(), out.size(), results.size()));
     }
     for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i] != kZero && IsFloat(b.TypeOf(results[i]).dtype) &&
+      if (out[i] != kZero && IsFloating(b.TypeOf(results[i]).dtype) &&
           (!linearizing || e.IsTangent(out[i]))) {
         tangent[op.results(i)] = out[i];
       }
@@ -344,7 +343,7 @@ absl::StatusOr<Linearized> Linearized::Linearize(FunctionBuilder& b, const Regio
       lin.input_tangents_.push_back(kZero);
       continue;
     }
-    if (!IsFloat(type.dtype)) {
+    if (!IsFloating(type.dtype)) {
       return absl::InvalidArgumentError(fmt::format(
           "grad requires real-valued inputs (input dtype that is a sub-dtype of np.inexact), but "
           "got {} for input {}", DTypeName(type.dtype), i));
@@ -496,7 +495,7 @@ absl::StatusOr<Function> JvpFunction(const Function& f, const Mesh* mesh, bool p
   std::vector<int64_t> tangents;
   for (int64_t p : primals) {
     const int64_t t = b.AddParam(b.TypeOf(p));
-    tangents.push_back(IsFloat(b.TypeOf(p).dtype) ? t : kZero);
+    tangents.push_back(IsFloating(b.TypeOf(p).dtype) ? t : kZero);
   }
   ASSIGN_OR_RETURN(JvpResult jvp, EmitJvp(b, f.body(), primals, tangents));
   std::vector<int64_t> results = jvp.results;
@@ -564,7 +563,7 @@ absl::StatusOr<Function> VjpFunction(const Function& f, const Mesh* mesh, bool p
   FunctionBuilder b(mesh, per_device);
   const std::vector<int64_t> primals = AddParams(b, f.body());
   std::vector<bool> wrt;
-  for (int64_t p : primals) wrt.push_back(IsFloat(b.TypeOf(p).dtype));
+  for (int64_t p : primals) wrt.push_back(IsFloating(b.TypeOf(p).dtype));
   ASSIGN_OR_RETURN(Linearized lin, Linearized::Linearize(b, f.body(), primals, wrt));
   std::vector<int64_t> cotangents;
   for (int64_t r : lin.results()) cotangents.push_back(b.AddParam(b.TypeOf(r)));

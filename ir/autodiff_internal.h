@@ -38,7 +38,6 @@ struct LinearTape {
 
 namespace autodiff_internal {
 
-bool IsFloat(DType d);
 Op Named(std::string_view opcode);
 // JAX's "Differentiation rule for 'X' not implemented" (`kind`: "Differentiation", "Transpose").
 absl::Status NoRule(std::string_view kind, const Op& op);

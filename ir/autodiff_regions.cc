@@ -18,8 +18,6 @@
 
 namespace shardjit::ir::autodiff_internal {
 
-bool IsFloat(DType d) { return IsFloating(d); }
-
 Op Named(std::string_view opcode) {
   Op op;
   op.set_opcode(std::string(opcode));
@@ -87,7 +85,7 @@ absl::Status AppendFloatTangents(AdEmitter& e, const std::vector<int64_t>& value
                                  std::vector<bool>* is_float) {
   for (size_t i = 0; i < values.size(); ++i) {
     const ShapedType type = e.TypeOf(values[i]);
-    is_float->push_back(IsFloat(type.dtype));
+    is_float->push_back(IsFloating(type.dtype));
     if (!is_float->back()) continue;
     ASSIGN_OR_RETURN(int64_t t, e.Instantiate(tangents[i], type));
     out->push_back(t);
@@ -144,7 +142,7 @@ absl::Status ShardMapJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   AdEmitter e(b);
   for (size_t i = 0; i < inner.results.size(); ++i) {
     const ShapedType type = b.TypeOf(inner.results[i]);
-    has_tangent.push_back(IsFloat(type.dtype));
+    has_tangent.push_back(IsFloating(type.dtype));
     if (!has_tangent.back()) continue;
     ASSIGN_OR_RETURN(int64_t t, e.Instantiate(inner.tangents[i], type));
     ids.push_back(t);
@@ -228,7 +226,7 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   std::vector<ShapedType> linear_result_types;
   std::vector<size_t> float_results;
   for (size_t i = 0; i < n; ++i) {
-    if (!IsFloat(result_types[i].dtype)) continue;
+    if (!IsFloating(result_types[i].dtype)) continue;
     float_results.push_back(i);
     linear_result_types.push_back(b.TypeOf((*results)[i]));
   }
@@ -423,7 +421,7 @@ absl::Status ForiLoopLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   std::vector<bool> is_float;
   for (int64_t v : operands) {
     carry_types.push_back(b.TypeOf(v));
-    is_float.push_back(IsFloat(carry_types.back().dtype));
+    is_float.push_back(IsFloating(carry_types.back().dtype));
   }
   for (const CapturedValue& c : carried) cap_types.push_back(b.TypeOf(c.value));
 
@@ -596,7 +594,7 @@ absl::Status CondJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t
   Op jvp = OpAttrs(op);
   jvp.mutable_cond()->clear_branches();
   std::vector<bool> result_float;
-  for (const TensorType& t : op.result_types()) result_float.push_back(IsFloat(FromProto(t).dtype));
+  for (const TensorType& t : op.result_types()) result_float.push_back(IsFloating(FromProto(t).dtype));
   for (const Region& branch : op.cond().branches()) {
     RegionScope guard(b, /*spmd=*/false);
     std::vector<int64_t> params, tangent_params;
@@ -715,7 +713,7 @@ absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   std::vector<ShapedType> linear_result_types;
   std::vector<size_t> float_results;
   for (size_t i = 0; i < m; ++i) {
-    if (!IsFloat(result_types[i].dtype)) continue;
+    if (!IsFloating(result_types[i].dtype)) continue;
     float_results.push_back(i);
     linear_result_types.push_back(result_types[i]);
   }

@@ -201,8 +201,7 @@ absl::StatusOr<int64_t> BatchedStarts(AdEmitter& e, const BatchArgs& a, size_t f
 // dynamic_slice with batched start indices: a gather of one window per batch element (CLIP
 // clamps the windows as dynamic_slice clamps its starts).
 BatchedOr DynamicSliceAsGather(AdEmitter& e, const BatchArgs& a) {
-  const ShapedType x = e.TypeOf(a.operands[0]);
-  const int64_t rank = x.rank() - (a.batch_dims[0] == kNotBatched ? 0 : 1);
+  const int64_t rank = static_cast<int64_t>(a.operands.size()) - 1;  // one start per dim
   ASSIGN_OR_RETURN(int64_t indices, BatchedStarts(e, a, 1));
   Op gather;
   gather.set_opcode("gather");
