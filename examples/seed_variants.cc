@@ -1,5 +1,9 @@
 #include "examples/seed_variants.h"
 
+#include <algorithm>
+
+#include "examples/kernels/blocked_matmul.h"
+
 namespace shardjit::examples {
 namespace {
 
@@ -148,6 +152,22 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                },
                mesh, InSpecs(), {P("x", "y")}),
            options("interleaved_matmul"))});
+  variants.push_back(
+      {"g", "all_gather w, dynamic_slice by axis_index(y), the blocked Pallas matmul (128^3 "
+            "blocks, f32 out), psum over y",
+       jit(shard_map(
+               [k_per_y](Tracer x, Tracer w) {
+                 Tracer w_full = lax::all_gather(w, "x", 0, true);
+                 const int64_t m = x.shape()[0], n = w.shape()[1];
+                 Tracer w_slice = lax::dynamic_slice(w_full, {lax::axis_index("y") * k_per_y, 0},
+                                                     {k_per_y, n});
+                 const MatmulBlocks blocks{std::min<int64_t>(128, m),
+                                           std::min<int64_t>(128, k_per_y),
+                                           std::min<int64_t>(128, n)};
+                 return lax::psum(BlockedMatmul(m, k_per_y, n, blocks)(x, w_slice)[0], "y");
+               },
+               mesh, InSpecs(), {P("x", None)}),
+           options("pallas_matmul"))});
   return variants;
 }
 

@@ -24,7 +24,9 @@ struct SeedVariant {
 // (e) a ring all-gather of w from ppermute in a fori_loop, then the local matmul and psum;
 // (f) the notebook's to-do by hand: w's block fetched with ppermute_start, and the sum over y as
 //     a reduce-scatter ring interleaved with the matmul (futures carried through fori_loop),
-//     the result's columns split over y (P('x','y')).
+//     the result's columns split over y (P('x','y'));
+// (g) the notebook's Pallas variant: (c) with the local product a user-written blocked matmul
+//     kernel (examples/kernels/blocked_matmul.h), f32 out.
 // `k` is the contracting size (the block of w a device multiplies depends on it).
 // `disabled_passes` are skipped when lowering (e.g. {"collective-fusion"} for the programs as
 // written).

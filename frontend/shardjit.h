@@ -21,6 +21,7 @@
 #include "frontend/jit.h"
 #include "frontend/mpmd.h"
 #include "frontend/ops.h"
+#include "frontend/pallas.h"
 #include "frontend/random.h"
 #include "frontend/sharding.h"
 #include "frontend/sorting.h"

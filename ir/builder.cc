@@ -12,6 +12,7 @@ namespace shardjit::ir {
 FunctionBuilder::FunctionBuilder(const Mesh* mesh, bool per_device) : mesh_(mesh) {
   open_.emplace_back();
   spmd_.push_back(per_device);
+  kernel_.push_back(-1);
 }
 
 int64_t FunctionBuilder::AddParam(const ShapedType& type) {
@@ -37,7 +38,8 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
                      auto it = types_.find(id);
                      if (it == types_.end()) return absl::InvalidArgumentError("unknown value");
                      return it->second;
-                   }};
+                   },
+                   kernel_.back()};
   ASSIGN_OR_RETURN(std::vector<ShapedType> results, InferResultTypes(ctx, operand_types, op));
   for (const ShapedType& t : results) {
     if (absl::Status s = CheckTypeLimits(t); !s.ok()) {
@@ -60,15 +62,17 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
   return ids;
 }
 
-void FunctionBuilder::OpenRegion(bool spmd) {
+void FunctionBuilder::OpenRegion(bool spmd, int kernel_grid_rank) {
   open_.emplace_back();
   spmd_.push_back(spmd || spmd_.back());
+  kernel_.push_back(kernel_grid_rank >= 0 ? kernel_grid_rank : kernel_.back());
 }
 
 Region FunctionBuilder::CloseRegion(const std::vector<int64_t>& results) {
   Region r = std::move(open_.back());
   open_.pop_back();
   spmd_.pop_back();
+  kernel_.pop_back();
   for (int64_t id : results) r.add_results(id);
   return r;
 }

@@ -27,8 +27,10 @@ class FunctionBuilder {
   // to the innermost open region. Returns its result ids, or the shape rule's error.
   absl::StatusOr<std::vector<int64_t>> AddOp(Op op, const std::vector<int64_t>& operands);
 
-  // Opens a nested region; `spmd` marks a mapped (shard_map) body.
-  void OpenRegion(bool spmd);
+  // Opens a nested region; `spmd` marks a mapped (shard_map) body, `kernel_grid_rank` >= 0 a
+  // pallas_call kernel or index map over a grid of that rank (regions nested in one inherit
+  // both).
+  void OpenRegion(bool spmd, int kernel_grid_rank = -1);
   // Closes the innermost region with the given results and returns it.
   Region CloseRegion(const std::vector<int64_t>& results);
 
@@ -36,6 +38,8 @@ class FunctionBuilder {
   // The id the next value will get: values added from now on have ids at least this.
   int64_t next_id() const { return next_id_; }
   bool in_spmd() const { return spmd_.back(); }
+  // The grid rank of the kernel being built, or -1 outside kernels.
+  int kernel_grid_rank() const { return kernel_.back(); }
   int depth() const { return static_cast<int>(open_.size()); }
   const Mesh* mesh() const { return mesh_; }
 
@@ -46,6 +50,7 @@ class FunctionBuilder {
   const Mesh* mesh_;
   std::vector<Region> open_;
   std::vector<bool> spmd_;
+  std::vector<int> kernel_;
   std::unordered_map<int64_t, ShapedType> types_;
   int64_t next_id_ = 0;
 };
@@ -54,7 +59,9 @@ class FunctionBuilder {
 // destructor closes and drops it, leaving the builder as it was.
 class RegionScope {
  public:
-  RegionScope(FunctionBuilder& b, bool spmd) : b_(b) { b_.OpenRegion(spmd); }
+  RegionScope(FunctionBuilder& b, bool spmd, int kernel_grid_rank = -1) : b_(b) {
+    b_.OpenRegion(spmd, kernel_grid_rank);
+  }
   ~RegionScope() {
     if (open_) b_.CloseRegion({});
   }

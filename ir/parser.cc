@@ -233,13 +233,20 @@ class Parser {
 
   absl::StatusOr<TensorType> Type() {
     if (lex_.Peek().kind != Tok::kIdent) return Error("expected a type like f32[2,3]");
-    if (lex_.Peek().text == "future") {
-      lex_.Next();
+    if (lex_.Peek().text == "future" || lex_.Peek().text == "ref") {
+      const bool future = lex_.Next().text == "future";
       RETURN_IF_ERROR(Expect("["));
       ASSIGN_OR_RETURN(TensorType inner, Type());
-      if (inner.future()) return Error("a future cannot hold a future");
+      if (inner.future() || inner.ref()) {
+        return Error("a {} holds an array type, not another future or ref",
+                     future ? "future" : "ref");
+      }
       RETURN_IF_ERROR(Expect("]"));
-      inner.set_future(true);
+      if (future) {
+        inner.set_future(true);
+      } else {
+        inner.set_ref(true);
+      }
       return inner;
     }
     std::string dtype = lex_.Next().text;
@@ -469,6 +476,23 @@ class Parser {
     const auto* d = m->GetDescriptor();
     if (d == ir::Region::descriptor()) return Region(static_cast<ir::Region*>(m));
     if (d == PartitionSpec::descriptor()) return Spec(static_cast<PartitionSpec*>(m));
+    if (d == TensorType::descriptor()) {
+      ASSIGN_OR_RETURN(*static_cast<TensorType*>(m), Type());
+      return absl::OkStatus();
+    }
+    if (d == BlockSpec::descriptor()) {
+      auto* spec = static_cast<BlockSpec*>(m);
+      if (lex_.IsIdent("ANY")) {
+        lex_.Next();
+        spec->set_whole(true);
+        return absl::OkStatus();
+      }
+      int i = 0;
+      return Tuple([&]() -> absl::Status {
+        if (i >= 2) return Error("a BlockSpec is (block_shape,{{index_map}}) or ANY");
+        return FieldValue(m, d->FindFieldByName(i++ == 0 ? "block_shape" : "index_map"));
+      });
+    }
     if (d->field_count() == 1 && d->field(0)->is_repeated()) return FieldValue(m, d->field(0));
     int i = 0;
     return Tuple([&]() -> absl::Status {

@@ -112,6 +112,12 @@ class Op;
   X(kWhileLoop, "while_loop")                              \
   X(kCond, "cond")                                         \
   X(kShardMap, "shard_map")                                \
+  /* user kernels (ir/prims/pallas.cc) */                  \
+  X(kPallasCall, "pallas_call")                            \
+  X(kRefLoad, "ref_load")                                  \
+  X(kRefStore, "ref_store")                                \
+  X(kProgramId, "program_id")                              \
+  X(kNumPrograms, "num_programs")                          \
   /* collectives (ir/prims/collectives.cc) */              \
   X(kPsum, "psum")                                         \
   X(kPmean, "pmean")                                       \

@@ -115,6 +115,21 @@ absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx
       }
     }
   }
+  // Refs are read and written only by the kernel ops made for them (ir/prims/pallas.cc).
+  if (prim->prim != Prim::kRefLoad && prim->prim != Prim::kRefStore) {
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (operands[i].ref) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: operand {} is a ref ({}); read it with ref_load first", op.opcode(), i,
+            operands[i].ToString()));
+      }
+    }
+  }
+  if (prim->kind == PrimitiveKind::kKernel && ctx.kernel_grid_rank < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: only allowed inside a pallas_call kernel (operands {})", op.opcode(),
+        TypesToString(operands)));
+  }
   if (prim->kind == PrimitiveKind::kCollective && !ctx.in_spmd) {
     return absl::InvalidArgumentError(fmt::format(
         "{}: collectives need a mapped axis: use inside shard_map or a per-device module "

@@ -22,7 +22,8 @@ enum class PrimitiveKind {
   kElementwise,   // same-shape maps: add, exp, compare, select, convert_element_type, ...
   kStructural,    // local compute and data movement: dot_general, reshape, slice, iota, ...
   kCollective,    // communicates across devices of a mesh axis
-  kControlFlow,   // holds a region: fori_loop, shard_map
+  kControlFlow,   // holds a region: fori_loop, shard_map, pallas_call
+  kKernel,        // only inside a pallas_call kernel: ref_load, ref_store, program_id, ...
 };
 
 // What a shape rule may know besides the operand types.
@@ -34,6 +35,9 @@ struct ShapeContext {
   // Types of values visible at the op (needed for region results); may be null where no op
   // has a region.
   std::function<absl::StatusOr<ShapedType>(int64_t id)> value_type;
+  // Inside a pallas_call kernel or index map: the grid's rank (kernel ops are allowed); -1
+  // elsewhere.
+  int kernel_grid_rank = -1;
 };
 
 using ShapeRule = std::function<absl::StatusOr<std::vector<ShapedType>>(

@@ -149,6 +149,17 @@ class Printer {
     if (m.GetDescriptor() == ir::Region::descriptor()) {
       return Region(static_cast<const ir::Region&>(m), indent + 2);
     }
+    if (m.GetDescriptor() == TensorType::descriptor()) {
+      return TypeText(static_cast<const TensorType&>(m));
+    }
+    if (m.GetDescriptor() == BlockSpec::descriptor()) {
+      // ANY (the whole array), or (block_shape,{index_map}).
+      const auto& spec = static_cast<const BlockSpec&>(m);
+      if (spec.whole()) return "ANY";
+      const auto* d = m.GetDescriptor();
+      return "(" + FieldValue(m, d->FindFieldByName("block_shape"), indent) + "," +
+             FieldValue(m, d->FindFieldByName("index_map"), indent) + ")";
+    }
     if (m.GetDescriptor() == PartitionSpec::descriptor()) {
       const auto& spec = static_cast<const PartitionSpec&>(m);
       std::vector<std::string> dims;

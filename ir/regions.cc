@@ -1,5 +1,8 @@
 #include "ir/regions.h"
 
+#include "fmt/format.h"
+#include "ir/prim.h"
+
 namespace shardjit::ir {
 
 std::vector<const Region*> Regions(const Op& op) {
@@ -17,6 +20,16 @@ std::vector<const Region*> Regions(const Op& op) {
       return {&op.shard_map().body()};
     case Op::kFusion:
       return {&op.fusion().body()};
+    case Op::kPallasCall: {
+      std::vector<const Region*> out;
+      for (const auto* specs : {&op.pallas_call().in_specs(), &op.pallas_call().out_specs()}) {
+        for (const BlockSpec& s : *specs) {
+          if (!s.whole()) out.push_back(&s.index_map());
+        }
+      }
+      out.push_back(&op.pallas_call().kernel());
+      return out;
+    }
     default:
       return {};
   }
@@ -37,6 +50,17 @@ std::vector<Region*> MutableRegions(Op& op) {
       return {op.mutable_shard_map()->mutable_body()};
     case Op::kFusion:
       return {op.mutable_fusion()->mutable_body()};
+    case Op::kPallasCall: {
+      std::vector<Region*> out;
+      PallasCallAttrs& a = *op.mutable_pallas_call();
+      for (auto* specs : {a.mutable_in_specs(), a.mutable_out_specs()}) {
+        for (BlockSpec& s : *specs) {
+          if (!s.whole()) out.push_back(s.mutable_index_map());
+        }
+      }
+      out.push_back(a.mutable_kernel());
+      return out;
+    }
     default:
       return {};
   }
@@ -44,10 +68,35 @@ std::vector<Region*> MutableRegions(Op& op) {
 
 std::string RegionName(const Op& op, int index) {
   if (op.has_cond()) return "branch " + std::to_string(index);
+  if (op.has_pallas_call()) {
+    int i = 0;
+    for (const auto* specs : {&op.pallas_call().in_specs(), &op.pallas_call().out_specs()}) {
+      const char* which = specs == &op.pallas_call().in_specs() ? "in_specs" : "out_specs";
+      for (int k = 0; k < specs->size(); ++k) {
+        if ((*specs)[k].whole()) continue;
+        if (i++ == index) return fmt::format("{}[{}] index_map", which, k);
+      }
+    }
+    return "kernel";
+  }
   if (op.has_while_loop() && index == 0) return "cond";
   return "body";
 }
 
-bool HasClosedRegions(const Op& op) { return op.has_shard_map() || op.has_fusion(); }
+bool HasClosedRegions(const Op& op) {
+  return op.has_shard_map() || op.has_fusion() || op.has_pallas_call();
+}
+
+bool HasEffects(const Op& op) {
+  if (PrimOf(op) == Prim::kRefStore) return true;
+  // A pallas_call's effects stay inside it: its results are its only outputs.
+  if (op.has_pallas_call()) return false;
+  for (const Region* r : Regions(op)) {
+    for (const Op& inner : r->ops()) {
+      if (HasEffects(inner)) return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace shardjit::ir

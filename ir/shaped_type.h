@@ -19,18 +19,23 @@ struct ShapedType {
   // The type of an in-flight asynchronous collective that produces an array of this dtype and
   // shape (ir.proto TensorType.future).
   bool future = false;
+  // The type of a mutable buffer of this array inside a pallas_call kernel (TensorType.ref).
+  bool ref = false;
 
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
   int64_t num_elements() const;
   int64_t byte_size() const { return num_elements() * DTypeSize(dtype); }
-  // "bf16[1024,1024]", "f32[]", "future[f32[2,3]]".
+  // "bf16[1024,1024]", "f32[]", "future[f32[2,3]]", "ref[f32[8,128]]".
   std::string ToString() const;
   // The array type a future resolves to (itself for an array type), and the future of it.
   ShapedType Awaited() const { return {dtype, dims, false}; }
   ShapedType AsFuture() const { return {dtype, dims, true}; }
+  // The array type a ref holds (itself for an array type), and the ref of it.
+  ShapedType Array() const { return {dtype, dims}; }
+  ShapedType AsRef() const { return {dtype, dims, false, true}; }
 
   bool operator==(const ShapedType& o) const {
-    return dtype == o.dtype && dims == o.dims && future == o.future;
+    return dtype == o.dtype && dims == o.dims && future == o.future && ref == o.ref;
   }
   bool operator!=(const ShapedType& o) const { return !(*this == o); }
 };

@@ -166,6 +166,28 @@ std::vector<Case> Cases() {
                    "          c:f32[2,2] = psum[axes=(y)] b @scope(\"reduce/y\")\n"
                    "        in (c) }] a\n",
                    "d", "global"});
+  cases.push_back({"pallas_call", "a:s32[2] b:f32[5,4]",
+                   "    p:f32[5,4] = pallas_call[name=k grid=(2,3) num_scalar_prefetch=1 "
+                   "in_specs=(((4,0),{ lambda ; c:s32[] d:s32[] e:ref[s32[2]]. let\n"
+                   "          f:s32[] = ref_load[sizes=(1) squeezed=(0)] e c\n"
+                   "        in (f, d) })) out_specs=(ANY) out_shapes=(f32[5,4]) "
+                   "dimension_semantics=(PARALLEL,ARBITRARY) input_output_aliases=(-1) "
+                   "kernel={ lambda ; g:ref[s32[2]] h:ref[f32[4]] i:ref[f32[5,4]] j:ref[f32[4]]. let\n"
+                   "          k:s32[] = program_id[axis=0]\n"
+                   "          l:s32[] = num_programs[axis=1]\n"
+                   "          m:f32[4] = ref_load[sizes=(4)] h k\n"
+                   "          n:f32[] = ref_load[sizes=(1) squeezed=(0)] j l\n"
+                   "          _ = ref_store[sizes=(4)] j m k\n"
+                   "          o:f32[1,4] = ref_load[sizes=(1,4)] i k l\n"
+                   "          _ = ref_store[sizes=(1,4)] i o l k\n"
+                   "        in () }] a b\n",
+                   "p"});
+  // The kernel ops appear only inside the pallas_call above.
+  for (const char* op : {"ref_load", "ref_store", "program_id", "num_programs"}) {
+    Case c = cases.back();
+    c.primitive = op;
+    cases.push_back(c);
+  }
   cases.push_back({"fusion", "a:f32[2,3] b:f32[]",
                    "    h:bf16[2,3] = fusion[body={ lambda ; c:f32[2,3] d:f32[]. let\n"
                    "          e:f32[2,3] = broadcast_in_dim[shape=(2,3)] d\n"

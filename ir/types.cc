@@ -66,11 +66,13 @@ absl::Status CheckTypeLimits(const ShapedType& t) {
 
 std::string ShapedType::ToString() const {
   std::string array = fmt::format("{}[{}]", DTypeName(dtype), absl::StrJoin(dims, ","));
+  if (ref) return fmt::format("ref[{}]", array);
   return future ? fmt::format("future[{}]", array) : array;
 }
 
 ShapedType FromProto(const TensorType& t) {
-  return ShapedType{FromProto(t.dtype()), {t.dims().begin(), t.dims().end()}, t.future()};
+  return ShapedType{FromProto(t.dtype()), {t.dims().begin(), t.dims().end()}, t.future(),
+                    t.ref()};
 }
 
 TensorType ToProto(const ShapedType& t) {
@@ -78,6 +80,7 @@ TensorType ToProto(const ShapedType& t) {
   p.set_dtype(ToProto(t.dtype));
   for (int64_t d : t.dims) p.add_dims(d);
   p.set_future(t.future);
+  p.set_ref(t.ref);
   return p;
 }
 

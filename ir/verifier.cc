@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -82,6 +83,10 @@ class FunctionVerifier {
     for (int i = 0; i < region.params_size(); ++i) {
       const Param& p = region.params(i);
       RETURN_IF_ERROR(Define(p.id(), FromProto(p.type()), scope, where));
+      if (p.type().ref() && kernel_grid_rank_ < 0) {
+        return Error(where, fmt::format("param {} is a ref, but only pallas_call kernels and index "
+                                        "maps take refs", ValueName(p.id())));
+      }
       if (p.type().future()) {
         if (i >= static_cast<int>(param_kinds.size()) || param_kinds[i] == Prim::kUnknown) {
           return Error(where, fmt::format("param {} is a future, but only fori_loop carries may be",
@@ -100,6 +105,9 @@ class FunctionVerifier {
       const int64_t id = region.results(k);
       if (!visible_.count(id)) {
         status = Error(where, fmt::format("result {} is not defined", ValueName(id)));
+      } else if (visible_[id].ref) {
+        status = Error(where, fmt::format("result {} is a ref; refs never leave their kernel",
+                                          ValueName(id)));
       } else if (futures_.count(id) && param_kinds.empty()) {
         status = Error(where, fmt::format("result {} is a future; only a fori_loop body may "
                                           "return one (await it with its *_done)",
@@ -190,6 +198,22 @@ class FunctionVerifier {
       status = VerifyRegion(op.fusion().body(), in_spmd, where + " body", {});
       ++regions;
       closed_region = true;
+    } else if (op.has_pallas_call()) {
+      // Index maps and the kernel are closed, each sees only its params; inside them the kernel
+      // ops (ref_load, program_id, ...) are allowed.
+      std::swap(outer_of_closed_region, visible_);
+      closed_region = true;
+      const int saved_rank = std::exchange(kernel_grid_rank_, op.pallas_call().grid_size());
+      const std::vector<const Region*> parts = Regions(op);
+      for (size_t r = 0; r < parts.size() && status.ok(); ++r) {
+        visible_.clear();
+        status = VerifyRegion(*parts[r], in_spmd, where + " " + RegionName(op, r), {});
+        for (int64_t id : parts[r]->results()) {
+          if (absl::StatusOr<ShapedType> t = Lookup(id); t.ok()) region_results[id] = *t;
+        }
+        CloseScope();
+      }
+      kernel_grid_rank_ = saved_rank;
     } else if (op.has_while_loop() || op.has_cond()) {
       // A loop's cond and body, or the branches: each sees the values around the op, none sees
       // another's. The types of their results stay known to the shape rule.
@@ -208,7 +232,8 @@ class FunctionVerifier {
                        [this, &region_results](int64_t id) -> absl::StatusOr<ShapedType> {
                          auto it = region_results.find(id);
                          return it != region_results.end() ? it->second : Lookup(id);
-                       }};
+                       },
+                       kernel_grid_rank_};
       inferred = InferResultTypes(ctx, operands, op);
     }
     for (int r = 0; r < regions; ++r) CloseScope();
@@ -258,6 +283,8 @@ class FunctionVerifier {
 
   const Module& module_;
   const Function& function_;
+  // The grid rank of the pallas_call whose regions are being verified; -1 outside them.
+  int kernel_grid_rank_ = -1;
   std::unordered_map<int64_t, ShapedType> visible_;
   std::unordered_map<int64_t, FutureInfo> futures_;
   std::unordered_set<int64_t> ever_defined_;

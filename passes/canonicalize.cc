@@ -73,10 +73,10 @@ class Canonicalizer {
         ranges_[op.results(0)] = *r;
       }
       // Each future is awaited once: two equal starts are two transfers, as are two equal
-      // psends or precvs.
+      // psends or precvs; two equal ref_loads may read different contents.
       const ir::Prim prim = ir::PrimOf(op);
-      if (!ir::Regions(op).empty() || ir::IsAsyncStart(prim) ||
-          ir::IsAsyncDone(prim) || ir::IsPointToPoint(prim)) {
+      if (!ir::Regions(op).empty() || ir::IsAsyncStart(prim) || ir::IsAsyncDone(prim) ||
+          ir::IsPointToPoint(prim) || prim == ir::Prim::kRefLoad || prim == ir::Prim::kRefStore) {
         continue;
       }
       ir::Op key_op = op;

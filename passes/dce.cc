@@ -29,9 +29,10 @@ bool Sweep(ir::Region& region, std::unordered_set<int64_t> used) {
   for (int i = region.ops_size() - 1; i >= 0; --i) {
     ir::Op& op = *region.mutable_ops(i);
     // A *_done completes a transfer its peers take part in: it stays, and keeps its start. A
-    // psend delivers to a peer whether or not its token is used.
+    // psend delivers to a peer whether or not its token is used; a ref_store (or a kernel loop
+    // or branch holding one) writes a ref.
     const ir::Prim prim = ir::PrimOf(op);
-    bool live = ir::IsAsyncDone(prim) || prim == ir::Prim::kPsend;
+    bool live = ir::IsAsyncDone(prim) || prim == ir::Prim::kPsend || ir::HasEffects(op);
     for (int64_t id : op.results()) live = live || used.count(id);
     if (!live) {
       changed = true;

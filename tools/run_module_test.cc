@@ -47,6 +47,27 @@ func main = { lambda ; a:f32[4,3]. let
   in (e) }
 )";
 
+// A kernel written as IR text: out = 2 * x + program_id over blocks of 4 rows of f32[6,4] (the
+// second block overhangs the array: its writes past row 5 are dropped).
+constexpr char kKernelModule[] = R"(module scale [view=global mesh={x:1} devices=(0) entry=main param_shardings=(P()) result_shardings=(P())]
+func main = { lambda ; a:f32[6,4]. let
+    b:f32[6,4] = pallas_call[name=scale grid=(2) in_specs=(((4,4),{ lambda ; c:s32[]. let
+          z:s32[] = constant[dtype=s32 value=(0)]
+        in (c, z) })) out_specs=(((4,4),{ lambda ; d:s32[]. let
+          y:s32[] = constant[dtype=s32 value=(0)]
+        in (d, y) })) out_shapes=(f32[6,4]) kernel={ lambda ; e:ref[f32[4,4]] f:ref[f32[4,4]]. let
+          g:s32[] = constant[dtype=s32 value=(0)]
+          h:f32[4,4] = ref_load[sizes=(4,4)] e g g
+          i:f32[4,4] = add h h
+          j:s32[] = program_id[axis=0]
+          k:f32[] = convert_element_type[new_dtype=f32] j
+          l:f32[4,4] = broadcast_in_dim[shape=(4,4) broadcast_dimensions=()] k
+          m:f32[4,4] = add i l
+          _ = ref_store[sizes=(4,4)] f m g g
+        in () }] a
+  in (b) }
+)";
+
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return std::string(dir ? dir : "/tmp") + "/" + name;
@@ -76,6 +97,19 @@ TEST(RunModuleTest, HandWrittenPerDeviceModule) {
   EXPECT_EQ((*out)[0].type().ToString(), "f32[2,3]");
   // Rows 0-1 plus rows 2-3.
   EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{6, 8, 10, 12, 14, 16}));
+}
+
+TEST(RunModuleTest, HandWrittenKernelModule) {
+  absl::StatusOr<ir::Module> module = ir::ParseModule(kKernelModule);
+  ASSERT_TRUE(module.ok()) << module.status();
+  for (Backend backend : {Backend::kReference, Backend::kX86}) {
+    absl::StatusOr<std::vector<Tensor>> out =
+        RunModule(*module, {F32({6, 4}, Iota(24))}, 0, {}, {}, backend);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<double> want(24);
+    for (int i = 0; i < 24; ++i) want[i] = 2 * i + (i >= 16 ? 1 : 0);
+    EXPECT_EQ((*out)[0].ToDoubles(), want);
+  }
 }
 
 TEST(RunModuleTest, MpmdModuleRunsAFunctionPerPosition) {

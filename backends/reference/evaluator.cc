@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
+#include "backends/reference/pallas.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/fmt_absl.h"
@@ -20,7 +21,10 @@ namespace {
 // Values visible to a region: its own, then those of the regions around it.
 class Env {
  public:
-  explicit Env(const Env* parent) : parent_(parent) {}
+  // `frame`: the grid step of a pallas_call kernel this region belongs to (else inherited).
+  explicit Env(const Env* parent, const KernelFrame* frame = nullptr)
+      : parent_(parent), frame_(frame != nullptr || parent == nullptr ? frame : parent->frame_) {}
+  const KernelFrame* frame() const { return frame_; }
   void Set(int64_t id, ir::Tensor t) { values_[id] = std::move(t); }
   void Erase(int64_t id) { values_.erase(id); }
   // Moves a value of this region (not of the regions around it) out; false if it has none.
@@ -41,6 +45,7 @@ class Env {
 
  private:
   const Env* parent_;
+  const KernelFrame* frame_;
   std::unordered_map<int64_t, ir::Tensor> values_;
 };
 
@@ -193,9 +198,10 @@ class ReferenceExecutable final : public Executable {
   // the ops that consume them may update them in place.
   absl::StatusOr<std::vector<ir::Tensor>> RunRegion(const ir::Region& region,
                                                     std::vector<ir::Tensor> args, const Env* outer,
-                                                    DeviceContext& device) const {
+                                                    DeviceContext& device,
+                                                    const KernelFrame* frame = nullptr) const {
     const RegionPlan& plan = plans_.at(&region);
-    Env env(outer);
+    Env env(outer, frame);
     for (int i = 0; i < region.params_size(); ++i) {
       env.Set(region.params(i).id(), std::move(args[i]));
     }
@@ -236,6 +242,22 @@ class ReferenceExecutable final : public Executable {
       } else if (op.has_shard_map()) {
         category = "control";
         results = device.RunShardMap(op, operands);
+      } else if (op.has_pallas_call()) {
+        // A backend's compiled kernels where they take the call, else interpreted here.
+        category = "control";
+        auto compiled = overrides_.find(op.opcode());
+        if (compiled != overrides_.end()) results = compiled->second(op, operands, device.allocator());
+        if (compiled == overrides_.end() ||
+            (!results.ok() && absl::IsUnimplemented(results.status()))) {
+          results = RunPallasCall(
+              op, operands,
+              [&](const ir::Region& r, std::vector<ir::Tensor> args, const KernelFrame& frame) {
+                return RunRegion(r, std::move(args), nullptr, device, &frame);
+              },
+              device.allocator());
+        }
+      } else if (env.frame() != nullptr) {
+        results = RunKernelOp(op, operands, *env.frame(), device.allocator());
       } else {
         category = "collective";
         results = device.RunCollective(op, operands);

@@ -6,6 +6,7 @@
 #include "backends/x86/elementwise.h"
 #include "backends/x86/grouped_matmul.h"
 #include "backends/x86/host_rates.h"
+#include "backends/x86/pallas_call.h"
 #include "backends/x86/reduce.h"
 #include "backends/x86/transpose.h"
 
@@ -32,6 +33,8 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
   overrides["reduce_sum"] = ReduceSumKernel;
   overrides["reduce_max"] = ReduceMaxKernel;
   overrides["reduce_min"] = ReduceMinKernel;
+  // Kernels it cannot compile (Unimplemented) are interpreted by the evaluator.
+  overrides["pallas_call"] = MakePallasCallKernel(overrides);
   return reference::Compile(function, std::move(overrides), X86Backend());
 }
 

@@ -1,4 +1,4 @@
-// Rules of the ops that hold regions: shard_map, fori_loop, while_loop and cond.
+// Rules of the ops that hold regions: shard_map, fori_loop, while_loop, cond and pallas_call.
 #include "passes/spmd/rules_internal.h"
 
 namespace shardjit::passes::spmd::internal {
@@ -56,9 +56,19 @@ std::vector<Strategy> CondRule(const OpView& view) {
   return {st};
 }
 
+// pallas_call: the kernel sees whole arrays, so every operand and result is replicated (as XLA
+// runs a custom call it cannot partition); kernels run per shard inside shard_map.
+std::vector<Strategy> PallasCallRule(const OpView& view) {
+  Strategy st;
+  for (const ir::ShapedType& t : view.operand_types) st.operands.push_back(Replicated(t.rank()));
+  for (const ir::ShapedType& t : view.result_types) st.results.push_back(Replicated(t.rank()));
+  return {st};
+}
+
 }  // namespace
 
 void AddRegionRules(RuleTable& table) {
+  table[ir::Prim::kPallasCall] = PallasCallRule;
   table[ir::Prim::kShardMap] = ShardMapRule;
   table[ir::Prim::kForiLoop] = LoopRule;
   table[ir::Prim::kWhileLoop] = LoopRule;

@@ -1,0 +1,66 @@
+// pallas_call in the reference backend: the grid walked in order, blocks copied in and out of
+// the operands (padding where they overhang), and the kernel ops (ref_load, ref_store,
+// program_id, num_programs) run one by one. It is the oracle the compiled kernels are checked
+// against, and follows Pallas' interpreter: fresh outputs, scratch and padding read as NaN (the
+// dtype's minimum for integers, false for pred), and output blocks are read back from the
+// output before every step, so consecutive steps on one block accumulate.
+#ifndef SHARDJIT_BACKENDS_REFERENCE_PALLAS_H_
+#define SHARDJIT_BACKENDS_REFERENCE_PALLAS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/tensor.h"
+
+namespace shardjit::backends::reference {
+
+// "kernel matmul at grid index (1,0,2)".
+std::string KernelWhere(const ir::Op& call, const std::vector<int64_t>& index);
+// How errors name kernel param `param` of pallas_call attrs `a`: "in_specs[0] block",
+// "scratch ref 1", ...
+std::string KernelRefName(const ir::PallasCallAttrs& a, int param);
+// The error for a block whose index map (of `spec_name`, "in_specs[0]") puts it outside its array.
+absl::Status BlockOutsideArray(const std::string& where, const std::string& spec_name,
+                               const std::vector<int64_t>& blocks, int64_t start, int dim,
+                               const ir::ShapedType& array);
+// The error for a ref_load / ref_store window that leaves its ref.
+absl::Status WindowOutsideRef(const ir::Op& op, const std::string& where,
+                              const std::vector<int64_t>& starts,
+                              const std::vector<int64_t>& sizes, const std::string& ref_name,
+                              const ir::ShapedType& ref);
+
+// What the kernel ops of one grid step see.
+struct KernelFrame {
+  const ir::Op* call = nullptr;
+  std::vector<int64_t> index;  // the grid index
+  // Kernel param id -> how errors name it ("in_specs[0] block").
+  std::unordered_map<int64_t, std::string> ref_names;
+
+  std::string Where() const { return KernelWhere(*call, index); }
+};
+
+// Runs `region` (an index map or the kernel of `frame.call`) on `args` with `frame`.
+using KernelRegionRunner = std::function<absl::StatusOr<std::vector<ir::Tensor>>(
+    const ir::Region& region, std::vector<ir::Tensor> args, const KernelFrame& frame)>;
+
+// Runs pallas_call `op` on its operands.
+absl::StatusOr<std::vector<ir::Tensor>> RunPallasCall(const ir::Op& op,
+                                                      const std::vector<ir::Tensor>& operands,
+                                                      const KernelRegionRunner& run,
+                                                      ir::Allocator* allocator);
+
+// Runs kernel op `op` (ref_load, ref_store, program_id, num_programs) in `frame`. A window that
+// leaves its ref is an error naming the kernel, the grid index and the ref.
+absl::StatusOr<std::vector<ir::Tensor>> RunKernelOp(const ir::Op& op,
+                                                    const std::vector<ir::Tensor>& operands,
+                                                    const KernelFrame& frame,
+                                                    ir::Allocator* allocator);
+
+}  // namespace shardjit::backends::reference
+
+#endif  // SHARDJIT_BACKENDS_REFERENCE_PALLAS_H_

@@ -1,0 +1,967 @@
+#include "backends/x86/pallas_call.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/status/status.h"
+#include "backends/reference/kernel.h"
+#include "backends/reference/pallas.h"
+#include "backends/reference/strided_copy.h"
+#include "backends/x86/gemm.h"
+#include "base/status_macros.h"
+#include "base/thread_pool.h"
+#include "fmt/format.h"
+#include "ir/pallas.h"
+#include "ir/prim.h"
+#include "ir/primitive.h"
+#include "ir/regions.h"
+#include "ir/types.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+using ir::Prim;
+
+// Element (i0, i1, ...) of a view is at data + sum(i_d * strides[d]) elements.
+struct View {
+  char* data = nullptr;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  ir::DType dtype = ir::DType::kInvalid;
+};
+
+View DenseView(ir::Tensor& t) {
+  return {static_cast<char*>(t.data()), t.dims(), ir::RowMajorStrides(t.dims()), t.dtype()};
+}
+
+void CopyView(const View& dst, const View& src) {
+  reference::CopyStrided(dst.data, dst.strides, src.data, src.strides, dst.dims,
+                         ir::DTypeSize(dst.dtype));
+}
+
+ir::Tensor Padding(const ir::ShapedType& type, ir::Allocator* allocator) {
+  ir::Tensor t = ir::Tensor::Empty(type.Array(), allocator);
+  const ir::Tensor one = ir::Tensor::FromDoubles({type.dtype, {}}, {ir::PaddingValue(type.dtype)});
+  reference::FillElements(t.data(), t.num_elements(), one.data(), ir::DTypeSize(type.dtype));
+  return t;
+}
+
+ir::Tensor CopyOf(const ir::Tensor& t, ir::Allocator* allocator) {
+  ir::Tensor out = ir::Tensor::Empty(t.type(), allocator);
+  if (t.byte_size() > 0) std::memcpy(out.data(), t.data(), t.byte_size());
+  return out;
+}
+
+// Where a value lives while a kernel runs.
+enum class Kind {
+  kScalar,  // an s32 or pred scalar in an integer slot
+  kTile,    // a dense tensor
+  kView,    // a window of a ref, read in place
+};
+
+struct Value {
+  Kind kind = Kind::kTile;
+  int slot = 0;
+  ir::ShapedType type;
+};
+
+// The state of one thread running the grid.
+struct Frame {
+  std::vector<int64_t> scalars;
+  std::vector<ir::Tensor> tiles;
+  std::vector<View> views;
+  std::vector<View> refs;  // per kernel param
+  std::vector<int64_t> index;
+  ir::Allocator* allocator = nullptr;
+  base::Parallelism gemm_parallel;
+  std::vector<ir::Tensor> padded;   // per blocked spec, for blocks that overhang
+  std::vector<ir::Tensor> scratch;  // per scratch ref
+};
+
+using Step = std::function<absl::Status(Frame&)>;
+using Program = std::vector<Step>;
+
+absl::Status RunProgram(const Program& program, Frame& frame) {
+  for (const Step& step : program) RETURN_IF_ERROR(step(frame));
+  return absl::OkStatus();
+}
+
+// Integer arithmetic of s32 scalars as XLA defines it (wrapping; x / 0 = -1, x % 0 = x).
+int64_t Wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+std::optional<std::function<int64_t(int64_t, int64_t)>> ScalarBinary(Prim prim) {
+  switch (prim) {
+    case Prim::kAdd:
+      return [](int64_t a, int64_t b) { return Wrap32(a + b); };
+    case Prim::kSub:
+      return [](int64_t a, int64_t b) { return Wrap32(a - b); };
+    case Prim::kMul:
+      return [](int64_t a, int64_t b) { return Wrap32(a * b); };
+    case Prim::kDiv:
+      return [](int64_t a, int64_t b) { return b == 0 ? int64_t{-1} : Wrap32(a / b); };
+    case Prim::kRem:
+      return [](int64_t a, int64_t b) { return b == 0 ? a : Wrap32(a % b); };
+    case Prim::kMax:
+      return [](int64_t a, int64_t b) { return std::max(a, b); };
+    case Prim::kMin:
+      return [](int64_t a, int64_t b) { return std::min(a, b); };
+    case Prim::kAnd:
+      return [](int64_t a, int64_t b) { return a & b; };
+    case Prim::kOr:
+      return [](int64_t a, int64_t b) { return a | b; };
+    case Prim::kXor:
+      return [](int64_t a, int64_t b) { return a ^ b; };
+    default:
+      return std::nullopt;
+  }
+}
+
+std::function<int64_t(int64_t, int64_t)> Comparison(ir::ComparisonDirection d) {
+  switch (d) {
+    case ir::EQ:
+      return [](int64_t a, int64_t b) -> int64_t { return a == b; };
+    case ir::NE:
+      return [](int64_t a, int64_t b) -> int64_t { return a != b; };
+    case ir::LT:
+      return [](int64_t a, int64_t b) -> int64_t { return a < b; };
+    case ir::LE:
+      return [](int64_t a, int64_t b) -> int64_t { return a <= b; };
+    case ir::GT:
+      return [](int64_t a, int64_t b) -> int64_t { return a > b; };
+    default:
+      return [](int64_t a, int64_t b) -> int64_t { return a >= b; };
+  }
+}
+
+bool IsScalarType(const ir::ShapedType& t) {
+  return t.rank() == 0 && (t.dtype == ir::DType::kS32 || t.dtype == ir::DType::kPred);
+}
+
+// One blocked operand or result: which array, how its index map runs.
+struct SpecPlan {
+  std::string name;  // "in_specs[0]"
+  const ir::BlockSpec* spec = nullptr;
+  bool output = false;
+  int array = 0;        // operand index after the scalar-prefetch ones, or output index
+  int ref = 0;          // kernel param index
+  bool copy = false;    // always copied (an input the kernel stores into)
+  Program index_map;
+  std::vector<int> index_results;  // scalar slots of the block indices
+  int padded = -1;                 // Frame::padded slot
+};
+
+class CompiledCall {
+ public:
+  const ir::Op* op = nullptr;
+  int num_scalars = 0, num_tiles = 0, num_views = 0;
+  std::vector<int> grid_slots;  // per index map param: the scalar slot of each grid index
+  std::vector<SpecPlan> specs;
+  Program kernel;
+  int num_refs = 0;
+  int leading_parallel = 0;
+
+  absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& operands,
+                                              ir::Allocator* allocator) const;
+
+ private:
+  absl::Status RunStep(Frame& frame, std::vector<ir::Tensor>& outputs,
+                       const std::vector<ir::Tensor>& inputs) const;
+};
+
+class Compiler {
+ public:
+  Compiler(const ir::Op& op, const reference::KernelOverrides& kernels)
+      : op_(op), a_(op.pallas_call()), kernels_(kernels) {}
+
+  absl::StatusOr<std::unique_ptr<CompiledCall>> Compile() {
+    auto call = std::make_unique<CompiledCall>();
+    call->op = &op_;
+    const int nsp = static_cast<int>(a_.num_scalar_prefetch());
+    const ir::Region& kernel = a_.kernel();
+    call->num_refs = kernel.params_size();
+    for (int p = 0; p < kernel.params_size(); ++p) ref_of_[kernel.params(p).id()] = p;
+    CollectStores(kernel);
+    for (int d = 0; d < a_.grid_size(); ++d) call->grid_slots.push_back(NewScalar());
+    for (int k = 0; k < a_.in_specs_size() + a_.out_specs_size(); ++k) {
+      const bool output = k >= a_.in_specs_size();
+      const int i = output ? k - a_.in_specs_size() : k;
+      SpecPlan plan;
+      plan.spec = output ? &a_.out_specs(i) : &a_.in_specs(i);
+      plan.name = fmt::format("{}[{}]", output ? "out_specs" : "in_specs", i);
+      plan.output = output;
+      plan.array = i;
+      plan.ref = nsp + k;
+      plan.copy = !output && stored_refs_.count(plan.ref);
+      if (!plan.spec->whole()) {
+        const ir::Region& map = plan.spec->index_map();
+        for (int p = 0; p < map.params_size(); ++p) {
+          if (p < a_.grid_size()) {
+            values_[map.params(p).id()] = {Kind::kScalar, call->grid_slots[p],
+                                           ir::ShapedType{ir::DType::kS32, {}}};
+          } else {
+            ref_of_[map.params(p).id()] = p - a_.grid_size();  // the prefetch refs lead
+          }
+        }
+        RETURN_IF_ERROR(CompileRegion(map, plan.index_map));
+        for (int64_t id : map.results()) {
+          const Value& v = values_.at(id);
+          if (v.kind != Kind::kScalar) return Unsupported("an index map computes on arrays");
+          plan.index_results.push_back(v.slot);
+        }
+        plan.padded = padded_++;
+      }
+      call->specs.push_back(std::move(plan));
+    }
+    RETURN_IF_ERROR(CompileRegion(kernel, call->kernel));
+    call->num_scalars = scalars_;
+    call->num_tiles = tiles_;
+    call->num_views = views_;
+    for (int d = 0; d < a_.dimension_semantics_size() && a_.dimension_semantics(d) == ir::PARALLEL;
+         ++d) {
+      call->leading_parallel = d + 1;
+    }
+    return call;
+  }
+
+ private:
+  static absl::Status Unsupported(const std::string& why) {
+    return absl::UnimplementedError("pallas_call: not compiled: " + why);
+  }
+  int NewScalar() { return scalars_++; }
+
+  void CollectStores(const ir::Region& region) {
+    for (const ir::Op& op : region.ops()) {
+      if (ir::PrimOf(op) == Prim::kRefStore) stored_refs_.insert(ref_of_.at(op.operands(0)));
+      for (const ir::Region* r : ir::Regions(op)) CollectStores(*r);
+    }
+  }
+
+  // Whether op (or a region inside it) reads or writes ref `ref`.
+  bool Touches(const ir::Op& op, int ref) const {
+    const Prim prim = ir::PrimOf(op);
+    if ((prim == Prim::kRefLoad || prim == Prim::kRefStore) && ref_of_.at(op.operands(0)) == ref) {
+      return true;
+    }
+    for (const ir::Region* r : ir::Regions(op)) {
+      for (const ir::Op& inner : r->ops()) {
+        if (Touches(inner, ref)) return true;
+      }
+    }
+    return false;
+  }
+  bool Writes(const ir::Op& op, int ref) const {
+    if (ir::PrimOf(op) == Prim::kRefStore && ref_of_.at(op.operands(0)) == ref) return true;
+    for (const ir::Region* r : ir::Regions(op)) {
+      for (const ir::Op& inner : r->ops()) {
+        if (Writes(inner, ref)) return true;
+      }
+    }
+    return false;
+  }
+
+  // Uses of each value in `region` (nested regions included) and the index of the last op of
+  // `region` using it.
+  struct Uses {
+    std::unordered_map<int64_t, int> count;
+    std::unordered_map<int64_t, int> last;
+  };
+  static void CountUses(const ir::Region& region, int index, Uses& uses) {
+    for (const ir::Op& op : region.ops()) {
+      for (int64_t id : op.operands()) ++uses.count[id];
+      for (const ir::Region* r : ir::Regions(op)) CountUses(*r, index, uses);
+    }
+    for (int64_t id : region.results()) ++uses.count[id];
+  }
+  static Uses RegionUses(const ir::Region& region) {
+    Uses uses;
+    for (int i = 0; i < region.ops_size(); ++i) {
+      const ir::Op& op = region.ops(i);
+      for (int64_t id : op.operands()) {
+        ++uses.count[id];
+        uses.last[id] = i;
+      }
+      for (const ir::Region* r : ir::Regions(op)) {
+        Uses inner;
+        CountUses(*r, i, inner);
+        for (const auto& [id, n] : inner.count) {
+          uses.count[id] += n;
+          uses.last[id] = i;
+        }
+      }
+    }
+    for (int64_t id : region.results()) {
+      ++uses.count[id];
+      uses.last[id] = region.ops_size();
+    }
+    return uses;
+  }
+
+  absl::Status CompileRegion(const ir::Region& region, Program& out) {
+    const Uses uses = RegionUses(region);
+    std::unordered_set<int> skipped;
+    for (int i = 0; i < region.ops_size(); ++i) {
+      if (skipped.count(i)) continue;
+      RETURN_IF_ERROR(CompileOp(region, i, uses, skipped, out));
+    }
+    return absl::OkStatus();
+  }
+
+  // A reader of value `v` as an s32/pred scalar.
+  std::function<int64_t(const Frame&)> ScalarReader(int64_t id) const {
+    const Value v = values_.at(id);
+    if (v.kind == Kind::kScalar) {
+      return [slot = v.slot](const Frame& f) { return f.scalars[slot]; };
+    }
+    return [slot = v.slot](const Frame& f) {
+      return static_cast<int64_t>(reference::IndexValue(f.tiles[slot], 0));
+    };
+  }
+
+  // Operand `id` as a dense tensor.
+  std::function<ir::Tensor(Frame&)> TensorReader(int64_t id) const {
+    const Value v = values_.at(id);
+    switch (v.kind) {
+      case Kind::kScalar:
+        return [slot = v.slot, type = v.type](Frame& f) {
+          return ir::Tensor::FromDoubles(type, {static_cast<double>(f.scalars[slot])},
+                                         f.allocator);
+        };
+      case Kind::kTile:
+        return [slot = v.slot](Frame& f) { return f.tiles[slot]; };
+      case Kind::kView:
+        break;
+    }
+    return [slot = v.slot, type = v.type](Frame& f) {
+      ir::Tensor t = ir::Tensor::Empty(type, f.allocator);
+      CopyView(DenseView(t), f.views[slot]);
+      return t;
+    };
+  }
+
+  // Operand `id` as a view (tiles as dense views).
+  std::function<View(Frame&)> ViewReader(int64_t id) {
+    const Value v = values_.at(id);
+    if (v.kind == Kind::kView) return [slot = v.slot](Frame& f) { return f.views[slot]; };
+    auto tensor = TensorReader(id);
+    if (v.kind == Kind::kTile) {
+      return [slot = v.slot](Frame& f) { return DenseView(f.tiles[slot]); };
+    }
+    return [tensor, slot = tiles_++](Frame& f) {
+      f.tiles[slot] = tensor(f);
+      return DenseView(f.tiles[slot]);
+    };
+  }
+
+  // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
+  // against the ref.
+  std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first) {
+    const int ref = ref_of_.at(op.operands(0));
+    std::vector<std::function<int64_t(const Frame&)>> starts;
+    for (int k = first; k < op.operands_size(); ++k) starts.push_back(ScalarReader(op.operands(k)));
+    std::vector<int64_t> sizes(op.ref_window().sizes().begin(), op.ref_window().sizes().end());
+    std::vector<bool> squeezed(sizes.size(), false);
+    for (int64_t d : op.ref_window().squeezed()) squeezed[d] = true;
+    const ir::Op* where = &op;
+    const ir::Op* call = &op_;
+    return [=](Frame& f) -> absl::StatusOr<View> {
+      const View& r = f.refs[ref];
+      View w{r.data, {}, {}, r.dtype};
+      std::vector<int64_t> at(starts.size());
+      for (size_t d = 0; d < starts.size(); ++d) at[d] = starts[d](f);
+      for (size_t d = 0; d < starts.size(); ++d) {
+        if (at[d] < 0 || at[d] + sizes[d] > r.dims[d]) {
+          return reference::WindowOutsideRef(*where, reference::KernelWhere(*call, f.index), at,
+                                             sizes, reference::KernelRefName(call->pallas_call(),
+                                                                             ref),
+                                             ir::ShapedType{r.dtype, r.dims});
+        }
+        w.data += at[d] * r.strides[d] * ir::DTypeSize(r.dtype);
+        if (!squeezed[d]) {
+          w.dims.push_back(sizes[d]);
+          w.strides.push_back(r.strides[d]);
+        }
+      }
+      return w;
+    };
+  }
+
+  void Define(int64_t id, Kind kind, const ir::ShapedType& type) {
+    const int slot = kind == Kind::kScalar ? scalars_++ : kind == Kind::kTile ? tiles_++ : views_++;
+    values_[id] = {kind, slot, type};
+  }
+
+  // `ops[i]` = add(load R, dot) whose sum is stored back to the same window of R: the index of
+  // the load, the dot and the store, when the GEMM can accumulate into R in place.
+  struct Accumulation {
+    int load = -1, dot = -1, store = -1;
+  };
+  std::optional<Accumulation> MatchAccumulation(const ir::Region& region, int add,
+                                                const Uses& uses) const {
+    const ir::Op& op = region.ops(add);
+    if (ir::PrimOf(op) != Prim::kAdd || op.result_types(0).dtype() != ir::F32) return std::nullopt;
+    std::unordered_map<int64_t, int> producer;
+    for (int i = 0; i < add; ++i) {
+      for (int64_t id : region.ops(i).results()) producer[id] = i;
+    }
+    for (int side = 0; side < 2; ++side) {
+      auto l = producer.find(op.operands(side));
+      auto d = producer.find(op.operands(1 - side));
+      if (l == producer.end() || d == producer.end()) continue;
+      const ir::Op& load = region.ops(l->second);
+      const ir::Op& dot = region.ops(d->second);
+      if (ir::PrimOf(load) != Prim::kRefLoad || ir::PrimOf(dot) != Prim::kDotGeneral) continue;
+      if (uses.count.at(op.operands(side)) != 1 || uses.count.at(op.operands(1 - side)) != 1 ||
+          uses.count.at(op.results(0)) != 1) {
+        continue;
+      }
+      const int store = uses.last.at(op.results(0));
+      if (store >= region.ops_size()) continue;
+      const ir::Op& st = region.ops(store);
+      if (ir::PrimOf(st) != Prim::kRefStore || st.operands(1) != op.results(0) ||
+          st.operands(0) != load.operands(0) ||
+          st.ref_window().SerializeAsString() != load.ref_window().SerializeAsString() ||
+          !std::equal(st.operands().begin() + 2, st.operands().end(),
+                      load.operands().begin() + 1, load.operands().end())) {
+        continue;
+      }
+      // Nothing between the load or the dot and the store may touch R (the GEMM updates it at
+      // the dot), and the dot must not read R.
+      const int ref = ref_of_.at(load.operands(0));
+      bool clear = true;
+      for (int i = std::min(l->second, d->second) + 1; i < store && clear; ++i) {
+        clear = i == l->second || !Touches(region.ops(i), ref);
+      }
+      for (int64_t id : dot.operands()) {
+        auto v = view_ref_.find(id);
+        clear = clear && (v == view_ref_.end() || v->second != ref);
+      }
+      if (!clear) continue;
+      return Accumulation{l->second, d->second, store};
+    }
+    return std::nullopt;
+  }
+
+  // A GEMM step for dot_general `op` writing C through `out` (accumulating when `accumulate`).
+  absl::StatusOr<Step> GemmStep(const ir::Op& op, std::function<absl::StatusOr<View>(Frame&)> out,
+                                bool accumulate) {
+    const ir::DotGeneralAttrs& d = op.dot_general();
+    if (d.lhs_batch_dims_size() != 0 || d.lhs_contracting_dims_size() != 1) {
+      return Unsupported("a batched dot");
+    }
+    const ir::ShapedType lhs = values_.at(op.operands(0)).type;
+    const ir::ShapedType rhs = values_.at(op.operands(1)).type;
+    const ir::ShapedType result = ir::FromProto(op.result_types(0));
+    if (lhs.rank() != 2 || rhs.rank() != 2 || lhs.dtype != rhs.dtype ||
+        (lhs.dtype != ir::DType::kF32 && lhs.dtype != ir::DType::kBF16) ||
+        (result.dtype != ir::DType::kF32 && result.dtype != ir::DType::kBF16)) {
+      return Unsupported("a dot of these types");
+    }
+    const int cl = static_cast<int>(d.lhs_contracting_dims(0));
+    const int cr = static_cast<int>(d.rhs_contracting_dims(0));
+    auto a = ViewReader(op.operands(0));
+    auto b = ViewReader(op.operands(1));
+    const GemmType type =
+        lhs.dtype == ir::DType::kF32 ? GemmType::kF32F32F32 : GemmType::kBf16Bf16F32;
+    const bool out_bf16 = result.dtype == ir::DType::kBF16;
+    const GemmShape shape{lhs.dims[1 - cl], rhs.dims[1 - cr], lhs.dims[cl]};
+    return Step([=](Frame& f) -> absl::Status {
+      ASSIGN_OR_RETURN(View c, out(f));
+      if (shape.m == 0 || shape.n == 0) return absl::OkStatus();
+      const View va = a(f);
+      const View vb = b(f);
+      if (shape.k == 0) {
+        if (!accumulate) std::memset(c.data, 0, shape.m * shape.n * ir::DTypeSize(c.dtype));
+        return absl::OkStatus();
+      }
+      GemmArgs g;
+      g.shape = shape;
+      g.type = type;
+      g.a = va.data;
+      g.a_row_stride = va.strides[1 - cl];
+      g.a_col_stride = va.strides[cl];
+      g.b = vb.data;
+      g.b_row_stride = vb.strides[cr];
+      g.b_col_stride = vb.strides[1 - cr];
+      g.c = c.data;
+      g.ldc = c.strides[0];
+      g.out_bf16 = out_bf16;
+      g.accumulate = accumulate;
+      g.parallel = f.gemm_parallel;
+      return Gemm(g);
+    });
+  }
+
+  absl::Status CompileOp(const ir::Region& region, int i, const Uses& uses,
+                         std::unordered_set<int>& skipped, Program& out) {
+    const ir::Op& op = region.ops(i);
+    const Prim prim = ir::PrimOf(op);
+    const ir::ShapedType result =
+        op.results_size() == 1 ? ir::FromProto(op.result_types(0)) : ir::ShapedType{};
+    auto all_scalar = [&] {
+      for (int64_t id : op.operands()) {
+        if (values_.at(id).kind != Kind::kScalar) return false;
+      }
+      return true;
+    };
+    switch (prim) {
+      case Prim::kProgramId:
+      case Prim::kNumPrograms: {
+        Define(op.results(0), Kind::kScalar, result);
+        const int slot = values_.at(op.results(0)).slot;
+        const int64_t axis = op.grid_axis().axis();
+        if (prim == Prim::kNumPrograms) {
+          out.push_back([slot, n = a_.grid(axis)](Frame& f) {
+            f.scalars[slot] = n;
+            return absl::OkStatus();
+          });
+        } else {
+          out.push_back([slot, axis](Frame& f) {
+            f.scalars[slot] = f.index[axis];
+            return absl::OkStatus();
+          });
+        }
+        return absl::OkStatus();
+      }
+      case Prim::kConstant:
+        if (IsScalarType(result) && op.constant().value_size() == 1) {
+          Define(op.results(0), Kind::kScalar, result);
+          const int slot = values_.at(op.results(0)).slot;
+          const int64_t v = static_cast<int64_t>(op.constant().value(0));
+          out.push_back([slot, v](Frame& f) {
+            f.scalars[slot] = v;
+            return absl::OkStatus();
+          });
+          return absl::OkStatus();
+        }
+        break;
+      case Prim::kCompare:
+        if (IsScalarType(result) && all_scalar() &&
+            values_.at(op.operands(0)).type.dtype == ir::DType::kS32) {
+          return ScalarOp(op, Comparison(op.compare().direction()), out);
+        }
+        break;
+      case Prim::kSelect:
+        if (IsScalarType(result) && all_scalar()) {
+          Define(op.results(0), Kind::kScalar, result);
+          const int slot = values_.at(op.results(0)).slot;
+          auto p = ScalarReader(op.operands(0)), x = ScalarReader(op.operands(1)),
+               y = ScalarReader(op.operands(2));
+          out.push_back([=](Frame& f) {
+            f.scalars[slot] = p(f) != 0 ? x(f) : y(f);
+            return absl::OkStatus();
+          });
+          return absl::OkStatus();
+        }
+        break;
+      case Prim::kConvertElementType:
+      case Prim::kNeg:
+      case Prim::kNot:
+        if (IsScalarType(result) && all_scalar()) {
+          Define(op.results(0), Kind::kScalar, result);
+          const int slot = values_.at(op.results(0)).slot;
+          auto x = ScalarReader(op.operands(0));
+          const bool to_pred = result.dtype == ir::DType::kPred;
+          out.push_back([=](Frame& f) {
+            const int64_t v = x(f);
+            f.scalars[slot] = prim == Prim::kNeg   ? Wrap32(-v)
+                              : prim == Prim::kNot ? (to_pred ? int64_t{v == 0} : ~v)
+                              : to_pred            ? int64_t{v != 0}
+                                                   : v;
+            return absl::OkStatus();
+          });
+          return absl::OkStatus();
+        }
+        break;
+      case Prim::kRefLoad:
+        return Load(region, i, uses, out);
+      case Prim::kRefStore:
+        return Store(op, out);
+      case Prim::kCond:
+        return Cond(op, out);
+      case Prim::kDotGeneral:
+        break;
+      default:
+        if (auto f = ScalarBinary(prim); f && IsScalarType(result) && all_scalar()) {
+          return ScalarOp(op, *f, out);
+        }
+        break;
+    }
+    if (prim == Prim::kAdd) {
+      if (std::optional<Accumulation> acc = MatchAccumulation(region, i, uses)) {
+        // The dot was compiled already (it precedes the add): replace its step by a GEMM into
+        // the stored window, and drop the load, the add and the store.
+        const ir::Op& store = region.ops(acc->store);
+        ASSIGN_OR_RETURN(Step gemm, GemmStep(region.ops(acc->dot), WindowOf(store, 2), true));
+        out[dot_step_.at(region.ops(acc->dot).results(0))] = std::move(gemm);
+        out[load_step_.at(region.ops(acc->load).results(0))] = [](Frame&) {
+          return absl::OkStatus();
+        };
+        skipped.insert(acc->store);
+        return absl::OkStatus();
+      }
+    }
+    if (prim == Prim::kDotGeneral) {
+      Define(op.results(0), Kind::kTile, result);
+      const int slot = values_.at(op.results(0)).slot;
+      ASSIGN_OR_RETURN(Step gemm,
+                       GemmStep(op,
+                                [slot, result](Frame& f) -> absl::StatusOr<View> {
+                                  f.tiles[slot] = ir::Tensor::Empty(result, f.allocator);
+                                  return DenseView(f.tiles[slot]);
+                                },
+                                false));
+      dot_step_[op.results(0)] = out.size();
+      out.push_back(std::move(gemm));
+      return absl::OkStatus();
+    }
+    return Generic(op, out);
+  }
+
+  absl::Status ScalarOp(const ir::Op& op, std::function<int64_t(int64_t, int64_t)> fn,
+                        Program& out) {
+    Define(op.results(0), Kind::kScalar, ir::FromProto(op.result_types(0)));
+    const int slot = values_.at(op.results(0)).slot;
+    auto x = ScalarReader(op.operands(0)), y = ScalarReader(op.operands(1));
+    out.push_back([=](Frame& f) {
+      f.scalars[slot] = fn(x(f), y(f));
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Load(const ir::Region& region, int i, const Uses& uses, Program& out) {
+    const ir::Op& op = region.ops(i);
+    const ir::ShapedType result = ir::FromProto(op.result_types(0));
+    auto window = WindowOf(op, 1);
+    if (IsScalarType(result)) {
+      Define(op.results(0), Kind::kScalar, result);
+      const int slot = values_.at(op.results(0)).slot;
+      out.push_back([=](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(View w, window(f));
+        f.scalars[slot] = result.dtype == ir::DType::kPred
+                              ? int64_t{*reinterpret_cast<const uint8_t*>(w.data) != 0}
+                              : *reinterpret_cast<const int32_t*>(w.data);
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
+    // Read in place while nothing writes the ref before the value's last use in this region.
+    const int ref = ref_of_.at(op.operands(0));
+    const int last = uses.last.count(op.results(0)) ? uses.last.at(op.results(0)) : i;
+    bool in_place = last < region.ops_size();
+    for (int k = i + 1; k <= last && in_place; ++k) in_place = !Writes(region.ops(k), ref);
+    load_step_[op.results(0)] = out.size();
+    if (in_place) {
+      view_ref_[op.results(0)] = ref;
+      Define(op.results(0), Kind::kView, result);
+      const int slot = values_.at(op.results(0)).slot;
+      out.push_back([=](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(f.views[slot], window(f));
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
+    Define(op.results(0), Kind::kTile, result);
+    const int slot = values_.at(op.results(0)).slot;
+    out.push_back([=](Frame& f) -> absl::Status {
+      ASSIGN_OR_RETURN(View w, window(f));
+      f.tiles[slot] = ir::Tensor::Empty(result, f.allocator);
+      CopyView(DenseView(f.tiles[slot]), w);
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Store(const ir::Op& op, Program& out) {
+    auto window = WindowOf(op, 2);
+    const Value v = values_.at(op.operands(1));
+    if (v.kind == Kind::kScalar) {
+      auto x = ScalarReader(op.operands(1));
+      out.push_back([=](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(View w, window(f));
+        if (v.type.dtype == ir::DType::kPred) {
+          *reinterpret_cast<uint8_t*>(w.data) = x(f) != 0;
+        } else {
+          *reinterpret_cast<int32_t*>(w.data) = static_cast<int32_t>(x(f));
+        }
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
+    auto value = ViewReader(op.operands(1));
+    out.push_back([=](Frame& f) -> absl::Status {
+      ASSIGN_OR_RETURN(View w, window(f));
+      CopyView(w, value(f));
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Cond(const ir::Op& op, Program& out) {
+    if (op.operands_size() != 1 || op.results_size() != 0) {
+      return Unsupported("a cond with operands or results");
+    }
+    auto index = ScalarReader(op.operands(0));
+    std::vector<Program> branches(op.cond().branches_size());
+    for (int b = 0; b < op.cond().branches_size(); ++b) {
+      RETURN_IF_ERROR(CompileRegion(op.cond().branches(b), branches[b]));
+    }
+    out.push_back([index, branches = std::move(branches)](Frame& f) {
+      const int64_t n = static_cast<int64_t>(branches.size());
+      return RunProgram(branches[std::clamp<int64_t>(index(f), 0, n - 1)], f);
+    });
+    return absl::OkStatus();
+  }
+
+  // Any other local op: dense operands through the backend's kernel (the reference one where
+  // it declines).
+  absl::Status Generic(const ir::Op& op, Program& out) {
+    const ir::Primitive* prim = ir::FindPrimitive(ir::PrimOf(op));
+    if (prim == nullptr || (prim->kind != ir::PrimitiveKind::kElementwise &&
+                            prim->kind != ir::PrimitiveKind::kStructural)) {
+      return Unsupported(fmt::format("{} inside a kernel", op.opcode()));
+    }
+    const reference::Kernel* fallback = reference::FindKernel(op.opcode());
+    auto it = kernels_.find(op.opcode());
+    const reference::Kernel* kernel = it != kernels_.end() ? &it->second : fallback;
+    if (kernel == nullptr) return Unsupported(fmt::format("{} has no kernel", op.opcode()));
+    std::vector<std::function<ir::Tensor(Frame&)>> readers;
+    for (int64_t id : op.operands()) readers.push_back(TensorReader(id));
+    std::vector<int> slots;
+    for (int r = 0; r < op.results_size(); ++r) {
+      Define(op.results(r), Kind::kTile, ir::FromProto(op.result_types(r)));
+      slots.push_back(values_.at(op.results(r)).slot);
+    }
+    out.push_back([readers, slots, kernel, fallback, &op](Frame& f) -> absl::Status {
+      std::vector<ir::Tensor> operands;
+      operands.reserve(readers.size());
+      for (const auto& read : readers) operands.push_back(read(f));
+      absl::StatusOr<std::vector<ir::Tensor>> results = (*kernel)(op, operands, f.allocator);
+      if (!results.ok() && absl::IsUnimplemented(results.status()) && fallback != nullptr &&
+          fallback != kernel) {
+        results = (*fallback)(op, operands, f.allocator);
+      }
+      if (!results.ok()) return results.status();
+      for (size_t r = 0; r < slots.size(); ++r) f.tiles[slots[r]] = std::move((*results)[r]);
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  const ir::Op& op_;
+  const ir::PallasCallAttrs& a_;
+  const reference::KernelOverrides& kernels_;
+  std::unordered_map<int64_t, Value> values_;
+  std::unordered_map<int64_t, int> ref_of_;
+  std::unordered_set<int> stored_refs_;
+  std::unordered_map<int64_t, size_t> dot_step_;
+  std::unordered_map<int64_t, size_t> load_step_;
+  // The ref each in-place loaded value reads.
+  std::unordered_map<int64_t, int> view_ref_;
+  int scalars_ = 0, tiles_ = 0, views_ = 0, padded_ = 0;
+};
+
+absl::Status CompiledCall::RunStep(Frame& f, std::vector<ir::Tensor>& outputs,
+                                   const std::vector<ir::Tensor>& inputs) const {
+  for (size_t d = 0; d < grid_slots.size(); ++d) f.scalars[grid_slots[d]] = f.index[d];
+  struct Writeback {
+    const SpecPlan* plan;
+    View array;
+  };
+  Writeback writebacks[8];
+  int num_writebacks = 0;
+  std::vector<Writeback> more;
+  for (const SpecPlan& s : specs) {
+    if (s.spec->whole()) continue;
+    RETURN_IF_ERROR(RunProgram(s.index_map, f));
+    ir::Tensor& array = s.output ? outputs[s.array] : const_cast<ir::Tensor&>(inputs[s.array]);
+    const std::vector<int64_t> strides = ir::RowMajorStrides(array.dims());
+    const int64_t elem = ir::DTypeSize(array.dtype());
+    View block{static_cast<char*>(array.data()), {}, {}, array.dtype()};
+    View inside = block;  // the part of the block inside the array
+    bool overhangs = false;
+    for (int d = 0; d < array.type().rank(); ++d) {
+      const int64_t extent = ir::BlockExtent(*s.spec, d);
+      const int64_t start = f.scalars[s.index_results[d]] * extent;
+      const int64_t dim = array.dims()[d];
+      if (start < 0 || (start >= dim && dim > 0)) {
+        std::vector<int64_t> blocks;
+        for (int slot : s.index_results) blocks.push_back(f.scalars[slot]);
+        return reference::BlockOutsideArray(reference::KernelWhere(*op, f.index), s.name, blocks,
+                                            start, d, array.type());
+      }
+      block.data += start * strides[d] * elem;
+      const int64_t valid = std::min(extent, dim - start);
+      overhangs |= valid < extent;
+      inside.dims.push_back(valid);
+      inside.strides.push_back(strides[d]);
+      if (s.spec->block_shape(d) != 0) {
+        block.dims.push_back(extent);
+        block.strides.push_back(strides[d]);
+      }
+    }
+    inside.data = block.data;
+    if (!overhangs && !s.copy) {
+      f.refs[s.ref] = block;
+      continue;
+    }
+    ir::Tensor& buffer = f.padded[s.padded];
+    const ir::ShapedType ref_type = ir::BlockRefType(*s.spec, array.type());
+    if (!buffer.defined()) buffer = ir::Tensor::Empty(ref_type.Array(), f.allocator);
+    const ir::Tensor one = ir::Tensor::FromDoubles({ref_type.dtype, {}},
+                                                   {ir::PaddingValue(ref_type.dtype)});
+    reference::FillElements(buffer.data(), buffer.num_elements(), one.data(), elem);
+    // The buffer seen with the array's rank: squeezed dimensions of extent 1.
+    std::vector<int64_t> extents;
+    for (int d = 0; d < array.type().rank(); ++d) extents.push_back(ir::BlockExtent(*s.spec, d));
+    View padded{static_cast<char*>(buffer.data()), inside.dims, ir::RowMajorStrides(extents),
+                array.dtype()};
+    CopyView(padded, inside);
+    f.refs[s.ref] = DenseView(buffer);
+    if (s.output) {
+      Writeback w{&s, inside};
+      if (num_writebacks < 8) {
+        writebacks[num_writebacks++] = w;
+      } else {
+        more.push_back(w);
+      }
+    }
+  }
+  RETURN_IF_ERROR(RunProgram(kernel, f));
+  auto write_back = [&](const Writeback& w) {
+    const SpecPlan& s = *w.plan;
+    std::vector<int64_t> extents;
+    for (int d = 0; d < static_cast<int>(w.array.dims.size()); ++d) {
+      extents.push_back(ir::BlockExtent(*s.spec, d));
+    }
+    View padded{static_cast<char*>(f.padded[s.padded].data()), w.array.dims,
+                ir::RowMajorStrides(extents), w.array.dtype};
+    CopyView(w.array, padded);
+  };
+  for (int k = 0; k < num_writebacks; ++k) write_back(writebacks[k]);
+  for (const Writeback& w : more) write_back(w);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::Tensor>& operands,
+                                                          ir::Allocator* allocator) const {
+  const ir::PallasCallAttrs& a = op->pallas_call();
+  const int nsp = static_cast<int>(a.num_scalar_prefetch());
+  const ir::Region& kernel_region = a.kernel();
+  std::vector<ir::Tensor> prefetch;
+  for (int i = 0; i < nsp; ++i) prefetch.push_back(CopyOf(operands[i], allocator));
+  std::vector<ir::Tensor> inputs(operands.begin() + nsp, operands.end());
+  for (const SpecPlan& s : specs) {
+    if (!s.output && s.copy && s.spec->whole()) {
+      inputs[s.array] = CopyOf(inputs[s.array], allocator);
+    }
+  }
+  std::vector<ir::Tensor> outputs;
+  for (int i = 0; i < a.out_shapes_size(); ++i) {
+    const int64_t alias = i < a.input_output_aliases_size() ? a.input_output_aliases(i) : -1;
+    outputs.push_back(alias >= 0 ? CopyOf(operands[alias], allocator)
+                                 : Padding(ir::FromProto(a.out_shapes(i)), allocator));
+  }
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < a.grid_size(); ++d) (d < leading_parallel ? outer : inner) *= a.grid(d);
+  if (outer * inner == 0) return outputs;
+  const base::Parallelism& parallel = base::CurrentParallelism();
+  const int threads = static_cast<int>(std::min<int64_t>(parallel.available(), outer));
+  std::vector<absl::Status> status(threads);
+  auto run_thread = [&](int t) {
+    Frame f;
+    f.allocator = allocator;
+    f.scalars.assign(num_scalars, 0);
+    f.tiles.resize(num_tiles);
+    f.views.resize(num_views);
+    f.refs.resize(num_refs);
+    f.padded.resize(specs.size());
+    f.index.assign(a.grid_size(), 0);
+    // One grid thread: the GEMMs may use the program's threads; several: each its own.
+    if (threads == 1) f.gemm_parallel = parallel;
+    f.gemm_parallel.stop = parallel.stop;
+    for (int p = 0; p < nsp; ++p) f.refs[p] = DenseView(prefetch[p]);
+    for (const SpecPlan& s : specs) {
+      if (!s.spec->whole()) continue;
+      ir::Tensor& array = s.output ? outputs[s.array] : inputs[s.array];
+      f.refs[s.ref] = DenseView(array);
+    }
+    const int fixed = nsp + a.in_specs_size() + a.out_specs_size();
+    for (int p = fixed; p < kernel_region.params_size(); ++p) {
+      f.scratch.push_back(Padding(ir::FromProto(kernel_region.params(p).type()), allocator));
+      f.refs[p] = DenseView(f.scratch.back());
+    }
+    const int64_t begin = outer * t / threads, end = outer * (t + 1) / threads;
+    for (int64_t step = begin * inner; step < end * inner; ++step) {
+      if (absl::Status s = parallel.stop.Check(); !s.ok()) {
+        status[t] = s;
+        return;
+      }
+      int64_t rest = step;
+      for (int d = a.grid_size() - 1; d >= 0; --d) {
+        f.index[d] = rest % a.grid(d);
+        rest /= a.grid(d);
+      }
+      if (absl::Status s = RunStep(f, outputs, inputs); !s.ok()) {
+        status[t] = s;
+        return;
+      }
+    }
+  };
+  if (threads == 1) {
+    run_thread(0);
+  } else {
+    parallel.ParallelFor(threads, run_thread);
+  }
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return outputs;
+}
+
+std::atomic<int64_t> compiled_runs{0};
+std::atomic<int64_t> interpreted_runs{0};
+
+}  // namespace
+
+PallasCallStats GetPallasCallStats() { return {compiled_runs.load(), interpreted_runs.load()}; }
+
+reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels) {
+  struct Cache {
+    reference::KernelOverrides kernels;
+    std::mutex mu;
+    // nullptr: the op does not compile (the evaluator interprets it).
+    std::unordered_map<const ir::Op*, std::shared_ptr<const CompiledCall>> calls;
+  };
+  auto cache = std::make_shared<Cache>();
+  cache->kernels = std::move(kernels);
+  return [cache](const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                 ir::Allocator* allocator) -> absl::StatusOr<std::vector<ir::Tensor>> {
+    std::shared_ptr<const CompiledCall> call;
+    {
+      std::lock_guard<std::mutex> lock(cache->mu);
+      auto it = cache->calls.find(&op);
+      if (it == cache->calls.end()) {
+        absl::StatusOr<std::unique_ptr<CompiledCall>> compiled =
+            Compiler(op, cache->kernels).Compile();
+        if (!compiled.ok() && !absl::IsUnimplemented(compiled.status())) {
+          return compiled.status();
+        }
+        it = cache->calls.emplace(&op, compiled.ok() ? std::move(*compiled) : nullptr).first;
+      }
+      call = it->second;
+    }
+    if (call == nullptr) {
+      ++interpreted_runs;
+      return absl::UnimplementedError("pallas_call: interpreted");
+    }
+    ++compiled_runs;
+    return call->Run(operands, allocator);
+  };
+}
+
+}  // namespace shardjit::backends::x86

@@ -1,0 +1,32 @@
+// pallas_call compiled for x86. The kernel and its index maps are compiled once per op into a
+// program of steps: scalar code (grid indices, index maps, pl.when conditions, window starts) on
+// integer slots; blocks that lie inside their arrays as strided views of the operands and
+// results (padded copies only for blocks that overhang); tile dot_generals as GEMM calls
+// reading the views, accumulating straight into a ref when the kernel adds a dot to what it
+// loaded from that window and stores the sum back; other tile ops through the backend's
+// kernels. The grid's leading parallel axes are split over the program's threads; the rest run
+// in order on each thread. Kernels outside this form (loops inside the kernel, ...) give
+// Unimplemented and the evaluator interprets them (backends/reference/pallas.h), with the same
+// results and errors.
+#ifndef SHARDJIT_BACKENDS_X86_PALLAS_CALL_H_
+#define SHARDJIT_BACKENDS_X86_PALLAS_CALL_H_
+
+#include "backends/reference/evaluator.h"
+
+namespace shardjit::backends::x86 {
+
+// The pallas_call kernel of an executable: compiles each op it meets once (kept for the
+// executable's lifetime); tile ops other than dots run on `kernels` (the backend's overrides;
+// the reference kernels for the rest).
+reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels);
+
+// How many pallas_calls ran compiled, and how many were left to the interpreter, in this process.
+struct PallasCallStats {
+  int64_t compiled = 0;
+  int64_t interpreted = 0;
+};
+PallasCallStats GetPallasCallStats();
+
+}  // namespace shardjit::backends::x86
+
+#endif  // SHARDJIT_BACKENDS_X86_PALLAS_CALL_H_

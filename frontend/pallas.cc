@@ -1,0 +1,251 @@
+#include "frontend/pallas.h"
+
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "frontend/control_flow.h"
+#include "frontend/trace_state.h"
+#include "ir/pallas.h"
+#include "ir/types.h"
+
+namespace shardjit::pl {
+namespace {
+
+const ShapedType kIndexType{DType::kS32, {}};
+
+// A traced s32 scalar for `index` (a constant, or a tracer converted to s32).
+Tracer IndexTracer(shardjit::internal::TraceState* t, const Index& index, Loc loc) {
+  if (!index.tracer.valid()) return t->Constant(static_cast<double>(index.value), kIndexType, loc);
+  if (index.tracer.dtype() == DType::kS32) return index.tracer;
+  return lax::convert_element_type(index.tracer, DType::kS32, loc);
+}
+
+shardjit::internal::TraceState* Fail(shardjit::internal::TraceState* t, absl::Status status, Loc loc) {
+  if (t != nullptr) t->RecordError(std::move(status), loc);
+  return nullptr;
+}
+
+// The ref window op for `idx` on `ref` (ref_load or ref_store): its attributes and starts.
+shardjit::internal::TraceState* Window(const Ref& ref, const std::vector<Indexer>& idx, const char* opcode,
+                             ir::Op& op, std::vector<Tracer>& starts, Loc loc) {
+  shardjit::internal::TraceState* t = shardjit::internal::TraceOf({ref.tracer()}, opcode);
+  if (t == nullptr || !ref.valid()) return nullptr;
+  if (static_cast<int64_t>(idx.size()) > ref.rank()) {
+    return Fail(t, absl::InvalidArgumentError(fmt::format(
+                       "{}: {} indexers for a ref of rank {} ({})", opcode, idx.size(),
+                       ref.rank(), ref.type().ToString())),
+                loc);
+  }
+  op.set_opcode(opcode);
+  ir::RefWindowAttrs* w = op.mutable_ref_window();
+  for (int64_t d = 0; d < ref.rank(); ++d) {
+    const Indexer& ix = d < static_cast<int64_t>(idx.size()) ? idx[d] : Indexer::All();
+    if (ix.size() == -1) {
+      w->add_sizes(ref.shape()[d]);
+      starts.push_back(t->Constant(0, kIndexType, loc));
+      continue;
+    }
+    w->add_sizes(ix.size());
+    if (ix.squeeze()) w->add_squeezed(d);
+    if (ix.start().tracer.valid() && ix.start().tracer.rank() != 0) {
+      return Fail(t, absl::InvalidArgumentError(fmt::format(
+                         "{}: the index of dimension {} is {}; expected a scalar", opcode, d,
+                         ix.start().tracer.type().ToString())),
+                  loc);
+    }
+    starts.push_back(IndexTracer(t, ix.start(), loc));
+  }
+  return t;
+}
+
+shardjit::internal::TraceState* KernelTrace(const char* what, Loc loc) {
+  shardjit::internal::TraceState* t = shardjit::internal::CurrentTrace();
+  if (t == nullptr) return nullptr;
+  if (t->builder().kernel_grid_rank() < 0) {
+    return Fail(t, absl::InvalidArgumentError(
+                       fmt::format("{}: only allowed inside a pallas_call kernel", what)),
+                loc);
+  }
+  return t;
+}
+
+Tracer GridQuery(const char* opcode, int64_t axis, Loc loc) {
+  shardjit::internal::TraceState* t = KernelTrace(opcode, loc);
+  if (t == nullptr) return Tracer();
+  ir::Op op;
+  op.set_opcode(opcode);
+  op.mutable_grid_axis()->set_axis(axis);
+  return t->Emit1(std::move(op), {}, loc);
+}
+
+// The spec of an operand or result without one: the whole array as one block at (0, ...).
+ir::BlockSpec WholeBlock(shardjit::internal::TraceState* t, const ShapedType& array, int grid_rank,
+                         int num_prefetch) {
+  ir::BlockSpec spec;
+  for (int64_t d : array.dims) spec.add_block_shape(d);
+  ir::RegionScope scope(t->builder(), false, grid_rank);
+  for (int i = 0; i < grid_rank; ++i) t->AddParam(kIndexType);
+  for (int i = 0; i < num_prefetch; ++i) t->AddParam(ShapedType{DType::kS32, {}}.AsRef());
+  std::vector<int64_t> zeros;
+  for (size_t d = 0; d < array.dims.size(); ++d) {
+    zeros.push_back(t->Constant(0, kIndexType, Loc::current()).id());
+  }
+  *spec.mutable_index_map() = scope.Close(zeros);
+  return spec;
+}
+
+}  // namespace
+
+Tracer Ref::load(const std::vector<Indexer>& idx, Loc loc) const {
+  ir::Op op;
+  std::vector<Tracer> starts;
+  shardjit::internal::TraceState* t = Window(*this, idx, "ref_load", op, starts, loc);
+  if (t == nullptr) return Tracer();
+  std::vector<Tracer> operands = {value_};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return t->Emit1(std::move(op), operands, loc);
+}
+
+void Ref::store(const std::vector<Indexer>& idx, Tracer value, Loc loc) const {
+  ir::Op op;
+  std::vector<Tracer> starts;
+  shardjit::internal::TraceState* t = Window(*this, idx, "ref_store", op, starts, loc);
+  if (t == nullptr) return;
+  std::vector<Tracer> operands = {value_, std::move(value)};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  t->Emit(std::move(op), operands, loc);
+}
+
+Tracer program_id(int64_t axis, Loc loc) { return GridQuery("program_id", axis, loc); }
+Tracer num_programs(int64_t axis, Loc loc) { return GridQuery("num_programs", axis, loc); }
+
+void when(Tracer cond, const std::function<void()>& body, Loc loc) {
+  lax::cond(
+      cond,
+      [&](std::vector<Tracer>) {
+        body();
+        return std::vector<Tracer>{};
+      },
+      [](std::vector<Tracer>) { return std::vector<Tracer>{}; }, {}, loc);
+}
+
+Tracer dot(Tracer a, Tracer b, DType preferred_element_type, bool trans_a, bool trans_b,
+           Loc loc) {
+  return lax::dot_general(a, b, DotDims{{trans_a ? 0 : 1}, {trans_b ? 1 : 0}},
+                          preferred_element_type, loc);
+}
+
+std::vector<Tracer> PallasCall::operator()(const std::vector<Tracer>& args, Loc loc) const {
+  const size_t num_outputs = spec_.out_shapes.size();
+  shardjit::internal::TraceState* t = shardjit::internal::TraceOf(args, "pallas_call");
+  if (t == nullptr) t = shardjit::internal::CurrentTrace();
+  if (t == nullptr) return std::vector<Tracer>(num_outputs);
+  for (const Tracer& a : args) {
+    if (!a.valid()) return std::vector<Tracer>(num_outputs);
+  }
+  auto fail = [&](std::string message) {
+    const std::string name = spec_.name.empty() ? "" : " " + spec_.name;
+    t->RecordError(absl::InvalidArgumentError(fmt::format("pallas_call{}: {}", name, message)),
+                   loc);
+    return std::vector<Tracer>(num_outputs);
+  };
+  const int nsp = spec_.num_scalar_prefetch;
+  if (nsp < 0 || nsp > static_cast<int>(args.size())) {
+    return fail(fmt::format("num_scalar_prefetch={} for {} operands", nsp, args.size()));
+  }
+  const size_t num_inputs = args.size() - nsp;
+  if (!spec_.in_specs.empty() && spec_.in_specs.size() != num_inputs) {
+    return fail(fmt::format("{} in_specs for {} inputs (after {} scalar-prefetch operands)",
+                            spec_.in_specs.size(), num_inputs, nsp));
+  }
+  if (!spec_.out_specs.empty() && spec_.out_specs.size() != num_outputs) {
+    return fail(fmt::format("{} out_specs for {} out_shapes", spec_.out_specs.size(),
+                            num_outputs));
+  }
+  const size_t num_refs = args.size() + num_outputs + spec_.scratch_shapes.size();
+  if (kernel_.arity >= 0 && static_cast<size_t>(kernel_.arity) != num_refs) {
+    return fail(fmt::format("the kernel takes {} refs, but the call gives {} ({} scalar-prefetch, "
+                            "{} inputs, {} outputs, {} scratch)",
+                            kernel_.arity, num_refs, nsp, num_inputs, num_outputs,
+                            spec_.scratch_shapes.size()));
+  }
+  const int grid_rank = static_cast<int>(spec_.grid.size());
+  ir::Op op;
+  op.set_opcode("pallas_call");
+  ir::PallasCallAttrs& a = *op.mutable_pallas_call();
+  a.set_name(spec_.name);
+  for (int64_t g : spec_.grid) a.add_grid(g);
+  a.set_num_scalar_prefetch(nsp);
+  for (GridSemantics s : spec_.dimension_semantics) {
+    a.add_dimension_semantics(s == kParallel ? ir::PARALLEL : ir::ARBITRARY);
+  }
+  std::vector<ShapedType> prefetch_types;
+  for (int i = 0; i < nsp; ++i) prefetch_types.push_back(args[i].type());
+  // Traces the index map of `spec` for an array of type `array` into `out`.
+  auto trace_spec = [&](const BlockSpec& spec, const ShapedType& array, ir::BlockSpec* out,
+                        const std::string& name) {
+    if (spec.unset()) {
+      *out = WholeBlock(t, array, grid_rank, nsp);
+      return;
+    }
+    if (spec.whole()) {
+      out->set_whole(true);
+      return;
+    }
+    if (static_cast<int64_t>(spec.block_shape().size()) != array.rank()) {
+      fail(fmt::format("{} has a block shape of rank {} ({}) for an array of rank {} ({})", name,
+                       spec.block_shape().size(), absl::StrJoin(spec.block_shape(), ","),
+                       array.rank(), array.ToString()));
+      return;
+    }
+    for (int64_t b : spec.block_shape()) out->add_block_shape(b);
+    ir::RegionScope scope(t->builder(), false, grid_rank);
+    std::vector<Tracer> grid;
+    for (int i = 0; i < grid_rank; ++i) grid.push_back(t->AddParam(kIndexType));
+    std::vector<Ref> prefetch;
+    for (const ShapedType& p : prefetch_types) prefetch.emplace_back(t->AddParam(p.AsRef()));
+    std::vector<int64_t> ids;
+    for (const Index& b : spec.index_map()(grid, prefetch)) {
+      Tracer index = IndexTracer(t, b, loc);
+      ids.push_back(index.valid() ? index.id() : -1);
+    }
+    *out->mutable_index_map() = scope.Close(ids);
+  };
+  for (size_t i = 0; i < num_inputs; ++i) {
+    trace_spec(spec_.in_specs.empty() ? BlockSpec() : spec_.in_specs[i], args[nsp + i].type(),
+               a.add_in_specs(), fmt::format("in_specs[{}]", i));
+  }
+  for (size_t i = 0; i < num_outputs; ++i) {
+    *a.add_out_shapes() = ir::ToProto(spec_.out_shapes[i]);
+    trace_spec(spec_.out_specs.empty() ? BlockSpec() : spec_.out_specs[i], spec_.out_shapes[i],
+               a.add_out_specs(), fmt::format("out_specs[{}]", i));
+  }
+  if (!t->status().ok()) return std::vector<Tracer>(num_outputs);
+  if (!spec_.input_output_aliases.empty()) {
+    a.mutable_input_output_aliases()->Resize(static_cast<int>(num_outputs), -1);
+    for (const auto& [in, out] : spec_.input_output_aliases) {
+      if (out < 0 || out >= static_cast<int>(num_outputs)) {
+        return fail(fmt::format("input_output_aliases maps operand {} to output {}, but there "
+                                "are {} outputs", in, out, num_outputs));
+      }
+      a.set_input_output_aliases(out, in);
+    }
+  }
+  {
+    ir::RegionScope scope(t->builder(), false, grid_rank);
+    std::vector<Ref> refs;
+    for (const ShapedType& p : prefetch_types) refs.emplace_back(t->AddParam(p.AsRef()));
+    for (size_t i = 0; i < num_inputs; ++i) {
+      refs.emplace_back(t->AddParam(ir::BlockRefType(a.in_specs(i), args[nsp + i].type())));
+    }
+    for (size_t i = 0; i < num_outputs; ++i) {
+      refs.emplace_back(t->AddParam(ir::BlockRefType(a.out_specs(i), spec_.out_shapes[i])));
+    }
+    for (const ShapedType& s : spec_.scratch_shapes) refs.emplace_back(t->AddParam(s.AsRef()));
+    kernel_.fn(refs);
+    *a.mutable_kernel() = scope.Close({});
+  }
+  if (!t->status().ok()) return std::vector<Tracer>(num_outputs);
+  return t->EmitN(std::move(op), args, num_outputs, loc);
+}
+
+}  // namespace shardjit::pl

@@ -1,0 +1,437 @@
+// pallas_call through jit on both backends, against values computed here in double precision:
+// a matmul accumulating into its output block (exact and overhanging blocks), padding read and
+// writes clipped at the edges, squeezed block dimensions, scalar prefetch driving index maps, input/output aliasing,
+// fori_loop and dynamic windows inside kernels, whole-array refs; the IR text round trip; and the
+// errors: block indices out of range, windows leaving a ref, kernel arity, refs used as values,
+// kernel ops outside kernels.
+#include <bit>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/x86/pallas_call.h"
+#include "frontend/shardjit.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/ir.pb.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+namespace shardjit {
+namespace {
+
+using ::testing::HasSubstr;
+
+class PallasTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  Runtime rt_{{.num_devices = 1}};
+  Mesh mesh_ = *make_mesh(rt_, {{"x", 1}});
+
+  Array Put(DType dtype, std::vector<int64_t> dims, std::vector<double> values) {
+    return *device_put(HostTensor(dtype, std::move(dims), std::move(values)),
+                       NamedSharding(mesh_, P()));
+  }
+};
+
+std::vector<double> Ramp(int64_t n, double scale, double offset) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = std::fmod(i * scale, 7.0) - offset;
+  return v;
+}
+
+std::vector<double> MatmulF64(const std::vector<double>& x, const std::vector<double>& y,
+                              int64_t m, int64_t k, int64_t n) {
+  std::vector<double> out(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) out[i * n + j] += x[i * k + p] * y[p * n + j];
+    }
+  }
+  return out;
+}
+
+void ExpectNear(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << "element " << i;
+  }
+}
+
+// o[i, j] += x[i, k-block] @ y[k-block, j] over the k axis, o zeroed at k = 0: the dot
+// accumulates straight into the output block (in place for inner blocks, through padding at the
+// edges, on the x86 backend).
+pl::PallasCall AccumulatingMatmul(int64_t m, int64_t k, int64_t n, int64_t bm, int64_t bk,
+                                  int64_t bn, pl::GridSemantics first = pl::kParallel) {
+  return pl::pallas_call(
+      [=](pl::Ref xr, pl::Ref yr, pl::Ref o) {
+        pl::when(lax::eq(pl::program_id(1), lax::scalar(0, DType::kS32)),
+                 [&] { o.store(lax::full({bm, bn}, 0, DType::kF32)); });
+        o.store(o.load() + pl::dot(xr.load(), yr.load(), DType::kF32));
+      },
+      {.out_shapes = {{DType::kF32, {m, n}}},
+       .grid = {pl::cdiv(m, bm), pl::cdiv(k, bk), pl::cdiv(n, bn)},
+       .in_specs = {pl::BlockSpec({bm, bk}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; }),
+                    pl::BlockSpec({bk, bn}, [](pl::Idx g) { return pl::Blocks{g[1], g[2]}; })},
+       .out_specs = {pl::BlockSpec({bm, bn}, [](pl::Idx g) { return pl::Blocks{g[0], g[2]}; })},
+       .dimension_semantics = {first, pl::kArbitrary, pl::kArbitrary},
+       .name = "matmul"});
+}
+
+TEST_P(PallasTest, AccumulatingMatmulMatchesF64) {
+  // Exact blocks, and blocks overhanging m and n (k divides: its padding would be NaN).
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{32, 48, 16}, {37, 32, 29}}) {
+    std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.61, 2.5);
+    Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+    auto f = jit([&](Tracer a, Tracer b) { return AccumulatingMatmul(m, k, n, 16, 16, 8)(a, b)[0]; },
+                 {.backend = GetParam()});
+    absl::StatusOr<Array> got = f(x, y);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear(got->to_host()->ToDoubles(), MatmulF64(xv, yv, m, k, n), 1e-5);
+  }
+}
+
+TEST_P(PallasTest, OverhangingBlocksReadPaddingAndClipWrites) {
+  // Blocks of 4 over 10 elements: the last block's two elements past the end read NaN (their
+  // sum is NaN), and the kernel's writes there are dropped.
+  Array x = Put(DType::kF32, {10}, Ramp(10, 1, 0));
+  auto f = jit([](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out, pl::Ref sums) {
+          out.store(in.load() + 1.0f);
+          sums.store({pl::program_id(0)}, lax::reduce_sum(in.load(), {0}));
+        },
+        {.out_shapes = {{DType::kF32, {10}}, {DType::kF32, {3}}},
+         .grid = {3},
+         .in_specs = {pl::BlockSpec({4}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+         .out_specs = {pl::BlockSpec({4}, [](pl::Idx g) { return pl::Blocks{g[0]}; }),
+                       pl::BlockSpec::Any()}})(a);
+  }, {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> got = f(x);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> xv = Ramp(10, 1, 0), want(10);
+  for (int i = 0; i < 10; ++i) want[i] = xv[i] + 1;
+  EXPECT_EQ((*got)[0].to_host()->ToDoubles(), want);
+  std::vector<double> sums = (*got)[1].to_host()->ToDoubles();
+  EXPECT_EQ(sums[0], xv[0] + xv[1] + xv[2] + xv[3]);
+  EXPECT_EQ(sums[1], xv[4] + xv[5] + xv[6] + xv[7]);
+  EXPECT_TRUE(std::isnan(sums[2]));
+}
+
+TEST_P(PallasTest, SqueezedDimsAndWholeArrayRefs) {
+  // x[3, 10]: each step sees one row (squeezed) and adds the whole bias vector to it.
+  std::vector<double> xv = Ramp(30, 1.3, 2), bv = Ramp(10, 0.7, 1);
+  Array x = Put(DType::kF32, {3, 10}, xv), bias = Put(DType::kF32, {10}, bv);
+  auto f = jit([](Tracer a, Tracer b) {
+    return pl::pallas_call(
+        [](pl::Ref row, pl::Ref bias, pl::Ref out) {
+          EXPECT_EQ(row.shape(), (std::vector<int64_t>{10}));
+          out.store(row.load() * 2.0f + bias.load());
+        },
+        {.out_shapes = {{DType::kF32, {3, 10}}},
+         .grid = {3},
+         .in_specs = {pl::BlockSpec({pl::kSqueezed, 10},
+                                    [](pl::Idx g) { return pl::Blocks{g[0], 0}; }),
+                      pl::BlockSpec::Any()},
+         .out_specs = {pl::BlockSpec({pl::kSqueezed, 10},
+                                     [](pl::Idx g) { return pl::Blocks{g[0], 0}; })}})(a, b)[0];
+  }, {.backend = GetParam()});
+  absl::StatusOr<Array> got = f(x, bias);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> want(30);
+  for (int i = 0; i < 30; ++i) want[i] = 2 * xv[i] + bv[i % 10];
+  ExpectNear(got->to_host()->ToDoubles(), want, 1e-6);
+}
+
+TEST_P(PallasTest, ScalarPrefetchDrivesTheIndexMap) {
+  // out block i = x block order[i] + order[i] (a gather of row blocks by a prefetched table).
+  std::vector<double> xv = Ramp(4 * 3 * 5, 0.9, 1);
+  Array order = Put(DType::kS32, {4}, {2, 0, 3, 2});
+  Array x = Put(DType::kF32, {12, 5}, xv);
+  auto f = jit([](Tracer table, Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref table, pl::Ref block, pl::Ref out) {
+          Tracer which = table.load({pl::program_id(0)});
+          out.store(block.load() + lax::convert_element_type(which, DType::kF32));
+        },
+        {.out_shapes = {{DType::kF32, {12, 5}}},
+         .grid = {4},
+         .in_specs = {pl::BlockSpec({3, 5},
+                                    [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                      return pl::Blocks{p[0].load({g[0]}), 0};
+                                    })},
+         .out_specs = {pl::BlockSpec({3, 5}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+         .num_scalar_prefetch = 1})(table, a)[0];
+  }, {.backend = GetParam()});
+  absl::StatusOr<Array> got = f(order, x);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const int table[4] = {2, 0, 3, 2};
+  std::vector<double> want(60);
+  for (int i = 0; i < 4; ++i) {
+    for (int r = 0; r < 15; ++r) want[i * 15 + r] = xv[table[i] * 15 + r] + table[i];
+  }
+  ExpectNear(got->to_host()->ToDoubles(), want, 1e-6);
+}
+
+TEST_P(PallasTest, AliasedOutputKeepsUnvisitedBlocks) {
+  // Only the blocks at even grid indices are written; the others keep the aliased input.
+  std::vector<double> xv = Ramp(16, 1.1, 0);
+  Array x = Put(DType::kS32, {16}, std::vector<double>(16, 5));
+  auto f = jit([](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out) {
+          pl::when(lax::eq(lax::rem(pl::program_id(0), lax::scalar(2, DType::kS32)),
+                           lax::scalar(0, DType::kS32)),
+                   [&] { out.store(in.load() * 3 + pl::program_id(0)); });
+        },
+        {.out_shapes = {{DType::kS32, {16}}},
+         .grid = {4},
+         .in_specs = {pl::BlockSpec({4}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+         .out_specs = {pl::BlockSpec({4}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+         .input_output_aliases = {{0, 0}}})(a)[0];
+  }, {.backend = GetParam()});
+  absl::StatusOr<Array> got = f(x);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> want(16, 5);
+  for (int i = 0; i < 16; ++i) {
+    if ((i / 4) % 2 == 0) want[i] = 15 + i / 4;
+  }
+  EXPECT_EQ(got->to_host()->ToDoubles(), want);
+}
+
+TEST_P(PallasTest, ForiLoopWithDynamicWindowsInsideTheKernel) {
+  // A running sum over the rows of each [6, 4] block, row by row through ds(i, 1) windows.
+  std::vector<double> xv = Ramp(12 * 4, 0.8, 2);
+  Array x = Put(DType::kF32, {12, 4}, xv);
+  auto f = jit([](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out) {
+          out.store({pl::ds(0, 1)}, in.load({pl::ds(0, 1)}));
+          lax::fori_loop(1, 6, [&](Tracer i, std::vector<Tracer> c) {
+            Tracer prev = out.load({pl::ds(i - 1, 1)});
+            out.store({pl::ds(i, 1)}, prev + in.load({pl::ds(i, 1)}));
+            return c;
+          }, std::vector<Tracer>{});
+        },
+        {.out_shapes = {{DType::kF32, {12, 4}}},
+         .grid = {2},
+         .in_specs = {pl::BlockSpec({6, 4}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+         .out_specs = {pl::BlockSpec({6, 4}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })}})(
+        a)[0];
+  }, {.backend = GetParam()});
+  absl::StatusOr<Array> got = f(x);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> want(48);
+  for (int r = 0; r < 12; ++r) {
+    for (int c = 0; c < 4; ++c) {
+      want[r * 4 + c] = xv[r * 4 + c] + (r % 6 == 0 ? 0 : want[(r - 1) * 4 + c]);
+    }
+  }
+  ExpectNear(got->to_host()->ToDoubles(), want, 1e-5);
+}
+
+TEST_P(PallasTest, DefaultSpecsAreWholeBlocksAndFreshOutputsArePadding) {
+  Array x = Put(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  auto f = jit([](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out, pl::Ref untouched) { out.store(-in.load()); },
+        {.out_shapes = {{DType::kF32, {2, 3}}, {DType::kS32, {2}}}})(a);
+  }, {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> got = f(x);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].to_host()->ToDoubles(), (std::vector<double>{-1, -2, -3, -4, -5, -6}));
+  EXPECT_EQ((*got)[1].to_host()->ToDoubles(),
+            (std::vector<double>{-2147483648.0, -2147483648.0}));
+}
+
+TEST_P(PallasTest, IrTextRoundTripsAndRuns) {
+  Array x = Put(DType::kF32, {16, 8}, Ramp(128, 0.3, 1));
+  Array y = Put(DType::kF32, {8, 4}, Ramp(32, 0.7, 1));
+  auto f = jit([](Tracer a, Tracer b) { return AccumulatingMatmul(16, 8, 4, 8, 4, 4)(a, b)[0]; },
+               {.backend = GetParam()});
+  absl::StatusOr<LoweredBase> lowered = f.lower(x, y);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const std::string text = ir::PrintModule(lowered->traced_module());
+  EXPECT_THAT(text, HasSubstr("pallas_call[name=matmul grid=(2,2,1)"));
+  EXPECT_THAT(text, HasSubstr("ref[f32[8,4]]"));
+  absl::StatusOr<ir::Module> parsed = ir::ParseModule(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_TRUE(ir::VerifyModule(*parsed).ok()) << ir::VerifyModule(*parsed);
+  EXPECT_EQ(ir::PrintModule(*parsed), text);
+}
+
+TEST_P(PallasTest, BlockIndexOutOfRangeNamesKernelGridIndexAndSpec) {
+  Array x = Put(DType::kF32, {8}, Ramp(8, 1, 0));
+  auto f = jit([](Tracer a) {
+    return pl::pallas_call([](pl::Ref in, pl::Ref out) { out.store(in.load()); },
+                           {.out_shapes = {{DType::kF32, {8}}},
+                            .grid = {3},
+                            .in_specs = {pl::BlockSpec(
+                                {4}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+                            .out_specs = {pl::BlockSpec(
+                                {4}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+                            .name = "copy"})(a)[0];
+  }, {.backend = GetParam()});
+  absl::StatusOr<Array> got = f(x);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(), HasSubstr("kernel copy at grid index (2)"));
+  EXPECT_THAT(got.status().message(), HasSubstr("in_specs[0] index_map gives block indices (2)"));
+}
+
+TEST_P(PallasTest, WindowLeavingARefNamesTheRef) {
+  Array x = Put(DType::kF32, {8}, Ramp(8, 1, 0));
+  auto f = jit([](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out) {
+          out.store({pl::ds(0, 4)}, in.load({pl::ds(pl::program_id(0) * 5, 4)}));
+        },
+        {.out_shapes = {{DType::kF32, {8}}},
+         .grid = {2},
+         .in_specs = {pl::BlockSpec::Any()},
+         .out_specs = {pl::BlockSpec({4}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+         .name = "shift"})(a)[0];
+  }, {.backend = GetParam()});
+  absl::StatusOr<Array> got = f(x);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("ref_load: kernel shift at grid index (1): the window at (5) of sizes "
+                        "(4) leaves the in_specs[0] block of shape f32[8]"));
+}
+
+TEST_P(PallasTest, TracingErrors) {
+  Array x = Put(DType::kF32, {8}, Ramp(8, 1, 0));
+  auto run = [&](auto body) {
+    auto f = jit(body, {.backend = GetParam()});
+    absl::StatusOr<Array> got = f(x);
+    EXPECT_FALSE(got.ok());
+    return got.ok() ? std::string() : std::string(got.status().message());
+  };
+  EXPECT_THAT(run([](Tracer a) {
+                return pl::pallas_call([](pl::Ref in) {}, {.out_shapes = {{DType::kF32, {8}}}})(
+                    a)[0];
+              }),
+              HasSubstr("the kernel takes 1 refs, but the call gives 2"));
+  EXPECT_THAT(run([](Tracer a) {
+                return pl::pallas_call(
+                    [](pl::Ref in, pl::Ref out) {
+                      out.store(lax::add(in.tracer(), in.tracer()));
+                    },
+                    {.out_shapes = {{DType::kF32, {8}}}})(a)[0];
+              }),
+              HasSubstr("operand 0 is a ref (ref[f32[8]]); read it with ref_load first"));
+  EXPECT_THAT(run([](Tracer a) { return a + lax::convert_element_type(pl::program_id(0),
+                                                                       DType::kF32); }),
+              HasSubstr("program_id: only allowed inside a pallas_call kernel"));
+  EXPECT_THAT(run([](Tracer a) {
+                return pl::pallas_call(
+                    [](pl::Ref in, pl::Ref out) { out.store(in.load()); },
+                    {.out_shapes = {{DType::kF32, {8}}},
+                     .grid = {2},
+                     .in_specs = {pl::BlockSpec({4, 1}, [](pl::Idx g) {
+                       return pl::Blocks{g[0], 0};
+                     })}})(a)[0];
+              }),
+              HasSubstr("in_specs[0] has a block shape of rank 2 (4,1) for an array of rank 1"));
+  EXPECT_THAT(run([](Tracer a) {
+                return pl::pallas_call(
+                    [](pl::Ref in, pl::Ref out) { out.store(in.load({pl::ds(0, 4)})); },
+                    {.out_shapes = {{DType::kF32, {8}}}})(a)[0];
+              }),
+              HasSubstr("ref_store: stores f32[4] into a window of f32[8]"));
+}
+
+// The x86 backend compiles these kernels (no interpreter) and gives the interpreter's results:
+// bitwise for data movement and elementwise code, to rounding for GEMMs.
+class PallasCompiledTest : public ::testing::Test {
+ protected:
+  Runtime rt_{{.num_devices = 1, .num_threads = 2}};
+  Mesh mesh_ = *make_mesh(rt_, {{"x", 1}});
+
+  // Runs `f` on both backends; returns (reference, x86) results and checks the x86 run compiled.
+  template <typename F>
+  std::pair<std::vector<double>, std::vector<double>> Both(F f, const std::vector<Array>& args) {
+    std::vector<double> out[2];
+    for (Backend backend : {Backend::kReference, Backend::kX86}) {
+      const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+      absl::StatusOr<std::vector<Array>> got =
+          jit([&](const std::vector<Tracer>& a) { return std::vector<Tracer>{f(a)}; },
+              {.backend = backend})(args);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!got.ok()) return {};
+      out[backend == Backend::kX86] = (*got)[0].to_host()->ToDoubles();
+      const backends::x86::PallasCallStats after = backends::x86::GetPallasCallStats();
+      if (backend == Backend::kX86) {
+        EXPECT_EQ(after.compiled, before.compiled + 1);
+        EXPECT_EQ(after.interpreted, before.interpreted);
+      }
+    }
+    return {out[0], out[1]};
+  }
+  Array Put(DType dtype, std::vector<int64_t> dims, std::vector<double> values) {
+    return *device_put(HostTensor(dtype, std::move(dims), std::move(values)),
+                       NamedSharding(mesh_, P()));
+  }
+};
+
+TEST_F(PallasCompiledTest, AccumulatingIntoTheOutputBlockAcrossAnArbitraryAxis) {
+  const int64_t m = 40, k = 48, n = 24;
+  std::vector<double> xv = Ramp(m * k, 0.41, 3), yv = Ramp(k * n, 0.29, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  for (auto semantics : {pl::kParallel, pl::kArbitrary}) {
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return AccumulatingMatmul(m, k, n, 16, 16, 8, semantics)(a[0], a[1])[0];
+        },
+        {x, y});
+    ExpectNear(x86, MatmulF64(xv, yv, m, k, n), 1e-5);
+    ExpectNear(ref, x86, 1e-5);
+  }
+}
+
+TEST_F(PallasCompiledTest, ElementwiseKernelsMatchTheInterpreterBitwise) {
+  // Squeezed rows, an overhanging column block, scalar prefetch, a value loaded before the ref is
+  // overwritten (it keeps the old contents), exp and a mask.
+  std::vector<double> xv = Ramp(5 * 11, 0.77, 3);
+  Array x = Put(DType::kF32, {5, 11}, xv);
+  Array table = Put(DType::kS32, {5}, {4, 3, 2, 1, 0});
+  for (auto semantics : {pl::kParallel, pl::kArbitrary}) {
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return pl::pallas_call(
+              [](pl::Ref t, pl::Ref row, pl::Ref out, pl::Ref tmp) {
+                Tracer v = row.load();
+                tmp.store(v);
+                Tracer old = tmp.load();
+                tmp.store(lax::exp(old * 0.25f));
+                Tracer mask = lax::broadcasted_iota(DType::kS32, {4}, 0) <
+                              (t.load({pl::program_id(0)}) + 1);
+                out.store(lax::select(mask, tmp.load() + old, lax::full({4}, -1, DType::kF32)));
+              },
+              {.out_shapes = {{DType::kF32, {5, 11}}},
+               .grid = {5, 3},
+               .in_specs = {pl::BlockSpec({pl::kSqueezed, 4},
+                                          [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                            return pl::Blocks{p[0].load({g[0]}), g[1]};
+                                          })},
+               .out_specs = {pl::BlockSpec({pl::kSqueezed, 4},
+                                           [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
+               .scratch_shapes = {{DType::kF32, {4}}},
+               .num_scalar_prefetch = 1,
+               .dimension_semantics = {semantics, pl::kArbitrary}})(a[0], a[1])[0];
+        },
+        {table, x});
+    ASSERT_EQ(ref.size(), x86.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(ref[i]), std::bit_cast<uint64_t>(x86[i])) << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PallasTest,
+                         ::testing::Values(Backend::kReference, Backend::kX86),
+                         [](const auto& info) {
+                           return info.param == Backend::kX86 ? "x86" : "reference";
+                         });
+
+}  // namespace
+}  // namespace shardjit
