@@ -1,7 +1,7 @@
 // User kernels (pl::pallas_call) on the x86 backend, side by side in one run:
 // - seed 000's blocked matmul (examples/kernels/blocked_matmul.h, 128^3 blocks) against the
-//   built-in dot_general of the same product, 2048x2048 @ 2048x1024, bf16 and f32 inputs, f32
-//   out, on every thread of the runtime (SHARDJIT_NUM_THREADS, default all cores);
+//   built-in dot_general of the same product, 2048x2048 @ 2048x1024 and 512^3, bf16 and f32
+//   inputs, f32 out, on every thread of the runtime (SHARDJIT_NUM_THREADS, default all cores);
 // - the per-grid-step overhead: an empty kernel over a 10^5-step grid, in ns per step;
 // - compiling the seed kernel: trace + lower + compile of a fresh jit and its first run on one
 //   128^3 block (the x86 backend compiles a kernel at its first run), in ms.
@@ -14,41 +14,37 @@
 namespace shardjit {
 namespace {
 
-constexpr int64_t kM = 2048, kK = 2048, kN = 1024;
-
-struct Inputs {
-  Runtime rt{{.num_devices = 1}};
-  Mesh mesh = *make_mesh(rt, {{"x", 1}});
-  Array x, y;
-  explicit Inputs(DType dtype) {
-    x = *device_put(*random::normal(random::key(1), {kM, kK}, dtype), NamedSharding(mesh, P()));
-    y = *device_put(*random::normal(random::key(2), {kK, kN}, dtype), NamedSharding(mesh, P()));
-  }
-};
-
+// x[m,k] @ y[k,n] in `dtype` with f32 out: the user kernel or the built-in dot_general.
 void Matmul(benchmark::State& state, DType dtype, bool kernel) {
-  Inputs in(dtype);
-  auto f = kernel ? jit([](Tracer a, Tracer b) {
-    return examples::BlockedMatmul(kM, kK, kN)(a, b)[0];
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  Array x = *device_put(*random::normal(random::key(1), {m, k}, dtype), NamedSharding(mesh, P()));
+  Array y = *device_put(*random::normal(random::key(2), {k, n}, dtype), NamedSharding(mesh, P()));
+  auto f = kernel ? jit([=](Tracer a, Tracer b) {
+    return examples::BlockedMatmul(m, k, n)(a, b)[0];
   })
                   : jit([](Tracer a, Tracer b) {
                       return lax::dot_general(a, b, DotDims{{1}, {0}}, DType::kF32);
                     });
-  if (absl::StatusOr<Array> warm = f(in.x, in.y); !warm.ok()) {
+  if (absl::StatusOr<Array> warm = f(x, y); !warm.ok()) {
     state.SkipWithError(std::string(warm.status().message()).c_str());
     return;
   }
   for (auto _ : state) {
-    absl::StatusOr<Array> out = f(in.x, in.y);
+    absl::StatusOr<Array> out = f(x, y);
     benchmark::DoNotOptimize(out);
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kM * kK * kN * state.iterations() / 1e9,
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(Matmul, bf16_pallas_kernel, DType::kBF16, true)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Matmul, bf16_dot_general, DType::kBF16, false)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Matmul, f32_pallas_kernel, DType::kF32, true)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Matmul, f32_dot_general, DType::kF32, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+void MatmulSizes(benchmark::internal::Benchmark* b) {
+  b->Args({2048, 2048, 1024})->Args({512, 512, 512})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(Matmul, bf16_pallas_kernel, DType::kBF16, true)->Apply(MatmulSizes);
+BENCHMARK_CAPTURE(Matmul, bf16_dot_general, DType::kBF16, false)->Apply(MatmulSizes);
+BENCHMARK_CAPTURE(Matmul, f32_pallas_kernel, DType::kF32, true)->Apply(MatmulSizes);
+BENCHMARK_CAPTURE(Matmul, f32_dot_general, DType::kF32, false)->Apply(MatmulSizes);
 
 void EmptyGridStep(benchmark::State& state) {
   const int64_t steps = 100000;
@@ -75,8 +71,9 @@ void EmptyGridStep(benchmark::State& state) {
 BENCHMARK(EmptyGridStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BlockedGridStep(benchmark::State& state) {
-  // One 8x128 f32 block per step in and out (views, no copies): a copy kernel.
-  const int64_t rows = 8 * 10000;
+  // A copy kernel: one 8x128 f32 block per step read in place and stored into the output's
+  // block in place (4 KiB each way; 8 MiB in all, within L3).
+  const int64_t rows = 8 * 2000;
   Runtime rt({.num_devices = 1, .num_threads = 1});
   Mesh mesh = *make_mesh(rt, {{"x", 1}});
   Array x = *device_put(*random::normal(random::key(3), {rows, 128}, DType::kF32),
@@ -100,6 +97,8 @@ void BlockedGridStep(benchmark::State& state) {
   state.counters["ns/step"] = benchmark::Counter(
       static_cast<double>(rows / 8) * state.iterations(),
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["GB/s"] = benchmark::Counter(2.0 * rows * 128 * 4 * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
 }
 BENCHMARK(BlockedGridStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 

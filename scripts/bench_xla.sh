@@ -8,6 +8,9 @@
 # compares the decoder block of examples/decoder_block.h instead (bench/xla_compare_decoder.py).
 #   scripts/bench_xla.sh train [--meshes=2x2,4x4] [--runs=10]
 # compares a training step of examples/train_mlp.h (bench/xla_compare_train.py).
+#   scripts/bench_xla.sh pallas [--runs=5]
+# compares seed 000's Pallas kernel and an empty kernel with JAX's Pallas interpret mode
+# (bench/xla_compare_pallas.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure_deps.sh
@@ -33,6 +36,11 @@ if [ "${1:-}" = "train" ]; then
   shift
   bazel build -c opt //bench:train_mlp >&2
   exec "$venv/bin/python" bench/xla_compare_train.py --train-mlp="$bin/bench/train_mlp" "$@"
+fi
+if [ "${1:-}" = "pallas" ]; then
+  shift
+  bazel build -c opt //bench:pallas_matmul >&2
+  exec "$venv/bin/python" bench/xla_compare_pallas.py --pallas-matmul="$bin/bench/pallas_matmul" "$@"
 fi
 bazel build -c opt //examples:seed_matmul >&2
 exec "$venv/bin/python" bench/xla_compare.py --seed-matmul="$bin/examples/seed_matmul" "$@"

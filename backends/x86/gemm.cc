@@ -159,6 +159,8 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
 // Normalizes and handles the empty cases; *done is true when nothing is left to run.
 absl::Status Prepare(const GemmArgs& args, GemmArgs* g, bool* done) {
   RETURN_IF_ERROR(Normalize(args, g));
+  // The pack cache serves one thread at a time.
+  if (g->parallel.available() > 1) g->pack_cache = nullptr;
   *done = g->shape.m == 0 || g->shape.n == 0 || g->shape.k == 0;
   if (*done && g->shape.m > 0 && g->shape.n > 0) ZeroOrKeep(*g);
   return absl::OkStatus();

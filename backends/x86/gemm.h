@@ -6,6 +6,8 @@
 #define SHARDJIT_BACKENDS_X86_GEMM_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "backends/x86/cpu_features.h"
@@ -25,6 +27,37 @@ enum class GemmType { kBf16Bf16F32, kF32F32F32, kS8S8S32 };
 inline int GemmInputBytes(GemmType type) {
   return type == GemmType::kF32F32F32 ? 4 : type == GemmType::kBf16Bf16F32 ? 2 : 1;
 }
+
+// Packed blocks of operands that do not change between products (a user kernel's blocks read in
+// place from its inputs), kept so that later products reading the same block of the same memory
+// skip packing it. One thread at a time; Gemm consults it only for products it runs on one
+// thread, for the operands marked cacheable, in the floating-point layouts. Up to `max_bytes` of
+// blocks are kept; past that, blocks are packed as usual.
+class GemmPackCache {
+ public:
+  explicit GemmPackCache(int64_t max_bytes = int64_t{256} << 20);
+  ~GemmPackCache();
+  GemmPackCache(const GemmPackCache&) = delete;
+  GemmPackCache& operator=(const GemmPackCache&) = delete;
+
+  // The block packed under `key` (`bytes` long), packed by pack(dst) on a miss; null when the
+  // cache is full and holds no such block.
+  struct Key {
+    const void* src;
+    int64_t row_stride, col_stride, r0, rows, k0, kc;
+    int layout, tile;
+    bool b;
+    bool operator==(const Key& o) const;
+  };
+  const void* Get(const Key& key, int64_t bytes, const std::function<void(void*)>& pack);
+  int64_t hits() const { return hits_; }
+  int64_t misses() const { return misses_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t max_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0;
+};
 
 struct GemmArgs {
   GemmShape shape;
@@ -49,6 +82,11 @@ struct GemmArgs {
   // thread alone; kernels of a running program pass base::CurrentParallelism(), whose stop
   // signal the GEMM polls between blocks (returning its error, C unspecified).
   base::Parallelism parallel;
+  // Where packed blocks of A (cache_a) and B (cache_b) are kept across products: only for
+  // operands whose memory does not change while the cache lives.
+  GemmPackCache* pack_cache = nullptr;
+  bool cache_a = false;
+  bool cache_b = false;
 };
 
 // Computes the product described by `args`. InvalidArgument for bad shapes, strides or pointers.

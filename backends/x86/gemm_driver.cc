@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <xmmintrin.h>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+
 #include "backends/x86/gemm_pack.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
@@ -193,6 +196,8 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 }
 
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
+  // A cached B is packed once and read from the cache after.
+  if (args.pack_cache != nullptr && args.cache_b) return false;
   // Decided on the cache blocking; KernelSet::Prepare then re-blocks one of a single row block
   // (StreamingPlan).
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
@@ -308,6 +313,30 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
   const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, g.type};
   const int64_t m = g.shape.m, n = g.shape.n, k = g.shape.k;
   const int mr = plan.mr, nr = plan.nr;
+  // Packed blocks kept across products (GemmPackCache), else packed into `dst`.
+  const bool cached = g.pack_cache != nullptr && g.type != GemmType::kS8S8S32;
+  auto pack_a = [&](int64_t ic, int64_t mc, int64_t pc, int64_t kc, uint8_t* dst) {
+    auto pack = [&](void* out) { PackA(a, ic, mc, pc, kc, plan.layout, mr, out); };
+    if (cached && g.cache_a) {
+      const GemmPackCache::Key key{g.a, a.row_stride, a.col_stride, ic, mc, pc, kc,
+                                   static_cast<int>(plan.layout), mr, false};
+      const int64_t bytes = KSteps(plan.layout, kc) * RoundUp(mc, mr) * 4;
+      if (const void* p = g.pack_cache->Get(key, bytes, pack)) return static_cast<const uint8_t*>(p);
+    }
+    pack(dst);
+    return static_cast<const uint8_t*>(dst);
+  };
+  auto pack_b = [&](int64_t pc, int64_t kc, int64_t jc, int64_t nc, uint8_t* dst) {
+    auto pack = [&](void* out) { PackB(b, pc, kc, jc, nc, plan.layout, nr, out); };
+    if (cached && g.cache_b) {
+      const GemmPackCache::Key key{g.b, b.row_stride, b.col_stride, jc, nc, pc, kc,
+                                   static_cast<int>(plan.layout), nr, true};
+      const int64_t bytes = KSteps(plan.layout, kc) * RoundUp(nc, nr) * 4;
+      if (const void* p = g.pack_cache->Get(key, bytes, pack)) return static_cast<const uint8_t*>(p);
+    }
+    pack(dst);
+    return static_cast<const uint8_t*>(dst);
+  };
 
   const int64_t kc_max = std::min(plan.kc, k);
   const int64_t steps_max = KSteps(plan.layout, kc_max);
@@ -359,8 +388,8 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
       const int64_t kc = std::min(plan.kc, k - pc);
       const int64_t steps = KSteps(plan.layout, kc);
       const bool first = pc == 0, last = pc + kc >= k;
-      uint8_t* b_block = b_buf + packed * b_block_bytes;
-      if (!stream_b) PackB(b, pc, kc, jc, nc, plan.layout, nr, b_block);
+      const uint8_t* b_block = b_buf + packed * b_block_bytes;
+      if (!stream_b) b_block = pack_b(pc, kc, jc, nc, b_buf + packed * b_block_bytes);
       args.b = b_block;
       args.b_panel_stride = steps * nr * 4;
       args.k_steps = steps;
@@ -377,9 +406,10 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
       for (int64_t ic = 0; ic < m; ic += plan.mc) {
         RETURN_IF_ERROR(g.parallel.stop.Check());
         const int64_t mc = std::min(plan.mc, m - ic);
-        uint8_t* a_block = a_buf;
-        if (keep_a) a_block += (pc / plan.kc) * a_block_bytes + ic * steps * 4;
-        if (!keep_a || jc == 0) PackA(a, ic, mc, pc, kc, plan.layout, mr, a_block);
+        uint8_t* a_dst = a_buf;
+        if (keep_a) a_dst += (pc / plan.kc) * a_block_bytes + ic * steps * 4;
+        const uint8_t* a_block = a_dst;
+        if (!keep_a || jc == 0) a_block = pack_a(ic, mc, pc, kc, a_dst);
         float* c_block;
         int64_t ldc;
         if (g.out_bf16) {
@@ -413,6 +443,51 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace shardjit::backends::x86
+
+namespace shardjit::backends::x86 {
+
+bool GemmPackCache::Key::operator==(const Key& o) const {
+  return src == o.src && row_stride == o.row_stride && col_stride == o.col_stride && r0 == o.r0 &&
+         rows == o.rows && k0 == o.k0 && kc == o.kc && layout == o.layout && tile == o.tile &&
+         b == o.b;
+}
+
+struct GemmPackCache::Impl {
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      return absl::HashOf(k.src, k.row_stride, k.col_stride, k.r0, k.rows, k.k0, k.kc, k.layout,
+                          k.tile, k.b);
+    }
+  };
+  struct FreeBlock {
+    void operator()(void* p) const { std::free(p); }
+  };
+  absl::flat_hash_map<Key, std::unique_ptr<void, FreeBlock>, Hash> blocks;
+};
+
+GemmPackCache::GemmPackCache(int64_t max_bytes)
+    : impl_(std::make_unique<Impl>()), max_bytes_(max_bytes) {}
+GemmPackCache::~GemmPackCache() = default;
+
+const void* GemmPackCache::Get(const Key& key, int64_t bytes,
+                               const std::function<void(void*)>& pack) {
+  auto it = impl_->blocks.find(key);
+  if (it != impl_->blocks.end()) {
+    ++hits_;
+    return it->second.get();
+  }
+  ++misses_;
+  if (bytes_ + bytes > max_bytes_) return nullptr;
+  // Packed panels are read with aligned loads: 64-byte alignment, as the packing buffers.
+  void* block = std::aligned_alloc(64, static_cast<size_t>(RoundUp(bytes, 64)));
+  if (block == nullptr) return nullptr;
+  pack(block);
+  bytes_ += bytes;
+  impl_->blocks.emplace(key, std::unique_ptr<void, Impl::FreeBlock>(block));
+  return block;
 }
 
 }  // namespace shardjit::backends::x86

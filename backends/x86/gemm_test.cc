@@ -272,6 +272,46 @@ TEST(Gemm, ThreadsSplitMAndN) {
   }
 }
 
+// Products reading their packed blocks from a GemmPackCache give the oracle's results: the
+// first call packs and keeps, the second reads the kept blocks (hits), at every host level, for
+// several blockings (small blocks: many blocks per operand), and a full cache packs as usual.
+TEST(GemmPackCache, ReusedBlocksGiveTheSameProducts) {
+  const GemmShape shapes[] = {{128, 128, 128}, {37, 65, 129}, {200, 129, 257}};
+  int seed = 0;
+  for (const GemmShape& s : shapes) {
+    for (bool bf16 : {true, false}) {
+      Case c;
+      c.shape = s;
+      c.bf16_in = bf16;
+      c.trans_a = seed % 2 == 1;
+      c.accumulate = seed % 3 == 2;
+      Problem p(c, 900 + ++seed);
+      for (IsaLevel isa : HostIsaLevels()) {
+        if (isa == IsaLevel::kReference) continue;
+        ScopedMaxIsa cap(isa);
+        for (int64_t max_bytes : {int64_t{1} << 30, int64_t{1}}) {
+          GemmPackCache cache(max_bytes);
+          for (int round = 0; round < 2; ++round) {
+            p.Check(fmt::format("{} round {} max_bytes {}", IsaName(isa), round, max_bytes),
+                    [&](const GemmArgs& g) {
+                      GemmArgs cached = g;
+                      cached.pack_cache = &cache;
+                      cached.cache_a = true;
+                      cached.cache_b = true;
+                      return Gemm(cached);
+                    });
+          }
+          if (max_bytes > 1) {
+            EXPECT_GT(cache.hits(), 0) << IsaName(isa);
+          } else {
+            EXPECT_EQ(cache.hits(), 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Gemm, AtIsaChecksTheCpu) {
   Case c;
   c.shape = {5, 6, 7};

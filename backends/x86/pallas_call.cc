@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "backends/reference/kernel.h"
 #include "backends/reference/pallas.h"
@@ -28,21 +29,60 @@ namespace {
 
 using ir::Prim;
 
+// Small shapes without heap allocation: views are made at every grid step.
+using Dims = absl::InlinedVector<int64_t, 4>;
+
 // Element (i0, i1, ...) of a view is at data + sum(i_d * strides[d]) elements.
 struct View {
   char* data = nullptr;
-  std::vector<int64_t> dims;
-  std::vector<int64_t> strides;
+  Dims dims;
+  Dims strides;
   ir::DType dtype = ir::DType::kInvalid;
 };
 
-View DenseView(ir::Tensor& t) {
-  return {static_cast<char*>(t.data()), t.dims(), ir::RowMajorStrides(t.dims()), t.dtype()};
+Dims RowMajor(const Dims& dims) {
+  Dims strides(dims.size(), 1);
+  for (int d = static_cast<int>(dims.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * dims[d + 1];
+  }
+  return strides;
 }
 
+View DenseView(ir::Tensor& t) {
+  Dims dims(t.dims().begin(), t.dims().end());
+  Dims strides = RowMajor(dims);
+  return {static_cast<char*>(t.data()), std::move(dims), std::move(strides), t.dtype()};
+}
+
+// Copies the elements of `src` to `dst` (same dims): rows contiguous on both sides at once.
 void CopyView(const View& dst, const View& src) {
-  reference::CopyStrided(dst.data, dst.strides, src.data, src.strides, dst.dims,
-                         ir::DTypeSize(dst.dtype));
+  const int64_t elem = ir::DTypeSize(dst.dtype);
+  const int rank = static_cast<int>(dst.dims.size());
+  for (int64_t d : dst.dims) {
+    if (d == 0) return;
+  }
+  if (rank == 0) {
+    std::memmove(dst.data, src.data, elem);
+    return;
+  }
+  const bool rows = dst.strides[rank - 1] == 1 && src.strides[rank - 1] == 1;
+  const int outer = rows ? rank - 1 : rank;
+  const int64_t row_bytes = rows ? dst.dims[rank - 1] * elem : elem;
+  Dims index(outer, 0);
+  while (true) {
+    int64_t d_off = 0, s_off = 0;
+    for (int k = 0; k < outer; ++k) {
+      d_off += index[k] * dst.strides[k];
+      s_off += index[k] * src.strides[k];
+    }
+    std::memmove(dst.data + d_off * elem, src.data + s_off * elem, row_bytes);
+    int k = outer - 1;
+    for (; k >= 0; --k) {
+      if (++index[k] < dst.dims[k]) break;
+      index[k] = 0;
+    }
+    if (k < 0) return;
+  }
 }
 
 ir::Tensor Padding(const ir::ShapedType& type, ir::Allocator* allocator) {
@@ -82,6 +122,17 @@ struct Frame {
   base::Parallelism gemm_parallel;
   std::vector<ir::Tensor> padded;   // per blocked spec, for blocks that overhang
   std::vector<ir::Tensor> scratch;  // per scratch ref
+  // The inputs' memory, which no step writes: GEMMs keep their packed blocks of it in
+  // `pack_cache` (products on this thread alone).
+  std::vector<std::pair<const char*, const char*>> immutable;
+  std::unique_ptr<GemmPackCache> pack_cache;
+
+  bool Immutable(const View& v) const {
+    for (const auto& [begin, end] : immutable) {
+      if (v.data >= begin && v.data < end) return true;
+    }
+    return false;
+  }
 };
 
 using Step = std::function<absl::Status(Frame&)>;
@@ -364,7 +415,7 @@ class Compiler {
     const int ref = ref_of_.at(op.operands(0));
     std::vector<std::function<int64_t(const Frame&)>> starts;
     for (int k = first; k < op.operands_size(); ++k) starts.push_back(ScalarReader(op.operands(k)));
-    std::vector<int64_t> sizes(op.ref_window().sizes().begin(), op.ref_window().sizes().end());
+    Dims sizes(op.ref_window().sizes().begin(), op.ref_window().sizes().end());
     std::vector<bool> squeezed(sizes.size(), false);
     for (int64_t d : op.ref_window().squeezed()) squeezed[d] = true;
     const ir::Op* where = &op;
@@ -372,14 +423,14 @@ class Compiler {
     return [=](Frame& f) -> absl::StatusOr<View> {
       const View& r = f.refs[ref];
       View w{r.data, {}, {}, r.dtype};
-      std::vector<int64_t> at(starts.size());
+      Dims at(starts.size());
       for (size_t d = 0; d < starts.size(); ++d) at[d] = starts[d](f);
       for (size_t d = 0; d < starts.size(); ++d) {
         if (at[d] < 0 || at[d] + sizes[d] > r.dims[d]) {
-          return reference::WindowOutsideRef(*where, reference::KernelWhere(*call, f.index), at,
-                                             sizes, reference::KernelRefName(call->pallas_call(),
-                                                                             ref),
-                                             ir::ShapedType{r.dtype, r.dims});
+          return reference::WindowOutsideRef(
+              *where, reference::KernelWhere(*call, f.index), {at.begin(), at.end()},
+              {sizes.begin(), sizes.end()}, reference::KernelRefName(call->pallas_call(), ref),
+              ir::ShapedType{r.dtype, {r.dims.begin(), r.dims.end()}});
         }
         w.data += at[d] * r.strides[d] * ir::DTypeSize(r.dtype);
         if (!squeezed[d]) {
@@ -493,6 +544,13 @@ class Compiler {
       g.out_bf16 = out_bf16;
       g.accumulate = accumulate;
       g.parallel = f.gemm_parallel;
+      // Widening bf16 is most of packing's cost: keep packed blocks of A (reused along the
+      // grid's column axis, while they are still in L2). Packed f32 blocks read from memory cost
+      // more than packing them afresh, and so do B's (reused only along the row axis).
+      if (f.pack_cache != nullptr && type == GemmType::kBf16Bf16F32) {
+        g.pack_cache = f.pack_cache.get();
+        g.cache_a = f.Immutable(va);
+      }
       return Gemm(g);
     });
   }
@@ -781,7 +839,7 @@ absl::Status CompiledCall::RunStep(Frame& f, std::vector<ir::Tensor>& outputs,
     if (s.spec->whole()) continue;
     RETURN_IF_ERROR(RunProgram(s.index_map, f));
     ir::Tensor& array = s.output ? outputs[s.array] : const_cast<ir::Tensor&>(inputs[s.array]);
-    const std::vector<int64_t> strides = ir::RowMajorStrides(array.dims());
+    const Dims strides = RowMajor(Dims(array.dims().begin(), array.dims().end()));
     const int64_t elem = ir::DTypeSize(array.dtype());
     View block{static_cast<char*>(array.data()), {}, {}, array.dtype()};
     View inside = block;  // the part of the block inside the array
@@ -818,10 +876,9 @@ absl::Status CompiledCall::RunStep(Frame& f, std::vector<ir::Tensor>& outputs,
                                                    {ir::PaddingValue(ref_type.dtype)});
     reference::FillElements(buffer.data(), buffer.num_elements(), one.data(), elem);
     // The buffer seen with the array's rank: squeezed dimensions of extent 1.
-    std::vector<int64_t> extents;
+    Dims extents;
     for (int d = 0; d < array.type().rank(); ++d) extents.push_back(ir::BlockExtent(*s.spec, d));
-    View padded{static_cast<char*>(buffer.data()), inside.dims, ir::RowMajorStrides(extents),
-                array.dtype()};
+    View padded{static_cast<char*>(buffer.data()), inside.dims, RowMajor(extents), array.dtype()};
     CopyView(padded, inside);
     f.refs[s.ref] = DenseView(buffer);
     if (s.output) {
@@ -836,12 +893,12 @@ absl::Status CompiledCall::RunStep(Frame& f, std::vector<ir::Tensor>& outputs,
   RETURN_IF_ERROR(RunProgram(kernel, f));
   auto write_back = [&](const Writeback& w) {
     const SpecPlan& s = *w.plan;
-    std::vector<int64_t> extents;
+    Dims extents;
     for (int d = 0; d < static_cast<int>(w.array.dims.size()); ++d) {
       extents.push_back(ir::BlockExtent(*s.spec, d));
     }
-    View padded{static_cast<char*>(f.padded[s.padded].data()), w.array.dims,
-                ir::RowMajorStrides(extents), w.array.dtype};
+    View padded{static_cast<char*>(f.padded[s.padded].data()), w.array.dims, RowMajor(extents),
+                w.array.dtype};
     CopyView(w.array, padded);
   };
   for (int k = 0; k < num_writebacks; ++k) write_back(writebacks[k]);
@@ -887,6 +944,14 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
     if (threads == 1) f.gemm_parallel = parallel;
     f.gemm_parallel.stop = parallel.stop;
     for (int p = 0; p < nsp; ++p) f.refs[p] = DenseView(prefetch[p]);
+    if (f.gemm_parallel.available() == 1) {
+      f.pack_cache = std::make_unique<GemmPackCache>();
+      for (const SpecPlan& s : specs) {
+        if (s.output || s.copy) continue;
+        const char* begin = static_cast<const char*>(inputs[s.array].data());
+        f.immutable.push_back({begin, begin + inputs[s.array].byte_size()});
+      }
+    }
     for (const SpecPlan& s : specs) {
       if (!s.spec->whole()) continue;
       ir::Tensor& array = s.output ? outputs[s.array] : inputs[s.array];
