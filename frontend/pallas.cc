@@ -173,7 +173,23 @@ std::vector<Tracer> PallasCall::operator()(const std::vector<Tracer>& args, Loc 
   op.set_opcode("pallas_call");
   ir::PallasCallAttrs& a = *op.mutable_pallas_call();
   a.set_name(spec_.name);
-  for (int64_t g : spec_.grid) a.add_grid(g);
+  std::vector<Tracer> operands;  // the grid sizes known at run time, then `args`
+  for (const GridDim& g : spec_.grid) {
+    if (!g.traced.valid()) {
+      if (g.size < 0) return fail(fmt::format("grid size {} is negative", g.size));
+      a.add_grid(g.size);
+      continue;
+    }
+    if (g.traced.rank() != 0 || !ir::IsInteger(g.traced.dtype())) {
+      return fail(fmt::format("a grid size traced at run time must be an integer scalar, got {}",
+                              g.traced.type().ToString()));
+    }
+    a.add_grid(-1);
+    operands.push_back(g.traced.dtype() == DType::kS32
+                           ? g.traced
+                           : lax::convert_element_type(g.traced, DType::kS32, loc));
+  }
+  operands.insert(operands.end(), args.begin(), args.end());
   a.set_num_scalar_prefetch(nsp);
   for (GridSemantics s : spec_.dimension_semantics) {
     a.add_dimension_semantics(s == kParallel ? ir::PARALLEL : ir::ARBITRARY);
@@ -245,7 +261,7 @@ std::vector<Tracer> PallasCall::operator()(const std::vector<Tracer>& args, Loc 
     *a.mutable_kernel() = scope.Close({});
   }
   if (!t->status().ok()) return std::vector<Tracer>(num_outputs);
-  return t->EmitN(std::move(op), args, num_outputs, loc);
+  return t->EmitN(std::move(op), operands, num_outputs, loc);
 }
 
 }  // namespace shardjit::pl

@@ -148,9 +148,19 @@ enum class GridSemantics { kArbitrary, kParallel };
 inline constexpr GridSemantics kParallel = GridSemantics::kParallel;
 inline constexpr GridSemantics kArbitrary = GridSemantics::kArbitrary;
 
+// A grid dimension: a size, or a traced integer scalar, which sizes the grid when the call runs
+// (megablox's number of active tiles); a negative size runs no step.
+struct GridDim {
+  GridDim(int size) : size(size) {}
+  GridDim(int64_t size) : size(size) {}
+  GridDim(Tracer traced) : traced(std::move(traced)), size(-1) {}
+  Tracer traced;
+  int64_t size;
+};
+
 struct PallasCallSpec {
   std::vector<ShapedType> out_shapes;
-  std::vector<int64_t> grid;
+  std::vector<GridDim> grid;
   // One per operand after the scalar-prefetch ones; empty: every operand is one whole block.
   std::vector<BlockSpec> in_specs;
   std::vector<BlockSpec> out_specs;
@@ -176,6 +186,10 @@ class PallasCall {
       : kernel_(std::move(kernel)), spec_(std::move(spec)) {}
   // Traces the call on `args` (scalar-prefetch operands first): one tracer per out_shape.
   std::vector<Tracer> operator()(const std::vector<Tracer>& args, Loc loc = Loc::current()) const;
+  // A call without operands (its kernel only writes outputs).
+  std::vector<Tracer> operator()(Loc loc = Loc::current()) const {
+    return (*this)(std::vector<Tracer>{}, loc);
+  }
   template <typename... T>
   std::vector<Tracer> operator()(Tracer first, T... rest) const {
     return (*this)(std::vector<Tracer>{std::move(first), Tracer(rest)...});

@@ -298,6 +298,33 @@ TEST_P(PallasTest, WindowLeavingARefNamesTheRef) {
                         "(4) leaves the in_specs[0] block of shape f32[8]"));
 }
 
+TEST_P(PallasTest, GridSizedAtRunTime) {
+  // The grid's second axis has as many steps as the traced scalar says (none when negative);
+  // each step writes its indices and num_programs into its own element.
+  auto f = jit([](Tracer n) {
+    return pl::pallas_call(
+        [](pl::Ref out) {
+          Tracer i = pl::program_id(0), j = pl::program_id(1);
+          out.store({i * 8 + j}, j * 100 + i * 10 + pl::num_programs(1));
+        },
+        {.out_shapes = {{DType::kS32, {16}}},
+         .grid = {2, n * 2},
+         .out_specs = {pl::BlockSpec::Any()},
+         .dimension_semantics = {pl::kParallel, pl::kArbitrary}})()[0];
+  }, {.backend = GetParam()});
+  const double pad = -2147483648.0;
+  for (int n : {0, 1, 3, -2}) {
+    absl::StatusOr<Array> got =
+        f(Put(DType::kS32, {}, {static_cast<double>(n)}));
+    ASSERT_TRUE(got.ok()) << got.status();
+    std::vector<double> want(16, pad);
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < std::max(0, 2 * n); ++j) want[i * 8 + j] = j * 100 + i * 10 + 2 * n;
+    }
+    EXPECT_EQ(got->to_host()->ToDoubles(), want) << n;
+  }
+}
+
 TEST_P(PallasTest, TracingErrors) {
   Array x = Put(DType::kF32, {8}, Ramp(8, 1, 0));
   auto run = [&](auto body) {
@@ -338,6 +365,78 @@ TEST_P(PallasTest, TracingErrors) {
                     {.out_shapes = {{DType::kF32, {8}}}})(a)[0];
               }),
               HasSubstr("ref_store: stores f32[4] into a window of f32[8]"));
+  EXPECT_THAT(run([](Tracer a) {
+                return pl::pallas_call([](pl::Ref in, pl::Ref out) { out.store(in.load()); },
+                                       {.out_shapes = {{DType::kF32, {8}}},
+                                        .grid = {lax::reduce_sum(a, {0})}})(a)[0];
+              }),
+              HasSubstr("a grid size traced at run time must be an integer scalar, got f32[]"));
+}
+
+// In a global-view program on sharded arrays the call is partitioned as replicated: the operands
+// are gathered, every device runs the whole grid, the result is the same everywhere.
+TEST_P(PallasTest, GlobalViewCallOnShardedOperands) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  const int64_t m = 24, k = 16, n = 12;
+  std::vector<double> xv = Ramp(m * k, 0.3, 2), yv = Ramp(k * n, 0.45, 2);
+  Array x = *device_put(HostTensor(DType::kF32, {m, k}, xv), NamedSharding(mesh, P("x", "y")));
+  Array y = *device_put(HostTensor(DType::kF32, {k, n}, yv), NamedSharding(mesh, P(None, "x")));
+  auto f = jit([&](Tracer a, Tracer b) {
+    return AccumulatingMatmul(m, k, n, 8, 8, 4)(lax::exp(a * 0.1f), b)[0] * 2.0f;
+  }, {.backend = GetParam()});
+  absl::StatusOr<Array> got = f(x, y);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> ex(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) ex[i] = std::exp(static_cast<float>(xv[i]) * 0.1f);
+  std::vector<double> want = MatmulF64(ex, yv, m, k, n);
+  for (double& v : want) v *= 2;
+  ExpectNear(got->to_host()->ToDoubles(), want, 1e-5);
+}
+
+// Seed 002's form: mpmd_map of (positions, kernel) pairs. On {x:2,y:2}, row x=0 scales its block
+// by a kernel of 2-row blocks, row x=1 adds its position's row index by a kernel of squeezed
+// rows; both under shard_map-style specs, on both backends.
+TEST_P(PallasTest, KernelsOfAnMpmdMap) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  std::vector<double> xv = Ramp(8 * 6, 0.9, 2);
+  Array x = *device_put(HostTensor(DType::kF32, {8, 6}, xv), NamedSharding(mesh, P("x", "y")));
+  auto scale = [](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out) { out.store(in.load() * 3.0f); },
+        {.out_shapes = {{DType::kF32, {4, 3}}},
+         .grid = {2},
+         .in_specs = {pl::BlockSpec({2, 3}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+         .out_specs = {pl::BlockSpec({2, 3}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+         .name = "scale"})(a)[0];
+  };
+  auto add_row = [](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out) {
+          out.store(in.load() + lax::convert_element_type(pl::program_id(0), DType::kF32));
+        },
+        {.out_shapes = {{DType::kF32, {4, 3}}},
+         .grid = {4},
+         .in_specs = {pl::BlockSpec({pl::kSqueezed, 3},
+                                    [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+         .out_specs = {pl::BlockSpec({pl::kSqueezed, 3},
+                                     [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+         .name = "add_row"})(a)[0];
+  };
+  MpmdMapped f = mpmd_map(mesh,
+                          {Program(PositionsAt(mesh, "x", 0), scale),
+                           Program(PositionsAt(mesh, "x", 1), add_row)},
+                          {P("x", "y")}, {P("x", "y")}, {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> got = f(x);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> want(48);
+  for (int r = 0; r < 8; ++r) {
+    for (int c = 0; c < 6; ++c) {
+      want[r * 6 + c] = r < 4 ? 3 * xv[r * 6 + c] : xv[r * 6 + c] + (r - 4);
+    }
+  }
+  ExpectNear((*got)[0].to_host()->ToDoubles(), want, 1e-6);
 }
 
 // The x86 backend compiles these kernels (no interpreter) and gives the interpreter's results:

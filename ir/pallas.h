@@ -33,6 +33,13 @@ inline ShapedType BlockRefType(const BlockSpec& spec, const ShapedType& array) {
   return ShapedType{array.dtype, BlockRefDims(spec)}.AsRef();
 }
 
+// The grid axes sized at run time (grid entry -1); their sizes are the call's first operands.
+inline int64_t NumDynamicGridAxes(const PallasCallAttrs& a) {
+  int64_t n = 0;
+  for (int64_t g : a.grid()) n += g == -1;
+  return n;
+}
+
 // What padding and fresh outputs and scratch hold, as Pallas' interpreter fills them: NaN for
 // floating dtypes, the minimum for integers, false for pred.
 double PaddingValue(DType dtype);

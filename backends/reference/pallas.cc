@@ -63,7 +63,12 @@ class GridRun {
  public:
   GridRun(const ir::Op& op, const std::vector<ir::Tensor>& operands,
           const KernelRegionRunner& run, ir::Allocator* allocator)
-      : op_(op), a_(op.pallas_call()), operands_(operands), run_(run), allocator_(allocator) {
+      : op_(op),
+        a_(op.pallas_call()),
+        operands_(operands),
+        run_(run),
+        allocator_(allocator),
+        base_(ir::NumDynamicGridAxes(a_)) {
     frame_.call = &op;
   }
 
@@ -71,11 +76,12 @@ class GridRun {
     const int64_t nsp = a_.num_scalar_prefetch();
     const ir::Region& kernel = a_.kernel();
     // Private copies: a kernel may store into any ref, and the operands belong to the caller.
-    for (int64_t i = 0; i < nsp; ++i) prefetch_.push_back(Copy(operands_[i], allocator_));
+    frame_.grid = GridSizes(a_, operands_);
+    for (int64_t i = 0; i < nsp; ++i) prefetch_.push_back(Copy(operands_[base_ + i], allocator_));
     for (int i = 0; i < a_.out_shapes_size(); ++i) {
       const int64_t alias =
           i < a_.input_output_aliases_size() ? a_.input_output_aliases(i) : int64_t{-1};
-      outputs_.push_back(alias >= 0 ? Copy(operands_[alias], allocator_)
+      outputs_.push_back(alias >= 0 ? Copy(operands_[base_ + alias], allocator_)
                                     : Filled(ir::FromProto(a_.out_shapes(i)), allocator_));
     }
     const int fixed = static_cast<int>(nsp) + a_.in_specs_size() + a_.out_specs_size();
@@ -86,16 +92,16 @@ class GridRun {
       }
     }
     for (int i = 0; i < a_.in_specs_size(); ++i) {
-      if (a_.in_specs(i).whole()) whole_inputs_[i] = Copy(operands_[nsp + i], allocator_);
+      if (a_.in_specs(i).whole()) whole_inputs_[i] = Copy(operands_[base_ + nsp + i], allocator_);
     }
     int64_t steps = 1;
-    for (int64_t g : a_.grid()) steps *= g;
+    for (int64_t g : frame_.grid) steps *= g;
     frame_.index.assign(a_.grid_size(), 0);
     for (int64_t step = 0; step < steps; ++step) {
       int64_t rest = step;
       for (int d = a_.grid_size() - 1; d >= 0; --d) {
-        frame_.index[d] = rest % a_.grid(d);
-        rest /= a_.grid(d);
+        frame_.index[d] = rest % frame_.grid[d];
+        rest /= frame_.grid[d];
       }
       RETURN_IF_ERROR(Step());
     }
@@ -113,7 +119,7 @@ class GridRun {
         args.push_back(whole_inputs_.at(i));
         continue;
       }
-      ir::Tensor source = operands_[nsp + i];
+      ir::Tensor source = operands_[base_ + nsp + i];
       ASSIGN_OR_RETURN(BlockWindow w,
                        Window(spec, source.type(), fmt::format("in_specs[{}]", i)));
       ir::Tensor block = Filled(ir::BlockRefType(spec, source.type()), allocator_);
@@ -173,6 +179,8 @@ class GridRun {
   const std::vector<ir::Tensor>& operands_;
   const KernelRegionRunner& run_;
   ir::Allocator* allocator_;
+  // The operands sizing grid axes at run time come first.
+  int64_t base_;
   KernelFrame frame_;
   std::vector<ir::Tensor> prefetch_;
   std::vector<ir::Tensor> outputs_;
@@ -205,6 +213,16 @@ absl::StatusOr<BlockWindow> RefWindow(const ir::Op& op, const std::vector<ir::Te
 }
 
 }  // namespace
+
+std::vector<int64_t> GridSizes(const ir::PallasCallAttrs& a,
+                               const std::vector<ir::Tensor>& operands) {
+  std::vector<int64_t> grid;
+  int next = 0;
+  for (int64_t g : a.grid()) {
+    grid.push_back(g != -1 ? g : std::max<int64_t>(0, IndexValue(operands[next++], 0)));
+  }
+  return grid;
+}
 
 std::string KernelWhere(const ir::Op& call, const std::vector<int64_t>& index) {
   const std::string& name = call.pallas_call().name();
@@ -255,7 +273,7 @@ absl::StatusOr<std::vector<ir::Tensor>> RunKernelOp(const ir::Op& op,
       return std::vector<ir::Tensor>{Index(frame.index.at(op.grid_axis().axis()), allocator)};
     case ir::Prim::kNumPrograms:
       return std::vector<ir::Tensor>{
-          Index(frame.call->pallas_call().grid(op.grid_axis().axis()), allocator)};
+          Index(frame.grid.at(op.grid_axis().axis()), allocator)};
     case ir::Prim::kRefLoad: {
       ASSIGN_OR_RETURN(BlockWindow w, RefWindow(op, operands, 1, frame));
       ir::Tensor ref = operands[0];

@@ -19,6 +19,10 @@
 
 namespace shardjit::backends::reference {
 
+// The grid of a call on `operands`: its static sizes, and those sized at run time read from the
+// leading operands (negative ones as 0).
+std::vector<int64_t> GridSizes(const ir::PallasCallAttrs& a,
+                               const std::vector<ir::Tensor>& operands);
 // "kernel matmul at grid index (1,0,2)".
 std::string KernelWhere(const ir::Op& call, const std::vector<int64_t>& index);
 // How errors name kernel param `param` of pallas_call attrs `a`: "in_specs[0] block",
@@ -37,6 +41,7 @@ absl::Status WindowOutsideRef(const ir::Op& op, const std::string& where,
 // What the kernel ops of one grid step see.
 struct KernelFrame {
   const ir::Op* call = nullptr;
+  std::vector<int64_t> grid;   // the grid's sizes (those sized at run time included)
   std::vector<int64_t> index;  // the grid index
   // Kernel param id -> how errors name it ("in_specs[0] block").
   std::unordered_map<int64_t, std::string> ref_names;

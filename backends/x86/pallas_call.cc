@@ -117,6 +117,7 @@ struct Frame {
   std::vector<ir::Tensor> tiles;
   std::vector<View> views;
   std::vector<View> refs;  // per kernel param
+  std::vector<int64_t> grid;
   std::vector<int64_t> index;
   ir::Allocator* allocator = nullptr;
   base::Parallelism gemm_parallel;
@@ -574,8 +575,8 @@ class Compiler {
         const int slot = values_.at(op.results(0)).slot;
         const int64_t axis = op.grid_axis().axis();
         if (prim == Prim::kNumPrograms) {
-          out.push_back([slot, n = a_.grid(axis)](Frame& f) {
-            f.scalars[slot] = n;
+          out.push_back([slot, axis](Frame& f) {
+            f.scalars[slot] = f.grid[axis];
             return absl::OkStatus();
           });
         } else {
@@ -910,10 +911,12 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
                                                           ir::Allocator* allocator) const {
   const ir::PallasCallAttrs& a = op->pallas_call();
   const int nsp = static_cast<int>(a.num_scalar_prefetch());
+  const int64_t base = ir::NumDynamicGridAxes(a);  // operands sizing grid axes come first
   const ir::Region& kernel_region = a.kernel();
+  const std::vector<int64_t> grid = reference::GridSizes(a, operands);
   std::vector<ir::Tensor> prefetch;
-  for (int i = 0; i < nsp; ++i) prefetch.push_back(CopyOf(operands[i], allocator));
-  std::vector<ir::Tensor> inputs(operands.begin() + nsp, operands.end());
+  for (int i = 0; i < nsp; ++i) prefetch.push_back(CopyOf(operands[base + i], allocator));
+  std::vector<ir::Tensor> inputs(operands.begin() + base + nsp, operands.end());
   for (const SpecPlan& s : specs) {
     if (!s.output && s.copy && s.spec->whole()) {
       inputs[s.array] = CopyOf(inputs[s.array], allocator);
@@ -922,11 +925,11 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
   std::vector<ir::Tensor> outputs;
   for (int i = 0; i < a.out_shapes_size(); ++i) {
     const int64_t alias = i < a.input_output_aliases_size() ? a.input_output_aliases(i) : -1;
-    outputs.push_back(alias >= 0 ? CopyOf(operands[alias], allocator)
+    outputs.push_back(alias >= 0 ? CopyOf(operands[base + alias], allocator)
                                  : Padding(ir::FromProto(a.out_shapes(i)), allocator));
   }
   int64_t outer = 1, inner = 1;
-  for (int d = 0; d < a.grid_size(); ++d) (d < leading_parallel ? outer : inner) *= a.grid(d);
+  for (int d = 0; d < a.grid_size(); ++d) (d < leading_parallel ? outer : inner) *= grid[d];
   if (outer * inner == 0) return outputs;
   const base::Parallelism& parallel = base::CurrentParallelism();
   const int threads = static_cast<int>(std::min<int64_t>(parallel.available(), outer));
@@ -940,6 +943,7 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
     f.refs.resize(num_refs);
     f.padded.resize(specs.size());
     f.index.assign(a.grid_size(), 0);
+    f.grid = grid;
     // One grid thread: the GEMMs may use the program's threads; several: each its own.
     if (threads == 1) f.gemm_parallel = parallel;
     f.gemm_parallel.stop = parallel.stop;
@@ -970,8 +974,8 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
       }
       int64_t rest = step;
       for (int d = a.grid_size() - 1; d >= 0; --d) {
-        f.index[d] = rest % a.grid(d);
-        rest /= a.grid(d);
+        f.index[d] = rest % grid[d];
+        rest /= grid[d];
       }
       if (absl::Status s = RunStep(f, outputs, inputs); !s.ok()) {
         status[t] = s;

@@ -85,42 +85,55 @@ absl::StatusOr<ShapedType> CheckSpec(const Op& op, const Types& operands,
   return ShapedType{array.dtype, std::move(block), false, true};
 }
 
-absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& operands, const Op& op) {
+absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& all, const Op& op) {
   const PallasCallAttrs& a = op.pallas_call();
   const std::string kernel = a.name().empty() ? "kernel" : a.name();
   if (ctx.kernel_grid_rank >= 0) {
-    return RuleError(op, operands, "pallas_call cannot be nested in a kernel");
+    return RuleError(op, all, "pallas_call cannot be nested in a kernel");
   }
+  // Axes sized at run time (-1) take their sizes from the leading s32[] operands.
+  const int64_t dynamic = NumDynamicGridAxes(a);
   for (int64_t g : a.grid()) {
-    if (g < 0 || !FitsS32(g)) {
-      return RuleError(op, operands, "grid ({}) of {} has a size outside [0, 2^31)",
-                       fmt::join(a.grid(), ","), kernel);
+    if (g < -1 || !FitsS32(g)) {
+      return RuleError(op, all, "grid ({}) of {} has a size outside [0, 2^31) (or -1: sized at "
+                       "run time)", fmt::join(a.grid(), ","), kernel);
     }
   }
+  if (dynamic > static_cast<int64_t>(all.size())) {
+    return RuleError(op, all, "grid ({}) has {} axes sized at run time but {} operands",
+                     fmt::join(a.grid(), ","), dynamic, all.size());
+  }
+  for (int64_t i = 0; i < dynamic; ++i) {
+    if (all[i] != kIndex) {
+      return RuleError(op, all, "operand {} sizes a grid axis at run time: expected s32[], got {}",
+                       i, all[i].ToString());
+    }
+  }
+  const Types operands(all.begin() + dynamic, all.end());
   const int64_t nsp = a.num_scalar_prefetch();
   if (nsp < 0 || nsp > static_cast<int64_t>(operands.size())) {
-    return RuleError(op, operands, "num_scalar_prefetch={} but {} operands", nsp,
+    return RuleError(op, all, "num_scalar_prefetch={} but {} operands", nsp,
                      operands.size());
   }
   Types prefetch_refs;
   for (int64_t i = 0; i < nsp; ++i) {
     if (operands[i].dtype != DType::kS32) {
-      return RuleError(op, operands, "scalar-prefetch operand {} is {}; expected s32", i,
+      return RuleError(op, all, "scalar-prefetch operand {} is {}; expected s32", i,
                        operands[i].ToString());
     }
     prefetch_refs.push_back(operands[i].AsRef());
   }
   const int64_t num_inputs = static_cast<int64_t>(operands.size()) - nsp;
   if (a.in_specs_size() != num_inputs) {
-    return RuleError(op, operands, "{} in_specs for {} inputs (after {} scalar-prefetch operands)",
+    return RuleError(op, all, "{} in_specs for {} inputs (after {} scalar-prefetch operands)",
                      a.in_specs_size(), num_inputs, nsp);
   }
   if (a.out_specs_size() != a.out_shapes_size()) {
-    return RuleError(op, operands, "{} out_specs for {} out_shapes", a.out_specs_size(),
+    return RuleError(op, all, "{} out_specs for {} out_shapes", a.out_specs_size(),
                      a.out_shapes_size());
   }
   if (a.dimension_semantics_size() != 0 && a.dimension_semantics_size() != a.grid_size()) {
-    return RuleError(op, operands, "{} dimension_semantics for a grid of rank {}",
+    return RuleError(op, all, "{} dimension_semantics for a grid of rank {}",
                      a.dimension_semantics_size(), a.grid_size());
   }
   Types index_map_params(a.grid_size(), kIndex);
@@ -128,7 +141,7 @@ absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& operands,
   Types kernel_params = prefetch_refs;
   for (int i = 0; i < a.in_specs_size(); ++i) {
     ASSIGN_OR_RETURN(ShapedType ref,
-                     CheckSpec(op, operands, a.in_specs(i), operands[nsp + i],
+                     CheckSpec(op, all, a.in_specs(i), operands[nsp + i],
                                fmt::format("in_specs[{}]", i), index_map_params));
     kernel_params.push_back(ref);
   }
@@ -136,19 +149,19 @@ absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& operands,
   for (int i = 0; i < a.out_shapes_size(); ++i) {
     ShapedType out = FromProto(a.out_shapes(i));
     if (out.future || out.ref) {
-      return RuleError(op, operands, "out_shapes[{}] is {}; expected an array type", i,
+      return RuleError(op, all, "out_shapes[{}] is {}; expected an array type", i,
                        out.ToString());
     }
     RETURN_IF_ERROR(CheckDTypeAttr(op, operands, fmt::format("out_shapes[{}]", i),
                                    a.out_shapes(i).dtype()));
-    ASSIGN_OR_RETURN(ShapedType ref, CheckSpec(op, operands, a.out_specs(i), out,
+    ASSIGN_OR_RETURN(ShapedType ref, CheckSpec(op, all, a.out_specs(i), out,
                                                fmt::format("out_specs[{}]", i), index_map_params));
     kernel_params.push_back(ref);
     results.push_back(out);
   }
   if (a.input_output_aliases_size() != 0) {
     if (a.input_output_aliases_size() != a.out_shapes_size()) {
-      return RuleError(op, operands, "{} input_output_aliases for {} outputs (one per output, -1 "
+      return RuleError(op, all, "{} input_output_aliases for {} outputs (one per output, -1 "
                        "for none)", a.input_output_aliases_size(), a.out_shapes_size());
     }
     std::vector<bool> used(operands.size(), false);
@@ -156,38 +169,38 @@ absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& operands,
       const int64_t in = a.input_output_aliases(i);
       if (in == -1) continue;
       if (in < 0 || in >= static_cast<int64_t>(operands.size())) {
-        return RuleError(op, operands, "input_output_aliases[{}]={} is not an operand index", i,
+        return RuleError(op, all, "input_output_aliases[{}]={} is not an operand index", i,
                          in);
       }
       if (used[in]) {
-        return RuleError(op, operands, "operand {} is aliased to two outputs", in);
+        return RuleError(op, all, "operand {} is aliased to two outputs", in);
       }
       used[in] = true;
       if (operands[in] != results[i]) {
-        return RuleError(op, operands, "output {} ({}) is aliased to operand {} of type {}", i,
+        return RuleError(op, all, "output {} ({}) is aliased to operand {} of type {}", i,
                          results[i].ToString(), in, operands[in].ToString());
       }
     }
   }
   const Region& body = a.kernel();
   if (body.params_size() < static_cast<int>(kernel_params.size())) {
-    return RuleError(op, operands, "kernel {} takes {} params; expected at least {} ({}), then "
+    return RuleError(op, all, "kernel {} takes {} params; expected at least {} ({}), then "
                      "scratch refs", kernel, body.params_size(), kernel_params.size(),
                      TypesToString(kernel_params));
   }
   for (int i = 0; i < body.params_size(); ++i) {
     const ShapedType param = FromProto(body.params(i).type());
     if (i < static_cast<int>(kernel_params.size()) && param != kernel_params[i]) {
-      return RuleError(op, operands, "kernel {} param {} is {}, expected {}", kernel, i,
+      return RuleError(op, all, "kernel {} param {} is {}, expected {}", kernel, i,
                        param.ToString(), kernel_params[i].ToString());
     }
     if (!param.ref) {
-      return RuleError(op, operands, "kernel {} scratch param {} is {}; scratch buffers are refs",
+      return RuleError(op, all, "kernel {} scratch param {} is {}; scratch buffers are refs",
                        kernel, i, param.ToString());
     }
   }
   if (body.results_size() != 0) {
-    return RuleError(op, operands, "kernel {} returns {} values; kernels write their outputs "
+    return RuleError(op, all, "kernel {} returns {} values; kernels write their outputs "
                      "through refs and return nothing", kernel, body.results_size());
   }
   return results;
