@@ -279,6 +279,63 @@ INSTANTIATE_TEST_SUITE_P(
                   "    b:f32[2] = all_gather[axes=(x,y) axis=0 tiled=True "
                   "axis_index_groups=((0,1,2),(3))] a\n",
                   "b", {"all_gather: axis_index_groups must all have the same size"}},
+        BadModule{"RefParamOutsideKernels", "per_device", "a:ref[f32[8]]",
+                  "    b:f32[8] = neg a\n", "b",
+                  {"param a is a ref, but only pallas_call kernels and index maps take refs"}},
+        BadModule{"KernelOpOutsideKernels", "per_device", "a:f32[8]",
+                  "    b:s32[] = program_id[axis=0]\n", "b",
+                  {"program_id: only allowed inside a pallas_call kernel"}},
+        BadModule{"BlockShapeRank", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[grid=(2) in_specs=(((4,1),{ lambda ; c:s32[]. let\n"
+                  "        in (c, c) })) out_specs=(ANY) out_shapes=(f32[8]) "
+                  "kernel={ lambda ; d:ref[f32[4,1]] e:ref[f32[8]]. let\n        in () }] a\n",
+                  "b", {"in_specs[0] has a block shape of rank 2 (4,1) for an array of rank 1"}},
+        BadModule{"IndexMapResults", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[grid=(2) in_specs=(((4),{ lambda ; c:s32[]. let\n"
+                  "        in (c, c) })) out_specs=(ANY) out_shapes=(f32[8]) "
+                  "kernel={ lambda ; d:ref[f32[4]] e:ref[f32[8]]. let\n        in () }] a\n",
+                  "b", {"in_specs[0] index_map returns 2 values; expected one block index per "
+                        "array dimension (1)"}},
+        BadModule{"IndexMapArity", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[grid=(2,3) in_specs=(((4),{ lambda ; c:s32[]. let\n"
+                  "        in (c) })) out_specs=(ANY) out_shapes=(f32[8]) "
+                  "kernel={ lambda ; d:ref[f32[4]] e:ref[f32[8]]. let\n        in () }] a\n",
+                  "b", {"in_specs[0] index_map takes 1 params; expected 2 (s32[], s32[])"}},
+        BadModule{"KernelRefDtype", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[out_specs=(ANY) in_specs=(ANY) out_shapes=(f32[8]) "
+                  "kernel={ lambda ; d:ref[bf16[8]] e:ref[f32[8]]. let\n        in () }] a\n",
+                  "b", {"kernel kernel param 0 is ref[bf16[8]], expected ref[f32[8]]"}},
+        BadModule{"ScratchNotARef", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] f:f32[2]. "
+                  "let\n        in () }] a\n",
+                  "b", {"kernel k scratch param 2 is f32[2]; scratch buffers are refs"}},
+        BadModule{"ProgramIdPastTheGrid", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]]. let\n"
+                  "          g:s32[] = program_id[axis=0]\n        in () }] a\n",
+                  "b", {"program_id: axis=0 is not an axis of the grid (rank 0)"}},
+        BadModule{"KernelReturnsValues", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]]. let\n"
+                  "          g:s32[] = constant[dtype=s32 value=(0)]\n        in (g) }] a\n",
+                  "b", {"kernel k returns 1 values; kernels write their outputs through refs"}},
+        BadModule{"RefAsAnOperand", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[8]) "
+                  "kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]]. let\n"
+                  "          f:f32[8] = neg d\n        in () }] a\n",
+                  "b", {"neg: operand 0 is a ref (ref[f32[8]]); read it with ref_load first"}},
+        BadModule{"WindowSizes", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[8]) "
+                  "kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]]. let\n"
+                  "          c:s32[] = constant[dtype=s32 value=(0)]\n"
+                  "          f:f32[9] = ref_load[sizes=(9)] d c\n        in () }] a\n",
+                  "b", {"ref_load: sizes[0]=9 does not fit the ref's dimension 8"}},
+        BadModule{"AliasTypes", "per_device", "a:f32[8]",
+                  "    b:f32[4] = pallas_call[in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[4]) "
+                  "input_output_aliases=(0) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[4]]. let\n"
+                  "        in () }] a\n",
+                  "b", {"output 0 (f32[4]) is aliased to operand 0 of type f32[8]"}},
         BadModule{"PbroadcastSourcePastAxis", "per_device", "a:f32[2]",
                   "    b:f32[2] = pbroadcast[axes=(x) source=2] a\n", "b",
                   {"pbroadcast: source 2 is out of range for axis size 2"}}),

@@ -313,29 +313,25 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
   const MatrixView b{g.b, g.b_row_stride, g.b_col_stride, g.type};
   const int64_t m = g.shape.m, n = g.shape.n, k = g.shape.k;
   const int mr = plan.mr, nr = plan.nr;
-  // Packed blocks kept across products (GemmPackCache), else packed into `dst`.
+  // Packed blocks kept across products (GemmPackCache) when `keep`, else packed into `dst`.
   const bool cached = g.pack_cache != nullptr && g.type != GemmType::kS8S8S32;
-  auto pack_a = [&](int64_t ic, int64_t mc, int64_t pc, int64_t kc, uint8_t* dst) {
-    auto pack = [&](void* out) { PackA(a, ic, mc, pc, kc, plan.layout, mr, out); };
-    if (cached && g.cache_a) {
-      const GemmPackCache::Key key{g.a, a.row_stride, a.col_stride, ic, mc, pc, kc,
-                                   static_cast<int>(plan.layout), mr, false};
-      const int64_t bytes = KSteps(plan.layout, kc) * RoundUp(mc, mr) * 4;
+  auto pack_or_keep = [&](bool keep, const GemmPackCache::Key& key, int64_t rows, int tile,
+                    const std::function<void(void*)>& pack, uint8_t* dst) {
+    const int64_t bytes = KSteps(plan.layout, key.kc) * RoundUp(rows, tile) * 4;
+    if (keep && cached) {
       if (const void* p = g.pack_cache->Get(key, bytes, pack)) return static_cast<const uint8_t*>(p);
     }
     pack(dst);
     return static_cast<const uint8_t*>(dst);
   };
+  const int layout = static_cast<int>(plan.layout);
+  auto pack_a = [&](int64_t ic, int64_t mc, int64_t pc, int64_t kc, uint8_t* dst) {
+    return pack_or_keep(g.cache_a, {g.a, a.row_stride, a.col_stride, ic, mc, pc, kc, layout, mr, false},
+                  mc, mr, [&](void* out) { PackA(a, ic, mc, pc, kc, plan.layout, mr, out); }, dst);
+  };
   auto pack_b = [&](int64_t pc, int64_t kc, int64_t jc, int64_t nc, uint8_t* dst) {
-    auto pack = [&](void* out) { PackB(b, pc, kc, jc, nc, plan.layout, nr, out); };
-    if (cached && g.cache_b) {
-      const GemmPackCache::Key key{g.b, b.row_stride, b.col_stride, jc, nc, pc, kc,
-                                   static_cast<int>(plan.layout), nr, true};
-      const int64_t bytes = KSteps(plan.layout, kc) * RoundUp(nc, nr) * 4;
-      if (const void* p = g.pack_cache->Get(key, bytes, pack)) return static_cast<const uint8_t*>(p);
-    }
-    pack(dst);
-    return static_cast<const uint8_t*>(dst);
+    return pack_or_keep(g.cache_b, {g.b, b.row_stride, b.col_stride, jc, nc, pc, kc, layout, nr, true},
+                  nc, nr, [&](void* out) { PackB(b, pc, kc, jc, nc, plan.layout, nr, out); }, dst);
   };
 
   const int64_t kc_max = std::min(plan.kc, k);

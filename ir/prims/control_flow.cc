@@ -53,28 +53,11 @@ absl::StatusOr<Types> ForiLoop(const ShapeContext& ctx, const Types& operands, c
   return operands;
 }
 
-// Checks that `region` (named `name`) takes params of `types`.
-absl::Status CheckParams(const Op& op, const Types& operands, const Region& region,
-                         std::string_view name, const Types& types) {
-  if (region.params_size() != static_cast<int>(types.size())) {
-    return RuleError(op, operands, "{} takes {} params; expected {} ({})", name,
-                     region.params_size(), types.size(), TypesToString(types));
-  }
-  for (size_t i = 0; i < types.size(); ++i) {
-    const ShapedType param = FromProto(region.params(i).type());
-    if (param != types[i]) {
-      return RuleError(op, operands, "{} param {} is {}, expected {}", name, i, param.ToString(),
-                       types[i].ToString());
-    }
-  }
-  return absl::OkStatus();
-}
-
 // while_loop: cond and body take the carry; cond returns pred[], body the carry's types.
 absl::StatusOr<Types> WhileLoop(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const WhileLoopAttrs& a = op.while_loop();
-  RETURN_IF_ERROR(CheckParams(op, operands, a.cond(), "cond", operands));
-  RETURN_IF_ERROR(CheckParams(op, operands, a.body(), "body", operands));
+  RETURN_IF_ERROR(CheckRegionParams(op, operands, a.cond(), "cond", operands));
+  RETURN_IF_ERROR(CheckRegionParams(op, operands, a.body(), "body", operands));
   ASSIGN_OR_RETURN(Types predicate, RegionResultTypes(ctx, op, operands, a.cond()));
   if (predicate != Types{ShapedType{DType::kPred, {}}}) {
     return RuleError(op, operands, "cond returns ({}); expected one pred[]",
@@ -100,7 +83,7 @@ absl::StatusOr<Types> Cond(const ShapeContext& ctx, const Types& operands, const
   Types results;
   for (int b = 0; b < a.branches_size(); ++b) {
     const std::string name = fmt::format("branch {}", b);
-    RETURN_IF_ERROR(CheckParams(op, operands, a.branches(b), name, args));
+    RETURN_IF_ERROR(CheckRegionParams(op, operands, a.branches(b), name, args));
     ASSIGN_OR_RETURN(Types out, RegionResultTypes(ctx, op, operands, a.branches(b)));
     if (b == 0) {
       results = std::move(out);

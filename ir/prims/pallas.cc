@@ -10,22 +10,6 @@ namespace {
 
 const ShapedType kIndex{DType::kS32, {}};
 
-absl::Status CheckRegionParams(const Op& op, const Types& operands, const Region& region,
-                               const std::string& name, const Types& expected) {
-  if (region.params_size() != static_cast<int>(expected.size())) {
-    return RuleError(op, operands, "{} takes {} params; expected {} ({})", name,
-                     region.params_size(), expected.size(), TypesToString(expected));
-  }
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const ShapedType param = FromProto(region.params(i).type());
-    if (param != expected[i]) {
-      return RuleError(op, operands, "{} param {} is {}, expected {}", name, i, param.ToString(),
-                       expected[i].ToString());
-    }
-  }
-  return absl::OkStatus();
-}
-
 // The type of value `id` of closed region `r` (a param or an op result at its top level).
 std::optional<ShapedType> TypeInClosedRegion(const Region& r, int64_t id) {
   for (const Param& p : r.params()) {

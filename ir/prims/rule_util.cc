@@ -183,4 +183,20 @@ absl::StatusOr<int64_t> CollectiveGroupSize(const Op& op, const Types& operands,
   return size;
 }
 
+absl::Status CheckRegionParams(const Op& op, const Types& operands, const Region& region,
+                               std::string_view name, const Types& types) {
+  if (region.params_size() != static_cast<int>(types.size())) {
+    return RuleError(op, operands, "{} takes {} params; expected {} ({})", name,
+                     region.params_size(), types.size(), TypesToString(types));
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    const ShapedType param = FromProto(region.params(i).type());
+    if (param != types[i]) {
+      return RuleError(op, operands, "{} param {} is {}, expected {}", name, i, param.ToString(),
+                       types[i].ToString());
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace shardjit::ir::prims

@@ -55,6 +55,11 @@ std::optional<IntegerBounds> IntegerRange(DType dtype);
 absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_view attr,
                               double value, DType dtype);
 
+// Checks that `region` (named `name` in messages: "body", "in_specs[0] index_map") takes params
+// of `types`.
+absl::Status CheckRegionParams(const Op& op, const Types& operands, const Region& region,
+                               std::string_view name, const Types& types);
+
 // Checks that operands[first..] all have one type: "operand types differ (<a> vs <b>)".
 absl::Status CheckSameTypes(const Op& op, const Types& operands, size_t first);
 
