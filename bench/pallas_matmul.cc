@@ -2,7 +2,8 @@
 // - seed 000's blocked matmul (examples/kernels/blocked_matmul.h, 128^3 blocks) against the
 //   built-in dot_general of the same product, 2048x2048 @ 2048x1024 and 512^3, bf16 and f32
 //   inputs, f32 out, on every thread of the runtime (SHARDJIT_NUM_THREADS, default all cores);
-// - seed 003's gmm kernel (examples/kernels/gmm.h) against the built-in lax::gmm;
+// - seed 003's gmm and tgmm kernels (examples/kernels/gmm.h) against the built-in lax::gmm and
+//   lax::tgmm;
 // - the per-grid-step overhead: an empty kernel over a 10^5-step grid, in ns per step;
 // - compiling the seed kernel: trace + lower + compile of a fresh jit and its first run on one
 //   128^3 block (the x86 backend compiles a kernel at its first run), in ms.
@@ -78,6 +79,35 @@ void Gmm(benchmark::State& state, bool kernel) {
 }
 BENCHMARK_CAPTURE(Gmm, pallas_kernel, true)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(Gmm, builtin, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// tgmm: lhs bf16 [1024, 2048] (k, m), rhs bf16 [2048, 1024], the same 8 groups over m.
+void Tgmm(benchmark::State& state, bool kernel) {
+  const int64_t m = 2048, k = 1024, n = 1024;
+  const std::vector<double> sizes = {300, 129, 0, 511, 200, 77, 431, 400};
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  Array x = *device_put(*random::normal(random::key(1), {k, m}, DType::kBF16),
+                        NamedSharding(mesh, P()));
+  Array y = *device_put(*random::normal(random::key(2), {m, n}, DType::kBF16),
+                        NamedSharding(mesh, P()));
+  Array g = *device_put(HostTensor(DType::kS32, {8}, sizes), NamedSharding(mesh, P()));
+  auto f = kernel ? jit([](Tracer a, Tracer b, Tracer s) { return examples::Tgmm(a, b, s); })
+                  : jit([](Tracer a, Tracer b, Tracer s) { return lax::tgmm(a, b, s); });
+  if (absl::StatusOr<Array> warm = f(x, y, g); !warm.ok()) {
+    state.SkipWithError(std::string(warm.status().message()).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    absl::StatusOr<Array> out = f(x, y, g);
+    benchmark::DoNotOptimize(out);
+  }
+  double rows = 0;
+  for (double v : sizes) rows += v;
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * k * n * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(Tgmm, pallas_kernel, true)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Tgmm, builtin, false)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void EmptyGridStep(benchmark::State& state) {
   const int64_t steps = 100000;

@@ -226,6 +226,33 @@ class CompiledCall {
                        const std::vector<ir::Tensor>& inputs) const;
 };
 
+// `op` (an elementwise op of one array result) as a fusion op of that one op; null for others.
+std::shared_ptr<const ir::Op> SingleOpFusion(const ir::Op& op, const ir::Primitive& prim,
+                                             const std::vector<ir::ShapedType>& operand_types) {
+  if (prim.kind != ir::PrimitiveKind::kElementwise || op.results_size() != 1 ||
+      op.result_types(0).dims_size() == 0) {
+    return nullptr;
+  }
+  auto fusion = std::make_shared<ir::Op>();
+  fusion->set_opcode("fusion");
+  fusion->add_results(op.results(0));
+  *fusion->add_result_types() = op.result_types(0);
+  ir::Region& body = *fusion->mutable_fusion()->mutable_body();
+  ir::Op inner = op;
+  inner.clear_loc();
+  for (int k = 0; k < op.operands_size(); ++k) {
+    fusion->add_operands(op.operands(k));
+    ir::Param& p = *body.add_params();
+    p.set_id(k);
+    *p.mutable_type() = ir::ToProto(operand_types[k]);
+    inner.set_operands(k, k);
+  }
+  inner.set_results(0, op.operands_size());
+  body.add_results(op.operands_size());
+  *body.add_ops() = std::move(inner);
+  return fusion;
+}
+
 class Compiler {
  public:
   Compiler(const ir::Op& op, const reference::KernelOverrides& kernels)
@@ -779,7 +806,7 @@ class Compiler {
   }
 
   // Any other local op: dense operands through the backend's kernel (the reference one where
-  // it declines).
+  // it declines). An op of no operands (a constant, an iota) is computed once, here.
   absl::Status Generic(const ir::Op& op, Program& out) {
     const ir::Primitive* prim = ir::FindPrimitive(ir::PrimOf(op));
     if (prim == nullptr || (prim->kind != ir::PrimitiveKind::kElementwise &&
@@ -790,18 +817,50 @@ class Compiler {
     auto it = kernels_.find(op.opcode());
     const reference::Kernel* kernel = it != kernels_.end() ? &it->second : fallback;
     if (kernel == nullptr) return Unsupported(fmt::format("{} has no kernel", op.opcode()));
+    if (op.operands_size() == 0) {
+      absl::StatusOr<std::vector<ir::Tensor>> values = (*kernel)(op, {}, nullptr);
+      if (!values.ok() && fallback != nullptr && fallback != kernel) {
+        values = (*fallback)(op, {}, nullptr);
+      }
+      if (!values.ok()) return values.status();
+      std::vector<int> slots;
+      for (int r = 0; r < op.results_size(); ++r) {
+        Define(op.results(r), Kind::kTile, ir::FromProto(op.result_types(r)));
+        slots.push_back(values_.at(op.results(r)).slot);
+      }
+      // The program holds the values, so no kernel ever updates them in place.
+      out.push_back([slots, values = *std::move(values)](Frame& f) {
+        for (size_t r = 0; r < slots.size(); ++r) f.tiles[slots[r]] = values[r];
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
     std::vector<std::function<ir::Tensor(Frame&)>> readers;
     for (int64_t id : op.operands()) readers.push_back(TensorReader(id));
+    // A lone elementwise op of an array runs as a one-op fusion on generated code, where the
+    // backend has it (its own kernel where the fusion declines).
+    std::vector<ir::ShapedType> operand_types;
+    for (int64_t id : op.operands()) operand_types.push_back(values_.at(id).type);
+    std::shared_ptr<const ir::Op> fused = SingleOpFusion(op, *prim, operand_types);
+    auto fusion_kernel = kernels_.find("fusion");
+    const reference::Kernel* first =
+        fused != nullptr && fusion_kernel != kernels_.end() ? &fusion_kernel->second : kernel;
+    if (first == kernel) fused = nullptr;
     std::vector<int> slots;
     for (int r = 0; r < op.results_size(); ++r) {
       Define(op.results(r), Kind::kTile, ir::FromProto(op.result_types(r)));
       slots.push_back(values_.at(op.results(r)).slot);
     }
-    out.push_back([readers, slots, kernel, fallback, &op](Frame& f) -> absl::Status {
+    out.push_back([readers, slots, first, fused, kernel, fallback,
+                   &op](Frame& f) -> absl::Status {
       std::vector<ir::Tensor> operands;
       operands.reserve(readers.size());
       for (const auto& read : readers) operands.push_back(read(f));
-      absl::StatusOr<std::vector<ir::Tensor>> results = (*kernel)(op, operands, f.allocator);
+      absl::StatusOr<std::vector<ir::Tensor>> results =
+          (*first)(fused != nullptr ? *fused : op, operands, f.allocator);
+      if (!results.ok() && absl::IsUnimplemented(results.status()) && first != kernel) {
+        results = (*kernel)(op, operands, f.allocator);
+      }
       if (!results.ok() && absl::IsUnimplemented(results.status()) && fallback != nullptr &&
           fallback != kernel) {
         results = (*fallback)(op, operands, f.allocator);

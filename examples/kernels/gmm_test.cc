@@ -1,5 +1,5 @@
-// Seed 003's gmm as a user kernel against an f64 grouped product and the built-in lax::gmm, on
-// both backends: groups that start inside tiles (tiles visited once per group), empty groups,
+// Seed 003's gmm and tgmm as user kernels against f64 grouped products and the built-in
+// lax::gmm / lax::tgmm, on both backends: groups that start inside tiles (tiles visited once per group), empty groups,
 // groups summing to less than m (zero rows), partial k and n tiles, bf16 inputs; and the group
 // metadata against hand-derived values.
 #include "examples/kernels/gmm.h"
@@ -73,6 +73,61 @@ TEST_P(GmmKernelTest, MatchesF64AndTheBuiltInGmm) {
   }
 }
 
+TEST_P(GmmKernelTest, TgmmMatchesF64AndTheBuiltInTgmm) {
+  Runtime rt({.num_devices = 1, .num_threads = 2});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  struct Case {
+    int64_t k, m, n;
+    std::vector<double> sizes;
+    GmmTiles tiles;
+    DType dtype;
+  };
+  const std::vector<Case> cases = {
+      {40, 64, 24, {10, 0, 22, 17, 0, 15}, {16, 16, 8}, DType::kF32},
+      {24, 48, 36, {5, 30, 0}, {16, 16, 16}, DType::kBF16},  // 35 of 48 rows
+      {16, 32, 16, {0, 0}, {16, 16, 16}, DType::kF32},       // every group empty
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{}x{}x{} groups {}", c.k, c.m, c.n, c.sizes.size()));
+    const int64_t g = static_cast<int64_t>(c.sizes.size());
+    Tensor xh = *random::normal(random::key(7), {c.k, c.m}, c.dtype);
+    Tensor yh = *random::normal(random::key(8), {c.m, c.n}, c.dtype);
+    auto put = [&](const Tensor& t) { return *device_put(t, NamedSharding(mesh, P())); };
+    Array x = put(xh), y = put(yh), sizes = put(HostTensor(DType::kS32, {g}, c.sizes));
+    const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+    absl::StatusOr<std::vector<Array>> got = jit(
+        [&](Tracer a, Tracer b, Tracer s) {
+          return std::vector<Tracer>{Tgmm(a, b, s, c.tiles), lax::tgmm(a, b, s)};
+        },
+        {.backend = GetParam()})(x, y, sizes);
+    ASSERT_TRUE(got.ok()) << got.status();
+    if (GetParam() == Backend::kX86) {
+      EXPECT_EQ(backends::x86::GetPallasCallStats().compiled, before.compiled + 1);
+      EXPECT_EQ(backends::x86::GetPallasCallStats().interpreted, before.interpreted);
+    }
+    std::vector<double> kernel = (*got)[0].to_host()->ToDoubles();
+    std::vector<double> builtin = (*got)[1].to_host()->ToDoubles();
+    std::vector<double> xd = xh.ToDoubles(), yd = yh.ToDoubles();
+    std::vector<double> want(g * c.k * c.n, 0.0);
+    int64_t row = 0;
+    for (int64_t gi = 0; gi < g; ++gi) {
+      for (int64_t r = row; r < row + static_cast<int64_t>(c.sizes[gi]); ++r) {
+        for (int64_t i = 0; i < c.k; ++i) {
+          for (int64_t j = 0; j < c.n; ++j) {
+            want[(gi * c.k + i) * c.n + j] += xd[i * c.m + r] * yd[r * c.n + j];
+          }
+        }
+      }
+      row += static_cast<int64_t>(c.sizes[gi]);
+    }
+    ASSERT_EQ(kernel.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(kernel[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << "element " << i;
+      ASSERT_NEAR(kernel[i], builtin[i], 1e-4 * (1 + std::abs(want[i]))) << "element " << i;
+    }
+  }
+}
+
 // megablox's metadata for sizes (10, 0, 22, 17, 0, 15) over 64 rows in tiles of 16: group 0
 // owns tile 0, group 2 starts inside it (a second visit) and owns tile 1, group 3 starts inside
 // tile 1 and owns tile 2, group 5 starts inside tile 3 only after group 3 owns it.
@@ -95,6 +150,20 @@ TEST_P(GmmKernelTest, GroupMetadataByHand) {
   EXPECT_EQ((*got)[2].to_host()->ToDoubles(),
             (std::vector<double>{0, 0, 1, 2, 3, 3, 3, 3, 3}));
   EXPECT_EQ((*got)[3].to_host()->ToDoubles(), (std::vector<double>{6}));
+  // Visiting empty groups (tgmm): group 1 (empty, at row 10) gets tile 0, group 4 (empty, at
+  // row 49) tile 3.
+  absl::StatusOr<std::vector<Array>> visiting = jit(
+      [](Tracer s) {
+        GroupMetadata m = MakeGroupMetadata(s, 64, 16, /*visit_empty_groups=*/true);
+        return std::vector<Tracer>{m.group_ids, m.m_tile_ids, m.num_tiles};
+      },
+      {.backend = GetParam()})(sizes);
+  ASSERT_TRUE(visiting.ok()) << visiting.status();
+  EXPECT_EQ((*visiting)[0].to_host()->ToDoubles(),
+            (std::vector<double>{0, 1, 2, 2, 3, 3, 4, 5, 5}));
+  EXPECT_EQ((*visiting)[1].to_host()->ToDoubles(),
+            (std::vector<double>{0, 0, 0, 1, 2, 3, 3, 3, 3}));
+  EXPECT_EQ((*visiting)[2].to_host()->ToDoubles(), (std::vector<double>{8}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GmmKernelTest,
