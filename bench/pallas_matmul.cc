@@ -24,12 +24,11 @@ void Matmul(benchmark::State& state, DType dtype, bool kernel) {
   Mesh mesh = *make_mesh(rt, {{"x", 1}});
   Array x = *device_put(*random::normal(random::key(1), {m, k}, dtype), NamedSharding(mesh, P()));
   Array y = *device_put(*random::normal(random::key(2), {k, n}, dtype), NamedSharding(mesh, P()));
-  auto f = kernel ? jit([=](Tracer a, Tracer b) {
-    return examples::BlockedMatmul(m, k, n)(a, b)[0];
-  })
-                  : jit([](Tracer a, Tracer b) {
-                      return lax::dot_general(a, b, DotDims{{1}, {0}}, DType::kF32);
-                    });
+  auto f = kernel
+               ? jit([=](Tracer a, Tracer b) { return examples::BlockedMatmul(m, k, n)(a, b)[0]; })
+               : jit([](Tracer a, Tracer b) {
+                   return lax::dot_general(a, b, DotDims{{1}, {0}}, DType::kF32);
+                 });
   if (absl::StatusOr<Array> warm = f(x, y); !warm.ok()) {
     state.SkipWithError(std::string(warm.status().message()).c_str());
     return;
@@ -38,8 +37,8 @@ void Matmul(benchmark::State& state, DType dtype, bool kernel) {
     absl::StatusOr<Array> out = f(x, y);
     benchmark::DoNotOptimize(out);
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 void MatmulSizes(benchmark::internal::Benchmark* b) {
   b->Args({2048, 2048, 1024})->Args({512, 512, 512})->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -49,50 +48,26 @@ BENCHMARK_CAPTURE(Matmul, bf16_dot_general, DType::kBF16, false)->Apply(MatmulSi
 BENCHMARK_CAPTURE(Matmul, f32_pallas_kernel, DType::kF32, true)->Apply(MatmulSizes);
 BENCHMARK_CAPTURE(Matmul, f32_dot_general, DType::kF32, false)->Apply(MatmulSizes);
 
-// Seed 003's gmm as a user kernel (128^3 tiles) against the built-in lax::gmm: lhs bf16
-// [2048, 1024], 8 groups of uneven sizes (most starting inside tiles), rhs bf16 [8, 1024, 1024],
-// f32 out.
-void Gmm(benchmark::State& state, bool kernel) {
+// Seed 003's gmm and tgmm as user kernels (128^3 tiles) against the built-in lax::gmm and
+// lax::tgmm, over 8 groups of uneven sizes (most starting inside tiles) of m = 2048 rows, bf16
+// operands, f32 out. gmm: lhs [2048, 1024], rhs [8, 1024, 1024]; tgmm: lhs [1024, 2048] (k, m),
+// rhs [2048, 1024]. GFLOP/s counts the grouped rows only.
+void Grouped(benchmark::State& state, bool transposed, bool kernel) {
   const int64_t m = 2048, k = 1024, n = 1024;
   const std::vector<double> sizes = {300, 129, 0, 511, 200, 77, 431, 400};
   Runtime rt({.num_devices = 1});
   Mesh mesh = *make_mesh(rt, {{"x", 1}});
-  Array x = *device_put(*random::normal(random::key(1), {m, k}, DType::kBF16),
-                        NamedSharding(mesh, P()));
-  Array w = *device_put(*random::normal(random::key(2), {8, k, n}, DType::kBF16),
-                        NamedSharding(mesh, P()));
+  auto normal = [&](int key, std::vector<int64_t> dims) {
+    return *device_put(*random::normal(random::key(key), std::move(dims), DType::kBF16),
+                       NamedSharding(mesh, P()));
+  };
+  Array x = transposed ? normal(1, {k, m}) : normal(1, {m, k});
+  Array y = transposed ? normal(2, {m, n}) : normal(2, {8, k, n});
   Array g = *device_put(HostTensor(DType::kS32, {8}, sizes), NamedSharding(mesh, P()));
-  auto f = kernel ? jit([](Tracer a, Tracer b, Tracer s) { return examples::Gmm(a, b, s); })
-                  : jit([](Tracer a, Tracer b, Tracer s) { return lax::gmm(a, b, s); });
-  if (absl::StatusOr<Array> warm = f(x, w, g); !warm.ok()) {
-    state.SkipWithError(std::string(warm.status().message()).c_str());
-    return;
-  }
-  for (auto _ : state) {
-    absl::StatusOr<Array> out = f(x, w, g);
-    benchmark::DoNotOptimize(out);
-  }
-  double rows = 0;
-  for (double v : sizes) rows += v;
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * k * n * state.iterations() / 1e9,
-                                                 benchmark::Counter::kIsRate);
-}
-BENCHMARK_CAPTURE(Gmm, pallas_kernel, true)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Gmm, builtin, false)->UseRealTime()->Unit(benchmark::kMillisecond);
-
-// tgmm: lhs bf16 [1024, 2048] (k, m), rhs bf16 [2048, 1024], the same 8 groups over m.
-void Tgmm(benchmark::State& state, bool kernel) {
-  const int64_t m = 2048, k = 1024, n = 1024;
-  const std::vector<double> sizes = {300, 129, 0, 511, 200, 77, 431, 400};
-  Runtime rt({.num_devices = 1});
-  Mesh mesh = *make_mesh(rt, {{"x", 1}});
-  Array x = *device_put(*random::normal(random::key(1), {k, m}, DType::kBF16),
-                        NamedSharding(mesh, P()));
-  Array y = *device_put(*random::normal(random::key(2), {m, n}, DType::kBF16),
-                        NamedSharding(mesh, P()));
-  Array g = *device_put(HostTensor(DType::kS32, {8}, sizes), NamedSharding(mesh, P()));
-  auto f = kernel ? jit([](Tracer a, Tracer b, Tracer s) { return examples::Tgmm(a, b, s); })
-                  : jit([](Tracer a, Tracer b, Tracer s) { return lax::tgmm(a, b, s); });
+  auto f = jit([=](Tracer a, Tracer b, Tracer s) {
+    if (transposed) return kernel ? examples::Tgmm(a, b, s) : lax::tgmm(a, b, s);
+    return kernel ? examples::Gmm(a, b, s) : lax::gmm(a, b, s);
+  });
   if (absl::StatusOr<Array> warm = f(x, y, g); !warm.ok()) {
     state.SkipWithError(std::string(warm.status().message()).c_str());
     return;
@@ -106,8 +81,13 @@ void Tgmm(benchmark::State& state, bool kernel) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * k * n * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(Tgmm, pallas_kernel, true)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Tgmm, builtin, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+void GroupedOptions(benchmark::internal::Benchmark* b) {
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(Grouped, gmm_pallas_kernel, false, true)->Apply(GroupedOptions);
+BENCHMARK_CAPTURE(Grouped, gmm_builtin, false, false)->Apply(GroupedOptions);
+BENCHMARK_CAPTURE(Grouped, tgmm_pallas_kernel, true, true)->Apply(GroupedOptions);
+BENCHMARK_CAPTURE(Grouped, tgmm_builtin, true, false)->Apply(GroupedOptions);
 
 void EmptyGridStep(benchmark::State& state) {
   const int64_t steps = 100000;
@@ -127,9 +107,9 @@ void EmptyGridStep(benchmark::State& state) {
     absl::StatusOr<Array> out = f(x);
     benchmark::DoNotOptimize(out);
   }
-  state.counters["ns/step"] = benchmark::Counter(
-      static_cast<double>(steps) * state.iterations(),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/step"] =
+      benchmark::Counter(static_cast<double>(steps) * state.iterations(),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(EmptyGridStep)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -145,9 +125,10 @@ void BlockedGridStep(benchmark::State& state) {
     return pl::pallas_call([](pl::Ref in, pl::Ref out) { out.store(in.load()); },
                            {.out_shapes = {{DType::kF32, {rows, 128}}},
                             .grid = {rows / 8},
-                            .in_specs = {pl::BlockSpec({8, 128}, [](pl::Idx g) {
-                              return pl::Blocks{g[0], 0};
-                            })},
+                            .in_specs = {pl::BlockSpec({8, 128},
+                                                       [](pl::Idx g) {
+                                                         return pl::Blocks{g[0], 0};
+                                                       })},
                             .out_specs = {pl::BlockSpec({8, 128}, [](pl::Idx g) {
                               return pl::Blocks{g[0], 0};
                             })}})(a)[0];
@@ -157,9 +138,9 @@ void BlockedGridStep(benchmark::State& state) {
     absl::StatusOr<Array> out = f(x);
     benchmark::DoNotOptimize(out);
   }
-  state.counters["ns/step"] = benchmark::Counter(
-      static_cast<double>(rows / 8) * state.iterations(),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/step"] =
+      benchmark::Counter(static_cast<double>(rows / 8) * state.iterations(),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["GB/s"] = benchmark::Counter(2.0 * rows * 128 * 4 * state.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
 }
@@ -171,7 +152,8 @@ void CompileSeedKernel(benchmark::State& state) {
   Array x = *device_put(*random::normal(random::key(1), {128, 128}, DType::kBF16),
                         NamedSharding(mesh, P()));
   for (auto _ : state) {
-    auto f = jit([](Tracer a, Tracer b) { return examples::BlockedMatmul(128, 128, 128)(a, b)[0]; });
+    auto f =
+        jit([](Tracer a, Tracer b) { return examples::BlockedMatmul(128, 128, 128)(a, b)[0]; });
     absl::StatusOr<Array> out = f(x, x);
     if (!out.ok()) {
       state.SkipWithError(std::string(out.status().message()).c_str());

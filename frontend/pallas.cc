@@ -10,24 +10,26 @@
 namespace shardjit::pl {
 namespace {
 
+using shardjit::internal::TraceState;
+
 const ShapedType kIndexType{DType::kS32, {}};
 
 // A traced s32 scalar for `index` (a constant, or a tracer converted to s32).
-Tracer IndexTracer(shardjit::internal::TraceState* t, const Index& index, Loc loc) {
+Tracer IndexTracer(TraceState* t, const Index& index, Loc loc) {
   if (!index.tracer.valid()) return t->Constant(static_cast<double>(index.value), kIndexType, loc);
   if (index.tracer.dtype() == DType::kS32) return index.tracer;
   return lax::convert_element_type(index.tracer, DType::kS32, loc);
 }
 
-shardjit::internal::TraceState* Fail(shardjit::internal::TraceState* t, absl::Status status, Loc loc) {
+TraceState* Fail(TraceState* t, absl::Status status, Loc loc) {
   if (t != nullptr) t->RecordError(std::move(status), loc);
   return nullptr;
 }
 
 // The ref window op for `idx` on `ref` (ref_load or ref_store): its attributes and starts.
-shardjit::internal::TraceState* Window(const Ref& ref, const std::vector<Indexer>& idx, const char* opcode,
+TraceState* Window(const Ref& ref, const std::vector<Indexer>& idx, const char* opcode,
                              ir::Op& op, std::vector<Tracer>& starts, Loc loc) {
-  shardjit::internal::TraceState* t = shardjit::internal::TraceOf({ref.tracer()}, opcode);
+  TraceState* t = shardjit::internal::TraceOf({ref.tracer()}, opcode);
   if (t == nullptr || !ref.valid()) return nullptr;
   if (static_cast<int64_t>(idx.size()) > ref.rank()) {
     return Fail(t, absl::InvalidArgumentError(fmt::format(
@@ -57,8 +59,8 @@ shardjit::internal::TraceState* Window(const Ref& ref, const std::vector<Indexer
   return t;
 }
 
-shardjit::internal::TraceState* KernelTrace(const char* what, Loc loc) {
-  shardjit::internal::TraceState* t = shardjit::internal::CurrentTrace();
+TraceState* KernelTrace(const char* what, Loc loc) {
+  TraceState* t = shardjit::internal::CurrentTrace();
   if (t == nullptr) return nullptr;
   if (t->builder().kernel_grid_rank() < 0) {
     return Fail(t, absl::InvalidArgumentError(
@@ -69,7 +71,7 @@ shardjit::internal::TraceState* KernelTrace(const char* what, Loc loc) {
 }
 
 Tracer GridQuery(const char* opcode, int64_t axis, Loc loc) {
-  shardjit::internal::TraceState* t = KernelTrace(opcode, loc);
+  TraceState* t = KernelTrace(opcode, loc);
   if (t == nullptr) return Tracer();
   ir::Op op;
   op.set_opcode(opcode);
@@ -78,7 +80,7 @@ Tracer GridQuery(const char* opcode, int64_t axis, Loc loc) {
 }
 
 // The spec of an operand or result without one: the whole array as one block at (0, ...).
-ir::BlockSpec WholeBlock(shardjit::internal::TraceState* t, const ShapedType& array, int grid_rank,
+ir::BlockSpec WholeBlock(TraceState* t, const ShapedType& array, int grid_rank,
                          int num_prefetch) {
   ir::BlockSpec spec;
   for (int64_t d : array.dims) spec.add_block_shape(d);
@@ -98,7 +100,7 @@ ir::BlockSpec WholeBlock(shardjit::internal::TraceState* t, const ShapedType& ar
 Tracer Ref::load(const std::vector<Indexer>& idx, Loc loc) const {
   ir::Op op;
   std::vector<Tracer> starts;
-  shardjit::internal::TraceState* t = Window(*this, idx, "ref_load", op, starts, loc);
+  TraceState* t = Window(*this, idx, "ref_load", op, starts, loc);
   if (t == nullptr) return Tracer();
   std::vector<Tracer> operands = {value_};
   operands.insert(operands.end(), starts.begin(), starts.end());
@@ -108,7 +110,7 @@ Tracer Ref::load(const std::vector<Indexer>& idx, Loc loc) const {
 void Ref::store(const std::vector<Indexer>& idx, Tracer value, Loc loc) const {
   ir::Op op;
   std::vector<Tracer> starts;
-  shardjit::internal::TraceState* t = Window(*this, idx, "ref_store", op, starts, loc);
+  TraceState* t = Window(*this, idx, "ref_store", op, starts, loc);
   if (t == nullptr) return;
   std::vector<Tracer> operands = {value_, std::move(value)};
   operands.insert(operands.end(), starts.begin(), starts.end());
@@ -136,7 +138,7 @@ Tracer dot(Tracer a, Tracer b, DType preferred_element_type, bool trans_a, bool 
 
 std::vector<Tracer> PallasCall::operator()(const std::vector<Tracer>& args, Loc loc) const {
   const size_t num_outputs = spec_.out_shapes.size();
-  shardjit::internal::TraceState* t = shardjit::internal::TraceOf(args, "pallas_call");
+  TraceState* t = shardjit::internal::TraceOf(args, "pallas_call");
   if (t == nullptr) t = shardjit::internal::CurrentTrace();
   if (t == nullptr) return std::vector<Tracer>(num_outputs);
   for (const Tracer& a : args) {

@@ -5,7 +5,8 @@
 //
 //   auto matmul = pl::pallas_call(
 //       [](pl::Ref x, pl::Ref y, pl::Ref o, pl::Ref acc) {
-//         pl::when(pl::program_id(2) < 1, [&] { acc.store(lax::full({128, 128}, 0, DType::kF32)); });
+//         pl::when(pl::program_id(2) < 1,
+//                  [&] { acc.store(lax::full({128, 128}, 0, DType::kF32)); });
 //         acc.store(acc.load() + pl::dot(x.load(), y.load(), DType::kF32));
 //         pl::when(pl::program_id(2) >= pl::num_programs(2) - 1, [&] { o.store(acc.load()); });
 //       },
@@ -13,7 +14,8 @@
 //        .grid = {m / 128, n / 128, k / 128},
 //        .in_specs = {pl::BlockSpec({128, 128}, [](pl::Idx g) { return pl::Blocks{g[0], g[2]}; }),
 //                     pl::BlockSpec({128, 128}, [](pl::Idx g) { return pl::Blocks{g[2], g[1]}; })},
-//        .out_specs = {pl::BlockSpec({128, 128}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
+//        .out_specs = {pl::BlockSpec({128, 128},
+//                                    [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
 //        .scratch_shapes = {{DType::kF32, {128, 128}}},
 //        .dimension_semantics = {pl::kParallel, pl::kParallel, pl::kArbitrary}});
 //   Tracer out = matmul(x, y)[0];

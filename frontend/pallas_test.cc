@@ -1,9 +1,10 @@
 // pallas_call through jit on both backends, against values computed here in double precision:
 // a matmul accumulating into its output block (exact and overhanging blocks), padding read and
-// writes clipped at the edges, squeezed block dimensions, scalar prefetch driving index maps, input/output aliasing,
-// fori_loop and dynamic windows inside kernels, whole-array refs; the IR text round trip; and the
-// errors: block indices out of range, windows leaving a ref, kernel arity, refs used as values,
-// kernel ops outside kernels.
+// writes clipped at the edges, squeezed block dimensions, scalar prefetch driving index maps,
+// input/output aliasing, fori_loop and dynamic windows inside kernels, whole-array refs, grids
+// sized at run time, mpmd_map and global-view calls; the IR text round trip; the errors: block
+// indices out of range, windows leaving a ref, kernel arity, refs used as values, kernel ops
+// outside kernels; and the x86 backend's compiled kernels against the interpreter.
 #include <bit>
 #include <cmath>
 #include <string>
@@ -83,8 +84,9 @@ TEST_P(PallasTest, AccumulatingMatmulMatchesF64) {
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{32, 48, 16}, {37, 32, 29}}) {
     std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.61, 2.5);
     Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
-    auto f = jit([&](Tracer a, Tracer b) { return AccumulatingMatmul(m, k, n, 16, 16, 8)(a, b)[0]; },
-                 {.backend = GetParam()});
+    auto f = jit(
+        [&](Tracer a, Tracer b) { return AccumulatingMatmul(m, k, n, 16, 16, 8)(a, b)[0]; },
+        {.backend = GetParam()});
     absl::StatusOr<Array> got = f(x, y);
     ASSERT_TRUE(got.ok()) << got.status();
     ExpectNear(got->to_host()->ToDoubles(), MatmulF64(xv, yv, m, k, n), 1e-5);

@@ -36,7 +36,8 @@ TEST_P(BlockedMatmulTest, MatchesF64) {
     Array y = *device_put(yh, NamedSharding(mesh, P()));
     const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
     absl::StatusOr<Array> got =
-        jit([&](Tracer a, Tracer b) { return BlockedMatmul(c.m, c.k, c.n, c.blocks, c.out)(a, b)[0]; },
+        jit([&](Tracer a,
+                Tracer b) { return BlockedMatmul(c.m, c.k, c.n, c.blocks, c.out)(a, b)[0]; },
             {.backend = GetParam()})(x, y);
     ASSERT_TRUE(got.ok()) << got.status();
     if (GetParam() == Backend::kX86) {

@@ -30,14 +30,14 @@ GroupMetadata MakeGroupMetadata(Tracer group_sizes, int64_t m, int64_t tm,
   // Each group's tiles: its rows rounded out to whole tiles (none for an empty group).
   Tracer rounded = (ends + (tm - 1)) / tm * tm - starts / tm * tm;
   Tracer empty = lax::eq(group_sizes, lax::full({groups}, 0, DType::kS32));
-  Tracer group_tiles = lax::select(empty, lax::full({groups}, visit_empty_groups ? tm : 0, DType::kS32),
-                                   rounded) / tm;
+  Tracer one_tile = lax::full({groups}, visit_empty_groups ? tm : 0, DType::kS32);
+  Tracer group_tiles = lax::select(empty, one_tile, rounded) / tm;
   // A tile is visited once by the group owning its first row, and once more by every group
   // starting inside it (non-empty ones, or every one when empty groups are visited).
   Tracer aligned = lax::eq(starts % tm, lax::full({groups}, 0, DType::kS32));
   if (!visit_empty_groups) aligned = lax::bitwise_or(aligned, empty);
-  Tracer partial = lax::select(aligned, lax::full({groups}, static_cast<double>(tiles_m), DType::kS32),
-                               starts / tm);
+  Tracer none = lax::full({groups}, static_cast<double>(tiles_m), DType::kS32);
+  Tracer partial = lax::select(aligned, none, starts / tm);
   Tracer hits = lax::eq(lax::broadcasted_iota(DType::kS32, {tiles_m, groups}, 0),
                         lax::broadcast_in_dim(partial, {tiles_m, groups}, {1}));
   Tracer visits = lax::reduce_sum(lax::convert_element_type(hits, DType::kS32), {1}) + 1;

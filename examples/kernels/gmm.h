@@ -1,12 +1,12 @@
-// Seed 003's megablox gmm and tgmm as user kernels. gmm: out[m,n] = the rows of each group of lhs[m,k] times
-// that group's rhs[g] (rhs[G,k,n]), rows past the groups' sum zero. The group metadata (each
-// group's row offsets, which group and which m tile every grid step works on, the number of
-// active tiles) is computed from group_sizes by traced ops and handed to the kernel as scalar
-// prefetch; the grid's middle axis is sized at run time by the number of active tiles. A tile
-// shared by two groups is visited once per group, consecutively, each visit storing its group's
-// rows (masked partial tiles). tgmm: out[g] = lhs[:, rows of group g] @ rhs[those rows, :], the
-// grid's m-tile axis innermost so that consecutive steps of one group accumulate into one output
-// block, stored when the group changes; an empty group's block is zeros.
+// Seed 003's megablox gmm and tgmm as user kernels. gmm: out[m,n] = the rows of each group of
+// lhs[m,k] times that group's rhs[g] (rhs[G,k,n]), rows past the groups' sum zero. The group
+// metadata (each group's row offsets, which group and which m tile every grid step works on, the
+// number of active tiles) is computed from group_sizes by traced ops and handed to the kernel as
+// scalar prefetch; the grid's middle axis is sized at run time by the number of active tiles. A
+// tile shared by two groups is visited once per group, consecutively, each visit storing its
+// group's rows (masked partial tiles). tgmm: out[g] = lhs[:, rows of group g] @ rhs[those rows,
+// :], the grid's m-tile axis innermost so that consecutive steps of one group accumulate into one
+// output block, stored when the group changes; an empty group's block is zeros.
 #ifndef SHARDJIT_EXAMPLES_KERNELS_GMM_H_
 #define SHARDJIT_EXAMPLES_KERNELS_GMM_H_
 

@@ -1,7 +1,7 @@
 // Seed 003's gmm and tgmm as user kernels against f64 grouped products and the built-in
-// lax::gmm / lax::tgmm, on both backends: groups that start inside tiles (tiles visited once per group), empty groups,
-// groups summing to less than m (zero rows), partial k and n tiles, bf16 inputs; and the group
-// metadata against hand-derived values.
+// lax::gmm / lax::tgmm, on both backends: groups that start inside tiles (tiles visited once per
+// group), empty groups, groups summing to less than m (zero rows), partial k and n tiles, bf16
+// inputs; and the group metadata against hand-derived values.
 #include "examples/kernels/gmm.h"
 
 #include <cmath>
@@ -14,11 +14,32 @@
 namespace shardjit::examples {
 namespace {
 
-class GmmKernelTest : public ::testing::TestWithParam<Backend> {};
+class GmmKernelTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  // The kernel's and the built-in's results of `f` on (x, y, group sizes), through jit on the
+  // backend under test (checking that the x86 backend compiled the kernel); empty on failure.
+  template <typename F>
+  std::pair<std::vector<double>, std::vector<double>> KernelAndBuiltin(
+      F f, const Tensor& x, const Tensor& y, const std::vector<double>& sizes) {
+    auto put = [&](const Tensor& t) { return *device_put(t, NamedSharding(mesh_, P())); };
+    const int64_t g = static_cast<int64_t>(sizes.size());
+    const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+    absl::StatusOr<std::vector<Array>> got =
+        jit(f, {.backend = GetParam()})(put(x), put(y), put(HostTensor(DType::kS32, {g}, sizes)));
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok()) return {};
+    if (GetParam() == Backend::kX86) {
+      EXPECT_EQ(backends::x86::GetPallasCallStats().compiled, before.compiled + 1);
+      EXPECT_EQ(backends::x86::GetPallasCallStats().interpreted, before.interpreted);
+    }
+    return {(*got)[0].to_host()->ToDoubles(), (*got)[1].to_host()->ToDoubles()};
+  }
+
+  Runtime rt_{{.num_devices = 1, .num_threads = 2}};
+  Mesh mesh_ = *make_mesh(rt_, {{"x", 1}});
+};
 
 TEST_P(GmmKernelTest, MatchesF64AndTheBuiltInGmm) {
-  Runtime rt({.num_devices = 1, .num_threads = 2});
-  Mesh mesh = *make_mesh(rt, {{"x", 1}});
   struct Case {
     int64_t m, k, n;
     std::vector<double> sizes;
@@ -36,21 +57,12 @@ TEST_P(GmmKernelTest, MatchesF64AndTheBuiltInGmm) {
     const int64_t g = static_cast<int64_t>(c.sizes.size());
     Tensor xh = *random::normal(random::key(5), {c.m, c.k}, c.dtype);
     Tensor wh = *random::normal(random::key(6), {g, c.k, c.n}, c.dtype);
-    auto put = [&](const Tensor& t) { return *device_put(t, NamedSharding(mesh, P())); };
-    Array x = put(xh), w = put(wh), sizes = put(HostTensor(DType::kS32, {g}, c.sizes));
-    const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
-    absl::StatusOr<std::vector<Array>> got = jit(
+    auto [kernel, builtin] = KernelAndBuiltin(
         [&](Tracer a, Tracer b, Tracer s) {
           return std::vector<Tracer>{Gmm(a, b, s, c.tiles), lax::gmm(a, b, s)};
         },
-        {.backend = GetParam()})(x, w, sizes);
-    ASSERT_TRUE(got.ok()) << got.status();
-    if (GetParam() == Backend::kX86) {
-      EXPECT_EQ(backends::x86::GetPallasCallStats().compiled, before.compiled + 1);
-      EXPECT_EQ(backends::x86::GetPallasCallStats().interpreted, before.interpreted);
-    }
-    std::vector<double> kernel = (*got)[0].to_host()->ToDoubles();
-    std::vector<double> builtin = (*got)[1].to_host()->ToDoubles();
+        xh, wh, c.sizes);
+    ASSERT_FALSE(kernel.empty());
     std::vector<double> xd = xh.ToDoubles(), wd = wh.ToDoubles();
     int64_t row = 0;
     std::vector<double> want(c.m * c.n, 0.0);
@@ -74,8 +86,6 @@ TEST_P(GmmKernelTest, MatchesF64AndTheBuiltInGmm) {
 }
 
 TEST_P(GmmKernelTest, TgmmMatchesF64AndTheBuiltInTgmm) {
-  Runtime rt({.num_devices = 1, .num_threads = 2});
-  Mesh mesh = *make_mesh(rt, {{"x", 1}});
   struct Case {
     int64_t k, m, n;
     std::vector<double> sizes;
@@ -92,21 +102,12 @@ TEST_P(GmmKernelTest, TgmmMatchesF64AndTheBuiltInTgmm) {
     const int64_t g = static_cast<int64_t>(c.sizes.size());
     Tensor xh = *random::normal(random::key(7), {c.k, c.m}, c.dtype);
     Tensor yh = *random::normal(random::key(8), {c.m, c.n}, c.dtype);
-    auto put = [&](const Tensor& t) { return *device_put(t, NamedSharding(mesh, P())); };
-    Array x = put(xh), y = put(yh), sizes = put(HostTensor(DType::kS32, {g}, c.sizes));
-    const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
-    absl::StatusOr<std::vector<Array>> got = jit(
+    auto [kernel, builtin] = KernelAndBuiltin(
         [&](Tracer a, Tracer b, Tracer s) {
           return std::vector<Tracer>{Tgmm(a, b, s, c.tiles), lax::tgmm(a, b, s)};
         },
-        {.backend = GetParam()})(x, y, sizes);
-    ASSERT_TRUE(got.ok()) << got.status();
-    if (GetParam() == Backend::kX86) {
-      EXPECT_EQ(backends::x86::GetPallasCallStats().compiled, before.compiled + 1);
-      EXPECT_EQ(backends::x86::GetPallasCallStats().interpreted, before.interpreted);
-    }
-    std::vector<double> kernel = (*got)[0].to_host()->ToDoubles();
-    std::vector<double> builtin = (*got)[1].to_host()->ToDoubles();
+        xh, yh, c.sizes);
+    ASSERT_FALSE(kernel.empty());
     std::vector<double> xd = xh.ToDoubles(), yd = yh.ToDoubles();
     std::vector<double> want(g * c.k * c.n, 0.0);
     int64_t row = 0;
@@ -132,10 +133,8 @@ TEST_P(GmmKernelTest, TgmmMatchesF64AndTheBuiltInTgmm) {
 // owns tile 0, group 2 starts inside it (a second visit) and owns tile 1, group 3 starts inside
 // tile 1 and owns tile 2, group 5 starts inside tile 3 only after group 3 owns it.
 TEST_P(GmmKernelTest, GroupMetadataByHand) {
-  Runtime rt({.num_devices = 1});
-  Mesh mesh = *make_mesh(rt, {{"x", 1}});
   Array sizes =
-      *device_put(HostTensor(DType::kS32, {6}, {10, 0, 22, 17, 0, 15}), NamedSharding(mesh, P()));
+      *device_put(HostTensor(DType::kS32, {6}, {10, 0, 22, 17, 0, 15}), NamedSharding(mesh_, P()));
   absl::StatusOr<std::vector<Array>> got = jit(
       [](Tracer s) {
         GroupMetadata m = MakeGroupMetadata(s, 64, 16);
@@ -145,10 +144,8 @@ TEST_P(GmmKernelTest, GroupMetadataByHand) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ((*got)[0].to_host()->ToDoubles(), (std::vector<double>{0, 10, 10, 32, 49, 49, 64}));
   // Tiles: group 0 -> tile 0; group 2 -> tiles 0, 1; group 3 -> tiles 2, 3; group 5 -> tile 3.
-  EXPECT_EQ((*got)[1].to_host()->ToDoubles(),
-            (std::vector<double>{0, 2, 2, 3, 3, 5, 5, 5, 5}));
-  EXPECT_EQ((*got)[2].to_host()->ToDoubles(),
-            (std::vector<double>{0, 0, 1, 2, 3, 3, 3, 3, 3}));
+  EXPECT_EQ((*got)[1].to_host()->ToDoubles(), (std::vector<double>{0, 2, 2, 3, 3, 5, 5, 5, 5}));
+  EXPECT_EQ((*got)[2].to_host()->ToDoubles(), (std::vector<double>{0, 0, 1, 2, 3, 3, 3, 3, 3}));
   EXPECT_EQ((*got)[3].to_host()->ToDoubles(), (std::vector<double>{6}));
   // Visiting empty groups (tgmm): group 1 (empty, at row 10) gets tile 0, group 4 (empty, at
   // row 49) tile 3.
