@@ -528,6 +528,47 @@ TEST_F(PallasCompiledTest, ElementwiseKernelsMatchTheInterpreterBitwise) {
   }
 }
 
+TEST_F(PallasCompiledTest, KernelsWritingTheirInputRefs) {
+  // Input blocks are the kernel's own buffers: a kernel may overwrite them (here in place, then
+  // reading them back) without changing the caller's array; a whole (ANY) input ref written at
+  // one step keeps the write for the later steps of the call.
+  std::vector<double> xv = Ramp(10 * 3, 0.6, 1);
+  Array x = Put(DType::kF32, {10, 3}, xv);
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [](pl::Ref block, pl::Ref whole, pl::Ref out) {
+              block.store(block.load() * 2.0f);
+              Tracer i = pl::program_id(0);
+              whole.store({i, pl::all()}, whole.load({i, pl::all()}) + 100.0f);
+              out.store(block.load() + whole.load({pl::ds(0, 4), pl::all()}));
+            },
+            {.out_shapes = {{DType::kF32, {10, 3}}},
+             .grid = {3},
+             .in_specs = {pl::BlockSpec({4, 3}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; }),
+                          pl::BlockSpec::Any()},
+             .out_specs = {pl::BlockSpec({4, 3}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+             .dimension_semantics = {pl::kArbitrary}})(a[0], a[0])[0];
+      },
+      {x});
+  ASSERT_EQ(ref.size(), x86.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint64_t>(ref[i]), std::bit_cast<uint64_t>(x86[i])) << i;
+  }
+  // Step s adds 100 to row s of the whole ref before reading rows 0-3 (rows < s+1 changed).
+  for (int r = 0; r < 10; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      const int s = r / 4;
+      const int top = r % 4;  // the row of the whole ref this element adds
+      const float base = static_cast<float>(xv[top * 3 + c]);
+      const float whole = top <= s ? base + 100.0f : base;
+      const float doubled = static_cast<float>(xv[r * 3 + c]) * 2.0f;
+      EXPECT_EQ(ref[r * 3 + c], doubled + whole) << r << "," << c;
+    }
+  }
+  EXPECT_EQ(x.to_host()->ToDoubles(), Put(DType::kF32, {10, 3}, xv).to_host()->ToDoubles());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PallasTest,
                          ::testing::Values(Backend::kReference, Backend::kX86),
                          [](const auto& info) {
