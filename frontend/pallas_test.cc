@@ -528,6 +528,51 @@ TEST_F(PallasCompiledTest, ElementwiseKernelsMatchTheInterpreterBitwise) {
   }
 }
 
+TEST_F(PallasCompiledTest, AccumulatorReadInTheMiddleOfTheReduction) {
+  // Consecutive k steps accumulating into one window run as one deferred GEMM on x86; reading
+  // the accumulator after the second k step (a snapshot output) and writing the window between
+  // steps must see every step before it.
+  const int64_t m = 32, k = 64, n = 24;
+  std::vector<double> xv = Ramp(m * k, 0.41, 3), yv = Ramp(k * n, 0.29, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  auto f = [&](const std::vector<Tracer>& a) {
+    std::vector<Tracer> out = pl::pallas_call(
+        [](pl::Ref xr, pl::Ref yr, pl::Ref o, pl::Ref snap, pl::Ref acc) {
+          Tracer kk = pl::program_id(2);
+          pl::when(lax::eq(kk, lax::scalar(0, DType::kS32)),
+                   [&] { acc.store(lax::full({16, 8}, 0, DType::kF32)); });
+          acc.store(acc.load() + pl::dot(xr.load(), yr.load(), DType::kF32));
+          pl::when(lax::eq(kk, lax::scalar(1, DType::kS32)), [&] {
+            snap.store(acc.load());
+            acc.store(acc.load() * 0.5f);
+          });
+          pl::when(lax::eq(kk, pl::num_programs(2) - 1), [&] { o.store(acc.load()); });
+        },
+        {.out_shapes = {{DType::kF32, {m, n}}, {DType::kF32, {m, n}}},
+         .grid = {m / 16, n / 8, k / 16},
+         .in_specs = {pl::BlockSpec({16, 16}, [](pl::Idx g) { return pl::Blocks{g[0], g[2]}; }),
+                      pl::BlockSpec({16, 8}, [](pl::Idx g) { return pl::Blocks{g[2], g[1]}; })},
+         .out_specs = {pl::BlockSpec({16, 8}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; }),
+                       pl::BlockSpec({16, 8}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
+         .scratch_shapes = {{DType::kF32, {16, 8}}},
+         .dimension_semantics = {pl::kParallel, pl::kParallel, pl::kArbitrary}})(a[0], a[1]);
+    return lax::concatenate({out[0], out[1]}, 0);
+  };
+  auto [ref, x86] = Both(f, {x, y});
+  // f64: the snapshot is the sum over k < 32; the result halves it and adds the rest.
+  std::vector<double> want(2 * m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double head = 0, tail = 0;
+      for (int64_t p = 0; p < k; ++p) (p < 32 ? head : tail) += xv[i * k + p] * yv[p * n + j];
+      want[i * n + j] = 0.5 * head + tail;
+      want[(m + i) * n + j] = head;
+    }
+  }
+  ExpectNear(x86, want, 1e-5);
+  ExpectNear(ref, x86, 1e-5);
+}
+
 TEST_F(PallasCompiledTest, KernelsWritingTheirInputRefs) {
   // Input blocks are the kernel's own buffers: a kernel may overwrite them (here in place, then
   // reading them back) without changing the caller's array; a whole (ANY) input ref written at

@@ -128,6 +128,22 @@ struct Frame {
   std::vector<std::pair<const char*, const char*>> immutable;
   std::unique_ptr<GemmPackCache> pack_cache;
 
+  // An accumulating GEMM not run yet: the next steps' GEMMs into the same window whose A and B
+  // blocks continue its A and B along k (blocks of the inputs) join it, so a grid axis that
+  // accumulates over k runs as one product. It runs before its ref is read or written, before
+  // blocks are written back, and when the thread's steps end.
+  struct Pending {
+    bool active = false;
+    GemmArgs args;
+    int ref = -1;
+  } pending;
+  absl::Status Flush() {
+    if (!pending.active) return absl::OkStatus();
+    pending.active = false;
+    return Gemm(pending.args);
+  }
+  absl::Status FlushRef(int ref) { return pending.ref == ref ? Flush() : absl::OkStatus(); }
+
   bool Immutable(const View& v) const {
     for (const auto& [begin, end] : immutable) {
       if (v.data >= begin && v.data < end) return true;
@@ -225,6 +241,20 @@ class CompiledCall {
   absl::Status RunStep(Frame& frame, std::vector<ir::Tensor>& outputs,
                        const std::vector<ir::Tensor>& inputs) const;
 };
+
+// Whether product `next` continues `pending` along k: the same C window, shapes and strides, its
+// A and B the blocks just past the pending ones' along k.
+bool Continues(const GemmArgs& pending, const GemmArgs& next) {
+  const int64_t elem = GemmInputBytes(next.type);
+  return pending.type == next.type && pending.c == next.c && pending.ldc == next.ldc &&
+         pending.shape.m == next.shape.m && pending.shape.n == next.shape.n &&
+         pending.a_row_stride == next.a_row_stride && pending.a_col_stride == next.a_col_stride &&
+         pending.b_row_stride == next.b_row_stride && pending.b_col_stride == next.b_col_stride &&
+         static_cast<const char*>(next.a) ==
+             static_cast<const char*>(pending.a) + pending.shape.k * pending.a_col_stride * elem &&
+         static_cast<const char*>(next.b) ==
+             static_cast<const char*>(pending.b) + pending.shape.k * pending.b_row_stride * elem;
+}
 
 // `op` (an elementwise op of one array result) as a fusion op of that one op; null for others.
 std::shared_ptr<const ir::Op> SingleOpFusion(const ir::Op& op, const ir::Primitive& prim,
@@ -439,7 +469,9 @@ class Compiler {
 
   // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
   // against the ref.
-  std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first) {
+  // `flush`: run a pending GEMM into this ref first (every access but the GEMM that extends it).
+  std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first,
+                                                       bool flush = true) {
     const int ref = ref_of_.at(op.operands(0));
     std::vector<std::function<int64_t(const Frame&)>> starts;
     for (int k = first; k < op.operands_size(); ++k) starts.push_back(ScalarReader(op.operands(k)));
@@ -449,6 +481,7 @@ class Compiler {
     const ir::Op* where = &op;
     const ir::Op* call = &op_;
     return [=](Frame& f) -> absl::StatusOr<View> {
+      if (flush) RETURN_IF_ERROR(f.FlushRef(ref));
       const View& r = f.refs[ref];
       View w{r.data, {}, {}, r.dtype};
       Dims at(starts.size());
@@ -526,9 +559,11 @@ class Compiler {
     return std::nullopt;
   }
 
-  // A GEMM step for dot_general `op` writing C through `out` (accumulating when `accumulate`).
+  // A GEMM step for dot_general `op` writing C through `out`; with `accumulate_ref` >= 0,
+  // accumulating into that ref's window (and deferred while later steps continue it).
   absl::StatusOr<Step> GemmStep(const ir::Op& op, std::function<absl::StatusOr<View>(Frame&)> out,
-                                bool accumulate) {
+                                int accumulate_ref) {
+    const bool accumulate = accumulate_ref >= 0;
     const ir::DotGeneralAttrs& d = op.dot_general();
     if (d.lhs_batch_dims_size() != 0 || d.lhs_contracting_dims_size() != 1) {
       return Unsupported("a batched dot");
@@ -579,6 +614,16 @@ class Compiler {
         g.pack_cache = f.pack_cache.get();
         g.cache_a = f.Immutable(va);
       }
+      if (accumulate && !out_bf16 && f.Immutable(va) && f.Immutable(vb)) {
+        if (f.pending.active && f.pending.ref == accumulate_ref && Continues(f.pending.args, g)) {
+          f.pending.args.shape.k += g.shape.k;
+          return absl::OkStatus();
+        }
+        RETURN_IF_ERROR(f.Flush());
+        f.pending = {true, g, accumulate_ref};
+        return absl::OkStatus();
+      }
+      RETURN_IF_ERROR(f.Flush());
       return Gemm(g);
     });
   }
@@ -683,7 +728,8 @@ class Compiler {
         // The dot was compiled already (it precedes the add): replace its step by a GEMM into
         // the stored window, and drop the load, the add and the store.
         const ir::Op& store = region.ops(acc->store);
-        ASSIGN_OR_RETURN(Step gemm, GemmStep(region.ops(acc->dot), WindowOf(store, 2), true));
+        ASSIGN_OR_RETURN(Step gemm, GemmStep(region.ops(acc->dot), WindowOf(store, 2, false),
+                                             ref_of_.at(store.operands(0))));
         out[dot_step_.at(region.ops(acc->dot).results(0))] = std::move(gemm);
         out[load_step_.at(region.ops(acc->load).results(0))] = [](Frame&) {
           return absl::OkStatus();
@@ -701,7 +747,7 @@ class Compiler {
                                   f.tiles[slot] = ir::Tensor::Empty(result, f.allocator);
                                   return DenseView(f.tiles[slot]);
                                 },
-                                false));
+                                -1));
       dot_step_[op.results(0)] = out.size();
       out.push_back(std::move(gemm));
       return absl::OkStatus();
@@ -951,6 +997,7 @@ absl::Status CompiledCall::RunStep(Frame& f, std::vector<ir::Tensor>& outputs,
     }
   }
   RETURN_IF_ERROR(RunProgram(kernel, f));
+  if (num_writebacks > 0) RETURN_IF_ERROR(f.Flush());
   auto write_back = [&](const Writeback& w) {
     const SpecPlan& s = *w.plan;
     Dims extents;
@@ -1007,13 +1054,11 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
     if (threads == 1) f.gemm_parallel = parallel;
     f.gemm_parallel.stop = parallel.stop;
     for (int p = 0; p < nsp; ++p) f.refs[p] = DenseView(prefetch[p]);
-    if (f.gemm_parallel.available() == 1) {
-      f.pack_cache = std::make_unique<GemmPackCache>();
-      for (const SpecPlan& s : specs) {
-        if (s.output || s.copy) continue;
-        const char* begin = static_cast<const char*>(inputs[s.array].data());
-        f.immutable.push_back({begin, begin + inputs[s.array].byte_size()});
-      }
+    if (f.gemm_parallel.available() == 1) f.pack_cache = std::make_unique<GemmPackCache>();
+    for (const SpecPlan& s : specs) {
+      if (s.output || s.copy) continue;
+      const char* begin = static_cast<const char*>(inputs[s.array].data());
+      f.immutable.push_back({begin, begin + inputs[s.array].byte_size()});
     }
     for (const SpecPlan& s : specs) {
       if (!s.spec->whole()) continue;
@@ -1041,6 +1086,7 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
         return;
       }
     }
+    status[t] = f.Flush();
   };
   if (threads == 1) {
     run_thread(0);

@@ -3,7 +3,8 @@
 // integer slots; blocks that lie inside their arrays as strided views of the operands and
 // results (padded copies only for blocks that overhang); tile dot_generals as GEMM calls
 // reading the views, accumulating straight into a ref when the kernel adds a dot to what it
-// loaded from that window and stores the sum back; other tile ops through the backend's
+// loaded from that window and stores the sum back (the GEMMs of consecutive steps whose blocks
+// continue each other along k run as one product, before anything reads or writes the ref); other tile ops through the backend's
 // kernels. The grid's leading parallel axes are split over the program's threads; the rest run
 // in order on each thread. Kernels outside this form (loops inside the kernel, ...) give
 // Unimplemented and the evaluator interprets them (backends/reference/pallas.h), with the same
