@@ -17,20 +17,6 @@
 namespace shardjit::backends::reference {
 namespace {
 
-ir::Tensor Filled(const ir::ShapedType& type, ir::Allocator* allocator) {
-  ir::Tensor t = ir::Tensor::Empty(type.Array(), allocator);
-  const ir::Tensor one =
-      ir::Tensor::FromDoubles({type.dtype, {}}, {ir::PaddingValue(type.dtype)});
-  FillElements(t.data(), t.num_elements(), one.data(), ir::DTypeSize(type.dtype));
-  return t;
-}
-
-ir::Tensor Copy(const ir::Tensor& t, ir::Allocator* allocator) {
-  ir::Tensor out = ir::Tensor::Empty(t.type(), allocator);
-  if (t.byte_size() > 0) std::memcpy(out.data(), t.data(), t.byte_size());
-  return out;
-}
-
 ir::Tensor Index(int64_t v, ir::Allocator* allocator) {
   return ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {static_cast<double>(v)}, allocator);
 }
@@ -77,22 +63,22 @@ class GridRun {
     const ir::Region& kernel = a_.kernel();
     // Private copies: a kernel may store into any ref, and the operands belong to the caller.
     frame_.grid = GridSizes(a_, operands_);
-    for (int64_t i = 0; i < nsp; ++i) prefetch_.push_back(Copy(operands_[base_ + i], allocator_));
+    for (int64_t i = 0; i < nsp; ++i) prefetch_.push_back(operands_[base_ + i].Copy(allocator_));
     for (int i = 0; i < a_.out_shapes_size(); ++i) {
       const int64_t alias =
           i < a_.input_output_aliases_size() ? a_.input_output_aliases(i) : int64_t{-1};
-      outputs_.push_back(alias >= 0 ? Copy(operands_[base_ + alias], allocator_)
-                                    : Filled(ir::FromProto(a_.out_shapes(i)), allocator_));
+      outputs_.push_back(alias >= 0 ? operands_[base_ + alias].Copy(allocator_)
+                                    : PaddingArray(ir::FromProto(a_.out_shapes(i)), allocator_));
     }
     const int fixed = static_cast<int>(nsp) + a_.in_specs_size() + a_.out_specs_size();
     for (int p = 0; p < kernel.params_size(); ++p) {
       frame_.ref_names[kernel.params(p).id()] = KernelRefName(a_, p);
       if (p >= fixed) {
-        scratch_.push_back(Filled(ir::FromProto(kernel.params(p).type()), allocator_));
+        scratch_.push_back(PaddingArray(ir::FromProto(kernel.params(p).type()), allocator_));
       }
     }
     for (int i = 0; i < a_.in_specs_size(); ++i) {
-      if (a_.in_specs(i).whole()) whole_inputs_[i] = Copy(operands_[base_ + nsp + i], allocator_);
+      if (a_.in_specs(i).whole()) whole_inputs_[i] = operands_[base_ + nsp + i].Copy(allocator_);
     }
     int64_t steps = 1;
     for (int64_t g : frame_.grid) steps *= g;
@@ -122,7 +108,7 @@ class GridRun {
       ir::Tensor source = operands_[base_ + nsp + i];
       ASSIGN_OR_RETURN(BlockWindow w,
                        Window(spec, source.type(), fmt::format("in_specs[{}]", i)));
-      ir::Tensor block = Filled(ir::BlockRefType(spec, source.type()), allocator_);
+      ir::Tensor block = PaddingArray(ir::BlockRefType(spec, source.type()), allocator_);
       CopyBlock(source, block, w, /*into_block=*/true);
       args.push_back(std::move(block));
     }
@@ -134,7 +120,7 @@ class GridRun {
       }
       ASSIGN_OR_RETURN(out_windows[i],
                        Window(spec, outputs_[i].type(), fmt::format("out_specs[{}]", i)));
-      ir::Tensor block = Filled(ir::BlockRefType(spec, outputs_[i].type()), allocator_);
+      ir::Tensor block = PaddingArray(ir::BlockRefType(spec, outputs_[i].type()), allocator_);
       CopyBlock(outputs_[i], block, out_windows[i], /*into_block=*/true);
       args.push_back(std::move(block));
     }
@@ -213,6 +199,17 @@ absl::StatusOr<BlockWindow> RefWindow(const ir::Op& op, const std::vector<ir::Te
 }
 
 }  // namespace
+
+void FillWithPadding(ir::Tensor& t) {
+  const ir::Tensor one = ir::Tensor::FromDoubles({t.dtype(), {}}, {ir::PaddingValue(t.dtype())});
+  FillElements(t.data(), t.num_elements(), one.data(), ir::DTypeSize(t.dtype()));
+}
+
+ir::Tensor PaddingArray(const ir::ShapedType& type, ir::Allocator* allocator) {
+  ir::Tensor t = ir::Tensor::Empty(type.Array(), allocator);
+  FillWithPadding(t);
+  return t;
+}
 
 std::vector<int64_t> GridSizes(const ir::PallasCallAttrs& a,
                                const std::vector<ir::Tensor>& operands) {

@@ -19,6 +19,11 @@
 
 namespace shardjit::backends::reference {
 
+// Fills `t` with the padding value of its dtype (ir::PaddingValue); a fresh array of `type` so
+// filled (what fresh outputs and scratch buffers hold).
+void FillWithPadding(ir::Tensor& t);
+ir::Tensor PaddingArray(const ir::ShapedType& type, ir::Allocator* allocator);
+
 // The grid of a call on `operands`: its static sizes, and those sized at run time read from the
 // leading operands (negative ones as 0).
 std::vector<int64_t> GridSizes(const ir::PallasCallAttrs& a,

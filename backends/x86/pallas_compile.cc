@@ -1,0 +1,787 @@
+#include "backends/x86/pallas_program.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/status/status.h"
+#include "backends/reference/kernel.h"
+#include "backends/reference/pallas.h"
+#include "backends/x86/gemm.h"
+#include "base/status_macros.h"
+#include "fmt/format.h"
+#include "ir/pallas.h"
+#include "ir/prim.h"
+#include "ir/primitive.h"
+#include "ir/regions.h"
+#include "ir/types.h"
+
+namespace shardjit::backends::x86::pallas {
+namespace {
+
+using ir::Prim;
+
+// Where a value lives while a kernel runs.
+enum class Kind {
+  kScalar,  // an s32 or pred scalar in an integer slot
+  kTile,    // a dense tensor
+  kView,    // a window of a ref, read in place
+};
+
+struct Value {
+  Kind kind = Kind::kTile;
+  int slot = 0;
+  ir::ShapedType type;
+};
+// Integer arithmetic of s32 scalars as XLA defines it (wrapping; x / 0 = -1, x % 0 = x).
+int64_t Wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+std::optional<std::function<int64_t(int64_t, int64_t)>> ScalarBinary(Prim prim) {
+  switch (prim) {
+    case Prim::kAdd:
+      return [](int64_t a, int64_t b) { return Wrap32(a + b); };
+    case Prim::kSub:
+      return [](int64_t a, int64_t b) { return Wrap32(a - b); };
+    case Prim::kMul:
+      return [](int64_t a, int64_t b) { return Wrap32(a * b); };
+    case Prim::kDiv:
+      return [](int64_t a, int64_t b) { return b == 0 ? int64_t{-1} : Wrap32(a / b); };
+    case Prim::kRem:
+      return [](int64_t a, int64_t b) { return b == 0 ? a : Wrap32(a % b); };
+    case Prim::kMax:
+      return [](int64_t a, int64_t b) { return std::max(a, b); };
+    case Prim::kMin:
+      return [](int64_t a, int64_t b) { return std::min(a, b); };
+    case Prim::kAnd:
+      return [](int64_t a, int64_t b) { return a & b; };
+    case Prim::kOr:
+      return [](int64_t a, int64_t b) { return a | b; };
+    case Prim::kXor:
+      return [](int64_t a, int64_t b) { return a ^ b; };
+    default:
+      return std::nullopt;
+  }
+}
+
+std::function<int64_t(int64_t, int64_t)> Comparison(ir::ComparisonDirection d) {
+  switch (d) {
+    case ir::EQ:
+      return [](int64_t a, int64_t b) -> int64_t { return a == b; };
+    case ir::NE:
+      return [](int64_t a, int64_t b) -> int64_t { return a != b; };
+    case ir::LT:
+      return [](int64_t a, int64_t b) -> int64_t { return a < b; };
+    case ir::LE:
+      return [](int64_t a, int64_t b) -> int64_t { return a <= b; };
+    case ir::GT:
+      return [](int64_t a, int64_t b) -> int64_t { return a > b; };
+    default:
+      return [](int64_t a, int64_t b) -> int64_t { return a >= b; };
+  }
+}
+
+bool IsScalarType(const ir::ShapedType& t) {
+  return t.rank() == 0 && (t.dtype == ir::DType::kS32 || t.dtype == ir::DType::kPred);
+}
+// Whether product `next` continues `pending` along k: the same C window, shapes and strides, its
+// A and B the blocks just past the pending ones' along k.
+bool Continues(const GemmArgs& pending, const GemmArgs& next) {
+  const int64_t elem = GemmInputBytes(next.type);
+  return pending.type == next.type && pending.c == next.c && pending.ldc == next.ldc &&
+         pending.shape.m == next.shape.m && pending.shape.n == next.shape.n &&
+         pending.a_row_stride == next.a_row_stride && pending.a_col_stride == next.a_col_stride &&
+         pending.b_row_stride == next.b_row_stride && pending.b_col_stride == next.b_col_stride &&
+         static_cast<const char*>(next.a) ==
+             static_cast<const char*>(pending.a) + pending.shape.k * pending.a_col_stride * elem &&
+         static_cast<const char*>(next.b) ==
+             static_cast<const char*>(pending.b) + pending.shape.k * pending.b_row_stride * elem;
+}
+
+// `op` (an elementwise op of one array result) as a fusion op of that one op; null for others.
+std::shared_ptr<const ir::Op> SingleOpFusion(const ir::Op& op, const ir::Primitive& prim,
+                                             const std::vector<ir::ShapedType>& operand_types) {
+  if (prim.kind != ir::PrimitiveKind::kElementwise || op.results_size() != 1 ||
+      op.result_types(0).dims_size() == 0) {
+    return nullptr;
+  }
+  auto fusion = std::make_shared<ir::Op>();
+  fusion->set_opcode("fusion");
+  fusion->add_results(op.results(0));
+  *fusion->add_result_types() = op.result_types(0);
+  ir::Region& body = *fusion->mutable_fusion()->mutable_body();
+  ir::Op inner = op;
+  inner.clear_loc();
+  for (int k = 0; k < op.operands_size(); ++k) {
+    fusion->add_operands(op.operands(k));
+    ir::Param& p = *body.add_params();
+    p.set_id(k);
+    *p.mutable_type() = ir::ToProto(operand_types[k]);
+    inner.set_operands(k, k);
+  }
+  inner.set_results(0, op.operands_size());
+  body.add_results(op.operands_size());
+  *body.add_ops() = std::move(inner);
+  return fusion;
+}
+class Compiler {
+ public:
+  Compiler(const ir::Op& op, const reference::KernelOverrides& kernels)
+      : op_(op), a_(op.pallas_call()), kernels_(kernels) {}
+
+  absl::StatusOr<std::unique_ptr<CompiledCall>> Compile() {
+    auto call = std::make_unique<CompiledCall>();
+    call->op = &op_;
+    const int nsp = static_cast<int>(a_.num_scalar_prefetch());
+    const ir::Region& kernel = a_.kernel();
+    call->num_refs = kernel.params_size();
+    for (int p = 0; p < kernel.params_size(); ++p) ref_of_[kernel.params(p).id()] = p;
+    CollectStores(kernel);
+    for (int d = 0; d < a_.grid_size(); ++d) call->grid_slots.push_back(NewScalar());
+    for (int k = 0; k < a_.in_specs_size() + a_.out_specs_size(); ++k) {
+      const bool output = k >= a_.in_specs_size();
+      const int i = output ? k - a_.in_specs_size() : k;
+      SpecPlan plan;
+      plan.spec = output ? &a_.out_specs(i) : &a_.in_specs(i);
+      plan.name = fmt::format("{}[{}]", output ? "out_specs" : "in_specs", i);
+      plan.output = output;
+      plan.array = i;
+      plan.ref = nsp + k;
+      plan.copy = !output && stored_refs_.count(plan.ref);
+      if (!plan.spec->whole()) {
+        const ir::Region& map = plan.spec->index_map();
+        for (int p = 0; p < map.params_size(); ++p) {
+          if (p < a_.grid_size()) {
+            values_[map.params(p).id()] = {Kind::kScalar, call->grid_slots[p],
+                                           ir::ShapedType{ir::DType::kS32, {}}};
+          } else {
+            ref_of_[map.params(p).id()] = p - a_.grid_size();  // the prefetch refs lead
+          }
+        }
+        RETURN_IF_ERROR(CompileRegion(map, plan.index_map));
+        for (int64_t id : map.results()) {
+          const Value& v = values_.at(id);
+          if (v.kind != Kind::kScalar) return Unsupported("an index map computes on arrays");
+          plan.index_results.push_back(v.slot);
+        }
+        Dims extents;
+        for (int d = 0; d < plan.spec->block_shape_size(); ++d) {
+          extents.push_back(ir::BlockExtent(*plan.spec, d));
+        }
+        plan.padded_strides = RowMajor(extents);
+      }
+      call->specs.push_back(std::move(plan));
+    }
+    RETURN_IF_ERROR(CompileRegion(kernel, call->kernel));
+    call->num_scalars = scalars_;
+    call->num_tiles = tiles_;
+    call->num_views = views_;
+    for (int d = 0; d < a_.dimension_semantics_size() && a_.dimension_semantics(d) == ir::PARALLEL;
+         ++d) {
+      call->leading_parallel = d + 1;
+    }
+    return call;
+  }
+
+ private:
+  static absl::Status Unsupported(const std::string& why) {
+    return absl::UnimplementedError("pallas_call: not compiled: " + why);
+  }
+  int NewScalar() { return scalars_++; }
+
+  void CollectStores(const ir::Region& region) {
+    for (const ir::Op& op : region.ops()) {
+      if (ir::PrimOf(op) == Prim::kRefStore) stored_refs_.insert(ref_of_.at(op.operands(0)));
+      for (const ir::Region* r : ir::Regions(op)) CollectStores(*r);
+    }
+  }
+
+  // Whether op (or a region inside it) reads or writes ref `ref`.
+  bool Touches(const ir::Op& op, int ref) const {
+    const Prim prim = ir::PrimOf(op);
+    if ((prim == Prim::kRefLoad || prim == Prim::kRefStore) && ref_of_.at(op.operands(0)) == ref) {
+      return true;
+    }
+    for (const ir::Region* r : ir::Regions(op)) {
+      for (const ir::Op& inner : r->ops()) {
+        if (Touches(inner, ref)) return true;
+      }
+    }
+    return false;
+  }
+  bool Writes(const ir::Op& op, int ref) const {
+    if (ir::PrimOf(op) == Prim::kRefStore && ref_of_.at(op.operands(0)) == ref) return true;
+    for (const ir::Region* r : ir::Regions(op)) {
+      for (const ir::Op& inner : r->ops()) {
+        if (Writes(inner, ref)) return true;
+      }
+    }
+    return false;
+  }
+
+  // Uses of each value in `region` (nested regions included) and the index of the last op of
+  // `region` using it.
+  struct Uses {
+    std::unordered_map<int64_t, int> count;
+    std::unordered_map<int64_t, int> last;
+  };
+  static void CountUses(const ir::Region& region, int index, Uses& uses) {
+    for (const ir::Op& op : region.ops()) {
+      for (int64_t id : op.operands()) ++uses.count[id];
+      for (const ir::Region* r : ir::Regions(op)) CountUses(*r, index, uses);
+    }
+    for (int64_t id : region.results()) ++uses.count[id];
+  }
+  static Uses RegionUses(const ir::Region& region) {
+    Uses uses;
+    for (int i = 0; i < region.ops_size(); ++i) {
+      const ir::Op& op = region.ops(i);
+      for (int64_t id : op.operands()) {
+        ++uses.count[id];
+        uses.last[id] = i;
+      }
+      for (const ir::Region* r : ir::Regions(op)) {
+        Uses inner;
+        CountUses(*r, i, inner);
+        for (const auto& [id, n] : inner.count) {
+          uses.count[id] += n;
+          uses.last[id] = i;
+        }
+      }
+    }
+    for (int64_t id : region.results()) {
+      ++uses.count[id];
+      uses.last[id] = region.ops_size();
+    }
+    return uses;
+  }
+
+  absl::Status CompileRegion(const ir::Region& region, Program& out) {
+    const Uses uses = RegionUses(region);
+    std::unordered_set<int> skipped;
+    for (int i = 0; i < region.ops_size(); ++i) {
+      if (skipped.count(i)) continue;
+      RETURN_IF_ERROR(CompileOp(region, i, uses, skipped, out));
+    }
+    return absl::OkStatus();
+  }
+
+  // A reader of value `v` as an s32/pred scalar.
+  std::function<int64_t(const Frame&)> ScalarReader(int64_t id) const {
+    const Value v = values_.at(id);
+    if (v.kind == Kind::kScalar) {
+      return [slot = v.slot](const Frame& f) { return f.scalars[slot]; };
+    }
+    return [slot = v.slot](const Frame& f) {
+      return static_cast<int64_t>(reference::IndexValue(f.tiles[slot], 0));
+    };
+  }
+
+  // Operand `id` as a dense tensor.
+  std::function<ir::Tensor(Frame&)> TensorReader(int64_t id) const {
+    const Value v = values_.at(id);
+    switch (v.kind) {
+      case Kind::kScalar:
+        return [slot = v.slot, type = v.type](Frame& f) {
+          return ir::Tensor::FromDoubles(type, {static_cast<double>(f.scalars[slot])},
+                                         f.allocator);
+        };
+      case Kind::kTile:
+        return [slot = v.slot](Frame& f) { return f.tiles[slot]; };
+      case Kind::kView:
+        break;
+    }
+    return [slot = v.slot, type = v.type](Frame& f) {
+      ir::Tensor t = ir::Tensor::Empty(type, f.allocator);
+      CopyView(DenseView(t), f.views[slot]);
+      return t;
+    };
+  }
+
+  // Operand `id` as a view (tiles as dense views).
+  std::function<View(Frame&)> ViewReader(int64_t id) {
+    const Value v = values_.at(id);
+    if (v.kind == Kind::kView) return [slot = v.slot](Frame& f) { return f.views[slot]; };
+    auto tensor = TensorReader(id);
+    if (v.kind == Kind::kTile) {
+      return [slot = v.slot](Frame& f) { return DenseView(f.tiles[slot]); };
+    }
+    return [tensor, slot = tiles_++](Frame& f) {
+      f.tiles[slot] = tensor(f);
+      return DenseView(f.tiles[slot]);
+    };
+  }
+
+  // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
+  // against the ref.
+  // `flush`: run a pending GEMM into this ref first (every access but the GEMM that extends it).
+  std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first,
+                                                       bool flush = true) {
+    const int ref = ref_of_.at(op.operands(0));
+    std::vector<std::function<int64_t(const Frame&)>> starts;
+    for (int k = first; k < op.operands_size(); ++k) starts.push_back(ScalarReader(op.operands(k)));
+    Dims sizes(op.ref_window().sizes().begin(), op.ref_window().sizes().end());
+    std::vector<bool> squeezed(sizes.size(), false);
+    for (int64_t d : op.ref_window().squeezed()) squeezed[d] = true;
+    const ir::Op* where = &op;
+    const ir::Op* call = &op_;
+    return [=](Frame& f) -> absl::StatusOr<View> {
+      if (flush) RETURN_IF_ERROR(f.FlushRef(ref));
+      const View& r = f.refs[ref];
+      View w{r.data, {}, {}, r.dtype};
+      Dims at(starts.size());
+      for (size_t d = 0; d < starts.size(); ++d) at[d] = starts[d](f);
+      for (size_t d = 0; d < starts.size(); ++d) {
+        if (at[d] < 0 || at[d] + sizes[d] > r.dims[d]) {
+          return reference::WindowOutsideRef(
+              *where, reference::KernelWhere(*call, f.index), {at.begin(), at.end()},
+              {sizes.begin(), sizes.end()}, reference::KernelRefName(call->pallas_call(), ref),
+              ir::ShapedType{r.dtype, {r.dims.begin(), r.dims.end()}});
+        }
+        w.data += at[d] * r.strides[d] * ir::DTypeSize(r.dtype);
+        if (!squeezed[d]) {
+          w.dims.push_back(sizes[d]);
+          w.strides.push_back(r.strides[d]);
+        }
+      }
+      return w;
+    };
+  }
+
+  void Define(int64_t id, Kind kind, const ir::ShapedType& type) {
+    const int slot = kind == Kind::kScalar ? scalars_++ : kind == Kind::kTile ? tiles_++ : views_++;
+    values_[id] = {kind, slot, type};
+  }
+
+  // `ops[i]` = add(load R, dot) whose sum is stored back to the same window of R: the index of
+  // the load, the dot and the store, when the GEMM can accumulate into R in place.
+  struct Accumulation {
+    int load = -1, dot = -1, store = -1;
+  };
+  std::optional<Accumulation> MatchAccumulation(const ir::Region& region, int add,
+                                                const Uses& uses) const {
+    const ir::Op& op = region.ops(add);
+    if (ir::PrimOf(op) != Prim::kAdd || op.result_types(0).dtype() != ir::F32) return std::nullopt;
+    std::unordered_map<int64_t, int> producer;
+    for (int i = 0; i < add; ++i) {
+      for (int64_t id : region.ops(i).results()) producer[id] = i;
+    }
+    for (int side = 0; side < 2; ++side) {
+      auto l = producer.find(op.operands(side));
+      auto d = producer.find(op.operands(1 - side));
+      if (l == producer.end() || d == producer.end()) continue;
+      const ir::Op& load = region.ops(l->second);
+      const ir::Op& dot = region.ops(d->second);
+      if (ir::PrimOf(load) != Prim::kRefLoad || ir::PrimOf(dot) != Prim::kDotGeneral) continue;
+      if (uses.count.at(op.operands(side)) != 1 || uses.count.at(op.operands(1 - side)) != 1 ||
+          uses.count.at(op.results(0)) != 1) {
+        continue;
+      }
+      const int store = uses.last.at(op.results(0));
+      if (store >= region.ops_size()) continue;
+      const ir::Op& st = region.ops(store);
+      if (ir::PrimOf(st) != Prim::kRefStore || st.operands(1) != op.results(0) ||
+          st.operands(0) != load.operands(0) ||
+          st.ref_window().SerializeAsString() != load.ref_window().SerializeAsString() ||
+          !std::equal(st.operands().begin() + 2, st.operands().end(),
+                      load.operands().begin() + 1, load.operands().end())) {
+        continue;
+      }
+      // Nothing between the load or the dot and the store may touch R (the GEMM updates it at
+      // the dot), and the dot must not read R.
+      const int ref = ref_of_.at(load.operands(0));
+      bool clear = true;
+      for (int i = std::min(l->second, d->second) + 1; i < store && clear; ++i) {
+        clear = i == l->second || !Touches(region.ops(i), ref);
+      }
+      for (int64_t id : dot.operands()) {
+        auto v = view_ref_.find(id);
+        clear = clear && (v == view_ref_.end() || v->second != ref);
+      }
+      if (!clear) continue;
+      return Accumulation{l->second, d->second, store};
+    }
+    return std::nullopt;
+  }
+
+  // A GEMM step for dot_general `op` writing C through `out`; with `accumulate_ref` >= 0,
+  // accumulating into that ref's window (and deferred while later steps continue it).
+  absl::StatusOr<Step> GemmStep(const ir::Op& op, std::function<absl::StatusOr<View>(Frame&)> out,
+                                int accumulate_ref) {
+    const bool accumulate = accumulate_ref >= 0;
+    const ir::DotGeneralAttrs& d = op.dot_general();
+    if (d.lhs_batch_dims_size() != 0 || d.lhs_contracting_dims_size() != 1) {
+      return Unsupported("a batched dot");
+    }
+    const ir::ShapedType lhs = values_.at(op.operands(0)).type;
+    const ir::ShapedType rhs = values_.at(op.operands(1)).type;
+    const ir::ShapedType result = ir::FromProto(op.result_types(0));
+    if (lhs.rank() != 2 || rhs.rank() != 2 || lhs.dtype != rhs.dtype ||
+        (lhs.dtype != ir::DType::kF32 && lhs.dtype != ir::DType::kBF16) ||
+        (result.dtype != ir::DType::kF32 && result.dtype != ir::DType::kBF16)) {
+      return Unsupported("a dot of these types");
+    }
+    const int cl = static_cast<int>(d.lhs_contracting_dims(0));
+    const int cr = static_cast<int>(d.rhs_contracting_dims(0));
+    auto a = ViewReader(op.operands(0));
+    auto b = ViewReader(op.operands(1));
+    const GemmType type =
+        lhs.dtype == ir::DType::kF32 ? GemmType::kF32F32F32 : GemmType::kBf16Bf16F32;
+    const bool out_bf16 = result.dtype == ir::DType::kBF16;
+    const GemmShape shape{lhs.dims[1 - cl], rhs.dims[1 - cr], lhs.dims[cl]};
+    return Step([=](Frame& f) -> absl::Status {
+      ASSIGN_OR_RETURN(View c, out(f));
+      if (shape.m == 0 || shape.n == 0) return absl::OkStatus();
+      const View va = a(f);
+      const View vb = b(f);
+      if (shape.k == 0) {
+        if (!accumulate) std::memset(c.data, 0, shape.m * shape.n * ir::DTypeSize(c.dtype));
+        return absl::OkStatus();
+      }
+      GemmArgs g;
+      g.shape = shape;
+      g.type = type;
+      g.a = va.data;
+      g.a_row_stride = va.strides[1 - cl];
+      g.a_col_stride = va.strides[cl];
+      g.b = vb.data;
+      g.b_row_stride = vb.strides[cr];
+      g.b_col_stride = vb.strides[1 - cr];
+      g.c = c.data;
+      g.ldc = c.strides[0];
+      g.out_bf16 = out_bf16;
+      g.accumulate = accumulate;
+      g.parallel = f.gemm_parallel;
+      // Widening bf16 is most of packing's cost: keep packed blocks of A (reused along the
+      // grid's column axis, while they are still in L2). Packed f32 blocks read from memory cost
+      // more than packing them afresh, and so do B's (reused only along the row axis).
+      if (f.pack_cache != nullptr && type == GemmType::kBf16Bf16F32) {
+        g.pack_cache = f.pack_cache.get();
+        g.cache_a = f.Immutable(va);
+      }
+      if (accumulate && !out_bf16 && f.Immutable(va) && f.Immutable(vb)) {
+        if (f.pending.active && f.pending.ref == accumulate_ref && Continues(f.pending.args, g)) {
+          f.pending.args.shape.k += g.shape.k;
+          return absl::OkStatus();
+        }
+        RETURN_IF_ERROR(f.Flush());
+        f.pending = {true, g, accumulate_ref};
+        return absl::OkStatus();
+      }
+      RETURN_IF_ERROR(f.Flush());
+      return Gemm(g);
+    });
+  }
+
+  absl::Status CompileOp(const ir::Region& region, int i, const Uses& uses,
+                         std::unordered_set<int>& skipped, Program& out) {
+    const ir::Op& op = region.ops(i);
+    const Prim prim = ir::PrimOf(op);
+    const ir::ShapedType result =
+        op.results_size() == 1 ? ir::FromProto(op.result_types(0)) : ir::ShapedType{};
+    auto all_scalar = [&] {
+      for (int64_t id : op.operands()) {
+        if (values_.at(id).kind != Kind::kScalar) return false;
+      }
+      return true;
+    };
+    switch (prim) {
+      case Prim::kProgramId:
+      case Prim::kNumPrograms: {
+        Define(op.results(0), Kind::kScalar, result);
+        const int slot = values_.at(op.results(0)).slot;
+        const int64_t axis = op.grid_axis().axis();
+        if (prim == Prim::kNumPrograms) {
+          out.push_back([slot, axis](Frame& f) {
+            f.scalars[slot] = f.grid[axis];
+            return absl::OkStatus();
+          });
+        } else {
+          out.push_back([slot, axis](Frame& f) {
+            f.scalars[slot] = f.index[axis];
+            return absl::OkStatus();
+          });
+        }
+        return absl::OkStatus();
+      }
+      case Prim::kConstant:
+        if (IsScalarType(result) && op.constant().value_size() == 1) {
+          Define(op.results(0), Kind::kScalar, result);
+          const int slot = values_.at(op.results(0)).slot;
+          const int64_t v = static_cast<int64_t>(op.constant().value(0));
+          out.push_back([slot, v](Frame& f) {
+            f.scalars[slot] = v;
+            return absl::OkStatus();
+          });
+          return absl::OkStatus();
+        }
+        break;
+      case Prim::kCompare:
+        if (IsScalarType(result) && all_scalar() &&
+            values_.at(op.operands(0)).type.dtype == ir::DType::kS32) {
+          return ScalarOp(op, Comparison(op.compare().direction()), out);
+        }
+        break;
+      case Prim::kSelect:
+        if (IsScalarType(result) && all_scalar()) {
+          Define(op.results(0), Kind::kScalar, result);
+          const int slot = values_.at(op.results(0)).slot;
+          auto p = ScalarReader(op.operands(0)), x = ScalarReader(op.operands(1)),
+               y = ScalarReader(op.operands(2));
+          out.push_back([=](Frame& f) {
+            f.scalars[slot] = p(f) != 0 ? x(f) : y(f);
+            return absl::OkStatus();
+          });
+          return absl::OkStatus();
+        }
+        break;
+      case Prim::kConvertElementType:
+      case Prim::kNeg:
+      case Prim::kNot:
+        if (IsScalarType(result) && all_scalar()) {
+          Define(op.results(0), Kind::kScalar, result);
+          const int slot = values_.at(op.results(0)).slot;
+          auto x = ScalarReader(op.operands(0));
+          const bool to_pred = result.dtype == ir::DType::kPred;
+          out.push_back([=](Frame& f) {
+            const int64_t v = x(f);
+            f.scalars[slot] = prim == Prim::kNeg   ? Wrap32(-v)
+                              : prim == Prim::kNot ? (to_pred ? int64_t{v == 0} : ~v)
+                              : to_pred            ? int64_t{v != 0}
+                                                   : v;
+            return absl::OkStatus();
+          });
+          return absl::OkStatus();
+        }
+        break;
+      case Prim::kRefLoad:
+        return Load(region, i, uses, out);
+      case Prim::kRefStore:
+        return Store(op, out);
+      case Prim::kCond:
+        return Cond(op, out);
+      case Prim::kDotGeneral:
+        break;
+      default:
+        if (auto f = ScalarBinary(prim); f && IsScalarType(result) && all_scalar()) {
+          return ScalarOp(op, *f, out);
+        }
+        break;
+    }
+    if (prim == Prim::kAdd) {
+      if (std::optional<Accumulation> acc = MatchAccumulation(region, i, uses)) {
+        // The dot was compiled already (it precedes the add): replace its step by a GEMM into
+        // the stored window, and drop the load, the add and the store.
+        const ir::Op& store = region.ops(acc->store);
+        ASSIGN_OR_RETURN(Step gemm, GemmStep(region.ops(acc->dot), WindowOf(store, 2, false),
+                                             ref_of_.at(store.operands(0))));
+        out[dot_step_.at(region.ops(acc->dot).results(0))] = std::move(gemm);
+        out[load_step_.at(region.ops(acc->load).results(0))] = [](Frame&) {
+          return absl::OkStatus();
+        };
+        skipped.insert(acc->store);
+        return absl::OkStatus();
+      }
+    }
+    if (prim == Prim::kDotGeneral) {
+      Define(op.results(0), Kind::kTile, result);
+      const int slot = values_.at(op.results(0)).slot;
+      ASSIGN_OR_RETURN(Step gemm,
+                       GemmStep(op,
+                                [slot, result](Frame& f) -> absl::StatusOr<View> {
+                                  f.tiles[slot] = ir::Tensor::Empty(result, f.allocator);
+                                  return DenseView(f.tiles[slot]);
+                                },
+                                -1));
+      dot_step_[op.results(0)] = out.size();
+      out.push_back(std::move(gemm));
+      return absl::OkStatus();
+    }
+    return Generic(op, out);
+  }
+
+  absl::Status ScalarOp(const ir::Op& op, std::function<int64_t(int64_t, int64_t)> fn,
+                        Program& out) {
+    Define(op.results(0), Kind::kScalar, ir::FromProto(op.result_types(0)));
+    const int slot = values_.at(op.results(0)).slot;
+    auto x = ScalarReader(op.operands(0)), y = ScalarReader(op.operands(1));
+    out.push_back([=](Frame& f) {
+      f.scalars[slot] = fn(x(f), y(f));
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Load(const ir::Region& region, int i, const Uses& uses, Program& out) {
+    const ir::Op& op = region.ops(i);
+    const ir::ShapedType result = ir::FromProto(op.result_types(0));
+    auto window = WindowOf(op, 1);
+    if (IsScalarType(result)) {
+      Define(op.results(0), Kind::kScalar, result);
+      const int slot = values_.at(op.results(0)).slot;
+      out.push_back([=](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(View w, window(f));
+        f.scalars[slot] = result.dtype == ir::DType::kPred
+                              ? int64_t{*reinterpret_cast<const uint8_t*>(w.data) != 0}
+                              : *reinterpret_cast<const int32_t*>(w.data);
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
+    // Read in place while nothing writes the ref before the value's last use in this region.
+    const int ref = ref_of_.at(op.operands(0));
+    const int last = uses.last.count(op.results(0)) ? uses.last.at(op.results(0)) : i;
+    bool in_place = last < region.ops_size();
+    for (int k = i + 1; k <= last && in_place; ++k) in_place = !Writes(region.ops(k), ref);
+    load_step_[op.results(0)] = out.size();
+    if (in_place) {
+      view_ref_[op.results(0)] = ref;
+      Define(op.results(0), Kind::kView, result);
+      const int slot = values_.at(op.results(0)).slot;
+      out.push_back([=](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(f.views[slot], window(f));
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
+    Define(op.results(0), Kind::kTile, result);
+    const int slot = values_.at(op.results(0)).slot;
+    out.push_back([=](Frame& f) -> absl::Status {
+      ASSIGN_OR_RETURN(View w, window(f));
+      f.tiles[slot] = ir::Tensor::Empty(result, f.allocator);
+      CopyView(DenseView(f.tiles[slot]), w);
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Store(const ir::Op& op, Program& out) {
+    auto window = WindowOf(op, 2);
+    const Value v = values_.at(op.operands(1));
+    if (v.kind == Kind::kScalar) {
+      auto x = ScalarReader(op.operands(1));
+      out.push_back([=](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(View w, window(f));
+        if (v.type.dtype == ir::DType::kPred) {
+          *reinterpret_cast<uint8_t*>(w.data) = x(f) != 0;
+        } else {
+          *reinterpret_cast<int32_t*>(w.data) = static_cast<int32_t>(x(f));
+        }
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
+    auto value = ViewReader(op.operands(1));
+    out.push_back([=](Frame& f) -> absl::Status {
+      ASSIGN_OR_RETURN(View w, window(f));
+      CopyView(w, value(f));
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status Cond(const ir::Op& op, Program& out) {
+    if (op.operands_size() != 1 || op.results_size() != 0) {
+      return Unsupported("a cond with operands or results");
+    }
+    auto index = ScalarReader(op.operands(0));
+    std::vector<Program> branches(op.cond().branches_size());
+    for (int b = 0; b < op.cond().branches_size(); ++b) {
+      RETURN_IF_ERROR(CompileRegion(op.cond().branches(b), branches[b]));
+    }
+    out.push_back([index, branches = std::move(branches)](Frame& f) {
+      const int64_t n = static_cast<int64_t>(branches.size());
+      return RunProgram(branches[std::clamp<int64_t>(index(f), 0, n - 1)], f);
+    });
+    return absl::OkStatus();
+  }
+
+  // Any other local op: dense operands through the backend's kernel (the reference one where
+  // it declines). An op of no operands (a constant, an iota) is computed once, here.
+  absl::Status Generic(const ir::Op& op, Program& out) {
+    const ir::Primitive* prim = ir::FindPrimitive(ir::PrimOf(op));
+    if (prim == nullptr || (prim->kind != ir::PrimitiveKind::kElementwise &&
+                            prim->kind != ir::PrimitiveKind::kStructural)) {
+      return Unsupported(fmt::format("{} inside a kernel", op.opcode()));
+    }
+    const reference::Kernel* fallback = reference::FindKernel(op.opcode());
+    auto it = kernels_.find(op.opcode());
+    const reference::Kernel* kernel = it != kernels_.end() ? &it->second : fallback;
+    if (kernel == nullptr) return Unsupported(fmt::format("{} has no kernel", op.opcode()));
+    if (op.operands_size() == 0) {
+      absl::StatusOr<std::vector<ir::Tensor>> values = (*kernel)(op, {}, nullptr);
+      if (!values.ok() && fallback != nullptr && fallback != kernel) {
+        values = (*fallback)(op, {}, nullptr);
+      }
+      if (!values.ok()) return values.status();
+      std::vector<int> slots;
+      for (int r = 0; r < op.results_size(); ++r) {
+        Define(op.results(r), Kind::kTile, ir::FromProto(op.result_types(r)));
+        slots.push_back(values_.at(op.results(r)).slot);
+      }
+      // The program holds the values, so no kernel ever updates them in place.
+      out.push_back([slots, values = *std::move(values)](Frame& f) {
+        for (size_t r = 0; r < slots.size(); ++r) f.tiles[slots[r]] = values[r];
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
+    std::vector<std::function<ir::Tensor(Frame&)>> readers;
+    for (int64_t id : op.operands()) readers.push_back(TensorReader(id));
+    // A lone elementwise op of an array runs as a one-op fusion on generated code, where the
+    // backend has it (its own kernel where the fusion declines).
+    std::vector<ir::ShapedType> operand_types;
+    for (int64_t id : op.operands()) operand_types.push_back(values_.at(id).type);
+    std::shared_ptr<const ir::Op> fused = SingleOpFusion(op, *prim, operand_types);
+    auto fusion_kernel = kernels_.find("fusion");
+    const reference::Kernel* first =
+        fused != nullptr && fusion_kernel != kernels_.end() ? &fusion_kernel->second : kernel;
+    if (first == kernel) fused = nullptr;
+    std::vector<int> slots;
+    for (int r = 0; r < op.results_size(); ++r) {
+      Define(op.results(r), Kind::kTile, ir::FromProto(op.result_types(r)));
+      slots.push_back(values_.at(op.results(r)).slot);
+    }
+    out.push_back([readers, slots, first, fused, kernel, fallback,
+                   &op](Frame& f) -> absl::Status {
+      std::vector<ir::Tensor> operands;
+      operands.reserve(readers.size());
+      for (const auto& read : readers) operands.push_back(read(f));
+      absl::StatusOr<std::vector<ir::Tensor>> results =
+          (*first)(fused != nullptr ? *fused : op, operands, f.allocator);
+      if (!results.ok() && absl::IsUnimplemented(results.status()) && first != kernel) {
+        results = (*kernel)(op, operands, f.allocator);
+      }
+      if (!results.ok() && absl::IsUnimplemented(results.status()) && fallback != nullptr &&
+          fallback != kernel) {
+        results = (*fallback)(op, operands, f.allocator);
+      }
+      if (!results.ok()) return results.status();
+      for (size_t r = 0; r < slots.size(); ++r) f.tiles[slots[r]] = std::move((*results)[r]);
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  const ir::Op& op_;
+  const ir::PallasCallAttrs& a_;
+  const reference::KernelOverrides& kernels_;
+  std::unordered_map<int64_t, Value> values_;
+  std::unordered_map<int64_t, int> ref_of_;
+  std::unordered_set<int> stored_refs_;
+  std::unordered_map<int64_t, size_t> dot_step_;
+  std::unordered_map<int64_t, size_t> load_step_;
+  // The ref each in-place loaded value reads.
+  std::unordered_map<int64_t, int> view_ref_;
+  int scalars_ = 0, tiles_ = 0, views_ = 0;
+};
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CompiledCall>> CompileCall(
+    const ir::Op& op, const reference::KernelOverrides& kernels) {
+  return Compiler(op, kernels).Compile();
+}
+
+}  // namespace shardjit::backends::x86::pallas

@@ -1,0 +1,206 @@
+#include "backends/x86/pallas_program.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/reference/pallas.h"
+#include "ir/pallas.h"
+#include "ir/types.h"
+
+namespace shardjit::backends::x86::pallas {
+
+Dims RowMajor(const Dims& dims) {
+  Dims strides(dims.size(), 1);
+  for (int d = static_cast<int>(dims.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * dims[d + 1];
+  }
+  return strides;
+}
+
+View DenseView(ir::Tensor& t) {
+  Dims dims(t.dims().begin(), t.dims().end());
+  Dims strides = RowMajor(dims);
+  return {static_cast<char*>(t.data()), std::move(dims), std::move(strides), t.dtype()};
+}
+
+// Copies the elements of `src` to `dst` (same dims): rows contiguous on both sides at once.
+void CopyView(const View& dst, const View& src) {
+  const int64_t elem = ir::DTypeSize(dst.dtype);
+  const int rank = static_cast<int>(dst.dims.size());
+  for (int64_t d : dst.dims) {
+    if (d == 0) return;
+  }
+  if (rank == 0) {
+    std::memmove(dst.data, src.data, elem);
+    return;
+  }
+  const bool rows = dst.strides[rank - 1] == 1 && src.strides[rank - 1] == 1;
+  const int outer = rows ? rank - 1 : rank;
+  const int64_t row_bytes = rows ? dst.dims[rank - 1] * elem : elem;
+  Dims index(outer, 0);
+  while (true) {
+    int64_t d_off = 0, s_off = 0;
+    for (int k = 0; k < outer; ++k) {
+      d_off += index[k] * dst.strides[k];
+      s_off += index[k] * src.strides[k];
+    }
+    std::memmove(dst.data + d_off * elem, src.data + s_off * elem, row_bytes);
+    int k = outer - 1;
+    for (; k >= 0; --k) {
+      if (++index[k] < dst.dims[k]) break;
+      index[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+absl::Status CompiledCall::RunStep(Frame& f) const {
+  for (size_t d = 0; d < grid_slots.size(); ++d) f.scalars[grid_slots[d]] = f.index[d];
+  f.writebacks.clear();
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const SpecPlan& s = specs[k];
+    if (s.spec->whole()) continue;
+    RETURN_IF_ERROR(RunProgram(s.index_map, f));
+    const View& array = f.arrays[k];
+    const int64_t elem = ir::DTypeSize(array.dtype);
+    View block{array.data, {}, {}, array.dtype};
+    View& inside = f.inside[k];  // the part of the block inside the array
+    inside.dims.clear();
+    bool overhangs = false;
+    for (size_t d = 0; d < array.dims.size(); ++d) {
+      const int64_t extent = ir::BlockExtent(*s.spec, static_cast<int>(d));
+      const int64_t start = f.scalars[s.index_results[d]] * extent;
+      const int64_t dim = array.dims[d];
+      if (start < 0 || (start >= dim && dim > 0)) {
+        std::vector<int64_t> blocks;
+        for (int slot : s.index_results) blocks.push_back(f.scalars[slot]);
+        return reference::BlockOutsideArray(
+            reference::KernelWhere(*op, f.index), s.name, blocks, start, static_cast<int>(d),
+            ir::ShapedType{array.dtype, {array.dims.begin(), array.dims.end()}});
+      }
+      block.data += start * array.strides[d] * elem;
+      inside.dims.push_back(std::min(extent, dim - start));
+      overhangs |= inside.dims.back() < extent;
+      if (s.spec->block_shape(d) != 0) {
+        block.dims.push_back(extent);
+        block.strides.push_back(array.strides[d]);
+      }
+    }
+    if (!overhangs && !s.copy) {
+      f.refs[s.ref] = std::move(block);
+      continue;
+    }
+    // A copy: padding, then the part inside the array.
+    inside.data = block.data;
+    inside.strides = array.strides;
+    inside.dtype = array.dtype;
+    ir::Tensor& buffer = f.padded[k];
+    if (!buffer.defined()) {
+      buffer = ir::Tensor::Empty(ir::ShapedType{array.dtype, ir::BlockRefDims(*s.spec)},
+                                 f.allocator);
+    }
+    reference::FillWithPadding(buffer);
+    CopyView({static_cast<char*>(buffer.data()), inside.dims, s.padded_strides, array.dtype},
+             inside);
+    f.refs[s.ref] = DenseView(buffer);
+    if (s.output) f.writebacks.push_back(static_cast<int>(k));
+  }
+  RETURN_IF_ERROR(RunProgram(kernel, f));
+  if (!f.writebacks.empty()) RETURN_IF_ERROR(f.Flush());
+  for (int k : f.writebacks) {
+    const View& inside = f.inside[k];
+    CopyView(inside, {static_cast<char*>(f.padded[k].data()), inside.dims,
+                      specs[k].padded_strides, inside.dtype});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::Tensor>& operands,
+                                                          ir::Allocator* allocator) const {
+  const ir::PallasCallAttrs& a = op->pallas_call();
+  const int nsp = static_cast<int>(a.num_scalar_prefetch());
+  const int64_t base = ir::NumDynamicGridAxes(a);  // operands sizing grid axes come first
+  const ir::Region& kernel_region = a.kernel();
+  const std::vector<int64_t> grid = reference::GridSizes(a, operands);
+  std::vector<ir::Tensor> prefetch;
+  for (int i = 0; i < nsp; ++i) prefetch.push_back(operands[base + i].Copy(allocator));
+  std::vector<ir::Tensor> inputs(operands.begin() + base + nsp, operands.end());
+  for (const SpecPlan& s : specs) {
+    if (!s.output && s.copy && s.spec->whole()) {
+      inputs[s.array] = inputs[s.array].Copy(allocator);
+    }
+  }
+  std::vector<ir::Tensor> outputs;
+  for (int i = 0; i < a.out_shapes_size(); ++i) {
+    const int64_t alias = i < a.input_output_aliases_size() ? a.input_output_aliases(i) : -1;
+    outputs.push_back(alias >= 0 ? operands[base + alias].Copy(allocator)
+                                 : reference::PaddingArray(ir::FromProto(a.out_shapes(i)),
+                                                           allocator));
+  }
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < a.grid_size(); ++d) (d < leading_parallel ? outer : inner) *= grid[d];
+  if (outer * inner == 0) return outputs;
+  const base::Parallelism& parallel = base::CurrentParallelism();
+  const int threads = static_cast<int>(std::min<int64_t>(parallel.available(), outer));
+  std::vector<absl::Status> status(threads);
+  auto run_thread = [&](int t) {
+    Frame f;
+    f.allocator = allocator;
+    f.scalars.assign(num_scalars, 0);
+    f.tiles.resize(num_tiles);
+    f.views.resize(num_views);
+    f.refs.resize(num_refs);
+    f.padded.resize(specs.size());
+    f.inside.resize(specs.size());
+    for (const SpecPlan& s : specs) {
+      f.arrays.push_back(DenseView(s.output ? outputs[s.array] : inputs[s.array]));
+    }
+    f.index.assign(a.grid_size(), 0);
+    f.grid = grid;
+    // One grid thread: the GEMMs may use the program's threads; several: each its own.
+    if (threads == 1) f.gemm_parallel = parallel;
+    f.gemm_parallel.stop = parallel.stop;
+    for (int p = 0; p < nsp; ++p) f.refs[p] = DenseView(prefetch[p]);
+    if (f.gemm_parallel.available() == 1) f.pack_cache = std::make_unique<GemmPackCache>();
+    for (const SpecPlan& s : specs) {
+      if (s.output || s.copy) continue;
+      const char* begin = static_cast<const char*>(inputs[s.array].data());
+      f.immutable.push_back({begin, begin + inputs[s.array].byte_size()});
+    }
+    for (size_t k = 0; k < specs.size(); ++k) {
+      if (specs[k].spec->whole()) f.refs[specs[k].ref] = f.arrays[k];
+    }
+    const int fixed = nsp + a.in_specs_size() + a.out_specs_size();
+    for (int p = fixed; p < kernel_region.params_size(); ++p) {
+      f.scratch.push_back(
+          reference::PaddingArray(ir::FromProto(kernel_region.params(p).type()), allocator));
+      f.refs[p] = DenseView(f.scratch.back());
+    }
+    const int64_t begin = outer * t / threads, end = outer * (t + 1) / threads;
+    for (int64_t step = begin * inner; step < end * inner; ++step) {
+      if (absl::Status s = parallel.stop.Check(); !s.ok()) {
+        status[t] = s;
+        return;
+      }
+      int64_t rest = step;
+      for (int d = a.grid_size() - 1; d >= 0; --d) {
+        f.index[d] = rest % grid[d];
+        rest /= grid[d];
+      }
+      if (absl::Status s = RunStep(f); !s.ok()) {
+        status[t] = s;
+        return;
+      }
+    }
+    status[t] = f.Flush();
+  };
+  if (threads == 1) {
+    run_thread(0);
+  } else {
+    parallel.ParallelFor(threads, run_thread);
+  }
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return outputs;
+}
+
+}  // namespace shardjit::backends::x86::pallas
