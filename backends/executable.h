@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
+#include "backends/kernel_peers.h"
 #include "base/span.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
@@ -33,6 +34,9 @@ class DeviceContext {
   virtual absl::Status Cancelled() = 0;
   // Where this device's spans go; null when the runtime does not profile.
   virtual base::SpanRecorder* profiler() { return nullptr; }
+  // How kernels reach their instances on the other devices of the run; null when the device
+  // runs alone (kernels then use a LocalKernelPeers).
+  virtual KernelPeers* kernel_peers() { return nullptr; }
 };
 
 // A program compiled for one device.

@@ -1,5 +1,7 @@
 #include "frontend/pallas.h"
 
+#include <utility>
+
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
 #include "frontend/control_flow.h"
@@ -95,7 +97,165 @@ ir::BlockSpec WholeBlock(TraceState* t, const ShapedType& array, int grid_rank,
   return spec;
 }
 
+// The barrier semaphore of the kernel being traced (PallasCallSpec::barrier_semaphore).
+thread_local const Ref* current_barrier = nullptr;
+
+// Where a copy's window lies: its sizes, squeezed dimensions and starts.
+struct WindowOperands {
+  ir::RefWindowAttrs attrs;
+  std::vector<Tracer> starts;
+};
+
+TraceState* WindowOf(const View& v, const char* opcode, WindowOperands& w, Loc loc) {
+  ir::Op op;
+  TraceState* t = Window(v.ref(), v.idx(), opcode, op, w.starts, loc);
+  if (t != nullptr) w.attrs = op.ref_window();
+  return t;
+}
+
+// A semaphore operand: the ref and one index per dimension (every dimension indexed by a scalar
+// or the array has none).
+TraceState* SemaphoreOf(const View& v, const char* opcode, std::vector<Tracer>& operands,
+                        Loc loc) {
+  TraceState* t = shardjit::internal::TraceOf({v.ref().tracer()}, opcode);
+  if (t == nullptr || !v.ref().valid()) return nullptr;
+  const Ref& ref = v.ref();
+  if (ref.tracer().type().semaphore == ir::Semaphore::kNone) {
+    return Fail(t, absl::InvalidArgumentError(fmt::format(
+                       "{}: {} is not a semaphore (scratch_shapes: pl::Semaphores or "
+                       "pl::DmaSemaphores)", opcode, ref.tracer().type().ToString())),
+                loc);
+  }
+  if (static_cast<int64_t>(v.idx().size()) != ref.rank()) {
+    return Fail(t, absl::InvalidArgumentError(fmt::format(
+                       "{}: {} indices for the semaphore array {}; pick one semaphore with one "
+                       "index per dimension", opcode, v.idx().size(),
+                       ref.tracer().type().ToString())),
+                loc);
+  }
+  operands.push_back(ref.tracer());
+  for (const Indexer& ix : v.idx()) {
+    if (!ix.squeeze()) {
+      return Fail(t, absl::InvalidArgumentError(fmt::format(
+                         "{}: a semaphore array is indexed by scalars, not windows", opcode)),
+                  loc);
+    }
+    operands.push_back(IndexTracer(t, ix.start(), loc));
+  }
+  return t;
+}
+
+// Appends the device operands of `device` and sets the attrs naming them.
+template <typename Attrs>
+void AddDevice(TraceState* t, const DeviceId& device, Attrs& attrs, std::vector<Tracer>& operands,
+               Loc loc) {
+  attrs.set_logical_device(device.logical());
+  for (const auto& [axis, index] : device.coords()) {
+    if (!device.logical()) attrs.add_device_axes(axis);
+    operands.push_back(IndexTracer(t, index, loc));
+  }
+}
+
 }  // namespace
+
+void semaphore_signal(View sem, Index inc, DeviceId device, Loc loc) {
+  std::vector<Tracer> operands;
+  TraceState* t = SemaphoreOf(sem, "semaphore_signal", operands, loc);
+  if (t == nullptr) return;
+  ir::Op op;
+  op.set_opcode("semaphore_signal");
+  operands.push_back(IndexTracer(t, inc, loc));
+  AddDevice(t, device, *op.mutable_semaphore_signal(), operands, loc);
+  t->Emit(std::move(op), operands, loc);
+}
+
+void semaphore_wait(View sem, Index value, Loc loc) {
+  std::vector<Tracer> operands;
+  TraceState* t = SemaphoreOf(sem, "semaphore_wait", operands, loc);
+  if (t == nullptr) return;
+  ir::Op op;
+  op.set_opcode("semaphore_wait");
+  operands.push_back(IndexTracer(t, value, loc));
+  t->Emit(std::move(op), operands, loc);
+}
+
+Tracer semaphore_read(View sem, Loc loc) {
+  std::vector<Tracer> operands;
+  TraceState* t = SemaphoreOf(sem, "semaphore_read", operands, loc);
+  if (t == nullptr) return Tracer();
+  ir::Op op;
+  op.set_opcode("semaphore_read");
+  return t->Emit1(std::move(op), operands, loc);
+}
+
+Ref get_barrier_semaphore(Loc loc) {
+  if (current_barrier == nullptr) {
+    if (TraceState* t = shardjit::internal::CurrentTrace(); t != nullptr) {
+      t->RecordError(absl::InvalidArgumentError(
+                         "get_barrier_semaphore: the kernel's pallas_call has no barrier "
+                         "semaphore (set PallasCallSpec::barrier_semaphore)"),
+                     loc);
+    }
+    return Ref();
+  }
+  return *current_barrier;
+}
+
+void AsyncCopy::start(Loc loc) const {
+  WindowOperands from, to;
+  TraceState* t = WindowOf(src_, "dma_start", from, loc);
+  if (t == nullptr || WindowOf(dst_, "dma_start", to, loc) == nullptr) return;
+  std::vector<Tracer> operands = {src_.ref().tracer()};
+  operands.insert(operands.end(), from.starts.begin(), from.starts.end());
+  operands.push_back(dst_.ref().tracer());
+  operands.insert(operands.end(), to.starts.begin(), to.starts.end());
+  if (SemaphoreOf(dst_sem_, "dma_start", operands, loc) == nullptr) return;
+  if (src_sem_ && SemaphoreOf(*src_sem_, "dma_start", operands, loc) == nullptr) return;
+  ir::Op op;
+  op.set_opcode("dma_start");
+  ir::DmaAttrs& a = *op.mutable_dma();
+  *a.mutable_src_sizes() = from.attrs.sizes();
+  *a.mutable_src_squeezed() = from.attrs.squeezed();
+  *a.mutable_dst_sizes() = to.attrs.sizes();
+  *a.mutable_dst_squeezed() = to.attrs.squeezed();
+  a.set_has_src_sem(src_sem_.has_value());
+  AddDevice(t, device_, a, operands, loc);
+  t->Emit(std::move(op), operands, loc);
+}
+
+// Waits on `sem` for the bytes of the window `window`.
+static void DmaWait(const View& sem, const View& window, Loc loc) {
+  WindowOperands w;
+  if (WindowOf(window, "dma_wait", w, loc) == nullptr) return;
+  std::vector<Tracer> operands;
+  TraceState* t = SemaphoreOf(sem, "dma_wait", operands, loc);
+  if (t == nullptr) return;
+  int64_t bytes = ir::DTypeSize(window.ref().dtype());
+  for (int d = 0; d < w.attrs.sizes_size(); ++d) bytes *= w.attrs.sizes(d);
+  ir::Op op;
+  op.set_opcode("dma_wait");
+  op.mutable_dma_wait()->set_bytes(bytes);
+  t->Emit(std::move(op), operands, loc);
+}
+
+void AsyncCopy::wait_send(Loc loc) const {
+  if (!src_sem_) {
+    if (TraceState* t = shardjit::internal::CurrentTrace(); t != nullptr) {
+      t->RecordError(absl::InvalidArgumentError(
+                         "dma_wait: wait_send of a local copy (it has no send semaphore)"),
+                     loc);
+    }
+    return;
+  }
+  DmaWait(*src_sem_, src_, loc);
+}
+
+void AsyncCopy::wait_recv(Loc loc) const { DmaWait(dst_sem_, dst_, loc); }
+
+void AsyncCopy::wait(Loc loc) const {
+  if (src_sem_) wait_send(loc);
+  wait_recv(loc);
+}
 
 Tracer Ref::load(const std::vector<Indexer>& idx, Loc loc) const {
   ir::Op op;
@@ -249,7 +409,8 @@ std::vector<Tracer> PallasCall::operator()(const std::vector<Tracer>& args, Loc 
     }
   }
   {
-    ir::RegionScope scope(t->builder(), false, grid_rank);
+    // The kernel sees the mesh axes of the shard_map it runs in (axis_index).
+    ir::RegionScope scope(t->builder(), t->builder().in_spmd(), grid_rank);
     std::vector<Ref> refs;
     for (const ShapedType& p : prefetch_types) refs.emplace_back(t->AddParam(p.AsRef()));
     for (size_t i = 0; i < num_inputs; ++i) {
@@ -259,7 +420,14 @@ std::vector<Tracer> PallasCall::operator()(const std::vector<Tracer>& args, Loc 
       refs.emplace_back(t->AddParam(ir::BlockRefType(a.out_specs(i), spec_.out_shapes[i])));
     }
     for (const ShapedType& s : spec_.scratch_shapes) refs.emplace_back(t->AddParam(s.AsRef()));
+    // The barrier semaphore: one more scratch semaphore, after the user's.
+    Ref barrier;
+    if (spec_.barrier_semaphore) {
+      barrier = Ref(t->AddParam(ShapedType::SemaphoreRef(ir::Semaphore::kRegular, {})));
+    }
+    const Ref* saved = std::exchange(current_barrier, barrier.valid() ? &barrier : nullptr);
     kernel_.fn(refs);
+    current_barrier = saved;
     *a.mutable_kernel() = scope.Close({});
   }
   if (!t->status().ok()) return std::vector<Tracer>(num_outputs);

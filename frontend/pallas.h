@@ -20,6 +20,11 @@
 //        .dimension_semantics = {pl::kParallel, pl::kParallel, pl::kArbitrary}});
 //   Tracer out = matmul(x, y)[0];
 //
+// Kernels on different devices (inside shard_map) talk as Pallas' TPU kernels do: scratch
+// semaphores, make_async_copy / make_async_remote_copy with start() and wait(), semaphore_signal
+// to a DeviceId, semaphore_wait, and lax::axis_index for where the kernel runs. A copy or signal
+// to a device waits until that device has entered its instance of the call.
+//
 // Semantics are Pallas': blocks overhanging an array's end read as padding (NaN for floats, the
 // minimum for integers, false for pred) and their writes outside the array are dropped; fresh
 // outputs and scratch hold padding values; an output block visited by consecutive steps keeps
@@ -31,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -95,9 +101,28 @@ class Ref {
   void store(Tracer value, Loc loc = Loc::current()) const { store({}, std::move(value), loc); }
   void store(const std::vector<Indexer>& idx, Tracer value, Loc loc = Loc::current()) const;
 
+  // ref.at[idx]: a window of the ref, for copies and for picking one semaphore of an array.
+  class View at(std::vector<Indexer> idx) const;
+
  private:
   Tracer value_;
 };
+
+// A window of a ref (Ref::at; a Ref converts to its whole): what async copies read and write, and
+// one semaphore of a semaphore array.
+class View {
+ public:
+  View(Ref ref) : ref_(std::move(ref)) {}
+  View(Ref ref, std::vector<Indexer> idx) : ref_(std::move(ref)), idx_(std::move(idx)) {}
+  const Ref& ref() const { return ref_; }
+  const std::vector<Indexer>& idx() const { return idx_; }
+
+ private:
+  Ref ref_;
+  std::vector<Indexer> idx_;
+};
+
+inline View Ref::at(std::vector<Indexer> idx) const { return View(*this, std::move(idx)); }
 
 // The grid indices an index map receives, and the block indices it returns (traced scalars or
 // constants).
@@ -160,6 +185,16 @@ struct GridDim {
   int64_t size;
 };
 
+// Scratch semaphore arrays (pltpu.SemaphoreType.REGULAR / .DMA): counting semaphores that
+// semaphore_signal / semaphore_wait use, and DMA semaphores that count the bytes of finished
+// copies. `dims` makes an array of them (pick one with ref.at({i})).
+inline ShapedType Semaphores(std::vector<int64_t> dims = {}) {
+  return ShapedType::SemaphoreRef(ir::Semaphore::kRegular, std::move(dims)).Array();
+}
+inline ShapedType DmaSemaphores(std::vector<int64_t> dims = {}) {
+  return ShapedType::SemaphoreRef(ir::Semaphore::kDma, std::move(dims)).Array();
+}
+
 struct PallasCallSpec {
   std::vector<ShapedType> out_shapes;
   std::vector<GridDim> grid;
@@ -173,6 +208,8 @@ struct PallasCallSpec {
   // operand index (counting scalar-prefetch operands) -> the output that starts as it.
   std::map<int, int> input_output_aliases;
   std::string name;
+  // Gives the kernel a barrier semaphore (Pallas' collective_id): get_barrier_semaphore().
+  bool barrier_semaphore = false;
 };
 
 // The kernel: takes the refs (scalar prefetch, inputs, outputs, scratch, in that order) as
@@ -232,6 +269,69 @@ void when(Tracer cond, const std::function<void()>& body, Loc loc = Loc::current
 // pl.dot: a @ b (rank 2, optionally transposed) computed in `preferred_element_type`.
 Tracer dot(Tracer a, Tracer b, DType preferred_element_type = DType::kInvalid,
            bool trans_a = false, bool trans_b = false, Loc loc = Loc::current());
+// Which device a remote copy or signal goes to: mesh coordinates by axis name (axes not named
+// keep this device's coordinate; Pallas' DeviceIdType.MESH over any number of axes), or one
+// row-major position over the whole mesh (DeviceIdType.LOGICAL).
+class DeviceId {
+ public:
+  DeviceId() = default;
+  DeviceId(std::vector<std::pair<std::string, Index>> coords) : coords_(std::move(coords)) {}
+  static DeviceId Logical(Index id) {
+    DeviceId d;
+    d.logical_ = true;
+    d.coords_.emplace_back("", std::move(id));
+    return d;
+  }
+  bool logical() const { return logical_; }
+  const std::vector<std::pair<std::string, Index>>& coords() const { return coords_; }
+  bool self() const { return coords_.empty(); }
+
+ private:
+  std::vector<std::pair<std::string, Index>> coords_;
+  bool logical_ = false;
+};
+
+// Adds `inc` to semaphore `sem` on `device` (this one by default): pltpu.semaphore_signal.
+void semaphore_signal(View sem, Index inc = 1, DeviceId device = {}, Loc loc = Loc::current());
+// Waits until `sem` holds at least `value`, then takes it: pltpu.semaphore_wait.
+void semaphore_wait(View sem, Index value = 1, Loc loc = Loc::current());
+// The value of `sem` now: pltpu.semaphore_read.
+Tracer semaphore_read(View sem, Loc loc = Loc::current());
+// The barrier semaphore of a call made with PallasCallSpec::barrier_semaphore.
+Ref get_barrier_semaphore(Loc loc = Loc::current());
+
+// An asynchronous copy (pltpu.make_async_copy / make_async_remote_copy): start() copies the
+// window `src` into the window `dst` (on `device` for a remote copy) and counts its bytes on
+// `dst_sem` there and on `src_sem` here; wait() waits until they are counted.
+class AsyncCopy {
+ public:
+  AsyncCopy(View src, View dst, View dst_sem, std::optional<View> src_sem, DeviceId device)
+      : src_(std::move(src)), dst_(std::move(dst)), dst_sem_(std::move(dst_sem)),
+        src_sem_(std::move(src_sem)), device_(std::move(device)) {}
+  void start(Loc loc = Loc::current()) const;
+  // wait_recv (and wait_send before it for a remote copy).
+  void wait(Loc loc = Loc::current()) const;
+  // Waits until the copy has left (its bytes counted on src_sem).
+  void wait_send(Loc loc = Loc::current()) const;
+  // Waits until the copy has arrived (its bytes counted on dst_sem, on this device: the copy a
+  // peer sent here by the same code).
+  void wait_recv(Loc loc = Loc::current()) const;
+
+ private:
+  View src_, dst_, dst_sem_;
+  std::optional<View> src_sem_;
+  DeviceId device_;
+};
+
+inline AsyncCopy make_async_copy(View src, View dst, View sem) {
+  return AsyncCopy(std::move(src), std::move(dst), std::move(sem), std::nullopt, {});
+}
+inline AsyncCopy make_async_remote_copy(View src, View dst, View send_sem, View recv_sem,
+                                        DeviceId device_id) {
+  return AsyncCopy(std::move(src), std::move(dst), std::move(recv_sem), std::move(send_sem),
+                   std::move(device_id));
+}
+
 // ceil(a / b) for grid sizes.
 constexpr int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -231,12 +231,13 @@ class Parser {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<TensorType> Type() {
+  // `in_ref`: the array type inside `ref[...]`, which may be a semaphore array.
+  absl::StatusOr<TensorType> Type(bool in_ref = false) {
     if (lex_.Peek().kind != Tok::kIdent) return Error("expected a type like f32[2,3]");
     if (lex_.Peek().text == "future" || lex_.Peek().text == "ref") {
       const bool future = lex_.Next().text == "future";
       RETURN_IF_ERROR(Expect("["));
-      ASSIGN_OR_RETURN(TensorType inner, Type());
+      ASSIGN_OR_RETURN(TensorType inner, Type(/*in_ref=*/!future));
       if (inner.future() || inner.ref()) {
         return Error("a {} holds an array type, not another future or ref",
                      future ? "future" : "ref");
@@ -250,10 +251,16 @@ class Parser {
       return inner;
     }
     std::string dtype = lex_.Next().text;
-    std::optional<DType> d = ParseDType(dtype);
-    if (!d) return Error("unknown dtype \"{}\"", dtype);
     TensorType t;
-    t.set_dtype(ToProto(*d));
+    if (dtype == "sem" || dtype == "dma_sem") {
+      if (!in_ref) return Error("{}[...] is a semaphore array: only a ref holds one", dtype);
+      t.set_dtype(S32);
+      t.set_semaphore(dtype == "sem" ? REGULAR_SEMAPHORE : DMA_SEMAPHORE);
+    } else {
+      std::optional<DType> d = ParseDType(dtype);
+      if (!d) return Error("unknown dtype \"{}\"", dtype);
+      t.set_dtype(ToProto(*d));
+    }
     RETURN_IF_ERROR(Expect("["));
     while (!lex_.IsPunct("]")) {
       ASSIGN_OR_RETURN(int64_t v, Int());

@@ -118,6 +118,11 @@ class Op;
   X(kRefStore, "ref_store")                                \
   X(kProgramId, "program_id")                              \
   X(kNumPrograms, "num_programs")                          \
+  X(kSemaphoreSignal, "semaphore_signal")                  \
+  X(kSemaphoreWait, "semaphore_wait")                      \
+  X(kSemaphoreRead, "semaphore_read")                      \
+  X(kDmaStart, "dma_start")                                \
+  X(kDmaWait, "dma_wait")                                  \
   /* collectives (ir/prims/collectives.cc) */              \
   X(kPsum, "psum")                                         \
   X(kPmean, "pmean")                                       \
@@ -242,6 +247,22 @@ constexpr Prim AsyncDoneOf(Prim blocking) {
 }
 
 // psend / precv: point-to-point halves of a ppermute (ir/async.h).
+// Kernel ops that take refs (read or write buffers or semaphores): their order matters.
+constexpr bool IsRefOp(Prim p) {
+  return p == Prim::kRefLoad || p == Prim::kRefStore || p == Prim::kSemaphoreSignal ||
+         p == Prim::kSemaphoreWait || p == Prim::kSemaphoreRead || p == Prim::kDmaStart ||
+         p == Prim::kDmaWait;
+}
+// Those that change a ref or a semaphore (here or on another device).
+constexpr bool WritesRefs(Prim p) {
+  return IsRefOp(p) && p != Prim::kRefLoad && p != Prim::kSemaphoreRead;
+}
+// Kernel ops that talk to semaphores (a kernel using one meets its peers' instances).
+constexpr bool IsSemaphoreOp(Prim p) {
+  return p == Prim::kSemaphoreSignal || p == Prim::kSemaphoreWait ||
+         p == Prim::kSemaphoreRead || p == Prim::kDmaStart || p == Prim::kDmaWait;
+}
+
 constexpr bool IsPointToPoint(Prim p) { return p == Prim::kPsend || p == Prim::kPrecv; }
 
 // psum, pmean, pmax, pmin (blocking; apply CollectiveKind first for an async form).

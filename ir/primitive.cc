@@ -116,7 +116,7 @@ absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx
     }
   }
   // Refs are read and written only by the kernel ops made for them (ir/prims/pallas.cc).
-  if (prim->prim != Prim::kRefLoad && prim->prim != Prim::kRefStore) {
+  if (!IsRefOp(prim->prim)) {
     for (size_t i = 0; i < operands.size(); ++i) {
       if (operands[i].ref) {
         return absl::InvalidArgumentError(fmt::format(
@@ -129,6 +129,14 @@ absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx
     return absl::InvalidArgumentError(fmt::format(
         "{}: only allowed inside a pallas_call kernel (operands {})", op.opcode(),
         TypesToString(operands)));
+  }
+  // Inside a kernel a device asks where it is; it talks to peers only through semaphores.
+  if (prim->kind == PrimitiveKind::kCollective && ctx.kernel_grid_rank >= 0 &&
+      prim->prim != Prim::kAxisIndex && prim->prim != Prim::kAxisSize) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: collectives cannot run inside a pallas_call kernel (only axis_index and axis_size; "
+        "kernels reach other devices with dma_start and semaphore_signal)",
+        op.opcode()));
   }
   if (prim->kind == PrimitiveKind::kCollective && !ctx.in_spmd) {
     return absl::InvalidArgumentError(fmt::format(

@@ -88,7 +88,7 @@ bool HasClosedRegions(const Op& op) {
 }
 
 bool HasEffects(const Op& op) {
-  if (PrimOf(op) == Prim::kRefStore) return true;
+  if (WritesRefs(PrimOf(op))) return true;
   // A pallas_call's effects stay inside it: its results are its only outputs.
   if (op.has_pallas_call()) return false;
   for (const Region* r : Regions(op)) {

@@ -13,6 +13,9 @@
 
 namespace shardjit::ir {
 
+// What a semaphore array counts (ir.proto SemaphoreKind).
+enum class Semaphore { kNone = 0, kRegular = 1, kDma = 2 };
+
 struct ShapedType {
   DType dtype = DType::kInvalid;
   std::vector<int64_t> dims;
@@ -21,21 +24,28 @@ struct ShapedType {
   bool future = false;
   // The type of a mutable buffer of this array inside a pallas_call kernel (TensorType.ref).
   bool ref = false;
+  // An array of semaphores (dtype s32; only as a ref): TensorType.semaphore.
+  Semaphore semaphore = Semaphore::kNone;
 
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
   int64_t num_elements() const;
   int64_t byte_size() const { return num_elements() * DTypeSize(dtype); }
-  // "bf16[1024,1024]", "f32[]", "future[f32[2,3]]", "ref[f32[8,128]]".
+  // "bf16[1024,1024]", "f32[]", "future[f32[2,3]]", "ref[f32[8,128]]", "ref[sem[2]]".
   std::string ToString() const;
   // The array type a future resolves to (itself for an array type), and the future of it.
   ShapedType Awaited() const { return {dtype, dims, false}; }
   ShapedType AsFuture() const { return {dtype, dims, true}; }
   // The array type a ref holds (itself for an array type), and the ref of it.
-  ShapedType Array() const { return {dtype, dims}; }
-  ShapedType AsRef() const { return {dtype, dims, false, true}; }
+  ShapedType Array() const { return {dtype, dims, false, false, semaphore}; }
+  ShapedType AsRef() const { return {dtype, dims, false, true, semaphore}; }
+  // A ref to an array of semaphores of `kind`.
+  static ShapedType SemaphoreRef(Semaphore kind, std::vector<int64_t> dims) {
+    return {DType::kS32, std::move(dims), false, true, kind};
+  }
 
   bool operator==(const ShapedType& o) const {
-    return dtype == o.dtype && dims == o.dims && future == o.future && ref == o.ref;
+    return dtype == o.dtype && dims == o.dims && future == o.future && ref == o.ref &&
+           semaphore == o.semaphore;
   }
   bool operator!=(const ShapedType& o) const { return !(*this == o); }
 };

@@ -65,14 +65,17 @@ absl::Status CheckTypeLimits(const ShapedType& t) {
 }
 
 std::string ShapedType::ToString() const {
-  std::string array = fmt::format("{}[{}]", DTypeName(dtype), absl::StrJoin(dims, ","));
+  const std::string_view element = semaphore == Semaphore::kRegular ? "sem"
+                                   : semaphore == Semaphore::kDma   ? "dma_sem"
+                                                                    : DTypeName(dtype);
+  std::string array = fmt::format("{}[{}]", element, absl::StrJoin(dims, ","));
   if (ref) return fmt::format("ref[{}]", array);
   return future ? fmt::format("future[{}]", array) : array;
 }
 
 ShapedType FromProto(const TensorType& t) {
   return ShapedType{FromProto(t.dtype()), {t.dims().begin(), t.dims().end()}, t.future(),
-                    t.ref()};
+                    t.ref(), static_cast<Semaphore>(t.semaphore())};
 }
 
 TensorType ToProto(const ShapedType& t) {
@@ -81,6 +84,7 @@ TensorType ToProto(const ShapedType& t) {
   for (int64_t d : t.dims) p.add_dims(d);
   p.set_future(t.future);
   p.set_ref(t.ref);
+  p.set_semaphore(static_cast<SemaphoreKind>(t.semaphore));
   return p;
 }
 

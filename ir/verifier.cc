@@ -87,6 +87,10 @@ class FunctionVerifier {
         return Error(where, fmt::format("param {} is a ref, but only pallas_call kernels and index "
                                         "maps take refs", ValueName(p.id())));
       }
+      if (p.type().semaphore() != NOT_SEMAPHORE && (!p.type().ref() || p.type().future())) {
+        return Error(where, fmt::format("param {} is a semaphore array that is not a ref",
+                                        ValueName(p.id())));
+      }
       if (p.type().future()) {
         if (i >= static_cast<int>(param_kinds.size()) || param_kinds[i] == Prim::kUnknown) {
           return Error(where, fmt::format("param {} is a future, but only fori_loop carries may be",

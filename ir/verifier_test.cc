@@ -310,6 +310,59 @@ INSTANTIATE_TEST_SUITE_P(
                   "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] f:f32[2]. "
                   "let\n        in () }] a\n",
                   "b", {"kernel k scratch param 2 is f32[2]; scratch buffers are refs"}},
+        BadModule{"SemaphoreOutsideARef", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[8]) "
+                  "kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] f:sem[2]. let\n        in () }] a\n",
+                  "b", {"sem[...] is a semaphore array: only a ref holds one"}},
+        BadModule{"SemaphoreOpOutsideKernels", "per_device", "a:s32[]",
+                  "    _ = semaphore_wait a a\n", "a",
+                  {"semaphore_wait: only allowed inside a pallas_call kernel"}},
+        BadModule{"SignalOnADmaSemaphore", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] "
+                  "f:ref[sem[2]] g:ref[dma_sem[]]. let\n"
+                  "          h:s32[] = constant[dtype=s32 value=(1)]\n"
+                  "          _ = semaphore_signal[logical_device=False] g h\n        in () }] a\n",
+                  "b", {"the semaphore (operand 0) is ref[dma_sem[]]; expected a ref of regular "
+                        "semaphores"}},
+        BadModule{"SemaphoreIndexCount", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] "
+                  "f:ref[sem[2]] g:ref[dma_sem[]]. let\n"
+                  "          h:s32[] = constant[dtype=s32 value=(1)]\n"
+                  "          _ = semaphore_wait f h\n        in () }] a\n",
+                  "b", {"semaphore_wait: takes the semaphore, its indices and one s32[] count"}},
+        BadModule{"DeviceAxisNotInTheMesh", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] "
+                  "f:ref[sem[2]] g:ref[dma_sem[]]. let\n"
+                  "          h:s32[] = constant[dtype=s32 value=(1)]\n"
+                  "          _ = semaphore_signal[device_axes=(z)] f h h h\n        in () }] a\n",
+                  "b", {"device_axes names axis \"z\", not an axis of mesh {x:2, y:2}"}},
+        BadModule{"CopyBetweenDtypes", "per_device", "a:f32[8]",
+                  "    b:bf16[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(bf16[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[bf16[8]] "
+                  "f:ref[sem[2]] g:ref[dma_sem[]]. let\n"
+                  "          h:s32[] = constant[dtype=s32 value=(0)]\n"
+                  "          _ = dma_start[src_sizes=(8) dst_sizes=(8)] d h e h g\n"
+                  "        in () }] a\n",
+                  "b", {"dma_start: copies a f32[8] window of src into a bf16[8] window of dst"}},
+        BadModule{"RemoteCopyWithoutASendSemaphore", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] "
+                  "f:ref[sem[2]] g:ref[dma_sem[]]. let\n"
+                  "          h:s32[] = constant[dtype=s32 value=(0)]\n"
+                  "          _ = dma_start[src_sizes=(8) dst_sizes=(8) device_axes=(x)] d h e h g h\n"
+                  "        in () }] a\n",
+                  "b", {"a copy to another device needs a src_sem"}},
+        BadModule{"CollectiveInAKernel", "per_device", "a:f32[8]",
+                  "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
+                  "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]]. let\n"
+                  "          g:s32[] = constant[dtype=s32 value=(0)]\n"
+                  "          h:f32[8] = ref_load[sizes=(8)] d g\n"
+                  "          i:f32[8] = psum[axes=(x)] h\n"
+                  "        in () }] a\n",
+                  "b", {"psum: collectives cannot run inside a pallas_call kernel"}},
         BadModule{"ProgramIdPastTheGrid", "per_device", "a:f32[8]",
                   "    b:f32[8] = pallas_call[name=k in_specs=(ANY) out_specs=(ANY) "
                   "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]]. let\n"
@@ -330,7 +383,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]]. let\n"
                   "          c:s32[] = constant[dtype=s32 value=(0)]\n"
                   "          f:f32[9] = ref_load[sizes=(9)] d c\n        in () }] a\n",
-                  "b", {"ref_load: sizes[0]=9 does not fit the ref's dimension 8"}},
+                  "b", {"ref_load: sizes[0]=9 of operand 0 does not fit the ref's dimension 8"}},
         BadModule{"AliasTypes", "per_device", "a:f32[8]",
                   "    b:f32[4] = pallas_call[in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[4]) "
                   "input_output_aliases=(0) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[4]]. let\n"

@@ -76,7 +76,7 @@ class Canonicalizer {
       // psends or precvs; two equal ref_loads may read different contents.
       const ir::Prim prim = ir::PrimOf(op);
       if (!ir::Regions(op).empty() || ir::IsAsyncStart(prim) || ir::IsAsyncDone(prim) ||
-          ir::IsPointToPoint(prim) || prim == ir::Prim::kRefLoad || prim == ir::Prim::kRefStore) {
+          ir::IsPointToPoint(prim) || ir::IsRefOp(prim)) {
         continue;
       }
       ir::Op key_op = op;

@@ -14,6 +14,7 @@
 //   rendezvous.h        slots where groups meet, agreement checks, slot recycling (SlotCache)
 //   shared_reduction.h  all-reduces whose members (and processes) share the work
 //   mailbox.h           psend / precv
+//   kernel_exchange.h   pallas_call kernels' copies and semaphores between devices
 //   stall.h             failing a run that waits for what never comes, naming who is missing
 // and meets the positions run by other processes through runtime/remote.h (fabric_remote.cc).
 #ifndef SHARDJIT_RUNTIME_FABRIC_H_
@@ -31,6 +32,7 @@
 #include "ir/tensor.h"
 #include "runtime/collective_ops.h"
 #include "runtime/collective_plan.h"
+#include "runtime/kernel_exchange.h"
 #include "runtime/mailbox.h"
 #include "runtime/remote.h"
 #include "runtime/rendezvous.h"
@@ -89,6 +91,9 @@ class RunState final {
                                                      ir::Allocator* allocator,
                                                      base::SpanRecorder* recorder = nullptr);
 
+  // How position `position`'s kernels reach their instances on the other devices.
+  backends::KernelPeers* KernelPeersOf(int64_t position) { return kernels_.PeersOf(position); }
+
   // Fails the run with `status` (the first failure wins) and wakes every waiting device.
   void Cancel(const absl::Status& status) { core_.Cancel(status, /*post=*/true); }
   // After the run: FailedPrecondition naming the first psend no precv received, else OK.
@@ -140,6 +145,7 @@ class RunState final {
   // The parts, in dependency order (each refers to those before it).
   RunCore core_;
   Rendezvous rendezvous_;
+  KernelExchange kernels_;
   StallDiagnosis stall_;
   SharedReductions shared_;
   Mailbox mailbox_;

@@ -29,6 +29,7 @@ namespace shardjit::runtime {
 
 struct Ticket;           // rendezvous.h
 struct SharedReduction;  // shared_reduction.h
+struct KernelWait;       // kernel_exchange.h
 
 class RunCore {
  public:
@@ -41,6 +42,8 @@ class RunCore {
     const SharedReduction* reduced = nullptr;
     // In precv: the position whose psend it waits for; else -1.
     int64_t source = -1;
+    // In a kernel: its semaphore wait or the peer instance it waits for; else null.
+    const KernelWait* kernel = nullptr;
   };
 
   explicit RunCore(const ir::Mesh& mesh);

@@ -79,6 +79,7 @@ class Runtime::SpmdContext final : public backends::DeviceContext {
     return run_.Collective(position_, op, operands, device_.allocator(), recorder_);
   }
   base::SpanRecorder* profiler() override { return recorder_; }
+  backends::KernelPeers* kernel_peers() override { return run_.KernelPeersOf(position_); }
   absl::StatusOr<std::vector<ir::Tensor>> RunShardMap(const ir::Op& op,
                                                       const std::vector<ir::Tensor>&) override {
     return absl::InvalidArgumentError(

@@ -10,8 +10,9 @@
 
 namespace shardjit::runtime {
 
-StallDiagnosis::StallDiagnosis(RunCore& core, const Rendezvous& rendezvous)
-    : core_(core), rendezvous_(rendezvous), gone_(core.size(), false) {}
+StallDiagnosis::StallDiagnosis(RunCore& core, const Rendezvous& rendezvous,
+                               const KernelExchange& kernels)
+    : core_(core), rendezvous_(rendezvous), kernels_(kernels), gone_(core.size(), false) {}
 
 bool StallDiagnosis::FailStalled(absl::Duration waited) {
   std::unique_lock<SpinMutex> lock(core_.mu());
@@ -47,6 +48,15 @@ bool StallDiagnosis::FailStalled(absl::Duration waited) {
     lock.unlock();
     core_.Cancel(error, /*post=*/true);
     return true;
+  }
+  // A kernel waiting on a semaphore or for a peer's instance.
+  for (int64_t p = 0; p < size; ++p) {
+    if (const KernelWait* wait = core_.waiting(p).kernel; wait != nullptr) {
+      absl::Status error = kernels_.StallError(p, *wait, waited);
+      lock.unlock();
+      core_.Cancel(error, /*post=*/true);
+      return true;
+    }
   }
   // A collective waiting for members of its group.
   RemotePeers* remote = core_.remote();

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "runtime/kernel_exchange.h"
 #include "runtime/rendezvous.h"
 #include "runtime/run_core.h"
 
@@ -20,11 +21,12 @@ namespace shardjit::runtime {
 
 class StallDiagnosis {
  public:
-  StallDiagnosis(RunCore& core, const Rendezvous& rendezvous);
+  StallDiagnosis(RunCore& core, const Rendezvous& rendezvous, const KernelExchange& kernels);
 
   // Called when the run made no progress for `waited`: fails it (DeadlineExceeded) naming a
   // device that waits and what it waits for (a psend's source, the processes of a split
-  // all-reduce's missing shares, or the members of its group that never arrived). Returns false,
+  // all-reduce's missing shares, the members of its group that never arrived, or in a kernel a
+  // semaphore or a peer's instance). Returns false,
   // failing nothing, when no device waits for a missing peer. Takes mu.
   bool FailStalled(absl::Duration waited);
 
@@ -39,6 +41,7 @@ class StallDiagnosis {
  private:
   RunCore& core_;
   const Rendezvous& rendezvous_;
+  const KernelExchange& kernels_;
   std::vector<bool> gone_;   // per position: its process sends nothing more; under mu
   absl::Status gone_status_;  // why (the first MarkGone's); under mu
 };

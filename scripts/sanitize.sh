@@ -35,7 +35,8 @@ else
                 //tests:psend_precv_test_1threads //backends/x86:grouped_matmul_test
                 //tests:grouped_matmul_test //examples:moe_layer_test //examples:pipeline_test
                 //tests:multiprocess_test //frontend:pallas_test //examples:blocked_matmul_test
-                //examples:gmm_kernel_test
+                //examples:gmm_kernel_test //frontend:pallas_remote_test
+                //examples:distributed_kernels_test
                 //fuzz:ir_text_fuzzer_corpus_test //fuzz:proto_fuzzer_corpus_test
                 //fuzz:npy_fuzzer_corpus_test //fuzz:module_fuzzer_corpus_test)
   tsan_targets=(//base:thread_pool_test //runtime:scheduler_test
@@ -44,7 +45,8 @@ else
                 //tests:collectives_test_2threads //tests:async_collectives_test_2threads
                 //tests:collectives_errors_test_2threads //tests:cancellation_test
                 //tests:psend_precv_test_2threads //tests:ragged_all_to_all_test_2threads
-                //examples:pipeline_test //frontend:pallas_test)
+                //examples:pipeline_test //frontend:pallas_test //frontend:pallas_remote_test
+                //examples:distributed_kernels_test)
 fi
 log=$(mktemp)
 checkout=$(pwd -P | md5sum | cut -c1-12)

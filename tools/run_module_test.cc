@@ -112,6 +112,31 @@ TEST(RunModuleTest, HandWrittenKernelModule) {
   }
 }
 
+// Two devices swap their blocks by a remote copy written in IR text.
+TEST(RunModuleTest, HandWrittenRemoteCopyModule) {
+  constexpr char kText[] = R"(module swap [view=per_device mesh={x:2} devices=(0,1) entry=main param_shardings=(P(x)) result_shardings=(P(x))]
+func main = { lambda ; a:f32[2]. let
+    b:f32[2] = pallas_call[name=swap in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[2]) kernel={ lambda ; c:ref[f32[2]] d:ref[f32[2]] e:ref[dma_sem[]] f:ref[dma_sem[]]. let
+          g:s32[] = axis_index[axes=(x)]
+          h:s32[] = constant[dtype=s32 value=(1)]
+          i:s32[] = sub h g
+          j:s32[] = constant[dtype=s32 value=(0)]
+          _ = dma_start[src_sizes=(2) dst_sizes=(2) has_src_sem=True device_axes=(x)] c j d j f e i
+          _ = dma_wait[bytes=8] e
+          _ = dma_wait[bytes=8] f
+        in () }] a
+  in (b) }
+)";
+  absl::StatusOr<ir::Module> module = ir::ParseModule(kText);
+  ASSERT_TRUE(module.ok()) << module.status();
+  for (Backend backend : {Backend::kReference, Backend::kX86}) {
+    absl::StatusOr<std::vector<Tensor>> out =
+        RunModule(*module, {F32({4}, {1, 2, 3, 4})}, 0, {}, {}, backend);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{3, 4, 1, 2}));
+  }
+}
+
 TEST(RunModuleTest, MpmdModuleRunsAFunctionPerPosition) {
   constexpr char kText[] = R"(module pipe [view=per_device mesh={s:2} devices=(0,1) entry=send param_shardings=(P(s)) result_shardings=(P(s)) position_functions=(send,recv)]
 func send = { lambda ; a:f32[2]. let

@@ -254,9 +254,10 @@ class ReferenceExecutable final : public Executable {
               [&](const ir::Region& r, std::vector<ir::Tensor> args, const KernelFrame& frame) {
                 return RunRegion(r, std::move(args), nullptr, device, &frame);
               },
-              device.allocator());
+              device.allocator(), device.kernel_peers());
         }
-      } else if (env.frame() != nullptr) {
+      } else if (env.frame() != nullptr &&
+                 ir::FindPrimitive(ir::PrimOf(op))->kind == ir::PrimitiveKind::kKernel) {
         results = RunKernelOp(op, operands, *env.frame(), device.allocator());
       } else {
         category = "collective";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
@@ -48,8 +49,9 @@ void CopyBlock(ir::Tensor& array, ir::Tensor& block, const BlockWindow& w, bool 
 class GridRun {
  public:
   GridRun(const ir::Op& op, const std::vector<ir::Tensor>& operands,
-          const KernelRegionRunner& run, ir::Allocator* allocator)
-      : op_(op),
+          const KernelRegionRunner& run, ir::Allocator* allocator, KernelPeers* peers)
+      : peers_(peers),
+        op_(op),
         a_(op.pallas_call()),
         operands_(operands),
         run_(run),
@@ -71,15 +73,57 @@ class GridRun {
                                     : PaddingArray(ir::FromProto(a_.out_shapes(i)), allocator_));
     }
     const int fixed = static_cast<int>(nsp) + a_.in_specs_size() + a_.out_specs_size();
+    bool has_semaphores = false;
     for (int p = 0; p < kernel.params_size(); ++p) {
       frame_.ref_names[kernel.params(p).id()] = KernelRefName(a_, p);
-      if (p >= fixed) {
-        scratch_.push_back(PaddingArray(ir::FromProto(kernel.params(p).type()), allocator_));
-      }
+      frame_.param_of[kernel.params(p).id()] = p;
+      const ir::ShapedType type = ir::FromProto(kernel.params(p).type());
+      has_semaphores |= type.semaphore != ir::Semaphore::kNone;
+      if (p >= fixed) scratch_.push_back(PaddingArray(type, allocator_));
     }
     for (int i = 0; i < a_.in_specs_size(); ++i) {
       if (a_.in_specs(i).whole()) whole_inputs_[i] = operands_[base_ + nsp + i].Copy(allocator_);
     }
+    // A kernel with semaphores is an instance that peers signal and copy into.
+    std::optional<LocalKernelPeers> alone;
+    if (has_semaphores) {
+      if (peers_ == nullptr) peers_ = &alone.emplace();
+      RETURN_IF_ERROR(peers_->Enter(op_, Buffers()));
+      frame_.peers = peers_;
+    }
+    absl::Status status = Steps();
+    if (frame_.peers != nullptr) frame_.peers->Exit();
+    RETURN_IF_ERROR(status);
+    return std::move(outputs_);
+  }
+
+ private:
+  // The memory of each kernel param that lives for the whole call (what peers may copy into).
+  std::vector<KernelBuffer> Buffers() {
+    const int64_t nsp = a_.num_scalar_prefetch();
+    const ir::Region& kernel = a_.kernel();
+    std::vector<KernelBuffer> buffers;
+    for (int p = 0; p < kernel.params_size(); ++p) {
+      KernelBuffer b{nullptr, ir::FromProto(kernel.params(p).type())};
+      const int input = p - static_cast<int>(nsp);
+      const int output = input - a_.in_specs_size();
+      const int scratch = output - a_.out_specs_size();
+      ir::Tensor* t = p < nsp                                       ? &prefetch_[p]
+                      : input < a_.in_specs_size()                 ? (a_.in_specs(input).whole()
+                                                                          ? &whole_inputs_[input]
+                                                                          : nullptr)
+                      : output < a_.out_specs_size()               ? (a_.out_specs(output).whole()
+                                                                          ? &outputs_[output]
+                                                                          : nullptr)
+                      : b.type.semaphore == ir::Semaphore::kNone ? &scratch_[scratch]
+                                                                   : nullptr;
+      if (t != nullptr) b.data = t->data();
+      buffers.push_back(std::move(b));
+    }
+    return buffers;
+  }
+
+  absl::Status Steps() {
     int64_t steps = 1;
     for (int64_t g : frame_.grid) steps *= g;
     frame_.index.assign(a_.grid_size(), 0);
@@ -91,10 +135,9 @@ class GridRun {
       }
       RETURN_IF_ERROR(Step());
     }
-    return std::move(outputs_);
+    return absl::OkStatus();
   }
 
- private:
   absl::Status Step() {
     const int64_t nsp = a_.num_scalar_prefetch();
     std::vector<ir::Tensor> args(prefetch_.begin(), prefetch_.end());
@@ -160,6 +203,7 @@ class GridRun {
     return w;
   }
 
+  KernelPeers* peers_;
   const ir::Op& op_;
   const ir::PallasCallAttrs& a_;
   const std::vector<ir::Tensor>& operands_;
@@ -196,6 +240,154 @@ absl::StatusOr<BlockWindow> RefWindow(const ir::Op& op, const std::vector<ir::Te
     }
   }
   return w;
+}
+
+// The kernel param of ref operand `k` of `op` and how errors name it.
+int ParamOf(const ir::Op& op, int k, const KernelFrame& frame) {
+  auto it = frame.param_of.find(op.operands(k));
+  return it != frame.param_of.end() ? it->second : -1;
+}
+std::string RefName(const ir::Op& op, int k, const KernelFrame& frame) {
+  auto it = frame.ref_names.find(op.operands(k));
+  return it != frame.ref_names.end() ? it->second : "ref " + ir::ValueName(op.operands(k));
+}
+
+// A semaphore operand at `k` with its indices: its slot, and its name ("scratch ref 2[1]").
+struct SemaphoreRef {
+  SemaphoreSlot slot;
+  std::string name;
+  size_t next = 0;  // the operand after the indices
+};
+
+absl::StatusOr<SemaphoreRef> SemaphoreOperand(const ir::Op& op,
+                                              const std::vector<ir::Tensor>& operands, size_t k,
+                                              const KernelFrame& frame) {
+  const ir::Tensor& sem = operands[k];
+  const int64_t rank = static_cast<int64_t>(sem.dims().size());
+  std::vector<int64_t> index;
+  int64_t flat = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    index.push_back(IndexValue(operands[k + 1 + d], 0));
+    flat = flat * sem.dims()[d] + index.back();
+  }
+  SemaphoreRef r{{ParamOf(op, static_cast<int>(k), frame), flat},
+                 fmt::format("{}[{}]", RefName(op, static_cast<int>(k), frame),
+                             absl::StrJoin(index, ",")),
+                 k + 1 + rank};
+  for (int64_t d = 0; d < rank; ++d) {
+    if (index[d] < 0 || index[d] >= sem.dims()[d]) {
+      return absl::OutOfRangeError(fmt::format("{}: {}: semaphore index ({}) is outside {}",
+                                               op.opcode(), frame.Where(),
+                                               absl::StrJoin(index, ","), sem.type().ToString()));
+    }
+  }
+  if (frame.peers == nullptr || r.slot.param < 0) {
+    return absl::InternalError(fmt::format("{}: {}: {} is not a semaphore of the kernel",
+                                           op.opcode(), frame.Where(), r.name));
+  }
+  return r;
+}
+
+// The device the trailing operands from `k` name (this one when there are none).
+absl::StatusOr<int64_t> Target(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                               size_t k, const google::protobuf::RepeatedPtrField<std::string>& axes,
+                               bool logical, const KernelFrame& frame) {
+  std::vector<int64_t> values;
+  for (size_t i = k; i < operands.size(); ++i) values.push_back(IndexValue(operands[i], 0));
+  return TargetPosition(frame.peers->mesh(), frame.peers->position(),
+                        {axes.begin(), axes.end()}, logical, values,
+                        fmt::format("{}: {}", op.opcode(), frame.Where()));
+}
+
+// A dma_start window: where it starts in its ref and the strides (elements) of the dimensions
+// the copied value keeps.
+struct DmaWindow {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+absl::StatusOr<DmaWindow> DmaWindowAt(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                                      size_t k, const google::protobuf::RepeatedField<int64_t>& sizes,
+                                      const google::protobuf::RepeatedField<int64_t>& squeezed,
+                                      const KernelFrame& frame) {
+  const ir::Tensor& ref = operands[k];
+  const std::vector<int64_t> strides = ir::RowMajorStrides(ref.dims());
+  std::vector<int64_t> starts, extents;
+  DmaWindow w;
+  for (size_t d = 0; d < ref.dims().size(); ++d) {
+    starts.push_back(IndexValue(operands[k + 1 + d], 0));
+    extents.push_back(sizes[d]);
+    w.offset += starts.back() * strides[d];
+    if (std::find(squeezed.begin(), squeezed.end(), static_cast<int64_t>(d)) == squeezed.end()) {
+      w.strides.push_back(strides[d]);
+    }
+  }
+  for (size_t d = 0; d < starts.size(); ++d) {
+    if (starts[d] < 0 || starts[d] + extents[d] > ref.dims()[d]) {
+      return WindowOutsideRef(op, frame.Where(), starts, extents,
+                              RefName(op, static_cast<int>(k), frame), ref.type());
+    }
+  }
+  return w;
+}
+
+absl::Status DmaStart(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+                      const KernelFrame& frame) {
+  const ir::DmaAttrs& a = op.dma();
+  const ir::Tensor& src = operands[0];
+  const size_t dst = 1 + src.dims().size();
+  ASSIGN_OR_RETURN(DmaWindow from, DmaWindowAt(op, operands, 0, a.src_sizes(), a.src_squeezed(),
+                                               frame));
+  ASSIGN_OR_RETURN(DmaWindow to, DmaWindowAt(op, operands, dst, a.dst_sizes(), a.dst_squeezed(),
+                                             frame));
+  ASSIGN_OR_RETURN(SemaphoreRef dst_sem,
+                   SemaphoreOperand(op, operands, dst + 1 + operands[dst].dims().size(), frame));
+  size_t k = dst_sem.next;
+  std::optional<SemaphoreRef> src_sem;
+  if (a.has_src_sem()) {
+    ASSIGN_OR_RETURN(src_sem, SemaphoreOperand(op, operands, k, frame));
+    k = src_sem->next;
+  }
+  ASSIGN_OR_RETURN(int64_t target,
+                   Target(op, operands, k, a.device_axes(), a.logical_device(), frame));
+  std::vector<int64_t> value_dims;
+  for (int d = 0; d < a.src_sizes_size(); ++d) {
+    if (std::find(a.src_squeezed().begin(), a.src_squeezed().end(), d) == a.src_squeezed().end()) {
+      value_dims.push_back(a.src_sizes(d));
+    }
+  }
+  const int64_t elem = ir::DTypeSize(src.dtype());
+  int64_t bytes = elem;
+  for (int64_t d : value_dims) bytes *= d;
+  const char* from_data = static_cast<const char*>(src.data()) + from.offset * elem;
+  const ir::ShapedType dst_type = operands[dst].type().Array();
+  const std::string where = fmt::format("{}: {}", op.opcode(), frame.Where());
+  absl::Status copied;
+  auto write = [&](const KernelBuffer& buffer) {
+    if (buffer.type.Array() != dst_type) {
+      copied = absl::FailedPreconditionError(fmt::format(
+          "{}: dst {} is {} here but {} on device {}", where, RefName(op, dst, frame),
+          dst_type.ToString(), buffer.type.Array().ToString(), frame.peers->DeviceAt(target)));
+      return;
+    }
+    CopyStrided(static_cast<char*>(buffer.data) + to.offset * elem, to.strides, from_data,
+                from.strides, value_dims, elem);
+  };
+  if (target == frame.peers->position()) {
+    // A copy on this device writes the operand itself (a block included).
+    write(KernelBuffer{const_cast<void*>(operands[dst].data()), operands[dst].type()});
+    RETURN_IF_ERROR(frame.peers->Signal(target, dst_sem.slot, bytes, where));
+  } else {
+    const int param = ParamOf(op, static_cast<int>(dst), frame);
+    if (param < 0 || frame.peers->mesh().axes_size() == 0) {
+      return absl::InternalError(fmt::format("{}: dst is not a param of the kernel", where));
+    }
+    RETURN_IF_ERROR(frame.peers->CopyTo(target, param, write, dst_sem.slot, bytes, where));
+  }
+  RETURN_IF_ERROR(copied);
+  if (src_sem) RETURN_IF_ERROR(frame.peers->Signal(frame.peers->position(), src_sem->slot, bytes,
+                                                   where));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -257,8 +449,9 @@ absl::Status WindowOutsideRef(const ir::Op& op, const std::string& where,
 absl::StatusOr<std::vector<ir::Tensor>> RunPallasCall(const ir::Op& op,
                                                       const std::vector<ir::Tensor>& operands,
                                                       const KernelRegionRunner& run,
-                                                      ir::Allocator* allocator) {
-  return GridRun(op, operands, run, allocator).Run();
+                                                      ir::Allocator* allocator,
+                                                      KernelPeers* peers) {
+  return GridRun(op, operands, run, allocator, peers).Run();
 }
 
 absl::StatusOr<std::vector<ir::Tensor>> RunKernelOp(const ir::Op& op,
@@ -285,6 +478,32 @@ absl::StatusOr<std::vector<ir::Tensor>> RunKernelOp(const ir::Op& op,
       CopyBlock(ref, value, w, /*into_block=*/false);
       return std::vector<ir::Tensor>{};
     }
+    case ir::Prim::kSemaphoreSignal: {
+      ASSIGN_OR_RETURN(SemaphoreRef sem, SemaphoreOperand(op, operands, 0, frame));
+      const ir::SemaphoreSignalAttrs& a = op.semaphore_signal();
+      ASSIGN_OR_RETURN(int64_t target, Target(op, operands, sem.next + 1, a.device_axes(),
+                                              a.logical_device(), frame));
+      RETURN_IF_ERROR(frame.peers->Signal(target, sem.slot, IndexValue(operands[sem.next], 0),
+                                          fmt::format("{}: {}", op.opcode(), frame.Where())));
+      return std::vector<ir::Tensor>{};
+    }
+    case ir::Prim::kSemaphoreWait:
+    case ir::Prim::kDmaWait: {
+      ASSIGN_OR_RETURN(SemaphoreRef sem, SemaphoreOperand(op, operands, 0, frame));
+      const int64_t n = op.has_dma_wait() ? op.dma_wait().bytes()
+                                          : IndexValue(operands[sem.next], 0);
+      RETURN_IF_ERROR(frame.peers->Wait(sem.slot, n,
+                                        fmt::format("{}: {}", op.opcode(), frame.Where()),
+                                        sem.name));
+      return std::vector<ir::Tensor>{};
+    }
+    case ir::Prim::kSemaphoreRead: {
+      ASSIGN_OR_RETURN(SemaphoreRef sem, SemaphoreOperand(op, operands, 0, frame));
+      return std::vector<ir::Tensor>{Index(frame.peers->Read(sem.slot), allocator)};
+    }
+    case ir::Prim::kDmaStart:
+      RETURN_IF_ERROR(DmaStart(op, operands, frame));
+      return std::vector<ir::Tensor>{};
     default:
       return absl::InternalError(fmt::format("{} is not a kernel op", op.opcode()));
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/kernel_peers.h"
 #include "ir/ir.pb.h"
 #include "ir/tensor.h"
 
@@ -48,8 +49,11 @@ struct KernelFrame {
   const ir::Op* call = nullptr;
   std::vector<int64_t> grid;   // the grid's sizes (those sized at run time included)
   std::vector<int64_t> index;  // the grid index
-  // Kernel param id -> how errors name it ("in_specs[0] block").
+  // Kernel param id -> how errors name it ("in_specs[0] block"), and its position.
   std::unordered_map<int64_t, std::string> ref_names;
+  std::unordered_map<int64_t, int> param_of;
+  // The instances of this kernel on the other devices (set when the kernel has semaphores).
+  KernelPeers* peers = nullptr;
 
   std::string Where() const { return KernelWhere(*call, index); }
 };
@@ -58,14 +62,17 @@ struct KernelFrame {
 using KernelRegionRunner = std::function<absl::StatusOr<std::vector<ir::Tensor>>(
     const ir::Region& region, std::vector<ir::Tensor> args, const KernelFrame& frame)>;
 
-// Runs pallas_call `op` on its operands.
+// Runs pallas_call `op` on its operands. A kernel with semaphores meets its instances on other
+// devices through `peers` (null: the device runs alone).
 absl::StatusOr<std::vector<ir::Tensor>> RunPallasCall(const ir::Op& op,
                                                       const std::vector<ir::Tensor>& operands,
                                                       const KernelRegionRunner& run,
-                                                      ir::Allocator* allocator);
+                                                      ir::Allocator* allocator,
+                                                      KernelPeers* peers = nullptr);
 
-// Runs kernel op `op` (ref_load, ref_store, program_id, num_programs) in `frame`. A window that
-// leaves its ref is an error naming the kernel, the grid index and the ref.
+// Runs kernel op `op` (ref_load, ref_store, program_id, num_programs, the semaphore ops,
+// dma_start, dma_wait) in `frame`. A window that leaves its ref, a semaphore index outside its
+// array or a device outside the mesh is an error naming the kernel, the grid index and the ref.
 absl::StatusOr<std::vector<ir::Tensor>> RunKernelOp(const ir::Op& op,
                                                     const std::vector<ir::Tensor>& operands,
                                                     const KernelFrame& frame,

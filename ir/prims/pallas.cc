@@ -1,9 +1,11 @@
-// Shape rules of pallas_call and of the ops its kernels use: ref_load, ref_store, program_id and
-// num_programs. The verifier checks the ops inside the index maps and the kernel; these rules
+// Shape rules of pallas_call and of the ops its kernels use: ref_load, ref_store, program_id,
+// num_programs, and the semaphore and copy ops through which kernels on different devices talk
+// (semaphore_signal/wait/read, dma_start/wait). The verifier checks the ops inside the index maps and the kernel; these rules
 // check the interfaces: operand and block types, index maps' arity and results, kernel refs.
 #include "base/status_macros.h"
 #include "ir/pallas.h"
 #include "ir/prims/rule_util.h"
+#include "ir/types.h"
 
 namespace shardjit::ir::prims {
 namespace {
@@ -182,6 +184,10 @@ absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& all, cons
       return RuleError(op, all, "kernel {} scratch param {} is {}; scratch buffers are refs",
                        kernel, i, param.ToString());
     }
+    if (param.semaphore != Semaphore::kNone && param.dtype != DType::kS32) {
+      return RuleError(op, all, "kernel {} param {} is a semaphore array of dtype {}", kernel, i,
+                       DTypeName(param.dtype));
+    }
   }
   if (body.results_size() != 0) {
     return RuleError(op, all, "kernel {} returns {} values; kernels write their outputs "
@@ -190,49 +196,188 @@ absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& all, cons
   return results;
 }
 
-// The window of a ref_load / ref_store: `ref` is operand 0, the starts the operands from
-// `first_start` on. Returns the loaded / stored value's type.
-absl::StatusOr<ShapedType> Window(const Types& operands, const Op& op, size_t first_start) {
-  const ShapedType& ref = operands[0];
-  if (!ref.ref) {
-    return RuleError(op, operands, "operand 0 is {}; expected a ref", ref.ToString());
+// The window of `sizes` (dropping `squeezed` dimensions) on the ref operand `r`, whose starts
+// are the operands from `first_start` on (one per ref dimension). Returns the window's value
+// type. `what` names the ref in errors ("operand 0", "src").
+absl::StatusOr<ShapedType> Window(const Types& operands, const Op& op, size_t r,
+                                  size_t first_start, const google::protobuf::RepeatedField<int64_t>& sizes,
+                                  const google::protobuf::RepeatedField<int64_t>& squeezed_dims,
+                                  std::string_view what) {
+  const ShapedType& ref = operands[r];
+  if (!ref.ref || ref.semaphore != Semaphore::kNone) {
+    return RuleError(op, operands, "{} is {}; expected a ref of an array", what, ref.ToString());
   }
-  const RefWindowAttrs& w = op.ref_window();
-  if (w.sizes_size() != ref.rank()) {
-    return RuleError(op, operands, "sizes has {} entries for a ref of rank {}", w.sizes_size(),
-                     ref.rank());
+  if (sizes.size() != ref.rank()) {
+    return RuleError(op, operands, "the window of {} has {} sizes for a ref of rank {}", what,
+                     sizes.size(), ref.rank());
   }
-  if (operands.size() != first_start + ref.rank()) {
-    return RuleError(op, operands, "takes one start per ref dimension ({}), got {}", ref.rank(),
-                     operands.size() - first_start);
+  if (operands.size() < first_start + ref.rank()) {
+    return RuleError(op, operands, "takes one start per dimension of {} ({}), got {}", what,
+                     ref.rank(), operands.size() - std::min(operands.size(), first_start));
   }
-  for (size_t i = first_start; i < operands.size(); ++i) {
+  for (size_t i = first_start; i < first_start + ref.rank(); ++i) {
     if (operands[i] != kIndex) {
-      return RuleError(op, operands, "start {} is {}; expected s32[]", i - first_start,
-                       operands[i].ToString());
+      return RuleError(op, operands, "start {} of {} is {}; expected s32[]", i - first_start,
+                       what, operands[i].ToString());
     }
   }
   for (int d = 0; d < ref.rank(); ++d) {
-    if (w.sizes(d) < 0 || w.sizes(d) > ref.dims[d]) {
-      return RuleError(op, operands, "sizes[{}]={} does not fit the ref's dimension {}", d,
-                       w.sizes(d), ref.dims[d]);
+    if (sizes[d] < 0 || sizes[d] > ref.dims[d]) {
+      return RuleError(op, operands, "sizes[{}]={} of {} does not fit the ref's dimension {}", d,
+                       sizes[d], what, ref.dims[d]);
     }
   }
-  RETURN_IF_ERROR(CheckDimList(op, operands, "squeezed", {w.squeezed().begin(), w.squeezed().end()},
-                               ref.rank()));
+  RETURN_IF_ERROR(CheckDimList(op, operands, "squeezed",
+                               {squeezed_dims.begin(), squeezed_dims.end()}, ref.rank()));
   std::vector<bool> squeezed(ref.rank(), false);
-  for (int64_t d : w.squeezed()) {
-    if (w.sizes(d) != 1) {
-      return RuleError(op, operands, "squeezed dimension {} has size {}; expected 1", d,
-                       w.sizes(d));
+  for (int64_t d : squeezed_dims) {
+    if (sizes[d] != 1) {
+      return RuleError(op, operands, "squeezed dimension {} of {} has size {}; expected 1", d,
+                       what, sizes[d]);
     }
     squeezed[d] = true;
   }
   ShapedType value{ref.dtype, {}};
   for (int d = 0; d < ref.rank(); ++d) {
-    if (!squeezed[d]) value.dims.push_back(w.sizes(d));
+    if (!squeezed[d]) value.dims.push_back(sizes[d]);
   }
   return value;
+}
+
+// ref_load / ref_store: the ref is operand 0, its starts the operands from `first_start` on.
+absl::StatusOr<ShapedType> Window(const Types& operands, const Op& op, size_t first_start) {
+  if (operands.size() != first_start + std::max<int64_t>(operands[0].rank(), 0)) {
+    return RuleError(op, operands, "takes one start per ref dimension ({}), got {}",
+                     operands[0].rank(), operands.size() - first_start);
+  }
+  return Window(operands, op, 0, first_start, op.ref_window().sizes(),
+                op.ref_window().squeezed(), "operand 0");
+}
+
+// A semaphore operand at `k` (a ref of `kind` semaphores) and its indices, one s32[] per
+// dimension: returns the operand after them.
+absl::StatusOr<size_t> SemaphoreAt(const Types& operands, const Op& op, size_t k,
+                                   Semaphore kind, std::string_view what) {
+  if (k >= operands.size()) return RuleError(op, operands, "expects {}", what);
+  const ShapedType& sem = operands[k];
+  if (!sem.ref || sem.semaphore != kind) {
+    return RuleError(op, operands, "{} (operand {}) is {}; expected a ref of {} semaphores", what,
+                     k, sem.ToString(), kind == Semaphore::kDma ? "DMA" : "regular");
+  }
+  if (operands.size() < k + 1 + sem.rank()) {
+    return RuleError(op, operands, "{} takes one index per dimension ({})", what, sem.rank());
+  }
+  for (size_t i = k + 1; i < k + 1 + sem.rank(); ++i) {
+    if (operands[i] != kIndex) {
+      return RuleError(op, operands, "index {} of {} is {}; expected s32[]", i - k - 1, what,
+                       operands[i].ToString());
+    }
+  }
+  return k + 1 + sem.rank();
+}
+
+// The device operands from `k` on (the rest): one s32[] per named mesh axis, one logical id, or
+// none (this device).
+absl::Status DeviceOperands(const ShapeContext& ctx, const Types& operands, const Op& op,
+                            size_t k, const google::protobuf::RepeatedPtrField<std::string>& axes,
+                            bool logical) {
+  if (logical && !axes.empty()) {
+    return RuleError(op, operands, "names a device both by mesh axes ({}) and by a logical id",
+                     fmt::join(axes, ","));
+  }
+  const size_t want = logical ? 1 : axes.size();
+  if (operands.size() - k != want) {
+    return RuleError(op, operands, "takes {} device operand(s) ({}), got {}", want,
+                     logical ? "a logical id" : fmt::format("one per axis of ({})",
+                                                            fmt::join(axes, ",")),
+                     operands.size() - k);
+  }
+  for (size_t i = k; i < operands.size(); ++i) {
+    if (operands[i] != kIndex) {
+      return RuleError(op, operands, "device operand {} is {}; expected s32[]", i - k,
+                       operands[i].ToString());
+    }
+  }
+  std::vector<std::string> seen;
+  for (const std::string& a : axes) {
+    if (std::find(seen.begin(), seen.end(), a) != seen.end()) {
+      return RuleError(op, operands, "device_axes names axis \"{}\" twice", a);
+    }
+    seen.push_back(a);
+    if (ctx.mesh == nullptr || ctx.mesh->axes_size() == 0) continue;
+    bool found = false;
+    for (const MeshAxis& m : ctx.mesh->axes()) found |= m.name() == a;
+    if (!found) {
+      return RuleError(op, operands, "device_axes names axis \"{}\", not an axis of mesh {}", a,
+                       MeshToString(*ctx.mesh));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> SemaphoreSignal(const ShapeContext& ctx, const Types& operands,
+                                      const Op& op) {
+  ASSIGN_OR_RETURN(size_t k, SemaphoreAt(operands, op, 0, Semaphore::kRegular, "the semaphore"));
+  if (k >= operands.size() || operands[k] != kIndex) {
+    return RuleError(op, operands, "the increment (operand {}) must be s32[]", k);
+  }
+  const SemaphoreSignalAttrs& a = op.semaphore_signal();
+  RETURN_IF_ERROR(DeviceOperands(ctx, operands, op, k + 1, a.device_axes(), a.logical_device()));
+  return Types{};
+}
+
+absl::StatusOr<Types> SemaphoreWait(const ShapeContext&, const Types& operands, const Op& op) {
+  ASSIGN_OR_RETURN(size_t k, SemaphoreAt(operands, op, 0, Semaphore::kRegular, "the semaphore"));
+  if (operands.size() != k + 1 || operands[k] != kIndex) {
+    return RuleError(op, operands, "takes the semaphore, its indices and one s32[] count");
+  }
+  return Types{};
+}
+
+absl::StatusOr<Types> SemaphoreRead(const ShapeContext&, const Types& operands, const Op& op) {
+  if (operands.empty()) return RuleError(op, operands, "expects a semaphore");
+  const Semaphore kind = operands[0].semaphore == Semaphore::kDma ? Semaphore::kDma
+                                                                 : Semaphore::kRegular;
+  ASSIGN_OR_RETURN(size_t k, SemaphoreAt(operands, op, 0, kind, "the semaphore"));
+  if (operands.size() != k) {
+    return RuleError(op, operands, "takes the semaphore and one index per dimension");
+  }
+  return Types{kIndex};
+}
+
+absl::StatusOr<Types> DmaStart(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  const DmaAttrs& a = op.dma();
+  if (operands.size() < 2) return RuleError(op, operands, "expects src and dst refs");
+  ASSIGN_OR_RETURN(ShapedType src,
+                   Window(operands, op, 0, 1, a.src_sizes(), a.src_squeezed(), "src"));
+  const size_t dst = 1 + operands[0].rank();
+  if (dst >= operands.size()) return RuleError(op, operands, "expects a dst ref");
+  ASSIGN_OR_RETURN(ShapedType window, Window(operands, op, dst, dst + 1, a.dst_sizes(),
+                                             a.dst_squeezed(), "dst"));
+  if (src != window) {
+    return RuleError(op, operands, "copies a {} window of src into a {} window of dst",
+                     src.ToString(), window.ToString());
+  }
+  ASSIGN_OR_RETURN(size_t k, SemaphoreAt(operands, op, dst + 1 + operands[dst].rank(),
+                                         Semaphore::kDma, "dst_sem"));
+  if (a.has_src_sem()) {
+    ASSIGN_OR_RETURN(k, SemaphoreAt(operands, op, k, Semaphore::kDma, "src_sem"));
+  } else if (!a.device_axes().empty() || a.logical_device()) {
+    return RuleError(op, operands, "a copy to another device needs a src_sem (has_src_sem)");
+  }
+  RETURN_IF_ERROR(DeviceOperands(ctx, operands, op, k, a.device_axes(), a.logical_device()));
+  return Types{};
+}
+
+absl::StatusOr<Types> DmaWait(const ShapeContext&, const Types& operands, const Op& op) {
+  ASSIGN_OR_RETURN(size_t k, SemaphoreAt(operands, op, 0, Semaphore::kDma, "the semaphore"));
+  if (operands.size() != k) {
+    return RuleError(op, operands, "takes the semaphore and one index per dimension");
+  }
+  if (op.dma_wait().bytes() < 0) {
+    return RuleError(op, operands, "bytes={} is negative", op.dma_wait().bytes());
+  }
+  return Types{};
 }
 
 absl::StatusOr<Types> RefLoad(const ShapeContext&, const Types& operands, const Op& op) {
@@ -267,6 +412,14 @@ const bool registered = [] {
   RegisterPrimitive({"ref_store", PrimitiveKind::kKernel, 2, -1, Op::kRefWindow, RefStore});
   RegisterPrimitive({"program_id", PrimitiveKind::kKernel, 0, 0, Op::kGridAxis, GridQuery});
   RegisterPrimitive({"num_programs", PrimitiveKind::kKernel, 0, 0, Op::kGridAxis, GridQuery});
+  RegisterPrimitive({"semaphore_signal", PrimitiveKind::kKernel, 2, -1, Op::kSemaphoreSignal,
+                     SemaphoreSignal});
+  RegisterPrimitive(
+      {"semaphore_wait", PrimitiveKind::kKernel, 2, -1, Op::ATTRS_NOT_SET, SemaphoreWait});
+  RegisterPrimitive(
+      {"semaphore_read", PrimitiveKind::kKernel, 1, -1, Op::ATTRS_NOT_SET, SemaphoreRead});
+  RegisterPrimitive({"dma_start", PrimitiveKind::kKernel, 3, -1, Op::kDma, DmaStart});
+  RegisterPrimitive({"dma_wait", PrimitiveKind::kKernel, 1, -1, Op::kDmaWait, DmaWait});
   return true;
 }();
 

@@ -1,0 +1,123 @@
+#include "backends/kernel_peers.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+#include "fmt/format.h"
+#include "ir/sharding.h"
+#include "ir/types.h"
+
+namespace shardjit::backends {
+
+absl::StatusOr<int64_t> TargetPosition(const ir::Mesh& mesh, int64_t self,
+                                       const std::vector<std::string>& axes, bool logical,
+                                       const std::vector<int64_t>& values,
+                                       std::string_view where) {
+  if (values.empty()) return self;
+  const int64_t size = ir::MeshSize(mesh);
+  if (mesh.axes_size() == 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: names device ({}) but the kernel runs on one device, outside any mesh (run it "
+        "in shard_map)",
+        where, absl::StrJoin(values, ",")));
+  }
+  if (logical) {
+    if (values[0] < 0 || values[0] >= size) {
+      return absl::OutOfRangeError(fmt::format(
+          "{}: logical device id {} is outside the mesh {} of {} devices", where, values[0],
+          ir::MeshToString(mesh), size));
+    }
+    return values[0];
+  }
+  std::vector<int64_t> coords = ir::MeshCoords(mesh, self);
+  std::vector<std::string> named;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    named.push_back(fmt::format("{}={}", axes[i], values[i]));
+    int a = 0;
+    while (a < mesh.axes_size() && mesh.axes(a).name() != axes[i]) ++a;
+    if (a == mesh.axes_size()) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: device ({}) names axis \"{}\", not an axis of the mesh {}", where,
+          absl::StrJoin(named, ", "), axes[i], ir::MeshToString(mesh)));
+    }
+    coords[a] = values[i];
+  }
+  for (int a = 0; a < mesh.axes_size(); ++a) {
+    if (coords[a] < 0 || coords[a] >= mesh.axes(a).size()) {
+      return absl::OutOfRangeError(fmt::format(
+          "{}: device ({}) is outside the mesh {}: coordinate {} along axis \"{}\"", where,
+          absl::StrJoin(named, ", "), ir::MeshToString(mesh), coords[a], mesh.axes(a).name()));
+    }
+  }
+  return ir::MeshPosition(mesh, coords);
+}
+
+SemaphoreValues::SemaphoreValues(const std::vector<KernelBuffer>& buffers) {
+  for (const KernelBuffer& b : buffers) {
+    values_.emplace_back(b.type.semaphore != ir::Semaphore::kNone ? b.type.num_elements() : 0,
+                         0);
+  }
+}
+
+int64_t* SemaphoreValues::Find(SemaphoreSlot sem) {
+  if (sem.param < 0 || sem.param >= static_cast<int>(values_.size())) return nullptr;
+  std::vector<int64_t>& v = values_[sem.param];
+  if (sem.index < 0 || sem.index >= static_cast<int64_t>(v.size())) return nullptr;
+  return &v[sem.index];
+}
+
+absl::Status LocalKernelPeers::Enter(const ir::Op&, std::vector<KernelBuffer> buffers) {
+  semaphores_.emplace(buffers);
+  buffers_ = std::move(buffers);
+  return absl::OkStatus();
+}
+
+void LocalKernelPeers::Exit() {
+  semaphores_.reset();
+  buffers_.clear();
+}
+
+absl::Status LocalKernelPeers::CopyTo(int64_t target, int param,
+                                      absl::FunctionRef<void(const KernelBuffer&)> write,
+                                      SemaphoreSlot sem, int64_t bytes, std::string_view where) {
+  if (target != 0 || param < 0 || param >= static_cast<int>(buffers_.size()) ||
+      buffers_[param].data == nullptr) {
+    return absl::InternalError(fmt::format("{}: no buffer {} on device {}", where, param, target));
+  }
+  write(buffers_[param]);
+  return Signal(target, sem, bytes, where);
+}
+
+absl::Status LocalKernelPeers::Signal(int64_t target, SemaphoreSlot sem, int64_t inc,
+                                      std::string_view where) {
+  int64_t* v = semaphores_ ? semaphores_->Find(sem) : nullptr;
+  if (target != 0 || v == nullptr) {
+    return absl::InternalError(
+        fmt::format("{}: no semaphore {}[{}] on device {}", where, sem.param, sem.index, target));
+  }
+  *v += inc;
+  return absl::OkStatus();
+}
+
+absl::Status LocalKernelPeers::Wait(SemaphoreSlot sem, int64_t n, std::string_view where,
+                                    std::string_view what) {
+  int64_t* v = semaphores_ ? semaphores_->Find(sem) : nullptr;
+  if (v == nullptr) {
+    return absl::InternalError(fmt::format("{}: no semaphore {}[{}]", where, sem.param, sem.index));
+  }
+  if (*v < n) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{}: waits for {} on {}, which holds {}; the kernel runs alone, so nothing else can "
+        "signal it",
+        where, n, what, *v));
+  }
+  *v -= n;
+  return absl::OkStatus();
+}
+
+int64_t LocalKernelPeers::Read(SemaphoreSlot sem) {
+  int64_t* v = semaphores_ ? semaphores_->Find(sem) : nullptr;
+  return v != nullptr ? *v : 0;
+}
+
+}  // namespace shardjit::backends

@@ -1,0 +1,116 @@
+// How a pallas_call kernel reaches its instances on the other devices of a run (Pallas' remote
+// DMA and semaphores): the runtime implements KernelPeers for SPMD runs (runtime/kernel_exchange.h);
+// LocalKernelPeers serves a device that runs alone.
+//
+// Instances meet by count: the k-th kernel with semaphores that device p enters meets the k-th
+// that device q enters. A copy or signal to q waits until q has entered that instance and fails
+// if q has already left it; a device leaving an instance waits until copies into it have ended.
+#ifndef SHARDJIT_BACKENDS_KERNEL_PEERS_H_
+#define SHARDJIT_BACKENDS_KERNEL_PEERS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ir/ir.pb.h"
+#include "ir/shaped_type.h"
+
+namespace shardjit::backends {
+
+// One semaphore of an instance: element `index` (row-major) of semaphore-array param `param`.
+struct SemaphoreSlot {
+  int param = -1;
+  int64_t index = 0;
+};
+
+// The memory of one kernel param of an instance: what peers copy into. `data` is null for
+// params peers may not write (blocks that change from step to step) and for semaphores.
+struct KernelBuffer {
+  void* data = nullptr;
+  ir::ShapedType type;
+};
+
+class KernelPeers {
+ public:
+  virtual ~KernelPeers() = default;
+
+  // The run's mesh (empty when the device runs alone) and this device's row-major position.
+  virtual const ir::Mesh& mesh() const = 0;
+  virtual int64_t position() const = 0;
+  // The runtime's id of the device at `position`, for messages.
+  virtual int64_t DeviceAt(int64_t position) const = 0;
+
+  // Starts this device's next instance of kernel `call`, whose params hold `buffers`; its
+  // semaphores (the params of semaphore type) start at 0.
+  virtual absl::Status Enter(const ir::Op& call, std::vector<KernelBuffer> buffers) = 0;
+  // Ends the instance once no peer copies into it any more. Called after every Enter, also when
+  // the kernel failed.
+  virtual void Exit() = 0;
+
+  // `where` names the kernel and grid index in messages ("kernel ring at grid index (0)").
+  // Runs `write` on buffer `param` of `target`'s matching instance, then adds `bytes` to its
+  // semaphore `sem`.
+  virtual absl::Status CopyTo(int64_t target, int param,
+                              absl::FunctionRef<void(const KernelBuffer&)> write,
+                              SemaphoreSlot sem, int64_t bytes, std::string_view where) = 0;
+  // Adds `inc` to semaphore `sem` of `target`'s matching instance.
+  virtual absl::Status Signal(int64_t target, SemaphoreSlot sem, int64_t inc,
+                              std::string_view where) = 0;
+  // Waits until this instance's semaphore `sem` (named `what` in messages) holds at least `n`,
+  // then takes `n` from it.
+  virtual absl::Status Wait(SemaphoreSlot sem, int64_t n, std::string_view where,
+                            std::string_view what) = 0;
+  // The value of this instance's semaphore `sem`.
+  virtual int64_t Read(SemaphoreSlot sem) = 0;
+};
+
+// The position of the device that `values` name, seen from `self` on `mesh`: one coordinate per
+// axis of `axes` (the other axes keep `self`'s), or with `logical` one row-major position; no
+// values: `self`. A device outside the mesh is an error naming it, for `where`.
+absl::StatusOr<int64_t> TargetPosition(const ir::Mesh& mesh, int64_t self,
+                                       const std::vector<std::string>& axes, bool logical,
+                                       const std::vector<int64_t>& values, std::string_view where);
+
+// The semaphores of one instance: a value per element of each semaphore-array param.
+class SemaphoreValues {
+ public:
+  explicit SemaphoreValues(const std::vector<KernelBuffer>& buffers);
+  // Null when `sem` is not a semaphore of the instance.
+  int64_t* Find(SemaphoreSlot sem);
+
+ private:
+  std::vector<std::vector<int64_t>> values_;  // per param (empty: not a semaphore)
+};
+
+// KernelPeers for a device running alone (no mesh): copies and signals go to itself, and a wait
+// that its semaphore cannot satisfy fails at once, as nothing else could signal it.
+class LocalKernelPeers final : public KernelPeers {
+ public:
+  const ir::Mesh& mesh() const override { return mesh_; }
+  int64_t position() const override { return 0; }
+  int64_t DeviceAt(int64_t position) const override { return position; }
+  absl::Status Enter(const ir::Op& call, std::vector<KernelBuffer> buffers) override;
+  void Exit() override;
+  absl::Status CopyTo(int64_t target, int param,
+                      absl::FunctionRef<void(const KernelBuffer&)> write, SemaphoreSlot sem,
+                      int64_t bytes, std::string_view where) override;
+  absl::Status Signal(int64_t target, SemaphoreSlot sem, int64_t inc,
+                      std::string_view where) override;
+  absl::Status Wait(SemaphoreSlot sem, int64_t n, std::string_view where,
+                    std::string_view what) override;
+  int64_t Read(SemaphoreSlot sem) override;
+
+ private:
+  ir::Mesh mesh_;
+  std::vector<KernelBuffer> buffers_;
+  std::optional<SemaphoreValues> semaphores_;  // of the instance entered and not left
+};
+
+}  // namespace shardjit::backends
+
+#endif  // SHARDJIT_BACKENDS_KERNEL_PEERS_H_

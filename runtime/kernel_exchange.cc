@@ -1,0 +1,213 @@
+#include "runtime/kernel_exchange.h"
+
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "fmt/format.h"
+#include "ir/types.h"
+
+namespace shardjit::runtime {
+
+struct KernelExchange::Instance {
+  int64_t entered = 0;  // instances begun
+  bool inside = false;  // the last one has not ended
+  const ir::Op* call = nullptr;
+  std::vector<backends::KernelBuffer> buffers;
+  std::optional<backends::SemaphoreValues> semaphores;
+  int64_t writers = 0;  // peers copying into it now
+};
+
+class KernelExchange::Peers final : public backends::KernelPeers {
+ public:
+  Peers(KernelExchange& x, int64_t position) : x_(x), core_(x.core_), position_(position) {}
+
+  const ir::Mesh& mesh() const override { return core_.mesh(); }
+  int64_t position() const override { return position_; }
+  int64_t DeviceAt(int64_t position) const override { return core_.DeviceOf(position); }
+
+  absl::Status Enter(const ir::Op& call, std::vector<backends::KernelBuffer> buffers) override {
+    std::unique_lock<SpinMutex> lock(core_.mu());
+    Instance& me = *x_.instances_[position_];
+    ++me.entered;
+    me.inside = true;
+    me.call = &call;
+    me.semaphores.emplace(buffers);
+    me.buffers = std::move(buffers);
+    core_.CountArrival();
+    // Peers waiting for this instance to start may go on.
+    for (int64_t p = 0; p < core_.size(); ++p) {
+      const KernelWait* wait = core_.waiting(p).kernel;
+      if (wait != nullptr && wait->peer == position_) core_.Wake(p);
+    }
+    return absl::OkStatus();
+  }
+
+  void Exit() override {
+    std::unique_lock<SpinMutex> lock(core_.mu());
+    Instance& me = *x_.instances_[position_];
+    me.inside = false;
+    // A copy in flight runs on its sender's thread, never on this one (it does not park while
+    // it copies), so waiting for it lets that thread finish it.
+    while (me.writers > 0) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    me.buffers.clear();
+    me.semaphores.reset();
+    core_.CountArrival();
+  }
+
+  absl::Status CopyTo(int64_t target, int param,
+                      absl::FunctionRef<void(const backends::KernelBuffer&)> write,
+                      backends::SemaphoreSlot sem, int64_t bytes,
+                      std::string_view where) override {
+    std::unique_lock<SpinMutex> lock(core_.mu());
+    ASSIGN_OR_RETURN(Instance * peer, Meet(lock, target, where));
+    if (param < 0 || param >= static_cast<int>(peer->buffers.size()) ||
+        peer->buffers[param].data == nullptr) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: copies into param {} of device {}'s instance, a block that changes at every grid "
+          "step; copies to other devices go to whole-array (ANY) refs and scratch buffers",
+          where, param, core_.DeviceOf(target)));
+    }
+    int64_t* value = peer->semaphores->Find(sem);
+    if (value == nullptr) return NoSemaphore(target, sem, where);
+    ++peer->writers;
+    const backends::KernelBuffer buffer = peer->buffers[param];
+    lock.unlock();
+    write(buffer);
+    lock.lock();
+    --peer->writers;
+    *value += bytes;
+    core_.CountArrival();
+    core_.Wake(target);
+    return absl::OkStatus();
+  }
+
+  absl::Status Signal(int64_t target, backends::SemaphoreSlot sem, int64_t inc,
+                      std::string_view where) override {
+    std::unique_lock<SpinMutex> lock(core_.mu());
+    ASSIGN_OR_RETURN(Instance * peer, Meet(lock, target, where));
+    int64_t* value = peer->semaphores->Find(sem);
+    if (value == nullptr) return NoSemaphore(target, sem, where);
+    *value += inc;
+    core_.CountArrival();
+    core_.Wake(target);
+    return absl::OkStatus();
+  }
+
+  absl::Status Wait(backends::SemaphoreSlot sem, int64_t n, std::string_view where,
+                    std::string_view what) override {
+    std::unique_lock<SpinMutex> lock(core_.mu());
+    Instance& me = *x_.instances_[position_];
+    int64_t* value = me.semaphores ? me.semaphores->Find(sem) : nullptr;
+    if (value == nullptr) return NoSemaphore(position_, sem, where);
+    const KernelWait wait{where, what, n, -1, me.entered, value};
+    RunCore::Waiting waiting;
+    waiting.kernel = &wait;
+    core_.ParkUntil(lock, position_, waiting, [&] { return *value >= n; });
+    if (*value < n) return core_.CancelledError(position_, core_.failure());
+    *value -= n;
+    core_.CountArrival();
+    return absl::OkStatus();
+  }
+
+  int64_t Read(backends::SemaphoreSlot sem) override {
+    std::unique_lock<SpinMutex> lock(core_.mu());
+    Instance& me = *x_.instances_[position_];
+    const int64_t* value = me.semaphores ? me.semaphores->Find(sem) : nullptr;
+    return value != nullptr ? *value : 0;
+  }
+
+ private:
+  // `target`'s instance matching this position's current one, once it has started; under mu
+  // (released while waiting).
+  absl::StatusOr<Instance*> Meet(std::unique_lock<SpinMutex>& lock, int64_t target,
+                                 std::string_view where) {
+    const Instance& me = *x_.instances_[position_];
+    if (target == position_) return x_.instances_[position_].get();
+    if (target < 0 || target >= core_.size()) {
+      return absl::OutOfRangeError(fmt::format("{}: no device at mesh position {}", where, target));
+    }
+    if (core_.remote() != nullptr && !core_.remote()->IsLocal(target)) {
+      return absl::UnimplementedError(fmt::format(
+          "{}: device {} runs in process {}; kernels copy and signal only between devices of "
+          "one process",
+          where, core_.DeviceOf(target), core_.remote()->ProcessOf(target)));
+    }
+    const int64_t k = me.entered;
+    Instance& peer = *x_.instances_[target];
+    const KernelWait wait{where, {}, 0, target, k};
+    RunCore::Waiting waiting;
+    waiting.kernel = &wait;
+    core_.ParkUntil(lock, position_, waiting, [&] { return peer.entered >= k; });
+    if (peer.entered < k) return core_.CancelledError(position_, core_.failure());
+    if (peer.entered > k || !peer.inside) {
+      return absl::FailedPreconditionError(fmt::format(
+          "{}: device {} has already left its instance of the kernel; a kernel must wait for the "
+          "copies and signals sent to it before it ends",
+          where, core_.DeviceOf(target)));
+    }
+    return &peer;
+  }
+
+  absl::Status NoSemaphore(int64_t target, backends::SemaphoreSlot sem,
+                           std::string_view where) const {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: device {}'s instance has no semaphore {}[{}] (its kernel differs)",
+                    where, core_.DeviceOf(target), sem.param, sem.index));
+  }
+
+  KernelExchange& x_;
+  RunCore& core_;
+  const int64_t position_;
+};
+
+KernelExchange::KernelExchange(RunCore& core) : core_(core) {
+  for (int64_t p = 0; p < core.size(); ++p) {
+    instances_.push_back(std::make_unique<Instance>());
+    peers_.push_back(std::make_unique<Peers>(*this, p));
+  }
+}
+
+KernelExchange::~KernelExchange() = default;
+
+backends::KernelPeers* KernelExchange::PeersOf(int64_t position) {
+  return peers_[position].get();
+}
+
+absl::Status KernelExchange::StallError(int64_t position, const KernelWait& wait,
+                                        absl::Duration waited) const {
+  if (wait.peer >= 0) {
+    return absl::DeadlineExceededError(fmt::format(
+        "{} on device {}: waited {} for device {} to start its instance of the kernel (it has "
+        "started {} kernels with semaphores, this device {})",
+        wait.where, core_.DeviceOf(position), absl::FormatDuration(waited),
+        core_.DeviceOf(wait.peer), instances_[wait.peer]->entered, wait.instance));
+  }
+  std::vector<int64_t> inside, left, before;
+  for (int64_t p = 0; p < core_.size(); ++p) {
+    if (p == position) continue;
+    const Instance& other = *instances_[p];
+    const int64_t device = core_.DeviceOf(p);
+    if (other.entered == wait.instance && other.inside) {
+      inside.push_back(device);
+    } else if (other.entered >= wait.instance) {
+      left.push_back(device);
+    } else {
+      before.push_back(device);
+    }
+  }
+  return absl::DeadlineExceededError(fmt::format(
+      "{} on device {}: {} waited {} for {} and holds {}; devices [{}] are in this kernel, "
+      "[{}] have left it, [{}] have not reached it",
+      wait.where, core_.DeviceOf(position), wait.semaphore, absl::FormatDuration(waited),
+      wait.need, wait.value != nullptr ? *wait.value : 0, absl::StrJoin(inside, ","),
+      absl::StrJoin(left, ","), absl::StrJoin(before, ",")));
+}
+
+}  // namespace shardjit::runtime
