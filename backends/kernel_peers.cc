@@ -1,6 +1,7 @@
 #include "backends/kernel_peers.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
@@ -52,6 +53,40 @@ absl::StatusOr<int64_t> TargetPosition(const ir::Mesh& mesh, int64_t self,
   return ir::MeshPosition(mesh, coords);
 }
 
+int64_t WindowCopy::bytes() const {
+  int64_t n = elem;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+namespace {
+
+// Copies dimensions [d, rank) of the window; the last runs as one memcpy when both sides are
+// contiguous along it.
+void CopyDims(const WindowCopy& c, size_t d, const char* src, char* dst) {
+  const size_t rank = c.dims.size();
+  if (d == rank) {
+    std::memcpy(dst, src, c.elem);
+    return;
+  }
+  const int64_t sf = c.from.strides[d] * c.elem, st = c.to.strides[d] * c.elem;
+  if (d + 1 == rank && c.from.strides[d] == 1 && c.to.strides[d] == 1) {
+    std::memcpy(dst, src, c.dims[d] * c.elem);
+    return;
+  }
+  for (int64_t i = 0; i < c.dims[d]; ++i) CopyDims(c, d + 1, src + i * sf, dst + i * st);
+}
+
+}  // namespace
+
+void CopyWindow(const WindowCopy& copy, void* dst) {
+  for (int64_t d : copy.dims) {
+    if (d == 0) return;
+  }
+  CopyDims(copy, 0, static_cast<const char*>(copy.src) + copy.from.offset * copy.elem,
+           static_cast<char*>(dst) + copy.to.offset * copy.elem);
+}
+
 SemaphoreValues::SemaphoreValues(const std::vector<KernelBuffer>& buffers) {
   for (const KernelBuffer& b : buffers) {
     values_.emplace_back(b.type.semaphore != ir::Semaphore::kNone ? b.type.num_elements() : 0,
@@ -77,15 +112,14 @@ void LocalKernelPeers::Exit() {
   buffers_.clear();
 }
 
-absl::Status LocalKernelPeers::CopyTo(int64_t target, int param,
-                                      absl::FunctionRef<void(const KernelBuffer&)> write,
-                                      SemaphoreSlot sem, int64_t bytes, std::string_view where) {
+absl::Status LocalKernelPeers::CopyTo(int64_t target, int param, const WindowCopy& copy,
+                                      SemaphoreSlot sem, std::string_view where) {
   if (target != 0 || param < 0 || param >= static_cast<int>(buffers_.size()) ||
       buffers_[param].data == nullptr) {
     return absl::InternalError(fmt::format("{}: no buffer {} on device {}", where, param, target));
   }
-  write(buffers_[param]);
-  return Signal(target, sem, bytes, where);
+  CopyWindow(copy, buffers_[param].data);
+  return Signal(target, sem, copy.bytes(), where);
 }
 
 absl::Status LocalKernelPeers::Signal(int64_t target, SemaphoreSlot sem, int64_t inc,

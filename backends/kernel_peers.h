@@ -14,7 +14,6 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
@@ -35,6 +34,28 @@ struct KernelBuffer {
   ir::ShapedType type;
 };
 
+// Where a window lies in a buffer: its first element and the element strides of its dimensions.
+struct Window {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+// A copy of a `dims` window of `elem`-byte elements from `src` (window `from`) into the window
+// `to` of a buffer holding a `dst_type` array.
+struct WindowCopy {
+  const void* src = nullptr;
+  Window from;
+  std::vector<int64_t> dims;
+  int64_t elem = 0;
+  ir::ShapedType dst_type;
+  Window to;
+
+  int64_t bytes() const;
+};
+
+// Runs `copy` into `dst` (the whole buffer).
+void CopyWindow(const WindowCopy& copy, void* dst);
+
 class KernelPeers {
  public:
   virtual ~KernelPeers() = default;
@@ -53,11 +74,11 @@ class KernelPeers {
   virtual void Exit() = 0;
 
   // `where` names the kernel and grid index in messages ("kernel ring at grid index (0)").
-  // Runs `write` on buffer `param` of `target`'s matching instance, then adds `bytes` to its
-  // semaphore `sem`.
-  virtual absl::Status CopyTo(int64_t target, int param,
-                              absl::FunctionRef<void(const KernelBuffer&)> write,
-                              SemaphoreSlot sem, int64_t bytes, std::string_view where) = 0;
+  // Runs `copy` into buffer `param` of `target`'s matching instance (whose type must be
+  // copy.dst_type), then adds the bytes copied to its semaphore `sem`. On return `copy.src` may
+  // change (a copy to another process has taken its bytes).
+  virtual absl::Status CopyTo(int64_t target, int param, const WindowCopy& copy,
+                              SemaphoreSlot sem, std::string_view where) = 0;
   // Adds `inc` to semaphore `sem` of `target`'s matching instance.
   virtual absl::Status Signal(int64_t target, SemaphoreSlot sem, int64_t inc,
                               std::string_view where) = 0;
@@ -96,9 +117,8 @@ class LocalKernelPeers final : public KernelPeers {
   int64_t DeviceAt(int64_t position) const override { return position; }
   absl::Status Enter(const ir::Op& call, std::vector<KernelBuffer> buffers) override;
   void Exit() override;
-  absl::Status CopyTo(int64_t target, int param,
-                      absl::FunctionRef<void(const KernelBuffer&)> write, SemaphoreSlot sem,
-                      int64_t bytes, std::string_view where) override;
+  absl::Status CopyTo(int64_t target, int param, const WindowCopy& copy, SemaphoreSlot sem,
+                      std::string_view where) override;
   absl::Status Signal(int64_t target, SemaphoreSlot sem, int64_t inc,
                       std::string_view where) override;
   absl::Status Wait(SemaphoreSlot sem, int64_t n, std::string_view where,

@@ -12,7 +12,7 @@ source "${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-shardjit}/base/shell_test_lib.sh" 2>
 
 # Every variant, IR text, on the default 2x2 mesh; the paths written are printed.
 expect_status 0 "$SEED_MODULES" --out_dir="$TMP/seeds"
-for v in a b c d e f g; do
+for v in a b c d e f g h; do
   f="$TMP/seeds/seed_$v.txt"
   [ -s "$f" ] || { fail "no $f"; continue; }
   expect_grep "^$f\$" "$TMP/out"
@@ -20,7 +20,7 @@ for v in a b c d e f g; do
   expect_grep 'param_shardings=(P(x,y),P(x,None))' "$f"
   expect_grep 'bf16\[2048,2048\]' "$f"
 done
-[ "$(wc -l <"$TMP/out")" -eq 7 ] || fail "expected 7 paths: $(cat "$TMP/out")"
+[ "$(wc -l <"$TMP/out")" -eq 8 ] || fail "expected 8 paths: $(cat "$TMP/out")"
 # (a) is a plain matmul in the global view; (c) a shard_map with the collectives written.
 expect_grep 'dot_general' "$TMP/seeds/seed_a.txt"
 expect_grep 'shard_map\[' "$TMP/seeds/seed_c.txt"
@@ -30,6 +30,9 @@ expect_grep 'fori_loop' "$TMP/seeds/seed_e.txt"
 # (g) is the user kernel: a pallas_call with its refs.
 expect_grep 'pallas_call\[name=matmul grid=(8,8,8)' "$TMP/seeds/seed_g.txt"
 expect_grep 'ref\[f32\[128,128\]\]' "$TMP/seeds/seed_g.txt"
+# (h) gathers w with the ring kernel's remote copies.
+expect_grep 'pallas_call\[name=ring_all_gather grid=(2)' "$TMP/seeds/seed_h.txt"
+expect_grep 'ref\[dma_sem\[\]\]' "$TMP/seeds/seed_h.txt"
 
 # --mesh, --m/--k/--n and --variants; a relative --out_dir under bazel run is the user's directory.
 mkdir -p "$TMP/cwd"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "examples/kernels/blocked_matmul.h"
+#include "examples/kernels/ring_all_gather.h"
 
 namespace shardjit::examples {
 namespace {
@@ -168,6 +169,16 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                },
                mesh, InSpecs(), {P("x", None)}),
            options("pallas_matmul"))});
+  variants.push_back(
+      {"h", "the notebook's ring all-gather of w by remote DMA, a user kernel (the cell JAX "
+            "cannot run on a 2-D mesh), dynamic_slice by axis_index(y), matmul f32, psum over y",
+       jit(shard_map(
+               [size_x, k_per_y](Tracer x, Tracer w) {
+                 Tracer w_full = RingAllGather(w.type(), "x", size_x)(w)[0];
+                 return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kF32);
+               },
+               mesh, InSpecs(), {P("x", None)}),
+           options("ring_dma_matmul"))});
   return variants;
 }
 

@@ -26,7 +26,9 @@ struct SeedVariant {
 //     a reduce-scatter ring interleaved with the matmul (futures carried through fori_loop),
 //     the result's columns split over y (P('x','y'));
 // (g) the notebook's Pallas variant: (c) with the local product a user-written blocked matmul
-//     kernel (examples/kernels/blocked_matmul.h), f32 out.
+//     kernel (examples/kernels/blocked_matmul.h), f32 out;
+// (h) the notebook's ring all-gather of w by remote DMA (examples/kernels/ring_all_gather.h),
+//     then (d).
 // `k` is the contracting size (the block of w a device multiplies depends on it).
 // `disabled_passes` are skipped when lowering (e.g. {"collective-fusion"} for the programs as
 // written).

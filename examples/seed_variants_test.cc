@@ -40,7 +40,8 @@ TEST_P(SeedVariantsTest, EveryVariantMatchesF64) {
       absl::StatusOr<Array> out = v.program(x, w);
       ASSERT_TRUE(out.ok()) << out.status();
       Tensor got = *out->to_host();
-      const bool f32 = v.name == "d" || v.name == "e" || v.name == "f" || v.name == "g";
+      const bool f32 = v.name == "d" || v.name == "e" || v.name == "f" || v.name == "g" ||
+                       v.name == "h";
       EXPECT_EQ(got.dtype(), f32 ? DType::kF32 : DType::kBF16);
       // bf16 output: one rounding (b; and a, c when fused: their partial sums stay in f32), or
       // a rounding per partial sum plus one (a and c as written; the SPMD partitioner turns a
@@ -92,7 +93,10 @@ TEST(SeedVariantsTest, LowerToTheNotebooksCollectives) {
              "dynamic_update_slice", "psum[axes=(y)]"}},
       {"f", {"ppermute_start[axes=(x,y) perm=((0,0),(2,1),(1,2),(3,3))]",
              "ppermute_start[axes=(y) perm=((0,1),(1,0))]", "result_shardings=(P(x,y))"}},
-      {"g", {"pallas_call[name=matmul grid=(8,8,8)", "f32[1024,1024] = psum[axes=(y)]"}}};
+      {"g", {"pallas_call[name=matmul grid=(8,8,8)", "f32[1024,1024] = psum[axes=(y)]"}},
+      // The weights gathered by the kernel's remote copies, not by a collective.
+      {"h", {"pallas_call[name=ring_all_gather grid=(2)", "dma_start", "semaphore_wait",
+             "f32[1024,1024] = psum[axes=(y)]"}}};
   for (SeedVariant& v : SeedVariants(mesh, 2048)) {
     auto lowered = v.program.lower(types, shardings);
     ASSERT_TRUE(lowered.ok()) << lowered.status();

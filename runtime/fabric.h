@@ -69,6 +69,8 @@ class RunState final {
   void DeliverMail(int64_t source, int64_t target, ir::Tensor x) {
     mailbox_.Deliver(source, target, std::move(x));
   }
+  // A kernel's copy or signal from a remote position to a local one.
+  void DeliverKernelOp(RemoteKernelOp op) { kernels_.Deliver(std::move(op)); }
   // Elements `piece` of a split all-reduce's result (RemotePeers::PostReduced) from `process`,
   // held by `x` (a tensor of the result's type, or `piece.size()` elements of its dtype).
   void DeliverReduced(int process, int64_t seq, int64_t key, const ElementRange& piece,

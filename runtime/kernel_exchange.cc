@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
+#include "ir/tensor.h"
 #include "ir/types.h"
 
 namespace shardjit::runtime {
@@ -18,6 +19,8 @@ struct KernelExchange::Instance {
   std::vector<backends::KernelBuffer> buffers;
   std::optional<backends::SemaphoreValues> semaphores;
   int64_t writers = 0;  // peers copying into it now
+  // Copies and signals from other processes for instances not yet entered.
+  std::vector<RemoteKernelOp> early;
 };
 
 class KernelExchange::Peers final : public backends::KernelPeers {
@@ -37,6 +40,17 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     me.semaphores.emplace(buffers);
     me.buffers = std::move(buffers);
     core_.CountArrival();
+    // What other processes sent this instance before it started.
+    std::vector<RemoteKernelOp> early;
+    for (auto it = me.early.begin(); it != me.early.end();) {
+      if (it->instance == me.entered) {
+        early.push_back(std::move(*it));
+        it = me.early.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const RemoteKernelOp& op : early) RETURN_IF_ERROR(x_.Apply(lock, op));
     // Peers waiting for this instance to start may go on.
     for (int64_t p = 0; p < core_.size(); ++p) {
       const KernelWait* wait = core_.waiting(p).kernel;
@@ -61,11 +75,25 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     core_.CountArrival();
   }
 
-  absl::Status CopyTo(int64_t target, int param,
-                      absl::FunctionRef<void(const backends::KernelBuffer&)> write,
-                      backends::SemaphoreSlot sem, int64_t bytes,
-                      std::string_view where) override {
+  absl::Status CopyTo(int64_t target, int param, const backends::WindowCopy& copy,
+                      backends::SemaphoreSlot sem, std::string_view where) override {
     std::unique_lock<SpinMutex> lock(core_.mu());
+    if (IsRemote(target)) {
+      // The window's elements travel in a message; the receiver writes them in place.
+      RemoteKernelOp op = RemoteOp(target, sem, copy.bytes());
+      op.param = param;
+      op.dst_type = copy.dst_type;
+      op.to_offset = copy.to.offset;
+      op.to_strides = copy.to.strides;
+      lock.unlock();
+      op.data = ir::Tensor::Empty(ir::ShapedType{copy.dst_type.dtype, copy.dims},
+                                  ir::HostAllocator());
+      backends::WindowCopy pack = copy;
+      pack.to = {0, ir::RowMajorStrides(copy.dims)};
+      backends::CopyWindow(pack, op.data.data());
+      core_.remote()->PostKernelOp(op);
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(Instance * peer, Meet(lock, target, where));
     if (param < 0 || param >= static_cast<int>(peer->buffers.size()) ||
         peer->buffers[param].data == nullptr) {
@@ -74,15 +102,21 @@ class KernelExchange::Peers final : public backends::KernelPeers {
           "step; copies to other devices go to whole-array (ANY) refs and scratch buffers",
           where, param, core_.DeviceOf(target)));
     }
+    if (peer->buffers[param].type.Array() != copy.dst_type) {
+      return absl::FailedPreconditionError(fmt::format(
+          "{}: dst is {} here but {} on device {} (its kernel differs)", where,
+          copy.dst_type.ToString(), peer->buffers[param].type.Array().ToString(),
+          core_.DeviceOf(target)));
+    }
     int64_t* value = peer->semaphores->Find(sem);
     if (value == nullptr) return NoSemaphore(target, sem, where);
     ++peer->writers;
-    const backends::KernelBuffer buffer = peer->buffers[param];
+    void* const data = peer->buffers[param].data;
     lock.unlock();
-    write(buffer);
+    backends::CopyWindow(copy, data);
     lock.lock();
     --peer->writers;
-    *value += bytes;
+    *value += copy.bytes();
     core_.CountArrival();
     core_.Wake(target);
     return absl::OkStatus();
@@ -91,6 +125,12 @@ class KernelExchange::Peers final : public backends::KernelPeers {
   absl::Status Signal(int64_t target, backends::SemaphoreSlot sem, int64_t inc,
                       std::string_view where) override {
     std::unique_lock<SpinMutex> lock(core_.mu());
+    if (IsRemote(target)) {
+      const RemoteKernelOp op = RemoteOp(target, sem, inc);
+      lock.unlock();
+      core_.remote()->PostKernelOp(op);
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(Instance * peer, Meet(lock, target, where));
     int64_t* value = peer->semaphores->Find(sem);
     if (value == nullptr) return NoSemaphore(target, sem, where);
@@ -133,12 +173,6 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     if (target < 0 || target >= core_.size()) {
       return absl::OutOfRangeError(fmt::format("{}: no device at mesh position {}", where, target));
     }
-    if (core_.remote() != nullptr && !core_.remote()->IsLocal(target)) {
-      return absl::UnimplementedError(fmt::format(
-          "{}: device {} runs in process {}; kernels copy and signal only between devices of "
-          "one process",
-          where, core_.DeviceOf(target), core_.remote()->ProcessOf(target)));
-    }
     const int64_t k = me.entered;
     Instance& peer = *x_.instances_[target];
     const KernelWait wait{where, {}, 0, target, k};
@@ -153,6 +187,22 @@ class KernelExchange::Peers final : public backends::KernelPeers {
           where, core_.DeviceOf(target)));
     }
     return &peer;
+  }
+
+  bool IsRemote(int64_t target) const {
+    return target >= 0 && target < core_.size() && core_.remote() != nullptr &&
+           !core_.remote()->IsLocal(target);
+  }
+  // A message to `target`'s instance matching this one adding `amount` to `sem`; under mu.
+  RemoteKernelOp RemoteOp(int64_t target, backends::SemaphoreSlot sem, int64_t amount) const {
+    RemoteKernelOp op;
+    op.source = position_;
+    op.target = target;
+    op.instance = x_.instances_[position_]->entered;
+    op.sem_param = sem.param;
+    op.sem_index = sem.index;
+    op.amount = amount;
+    return op;
   }
 
   absl::Status NoSemaphore(int64_t target, backends::SemaphoreSlot sem,
@@ -180,6 +230,73 @@ backends::KernelPeers* KernelExchange::PeersOf(int64_t position) {
   return peers_[position].get();
 }
 
+void KernelExchange::Deliver(RemoteKernelOp op) {
+  std::unique_lock<SpinMutex> lock(core_.mu());
+  Instance& target = *instances_[op.target];
+  absl::Status status;
+  if (target.entered < op.instance) {
+    target.early.push_back(std::move(op));  // applied when the device enters that instance
+  } else {
+    status = Apply(lock, op);
+  }
+  if (status.ok()) return;
+  lock.unlock();
+  core_.Cancel(status, /*post=*/true);
+}
+
+absl::Status KernelExchange::Apply(std::unique_lock<SpinMutex>& lock, const RemoteKernelOp& op) {
+  Instance& target = *instances_[op.target];
+  const std::string what = fmt::format(
+      "a kernel {} from device {} to device {}", op.data.defined() ? "copy" : "signal",
+      core_.DeviceOf(op.source), core_.DeviceOf(op.target));
+  if (target.entered != op.instance || !target.inside) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} came after device {} left its instance of the kernel; a kernel must wait for the "
+        "copies and signals sent to it before it ends",
+        what, core_.DeviceOf(op.target)));
+  }
+  int64_t* value = target.semaphores->Find({op.sem_param, op.sem_index});
+  if (value == nullptr) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: the kernel there has no semaphore {}[{}] (its kernel differs)", what, op.sem_param,
+        op.sem_index));
+  }
+  if (op.data.defined()) {
+    const bool fits = op.param >= 0 && op.param < static_cast<int>(target.buffers.size()) &&
+                      target.buffers[op.param].data != nullptr &&
+                      target.buffers[op.param].type.Array() == op.dst_type;
+    if (!fits) {
+      return absl::InvalidArgumentError(fmt::format(
+          "{}: param {} there is not a whole-array ref or scratch buffer of type {}", what,
+          op.param, op.dst_type.ToString()));
+    }
+    // The window must lie inside the buffer (the message comes from another process).
+    __int128 last = op.to_offset;
+    bool inside = op.to_offset >= 0 && op.to_strides.size() == op.data.dims().size();
+    for (size_t d = 0; inside && d < op.to_strides.size(); ++d) {
+      inside = op.to_strides[d] >= 0 && op.to_strides[d] <= op.dst_type.num_elements();
+      if (op.data.dims()[d] > 0) last += __int128{op.data.dims()[d] - 1} * op.to_strides[d];
+    }
+    if (!inside || (op.data.num_elements() > 0 && last >= op.dst_type.num_elements())) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: its window leaves the {} buffer", what, op.dst_type.ToString()));
+    }
+    backends::WindowCopy copy{op.data.data(), {0, ir::RowMajorStrides(op.data.dims())},
+                              op.data.dims(), ir::DTypeSize(op.data.dtype()), op.dst_type,
+                              {op.to_offset, op.to_strides}};
+    ++target.writers;
+    void* const data = target.buffers[op.param].data;
+    lock.unlock();
+    backends::CopyWindow(copy, data);
+    lock.lock();
+    --target.writers;
+  }
+  *value += op.amount;
+  core_.CountArrival();
+  core_.Wake(op.target);
+  return absl::OkStatus();
+}
+
 absl::Status KernelExchange::StallError(int64_t position, const KernelWait& wait,
                                         absl::Duration waited) const {
   if (wait.peer >= 0) {
@@ -189,12 +306,14 @@ absl::Status KernelExchange::StallError(int64_t position, const KernelWait& wait
         wait.where, core_.DeviceOf(position), absl::FormatDuration(waited),
         core_.DeviceOf(wait.peer), instances_[wait.peer]->entered, wait.instance));
   }
-  std::vector<int64_t> inside, left, before;
+  std::vector<int64_t> inside, left, before, elsewhere;
   for (int64_t p = 0; p < core_.size(); ++p) {
     if (p == position) continue;
     const Instance& other = *instances_[p];
     const int64_t device = core_.DeviceOf(p);
-    if (other.entered == wait.instance && other.inside) {
+    if (core_.remote() != nullptr && !core_.remote()->IsLocal(p)) {
+      elsewhere.push_back(device);
+    } else if (other.entered == wait.instance && other.inside) {
       inside.push_back(device);
     } else if (other.entered >= wait.instance) {
       left.push_back(device);
@@ -204,10 +323,13 @@ absl::Status KernelExchange::StallError(int64_t position, const KernelWait& wait
   }
   return absl::DeadlineExceededError(fmt::format(
       "{} on device {}: {} waited {} for {} and holds {}; devices [{}] are in this kernel, "
-      "[{}] have left it, [{}] have not reached it",
+      "[{}] have left it, [{}] have not reached it{}",
       wait.where, core_.DeviceOf(position), wait.semaphore, absl::FormatDuration(waited),
       wait.need, wait.value != nullptr ? *wait.value : 0, absl::StrJoin(inside, ","),
-      absl::StrJoin(left, ","), absl::StrJoin(before, ",")));
+      absl::StrJoin(left, ","), absl::StrJoin(before, ","),
+      elsewhere.empty() ? ""
+                        : fmt::format(", [{}] run in other processes",
+                                      absl::StrJoin(elsewhere, ","))));
 }
 
 }  // namespace shardjit::runtime

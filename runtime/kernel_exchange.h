@@ -6,7 +6,10 @@
 //
 // Instances meet by count (backends/kernel_peers.h): device p's k-th kernel with semaphores
 // meets device q's k-th. Copies run on the sender's thread straight into the receiver's buffer;
-// a receiver leaving its instance waits until no copy into it is in flight.
+// a receiver leaving its instance waits until no copy into it is in flight. A copy or signal to a
+// device of another process travels as a message (RemotePeers::PostKernelOp) without waiting;
+// the receiving process applies it when its device is in that instance (holding it until then)
+// and fails the run if the device has already left it.
 #ifndef SHARDJIT_RUNTIME_KERNEL_EXCHANGE_H_
 #define SHARDJIT_RUNTIME_KERNEL_EXCHANGE_H_
 
@@ -19,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "backends/kernel_peers.h"
+#include "runtime/remote.h"
 #include "runtime/run_core.h"
 
 namespace shardjit::runtime {
@@ -41,6 +45,9 @@ class KernelExchange {
   // The KernelPeers of mesh position `position` (lives as long as the exchange).
   backends::KernelPeers* PeersOf(int64_t position);
 
+  // A copy or signal another process sent to local position `op.target`. Takes mu.
+  void Deliver(RemoteKernelOp op);
+
   // The error for a position that waited `waited` in a kernel without progress, describing what
   // it waits for and where the other devices are; under mu.
   absl::Status StallError(int64_t position, const KernelWait& wait, absl::Duration waited) const;
@@ -48,6 +55,10 @@ class KernelExchange {
  private:
   class Peers;  // KernelPeers of one position
   struct Instance;
+
+  // Applies `op` to its target's current instance; an error if the target is not in it. Under
+  // mu (released while it copies).
+  absl::Status Apply(std::unique_lock<SpinMutex>& lock, const RemoteKernelOp& op);
 
   RunCore& core_;
   std::vector<std::unique_ptr<Instance>> instances_;  // per position: its current instance

@@ -37,6 +37,25 @@ struct ElementRange {
   int64_t size() const { return end - begin; }
 };
 
+// A pallas_call kernel's copy or signal from mesh position `source` to remote position `target`
+// (runtime/kernel_exchange.h): into the target's `instance`-th kernel with semaphores (counted
+// from 1), add `amount` to semaphore (`sem_param`, `sem_index`); a copy (`data` defined: the
+// window's elements, row-major) first writes `data` into the window `to_offset`/`to_strides` of
+// its buffer `param`, which holds a `dst_type` array.
+struct RemoteKernelOp {
+  int64_t source = 0;
+  int64_t target = 0;
+  int64_t instance = 0;
+  int sem_param = -1;
+  int64_t sem_index = 0;
+  int64_t amount = 0;
+  int param = -1;
+  ir::ShapedType dst_type;
+  int64_t to_offset = 0;
+  std::vector<int64_t> to_strides;
+  ir::Tensor data;
+};
+
 // The cross-process half of one run, as the fabric sees it. Posts never block: they queue the
 // message (the tensors stay alive until sent) and return.
 class RemotePeers {
@@ -76,6 +95,8 @@ class RemotePeers {
                              const ElementRange& piece) {}
   // Sends a psend's operand from local position `source` to remote position `target`.
   virtual void PostMail(int64_t source, int64_t target, const ir::Tensor& x) = 0;
+  // Sends a kernel's copy or signal to the process running `op.target`.
+  virtual void PostKernelOp(const RemoteKernelOp& op) = 0;
   // Tells every other process of the run that it failed with `status`.
   virtual void PostFailure(const absl::Status& status) = 0;
 };

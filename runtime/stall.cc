@@ -103,6 +103,8 @@ void StallDiagnosis::MarkGone(const std::vector<int64_t>& positions, const absl:
 bool StallDiagnosis::FailIfWaitingOnGone(std::unique_lock<SpinMutex>& lock,
                                          const RunCore::Waiting& what) {
   if (gone_status_.ok() || core_.cancelled()) return false;
+  // (A kernel's semaphore wait is not here: any device may signal it, and a process that left
+  // after its part of the run is not missed; the watchdog names the semaphore if none comes.)
   bool waits = what.source >= 0 && gone_[what.source];
   if (const SharedReduction* reduced = what.reduced; reduced != nullptr) {
     for (int64_t member : reduced->group->members) {

@@ -1,7 +1,8 @@
 // The runtime across processes (runtime/distributed/): each test starts this binary as 2 or 4
 // processes on loopback (its launcher.h), each with 1 or 2 devices, and the children check
 // themselves: every collective (blocking and async, tuple axes, axis_index_groups, psend/precv)
-// computed across processes must equal, bit for bit, the same program run in one process on as many
+// and user kernels' remote copies and semaphores (the seed ring all-gather and collective matmul
+// kernels) computed across processes must equal, bit for bit, the same program run in one process on as many
 // devices; so must the seed notebook's matmul variants (as compiled and as written), which also
 // match the f64 product; meshes whose x axis crosses processes and y stays within (and the
 // reverse); the file store as well as the TCP store. Failures: a killed process, one that never
@@ -32,6 +33,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "examples/kernels/collective_matmul.h"
+#include "examples/kernels/ring_all_gather.h"
 #include "examples/seed_variants.h"
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
@@ -334,6 +337,60 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
 // The seed notebook's matmul variants (examples/seed_variants.h), as compiled and as written, on
 // the job's {x:2, y:2} mesh: every block bitwise equal to the one-process run's, and the gathered
 // product within the variant's rounding of the f64 one (what seed_matmul --processes=N prints).
+// Kernels that copy and signal between devices (seed 000's ring all-gather over either axis,
+// seed 001's collective matmul kernel over x and, when even, y): bitwise equal to the same
+// programs in one process, the gather equal to the array itself.
+absl::Status CheckKernels(const std::shared_ptr<ProcessGroup>& group) {
+  const int local = std::max(1, EnvInt(kLocal));
+  Runtime rt({.num_devices = local, .processes = group});
+  Runtime one({.num_devices = local * group->num_processes(), .num_threads = rt.num_threads()});
+  absl::StatusOr<Mesh> mesh = JobMesh(rt, Env(kLayout));
+  absl::StatusOr<Mesh> mesh1 = JobMesh(one, Env(kLayout));
+  if (!mesh.ok()) return mesh.status();
+  if (!mesh1.ok()) return mesh1.status();
+  for (const std::string axis : {"x", "y"}) {
+    const int64_t n = mesh->axis_size(axis);
+    Tensor host = *random::normal(random::key(21), {3 * n, 5});
+    absl::StatusOr<Array> x = device_put(host, NamedSharding(*mesh, P(axis, None)));
+    absl::StatusOr<Array> x1 = device_put(host, NamedSharding(*mesh1, P(axis, None)));
+    if (!x.ok()) return x.status();
+    if (!x1.ok()) return x1.status();
+    const std::string what = "ring all-gather over " + axis;
+    absl::StatusOr<Array> got = examples::RingAllGatherProgram(*mesh, axis)(*x);
+    if (!got.ok()) return absl::Status(got.status().code(), what + ": " + got.status().ToString());
+    absl::StatusOr<Array> want = examples::RingAllGatherProgram(*mesh1, axis)(*x1);
+    if (!want.ok()) return want.status();
+    if (absl::Status s = SameBlocks({*got}, {*want}, what); !s.ok()) return s;
+    for (const Tensor& shard : got->shards()) {  // those of this process's devices
+      if (shard.defined() && shard.ToDoubles() != host.ToDoubles()) {
+        return absl::InternalError(what + ": a device's result is not the whole array");
+      }
+    }
+    if (n % 2 != 0) continue;
+    Tensor a = *random::normal(random::key(22), {5, 4 * n}, DType::kBF16);
+    Tensor b = *random::normal(random::key(23), {4 * n, 6}, DType::kBF16);
+    std::vector<Array> args, args1;
+    for (const Mesh* on : {&*mesh, &*mesh1}) {
+      absl::StatusOr<Array> xa = device_put(a, NamedSharding(*on, P(None, axis)));
+      absl::StatusOr<Array> wb = device_put(b, NamedSharding(*on, P()));
+      if (!xa.ok()) return xa.status();
+      if (!wb.ok()) return wb.status();
+      (on == &*mesh ? args : args1) = {*xa, *wb};
+    }
+    const std::string matmul = "collective matmul kernel over " + axis;
+    absl::StatusOr<Array> product =
+        (*examples::CollectiveMatmulKernelProgram(*mesh, axis))(args[0], args[1]);
+    if (!product.ok()) {
+      return absl::Status(product.status().code(), matmul + ": " + product.status().ToString());
+    }
+    absl::StatusOr<Array> product1 =
+        (*examples::CollectiveMatmulKernelProgram(*mesh1, axis))(args1[0], args1[1]);
+    if (!product1.ok()) return product1.status();
+    if (absl::Status s = SameBlocks({*product}, {*product1}, matmul); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSeedVariants(const std::shared_ptr<ProcessGroup>& group) {
   const int local = std::max(1, EnvInt(kLocal));
   Runtime rt({.num_devices = local, .processes = group});
@@ -586,6 +643,7 @@ absl::Status ChildMain(const std::string& role, int id) {
   if (*group == nullptr) return absl::InternalError("SHARDJIT_NUM_PROCESSES is not set");
   if (role == "collectives" || role == "file_store") return CheckCollectives(*group);
   if (role == "seed") return CheckSeedVariants(*group);
+  if (role == "kernels") return CheckKernels(*group);
   if (role == "killed") {
     absl::Status s = ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(30), /*die=*/true),
                                    "process 1 (devices [1]) failed");
@@ -706,6 +764,19 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Shape{2, 2, "rows"},   // seed_matmul --processes=2: x across processes
                       Shape{2, 2, "cols"},   // y across processes
                       Shape{4, 1, "rows"}),  // seed_matmul --processes=4 on a 2x2 mesh
+    ShapeName);
+
+class MultiprocessKernels : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(MultiprocessKernels, RemoteCopiesAndSemaphoresMatchOneProcess) {
+  ExpectEveryProcessOk("kernels", GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Meshes, MultiprocessKernels,
+    ::testing::Values(Shape{2, 2, "rows"},   // x across processes, y within
+                      Shape{2, 2, "cols"},   // y across processes, x within
+                      Shape{4, 1, "rows"}),  // every axis across 4 processes
     ShapeName);
 
 TEST(Multiprocess, FileStore) { ExpectEveryProcessOk("file_store", Shape{2, 2, "rows"}); }

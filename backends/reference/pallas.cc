@@ -301,19 +301,14 @@ absl::StatusOr<int64_t> Target(const ir::Op& op, const std::vector<ir::Tensor>& 
 
 // A dma_start window: where it starts in its ref and the strides (elements) of the dimensions
 // the copied value keeps.
-struct DmaWindow {
-  int64_t offset = 0;
-  std::vector<int64_t> strides;
-};
-
-absl::StatusOr<DmaWindow> DmaWindowAt(const ir::Op& op, const std::vector<ir::Tensor>& operands,
+absl::StatusOr<Window> DmaWindowAt(const ir::Op& op, const std::vector<ir::Tensor>& operands,
                                       size_t k, const google::protobuf::RepeatedField<int64_t>& sizes,
                                       const google::protobuf::RepeatedField<int64_t>& squeezed,
                                       const KernelFrame& frame) {
   const ir::Tensor& ref = operands[k];
   const std::vector<int64_t> strides = ir::RowMajorStrides(ref.dims());
   std::vector<int64_t> starts, extents;
-  DmaWindow w;
+  Window w;
   for (size_t d = 0; d < ref.dims().size(); ++d) {
     starts.push_back(IndexValue(operands[k + 1 + d], 0));
     extents.push_back(sizes[d]);
@@ -336,10 +331,10 @@ absl::Status DmaStart(const ir::Op& op, const std::vector<ir::Tensor>& operands,
   const ir::DmaAttrs& a = op.dma();
   const ir::Tensor& src = operands[0];
   const size_t dst = 1 + src.dims().size();
-  ASSIGN_OR_RETURN(DmaWindow from, DmaWindowAt(op, operands, 0, a.src_sizes(), a.src_squeezed(),
-                                               frame));
-  ASSIGN_OR_RETURN(DmaWindow to, DmaWindowAt(op, operands, dst, a.dst_sizes(), a.dst_squeezed(),
-                                             frame));
+  ASSIGN_OR_RETURN(Window from, DmaWindowAt(op, operands, 0, a.src_sizes(), a.src_squeezed(),
+                                            frame));
+  ASSIGN_OR_RETURN(Window to, DmaWindowAt(op, operands, dst, a.dst_sizes(), a.dst_squeezed(),
+                                          frame));
   ASSIGN_OR_RETURN(SemaphoreRef dst_sem,
                    SemaphoreOperand(op, operands, dst + 1 + operands[dst].dims().size(), frame));
   size_t k = dst_sem.next;
@@ -356,37 +351,25 @@ absl::Status DmaStart(const ir::Op& op, const std::vector<ir::Tensor>& operands,
       value_dims.push_back(a.src_sizes(d));
     }
   }
-  const int64_t elem = ir::DTypeSize(src.dtype());
-  int64_t bytes = elem;
-  for (int64_t d : value_dims) bytes *= d;
-  const char* from_data = static_cast<const char*>(src.data()) + from.offset * elem;
-  const ir::ShapedType dst_type = operands[dst].type().Array();
+  const WindowCopy copy{src.data(), from, value_dims, ir::DTypeSize(src.dtype()),
+                        operands[dst].type().Array(), to};
   const std::string where = fmt::format("{}: {}", op.opcode(), frame.Where());
-  absl::Status copied;
-  auto write = [&](const KernelBuffer& buffer) {
-    if (buffer.type.Array() != dst_type) {
-      copied = absl::FailedPreconditionError(fmt::format(
-          "{}: dst {} is {} here but {} on device {}", where, RefName(op, dst, frame),
-          dst_type.ToString(), buffer.type.Array().ToString(), frame.peers->DeviceAt(target)));
-      return;
-    }
-    CopyStrided(static_cast<char*>(buffer.data) + to.offset * elem, to.strides, from_data,
-                from.strides, value_dims, elem);
-  };
   if (target == frame.peers->position()) {
     // A copy on this device writes the operand itself (a block included).
-    write(KernelBuffer{const_cast<void*>(operands[dst].data()), operands[dst].type()});
-    RETURN_IF_ERROR(frame.peers->Signal(target, dst_sem.slot, bytes, where));
+    CopyWindow(copy, const_cast<void*>(operands[dst].data()));
+    RETURN_IF_ERROR(frame.peers->Signal(target, dst_sem.slot, copy.bytes(), where));
   } else {
     const int param = ParamOf(op, static_cast<int>(dst), frame);
-    if (param < 0 || frame.peers->mesh().axes_size() == 0) {
+    if (param < 0) {
       return absl::InternalError(fmt::format("{}: dst is not a param of the kernel", where));
     }
-    RETURN_IF_ERROR(frame.peers->CopyTo(target, param, write, dst_sem.slot, bytes, where));
+    RETURN_IF_ERROR(frame.peers->CopyTo(target, param, copy, dst_sem.slot, where));
   }
-  RETURN_IF_ERROR(copied);
-  if (src_sem) RETURN_IF_ERROR(frame.peers->Signal(frame.peers->position(), src_sem->slot, bytes,
-                                                   where));
+  // The copy has left this device (its bytes are in the peer's buffer or in a message).
+  if (src_sem) {
+    RETURN_IF_ERROR(
+        frame.peers->Signal(frame.peers->position(), src_sem->slot, copy.bytes(), where));
+  }
   return absl::OkStatus();
 }
 

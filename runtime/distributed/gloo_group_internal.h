@@ -93,6 +93,7 @@ class RunLink final : public RemotePeers {
   void ExpectReduced(int64_t seq, int64_t key, int process, const ir::Tensor& out,
                      const ElementRange& piece) override;
   void PostMail(int64_t source, int64_t target, const ir::Tensor& x) override;
+  void PostKernelOp(const RemoteKernelOp& op) override;
   void PostFailure(const absl::Status& status) override;
   // The messages telling every other process of the run that it failed with `status`.
   std::vector<Message> FailureMessages(const absl::Status& status) const;

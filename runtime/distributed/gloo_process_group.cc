@@ -95,6 +95,23 @@ void RunLink::PostMail(int64_t source, int64_t target, const ir::Tensor& x) {
   group_.Post(ProcessOf(target), std::move(m));
 }
 
+// A kernel op travels as: header position/target (source and target), seq (the instance);
+// offsets[0] = {sem_param, sem_index, amount, param, to_offset}, offsets[1] = to_strides; for a
+// copy, types = {dst_type, the window's type} with the window's elements as the one payload.
+void RunLink::PostKernelOp(const RemoteKernelOp& op) {
+  Message m = Start(MessageKind::kKernel);
+  m.header.position = op.source;
+  m.header.target = op.target;
+  m.header.seq = op.instance;
+  m.offsets = {{op.sem_param, op.sem_index, op.amount, op.param, op.to_offset}, op.to_strides};
+  if (op.data.defined()) {
+    m.types = {op.dst_type, op.data.type()};
+    m.sent = {false, true};
+    m.payloads = {op.data};
+  }
+  group_.Post(ProcessOf(op.target), std::move(m));
+}
+
 void RunLink::ExpectOperands(int64_t seq, const std::vector<int64_t>& sources,
                              const std::vector<ir::ShapedType>& types,
                              const std::vector<ir::Tensor>& destinations,
@@ -196,6 +213,34 @@ void RunLink::Deliver(int peer, Message& m) {
       }
       run_.DeliverMail(h.position, h.target, std::move(m.payloads[0]));
       return;
+    case MessageKind::kKernel: {
+      const bool copy = m.payloads.size() == 1 && m.types.size() == 2;
+      if (h.position < 0 || h.position >= n || process_of_[h.position] != peer ||
+          h.target < 0 || h.target >= n || !IsLocal(h.target) || h.seq < 1 ||
+          m.offsets.size() != 2 || m.offsets[0].size() != 5 ||
+          (!copy && (!m.payloads.empty() || !m.types.empty())) ||
+          (copy && (m.offsets[1].size() != m.types[1].dims.size() ||
+                    m.types[0].dtype != m.types[1].dtype))) {
+        return refuse(fmt::format("a kernel op from mesh position {} to {}", h.position,
+                                  h.target));
+      }
+      RemoteKernelOp op;
+      op.source = h.position;
+      op.target = h.target;
+      op.instance = h.seq;
+      op.sem_param = static_cast<int>(m.offsets[0][0]);
+      op.sem_index = m.offsets[0][1];
+      op.amount = m.offsets[0][2];
+      op.param = static_cast<int>(m.offsets[0][3]);
+      op.to_offset = m.offsets[0][4];
+      op.to_strides = m.offsets[1];
+      if (copy) {
+        op.dst_type = m.types[0];
+        op.data = std::move(m.payloads[0]);
+      }
+      run_.DeliverKernelOp(std::move(op));
+      return;
+    }
     default:
       return refuse(fmt::format("message kind {}", h.kind));
   }

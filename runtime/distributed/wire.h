@@ -28,6 +28,7 @@ enum class MessageKind : uint32_t {
   kBlocks = 4,   // blocks of a host array (ProcessGroup::ExchangeBlocks)
   kBye = 5,      // the sender is done: nothing more will come from it
   kReduced = 6,  // elements of a split all-reduce's result (RemotePeers::PostReduced)
+  kKernel = 7,   // a kernel's copy or signal for a position of the receiver (RemoteKernelOp)
 };
 
 inline constexpr uint32_t kWireMagic = 0x534a4d31;  // "SJM1"
@@ -42,7 +43,7 @@ struct Header {
   uint64_t run_index = 0;  // the run's number among that set's runs, or the exchange's number
   int64_t seq = 0;         // kArrival, kReduced: the collective's number in the run
   int64_t position = 0;    // the sending mesh position; kReduced: the group's first member
-  int64_t target = 0;      // kMail: the receiving mesh position
+  int64_t target = 0;      // kMail, kKernel: the receiving mesh position
   uint64_t meta_bytes = 0;
   uint32_t num_payloads = 0;
   uint32_t status_code = 0;  // kFailure: the absl::StatusCode
