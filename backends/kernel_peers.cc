@@ -9,6 +9,13 @@
 #include "ir/types.h"
 
 namespace shardjit::backends {
+namespace {
+thread_local KernelPeers* current_peers = nullptr;
+}  // namespace
+
+KernelPeers* CurrentKernelPeers() { return current_peers; }
+ScopedKernelPeers::ScopedKernelPeers(KernelPeers* peers) { current_peers = peers; }
+ScopedKernelPeers::~ScopedKernelPeers() { current_peers = nullptr; }
 
 absl::StatusOr<int64_t> TargetPosition(const ir::Mesh& mesh, int64_t self,
                                        const std::vector<std::string>& axes, bool logical,

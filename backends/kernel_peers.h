@@ -90,6 +90,19 @@ class KernelPeers {
   virtual int64_t Read(SemaphoreSlot sem) = 0;
 };
 
+// The KernelPeers of the device whose program calls a backend's pallas_call kernel (a
+// reference::Kernel, which gets no DeviceContext): the evaluator sets it for the call and clears
+// it after, and the kernel reads it on entry, before it can park. (Devices share threads: one
+// that parks in a kernel lets another set its own, so the value is only good until then.)
+KernelPeers* CurrentKernelPeers();
+class ScopedKernelPeers {
+ public:
+  explicit ScopedKernelPeers(KernelPeers* peers);
+  ~ScopedKernelPeers();
+  ScopedKernelPeers(const ScopedKernelPeers&) = delete;
+  ScopedKernelPeers& operator=(const ScopedKernelPeers&) = delete;
+};
+
 // The position of the device that `values` name, seen from `self` on `mesh`: one coordinate per
 // axis of `axes` (the other axes keep `self`'s), or with `logical` one row-major position; no
 // values: `self`. A device outside the mesh is an error naming it, for `where`.

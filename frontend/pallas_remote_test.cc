@@ -1,7 +1,7 @@
 // Kernels that reach other devices (pl::make_async_remote_copy, semaphore_signal to a DeviceId)
 // and local copies and semaphores, on both backends: values against hand-derived ones (a shift
-// around a ring by mesh coordinates and by logical id, a local copy into a window, semaphore
-// reads), and every error: a device outside the mesh, a semaphore index outside its array, a
+// around a ring by mesh coordinates and by logical id, an mpmd_map whose two kernels copy from
+// one to the other, a local copy into a window, semaphore reads), and every error: a device outside the mesh, a semaphore index outside its array, a
 // copy into a block that changes every step, a wait its semaphore never satisfies and a peer that
 // never reaches the kernel (both failing at the collective timeout with the kernel, grid index,
 // semaphore and devices), and a kernel cancelled while it waits.
@@ -106,6 +106,62 @@ TEST_P(PallasRemoteTest, ShiftsByMeshCoordinatesAndByLogicalId) {
   }
 }
 
+// Seed 002's MPMD kernels talking: on {x:2, y:2}, row x=0 runs a producer kernel that squares its
+// block into scratch and copies it to the device below it (x=1, same y), row x=1 a consumer
+// kernel that waits for that copy and adds it to its own block. The two kernels differ but lay
+// out their refs alike, so a copy and its semaphore land in the same params.
+TEST_P(PallasRemoteTest, MpmdKernelsCopyBetweenPrograms) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  std::vector<double> v(24);
+  for (int i = 0; i < 24; ++i) v[i] = i - 7;
+  Array x = *device_put(HostTensor(DType::kF32, {4, 6}, v), NamedSharding(mesh, P("x", "y")));
+  const pl::PallasCallSpec spec{.out_shapes = {{DType::kF32, {2, 3}}},
+                                .in_specs = {pl::BlockSpec::Any()},
+                                .out_specs = {pl::BlockSpec::Any()},
+                                .scratch_shapes = {{DType::kF32, {2, 3}}, pl::DmaSemaphores(),
+                                                   pl::DmaSemaphores()}};
+  auto producer = [&](Tracer a) {
+    pl::PallasCallSpec s = spec;
+    s.name = "producer";
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out, pl::Ref stage, pl::Ref send, pl::Ref recv) {
+          Tracer block = in.load();
+          stage.store(block * block);
+          out.store(block);
+          pl::AsyncCopy copy = pl::make_async_remote_copy(stage, stage, send, recv,
+                                                          pl::DeviceId({{"x", S32(1)}}));
+          copy.start();
+          copy.wait_send();
+        },
+        s)(a)[0];
+  };
+  auto consumer = [&](Tracer a) {
+    pl::PallasCallSpec s = spec;
+    s.name = "consumer";
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out, pl::Ref stage, pl::Ref send, pl::Ref recv) {
+          pl::make_async_remote_copy(stage, stage, send, recv, {}).wait_recv();
+          out.store(in.load() + stage.load());
+        },
+        s)(a)[0];
+  };
+  MpmdMapped f = mpmd_map(mesh,
+                          {Program(PositionsAt(mesh, "x", 0), producer),
+                           Program(PositionsAt(mesh, "x", 1), consumer)},
+                          {P("x", "y")}, {P("x", "y")}, {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> got = f(x);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<double> want(24);
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 6; ++c) {
+      const double above = v[(r % 2) * 6 + c];
+      want[r * 6 + c] = r < 2 ? v[r * 6 + c] : v[r * 6 + c] + above * above;
+    }
+  }
+  EXPECT_EQ((*got)[0].to_host()->ToDoubles(), want);
+}
+
 TEST_P(PallasRemoteTest, LocalCopiesAndSemaphoreReads) {
   // out = [in rows swapped]; out[0, 0] then holds the DMA semaphore's count after a copy
   // (12 bytes: 3 f32) and after its wait (0), and a regular semaphore's after signals.
@@ -202,7 +258,7 @@ TEST_P(PallasRemoteTest, RemoteCopyIntoABlockIsRefused) {
               HasSubstr("dma_start: kernel blocked at grid index (0): copies into param 1 of "
                         "device"));
   EXPECT_THAT(std::string(got.status().message()),
-              HasSubstr("a block that changes at every grid step"));
+              HasSubstr("not to blocks (which change at every grid step)"));
 }
 
 TEST_P(PallasRemoteTest, SemaphoreWaitedOnMoreThanSignalledFailsAtTheTimeout) {

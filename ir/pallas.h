@@ -44,6 +44,11 @@ inline int64_t NumDynamicGridAxes(const PallasCallAttrs& a) {
 // floating dtypes, the minimum for integers, false for pred.
 double PaddingValue(DType dtype);
 
+// Per kernel param of `a`: whether a dma_start of the kernel (nested regions included) copies
+// into it. An instance offers its peers its outputs, its scratch and, of its inputs, these (which
+// it copies rather than alias the caller's arrays).
+std::vector<bool> DmaDestinations(const PallasCallAttrs& a);
+
 }  // namespace shardjit::ir
 
 #endif  // SHARDJIT_IR_PALLAS_H_

@@ -98,8 +98,9 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     if (param < 0 || param >= static_cast<int>(peer->buffers.size()) ||
         peer->buffers[param].data == nullptr) {
       return absl::InvalidArgumentError(fmt::format(
-          "{}: copies into param {} of device {}'s instance, a block that changes at every grid "
-          "step; copies to other devices go to whole-array (ANY) refs and scratch buffers",
+          "{}: copies into param {} of device {}'s instance, not a buffer it offers: copies to "
+          "other devices go to scratch buffers, whole-array (ANY) outputs and inputs its kernel's "
+          "dma_starts copy into, not to blocks (which change at every grid step)",
           where, param, core_.DeviceOf(target)));
     }
     if (peer->buffers[param].type.Array() != copy.dst_type) {

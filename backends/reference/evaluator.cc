@@ -246,7 +246,10 @@ class ReferenceExecutable final : public Executable {
         // A backend's compiled kernels where they take the call, else interpreted here.
         category = "control";
         auto compiled = overrides_.find(op.opcode());
-        if (compiled != overrides_.end()) results = compiled->second(op, operands, device.allocator());
+        if (compiled != overrides_.end()) {
+          ScopedKernelPeers peers(device.kernel_peers());
+          results = compiled->second(op, operands, device.allocator());
+        }
         if (compiled == overrides_.end() ||
             (!results.ok() && absl::IsUnimplemented(results.status()))) {
           results = RunPallasCall(

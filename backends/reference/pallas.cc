@@ -98,13 +98,19 @@ class GridRun {
   }
 
  private:
-  // The memory of each kernel param that lives for the whole call (what peers may copy into).
+  // The memory peers may copy into (ir::DmaDestinations): each kernel param that lives for the
+  // whole call, inputs only where the kernel's dma_starts copy into them.
   std::vector<KernelBuffer> Buffers() {
     const int64_t nsp = a_.num_scalar_prefetch();
     const ir::Region& kernel = a_.kernel();
+    const std::vector<bool> written = ir::DmaDestinations(a_);
     std::vector<KernelBuffer> buffers;
     for (int p = 0; p < kernel.params_size(); ++p) {
       KernelBuffer b{nullptr, ir::FromProto(kernel.params(p).type())};
+      if (p < nsp + a_.in_specs_size() && !written[p]) {  // inputs no copy goes to: not offered
+        buffers.push_back(std::move(b));
+        continue;
+      }
       const int input = p - static_cast<int>(nsp);
       const int output = input - a_.in_specs_size();
       const int scratch = output - a_.out_specs_size();

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,7 +14,9 @@
 #include "backends/x86/gemm.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
+#include "ir/collective_groups.h"
 #include "ir/pallas.h"
+#include "ir/sharding.h"
 #include "ir/prim.h"
 #include "ir/primitive.h"
 #include "ir/regions.h"
@@ -137,7 +140,11 @@ class Compiler {
     const int nsp = static_cast<int>(a_.num_scalar_prefetch());
     const ir::Region& kernel = a_.kernel();
     call->num_refs = kernel.params_size();
-    for (int p = 0; p < kernel.params_size(); ++p) ref_of_[kernel.params(p).id()] = p;
+    for (int p = 0; p < kernel.params_size(); ++p) {
+      ref_of_[kernel.params(p).id()] = p;
+      ref_types_.push_back(ir::FromProto(kernel.params(p).type()));
+      call->has_semaphores |= kernel.params(p).type().semaphore() != ir::NOT_SEMAPHORE;
+    }
     CollectStores(kernel);
     for (int d = 0; d < a_.grid_size(); ++d) call->grid_slots.push_back(NewScalar());
     for (int k = 0; k < a_.in_specs_size() + a_.out_specs_size(); ++k) {
@@ -149,6 +156,7 @@ class Compiler {
       plan.output = output;
       plan.array = i;
       plan.ref = nsp + k;
+      // Inputs the kernel (or a peer's dma_start) writes are copies.
       plan.copy = !output && stored_refs_.count(plan.ref);
       if (!plan.spec->whole()) {
         const ir::Region& map = plan.spec->index_map();
@@ -178,7 +186,9 @@ class Compiler {
     call->num_scalars = scalars_;
     call->num_tiles = tiles_;
     call->num_views = views_;
-    for (int d = 0; d < a_.dimension_semantics_size() && a_.dimension_semantics(d) == ir::PARALLEL;
+    // An instance runs its grid in order on one thread (peers meet it step by step).
+    for (int d = 0; d < a_.dimension_semantics_size() &&
+                    a_.dimension_semantics(d) == ir::PARALLEL && !call->has_semaphores;
          ++d) {
       call->leading_parallel = d + 1;
     }
@@ -191,19 +201,32 @@ class Compiler {
   }
   int NewScalar() { return scalars_++; }
 
+  // The ref a dma_start writes (its dst), or -1.
+  int DmaDst(const ir::Op& op) const {
+    if (ir::PrimOf(op) != Prim::kDmaStart) return -1;
+    const int64_t src = op.operands(0);
+    return ref_of_.at(op.operands(1 + static_cast<int>(RefRank(src))));
+  }
+  int64_t RefRank(int64_t id) const {
+    return static_cast<int64_t>(ref_types_.at(ref_of_.at(id)).dims.size());
+  }
+
   void CollectStores(const ir::Region& region) {
     for (const ir::Op& op : region.ops()) {
       if (ir::PrimOf(op) == Prim::kRefStore) stored_refs_.insert(ref_of_.at(op.operands(0)));
+      if (const int dst = DmaDst(op); dst >= 0) stored_refs_.insert(dst);
       for (const ir::Region* r : ir::Regions(op)) CollectStores(*r);
     }
   }
 
-  // Whether op (or a region inside it) reads or writes ref `ref`.
+  // Whether op (or a region inside it) reads or writes ref `ref` (an op that waits for peers
+  // may see them write any ref).
   bool Touches(const ir::Op& op, int ref) const {
     const Prim prim = ir::PrimOf(op);
     if ((prim == Prim::kRefLoad || prim == Prim::kRefStore) && ref_of_.at(op.operands(0)) == ref) {
       return true;
     }
+    if (ir::IsSemaphoreOp(prim)) return true;
     for (const ir::Region* r : ir::Regions(op)) {
       for (const ir::Op& inner : r->ops()) {
         if (Touches(inner, ref)) return true;
@@ -213,6 +236,7 @@ class Compiler {
   }
   bool Writes(const ir::Op& op, int ref) const {
     if (ir::PrimOf(op) == Prim::kRefStore && ref_of_.at(op.operands(0)) == ref) return true;
+    if (DmaDst(op) == ref) return true;
     for (const ir::Region* r : ir::Regions(op)) {
       for (const ir::Op& inner : r->ops()) {
         if (Writes(inner, ref)) return true;
@@ -319,12 +343,20 @@ class Compiler {
   // `flush`: run a pending GEMM into this ref first (every access but the GEMM that extends it).
   std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first,
                                                        bool flush = true) {
-    const int ref = ref_of_.at(op.operands(0));
+    return WindowOf(op, 0, first, op.operands_size() - first, op.ref_window().sizes(),
+                    op.ref_window().squeezed(), flush);
+  }
+  // The window of the ref operand `r` whose `rank` starts are the operands from `first` on.
+  std::function<absl::StatusOr<View>(Frame&)> WindowOf(
+      const ir::Op& op, int r, int first, int rank,
+      const google::protobuf::RepeatedField<int64_t>& window_sizes,
+      const google::protobuf::RepeatedField<int64_t>& window_squeezed, bool flush = true) {
+    const int ref = ref_of_.at(op.operands(r));
     std::vector<std::function<int64_t(const Frame&)>> starts;
-    for (int k = first; k < op.operands_size(); ++k) starts.push_back(ScalarReader(op.operands(k)));
-    Dims sizes(op.ref_window().sizes().begin(), op.ref_window().sizes().end());
+    for (int k = first; k < first + rank; ++k) starts.push_back(ScalarReader(op.operands(k)));
+    Dims sizes(window_sizes.begin(), window_sizes.end());
     std::vector<bool> squeezed(sizes.size(), false);
-    for (int64_t d : op.ref_window().squeezed()) squeezed[d] = true;
+    for (int64_t d : window_squeezed) squeezed[d] = true;
     const ir::Op* where = &op;
     const ir::Op* call = &op_;
     return [=](Frame& f) -> absl::StatusOr<View> {
@@ -562,6 +594,16 @@ class Compiler {
         return Store(op, out);
       case Prim::kCond:
         return Cond(op, out);
+      case Prim::kAxisIndex:
+      case Prim::kAxisSize:
+        return AxisQuery(op, out);
+      case Prim::kSemaphoreSignal:
+      case Prim::kSemaphoreWait:
+      case Prim::kSemaphoreRead:
+      case Prim::kDmaWait:
+        return SemaphoreStep(op, out);
+      case Prim::kDmaStart:
+        return DmaStart(op, out);
       case Prim::kDotGeneral:
         break;
       default:
@@ -698,6 +740,191 @@ class Compiler {
     return absl::OkStatus();
   }
 
+  // axis_index / axis_size: where the device running the kernel sits in the run's mesh.
+  absl::Status AxisQuery(const ir::Op& op, Program& out) {
+    Define(op.results(0), Kind::kScalar, ir::FromProto(op.result_types(0)));
+    const int slot = values_.at(op.results(0)).slot;
+    const ir::AxisList axes = ir::CollectiveAxes(op);
+    const bool index = ir::PrimOf(op) == Prim::kAxisIndex;
+    const std::string opcode = op.opcode();
+    out.push_back([=](Frame& f) -> absl::Status {
+      if (f.peers == nullptr || f.peers->mesh().axes_size() == 0) {
+        return absl::InvalidArgumentError(
+            fmt::format("{}: needs a mapped axis (call the kernel inside shard_map)", opcode));
+      }
+      if (index) {
+        f.scalars[slot] = ir::CombinedAxisIndex(f.peers->mesh(), f.peers->position(), axes);
+        return absl::OkStatus();
+      }
+      ASSIGN_OR_RETURN(f.scalars[slot], ir::CombinedAxisSize(f.peers->mesh(), axes));
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  // The semaphore operand at `k` and its indices: a reader of its slot (an error outside the
+  // array) and of its name, and the operand after the indices.
+  struct SemaphoreReader {
+    std::function<absl::StatusOr<SemaphoreSlot>(const Frame&)> slot;
+    std::string name;
+    std::vector<int64_t> dims;  // of the semaphore array
+    int next = 0;
+
+    // "scratch ref 2[1,0]": how errors name semaphore `flat` of the array (as the interpreter).
+    std::string Name(int64_t flat) const {
+      std::vector<int64_t> at(dims.size());
+      for (size_t d = dims.size(); d-- > 0;) {
+        at[d] = flat % dims[d];
+        flat /= dims[d];
+      }
+      return fmt::format("{}[{}]", name, fmt::join(at, ","));
+    }
+  };
+  SemaphoreReader SemaphoreAt(const ir::Op& op, int k) const {
+    const int param = ref_of_.at(op.operands(k));
+    const ir::ShapedType type = ref_types_.at(param);
+    std::vector<std::function<int64_t(const Frame&)>> indices;
+    for (size_t d = 0; d < type.dims.size(); ++d) {
+      indices.push_back(ScalarReader(op.operands(k + 1 + static_cast<int>(d))));
+    }
+    const ir::Op* call = &op_;
+    const std::string opcode = op.opcode();
+    SemaphoreReader r;
+    r.name = reference::KernelRefName(a_, param);
+    r.dims = type.dims;
+    r.next = k + 1 + static_cast<int>(type.dims.size());
+    r.slot = [=](const Frame& f) -> absl::StatusOr<SemaphoreSlot> {
+      int64_t flat = 0;
+      std::vector<int64_t> at;
+      bool inside = true;
+      for (size_t d = 0; d < indices.size(); ++d) {
+        at.push_back(indices[d](f));
+        inside = inside && at.back() >= 0 && at.back() < type.dims[d];
+        flat = flat * type.dims[d] + at.back();
+      }
+      if (!inside) {
+        return absl::OutOfRangeError(fmt::format(
+            "{}: {}: semaphore index ({}) is outside {}", opcode,
+            reference::KernelWhere(*call, f.index), fmt::join(at, ","), type.Array().ToString()));
+      }
+      return SemaphoreSlot{param, flat};
+    };
+    return r;
+  }
+
+  // The device the operands from `k` on name (this one when there are none).
+  std::function<absl::StatusOr<int64_t>(const Frame&)> TargetAt(
+      const ir::Op& op, int k, const google::protobuf::RepeatedPtrField<std::string>& axes,
+      bool logical) const {
+    std::vector<std::function<int64_t(const Frame&)>> values;
+    for (int i = k; i < op.operands_size(); ++i) values.push_back(ScalarReader(op.operands(i)));
+    const std::vector<std::string> names(axes.begin(), axes.end());
+    const ir::Op* call = &op_;
+    const std::string opcode = op.opcode();
+    return [=](const Frame& f) -> absl::StatusOr<int64_t> {
+      std::vector<int64_t> v;
+      for (const auto& read : values) v.push_back(read(f));
+      return TargetPosition(f.peers->mesh(), f.peers->position(), names, logical, v,
+                            fmt::format("{}: {}", opcode, reference::KernelWhere(*call, f.index)));
+    };
+  }
+
+  // semaphore_signal / semaphore_wait / semaphore_read / dma_wait through the kernel's peers.
+  absl::Status SemaphoreStep(const ir::Op& op, Program& out) {
+    const Prim prim = ir::PrimOf(op);
+    SemaphoreReader sem = SemaphoreAt(op, 0);
+    std::function<int64_t(const Frame&)> amount = [](const Frame&) { return int64_t{0}; };
+    if (prim == Prim::kDmaWait) {
+      amount = [bytes = op.dma_wait().bytes()](const Frame&) { return bytes; };
+    } else if (prim != Prim::kSemaphoreRead) {
+      amount = ScalarReader(op.operands(sem.next));
+    }
+    std::function<absl::StatusOr<int64_t>(const Frame&)> target;
+    if (prim == Prim::kSemaphoreSignal) {
+      target = TargetAt(op, sem.next + 1, op.semaphore_signal().device_axes(),
+                        op.semaphore_signal().logical_device());
+    }
+    int slot = -1;
+    if (prim == Prim::kSemaphoreRead) {
+      Define(op.results(0), Kind::kScalar, ir::FromProto(op.result_types(0)));
+      slot = values_.at(op.results(0)).slot;
+    }
+    const ir::Op* call = &op_;
+    const std::string opcode = op.opcode();
+    out.push_back([=](Frame& f) -> absl::Status {
+      RETURN_IF_ERROR(f.Flush());  // peers may read or write any ref from here on
+      ASSIGN_OR_RETURN(SemaphoreSlot s, sem.slot(f));
+      const std::string where =
+          fmt::format("{}: {}", opcode, reference::KernelWhere(*call, f.index));
+      switch (prim) {
+        case Prim::kSemaphoreSignal: {
+          ASSIGN_OR_RETURN(int64_t to, target(f));
+          return f.peers->Signal(to, s, amount(f), where);
+        }
+        case Prim::kSemaphoreRead:
+          f.scalars[slot] = f.peers->Read(s);
+          return absl::OkStatus();
+        default: {
+          return f.peers->Wait(s, amount(f), where, sem.Name(s.index));
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
+
+  // dma_start: the src window copied into the dst window here or on the target device, counted
+  // on the semaphores.
+  absl::Status DmaStart(const ir::Op& op, Program& out) {
+    const ir::DmaAttrs& a = op.dma();
+    const int src_rank = static_cast<int>(RefRank(op.operands(0)));
+    const int dst = 1 + src_rank;
+    const int dst_rank = static_cast<int>(RefRank(op.operands(dst)));
+    auto from = WindowOf(op, 0, 1, src_rank, a.src_sizes(), a.src_squeezed());
+    auto to = WindowOf(op, dst, dst + 1, dst_rank, a.dst_sizes(), a.dst_squeezed());
+    SemaphoreReader dst_sem = SemaphoreAt(op, dst + 1 + dst_rank);
+    int next = dst_sem.next;
+    std::optional<SemaphoreReader> src_sem;
+    if (a.has_src_sem()) {
+      src_sem = SemaphoreAt(op, next);
+      next = src_sem->next;
+    }
+    auto target = TargetAt(op, next, a.device_axes(), a.logical_device());
+    const int dst_param = ref_of_.at(op.operands(dst));
+    const ir::ShapedType dst_type = ref_types_.at(dst_param).Array();
+    const ir::Op* call = &op_;
+    const std::string opcode = op.opcode();
+    out.push_back([=](Frame& f) -> absl::Status {
+      RETURN_IF_ERROR(f.Flush());
+      ASSIGN_OR_RETURN(View src, from(f));
+      ASSIGN_OR_RETURN(View window, to(f));
+      ASSIGN_OR_RETURN(SemaphoreSlot recv, dst_sem.slot(f));
+      ASSIGN_OR_RETURN(int64_t device, target(f));
+      const int64_t elem = ir::DTypeSize(src.dtype);
+      const View& base = f.refs[dst_param];
+      WindowCopy copy{src.data,
+                      {0, {src.strides.begin(), src.strides.end()}},
+                      {src.dims.begin(), src.dims.end()},
+                      elem,
+                      dst_type,
+                      {(window.data - base.data) / elem,
+                       {window.strides.begin(), window.strides.end()}}};
+      const std::string where =
+          fmt::format("{}: {}", opcode, reference::KernelWhere(*call, f.index));
+      if (device == f.peers->position()) {
+        CopyWindow(copy, base.data);
+        RETURN_IF_ERROR(f.peers->Signal(device, recv, copy.bytes(), where));
+      } else {
+        RETURN_IF_ERROR(f.peers->CopyTo(device, dst_param, copy, recv, where));
+      }
+      if (src_sem) {
+        ASSIGN_OR_RETURN(SemaphoreSlot send, src_sem->slot(f));
+        RETURN_IF_ERROR(f.peers->Signal(f.peers->position(), send, copy.bytes(), where));
+      }
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
   // Any other local op: dense operands through the backend's kernel (the reference one where
   // it declines). An op of no operands (a constant, an iota) is computed once, here.
   absl::Status Generic(const ir::Op& op, Program& out) {
@@ -770,6 +997,7 @@ class Compiler {
   const reference::KernelOverrides& kernels_;
   std::unordered_map<int64_t, Value> values_;
   std::unordered_map<int64_t, int> ref_of_;
+  std::vector<ir::ShapedType> ref_types_;  // per kernel param
   std::unordered_set<int> stored_refs_;
   std::unordered_map<int64_t, size_t> dot_step_;
   std::unordered_map<int64_t, size_t> load_step_;

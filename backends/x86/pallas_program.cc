@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "backends/reference/pallas.h"
 #include "ir/pallas.h"
@@ -117,6 +118,8 @@ absl::Status CompiledCall::RunStep(Frame& f) const {
 
 absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::Tensor>& operands,
                                                           ir::Allocator* allocator) const {
+  // Read before anything can park (backends/kernel_peers.h).
+  KernelPeers* peers = CurrentKernelPeers();
   const ir::PallasCallAttrs& a = op->pallas_call();
   const int nsp = static_cast<int>(a.num_scalar_prefetch());
   const int64_t base = ir::NumDynamicGridAxes(a);  // operands sizing grid axes come first
@@ -139,7 +142,7 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
   }
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < a.grid_size(); ++d) (d < leading_parallel ? outer : inner) *= grid[d];
-  if (outer * inner == 0) return outputs;
+  if (outer * inner == 0 && !has_semaphores) return outputs;  // an instance is met even then
   const base::Parallelism& parallel = base::CurrentParallelism();
   const int threads = static_cast<int>(std::min<int64_t>(parallel.available(), outer));
   std::vector<absl::Status> status(threads);
@@ -176,6 +179,33 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
           reference::PaddingArray(ir::FromProto(kernel_region.params(p).type()), allocator));
       f.refs[p] = DenseView(f.scratch.back());
     }
+    f.peers = peers;
+    // A kernel with semaphores is an instance its peers signal and copy into (its grid runs on
+    // this one thread).
+    std::optional<LocalKernelPeers> alone;
+    if (has_semaphores) {
+      if (f.peers == nullptr) f.peers = &alone.emplace();
+      const std::vector<bool> written = ir::DmaDestinations(a);
+      std::vector<KernelBuffer> buffers;
+      for (int p = 0; p < kernel_region.params_size(); ++p) {
+        const ir::ShapedType type = ir::FromProto(kernel_region.params(p).type());
+        buffers.push_back({nullptr, type});
+        const bool blocked = p >= nsp && p < fixed && !specs[p - nsp].spec->whole();
+        const bool input = p < nsp + a.in_specs_size();
+        if ((written[p] || !input) && !blocked) buffers.back().data = f.refs[p].data;
+      }
+      if (absl::Status s = f.peers->Enter(*op, std::move(buffers)); !s.ok()) {
+        status[t] = s;
+        return;
+      }
+    }
+    // Every exit below leaves the instance.
+    struct Leave {
+      KernelPeers* peers;
+      ~Leave() {
+        if (peers != nullptr) peers->Exit();
+      }
+    } leave{has_semaphores ? f.peers : nullptr};
     const int64_t begin = outer * t / threads, end = outer * (t + 1) / threads;
     for (int64_t step = begin * inner; step < end * inner; ++step) {
       if (absl::Status s = parallel.stop.Check(); !s.ok()) {

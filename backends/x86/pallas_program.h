@@ -14,6 +14,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "backends/kernel_peers.h"
 #include "backends/reference/evaluator.h"
 #include "backends/x86/gemm.h"
 #include "base/status_macros.h"
@@ -55,6 +56,8 @@ struct Frame {
   std::vector<View> inside;          // per spec: the part of the current block in the array
   std::vector<int> writebacks;       // specs whose padded copy goes back after this step
   std::vector<ir::Tensor> scratch;   // per scratch ref
+  // The kernel's instances on the other devices (kernels with semaphores, axis_index).
+  KernelPeers* peers = nullptr;
   // The inputs' memory, which no step writes: GEMMs keep their packed blocks of it in
   // `pack_cache` (products on this thread alone).
   std::vector<std::pair<const char*, const char*>> immutable;
@@ -112,6 +115,8 @@ class CompiledCall {
   Program kernel;
   int num_refs = 0;
   int leading_parallel = 0;
+  // The kernel has semaphores: each run is an instance its peers signal and copy into.
+  bool has_semaphores = false;
 
   absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& operands,
                                               ir::Allocator* allocator) const;

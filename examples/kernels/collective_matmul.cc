@@ -65,12 +65,11 @@ pl::PallasCall CollectiveMatmulKernel(const ShapedType& x_shard, const ShapedTyp
       // LEFT holds block me + step of the ring, RIGHT block me - 1 - step.
       Tracer left_block = (me + step) % n;
       Tracer right_block = (me + (n - 1) - step) % n;
-      Tracer product =
-          pl::dot(scratch.load({version, kLeft}), w_ref.load({pl::ds(left_block * ks, ks)}),
-                  DType::kF32) +
-          pl::dot(scratch.load({version, kRight}), w_ref.load({pl::ds(right_block * ks, ks)}),
-                  DType::kF32);
-      out.store(out.load() + product);
+      // Each product accumulates into the output (on x86: a GEMM into it, in place).
+      out.store(out.load() + pl::dot(scratch.load({version, kLeft}),
+                                     w_ref.load({pl::ds(left_block * ks, ks)}), DType::kF32));
+      out.store(out.load() + pl::dot(scratch.load({version, kRight}),
+                                     w_ref.load({pl::ds(right_block * ks, ks)}), DType::kF32));
       pl::when(more, [&] {
         shift_left.wait_send();
         pl::semaphore_signal(capacity_left, 1, pl::DeviceId({{axis, right}}));

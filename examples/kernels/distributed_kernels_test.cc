@@ -1,11 +1,12 @@
-// Kernels that talk between devices (remote copies and semaphores), on both backends and on one
-// and two scheduler threads: seed 000's ring all-gather on 1-D and 2-D meshes against the array
+// Kernels that talk between devices (remote copies and semaphores), on both backends (compiled
+// on x86) and on one and two scheduler threads: seed 000's ring all-gather on 1-D and 2-D meshes against the array
 // itself and the built-in all_gather, seed 001's collective matmul kernel on rings of 2, 4, 8 and
 // over either axis of 2-D meshes against f64 and the built-in all_gather + dot.
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "backends/x86/pallas_call.h"
 #include "examples/kernels/collective_matmul.h"
 #include "examples/kernels/ring_all_gather.h"
 #include "fmt/format.h"
@@ -38,6 +39,14 @@ class DistributedKernelTest : public ::testing::TestWithParam<MeshCase> {
                                                    .num_threads = GetParam().threads});
     mesh_ = *make_mesh(*rt_, GetParam().axes);
   }
+  // On x86, every device's call since `before` ran compiled, none interpreted.
+  void ExpectCompiled(const backends::x86::PallasCallStats& before) {
+    if (GetParam().backend != Backend::kX86) return;
+    const backends::x86::PallasCallStats now = backends::x86::GetPallasCallStats();
+    EXPECT_GT(now.compiled, before.compiled);
+    EXPECT_EQ(now.interpreted, before.interpreted);
+  }
+
   std::unique_ptr<Runtime> rt_;
   std::optional<Mesh> mesh_;
 };
@@ -50,9 +59,11 @@ TEST_P(DistributedKernelTest, RingAllGatherGathersEveryBlock) {
     const int64_t h = 3, w = 5;
     Tensor host = *random::normal(random::key(7), {n * h, w}, dtype);
     Array x = *device_put(host, NamedSharding(*mesh_, P(c.ring, None)));
+    const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
     absl::StatusOr<Array> got =
         RingAllGatherProgram(*mesh_, c.ring, {.backend = c.backend})(x);
     ASSERT_TRUE(got.ok()) << got.status();
+    ExpectCompiled(before);
     // Every device holds the whole array.
     for (const Tensor& shard : got->shards()) EXPECT_EQ(shard.ToDoubles(), host.ToDoubles());
     auto builtin = jit(shard_map([&](Tracer t) { return lax::all_gather(t, c.ring, 0, true); },
@@ -79,8 +90,10 @@ TEST_P(DistributedKernelTest, CollectiveMatmulKernelMatchesF64AndTheBuiltIn) {
   Tensor wh = *random::normal(random::key(9), {n * ks, cols}, DType::kBF16);
   Array x = *device_put(xh, NamedSharding(*mesh_, P(None, c.ring)));
   Array w = *device_put(wh, NamedSharding(*mesh_, P()));
+  const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
   absl::StatusOr<Array> got = (*program)(x, w);
   ASSERT_TRUE(got.ok()) << got.status();
+  ExpectCompiled(before);
   const std::vector<double> xd = xh.ToDoubles(), wd = wh.ToDoubles();
   for (const Tensor& shard : got->shards()) {
     ASSERT_EQ(shard.type(), (ShapedType{DType::kF32, {m, cols}}));
