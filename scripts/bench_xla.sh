@@ -9,8 +9,8 @@
 #   scripts/bench_xla.sh train [--meshes=2x2,4x4] [--runs=10]
 # compares a training step of examples/train_mlp.h (bench/xla_compare_train.py).
 #   scripts/bench_xla.sh pallas [--runs=5]
-# compares seed 000's Pallas kernel and an empty kernel with JAX's Pallas interpret mode
-# (bench/xla_compare_pallas.py).
+# compares seed 000's Pallas kernel, an empty kernel and seed 000's ring all-gather by remote DMA
+# with JAX's Pallas interpret mode (bench/xla_compare_pallas.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure_deps.sh
@@ -39,8 +39,9 @@ if [ "${1:-}" = "train" ]; then
 fi
 if [ "${1:-}" = "pallas" ]; then
   shift
-  bazel build -c opt //bench:pallas_matmul >&2
-  exec "$venv/bin/python" bench/xla_compare_pallas.py --pallas-matmul="$bin/bench/pallas_matmul" "$@"
+  bazel build -c opt //bench:pallas_matmul //bench:pallas_collective >&2
+  exec "$venv/bin/python" bench/xla_compare_pallas.py --pallas-matmul="$bin/bench/pallas_matmul" \
+    --pallas-collective="$bin/bench/pallas_collective" "$@"
 fi
 bazel build -c opt //examples:seed_matmul >&2
 exec "$venv/bin/python" bench/xla_compare.py --seed-matmul="$bin/examples/seed_matmul" "$@"
