@@ -1,6 +1,6 @@
 // How a pallas_call kernel reaches its instances on the other devices of a run (Pallas' remote
-// DMA and semaphores): the runtime implements KernelPeers for SPMD runs (runtime/kernel_exchange.h);
-// LocalKernelPeers serves a device that runs alone.
+// DMA and semaphores): the runtime implements KernelPeers for SPMD runs
+// (runtime/kernel_exchange.h); LocalKernelPeers serves a device that runs alone.
 //
 // Instances meet by count: the k-th kernel with semaphores that device p enters meets the k-th
 // that device q enters. A copy or signal to q waits until q has entered that instance and fails

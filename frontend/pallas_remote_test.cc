@@ -1,10 +1,11 @@
 // Kernels that reach other devices (pl::make_async_remote_copy, semaphore_signal to a DeviceId)
 // and local copies and semaphores, on both backends: values against hand-derived ones (a shift
 // around a ring by mesh coordinates and by logical id, an mpmd_map whose two kernels copy from
-// one to the other, a local copy into a window, semaphore reads), and every error: a device outside the mesh, a semaphore index outside its array, a
-// copy into a block that changes every step, a wait its semaphore never satisfies and a peer that
-// never reaches the kernel (both failing at the collective timeout with the kernel, grid index,
-// semaphore and devices), and a kernel cancelled while it waits.
+// one to the other, a local copy into a window, semaphore reads), and every error: a device
+// outside the mesh, a semaphore index outside its array, a copy into a block that changes every
+// step, a wait its semaphore never satisfies and a peer that never reaches the kernel (both
+// failing at the collective timeout with the kernel, grid index, semaphore and devices), and a
+// kernel cancelled while it waits.
 #include <atomic>
 #include <chrono>
 #include <string>

@@ -191,9 +191,9 @@ std::vector<Case> Cases() {
   // Kernels on different devices: semaphores, local and remote copies (by mesh coordinates and
   // by logical id).
   cases.push_back({"dma_start", "a:f32[4,2]",
-                   "    k:f32[8,2] = pallas_call[name=ring grid=(1) num_scalar_prefetch=0 in_specs=(ANY) "
-                   "out_specs=(ANY) out_shapes=(f32[8,2]) kernel={ lambda ; b:ref[f32[4,2]] "
-                   "c:ref[f32[8,2]] d:ref[dma_sem[2]] e:ref[sem[]]. let\n"
+                   "    k:f32[8,2] = pallas_call[name=ring grid=(1) num_scalar_prefetch=0 "
+                   "in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[8,2]) "
+                   "kernel={ lambda ; b:ref[f32[4,2]] c:ref[f32[8,2]] d:ref[dma_sem[2]] e:ref[sem[]]. let\n"
                    "          f:s32[] = axis_index[axes=(x)]\n"
                    "          g:s32[] = constant[dtype=s32 value=(0)]\n"
                    "          h:s32[] = constant[dtype=s32 value=(1)]\n"
@@ -203,7 +203,8 @@ std::vector<Case> Cases() {
                    "          i:s32[] = semaphore_read e\n"
                    "          _ = dma_start[src_sizes=(4,2) dst_sizes=(4,2) has_src_sem=False "
                    "logical_device=False] b g g c g g d g\n"
-                   "          _ = dma_start[src_sizes=(1,2) src_squeezed=(0) dst_sizes=(1,2) dst_squeezed=(0) "
+                   "          _ = dma_start[src_sizes=(1,2) src_squeezed=(0) dst_sizes=(1,2) "
+                   "dst_squeezed=(0) "
                    "has_src_sem=True device_axes=(y,x) logical_device=False] b g g c h g d g d "
                    "h f g\n"
                    "          _ = dma_wait[bytes=8] d h\n"

@@ -312,7 +312,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "b", {"kernel k scratch param 2 is f32[2]; scratch buffers are refs"}},
         BadModule{"SemaphoreOutsideARef", "per_device", "a:f32[8]",
                   "    b:f32[8] = pallas_call[in_specs=(ANY) out_specs=(ANY) out_shapes=(f32[8]) "
-                  "kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] f:sem[2]. let\n        in () }] a\n",
+                  "kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] f:sem[2]. let\n"
+                  "        in () }] a\n",
                   "b", {"sem[...] is a semaphore array: only a ref holds one"}},
         BadModule{"SemaphoreOpOutsideKernels", "per_device", "a:s32[]",
                   "    _ = semaphore_wait a a\n", "a",
@@ -352,7 +353,8 @@ INSTANTIATE_TEST_SUITE_P(
                   "out_shapes=(f32[8]) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[8]] "
                   "f:ref[sem[2]] g:ref[dma_sem[]]. let\n"
                   "          h:s32[] = constant[dtype=s32 value=(0)]\n"
-                  "          _ = dma_start[src_sizes=(8) dst_sizes=(8) device_axes=(x)] d h e h g h\n"
+                  "          _ = dma_start[src_sizes=(8) dst_sizes=(8) device_axes=(x)] "
+                  "d h e h g h\n"
                   "        in () }] a\n",
                   "b", {"a copy to another device needs a src_sem"}},
         BadModule{"CollectiveInAKernel", "per_device", "a:f32[8]",

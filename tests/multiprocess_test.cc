@@ -2,8 +2,8 @@
 // processes on loopback (its launcher.h), each with 1 or 2 devices, and the children check
 // themselves: every collective (blocking and async, tuple axes, axis_index_groups, psend/precv)
 // and user kernels' remote copies and semaphores (the seed ring all-gather and collective matmul
-// kernels) computed across processes must equal, bit for bit, the same program run in one process on as many
-// devices; so must the seed notebook's matmul variants (as compiled and as written), which also
+// kernels) computed across processes must equal, bit for bit, the same program run in one
+// process on as many devices; so must the seed notebook's matmul variants (as compiled and as written), which also
 // match the f64 product; meshes whose x axis crosses processes and y stays within (and the
 // reverse); the file store as well as the TCP store. Failures: a killed process, one that never
 // joins, one that hangs, and a mismatched program make every other process fail with an error
@@ -33,6 +33,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/status_macros.h"
 #include "examples/kernels/collective_matmul.h"
 #include "examples/kernels/ring_all_gather.h"
 #include "examples/seed_variants.h"
@@ -334,20 +335,26 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
   return SameBlocks(*got, *want, layout + " (split all-reduces)");
 }
 
-// The seed notebook's matmul variants (examples/seed_variants.h), as compiled and as written, on
-// the job's {x:2, y:2} mesh: every block bitwise equal to the one-process run's, and the gathered
-// product within the variant's rounding of the f64 one (what seed_matmul --processes=N prints).
+// This process's part of the job's {x:2, y:2} mesh, and the same mesh run in one process.
+struct JobAndOneProcess {
+  explicit JobAndOneProcess(const std::shared_ptr<ProcessGroup>& group)
+      : rt({.num_devices = std::max(1, EnvInt(kLocal)), .processes = group}),
+        one({.num_devices = rt.num_devices(), .num_threads = rt.num_threads()}),
+        mesh(JobMesh(rt, Env(kLayout))),
+        mesh1(JobMesh(one, Env(kLayout))) {}
+  absl::Status status() const { return !mesh.ok() ? mesh.status() : mesh1.status(); }
+  Runtime rt, one;
+  absl::StatusOr<Mesh> mesh, mesh1;
+};
+
 // Kernels that copy and signal between devices (seed 000's ring all-gather over either axis,
 // seed 001's collective matmul kernel over x and, when even, y): bitwise equal to the same
 // programs in one process, the gather equal to the array itself.
 absl::Status CheckKernels(const std::shared_ptr<ProcessGroup>& group) {
-  const int local = std::max(1, EnvInt(kLocal));
-  Runtime rt({.num_devices = local, .processes = group});
-  Runtime one({.num_devices = local * group->num_processes(), .num_threads = rt.num_threads()});
-  absl::StatusOr<Mesh> mesh = JobMesh(rt, Env(kLayout));
-  absl::StatusOr<Mesh> mesh1 = JobMesh(one, Env(kLayout));
-  if (!mesh.ok()) return mesh.status();
-  if (!mesh1.ok()) return mesh1.status();
+  JobAndOneProcess job(group);
+  RETURN_IF_ERROR(job.status());
+  const Mesh* mesh = &*job.mesh;
+  const Mesh* mesh1 = &*job.mesh1;
   for (const std::string axis : {"x", "y"}) {
     const int64_t n = mesh->axis_size(axis);
     Tensor host = *random::normal(random::key(21), {3 * n, 5});
@@ -391,14 +398,14 @@ absl::Status CheckKernels(const std::shared_ptr<ProcessGroup>& group) {
   return absl::OkStatus();
 }
 
+// The seed notebook's matmul variants (examples/seed_variants.h), as compiled and as written, on
+// the job's {x:2, y:2} mesh: every block bitwise equal to the one-process run's, and the gathered
+// product within the variant's rounding of the f64 one (what seed_matmul --processes=N prints).
 absl::Status CheckSeedVariants(const std::shared_ptr<ProcessGroup>& group) {
-  const int local = std::max(1, EnvInt(kLocal));
-  Runtime rt({.num_devices = local, .processes = group});
-  Runtime one({.num_devices = local * group->num_processes(), .num_threads = rt.num_threads()});
-  absl::StatusOr<Mesh> mesh = JobMesh(rt, Env(kLayout));
-  absl::StatusOr<Mesh> mesh1 = JobMesh(one, Env(kLayout));
-  if (!mesh.ok()) return mesh.status();
-  if (!mesh1.ok()) return mesh1.status();
+  JobAndOneProcess job(group);
+  RETURN_IF_ERROR(job.status());
+  const Mesh* mesh = &*job.mesh;
+  const Mesh* mesh1 = &*job.mesh1;
   const int64_t m = 36, k = 52, n = 20;  // blocks of odd sizes: 18x26, 26x20
   Tensor x_host = *random::normal(random::key(11), {m, k}, DType::kBF16);
   Tensor w_host = *random::normal(random::key(12), {k, n}, DType::kBF16);

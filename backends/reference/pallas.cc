@@ -296,7 +296,8 @@ absl::StatusOr<SemaphoreRef> SemaphoreOperand(const ir::Op& op,
 
 // The device the trailing operands from `k` name (this one when there are none).
 absl::StatusOr<int64_t> Target(const ir::Op& op, const std::vector<ir::Tensor>& operands,
-                               size_t k, const google::protobuf::RepeatedPtrField<std::string>& axes,
+                               size_t k,
+                               const google::protobuf::RepeatedPtrField<std::string>& axes,
                                bool logical, const KernelFrame& frame) {
   std::vector<int64_t> values;
   for (size_t i = k; i < operands.size(); ++i) values.push_back(IndexValue(operands[i], 0));
@@ -308,9 +309,10 @@ absl::StatusOr<int64_t> Target(const ir::Op& op, const std::vector<ir::Tensor>& 
 // A dma_start window: where it starts in its ref and the strides (elements) of the dimensions
 // the copied value keeps.
 absl::StatusOr<Window> DmaWindowAt(const ir::Op& op, const std::vector<ir::Tensor>& operands,
-                                      size_t k, const google::protobuf::RepeatedField<int64_t>& sizes,
-                                      const google::protobuf::RepeatedField<int64_t>& squeezed,
-                                      const KernelFrame& frame) {
+                                   size_t k,
+                                   const google::protobuf::RepeatedField<int64_t>& sizes,
+                                   const google::protobuf::RepeatedField<int64_t>& squeezed,
+                                   const KernelFrame& frame) {
   const ir::Tensor& ref = operands[k];
   const std::vector<int64_t> strides = ir::RowMajorStrides(ref.dims());
   std::vector<int64_t> starts, extents;

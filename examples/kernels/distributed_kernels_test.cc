@@ -1,7 +1,8 @@
 // Kernels that talk between devices (remote copies and semaphores), on both backends (compiled
-// on x86) and on one and two scheduler threads: seed 000's ring all-gather on 1-D and 2-D meshes against the array
-// itself and the built-in all_gather, seed 001's collective matmul kernel on rings of 2, 4, 8 and
-// over either axis of 2-D meshes against f64 and the built-in all_gather + dot.
+// on x86) and on one and two scheduler threads: seed 000's ring all-gather on 1-D and 2-D meshes
+// against the array itself and the built-in all_gather, seed 001's collective matmul kernel on
+// rings of 2, 4, 8 and over either axis of 2-D meshes against f64 and the built-in
+// all_gather + dot.
 #include <cmath>
 #include <string>
 #include <vector>

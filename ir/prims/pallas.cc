@@ -1,7 +1,8 @@
 // Shape rules of pallas_call and of the ops its kernels use: ref_load, ref_store, program_id,
 // num_programs, and the semaphore and copy ops through which kernels on different devices talk
-// (semaphore_signal/wait/read, dma_start/wait). The verifier checks the ops inside the index maps and the kernel; these rules
-// check the interfaces: operand and block types, index maps' arity and results, kernel refs.
+// (semaphore_signal/wait/read, dma_start/wait). The verifier checks the ops inside the index
+// maps and the kernel; these rules check the interfaces: operand and block types, index maps'
+// arity and results, kernel refs.
 #include "base/status_macros.h"
 #include "ir/pallas.h"
 #include "ir/prims/rule_util.h"
@@ -200,7 +201,8 @@ absl::StatusOr<Types> PallasCall(const ShapeContext& ctx, const Types& all, cons
 // are the operands from `first_start` on (one per ref dimension). Returns the window's value
 // type. `what` names the ref in errors ("operand 0", "src").
 absl::StatusOr<ShapedType> Window(const Types& operands, const Op& op, size_t r,
-                                  size_t first_start, const google::protobuf::RepeatedField<int64_t>& sizes,
+                                  size_t first_start,
+                                  const google::protobuf::RepeatedField<int64_t>& sizes,
                                   const google::protobuf::RepeatedField<int64_t>& squeezed_dims,
                                   std::string_view what) {
   const ShapedType& ref = operands[r];
