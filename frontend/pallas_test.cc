@@ -573,6 +573,43 @@ TEST_F(PallasCompiledTest, AccumulatorReadInTheMiddleOfTheReduction) {
   ExpectNear(ref, x86, 1e-5);
 }
 
+TEST_F(PallasCompiledTest, LoopsInsideTheKernel) {
+  // A contraction over k in chunks of 8 inside the kernel, its partial product and a step count
+  // carried through fori_loop (an array and a scalar carry); then a running sum over rows
+  // written through ds(i, 1) windows by a loop without carries.
+  const int64_t m = 16, k = 40, n = 12;
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [&](pl::Ref xr, pl::Ref yr, pl::Ref out) {
+              std::vector<Tracer> c = lax::fori_loop(
+                  0, k / 8,
+                  [&](Tracer i, std::vector<Tracer> carry) {
+                    Tracer part = pl::dot(xr.load({pl::all(), pl::ds(i * 8, 8)}),
+                                          yr.load({pl::ds(i * 8, 8)}), DType::kF32);
+                    return std::vector<Tracer>{carry[0] + part, carry[1] + 1};
+                  },
+                  {lax::full({m, n}, 0, DType::kF32), lax::scalar(0, DType::kS32)});
+              out.store(c[0] + lax::convert_element_type(c[1], DType::kF32));
+              lax::fori_loop(1, m, [&](Tracer i, std::vector<Tracer> none) {
+                out.store({pl::ds(i, 1)}, out.load({pl::ds(i - 1, 1)}) + out.load({pl::ds(i, 1)}));
+                return none;
+              }, std::vector<Tracer>{});
+            },
+            {.out_shapes = {{DType::kF32, {m, n}}}})(a[0], a[1])[0];
+      },
+      {x, y});
+  std::vector<double> want = MatmulF64(xv, yv, m, k, n);
+  for (double& v : want) v += k / 8;
+  for (int64_t r = 1; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) want[r * n + c] += want[(r - 1) * n + c];
+  }
+  ExpectNear(x86, want, 1e-4);
+  ExpectNear(ref, x86, 1e-5);
+}
+
 TEST_F(PallasCompiledTest, KernelsWritingTheirInputRefs) {
   // Input blocks are the kernel's own buffers: a kernel may overwrite them (here in place, then
   // reading them back) without changing the caller's array; a whole (ANY) input ref written at

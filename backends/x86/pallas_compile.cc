@@ -594,6 +594,8 @@ class Compiler {
         return Store(op, out);
       case Prim::kCond:
         return Cond(op, out);
+      case Prim::kForiLoop:
+        return ForiLoop(op, out);
       case Prim::kAxisIndex:
       case Prim::kAxisSize:
         return AxisQuery(op, out);
@@ -736,6 +738,73 @@ class Compiler {
     out.push_back([index, branches = std::move(branches)](Frame& f) {
       const int64_t n = static_cast<int64_t>(branches.size());
       return RunProgram(branches[std::clamp<int64_t>(index(f), 0, n - 1)], f);
+    });
+    return absl::OkStatus();
+  }
+
+  // fori_loop (static bounds): the body's program run upper - lower times, its index and carries
+  // in slots of their own (scalars in integer slots, arrays as dense tiles).
+  absl::Status ForiLoop(const ir::Op& op, Program& out) {
+    const ir::ForiLoopAttrs& loop = op.fori_loop();
+    const ir::Region& body = loop.body();
+    if (body.params_size() != op.operands_size() + 1 ||
+        body.results_size() != op.operands_size() || op.results_size() != op.operands_size()) {
+      return Unsupported("a fori_loop whose carries do not match its operands");
+    }
+    const int index_slot = NewScalar();
+    values_[body.params(0).id()] = {Kind::kScalar, index_slot,
+                                    ir::ShapedType{ir::DType::kS32, {}}};
+    std::vector<Value> carries;
+    std::vector<std::function<int64_t(const Frame&)>> init_scalars;
+    std::vector<std::function<ir::Tensor(Frame&)>> init_tiles;
+    for (int i = 0; i < op.operands_size(); ++i) {
+      const ir::ShapedType t = ir::FromProto(body.params(i + 1).type());
+      if (t.ref || t.future) return Unsupported("a fori_loop carrying refs or futures");
+      const bool scalar = IsScalarType(t);
+      Define(body.params(i + 1).id(), scalar ? Kind::kScalar : Kind::kTile, t);
+      carries.push_back(values_.at(body.params(i + 1).id()));
+      init_scalars.push_back(scalar ? ScalarReader(op.operands(i)) : nullptr);
+      init_tiles.push_back(scalar ? nullptr : TensorReader(op.operands(i)));
+    }
+    Program program;
+    RETURN_IF_ERROR(CompileRegion(body, program));
+    std::vector<std::function<int64_t(const Frame&)>> next_scalars;
+    std::vector<std::function<ir::Tensor(Frame&)>> next_tiles;
+    for (int i = 0; i < body.results_size(); ++i) {
+      const bool scalar = carries[i].kind == Kind::kScalar;
+      next_scalars.push_back(scalar ? ScalarReader(body.results(i)) : nullptr);
+      next_tiles.push_back(scalar ? nullptr : TensorReader(body.results(i)));
+    }
+    for (int i = 0; i < op.results_size(); ++i) values_[op.results(i)] = carries[i];
+    const int64_t lower = loop.lower(), upper = loop.upper();
+    out.push_back([=, program = std::move(program)](Frame& f) -> absl::Status {
+      const size_t n = carries.size();
+      std::vector<int64_t> scalars(n);
+      std::vector<ir::Tensor> tiles(n);
+      auto read = [&](const auto& scalar_readers, const auto& tile_readers) {
+        for (size_t i = 0; i < n; ++i) {
+          if (carries[i].kind == Kind::kScalar) {
+            scalars[i] = scalar_readers[i](f);
+          } else {
+            tiles[i] = tile_readers[i](f);
+          }
+        }
+        // Assigned after all are read: one carry's next value may be another's param.
+        for (size_t i = 0; i < n; ++i) {
+          if (carries[i].kind == Kind::kScalar) {
+            f.scalars[carries[i].slot] = scalars[i];
+          } else {
+            f.tiles[carries[i].slot] = std::move(tiles[i]);
+          }
+        }
+      };
+      read(init_scalars, init_tiles);
+      for (int64_t i = lower; i < upper; ++i) {
+        f.scalars[index_slot] = i;
+        RETURN_IF_ERROR(RunProgram(program, f));
+        read(next_scalars, next_tiles);
+      }
+      return absl::OkStatus();
     });
     return absl::OkStatus();
   }
@@ -901,13 +970,14 @@ class Compiler {
       ASSIGN_OR_RETURN(int64_t device, target(f));
       const int64_t elem = ir::DTypeSize(src.dtype);
       const View& base = f.refs[dst_param];
-      WindowCopy copy{src.data,
-                      {0, {src.strides.begin(), src.strides.end()}},
-                      {src.dims.begin(), src.dims.end()},
-                      elem,
-                      dst_type,
-                      {(window.data - base.data) / elem,
-                       {window.strides.begin(), window.strides.end()}}};
+      WindowCopy copy;
+      copy.src = src.data;
+      copy.from.strides.assign(src.strides.begin(), src.strides.end());
+      copy.dims.assign(src.dims.begin(), src.dims.end());
+      copy.elem = elem;
+      copy.dst_type = dst_type;
+      copy.to.offset = (window.data - base.data) / elem;
+      copy.to.strides.assign(window.strides.begin(), window.strides.end());
       const std::string where =
           fmt::format("{}: {}", opcode, reference::KernelWhere(*call, f.index));
       if (device == f.peers->position()) {
