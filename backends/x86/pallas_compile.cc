@@ -486,10 +486,10 @@ class Compiler {
       g.out_bf16 = out_bf16;
       g.accumulate = accumulate;
       g.parallel = f.gemm_parallel;
-      // Widening bf16 is most of packing's cost: keep packed blocks of A (reused along the
-      // grid's column axis, while they are still in L2). Packed f32 blocks read from memory cost
-      // more than packing them afresh, and so do B's (reused only along the row axis).
-      if (f.pack_cache != nullptr && type == GemmType::kBf16Bf16F32) {
+      // Keep packed blocks of A: a row of blocks serves every column block of the grid while it
+      // is still in L2 (packing it afresh each time is most of a kernel's packing). B's blocks
+      // serve only along the row axis: packed afresh.
+      if (f.pack_cache != nullptr && type != GemmType::kS8S8S32) {
         g.pack_cache = f.pack_cache.get();
         g.cache_a = f.Immutable(va);
       }
