@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/sharding.h"
 #include "ir/types.h"
@@ -92,6 +93,23 @@ void CopyWindow(const WindowCopy& copy, void* dst) {
   }
   CopyDims(copy, 0, static_cast<const char*>(copy.src) + copy.from.offset * copy.elem,
            static_cast<char*>(dst) + copy.to.offset * copy.elem);
+}
+
+absl::Status StartDma(KernelPeers& peers, int64_t target, const WindowCopy& copy,
+                      void* local_dst, int dst_param, SemaphoreSlot dst_sem,
+                      const SemaphoreSlot* src_sem, std::string_view where) {
+  if (target == peers.position()) {
+    // A copy on this device writes the ref itself (a block included).
+    CopyWindow(copy, local_dst);
+    RETURN_IF_ERROR(peers.Signal(target, dst_sem, copy.bytes(), where));
+  } else {
+    RETURN_IF_ERROR(peers.CopyTo(target, dst_param, copy, dst_sem, where));
+  }
+  // The copy has left this device (its bytes are in the peer's buffer or in a message).
+  if (src_sem != nullptr) {
+    RETURN_IF_ERROR(peers.Signal(peers.position(), *src_sem, copy.bytes(), where));
+  }
+  return absl::OkStatus();
 }
 
 SemaphoreValues::SemaphoreValues(const std::vector<KernelBuffer>& buffers) {

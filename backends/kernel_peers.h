@@ -90,6 +90,14 @@ class KernelPeers {
   virtual int64_t Read(SemaphoreSlot sem) = 0;
 };
 
+// What dma_start does once its windows, semaphores and target are known: `copy` into the dst
+// ref here (`local_dst`, its whole buffer) when `target` is this device, else into param
+// `dst_param` of `target`'s instance; then its bytes are counted on `dst_sem` there and, for a
+// remote copy (`src_sem` given), on `src_sem` here.
+absl::Status StartDma(KernelPeers& peers, int64_t target, const WindowCopy& copy,
+                      void* local_dst, int dst_param, SemaphoreSlot dst_sem,
+                      const SemaphoreSlot* src_sem, std::string_view where);
+
 // The KernelPeers of the device whose program calls a backend's pallas_call kernel (a
 // reference::Kernel, which gets no DeviceContext): the evaluator sets it for the call and clears
 // it after, and the kernel reads it on entry, before it can park. (Devices share threads: one

@@ -156,27 +156,27 @@ void AddDevice(TraceState* t, const DeviceId& device, Attrs& attrs, std::vector<
   }
 }
 
-}  // namespace
-
-void semaphore_signal(View sem, Index inc, DeviceId device, Loc loc) {
+// semaphore_signal (to `device`) or, without one, semaphore_wait of `amount` on `sem`.
+void SemaphoreUpdate(const char* opcode, const View& sem, const Index& amount,
+                     const DeviceId* device, Loc loc) {
   std::vector<Tracer> operands;
-  TraceState* t = SemaphoreOf(sem, "semaphore_signal", operands, loc);
+  TraceState* t = SemaphoreOf(sem, opcode, operands, loc);
   if (t == nullptr) return;
   ir::Op op;
-  op.set_opcode("semaphore_signal");
-  operands.push_back(IndexTracer(t, inc, loc));
-  AddDevice(t, device, *op.mutable_semaphore_signal(), operands, loc);
+  op.set_opcode(opcode);
+  operands.push_back(IndexTracer(t, amount, loc));
+  if (device != nullptr) AddDevice(t, *device, *op.mutable_semaphore_signal(), operands, loc);
   t->Emit(std::move(op), operands, loc);
 }
 
+}  // namespace
+
+void semaphore_signal(View sem, Index inc, DeviceId device, Loc loc) {
+  SemaphoreUpdate("semaphore_signal", sem, inc, &device, loc);
+}
+
 void semaphore_wait(View sem, Index value, Loc loc) {
-  std::vector<Tracer> operands;
-  TraceState* t = SemaphoreOf(sem, "semaphore_wait", operands, loc);
-  if (t == nullptr) return;
-  ir::Op op;
-  op.set_opcode("semaphore_wait");
-  operands.push_back(IndexTracer(t, value, loc));
-  t->Emit(std::move(op), operands, loc);
+  SemaphoreUpdate("semaphore_wait", sem, value, nullptr, loc);
 }
 
 Tracer semaphore_read(View sem, Loc loc) {

@@ -111,15 +111,7 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     }
     int64_t* value = peer->semaphores->Find(sem);
     if (value == nullptr) return NoSemaphore(target, sem, where);
-    ++peer->writers;
-    void* const data = peer->buffers[param].data;
-    lock.unlock();
-    backends::CopyWindow(copy, data);
-    lock.lock();
-    --peer->writers;
-    *value += copy.bytes();
-    core_.CountArrival();
-    core_.Wake(target);
+    x_.Deposit(lock, target, &copy, param, value, copy.bytes());
     return absl::OkStatus();
   }
 
@@ -135,9 +127,7 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     ASSIGN_OR_RETURN(Instance * peer, Meet(lock, target, where));
     int64_t* value = peer->semaphores->Find(sem);
     if (value == nullptr) return NoSemaphore(target, sem, where);
-    *value += inc;
-    core_.CountArrival();
-    core_.Wake(target);
+    x_.Deposit(lock, target, nullptr, -1, value, inc);
     return absl::OkStatus();
   }
 
@@ -282,20 +272,32 @@ absl::Status KernelExchange::Apply(std::unique_lock<SpinMutex>& lock, const Remo
       return absl::InvalidArgumentError(
           fmt::format("{}: its window leaves the {} buffer", what, op.dst_type.ToString()));
     }
-    backends::WindowCopy copy{op.data.data(), {0, ir::RowMajorStrides(op.data.dims())},
-                              op.data.dims(), ir::DTypeSize(op.data.dtype()), op.dst_type,
-                              {op.to_offset, op.to_strides}};
-    ++target.writers;
-    void* const data = target.buffers[op.param].data;
-    lock.unlock();
-    backends::CopyWindow(copy, data);
-    lock.lock();
-    --target.writers;
+    const backends::WindowCopy copy{op.data.data(), {0, ir::RowMajorStrides(op.data.dims())},
+                                    op.data.dims(), ir::DTypeSize(op.data.dtype()), op.dst_type,
+                                    {op.to_offset, op.to_strides}};
+    Deposit(lock, op.target, &copy, op.param, value, op.amount);
+  } else {
+    Deposit(lock, op.target, nullptr, -1, value, op.amount);
   }
-  *value += op.amount;
-  core_.CountArrival();
-  core_.Wake(op.target);
   return absl::OkStatus();
+}
+
+void KernelExchange::Deposit(std::unique_lock<SpinMutex>& lock, int64_t target,
+                             const backends::WindowCopy* copy, int param, int64_t* value,
+                             int64_t amount) {
+  Instance& instance = *instances_[target];
+  if (copy != nullptr) {
+    // Counted as a writer, the instance (its buffers and semaphores) outlives the copy.
+    ++instance.writers;
+    void* const data = instance.buffers[param].data;
+    lock.unlock();
+    backends::CopyWindow(*copy, data);
+    lock.lock();
+    --instance.writers;
+  }
+  *value += amount;
+  core_.CountArrival();
+  core_.Wake(target);
 }
 
 absl::Status KernelExchange::StallError(int64_t position, const KernelWait& wait,

@@ -59,6 +59,10 @@ class KernelExchange {
   // Applies `op` to its target's current instance; an error if the target is not in it. Under
   // mu (released while it copies).
   absl::Status Apply(std::unique_lock<SpinMutex>& lock, const RemoteKernelOp& op);
+  // Runs `copy` (when given) into buffer `param` of position `target`'s instance, outside the
+  // lock, then adds `amount` to its semaphore `value` and wakes it. Under mu.
+  void Deposit(std::unique_lock<SpinMutex>& lock, int64_t target,
+               const backends::WindowCopy* copy, int param, int64_t* value, int64_t amount);
 
   RunCore& core_;
   std::vector<std::unique_ptr<Instance>> instances_;  // per position: its current instance

@@ -361,24 +361,10 @@ absl::Status DmaStart(const ir::Op& op, const std::vector<ir::Tensor>& operands,
   }
   const WindowCopy copy{src.data(), from, value_dims, ir::DTypeSize(src.dtype()),
                         operands[dst].type().Array(), to};
-  const std::string where = fmt::format("{}: {}", op.opcode(), frame.Where());
-  if (target == frame.peers->position()) {
-    // A copy on this device writes the operand itself (a block included).
-    CopyWindow(copy, const_cast<void*>(operands[dst].data()));
-    RETURN_IF_ERROR(frame.peers->Signal(target, dst_sem.slot, copy.bytes(), where));
-  } else {
-    const int param = ParamOf(op, static_cast<int>(dst), frame);
-    if (param < 0) {
-      return absl::InternalError(fmt::format("{}: dst is not a param of the kernel", where));
-    }
-    RETURN_IF_ERROR(frame.peers->CopyTo(target, param, copy, dst_sem.slot, where));
-  }
-  // The copy has left this device (its bytes are in the peer's buffer or in a message).
-  if (src_sem) {
-    RETURN_IF_ERROR(
-        frame.peers->Signal(frame.peers->position(), src_sem->slot, copy.bytes(), where));
-  }
-  return absl::OkStatus();
+  return StartDma(*frame.peers, target, copy, const_cast<void*>(operands[dst].data()),
+                  ParamOf(op, static_cast<int>(dst), frame), dst_sem.slot,
+                  src_sem ? &src_sem->slot : nullptr,
+                  fmt::format("{}: {}", op.opcode(), frame.Where()));
 }
 
 }  // namespace

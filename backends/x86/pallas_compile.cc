@@ -978,19 +978,13 @@ class Compiler {
       copy.dst_type = dst_type;
       copy.to.offset = (window.data - base.data) / elem;
       copy.to.strides.assign(window.strides.begin(), window.strides.end());
-      const std::string where =
-          fmt::format("{}: {}", opcode, reference::KernelWhere(*call, f.index));
-      if (device == f.peers->position()) {
-        CopyWindow(copy, base.data);
-        RETURN_IF_ERROR(f.peers->Signal(device, recv, copy.bytes(), where));
-      } else {
-        RETURN_IF_ERROR(f.peers->CopyTo(device, dst_param, copy, recv, where));
-      }
+      std::optional<SemaphoreSlot> send;
       if (src_sem) {
-        ASSIGN_OR_RETURN(SemaphoreSlot send, src_sem->slot(f));
-        RETURN_IF_ERROR(f.peers->Signal(f.peers->position(), send, copy.bytes(), where));
+        ASSIGN_OR_RETURN(send, src_sem->slot(f));
       }
-      return absl::OkStatus();
+      return StartDma(*f.peers, device, copy, base.data, dst_param, recv,
+                      send ? &*send : nullptr,
+                      fmt::format("{}: {}", opcode, reference::KernelWhere(*call, f.index)));
     });
     return absl::OkStatus();
   }
