@@ -1,82 +1,17 @@
 #include "frontend/autodiff.h"
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "frontend/trace_region.h"
 #include "frontend/trace_state.h"
 #include "ir/autodiff.h"
 #include "ir/batching.h"
 #include "ir/dtype.h"
 
 namespace shardjit::internal {
-namespace {
-
-// The trace of `args` (all valid), or null after recording why not.
-TraceState* TraceOfArgs(const std::vector<Tracer>& args, const char* what) {
-  TraceState* t = TraceOf(args, what);
-  if (t == nullptr) return nullptr;
-  for (const Tracer& a : args) {
-    if (!a.valid()) return nullptr;
-  }
-  return t->status().ok() ? t : nullptr;
-}
-
-std::vector<ShapedType> TypesOf(const std::vector<Tracer>& tracers) {
-  std::vector<ShapedType> types;
-  for (const Tracer& x : tracers) types.push_back(x.type());
-  return types;
-}
-
-// Traces `f` on parameters of `types` into a region of `t` (it may read other values of the
-// trace: they are constants to the transformation); false after an error.
-bool TraceBody(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
-               const char* what, ir::Region* region) {
-  if (f.arity >= 0 && static_cast<size_t>(f.arity) != types.size()) {
-    t->RecordError(absl::InvalidArgumentError(fmt::format(
-                       "{}: the function takes {} arguments, got {}", what, f.arity, types.size())),
-                   Loc());
-    return false;
-  }
-  t->builder().OpenRegion(/*spmd=*/false);
-  std::vector<Tracer> params;
-  for (const ShapedType& type : types) params.push_back(t->AddParam(type));
-  std::vector<Tracer> results = f.fn(params);
-  std::vector<int64_t> ids;
-  for (const Tracer& r : results) ids.push_back(r.valid() ? r.id() : -1);
-  *region = t->builder().CloseRegion(ids);
-  if (!t->status().ok()) return false;
-  for (const Tracer& r : results) {
-    if (!r.valid()) {
-      t->RecordError(absl::InvalidArgumentError(
-                         fmt::format("{}: the function returned an invalid tracer", what)),
-                     Loc());
-      return false;
-    }
-  }
-  return true;
-}
-
-std::vector<int64_t> Ids(const std::vector<Tracer>& tracers) {
-  std::vector<int64_t> ids;
-  for (const Tracer& x : tracers) ids.push_back(x.id());
-  return ids;
-}
-
-std::vector<Tracer> Wrap(TraceState* t, const std::vector<int64_t>& ids) {
-  std::vector<Tracer> out;
-  for (int64_t id : ids) out.push_back(t->Wrap(id));
-  return out;
-}
-
-// Records `s` (if an error) against the trace; true when it is OK.
-bool Check(TraceState* t, const absl::Status& s, Loc loc) {
-  if (s.ok()) return true;
-  t->RecordError(s, loc);
-  return false;
-}
-
-}  // namespace
 
 JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
            const std::vector<Tracer>& tangents, Loc loc) {
@@ -101,7 +36,7 @@ JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
     tangent_ids.push_back(ir::IsFloating(primals[i].dtype()) ? tangents[i].id() : ir::kZero);
   }
   ir::Region region;
-  if (!TraceBody(t, f, TypesOf(primals), "jvp", &region)) return {};
+  if (!TraceRegion(t, f, TypesOf(primals), "jvp", &region)) return {};
   absl::StatusOr<ir::JvpResult> out =
       ir::EmitJvp(t->builder(), region, Ids(primals), tangent_ids);
   if (!Check(t, out.status(), loc)) return {};
@@ -116,11 +51,55 @@ JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
   return result;
 }
 
+LinearizeOut Linearize(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc) {
+  TraceState* t = TraceOfArgs(primals, "linearize");
+  if (t == nullptr) return {};
+  auto region = std::make_shared<ir::Region>();
+  if (!TraceRegion(t, f, TypesOf(primals), "linearize", region.get())) return {};
+  const std::vector<int64_t> primal_ids = Ids(primals);
+  absl::StatusOr<ir::JvpResult> out = ir::EmitJvp(
+      t->builder(), *region, primal_ids, std::vector<int64_t>(primals.size(), ir::kZero));
+  if (!Check(t, out.status(), loc)) return {};
+  const std::vector<ShapedType> types = TypesOf(primals);
+  LinearizeOut result{Wrap(t, out->results), {}};
+  result.jvp = [t, region, primal_ids, types, loc](const std::vector<Tracer>& tangents) {
+    const std::vector<Tracer> none(types.size());
+    if (tangents.size() != types.size()) {
+      Check(t, absl::InvalidArgumentError(fmt::format(
+                   "linearize: the JVP takes {} tangents, got {}", types.size(),
+                   tangents.size())), loc);
+      return none;
+    }
+    std::vector<int64_t> ids;
+    for (size_t i = 0; i < tangents.size(); ++i) {
+      if (!tangents[i].valid() || tangents[i].state() != t || tangents[i].type() != types[i]) {
+        Check(t, absl::InvalidArgumentError(fmt::format(
+                     "linearize: tangent {} must be a {} value of this trace", i,
+                     types[i].ToString())), loc);
+        return none;
+      }
+      ids.push_back(ir::IsFloating(types[i].dtype) ? tangents[i].id() : ir::kZero);
+    }
+    absl::StatusOr<ir::JvpResult> jvp = ir::EmitJvp(t->builder(), *region, primal_ids, ids);
+    if (!Check(t, jvp.status(), loc)) return none;
+    ir::AdEmitter e(t->builder());
+    std::vector<Tracer> out;
+    for (size_t i = 0; i < jvp->tangents.size(); ++i) {
+      absl::StatusOr<int64_t> tangent =
+          e.Instantiate(jvp->tangents[i], t->builder().TypeOf(jvp->results[i]));
+      if (!Check(t, tangent.status(), loc)) return none;
+      out.push_back(t->Wrap(*tangent));
+    }
+    return out;
+  };
+  return result;
+}
+
 VjpOut Vjp(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc) {
   TraceState* t = TraceOfArgs(primals, "vjp");
   if (t == nullptr) return {};
   ir::Region region;
-  if (!TraceBody(t, f, TypesOf(primals), "vjp", &region)) return {};
+  if (!TraceRegion(t, f, TypesOf(primals), "vjp", &region)) return {};
   std::vector<bool> wrt;
   for (const Tracer& p : primals) wrt.push_back(ir::IsFloating(p.dtype()));
   absl::StatusOr<ir::Linearized> lin =
@@ -169,7 +148,7 @@ std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Trac
     wrt[a] = true;
   }
   ir::Region region;
-  if (!TraceBody(t, f, TypesOf(args), what, &region)) return {};
+  if (!TraceRegion(t, f, TypesOf(args), what, &region)) return {};
   if (region.results_size() == 0 || (!has_aux && region.results_size() != 1)) {
     Check(t, absl::InvalidArgumentError(fmt::format(
                  "{}: the function must return one scalar{}, got {} results", what,
@@ -252,7 +231,7 @@ std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& arg
     if (batch_dims[i] != ir::kNotBatched) dims.erase(dims.begin() + batch_dims[i]);
   }
   ir::Region region;
-  if (!TraceBody(t, f, example_types, "vmap", &region)) return {};
+  if (!TraceRegion(t, f, example_types, "vmap", &region)) return {};
   if (out_axes.size() != 1 && out_axes.size() != static_cast<size_t>(region.results_size())) {
     return fail(fmt::format("vmap out_axes must have one entry or one per result ({}), got {}",
                             region.results_size(), out_axes.size()));

@@ -1,7 +1,7 @@
-// JAX's transformations of traced functions: jvp, vjp, grad, value_and_grad and vmap. Each
-// traces the function into the current trace and applies the primitives' rules to the staged
-// ops (ir/autodiff.h, ir/batching.h), so they compose with jit, shard_map and each other as
-// JAX's do: jit(grad(f)), grad inside shard_map, grad(grad(f)), vmap(grad(f)).
+// JAX's transformations of traced functions: jvp, linearize, vjp, grad, value_and_grad and
+// vmap. Each traces the function into the current trace and applies the primitives' rules to
+// the staged ops (ir/autodiff.h, ir/batching.h), so they compose with jit, shard_map and each
+// other as JAX's do: jit(grad(f)), grad inside shard_map, grad(grad(f)), vmap(grad(f)).
 #ifndef SHARDJIT_FRONTEND_AUTODIFF_H_
 #define SHARDJIT_FRONTEND_AUTODIFF_H_
 
@@ -32,8 +32,17 @@ struct VjpOut {
   std::function<std::vector<Tracer>(const std::vector<Tracer>&)> pullback;
 };
 
+// What linearize returns: f's results and its JVP at the primals, a linear function of tangents
+// of the inputs' types (one per input) giving the results' tangents; callable any number of times
+// within the same trace.
+struct LinearizeOut {
+  std::vector<Tracer> primals_out;
+  std::function<std::vector<Tracer>(const std::vector<Tracer>&)> jvp;
+};
+
 namespace internal {
 
+LinearizeOut Linearize(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc);
 JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
            const std::vector<Tracer>& tangents, Loc loc);
 VjpOut Vjp(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc);
@@ -76,6 +85,14 @@ template <typename F>
 JvpOut jvp(F f, const std::vector<Tracer>& primals, const std::vector<Tracer>& tangents,
            Loc loc = Loc::current()) {
   return internal::Jvp(MakeTracedFunction(std::move(f)), primals, tangents, loc);
+}
+
+// jax.linearize(f, *primals). Each call of the JVP emits f's JVP at the same primals; the primal
+// half of it is the ops f's results already came from, which the pipeline's common-subexpression
+// elimination merges, so that what runs per call is the linear part.
+template <typename F>
+LinearizeOut linearize(F f, const std::vector<Tracer>& primals, Loc loc = Loc::current()) {
+  return internal::Linearize(MakeTracedFunction(std::move(f)), primals, loc);
 }
 
 // jax.vjp(f, *primals).

@@ -1,6 +1,7 @@
 #include "frontend/control_flow.h"
 
 #include "fmt/format.h"
+#include "frontend/trace_region.h"
 #include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
 #include "ir/sharding.h"
@@ -71,21 +72,10 @@ namespace {
 // function; false after an error.
 bool TraceRegion(internal::TraceState* t, const std::vector<ShapedType>& types,
                  const std::function<std::vector<Tracer>(std::vector<Tracer>)>& fn,
-                 ir::Region* out) {
-  t->builder().OpenRegion(/*spmd=*/false);
-  std::vector<Tracer> params;
-  for (const ShapedType& type : types) params.push_back(t->AddParam(type));
-  std::vector<Tracer> results = fn(params);
-  std::vector<int64_t> ids;
-  for (const Tracer& r : results) ids.push_back(r.valid() ? r.id() : -1);
-  *out = t->builder().CloseRegion(ids);
-  return t->status().ok();
-}
-
-std::vector<ShapedType> TypesOf(const std::vector<Tracer>& tracers) {
-  std::vector<ShapedType> types;
-  for (const Tracer& x : tracers) types.push_back(x.type());
-  return types;
+                 ir::Region* out, const char* what) {
+  return internal::TraceRegion(
+      t, TracedFunction{[&fn](const std::vector<Tracer>& p) { return fn(p); }, -1}, types, what,
+      out);
 }
 
 // The trace of `tracers` (or the current one), or null when any is invalid.
@@ -122,7 +112,7 @@ std::vector<Tracer> fori_loop(
       [&](std::vector<Tracer> p) {
         return body(p[0], std::vector<Tracer>(p.begin() + 1, p.end()));
       },
-      op.mutable_fori_loop()->mutable_body());
+      op.mutable_fori_loop()->mutable_body(), "fori_loop");
   if (!traced) return std::vector<Tracer>(init.size());
   return t->Emit(std::move(op), init, loc);
 }
@@ -142,12 +132,12 @@ std::vector<Tracer> while_loop(const std::function<Tracer(std::vector<Tracer>)>&
                                std::vector<Tracer> init, Loc loc) {
   internal::TraceState* t = ValidTrace(init, "while_loop");
   if (t == nullptr) return std::vector<Tracer>(init.size());
-  const std::vector<ShapedType> types = TypesOf(init);
+  const std::vector<ShapedType> types = internal::TypesOf(init);
   ir::Op op;
   op.set_opcode("while_loop");
   if (!TraceRegion(t, types, [&](std::vector<Tracer> c) { return std::vector<Tracer>{cond_fun(c)}; },
-                   op.mutable_while_loop()->mutable_cond()) ||
-      !TraceRegion(t, types, body_fun, op.mutable_while_loop()->mutable_body())) {
+                   op.mutable_while_loop()->mutable_cond(), "while_loop") ||
+      !TraceRegion(t, types, body_fun, op.mutable_while_loop()->mutable_body(), "while_loop")) {
     return std::vector<Tracer>(init.size());
   }
   return t->EmitN(std::move(op), init, init.size(), loc);
@@ -171,9 +161,9 @@ std::vector<Tracer> switch_(Tracer index, const std::vector<Branch>& branches,
   }
   ir::Op op;
   op.set_opcode("cond");
-  const std::vector<ShapedType> types = TypesOf(operands);
+  const std::vector<ShapedType> types = internal::TypesOf(operands);
   for (const Branch& b : branches) {
-    if (!TraceRegion(t, types, b, op.mutable_cond()->add_branches())) return {};
+    if (!TraceRegion(t, types, b, op.mutable_cond()->add_branches(), "cond")) return {};
   }
   const size_t count = op.cond().branches(0).results_size();
   std::vector<Tracer> args = {index};

@@ -16,6 +16,7 @@
 #include "frontend/autodiff.h"
 #include "frontend/collectives.h"
 #include "frontend/control_flow.h"
+#include "frontend/custom_derivatives.h"
 #include "frontend/distributed.h"
 #include "frontend/indexing.h"
 #include "frontend/jit.h"

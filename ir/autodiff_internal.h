@@ -1,6 +1,7 @@
 // Internal to ir/autodiff*.cc: the linear tape, the walk over a region's ops, and the
-// differentiation of the ops with regions (shard_map, fori_loop, while_loop, cond) that the walk
-// hands over to autodiff_regions.cc.
+// differentiation of the ops with regions that the walk hands over to autodiff_regions.cc
+// (shard_map, fori_loop, while_loop, cond) and autodiff_custom.cc (custom_jvp_call,
+// custom_vjp_call, checkpoint).
 #ifndef SHARDJIT_IR_AUTODIFF_INTERNAL_H_
 #define SHARDJIT_IR_AUTODIFF_INTERNAL_H_
 
@@ -86,6 +87,27 @@ absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                            const std::vector<int64_t>& tangents,
                            const std::vector<CapturedValue>& captures,
                            std::vector<int64_t>* results, std::vector<int64_t>* result_tangents);
+
+// The ops carrying the user's choices (autodiff_custom.cc). custom_jvp_call in either mode
+// (`linearizing`: the rule's ops on tangents go to `e`'s tape); custom_vjp_call and checkpoint
+// in reverse mode (forward mode: the former is an error, the latter its body, inline).
+absl::Status CustomJvpCallJvp(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                              const std::vector<int64_t>& operands,
+                              const std::vector<int64_t>& tangents,
+                              const std::vector<CapturedValue>& captures, bool linearizing,
+                              std::vector<int64_t>* results, std::vector<int64_t>* result_tangents);
+absl::Status CustomVjpCallLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                                    const std::vector<int64_t>& operands,
+                                    const std::vector<int64_t>& tangents,
+                                    const std::vector<CapturedValue>& captures,
+                                    std::vector<int64_t>* results,
+                                    std::vector<int64_t>* result_tangents);
+absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                                 const std::vector<int64_t>& operands,
+                                 const std::vector<int64_t>& tangents,
+                                 const std::vector<CapturedValue>& captures,
+                                 std::vector<int64_t>* results,
+                                 std::vector<int64_t>* result_tangents);
 
 }  // namespace autodiff_internal
 }  // namespace shardjit::ir

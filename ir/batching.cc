@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
+#include "ir/batching_internal.h"
 #include "ir/primitive.h"
 #include "ir/regions.h"
 
@@ -296,13 +297,21 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       reads_batched = reads_batched || dim_of(id) != kNotBatched;
       id = mapped(id);
     });
-    const Prim kind = PrimOf(op);
-    if ((any_batched || reads_batched) &&
-        (kind == Prim::kForiLoop || kind == Prim::kWhileLoop || kind == Prim::kCond)) {
-      ASSIGN_OR_RETURN(BatchedValues out,
-                       kind == Prim::kForiLoop    ? BatchForiLoop(b, op, operands, dims, size, inner)
-                       : kind == Prim::kWhileLoop ? BatchWhileLoop(b, op, operands, dims, size, inner)
-                                                  : BatchCond(b, op, operands, dims, size, inner));
+    using RegionBatcher = absl::StatusOr<BatchedValues> (*)(
+        FunctionBuilder&, const Op&, const std::vector<int64_t>&, const std::vector<int64_t>&,
+        int64_t, const std::vector<BatchedCapture>&);
+    RegionBatcher through_regions = nullptr;
+    switch (PrimOf(op)) {
+      case Prim::kForiLoop: through_regions = BatchForiLoop; break;
+      case Prim::kWhileLoop: through_regions = BatchWhileLoop; break;
+      case Prim::kCond: through_regions = BatchCond; break;
+      case Prim::kCustomJvpCall: through_regions = batching_internal::BatchCustomJvpCall; break;
+      case Prim::kCustomVjpCall: through_regions = batching_internal::BatchCustomVjpCall; break;
+      case Prim::kCheckpoint: through_regions = batching_internal::BatchCheckpoint; break;
+      default: break;
+    }
+    if ((any_batched || reads_batched) && through_regions != nullptr) {
+      ASSIGN_OR_RETURN(BatchedValues out, through_regions(b, op, operands, dims, size, inner));
       for (int i = 0; i < op.results_size(); ++i) {
         value[op.results(i)] = out.values[i];
         if (out.batch_dims[i] != kNotBatched) batch_dim[op.results(i)] = out.batch_dims[i];

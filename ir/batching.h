@@ -24,9 +24,9 @@ struct BatchedCapture {
 
 // Emits `region` on `args` (builder ids), arg i batched along `batch_dims[i]` (kNotBatched: the
 // same for every batch element) with batch size `size`: its results, each batched along the
-// dimension given (kNotBatched for results that do not depend on a batched value). fori_loop and
-// cond are batched through their regions (a cond on a batched index becomes a select of all its
-// branches' results, as in JAX).
+// dimension given (kNotBatched for results that do not depend on a batched value). Loops, cond,
+// custom_jvp_call, custom_vjp_call and checkpoint are batched through their regions (a cond on a
+// batched index becomes a select of all its branches' results, as in JAX).
 absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& region,
                                           const std::vector<int64_t>& args,
                                           const std::vector<int64_t>& batch_dims, int64_t size,

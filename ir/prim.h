@@ -106,12 +106,16 @@ class Op;
   X(kCumprod, "cumprod")                                   \
   X(kCummax, "cummax")                                     \
   X(kCummin, "cummin")                                     \
-  /* regions (ir/prims/fusion.cc, control_flow.cc) */      \
+  /* regions (ir/prims/fusion.cc, control_flow.cc, custom_derivatives.cc) */ \
   X(kFusion, "fusion")                                     \
   X(kForiLoop, "fori_loop")                                \
   X(kWhileLoop, "while_loop")                              \
   X(kCond, "cond")                                         \
   X(kShardMap, "shard_map")                                \
+  X(kCustomJvpCall, "custom_jvp_call")                     \
+  X(kCustomVjpCall, "custom_vjp_call")                     \
+  X(kCheckpoint, "checkpoint")                             \
+  X(kOptimizationBarrier, "optimization_barrier")          \
   /* user kernels (ir/prims/pallas.cc) */                  \
   X(kPallasCall, "pallas_call")                            \
   X(kRefLoad, "ref_load")                                  \

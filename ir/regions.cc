@@ -18,6 +18,13 @@ std::vector<const Region*> Regions(const Op& op) {
     }
     case Op::kShardMap:
       return {&op.shard_map().body()};
+    case Op::kCustomJvpCall:
+      return {&op.custom_jvp_call().fun(), &op.custom_jvp_call().jvp()};
+    case Op::kCustomVjpCall:
+      return {&op.custom_vjp_call().fun(), &op.custom_vjp_call().fwd(),
+              &op.custom_vjp_call().bwd()};
+    case Op::kCheckpoint:
+      return {&op.checkpoint().body()};
     case Op::kFusion:
       return {&op.fusion().body()};
     case Op::kPallasCall: {
@@ -48,6 +55,15 @@ std::vector<Region*> MutableRegions(Op& op) {
     }
     case Op::kShardMap:
       return {op.mutable_shard_map()->mutable_body()};
+    case Op::kCustomJvpCall:
+      return {op.mutable_custom_jvp_call()->mutable_fun(),
+              op.mutable_custom_jvp_call()->mutable_jvp()};
+    case Op::kCustomVjpCall:
+      return {op.mutable_custom_vjp_call()->mutable_fun(),
+              op.mutable_custom_vjp_call()->mutable_fwd(),
+              op.mutable_custom_vjp_call()->mutable_bwd()};
+    case Op::kCheckpoint:
+      return {op.mutable_checkpoint()->mutable_body()};
     case Op::kFusion:
       return {op.mutable_fusion()->mutable_body()};
     case Op::kPallasCall: {
@@ -80,6 +96,8 @@ std::string RegionName(const Op& op, int index) {
     return "kernel";
   }
   if (op.has_while_loop() && index == 0) return "cond";
+  if (op.has_custom_jvp_call()) return index == 0 ? "fun" : "jvp";
+  if (op.has_custom_vjp_call()) return index == 0 ? "fun" : index == 1 ? "fwd" : "bwd";
   return "body";
 }
 

@@ -12,16 +12,18 @@ namespace shardjit::ir {
 
 // fori_loop: {body}; while_loop: {cond, body}; cond: its branches; shard_map and fusion:
 // {body}; pallas_call: the index maps of its in_specs then out_specs (whole-array specs have
-// none), then the kernel; none for other ops.
+// none), then the kernel; custom_jvp_call: {fun, jvp}; custom_vjp_call: {fun, fwd, bwd};
+// checkpoint: {body}; none for other ops.
 std::vector<const Region*> Regions(const Op& op);
 std::vector<Region*> MutableRegions(Op& op);
 
 // How messages name region `index` of `op`: "body", "cond" (a while_loop's), "branch 1",
-// "in_specs[0] index_map", "kernel".
+// "in_specs[0] index_map", "kernel", "fun", "jvp", "fwd", "bwd".
 std::string RegionName(const Op& op, int index);
 
 // Whether `op`'s regions only see their own params (shard_map, fusion and pallas_call
-// regions); the others (loops, cond branches) may read values of the regions around them.
+// regions); the others (loops, cond branches, custom derivatives, checkpoint) may read values
+// of the regions around them.
 bool HasClosedRegions(const Op& op);
 
 // Whether `op` writes state besides its results (a ref_store, or a loop or branch inside a

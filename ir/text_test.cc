@@ -160,6 +160,32 @@ std::vector<Case> Cases() {
                    "        in (d) },{ lambda ; e:f32[2,3]. let\n"
                    "        in (b) })] a b\n",
                    "f"});
+  cases.push_back({"custom_jvp_call", "a:f32[3]",
+                   "    i:f32[3] = custom_jvp_call[fun={ lambda ; b:f32[3]. let\n"
+                   "          c:f32[3] = sin b\n"
+                   "        in (c) } jvp={ lambda ; d:f32[3] e:f32[3]. let\n"
+                   "          f:f32[3] = sin d\n"
+                   "          g:f32[3] = cos d\n"
+                   "          h:f32[3] = mul e g\n"
+                   "        in (f, h) }] a\n",
+                   "i"});
+  cases.push_back({"custom_vjp_call", "a:f32[3]",
+                   "    i:f32[3] = custom_vjp_call[fun={ lambda ; b:f32[3]. let\n"
+                   "          c:f32[3] = exp b\n"
+                   "        in (c) } fwd={ lambda ; d:f32[3]. let\n"
+                   "          e:f32[3] = exp d\n"
+                   "        in (e, e) } bwd={ lambda ; f:f32[3] g:f32[3]. let\n"
+                   "          h:f32[3] = mul f g\n"
+                   "        in (h) }] a\n",
+                   "i"});
+  cases.push_back({"checkpoint", "a:f32[3] b:f32[3]",
+                   "    e:f32[3] = checkpoint[body={ lambda ; c:f32[3]. let\n"
+                   "          d:f32[3] = mul c b\n"
+                   "        in (d) } prevent_cse=True policy=NOTHING_SAVEABLE] a\n",
+                   "e"});
+  cases.push_back({"optimization_barrier", "a:f32[3] b:s32[]",
+                   "    c:f32[3] d:s32[] = optimization_barrier a b\n",
+                   "c, d"});
   cases.push_back({"shard_map", "a:f32[4,4]",
                    "    d:f32[4,2] = shard_map[in_specs=(P(x,y)) out_specs=(P(x,None)) "
                    "body={ lambda ; b:f32[2,2]. let\n"

@@ -218,9 +218,10 @@ class FunctionVerifier {
         CloseScope();
       }
       kernel_grid_rank_ = saved_rank;
-    } else if (op.has_while_loop() || op.has_cond()) {
-      // A loop's cond and body, or the branches: each sees the values around the op, none sees
-      // another's. The types of their results stay known to the shape rule.
+    } else if (!Regions(op).empty()) {
+      // A loop's cond and body, the branches, the custom derivatives' regions, a checkpoint's
+      // body: each sees the values around the op, none sees another's. The types of their
+      // results stay known to the shape rule.
       const std::vector<const Region*> parts = Regions(op);
       for (size_t r = 0; r < parts.size() && status.ok(); ++r) {
         status = VerifyRegion(*parts[r], in_spmd, where + " " + RegionName(op, r), {});

@@ -64,6 +64,24 @@ INSTANTIATE_TEST_SUITE_P(
                   "        in (c) } body={ lambda ; d:f32[2]. let\n"
                   "        in (d) }] a\n",
                   "e", {"while_loop: cond param 0 is f32[3], expected f32[2]"}},
+        BadModule{"CustomVjpBwdWrongType", "per_device", "a:f32[2]",
+                  "    g:f32[2] = custom_vjp_call[fun={ lambda ; b:f32[2]. let\n"
+                  "        in (b) } fwd={ lambda ; c:f32[2]. let\n"
+                  "        in (c) } bwd={ lambda ; d:f32[2]. let\n"
+                  "          e:f32[] = reduce_sum[axes=(0)] d\n"
+                  "        in (e) }] a\n",
+                  "g",
+                  {"custom_vjp_call: bwd returns (f32[]); a custom VJP bwd rule's output (one "
+                   "cotangent per primal input, of its shape and dtype) must be (f32[2])"}},
+        BadModule{"CustomJvpRuleTakesPrimalsOnly", "per_device", "a:f32[2]",
+                  "    d:f32[2] = custom_jvp_call[fun={ lambda ; b:f32[2]. let\n"
+                  "        in (b) } jvp={ lambda ; c:f32[2]. let\n"
+                  "        in (c, c) }] a\n",
+                  "d", {"custom_jvp_call: jvp takes 1 params; expected 2 (f32[2], f32[2])"}},
+        BadModule{"CheckpointBodyParams", "per_device", "a:f32[2]",
+                  "    c:f32[2] = checkpoint[body={ lambda ; b:f32[3]. let\n"
+                  "        in (b) }] a\n",
+                  "c", {"checkpoint: body param 0 is f32[3], expected f32[2]"}},
         BadModule{"UnknownAxis", "per_device", "a:bf16[1024,1024]",
                   "    b:bf16[1024,1024] = psum[axes=(z)] a\n", "b",
                   {"psum: axis \"z\" is not in mesh {x:2, y:2}", "bf16[1024,1024]"}},

@@ -13,6 +13,7 @@
 #include "passes/collective_fusion.h"
 #include "passes/collective_simplify.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/inline_calls.h"
 #include "passes/lower_shard_map.h"
 #include "passes/sharding_propagation.h"
 #include "passes/spmd_partition.h"
@@ -87,6 +88,7 @@ Pipeline DefaultPipeline(PipelineOptions options, CanonicalizeOptions canonicali
   if (!options.machine) options.machine = MachineModel{};
   const MachineModel machine = *options.machine;
   Pipeline p(std::move(options));
+  p.Add(std::make_unique<InlineCalls>());
   p.Add(std::make_unique<Canonicalize>(std::move(canonicalize)));
   p.Add(std::make_unique<ShardingPropagation>(machine));
   p.Add(std::make_unique<SpmdPartition>(machine));

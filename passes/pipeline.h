@@ -34,9 +34,10 @@ class Pipeline {
   std::vector<std::unique_ptr<Pass>> passes_;
 };
 
-// The default lowering pipeline of jit: canonicalize, sharding-propagation, spmd-partition (which
-// leaves modules it has no rules for unchanged: they run unpartitioned), lower-shard-map,
-// collective-simplify, collective-fusion, fuse-elementwise (on the per-device code).
+// The default lowering pipeline of jit: inline-calls, canonicalize, sharding-propagation,
+// spmd-partition (which leaves modules it has no rules for unchanged: they run unpartitioned),
+// lower-shard-map, collective-simplify, collective-fusion, fuse-elementwise (on the per-device
+// code).
 Pipeline DefaultPipeline(PipelineOptions options = {}, CanonicalizeOptions canonicalize = {},
                          CollectiveFusionOptions fusion = {});
 

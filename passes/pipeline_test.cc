@@ -25,37 +25,39 @@ TEST(PipelineTest, RecordsStagesAndLowersShardMap) {
   ir::Module m = *ir::ParseModule(kWrapper);
   std::vector<StageRecord> stages;
   ASSERT_TRUE(DefaultPipeline().Run(m, &stages).ok());
-  ASSERT_EQ(stages.size(), 8u);
-  EXPECT_EQ(stages[1].pass, "canonicalize");
-  EXPECT_EQ(stages[1].text, "(unchanged)");
+  ASSERT_EQ(stages.size(), 9u);
+  EXPECT_EQ(stages[1].pass, "inline-calls");
+  EXPECT_FALSE(stages[1].changed);
+  EXPECT_EQ(stages[2].pass, "canonicalize");
+  EXPECT_EQ(stages[2].text, "(unchanged)");
   // A shard_map has no partitioning rule: the SPMD passes leave the module to lower-shard-map.
-  EXPECT_EQ(stages[2].pass, "sharding-propagation");
-  EXPECT_FALSE(stages[2].changed);
-  EXPECT_EQ(stages[3].pass, "spmd-partition");
+  EXPECT_EQ(stages[3].pass, "sharding-propagation");
   EXPECT_FALSE(stages[3].changed);
-  EXPECT_EQ(stages[4].pass, "lower-shard-map");
-  EXPECT_TRUE(stages[4].changed);
-  EXPECT_EQ(stages[4].text,
+  EXPECT_EQ(stages[4].pass, "spmd-partition");
+  EXPECT_FALSE(stages[4].changed);
+  EXPECT_EQ(stages[5].pass, "lower-shard-map");
+  EXPECT_TRUE(stages[5].changed);
+  EXPECT_EQ(stages[5].text,
             "module m [view=per_device mesh={x:2} devices=(0,1) entry=main "
             "param_shardings=(P(x)) result_shardings=(P(x))]\n"
             "func main = { lambda ; a:f32[2]. let\n"
             "    b:f32[2] = psum[axes=(x)] a\n"
             "  in (b) }\n");
   // The psum over x of a block that varies along x stays.
-  EXPECT_EQ(stages[5].pass, "collective-simplify");
-  EXPECT_FALSE(stages[5].changed);
-  // A lone collective has no dot_general to fuse with, and nothing elementwise to fuse.
-  EXPECT_EQ(stages[6].pass, "collective-fusion");
+  EXPECT_EQ(stages[6].pass, "collective-simplify");
   EXPECT_FALSE(stages[6].changed);
-  EXPECT_EQ(stages[7].pass, "fuse-elementwise");
+  // A lone collective has no dot_general to fuse with, and nothing elementwise to fuse.
+  EXPECT_EQ(stages[7].pass, "collective-fusion");
   EXPECT_FALSE(stages[7].changed);
+  EXPECT_EQ(stages[8].pass, "fuse-elementwise");
+  EXPECT_FALSE(stages[8].changed);
 }
 
 TEST(PipelineTest, DisablesPassesByName) {
   ir::Module m = *ir::ParseModule(kWrapper);
   std::vector<StageRecord> stages;
   ASSERT_TRUE(DefaultPipeline({.disabled = {"lower-shard-map"}}).Run(m, &stages).ok());
-  EXPECT_TRUE(stages[4].skipped);
+  EXPECT_TRUE(stages[5].skipped);
   EXPECT_EQ(m.view(), ir::GLOBAL);
 }
 
@@ -63,9 +65,9 @@ TEST(PipelineTest, DumpsEveryStage) {
   std::string dir = ::testing::TempDir() + "/dumps";
   ir::Module m = *ir::ParseModule(kWrapper);
   ASSERT_TRUE(DefaultPipeline({.dump_dir = dir}).Run(m).ok());
-  for (const char* name : {"00-m-input", "01-m-canonicalize", "02-m-sharding-propagation",
-                           "03-m-spmd-partition", "04-m-lower-shard-map",
-                           "05-m-collective-simplify"}) {
+  for (const char* name : {"00-m-input", "01-m-inline-calls", "02-m-canonicalize",
+                           "03-m-sharding-propagation", "04-m-spmd-partition",
+                           "05-m-lower-shard-map", "06-m-collective-simplify"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + name + ".txt")) << name;
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + name + ".pbtxt")) << name;
   }

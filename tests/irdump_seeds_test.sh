@@ -50,7 +50,7 @@ expect_grep 'ppermute' "$TMP/out"
 # --stages: the module after every pass.
 expect_status 0 "$IRDUMP" "$TMP/seeds/seed_c.txt" --stages
 expect_grep '^# --- stage 0: input ---$' "$TMP/out"
-expect_grep '^# --- stage 4: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 5: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage [0-9]*: collective-fusion (changed, [0-9.]* ms) ---$' "$TMP/out"
 
 # --cost of seed_c lowered (passes/cost_analysis.h): one 1024^3 dot and 1M converts; the 2 MiB

@@ -56,11 +56,12 @@ expect_grep 'transform must be jvp or vjp' "$TMP/err"
 # --stages: one header per stage, "(unchanged)" for passes that changed nothing, timings.
 expect_status 0 "$IRDUMP" "$TMP/c.txt" --stages
 expect_grep '^# --- stage 0: input ---$' "$TMP/out"
-expect_grep '^# --- stage 1: canonicalize (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 1: inline-calls (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 2: canonicalize (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^(unchanged)$' "$TMP/out"
-expect_grep '^# --- stage 2: sharding-propagation (unchanged, [0-9.]* ms) ---$' "$TMP/out"
-expect_grep '^# --- stage 3: spmd-partition (unchanged, [0-9.]* ms) ---$' "$TMP/out"
-expect_grep '^# --- stage 4: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 3: sharding-propagation (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 4: spmd-partition (unchanged, [0-9.]* ms) ---$' "$TMP/out"
+expect_grep '^# --- stage 5: lower-shard-map (changed, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage [0-9]*: collective-simplify (unchanged, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- stage [0-9]*: collective-fusion (changed, [0-9.]* ms) ---$' "$TMP/out"
 expect_grep '^# --- pipeline total: [0-9.]* ms ---$' "$TMP/out"
@@ -71,7 +72,7 @@ expect_grep 'shard_map\[' "$TMP/out"
 expect_status 0 "$IRDUMP" "$TMP/c.txt" --dump_to="$TMP/dump"
 [ "$(ls "$TMP/dump" | wc -l)" -eq $((2 * num_stages)) ] ||
   fail "expected $((2 * num_stages)) dump files: $(ls "$TMP/dump")"
-[ -f "$TMP/dump/04-matmul-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
+[ -f "$TMP/dump/05-matmul-lower-shard-map.pbtxt" ] || fail "no lower-shard-map pbtxt dump"
 expect_grep 'wrote [0-9]* stages to' "$TMP/err"
 
 # --cost: flops and bytes per device of the lowered module (passes/cost_analysis.h): one 4x4x4

@@ -14,6 +14,7 @@
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/autodiff.h"
 #include "ir/io.h"
 #include "ir/parser.h"
 #include "tools/npy.h"
@@ -134,6 +135,54 @@ func main = { lambda ; a:f32[2]. let
         RunModule(*module, {F32({4}, {1, 2, 3, 4})}, 0, {}, {}, backend);
     ASSERT_TRUE(out.ok()) << out.status();
     EXPECT_EQ((*out)[0].ToDoubles(), (std::vector<double>{3, 4, 1, 2}));
+  }
+}
+
+// A custom VJP (the rule gives 3 cos, not the derivative cos) and a checkpoint, written as IR
+// text in a global-view module: the module runs its functions; its VJP uses the rule and
+// recomputes the checkpointed body.
+TEST(RunModuleTest, HandWrittenCustomDerivativesModule) {
+  constexpr char kText[] = R"(module c [view=global mesh={x:2} devices=(0,1) entry=main param_shardings=(P(x)) result_shardings=(P())]
+func main = { lambda ; a:f32[4,3]. let
+    h:f32[4,3] = custom_vjp_call[fun={ lambda ; b:f32[4,3]. let
+          c:f32[4,3] = sin b
+        in (c) } fwd={ lambda ; d:f32[4,3]. let
+          e:f32[4,3] = sin d
+          f:f32[4,3] = cos d
+        in (e, f) } bwd={ lambda ; i:f32[4,3] j:f32[4,3]. let
+          k:f32[4,3] = mul i j
+          l:f32[] = constant[dtype=f32 value=(3)]
+          m:f32[4,3] = broadcast_in_dim[shape=(4,3) broadcast_dimensions=()] l
+          n:f32[4,3] = mul k m
+        in (n) }] a
+    q:f32[4,3] = checkpoint[body={ lambda ; o:f32[4,3]. let
+          p:f32[4,3] = mul o o
+        in (p) } prevent_cse=True] h
+    r:f32[] = reduce_sum[axes=(0,1)] q
+  in (r) }
+)";
+  absl::StatusOr<ir::Module> module = ir::ParseModule(kText);
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<ir::Module> vjp = ir::TransformModule(*module, ir::AdTransform::kVjp);
+  ASSERT_TRUE(vjp.ok()) << vjp.status();
+  std::vector<double> xs = Iota(12);
+  for (double& v : xs) v = 0.4 * v - 2;
+  for (Backend backend : {Backend::kReference, Backend::kX86}) {
+    absl::StatusOr<std::vector<Tensor>> out =
+        RunModule(*module, {F32({4, 3}, xs)}, 0, {}, {}, backend);
+    ASSERT_TRUE(out.ok()) << out.status();
+    double want = 0;
+    for (double x : xs) want += std::sin(static_cast<float>(x)) * std::sin(static_cast<float>(x));
+    EXPECT_NEAR((*out)[0].GetDouble(0), want, 1e-5);
+    absl::StatusOr<std::vector<Tensor>> grads = RunModule(
+        *vjp, {F32({4, 3}, xs), Tensor::FromDoubles({ir::DType::kF32, {}}, {1.0})}, 0, {}, {},
+        backend);
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    ASSERT_EQ(grads->size(), 2u);
+    for (int i = 0; i < 12; ++i) {
+      const double a = static_cast<float>(xs[i]);
+      EXPECT_NEAR((*grads)[1].GetDouble(i), 2 * std::sin(a) * std::cos(a) * 3, 1e-5) << i;
+    }
   }
 }
 

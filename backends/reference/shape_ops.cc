@@ -1,6 +1,6 @@
 // Reference kernels of the data-movement primitives: broadcast_in_dim, reshape, transpose, slice,
-// dynamic_slice, dynamic_update_slice, concatenate, pad, rev and with_sharding_constraint (the
-// identity).
+// dynamic_slice, dynamic_update_slice, concatenate, pad, rev, and with_sharding_constraint and
+// optimization_barrier (the identity).
 // The others are strided copies; runs that are contiguous on both sides are copied with memcpy.
 #include <algorithm>
 #include <cstdint>
@@ -162,9 +162,10 @@ Results Rev(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allo
   return std::vector<Tensor>{out};
 }
 
-// with_sharding_constraint only matters to the SPMD partitioner: the identity.
+// with_sharding_constraint only matters to the SPMD partitioner, optimization_barrier to
+// common-subexpression elimination: the identity.
 Results Identity(const ir::Op&, const std::vector<Tensor>& in, ir::Allocator*) {
-  return std::vector<Tensor>{in[0]};
+  return in;
 }
 
 const bool registered = [] {
@@ -178,6 +179,7 @@ const bool registered = [] {
   RegisterKernel("pad", Pad);
   RegisterKernel("rev", Rev);
   RegisterKernel("with_sharding_constraint", Identity);
+  RegisterKernel("optimization_barrier", Identity);
   return true;
 }();
 

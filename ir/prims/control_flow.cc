@@ -7,17 +7,6 @@
 namespace shardjit::ir::prims {
 namespace {
 
-absl::StatusOr<Types> RegionResultTypes(const ShapeContext& ctx, const Op& op,
-                                        const Types& operands, const Region& body) {
-  if (!ctx.value_type) return RuleError(op, operands, "region results cannot be typed here");
-  Types out;
-  for (int64_t id : body.results()) {
-    ASSIGN_OR_RETURN(ShapedType t, ctx.value_type(id));
-    out.push_back(t);
-  }
-  return out;
-}
-
 absl::StatusOr<Types> ForiLoop(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const ForiLoopAttrs& a = op.fori_loop();
   // The index is an s32 scalar: bounds past its range would wrap it (and a loop up to such a

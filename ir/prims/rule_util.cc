@@ -199,4 +199,15 @@ absl::Status CheckRegionParams(const Op& op, const Types& operands, const Region
   return absl::OkStatus();
 }
 
+absl::StatusOr<Types> RegionResultTypes(const ShapeContext& ctx, const Op& op,
+                                        const Types& operands, const Region& region) {
+  if (!ctx.value_type) return RuleError(op, operands, "region results cannot be typed here");
+  Types out;
+  for (int64_t id : region.results()) {
+    ASSIGN_OR_RETURN(ShapedType t, ctx.value_type(id));
+    out.push_back(t);
+  }
+  return out;
+}
+
 }  // namespace shardjit::ir::prims

@@ -60,6 +60,10 @@ absl::Status CheckLiteralFits(const Op& op, const Types& operands, std::string_v
 absl::Status CheckRegionParams(const Op& op, const Types& operands, const Region& region,
                                std::string_view name, const Types& types);
 
+// The types of `region`'s results, through ctx.value_type.
+absl::StatusOr<Types> RegionResultTypes(const ShapeContext& ctx, const Op& op,
+                                        const Types& operands, const Region& region);
+
 // Checks that operands[first..] all have one type: "operand types differ (<a> vs <b>)".
 absl::Status CheckSameTypes(const Op& op, const Types& operands, size_t first);
 

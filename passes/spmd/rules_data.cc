@@ -29,6 +29,20 @@ std::vector<Strategy> ShardingConstraintRule(const OpView& view) {
   return {Single({r}, r)};
 }
 
+// optimization_barrier: each value keeps its layout (its own where known, else the first its
+// users want).
+std::vector<Strategy> OptimizationBarrierRule(const OpView& view) {
+  Strategy st;
+  for (size_t i = 0; i < view.operand_types.size(); ++i) {
+    const Spec s = view.operand_specs[i]          ? *view.operand_specs[i]
+                   : !view.result_wants[i].empty() ? view.result_wants[i][0]
+                                                   : Replicated(view.operand_types[i].rank());
+    st.operands.push_back(s);
+    st.results.push_back(s);
+  }
+  return {st};
+}
+
 // Operand dim i maps to result dim broadcast_dimensions[i] unless it is broadcast (size 1 to
 // more): that one is replicated.
 std::vector<Strategy> BroadcastInDimRule(const OpView& view) {
@@ -147,6 +161,7 @@ void AddDataMovementRules(RuleTable& table) {
   table[ir::Prim::kConstant] = SourceRule;
   table[ir::Prim::kIota] = SourceRule;
   table[ir::Prim::kWithShardingConstraint] = ShardingConstraintRule;
+  table[ir::Prim::kOptimizationBarrier] = OptimizationBarrierRule;
   table[ir::Prim::kBroadcastInDim] = BroadcastInDimRule;
   table[ir::Prim::kTranspose] = TransposeRule;
   table[ir::Prim::kReshape] = ReshapeRule;

@@ -1,0 +1,31 @@
+// Internal to ir/batching*.cc: the batching of the ops that carry the user's differentiation
+// choices (batching_custom.cc), which EmitBatched hands over.
+#ifndef SHARDJIT_IR_BATCHING_INTERNAL_H_
+#define SHARDJIT_IR_BATCHING_INTERNAL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/batching.h"
+
+namespace shardjit::ir::batching_internal {
+
+// Each: the op batched through its regions (operands batched along `dims`, the values its
+// regions read from the walked region in `captures`); every result batched along dimension 0.
+absl::StatusOr<BatchedValues> BatchCustomJvpCall(FunctionBuilder& b, const Op& op,
+                                                 const std::vector<int64_t>& operands,
+                                                 const std::vector<int64_t>& dims, int64_t size,
+                                                 const std::vector<BatchedCapture>& captures);
+absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& op,
+                                                 const std::vector<int64_t>& operands,
+                                                 const std::vector<int64_t>& dims, int64_t size,
+                                                 const std::vector<BatchedCapture>& captures);
+absl::StatusOr<BatchedValues> BatchCheckpoint(FunctionBuilder& b, const Op& op,
+                                              const std::vector<int64_t>& operands,
+                                              const std::vector<int64_t>& dims, int64_t size,
+                                              const std::vector<BatchedCapture>& captures);
+
+}  // namespace shardjit::ir::batching_internal
+
+#endif  // SHARDJIT_IR_BATCHING_INTERNAL_H_
