@@ -188,7 +188,8 @@ std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Trac
 
 std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& args,
                          const std::vector<std::optional<int64_t>>& in_axes,
-                         const std::vector<int64_t>& out_axes, Loc loc) {
+                         const std::vector<int64_t>& out_axes, const std::string& axis_name,
+                         Loc loc) {
   TraceState* t = TraceOfArgs(args, "vmap");
   if (t == nullptr) return {};
   auto fail = [&](std::string message) {
@@ -230,14 +231,27 @@ std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& arg
     std::vector<int64_t>& dims = example_types.back().dims;
     if (batch_dims[i] != ir::kNotBatched) dims.erase(dims.begin() + batch_dims[i]);
   }
+  if (!axis_name.empty()) {
+    const ir::Mesh* mesh = t->builder().mesh();
+    for (int i = 0; mesh != nullptr && i < mesh->axes_size(); ++i) {
+      if (mesh->axes(i).name() == axis_name) {
+        return fail(fmt::format("vmap: axis_name '{}' is already an axis of the mesh",
+                                axis_name));
+      }
+    }
+  }
+  // While f is traced, collectives may name the vmapped axis.
   ir::Region region;
-  if (!TraceRegion(t, f, example_types, "vmap", &region)) return {};
+  if (!axis_name.empty()) t->builder().PushNamedAxis(axis_name, size);
+  const bool traced = TraceRegion(t, f, example_types, "vmap", &region, !axis_name.empty());
+  if (!axis_name.empty()) t->builder().PopNamedAxis();
+  if (!traced) return {};
   if (out_axes.size() != 1 && out_axes.size() != static_cast<size_t>(region.results_size())) {
     return fail(fmt::format("vmap out_axes must have one entry or one per result ({}), got {}",
                             region.results_size(), out_axes.size()));
   }
   absl::StatusOr<ir::BatchedValues> batched =
-      ir::EmitBatched(t->builder(), region, Ids(args), batch_dims, size);
+      ir::EmitBatched(t->builder(), region, Ids(args), batch_dims, size, {}, axis_name);
   if (!Check(t, batched.status(), loc)) return {};
   ir::AdEmitter e(t->builder());
   std::vector<Tracer> out;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -56,7 +57,8 @@ std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Trac
 // results stacked along out_axes (one entry: every result).
 std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& args,
                          const std::vector<std::optional<int64_t>>& in_axes,
-                         const std::vector<int64_t>& out_axes, Loc loc);
+                         const std::vector<int64_t>& out_axes, const std::string& axis_name,
+                         Loc loc);
 
 // The results as a function returning one Tracer, or several, gives them.
 inline Tracer AsResult(std::vector<Tracer> v, Tracer*) { return v.empty() ? Tracer() : v[0]; }
@@ -64,17 +66,20 @@ inline std::vector<Tracer> AsResult(std::vector<Tracer> v, std::vector<Tracer>*)
 
 }  // namespace internal
 
-// jax.vmap(f, in_axes, out_axes): f applied to every slice of its arguments along in_axes
-// (std::nullopt: an argument passed whole to every application; one entry applies to every
-// argument; negative axes count from the end), its results stacked along out_axes. Returns one
-// Tracer when f does.
+// jax.vmap(f, in_axes, out_axes, axis_name): f applied to every slice of its arguments along
+// in_axes (std::nullopt: an argument passed whole to every application; one entry applies to
+// every argument; negative axes count from the end), its results stacked along out_axes. Returns
+// one Tracer when f does. With `axis_name`, collectives inside f may name the vmapped axis and
+// act across the batch (psum sums it, all_gather stacks it, axis_index is the element's index).
 template <typename F>
 auto vmap(F f, std::vector<std::optional<int64_t>> in_axes = {0},
-          std::vector<int64_t> out_axes = {0}, Loc loc = Loc::current()) {
+          std::vector<int64_t> out_axes = {0}, std::string axis_name = {},
+          Loc loc = Loc::current()) {
   using Result = std::conditional_t<kReturnsOneTracer<F>, Tracer, std::vector<Tracer>>;
   return [traced = MakeTracedFunction(std::move(f)), in_axes = std::move(in_axes),
-          out_axes = std::move(out_axes), loc](const std::vector<Tracer>& args) -> Result {
-    return internal::AsResult(internal::Vmap(traced, args, in_axes, out_axes, loc),
+          out_axes = std::move(out_axes), axis_name = std::move(axis_name),
+          loc](const std::vector<Tracer>& args) -> Result {
+    return internal::AsResult(internal::Vmap(traced, args, in_axes, out_axes, axis_name, loc),
                               static_cast<Result*>(nullptr));
   };
 }

@@ -41,14 +41,14 @@ bool Check(TraceState* t, const absl::Status& s, SourceLocation loc) {
 }
 
 bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
-                 const char* what, ir::Region* region) {
+                 const char* what, ir::Region* region, bool spmd) {
   if (f.arity >= 0 && static_cast<size_t>(f.arity) != types.size()) {
     t->RecordError(absl::InvalidArgumentError(fmt::format(
                        "{}: the function takes {} arguments, got {}", what, f.arity, types.size())),
                    SourceLocation());
     return false;
   }
-  t->builder().OpenRegion(/*spmd=*/false);
+  t->builder().OpenRegion(spmd);
   std::vector<Tracer> params;
   for (const ShapedType& type : types) params.push_back(t->AddParam(type));
   std::vector<Tracer> results = f.fn(params);

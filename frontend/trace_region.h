@@ -17,9 +17,10 @@ namespace shardjit::internal {
 
 // Traces `f` on parameters of `types` into `region`, which may read other values of the trace;
 // false after an error (recorded on `t`; `what` names the caller in messages: a wrong number of
-// arguments, an invalid result).
+// arguments, an invalid result). `spmd`: collectives are allowed in the region (vmap with an
+// axis_name).
 bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
-                 const char* what, ir::Region* region);
+                 const char* what, ir::Region* region, bool spmd = false);
 
 // The trace of `args` (all valid and the trace without error), or null after recording why not.
 TraceState* TraceOfArgs(const std::vector<Tracer>& args, const char* what);

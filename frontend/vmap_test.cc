@@ -3,6 +3,7 @@
 // select's predicate among them), broadcasts, reductions, dot_general with the batch dimension on
 // either or both sides, data movement, sorting and scans, per-example gradients (vmap of grad),
 // collectives inside shard_map; in_axes/out_axes anywhere; the errors JAX gives.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -258,6 +259,186 @@ TEST(VmapCollectives, InsideShardMap) {
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_EQ((*got)[r].to_host()->ToDoubles(), (*want)[r].to_host()->ToDoubles()) << r;
   }
+}
+
+// vmap with an axis_name: collectives over the vmapped axis act across the batch. Each case
+// against the value computed element by element on the host (f64).
+class VmapAxisNameTest : public ::testing::Test {
+ protected:
+  VmapAxisNameTest() : rt_({.num_devices = 1}), mesh_(*make_mesh(rt_, {{"x", 1}})) {}
+
+  // vmap(f, axis_name="b") over the rows of xs ([n, m]), on both backends.
+  std::vector<double> Run(const std::function<Tracer(Tracer)>& f, int64_t n, int64_t m,
+                          const std::vector<double>& xs) {
+    Array x = *device_put(HostTensor(DType::kF64, {n, m}, xs), NamedSharding(mesh_, P()));
+    std::vector<double> first;
+    for (Backend backend : {Backend::kX86, Backend::kReference}) {
+      absl::StatusOr<Array> out =
+          jit([f](Tracer x) { return vmap(f, {0}, {0}, "b")({x}); }, {.backend = backend})(x);
+      EXPECT_TRUE(out.ok()) << out.status();
+      if (!out.ok()) return {};
+      std::vector<double> got = out->to_host()->ToDoubles();
+      if (first.empty()) first = got;
+      EXPECT_EQ(got, first) << "the backends differ";
+    }
+    return first;
+  }
+
+  Runtime rt_;
+  Mesh mesh_;
+};
+
+TEST_F(VmapAxisNameTest, ReductionsAndAxisIndex) {
+  const int64_t n = 4, m = 5;
+  const std::vector<double> xs = Values(n * m, 31);
+  auto at = [&](int64_t b, int64_t i) { return xs[b * m + i]; };
+  std::vector<double> sum(m, 0), mx(m, -1e300), mn(m, 1e300);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < m; ++i) {
+      sum[i] += at(b, i);
+      mx[i] = std::max(mx[i], at(b, i));
+      mn[i] = std::min(mn[i], at(b, i));
+    }
+  }
+  // psum + pmean * 10 + pmax * 100 - pmin + axis_index * 1000 + n * (psum of an unbatched 1).
+  std::vector<double> got = Run(
+      [](Tracer x) {
+        Tracer one = lax::full({}, 1.0, DType::kF64);
+        Tracer index = lax::convert_element_type(lax::axis_index("b"), DType::kF64);
+        return lax::psum(x, "b") + lax::pmean(x, "b") * 10.0 + lax::pmax(x, "b") * 100.0 -
+               lax::pmin(x, "b") + index * 1000.0 + lax::psum(one, "b") * 10000.0;
+      },
+      n, m, xs);
+  ASSERT_EQ(got.size(), static_cast<size_t>(n * m));
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < m; ++i) {
+      const double want =
+          sum[i] + sum[i] / n * 10 + mx[i] * 100 - mn[i] + b * 1000.0 + n * 10000.0;
+      EXPECT_NEAR(got[b * m + i], want, 1e-9) << b << "," << i;
+    }
+  }
+}
+
+TEST_F(VmapAxisNameTest, DataMovement) {
+  const int64_t n = 4, m = 8;
+  const std::vector<double> xs = Values(n * m, 32);
+  auto at = [&](int64_t b, int64_t i) { return xs[b * m + i]; };
+  // all_gather (stacked, then tiled) read back at a position that depends on the element.
+  std::vector<double> got = Run(
+      [](Tracer x) {
+        Tracer stacked = lax::all_gather(x, "b", 0, false);  // [4, 8]
+        Tracer tiled = lax::all_gather(x, "b", 0, true);     // [32]
+        return lax::reduce_sum(stacked, {0}) + lax::slice(tiled, {8}, {16}) * 2.0;
+      },
+      n, m, xs);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < m; ++i) {
+      double s = 0;
+      for (int64_t c = 0; c < n; ++c) s += at(c, i);
+      EXPECT_NEAR(got[b * m + i], s + 2 * at(1, i), 1e-12);
+    }
+  }
+  // psum_scatter (tiled: element b keeps block b of the sum), ppermute (a shift and a partial
+  // permutation), pbroadcast.
+  got = Run(
+      [](Tracer x) {
+        Tracer scattered = lax::psum_scatter(x, "b", 0, true);  // [2]
+        Tracer wide = lax::concatenate({scattered, scattered, scattered, scattered}, 0);
+        Tracer shifted = lax::ppermute(x, "b", {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
+        Tracer partial = lax::ppermute(x, "b", {{3, 0}});
+        return wide + shifted * 10.0 + partial * 100.0 + lax::pbroadcast(x, "b", 2) * 1000.0;
+      },
+      n, m, xs);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < m; ++i) {
+      double block = 0;
+      for (int64_t c = 0; c < n; ++c) block += at(c, b * 2 + i % 2);
+      const double want = block + at((b + n - 1) % n, i) * 10 + (b == 0 ? at(3, i) * 100 : 0) +
+                          at(2, i) * 1000;
+      EXPECT_NEAR(got[b * m + i], want, 1e-12) << b << "," << i;
+    }
+  }
+  // all_to_all, tiled (element j gets chunk j of every element, in order) and not tiled.
+  got = Run(
+      [](Tracer x) {
+        Tracer tiled = lax::all_to_all(x, "b", 0, 0, true);                       // [8]
+        Tracer grid = lax::reshape(x, {4, 2});
+        Tracer untiled = lax::all_to_all(grid, "b", 0, 1, false);                  // [2, 4]
+        return tiled + lax::reshape(untiled, {8}) * 10.0;
+      },
+      n, m, xs);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < m; ++i) {
+      const double tiled = at(i / 2, j * 2 + i % 2);
+      // untiled[r][c]: from element c (the new dimension at 1), row j of its [4, 2] grid.
+      const double untiled = at(i % 4, j * 2 + i / 4);
+      EXPECT_NEAR(got[j * m + i], tiled + 10 * untiled, 1e-12) << j << "," << i;
+    }
+  }
+}
+
+TEST_F(VmapAxisNameTest, GradientThroughTheBatchedCollective) {
+  // loss(xs) = sum_b sum_i psum(x_b)_i * x_bi: d loss / d x_bi = 2 * sum_c x_ci.
+  const int64_t n = 3, m = 4;
+  const std::vector<double> xs = Values(n * m, 33);
+  Array x = *device_put(HostTensor(DType::kF64, {n, m}, xs), NamedSharding(mesh_, P()));
+  absl::StatusOr<Array> g = jit(grad([](Tracer xs) {
+    Tracer per = vmap([](Tracer x) { return lax::psum(x, "b") * x; }, {0}, {0}, "b")({xs});
+    return lax::reduce_sum(per, {0, 1});
+  }))(x);
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < m; ++i) {
+      double s = 0;
+      for (int64_t c = 0; c < n; ++c) s += xs[c * m + i];
+      EXPECT_NEAR(g->to_host()->ToDoubles()[b * m + i], 2 * s, 1e-12);
+    }
+  }
+}
+
+// Inside a shard_map on {x:2}: collectives over the mesh axis and the vmapped one together.
+TEST(VmapAxisName, WithMeshAxes) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
+  const std::vector<double> xs = Values(2 * 3 * 4, 34);  // [2 devices, 3 elements, 4]
+  Array x = *device_put(HostTensor(DType::kF64, {6, 4}, xs), NamedSharding(mesh, P("x")));
+  auto body = [](Tracer x) {  // [3, 4] per device
+    return vmap(
+        [](Tracer row) {
+          Tracer index = lax::convert_element_type(lax::axis_index({"x", "b"}), DType::kF64);
+          Tracer size = lax::convert_element_type(lax::axis_size({"b", "x"}), DType::kF64);
+          return lax::psum(row, {"x", "b"}) + index * 100.0 + size * 1000.0;
+        },
+        {0}, {0}, "b")({x});
+  };
+  absl::StatusOr<Array> out = jit(shard_map(body, mesh, {P("x")}, {P("x")}))(x);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<double> got = out->to_host()->ToDoubles();
+  for (int64_t d = 0; d < 2; ++d) {
+    for (int64_t b = 0; b < 3; ++b) {
+      for (int64_t i = 0; i < 4; ++i) {
+        double s = 0;
+        for (int64_t k = 0; k < 6; ++k) s += xs[k * 4 + i];
+        const double want = s + (d * 3 + b) * 100.0 + 6 * 1000.0;
+        EXPECT_NEAR(got[(d * 3 + b) * 4 + i], want, 1e-12) << d << "," << b << "," << i;
+      }
+    }
+  }
+  // Moving data over the vmapped axis and a mesh axis at once is refused, clearly.
+  absl::StatusOr<Array> mixed = jit(shard_map(
+      [](Tracer x) {
+        return vmap([](Tracer row) { return lax::all_gather(row, {"b", "x"}, 0, true); }, {0},
+                    {0}, "b")({x});
+      },
+      mesh, {P("x")}, {P("x")}))(x);
+  EXPECT_THAT(std::string(mixed.status().message()),
+              HasSubstr("vmap: a all_gather over the vmapped axis 'b' together with other axes "
+                        "(b, x) is not supported"));
+  absl::StatusOr<Array> clash = jit(shard_map(
+      [](Tracer x) { return vmap([](Tracer row) { return row; }, {0}, {0}, "x")({x}); }, mesh,
+      {P("x")}, {P("x")}))(x);
+  EXPECT_THAT(std::string(clash.status().message()),
+              HasSubstr("vmap: axis_name 'x' is already an axis of the mesh"));
 }
 
 TEST(VmapErrors, AsJaxGivesThem) {

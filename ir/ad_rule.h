@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,9 @@ struct BatchArgs {
   const std::vector<int64_t>& operands;
   const std::vector<int64_t>& batch_dims;  // per operand: its batch dimension, or kNotBatched
   int64_t size;                            // the batch size
+  // vmap's axis_name (empty: none): a collective over it acts across the batch. Its rule is
+  // called for such a collective even when no operand is batched.
+  std::string_view axis_name;
 };
 // The batched results and their batch dimensions (kNotBatched where a result has none).
 struct BatchedValues {

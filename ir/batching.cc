@@ -6,6 +6,7 @@
 #include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/batching_internal.h"
+#include "ir/collective_groups.h"
 #include "ir/primitive.h"
 #include "ir/regions.h"
 
@@ -86,7 +87,8 @@ absl::StatusOr<BatchedValues> RunLoop(FunctionBuilder& b, Op loop,
 absl::StatusOr<BatchedValues> BatchForiLoop(FunctionBuilder& b, const Op& op,
                                             const std::vector<int64_t>& operands,
                                             const std::vector<int64_t>& dims, int64_t size,
-                                            const std::vector<BatchedCapture>& captures) {
+                                            const std::vector<BatchedCapture>& captures,
+                                            std::string_view axis_name) {
   const Region& body = op.fori_loop().body();
   const size_t n = operands.size();
   std::vector<bool> batched(n);
@@ -99,7 +101,7 @@ absl::StatusOr<BatchedValues> BatchForiLoop(FunctionBuilder& b, const Op& op,
     for (int64_t d : AddCarryParams(b, operands, dims, batched, size, params)) {
       body_dims.push_back(d);
     }
-    return EmitBatched(b, body, *params, body_dims, size, captures);
+    return EmitBatched(b, body, *params, body_dims, size, captures, axis_name);
   };
   for (bool changed = true; changed;) {  // fixpoint, in scratch regions
     changed = false;
@@ -128,7 +130,8 @@ absl::StatusOr<BatchedValues> BatchForiLoop(FunctionBuilder& b, const Op& op,
 absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
                                              const std::vector<int64_t>& operands,
                                              const std::vector<int64_t>& dims, int64_t size,
-                                             const std::vector<BatchedCapture>& captures) {
+                                             const std::vector<BatchedCapture>& captures,
+                                             std::string_view axis_name) {
   const Region& cond = op.while_loop().cond();
   const Region& body = op.while_loop().body();
   const size_t n = operands.size();
@@ -141,8 +144,10 @@ absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
     RegionScope scratch(b, /*spmd=*/false);
     std::vector<int64_t> params;
     const std::vector<int64_t> param_dims = AddCarryParams(b, operands, dims, batched, size, &params);
-    ASSIGN_OR_RETURN(BatchedValues pred, EmitBatched(b, cond, params, param_dims, size, captures));
-    ASSIGN_OR_RETURN(BatchedValues out, EmitBatched(b, body, params, param_dims, size, captures));
+    ASSIGN_OR_RETURN(BatchedValues pred,
+                     EmitBatched(b, cond, params, param_dims, size, captures, axis_name));
+    ASSIGN_OR_RETURN(BatchedValues out,
+                     EmitBatched(b, body, params, param_dims, size, captures, axis_name));
     if (pred.batch_dims[0] != kNotBatched && !pred_batched) pred_batched = changed = true;
     for (size_t i = 0; i < n; ++i) {
       const bool now = batched[i] || out.batch_dims[i] != kNotBatched || pred_batched;
@@ -153,7 +158,8 @@ absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
   // The condition per element, [size] (or a scalar when unbatched), of carries `params`.
   auto predicate = [&](const std::vector<int64_t>& params,
                        const std::vector<int64_t>& param_dims) -> absl::StatusOr<int64_t> {
-    ASSIGN_OR_RETURN(BatchedValues p, EmitBatched(b, cond, params, param_dims, size, captures));
+    ASSIGN_OR_RETURN(BatchedValues p,
+                     EmitBatched(b, cond, params, param_dims, size, captures, axis_name));
     if (p.batch_dims[0] == kNotBatched) return p.values[0];
     return MoveBatchDim(e, p.values[0], p.batch_dims[0], 0, size);
   };
@@ -174,7 +180,8 @@ absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
   RegionScope region(b, /*spmd=*/false);
   std::vector<int64_t> params;
   const std::vector<int64_t> param_dims = AddCarryParams(b, operands, dims, batched, size, &params);
-  ASSIGN_OR_RETURN(BatchedValues out, EmitBatched(b, body, params, param_dims, size, captures));
+  ASSIGN_OR_RETURN(BatchedValues out,
+                   EmitBatched(b, body, params, param_dims, size, captures, axis_name));
   ASSIGN_OR_RETURN(std::vector<int64_t> results,
                    BatchedCarries(e, out.values, out.batch_dims, batched, size));
   if (pred_batched) {  // finished elements keep their carries
@@ -194,14 +201,16 @@ absl::StatusOr<BatchedValues> BatchWhileLoop(FunctionBuilder& b, const Op& op,
 absl::StatusOr<BatchedValues> BatchCond(FunctionBuilder& b, const Op& op,
                                         const std::vector<int64_t>& operands,
                                         const std::vector<int64_t>& dims, int64_t size,
-                                        const std::vector<BatchedCapture>& captures) {
+                                        const std::vector<BatchedCapture>& captures,
+                                        std::string_view axis_name) {
   AdEmitter e(b);
   const std::vector<int64_t> args(operands.begin() + 1, operands.end());
   const std::vector<int64_t> arg_dims(dims.begin() + 1, dims.end());
   const int branches = op.cond().branches_size();
   auto batch_branch = [&](const Region& branch,
                           const std::vector<int64_t>& values) -> absl::StatusOr<std::vector<int64_t>> {
-    ASSIGN_OR_RETURN(BatchedValues out, EmitBatched(b, branch, values, arg_dims, size, captures));
+    ASSIGN_OR_RETURN(BatchedValues out,
+                     EmitBatched(b, branch, values, arg_dims, size, captures, axis_name));
     std::vector<int64_t> results;
     for (size_t i = 0; i < out.values.size(); ++i) {
       ASSIGN_OR_RETURN(int64_t r, MoveBatchDim(e, out.values[i], out.batch_dims[i], 0, size));
@@ -252,7 +261,8 @@ absl::StatusOr<BatchedValues> BatchCond(FunctionBuilder& b, const Op& op,
 absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& region,
                                           const std::vector<int64_t>& args,
                                           const std::vector<int64_t>& batch_dims, int64_t size,
-                                          const std::vector<BatchedCapture>& captures) {
+                                          const std::vector<BatchedCapture>& captures,
+                                          std::string_view axis_name) {
   if (args.size() != static_cast<size_t>(region.params_size()) ||
       batch_dims.size() != args.size()) {
     return absl::InvalidArgumentError(fmt::format(
@@ -299,7 +309,7 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
     });
     using RegionBatcher = absl::StatusOr<BatchedValues> (*)(
         FunctionBuilder&, const Op&, const std::vector<int64_t>&, const std::vector<int64_t>&,
-        int64_t, const std::vector<BatchedCapture>&);
+        int64_t, const std::vector<BatchedCapture>&, std::string_view);
     RegionBatcher through_regions = nullptr;
     switch (PrimOf(op)) {
       case Prim::kForiLoop: through_regions = BatchForiLoop; break;
@@ -311,7 +321,8 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       default: break;
     }
     if ((any_batched || reads_batched) && through_regions != nullptr) {
-      ASSIGN_OR_RETURN(BatchedValues out, through_regions(b, op, operands, dims, size, inner));
+      ASSIGN_OR_RETURN(BatchedValues out,
+                       through_regions(b, op, operands, dims, size, inner, axis_name));
       for (int i = 0; i < op.results_size(); ++i) {
         value[op.results(i)] = out.values[i];
         if (out.batch_dims[i] != kNotBatched) batch_dim[op.results(i)] = out.batch_dims[i];
@@ -319,16 +330,21 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       continue;
     }
     const Primitive* prim = FindPrimitive(op.opcode());
-    if (reads_batched || (any_batched && (prim == nullptr || !prim->ad.batch))) {
+    // A collective over the vmapped axis acts across the batch, batched operand or not.
+    bool names_axis = false;
+    if (!axis_name.empty() && IsCollective(PrimOf(op))) {
+      for (const std::string& a : CollectiveAxes(op)) names_axis = names_axis || a == axis_name;
+    }
+    if (reads_batched || ((any_batched || names_axis) && (prim == nullptr || !prim->ad.batch))) {
       return absl::UnimplementedError(
           fmt::format("Batching rule for '{}' not implemented", op.opcode()));
     }
-    if (!any_batched) {
+    if (!any_batched && !names_axis) {
       ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(std::move(copy), operands));
       for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
       continue;
     }
-    ASSIGN_OR_RETURN(BatchedValues out, prim->ad.batch(e, BatchArgs{op, operands, dims, size}));
+    ASSIGN_OR_RETURN(BatchedValues out, prim->ad.batch(e, BatchArgs{op, operands, dims, size, axis_name}));
     if (out.values.size() != static_cast<size_t>(op.results_size())) {
       return absl::InternalError(fmt::format("{}: its batching rule gave {} results for {}",
                                              op.opcode(), out.values.size(), op.results_size()));

@@ -5,6 +5,7 @@
 #define SHARDJIT_IR_BATCHING_H_
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,10 +28,13 @@ struct BatchedCapture {
 // dimension given (kNotBatched for results that do not depend on a batched value). Loops, cond,
 // custom_jvp_call, custom_vjp_call and checkpoint are batched through their regions (a cond on a
 // batched index becomes a select of all its branches' results, as in JAX).
+// `axis_name` (optional) names the batch axis for collectives inside (jax.vmap's axis_name):
+// the builder must know it (FunctionBuilder::PushNamedAxis) while `region` was traced.
 absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& region,
                                           const std::vector<int64_t>& args,
                                           const std::vector<int64_t>& batch_dims, int64_t size,
-                                          const std::vector<BatchedCapture>& captures = {});
+                                          const std::vector<BatchedCapture>& captures = {},
+                                          std::string_view axis_name = {});
 
 // `x` with its batch dimension `batch_dim` moved to `to` (a transpose; x itself when it is
 // there already). An unbatched x is broadcast along a new dimension `to` of `size`.

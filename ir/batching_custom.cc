@@ -19,11 +19,12 @@ absl::StatusOr<Region> BatchedRegion(FunctionBuilder& b, const Region& region,
                                      const std::vector<ShapedType>& types,
                                      const std::vector<int64_t>& dims, int64_t size,
                                      const std::vector<BatchedCapture>& captures,
-                                     const Finish& finish) {
+                                     std::string_view axis_name, const Finish& finish) {
   RegionScope scope(b, /*spmd=*/false);
   std::vector<int64_t> params;
   for (const ShapedType& t : types) params.push_back(b.AddParam(t));
-  ASSIGN_OR_RETURN(BatchedValues out, EmitBatched(b, region, params, dims, size, captures));
+  ASSIGN_OR_RETURN(BatchedValues out,
+                   EmitBatched(b, region, params, dims, size, captures, axis_name));
   AdEmitter e(b);
   ASSIGN_OR_RETURN(std::vector<int64_t> results, finish(e, out));
   return scope.Close(results);
@@ -83,32 +84,37 @@ absl::StatusOr<BatchedValues> Run(FunctionBuilder& b, Op op, const std::vector<i
 absl::StatusOr<BatchedValues> BatchCustomJvpCall(FunctionBuilder& b, const Op& op,
                                                  const std::vector<int64_t>& operands,
                                                  const std::vector<int64_t>& dims, int64_t size,
-                                                 const std::vector<BatchedCapture>& captures) {
+                                                 const std::vector<BatchedCapture>& captures,
+                                                 std::string_view axis_name) {
   ASSIGN_OR_RETURN(Operands in, AlongZero(b, operands, dims, size));
   Op batched = OpAttrs(op);
   CustomJvpCallAttrs& a = *batched.mutable_custom_jvp_call();
   ASSIGN_OR_RETURN(*a.mutable_fun(), BatchedRegion(b, op.custom_jvp_call().fun(), in.types,
-                                                   in.dims, size, captures, AllAlongZero(size)));
+                                                   in.dims, size, captures, axis_name,
+                                                   AllAlongZero(size)));
   // The tangents are batched as their primals are.
   ASSIGN_OR_RETURN(*a.mutable_jvp(),
                    BatchedRegion(b, op.custom_jvp_call().jvp(), Concat(in.types, in.types),
-                                 Concat(in.dims, in.dims), size, captures, AllAlongZero(size)));
+                                 Concat(in.dims, in.dims), size, captures, axis_name,
+                                 AllAlongZero(size)));
   return Run(b, std::move(batched), in.values);
 }
 
 absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& op,
                                                  const std::vector<int64_t>& operands,
                                                  const std::vector<int64_t>& dims, int64_t size,
-                                                 const std::vector<BatchedCapture>& captures) {
+                                                 const std::vector<BatchedCapture>& captures,
+                                                 std::string_view axis_name) {
   ASSIGN_OR_RETURN(Operands in, AlongZero(b, operands, dims, size));
   Op batched = OpAttrs(op);
   CustomVjpCallAttrs& a = *batched.mutable_custom_vjp_call();
   const CustomVjpCallAttrs& old = op.custom_vjp_call();
   std::vector<ShapedType> fwd_types;  // results, then residuals
   ASSIGN_OR_RETURN(*a.mutable_fun(), BatchedRegion(b, old.fun(), in.types, in.dims, size,
-                                                   captures, AllAlongZero(size)));
+                                                   captures, axis_name, AllAlongZero(size)));
   ASSIGN_OR_RETURN(*a.mutable_fwd(), BatchedRegion(b, old.fwd(), in.types, in.dims, size,
-                                                   captures, AllAlongZero(size, &fwd_types)));
+                                                   captures, axis_name,
+                                                   AllAlongZero(size, &fwd_types)));
   // bwd takes the residuals and the results' cotangents, all batched; an operand that is not
   // batched gets the sum of its cotangents over the batch (jax's _match_axes_and_sum).
   const size_t n = static_cast<size_t>(op.results_size());
@@ -134,19 +140,20 @@ absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& o
   ASSIGN_OR_RETURN(*a.mutable_bwd(),
                    BatchedRegion(b, old.bwd(), bwd_types,
                                  std::vector<int64_t>(bwd_types.size(), 0), size, captures,
-                                 match));
+                                 axis_name, match));
   return Run(b, std::move(batched), in.values);
 }
 
 absl::StatusOr<BatchedValues> BatchCheckpoint(FunctionBuilder& b, const Op& op,
                                               const std::vector<int64_t>& operands,
                                               const std::vector<int64_t>& dims, int64_t size,
-                                              const std::vector<BatchedCapture>& captures) {
+                                              const std::vector<BatchedCapture>& captures,
+                                              std::string_view axis_name) {
   ASSIGN_OR_RETURN(Operands in, AlongZero(b, operands, dims, size));
   Op batched = OpAttrs(op);
   ASSIGN_OR_RETURN(*batched.mutable_checkpoint()->mutable_body(),
                    BatchedRegion(b, op.checkpoint().body(), in.types, in.dims, size, captures,
-                                 AllAlongZero(size)));
+                                 axis_name, AllAlongZero(size)));
   return Run(b, std::move(batched), in.values);
 }
 

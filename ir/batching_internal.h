@@ -4,6 +4,7 @@
 #define SHARDJIT_IR_BATCHING_INTERNAL_H_
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,15 +17,18 @@ namespace shardjit::ir::batching_internal {
 absl::StatusOr<BatchedValues> BatchCustomJvpCall(FunctionBuilder& b, const Op& op,
                                                  const std::vector<int64_t>& operands,
                                                  const std::vector<int64_t>& dims, int64_t size,
-                                                 const std::vector<BatchedCapture>& captures);
+                                                 const std::vector<BatchedCapture>& captures,
+                                                 std::string_view axis_name);
 absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& op,
                                                  const std::vector<int64_t>& operands,
                                                  const std::vector<int64_t>& dims, int64_t size,
-                                                 const std::vector<BatchedCapture>& captures);
+                                                 const std::vector<BatchedCapture>& captures,
+                                                 std::string_view axis_name);
 absl::StatusOr<BatchedValues> BatchCheckpoint(FunctionBuilder& b, const Op& op,
                                               const std::vector<int64_t>& operands,
                                               const std::vector<int64_t>& dims, int64_t size,
-                                              const std::vector<BatchedCapture>& captures);
+                                              const std::vector<BatchedCapture>& captures,
+                                              std::string_view axis_name);
 
 }  // namespace shardjit::ir::batching_internal
 

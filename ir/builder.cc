@@ -34,7 +34,7 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
     }
     operand_types.push_back(it->second);
   }
-  ShapeContext ctx{mesh_, spmd_.back(), [this](int64_t id) -> absl::StatusOr<ShapedType> {
+  ShapeContext ctx{mesh(), spmd_.back(), [this](int64_t id) -> absl::StatusOr<ShapedType> {
                      auto it = types_.find(id);
                      if (it == types_.end()) return absl::InvalidArgumentError("unknown value");
                      return it->second;
@@ -60,6 +60,19 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
   }
   *open_.back().add_ops() = std::move(op);
   return ids;
+}
+
+void FunctionBuilder::PushNamedAxis(const std::string& name, int64_t size) {
+  named_axes_.emplace_back(name, size);
+  if (named_axes_.size() == 1) extended_mesh_ = mesh_ != nullptr ? *mesh_ : Mesh();
+  MeshAxis* axis = extended_mesh_.add_axes();
+  axis->set_name(name);
+  axis->set_size(size);
+}
+
+void FunctionBuilder::PopNamedAxis() {
+  named_axes_.pop_back();
+  extended_mesh_.mutable_axes()->RemoveLast();
 }
 
 void FunctionBuilder::OpenRegion(bool spmd, int kernel_grid_rank) {

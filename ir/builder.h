@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,13 +42,21 @@ class FunctionBuilder {
   // The grid rank of the kernel being built, or -1 outside kernels.
   int kernel_grid_rank() const { return kernel_.back(); }
   int depth() const { return static_cast<int>(open_.size()); }
-  const Mesh* mesh() const { return mesh_; }
+  // The mesh shape rules see: the function's, with the named axes pushed below appended.
+  const Mesh* mesh() const { return named_axes_.empty() ? mesh_ : &extended_mesh_; }
+
+  // Names an axis that exists only while tracing (vmap's axis_name): until PopNamedAxis, shape
+  // rules see the mesh with it appended, so that collectives may name it.
+  void PushNamedAxis(const std::string& name, int64_t size);
+  void PopNamedAxis();
 
   // Finishes the top-level region with `results`; value ids are canonicalised.
   Function Finish(const std::string& name, const std::vector<int64_t>& results);
 
  private:
   const Mesh* mesh_;
+  std::vector<std::pair<std::string, int64_t>> named_axes_;
+  Mesh extended_mesh_;  // mesh_ and named_axes_
   std::vector<Region> open_;
   std::vector<bool> spmd_;
   std::vector<int> kernel_;

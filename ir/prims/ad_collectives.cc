@@ -133,7 +133,7 @@ const AdRuleTable& Rules() {
 
 AdRules CollectiveAd(std::string_view name) {
   AdRules rules = FindAdRules(Rules(), name);
-  rules.batch = BatchRuleFor(name);
+  rules.batch = CollectiveBatch(name);
   return rules;
 }
 

@@ -15,6 +15,8 @@ namespace shardjit::ir::prims {
 // name (an empty rule for a name without one).
 BatchRule ElementwiseBatch();
 BatchRule BatchRuleFor(std::string_view name);
+// The collectives' batching rules, vmap's axis_name included (batch_collectives.cc).
+BatchRule CollectiveBatch(std::string_view name);
 
 // A name's rules in one of the tables below, empty ones for a name it lacks.
 using AdRuleTable = std::unordered_map<std::string, AdRules>;

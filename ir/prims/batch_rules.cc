@@ -1,7 +1,7 @@
 // Batching rules (jax.vmap) of the primitives: the elementwise ones on operands brought to one
 // batched shape, the others with their dimension attributes shifted past the batch dimension
 // (which the rules move to the front), dot_general with the batch dimension as a batch or free
-// dimension, the collectives on the batched local value.
+// dimension (the collectives' are in batch_collectives.cc).
 #include <string>
 #include <unordered_map>
 
@@ -268,12 +268,6 @@ BatchedOr Pad(AdEmitter& e, const BatchArgs& a) {
   return EmitAllFront(e, std::move(op), {x, a.operands[1]});
 }
 
-// Collectives act on the local value: the batch dimension is one more local dimension.
-BatchedOr SameDim(AdEmitter& e, const BatchArgs& a) {
-  ASSIGN_OR_RETURN(int64_t result, e.Emit1(OpAttrs(a.op), a.operands));
-  return BatchedValues{{result}, {a.batch_dims[0]}};
-}
-
 const std::unordered_map<std::string, BatchRule>& Rules() {
   static const auto* rules = [] {
     auto* m = new std::unordered_map<std::string, BatchRule>();
@@ -329,20 +323,6 @@ const std::unordered_map<std::string, BatchRule>& Rules() {
     r["dynamic_slice"] = DynamicSlicing;
     r["dynamic_update_slice"] = DynamicSlicing;
     r["pad"] = Pad;
-    for (const char* name : {"psum", "pmean", "pmax", "pmin", "ppermute", "pbroadcast"}) {
-      r[name] = SameDim;
-    }
-    r["all_gather"] = OneOperand([](Op& op, int64_t) {
-      op.mutable_all_gather()->set_axis(op.all_gather().axis() + 1);
-    });
-    r["psum_scatter"] = OneOperand([](Op& op, int64_t) {
-      op.mutable_psum_scatter()->set_scatter_dimension(op.psum_scatter().scatter_dimension() + 1);
-    });
-    r["all_to_all"] = OneOperand([](Op& op, int64_t) {
-      AllToAllAttrs* t = op.mutable_all_to_all();
-      t->set_split_axis(t->split_axis() + 1);
-      t->set_concat_axis(t->concat_axis() + 1);
-    });
     return m;
   }();
   return *rules;

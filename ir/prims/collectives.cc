@@ -274,8 +274,10 @@ const bool registered = [] {
     RegisterPrimitive({std::string(PrimName(AsyncDoneOf(async))), PrimitiveKind::kCollective, 1,
                        1, Op::ATTRS_NOT_SET, Done});
   }
-  RegisterPrimitive({"axis_index", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});
-  RegisterPrimitive({"axis_size", PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar});
+  for (const char* name : {"axis_index", "axis_size"}) {
+    RegisterPrimitive({name, PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar,
+                       Prim::kUnknown, AdRules{.batch = CollectiveBatch(name)}});
+  }
   return true;
 }();
 
