@@ -175,6 +175,105 @@ TEST_P(AutodiffTest, IndexingSortingAndScans) {
       {RandomInput({5, 3}, 23), RandomInput({7, 3}, 24)});
 }
 
+// reduce_prod (over several axes, with an exact zero among the factors), cumprod, cummax and
+// cummin (forward and reversed), and with_sharding_constraint.
+TEST_P(AutodiffTest, ProductsScansAndConstraints) {
+  Input x = RandomInput({3, 4, 2}, 41, 0.5, 1.5);
+  x.values[5] = 0;  // the product's derivative at a zero factor
+  Input y = RandomInput({4, 5}, 42);
+  ExpectGradMatchesDifferences(
+      [](const std::vector<Tracer>& a) {
+        Tracer x = a[0], y = a[1];
+        Tracer p = lax::reduce_sum(lax::reduce_prod(x, {0, 2}), {0}) +
+                   lax::reduce_sum(lax::reduce_prod(x, {1}), {0, 1});
+        Tracer scans = lax::cumprod(y, 1) + lax::cumprod(y, 0, /*reverse=*/true) * 0.5 +
+                       lax::cummax(y * 2.0, 1) * lax::cummin(y, 0, /*reverse=*/true);
+        Tracer constrained = lax::with_sharding_constraint(lax::sin(y), P());
+        return p + lax::reduce_sum(lax::tanh(scans) + constrained * y, {0, 1});
+      },
+      {x, y});
+}
+
+// gmm and tgmm (megablox's rules: gmm with the rhs transposed, tgmm) against the same products
+// written with dot_general and row masks (differentiated by dot_general's rules), in f32; group
+// sizes with an empty group and rows past their sum, a group offset, transpose_rhs.
+TEST_P(AutodiffTest, GroupedMatmulsMatchMaskedDots) {
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  auto put = [&](std::vector<int64_t> shape, uint32_t seed) {
+    return *device_put(HostTensor(DType::kF32, shape, RandomInput(shape, seed).values),
+                       NamedSharding(mesh, P()));
+  };
+  const std::vector<int64_t> sizes = {3, 0, 4, 2};  // rows 9 and 10 of 11 are in no group
+  const int64_t m = 11, k = 5, n = 6;
+  // The rows of group `g` as a [m, 1] f32 mask.
+  auto mask = [&](int64_t g) {
+    int64_t start = 0;
+    for (int64_t i = 0; i < g; ++i) start += sizes[i];
+    Tracer row = lax::broadcasted_iota(DType::kS32, {m, 1}, 0);
+    Tracer in = lax::bitwise_and(row >= lax::full({m, 1}, static_cast<double>(start), DType::kS32),
+                                 row < lax::full({m, 1}, static_cast<double>(start + sizes[g]),
+                                                 DType::kS32));
+    return lax::convert_element_type(in, DType::kF32);
+  };
+  auto group_sizes = [&] {
+    std::vector<Tracer> parts;
+    for (int64_t s : sizes) parts.push_back(lax::full({1}, static_cast<double>(s), DType::kS32));
+    return lax::concatenate(parts, 0);
+  };
+  auto mm = [](Tracer a, Tracer b) { return jnp::matmul(a, b); };
+  // gmm over groups 1..3 (offset 1; rhs [3, k, n], or [3, n, k] transposed), then tgmm of the
+  // result's rows against lhs.
+  auto with_grouped = [&](bool transposed) {
+    return [=](Tracer lhs, Tracer rhs) {
+      Tracer offset = lax::full({}, 1, DType::kS32);
+      Tracer out = lax::gmm(lhs, rhs, group_sizes(), DType::kF32, offset, transposed);
+      Tracer t = lax::tgmm(lax::transpose(lhs, {1, 0}), lax::sin(out), group_sizes(),
+                           DType::kF32, offset, 3);  // [3, k, n]
+      return lax::reduce_sum(out * out, {0, 1}) + lax::reduce_sum(t * t, {0, 1, 2});
+    };
+  };
+  auto with_masks = [&](bool transposed) {
+    return [=](Tracer lhs, Tracer rhs) {
+      Tracer out = lax::full({m, n}, 0.0, DType::kF32);
+      std::vector<Tracer> t;
+      for (int64_t g = 1; g < 4; ++g) {
+        Tracer r = lax::reshape(lax::slice(rhs, {g - 1, 0, 0}, {g, rhs.shape()[1], rhs.shape()[2]}),
+                                {rhs.shape()[1], rhs.shape()[2]});
+        if (transposed) r = lax::transpose(r, {1, 0});
+        Tracer rows = lax::broadcast_in_dim(mask(g), {m, k}, {0, 1});
+        out = out + mm(lhs * rows, r);
+      }
+      for (int64_t g = 1; g < 4; ++g) {
+        Tracer rows = lax::broadcast_in_dim(mask(g), {m, k}, {0, 1});
+        t.push_back(lax::reshape(mm(lax::transpose(lhs * rows, {1, 0}), lax::sin(out)),
+                                 {1, k, n}));
+      }
+      Tracer tt = lax::concatenate(t, 0);
+      return lax::reduce_sum(out * out, {0, 1}) + lax::reduce_sum(tt * tt, {0, 1, 2});
+    };
+  };
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "transpose_rhs" : "rhs");
+    Array lhs = put({m, k}, 43);
+    Array rhs = put(transposed ? std::vector<int64_t>{3, n, k} : std::vector<int64_t>{3, k, n}, 44);
+    absl::StatusOr<std::vector<Array>> got =
+        jit(grad(with_grouped(transposed), {0, 1}), {.backend = GetParam()})(lhs, rhs);
+    absl::StatusOr<std::vector<Array>> want =
+        jit(grad(with_masks(transposed), {0, 1}), {.backend = GetParam()})(lhs, rhs);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (int a = 0; a < 2; ++a) {
+      std::vector<double> g = (*got)[a].to_host()->ToDoubles();
+      std::vector<double> w = (*want)[a].to_host()->ToDoubles();
+      ASSERT_EQ(g.size(), w.size());
+      for (size_t i = 0; i < g.size(); ++i) {
+        EXPECT_NEAR(g[i], w[i], 1e-4 * (1 + std::abs(w[i]))) << "operand " << a << " " << i;
+      }
+    }
+  }
+}
+
 // Loops and branches the differentiated inputs do not reach, reading values the function
 // computed (captured): re-emitted with those values.
 TEST_P(AutodiffTest, RegionsReadingTheFunctionsValues) {

@@ -111,6 +111,8 @@ TEST_P(TransposeIdentityTest, LinearPrimitives) {
                                                   .rhs_batch = {0}});
        }},
       {"convert", {5}, [](Tracer x) { return lax::convert_element_type(x, DType::kF32); }},
+      {"with_sharding_constraint", {3, 4},
+       [](Tracer x) { return lax::with_sharding_constraint(x * 2.0, P()); }},
       {"select", {6}, [](Tracer x) { return lax::select(x > x * x, x * 3.0, -x); }},
       {"sort_top_k", {3, 6},
        [](Tracer x) {
@@ -157,6 +159,15 @@ TEST_P(TransposeIdentityTest, CollectivesOnTuplesAndGroups) {
        [](Tracer x) { return lax::ppermute(x, {"x", "y"}, {{0, 2}, {2, 3}, {3, 1}, {1, 0}}); }},
       {"all_to_all", {4, 2}, [](Tracer x) { return lax::all_to_all(x, {"x", "y"}, 0, 1, true); }},
       {"pbroadcast", {2, 3}, [](Tracer x) { return lax::pbroadcast(x * 2.0, "x", 1); }},
+      // One row to every device, written at row 2 * (sender's index): the odd rows of the
+      // output keep its values (here 2x), linear in x through both operand and output.
+      {"ragged_all_to_all", {8, 3},
+       [](Tracer x) {
+         Tracer rows = lax::broadcasted_iota(DType::kS32, {4}, 0) * 2;
+         Tracer ones = lax::full({4}, 1, DType::kS32);
+         Tracer at = lax::broadcast_in_dim(lax::axis_index({"x", "y"}) * 2, {4}, {});
+         return lax::ragged_all_to_all(x, x * 2.0, rows, ones, at, ones, {"x", "y"});
+       }},
   };
   Runtime rt({.num_devices = 4});
   Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});

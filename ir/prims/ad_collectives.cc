@@ -114,6 +114,69 @@ AdRules ChooserRule() {
   }};
 }
 
+// ragged_all_to_all is linear in (operand, output) together: its JVP is the op on the tangents;
+// its transpose (jax's _ragged_all_to_all_transpose) sends each received slice's cotangent back
+// to where it came from (the offsets exchanged with an all_to_all), and passes the output's
+// cotangent through where nothing was received.
+AdRules RaggedAllToAllRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+            Ids operands = a.primals;
+            for (int i : {0, 1}) {
+              ASSIGN_OR_RETURN(operands[i],
+                               e.Instantiate(a.tangents[i], e.TypeOf(a.primals[i])));
+            }
+            return e.Emit(OpAttrs(a.op), operands);
+          },
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            const RaggedAllToAllAttrs& r = a.op.ragged_all_to_all();
+            const int64_t ct = a.cotangents[0];
+            auto exchanged = [&](int64_t offsets) -> absl::StatusOr<int64_t> {
+              Op a2a;
+              a2a.set_opcode("all_to_all");
+              AllToAllAttrs* t = a2a.mutable_all_to_all();
+              *t->mutable_axes() = r.axes();
+              *t->mutable_axis_index_groups() = r.axis_index_groups();
+              t->set_tiled(true);
+              return e.Emit1(std::move(a2a), {offsets});
+            };
+            // Where this device's slices came from, and where they were written here.
+            ASSIGN_OR_RETURN(int64_t sources, exchanged(a.operands[2]));
+            ASSIGN_OR_RETURN(int64_t written, exchanged(a.operands[4]));
+            Ids cts(a.operands.size(), kZero);
+            if (a.linear[0]) {
+              ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, a.operand_types[0]));
+              ASSIGN_OR_RETURN(cts[0], e.Emit1(OpAttrs(a.op), {ct, zeros, written,
+                                                              a.operands[5], sources,
+                                                              a.operands[3]}));
+            }
+            if (a.linear[1]) {  // rows no slice was written to: written <= row < written + size
+              const ShapedType type = a.operand_types[1];
+              const int64_t k = e.TypeOf(written).dims[0];
+              Op iota;
+              iota.set_opcode("iota");
+              iota.mutable_iota()->set_dtype(ToProto(DType::kS32));
+              iota.mutable_iota()->add_shape(type.dims[0]);
+              iota.mutable_iota()->add_shape(k);
+              ASSIGN_OR_RETURN(int64_t row, e.Emit1(std::move(iota), {}));
+              ASSIGN_OR_RETURN(int64_t lo, e.BroadcastInDim(written, {type.dims[0], k}, {1}));
+              ASSIGN_OR_RETURN(int64_t end, e.Binary("add", written, a.operands[5]));
+              ASSIGN_OR_RETURN(int64_t hi, e.BroadcastInDim(end, {type.dims[0], k}, {1}));
+              ASSIGN_OR_RETURN(int64_t ge, e.Compare(row, lo, GE));
+              ASSIGN_OR_RETURN(int64_t lt, e.Compare(row, hi, LT));
+              ASSIGN_OR_RETURN(int64_t in, e.Binary("and", ge, lt));
+              Op any;
+              any.set_opcode("reduce_or");
+              any.mutable_reduce()->add_axes(1);
+              ASSIGN_OR_RETURN(int64_t hit, e.Emit1(std::move(any), {in}));
+              std::vector<int64_t> bdims{0};
+              ASSIGN_OR_RETURN(int64_t mask, e.BroadcastInDim(hit, type.dims, bdims));
+              ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, type));
+              ASSIGN_OR_RETURN(cts[1], e.Select(mask, zeros, ct));
+            }
+            return cts;
+          }};
+}
+
 const AdRuleTable& Rules() {
   static const auto* rules = new AdRuleTable{
       {"psum", Linear(OpAttrs)},
@@ -123,6 +186,7 @@ const AdRuleTable& Rules() {
       {"ppermute", Linear(InversePermutation)},
       {"all_to_all", Linear(SwappedAxes)},
       {"pbroadcast", PbroadcastRule()},
+      {"ragged_all_to_all", RaggedAllToAllRule()},
       {"pmax", ChooserRule()},
       {"pmin", ChooserRule()},
   };

@@ -165,7 +165,8 @@ AdRules CumsumRule() {
 const AdRuleTable& Rules() {
   static const auto* rules = new AdRuleTable{
       {"gather", GatherRule()}, {"scatter_add", ScatterAddRule()}, {"sort", SortRule()},
-      {"top_k", TopKRule()},    {"cumsum", CumsumRule()},
+      {"top_k", TopKRule()},    {"cumsum", CumsumRule()},   {"cumprod", ScanAd("cumprod")},
+      {"cummax", ScanAd("cummax")}, {"cummin", ScanAd("cummin")},
   };
   return *rules;
 }

@@ -32,6 +32,10 @@ AdRules StructuralAd(std::string_view name);
 AdRules CollectiveAd(std::string_view name);
 // gather, scatter_add, sort, top_k and cumsum (ad_indexing.cc).
 AdRules IndexingAd(std::string_view name);
+// gmm and tgmm (ad_grouped_matmul.cc); empty rules for other names.
+AdRules GroupedMatmulAd(std::string_view name);
+// reduce_prod, cumprod, cummax and cummin (ad_scans.cc); empty rules for other names.
+AdRules ScanAd(std::string_view name);
 
 }  // namespace shardjit::ir::prims
 

@@ -367,11 +367,24 @@ AdRules DynamicUpdateSliceRule() {
           }};
 }
 
+// with_sharding_constraint: the identity, so the constraint on the tangent and on the
+// cotangent.
+AdRules ShardingConstraintRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+            return e.Emit(OpAttrs(a.op), {a.tangents[0]});
+          },
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            return e.Emit(OpAttrs(a.op), {a.cotangents[0]});
+          }};
+}
+
 const AdRuleTable& Rules() {
   static const auto* rules = new AdRuleTable{
       {"reduce_sum", ReduceSumRule()},
       {"reduce_max", ReduceChooserRule()},
       {"reduce_min", ReduceChooserRule()},
+      {"reduce_prod", ScanAd("reduce_prod")},
+      {"with_sharding_constraint", ShardingConstraintRule()},
       {"dot_general", DotGeneralRule()},
       {"broadcast_in_dim", BroadcastInDimRule()},
       {"reshape", ReshapeRule()},

@@ -315,6 +315,12 @@ const std::unordered_map<std::string, BatchRule>& Rules() {
     r["top_k"] = OneOperand([](Op& op, int64_t) {
       op.mutable_top_k()->set_axis(op.top_k().axis() + 1);
     });
+    // The batch dimension is not split over the mesh.
+    r["with_sharding_constraint"] = OneOperand([](Op& op, int64_t) {
+      auto* dims = op.mutable_with_sharding_constraint()->mutable_sharding()->mutable_dims();
+      dims->Add();
+      for (int i = dims->size() - 1; i > 0; --i) dims->SwapElements(i, i - 1);
+    });
     r["dot_general"] = DotGeneral;
     r["gather"] = Gather;
     for (const char* name : {"scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"}) {

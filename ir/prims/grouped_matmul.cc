@@ -1,6 +1,7 @@
 // Shape rules of the grouped matmuls gmm and tgmm (megablox, seed 003). Which rows form which
 // group is data (group_sizes), checked by the kernels.
 #include "base/status_macros.h"
+#include "ir/prims/ad_rules.h"
 #include "ir/prims/rule_util.h"
 
 namespace shardjit::ir::prims {
@@ -87,8 +88,10 @@ absl::StatusOr<Types> Tgmm(const ShapeContext&, const Types& operands, const Op&
 }
 
 const bool registered = [] {
-  RegisterPrimitive({"gmm", PrimitiveKind::kStructural, 3, 4, Op::kGroupedMatmul, Gmm});
-  RegisterPrimitive({"tgmm", PrimitiveKind::kStructural, 3, 4, Op::kGroupedMatmul, Tgmm});
+  RegisterPrimitive({"gmm", PrimitiveKind::kStructural, 3, 4, Op::kGroupedMatmul, Gmm,
+                     Prim::kUnknown, GroupedMatmulAd("gmm")});
+  RegisterPrimitive({"tgmm", PrimitiveKind::kStructural, 3, 4, Op::kGroupedMatmul, Tgmm,
+                     Prim::kUnknown, GroupedMatmulAd("tgmm")});
   return true;
 }();
 

@@ -20,8 +20,8 @@ absl::StatusOr<Types> WithShardingConstraint(const ShapeContext& ctx, const Type
 }
 
 const bool registered = [] {
-  RegisterPrimitive({"with_sharding_constraint", PrimitiveKind::kStructural, 1, 1,
-                     Op::kWithShardingConstraint, WithShardingConstraint});
+  RegisterStructural({"with_sharding_constraint", PrimitiveKind::kStructural, 1, 1,
+                      Op::kWithShardingConstraint, WithShardingConstraint});
   return true;
 }();
 
