@@ -97,7 +97,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                  NamedScope dot("dot");
                  return jnp::matmul(x_full, w_full);
                },
-               mesh, InSpecs(), {P("x", None)}),
+               mesh, InSpecs(), {P("x", None)}, /*check_vma=*/false),
            options("xla_matmul"))});
 
   variants.push_back({"c", "all_gather w, dynamic_slice by axis_index(y), matmul, psum over y",
@@ -106,7 +106,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                                 Tracer w_full = lax::all_gather(w, "x", 0, true);
                                 return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kInvalid);
                               },
-                              mesh, InSpecs(), {P("x", None)}),
+                              mesh, InSpecs(), {P("x", None)}, /*check_vma=*/false),
                           options("xla_matmul2"))});
 
   variants.push_back({"d", "(c) with preferred_element_type=f32",
@@ -115,7 +115,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                                 Tracer w_full = lax::all_gather(w, "x", 0, true);
                                 return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kF32);
                               },
-                              mesh, InSpecs(), {P("x", None)}),
+                              mesh, InSpecs(), {P("x", None)}, /*check_vma=*/false),
                           options("xla_matmul3"))});
 
   variants.push_back(
@@ -142,7 +142,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                      {buffer, w});
                  return LocalMatmulAndPsum(x, carry[0], k_per_y, DType::kF32);
                },
-               mesh, InSpecs(), {P("x", None)}),
+               mesh, InSpecs(), {P("x", None)}, /*check_vma=*/false),
            options("ring_allgather_matmul"))});
   variants.push_back(
       {"f", "by hand: fetch w's block (ppermute_start), psum over y as a reduce-scatter ring "
@@ -151,7 +151,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                [size_x, size_y = mesh.axis_size("y")](Tracer x, Tracer w) {
                  return InterleavedReduceScatterMatmul(x, w, size_x, size_y);
                },
-               mesh, InSpecs(), {P("x", "y")}),
+               mesh, InSpecs(), {P("x", "y")}, /*check_vma=*/false),
            options("interleaved_matmul"))});
   variants.push_back(
       {"g", "all_gather w, dynamic_slice by axis_index(y), the blocked Pallas matmul (128^3 "
@@ -167,7 +167,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                                            std::min<int64_t>(128, n)};
                  return lax::psum(BlockedMatmul(m, k_per_y, n, blocks)(x, w_slice)[0], "y");
                },
-               mesh, InSpecs(), {P("x", None)}),
+               mesh, InSpecs(), {P("x", None)}, /*check_vma=*/false),
            options("pallas_matmul"))});
   variants.push_back(
       {"h", "the notebook's ring all-gather of w by remote DMA, a user kernel (the cell JAX "
@@ -177,7 +177,7 @@ std::vector<SeedVariant> SeedVariants(const Mesh& mesh, int64_t k, Backend backe
                  Tracer w_full = RingAllGather(w.type(), "x", size_x)(w)[0];
                  return LocalMatmulAndPsum(x, w_full, k_per_y, DType::kF32);
                },
-               mesh, InSpecs(), {P("x", None)}),
+               mesh, InSpecs(), {P("x", None)}, /*check_vma=*/false),
            options("ring_dma_matmul"))});
   return variants;
 }

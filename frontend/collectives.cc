@@ -1,5 +1,6 @@
 #include "frontend/collectives.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -251,6 +252,19 @@ Tracer pswapaxes(Tracer x, AxisNames axes, int64_t axis, AxisIndexGroups groups,
 }
 
 Tracer axis_index(AxisNames axes, Loc loc) { return AxisScalar("axis_index", axes, loc); }
+
+Tracer pvary(Tracer x, AxisNames axes, Loc loc) {
+  TraceState* t = internal::TraceOf({x}, "pvary");
+  if (t == nullptr || !x.valid()) return Tracer();
+  const ir::AxisList& have = t->builder().VmaOf(x.id());
+  ir::Op op;
+  op.set_opcode("pvary");
+  for (const std::string& a : axes.names) {
+    if (std::find(have.begin(), have.end(), a) == have.end()) op.mutable_axis()->add_axes(a);
+  }
+  if (op.axis().axes().empty()) return x;
+  return t->Emit1(std::move(op), {x}, loc);
+}
 Tracer axis_size(AxisNames axes, Loc loc) { return AxisScalar("axis_size", axes, loc); }
 
 Tracer psum_start(Tracer x, AxisNames axes, AxisIndexGroups groups, Loc loc) {

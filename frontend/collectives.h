@@ -67,6 +67,10 @@ Tracer pshuffle(Tracer x, AxisNames axes, std::vector<int64_t> perm, Loc loc = L
 // must be the group size) trade places.
 Tracer pswapaxes(Tracer x, AxisNames axes, int64_t axis, AxisIndexGroups groups = {},
                  Loc loc = Loc::current());
+// jax.lax.pvary: x typed as varying over `axes` besides the axes it varies over already (a cast
+// in a shard_map body typed with varying manual axes; its transpose is a psum over them). x
+// itself for no new axes.
+Tracer pvary(Tracer x, AxisNames axes, Loc loc = Loc::current());
 // s32 scalars.
 Tracer axis_index(AxisNames axes, Loc loc = Loc::current());
 Tracer axis_size(AxisNames axes, Loc loc = Loc::current());

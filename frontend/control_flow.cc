@@ -1,6 +1,9 @@
 #include "frontend/control_flow.h"
 
+#include <algorithm>
+
 #include "fmt/format.h"
+#include "frontend/collectives.h"
 #include "frontend/trace_region.h"
 #include "frontend/trace_state.h"
 #include "ir/fmt_absl.h"
@@ -13,7 +16,7 @@ namespace internal {
 std::vector<Tracer> ShardMap(const TracedFunction& body, const Mesh& mesh,
                              const std::vector<PartitionSpec>& in_specs,
                              const std::vector<PartitionSpec>& out_specs,
-                             const std::vector<Tracer>& args) {
+                             const std::vector<Tracer>& args, bool check_vma) {
   const Loc loc = Loc::current();
   internal::TraceState* t = internal::TraceOf(args, "shard_map");
   if (t == nullptr) return std::vector<Tracer>(out_specs.size());
@@ -42,14 +45,44 @@ std::vector<Tracer> ShardMap(const TracedFunction& body, const Mesh& mesh,
     if (!local.ok()) return fail(local.status());
     locals.push_back({args[i].dtype(), *local});
   }
-  t->builder().OpenRegion(/*spmd=*/true);
+  // A parameter varies over the mesh axes its in_spec splits it over.
+  auto mentioned = [](const PartitionSpec& spec) {
+    ir::AxisList axes;
+    for (const ir::DimSpec& d : spec.proto().dims()) {
+      for (const std::string& a : d.axes()) axes.push_back(a);
+    }
+    return axes;
+  };
+  t->builder().OpenRegion(/*spmd=*/true, -1, check_vma);
   std::vector<Tracer> params;
-  for (const ShapedType& type : locals) params.push_back(t->AddParam(type));
+  for (size_t i = 0; i < locals.size(); ++i) {
+    params.push_back(t->AddParam(locals[i], check_vma ? mentioned(in_specs[i]) : ir::AxisList()));
+  }
   std::vector<Tracer> results = body.fn(params);
   std::vector<int64_t> result_ids;
   for (const Tracer& r : results) result_ids.push_back(r.valid() ? r.id() : -1);
+  // An out_spec claims replication over the axes it does not name: the result must not vary
+  // over them (jax's check_vma).
+  const bool counts_match = results.size() == out_specs.size();  // else the shape rule says so
+  for (size_t i = 0; check_vma && counts_match && t->status().ok() && i < results.size(); ++i) {
+    if (!results[i].valid()) continue;
+    const ir::AxisList allowed = mentioned(out_specs[i]);
+    for (const std::string& a : t->builder().VmaOf(results[i].id())) {
+      if (std::find(allowed.begin(), allowed.end(), a) != allowed.end()) continue;
+      t->builder().CloseRegion({});
+      return fail(absl::InvalidArgumentError(fmt::format(
+          "shard_map was given out_specs which require replication which can't be statically "
+          "inferred given the mesh: out_specs[{}] is {}, which implies that the corresponding "
+          "output value is replicated across mesh axis '{}', but it varies over ({}). Check "
+          "if these output values are meant to be replicated over those mesh axes. If not, "
+          "consider revising the corresponding out_specs entries. If so, consider disabling "
+          "the check by passing check_vma=false to shard_map.",
+          i, out_specs[i].to_string(), a, fmt::join(t->builder().VmaOf(results[i].id()), ", "))));
+    }
+  }
   ir::Op op;
   op.set_opcode("shard_map");
+  if (check_vma) op.mutable_shard_map()->set_check_vma(true);
   *op.mutable_shard_map()->mutable_body() = t->builder().CloseRegion(result_ids);
   if (!t->status().ok()) return std::vector<Tracer>(out_specs.size());
   for (const Tracer& r : results) {
@@ -72,10 +105,10 @@ namespace {
 // function; false after an error.
 bool TraceRegion(internal::TraceState* t, const std::vector<ShapedType>& types,
                  const std::function<std::vector<Tracer>(std::vector<Tracer>)>& fn,
-                 ir::Region* out, const char* what) {
+                 ir::Region* out, const char* what, const std::vector<ir::AxisList>& vmas) {
   return internal::TraceRegion(
       t, TracedFunction{[&fn](const std::vector<Tracer>& p) { return fn(p); }, -1}, types, what,
-      out);
+      out, false, vmas);
 }
 
 // The trace of `tracers` (or the current one), or null when any is invalid.
@@ -103,6 +136,8 @@ std::vector<Tracer> fori_loop(
   if (t == nullptr) return std::vector<Tracer>(init.size());
   std::vector<ShapedType> types = {{DType::kS32, {}}};  // the index, then the carry
   for (const Tracer& c : init) types.push_back(c.type());
+  std::vector<ir::AxisList> vmas = {{}};
+  for (const ir::AxisList& v : internal::VmasOf(t, init)) vmas.push_back(v);
   ir::Op op;
   op.set_opcode("fori_loop");
   op.mutable_fori_loop()->set_lower(lower);
@@ -112,7 +147,7 @@ std::vector<Tracer> fori_loop(
       [&](std::vector<Tracer> p) {
         return body(p[0], std::vector<Tracer>(p.begin() + 1, p.end()));
       },
-      op.mutable_fori_loop()->mutable_body(), "fori_loop");
+      op.mutable_fori_loop()->mutable_body(), "fori_loop", vmas);
   if (!traced) return std::vector<Tracer>(init.size());
   return t->Emit(std::move(op), init, loc);
 }
@@ -133,11 +168,13 @@ std::vector<Tracer> while_loop(const std::function<Tracer(std::vector<Tracer>)>&
   internal::TraceState* t = ValidTrace(init, "while_loop");
   if (t == nullptr) return std::vector<Tracer>(init.size());
   const std::vector<ShapedType> types = internal::TypesOf(init);
+  const std::vector<ir::AxisList> vmas = internal::VmasOf(t, init);
   ir::Op op;
   op.set_opcode("while_loop");
   if (!TraceRegion(t, types, [&](std::vector<Tracer> c) { return std::vector<Tracer>{cond_fun(c)}; },
-                   op.mutable_while_loop()->mutable_cond(), "while_loop") ||
-      !TraceRegion(t, types, body_fun, op.mutable_while_loop()->mutable_body(), "while_loop")) {
+                   op.mutable_while_loop()->mutable_cond(), "while_loop", vmas) ||
+      !TraceRegion(t, types, body_fun, op.mutable_while_loop()->mutable_body(), "while_loop",
+                   vmas)) {
     return std::vector<Tracer>(init.size());
   }
   return t->EmitN(std::move(op), init, init.size(), loc);
@@ -162,8 +199,44 @@ std::vector<Tracer> switch_(Tracer index, const std::vector<Branch>& branches,
   ir::Op op;
   op.set_opcode("cond");
   const std::vector<ShapedType> types = internal::TypesOf(operands);
-  for (const Branch& b : branches) {
-    if (!TraceRegion(t, types, b, op.mutable_cond()->add_branches(), "cond")) return {};
+  const std::vector<ir::AxisList> vmas = internal::VmasOf(t, operands);
+  // In a body typed with varying manual axes, every branch's result varies over what any
+  // branch's (or the index) varies over: branches that return less are traced again with a
+  // pvary on those results.
+  std::vector<ir::AxisList> want;
+  for (int pass = 0; pass < 2; ++pass) {
+    op.mutable_cond()->clear_branches();
+    for (const Branch& b : branches) {
+      Branch typed = b;
+      if (pass == 1) {
+        typed = [&b, &want, loc](std::vector<Tracer> o) {
+          std::vector<Tracer> out = b(std::move(o));
+          for (size_t r = 0; r < out.size() && r < want.size(); ++r) {
+            if (out[r].valid()) out[r] = lax::pvary(out[r], want[r], loc);
+          }
+          return out;
+        };
+      }
+      if (!TraceRegion(t, types, typed, op.mutable_cond()->add_branches(), "cond", vmas)) {
+        return {};
+      }
+    }
+    if (pass == 1 || !t->builder().checks_vma()) break;
+    bool differ = false;
+    want.assign(op.cond().branches(0).results_size(), t->builder().VmaOf(index.id()));
+    for (const ir::Region& branch : op.cond().branches()) {
+      for (int r = 0; r < branch.results_size() && r < static_cast<int>(want.size()); ++r) {
+        for (const std::string& a : t->builder().VmaOf(branch.results(r))) {
+          if (std::find(want[r].begin(), want[r].end(), a) == want[r].end()) want[r].push_back(a);
+        }
+      }
+    }
+    for (const ir::Region& branch : op.cond().branches()) {
+      for (int r = 0; r < branch.results_size() && r < static_cast<int>(want.size()); ++r) {
+        differ = differ || t->builder().VmaOf(branch.results(r)).size() != want[r].size();
+      }
+    }
+    if (!differ) break;
   }
   const size_t count = op.cond().branches(0).results_size();
   std::vector<Tracer> args = {index};
@@ -223,7 +296,7 @@ ScanResult scan(const ScanBody& f, std::vector<Tracer> init, std::vector<Tracer>
   t->builder().OpenRegion(/*spmd=*/false);
   Tracer i = t->AddParam({DType::kS32, {}});
   std::vector<Tracer> carry;
-  for (const Tracer& c : init) carry.push_back(t->AddParam(c.type()));
+  for (const Tracer& c : init) carry.push_back(t->AddParam(c.type(), t->builder().VmaOf(c.id())));
   Tracer step = reverse ? lax::sub(lax::scalar(length - 1, DType::kS32, loc), i, loc) : i;
   std::vector<Tracer> x_i;
   for (const Tracer& x : xs) {
@@ -242,13 +315,15 @@ ScanResult scan(const ScanBody& f, std::vector<Tracer> init, std::vector<Tracer>
   std::vector<int64_t> ids;
   for (const Tracer& c : next) ids.push_back(c.valid() ? c.id() : -1);
   std::vector<ShapedType> stacked;
+  std::vector<ir::AxisList> ys_vmas;  // each accumulator varies as its y
   for (const Tracer& y : ys) {
     if (!y.valid()) break;
     ShapedType type = y.type();
     type.dims.insert(type.dims.begin(), length);
     stacked.push_back(type);
     if (length == 0) continue;
-    Tracer acc = t->AddParam(type);
+    ys_vmas.push_back(t->builder().VmaOf(y.id()));
+    Tracer acc = t->AddParam(type, ys_vmas.back());
     std::vector<int64_t> one = y.shape();
     one.insert(one.begin(), 1);
     std::vector<Index> starts = {step};
@@ -283,8 +358,10 @@ ScanResult scan(const ScanBody& f, std::vector<Tracer> init, std::vector<Tracer>
     return empty;
   }
   std::vector<Tracer> operands = init;
-  for (const ShapedType& type : stacked) {
-    operands.push_back(lax::full(type.dims, 0, type.dtype, loc));
+  for (size_t k = 0; k < stacked.size(); ++k) {
+    Tracer zeros = lax::full(stacked[k].dims, 0, stacked[k].dtype, loc);
+    if (!ys_vmas[k].empty()) zeros = lax::pvary(zeros, ys_vmas[k], loc);
+    operands.push_back(zeros);
   }
   std::vector<Tracer> out = t->Emit(std::move(op), operands, loc);
   if (out.size() != num_carry + stacked.size()) return failed;

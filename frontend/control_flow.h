@@ -17,10 +17,11 @@ namespace shardjit {
 namespace internal {
 
 // Traces shard_map(body, mesh, in_specs, out_specs) applied to `args`: one tracer per out_spec.
+// `check_vma`: the body is typed with varying manual axes (jax's check_vma).
 std::vector<Tracer> ShardMap(const TracedFunction& body, const Mesh& mesh,
                              const std::vector<PartitionSpec>& in_specs,
                              const std::vector<PartitionSpec>& out_specs,
-                             const std::vector<Tracer>& args);
+                             const std::vector<Tracer>& args, bool check_vma);
 
 }  // namespace internal
 
@@ -30,14 +31,16 @@ template <typename Result>
 class ShardMapped {
  public:
   ShardMapped(TracedFunction body, Mesh mesh, std::vector<PartitionSpec> in_specs,
-              std::vector<PartitionSpec> out_specs)
+              std::vector<PartitionSpec> out_specs, bool check_vma = true)
       : body_(std::move(body)),
         mesh_(std::move(mesh)),
         in_specs_(std::move(in_specs)),
-        out_specs_(std::move(out_specs)) {}
+        out_specs_(std::move(out_specs)),
+        check_vma_(check_vma) {}
 
   Result operator()(const std::vector<Tracer>& args) const {
-    std::vector<Tracer> out = internal::ShardMap(body_, mesh_, in_specs_, out_specs_, args);
+    std::vector<Tracer> out =
+        internal::ShardMap(body_, mesh_, in_specs_, out_specs_, args, check_vma_);
     if constexpr (std::is_same_v<Result, Tracer>) {
       return out.empty() ? Tracer() : out[0];
     } else {
@@ -56,17 +59,23 @@ class ShardMapped {
   Mesh mesh_;
   std::vector<PartitionSpec> in_specs_;
   std::vector<PartitionSpec> out_specs_;
+  bool check_vma_;
 };
 
 // jax.shard_map: f runs once per device of `mesh` on the local blocks of its arguments (laid
 // out by in_specs); its per-device results are assembled by out_specs. Inside f, collectives
 // name the mesh axes. Called on tracers, it returns one Tracer when f does, else a vector.
+// `check_vma` (jax's default, true): every value of f knows the mesh axes it varies over (an
+// argument those its in_spec names); an invariant value meeting varying ones gets a pvary; psum
+// of an invariant value is n·x; an out_spec that claims replication of a varying result is an
+// error; gradients sum a replicated argument's cotangent once (pvary transposes to psum). false:
+// JAX's check_vma=False (psum transposes to psum, shard_map's transpose divides and sums).
 template <typename F>
 auto shard_map(F f, Mesh mesh, std::vector<PartitionSpec> in_specs,
-               std::vector<PartitionSpec> out_specs) {
+               std::vector<PartitionSpec> out_specs, bool check_vma = true) {
   using Result = std::conditional_t<kReturnsOneTracer<F>, Tracer, std::vector<Tracer>>;
   return ShardMapped<Result>(MakeTracedFunction(std::move(f)), std::move(mesh), std::move(in_specs),
-                             std::move(out_specs));
+                             std::move(out_specs), check_vma);
 }
 
 namespace lax {

@@ -1,5 +1,6 @@
 #include "frontend/custom_derivatives.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/status/status.h"
@@ -80,7 +81,8 @@ std::vector<Tracer> CustomJvpCall(const TracedFunction& f, const CustomJvpRule& 
   ir::Op op;
   op.set_opcode("custom_jvp_call");
   ir::CustomJvpCallAttrs& a = *op.mutable_custom_jvp_call();
-  if (!TraceRegion(t, f, types, "custom_jvp", a.mutable_fun())) return {};
+  const std::vector<ir::AxisList> vmas = VmasOf(t, args);
+  if (!TraceRegion(t, f, types, "custom_jvp", a.mutable_fun(), false, vmas)) return {};
   const std::vector<ShapedType> out_types = ResultTypes(t, a.fun());
   const size_t n = args.size();
   const TracedFunction rule{
@@ -106,7 +108,12 @@ std::vector<Tracer> CustomJvpCall(const TracedFunction& f, const CustomJvpRule& 
         return results;
       },
       -1};
-  if (!TraceRegion(t, rule, Concat(types, types), "custom_jvp rule", a.mutable_jvp())) return {};
+  std::vector<ir::AxisList> both = vmas;
+  both.insert(both.end(), vmas.begin(), vmas.end());
+  if (!TraceRegion(t, rule, Concat(types, types), "custom_jvp rule", a.mutable_jvp(), false,
+                   both)) {
+    return {};
+  }
   return t->EmitN(std::move(op), args, out_types.size(), loc);
 }
 
@@ -119,7 +126,8 @@ std::vector<Tracer> CustomVjpCall(const TracedFunction& f, const CustomVjpFwd& f
   ir::Op op;
   op.set_opcode("custom_vjp_call");
   ir::CustomVjpCallAttrs& a = *op.mutable_custom_vjp_call();
-  if (!TraceRegion(t, f, types, "custom_vjp", a.mutable_fun())) return {};
+  const std::vector<ir::AxisList> vmas = VmasOf(t, args);
+  if (!TraceRegion(t, f, types, "custom_vjp", a.mutable_fun(), false, vmas)) return {};
   const std::vector<ShapedType> out_types = ResultTypes(t, a.fun());
   size_t num_residuals = 0;
   const TracedFunction fwd_rule{
@@ -134,7 +142,7 @@ std::vector<Tracer> CustomVjpCall(const TracedFunction& f, const CustomVjpFwd& f
         return results;
       },
       -1};
-  if (!TraceRegion(t, fwd_rule, types, "custom_vjp fwd", a.mutable_fwd())) return {};
+  if (!TraceRegion(t, fwd_rule, types, "custom_vjp fwd", a.mutable_fwd(), false, vmas)) return {};
   const std::vector<ShapedType> fwd_types = ResultTypes(t, a.fwd());
   const std::vector<ShapedType> residual_types(fwd_types.end() - static_cast<std::ptrdiff_t>(
                                                                      num_residuals),
@@ -159,8 +167,12 @@ std::vector<Tracer> CustomVjpCall(const TracedFunction& f, const CustomVjpFwd& f
                        loc);
       },
       -1};
+  std::vector<ir::AxisList> bwd_vmas;  // the residuals', then the results' (their cotangents)
+  for (int64_t id : a.fwd().results()) bwd_vmas.push_back(t->builder().VmaOf(id));
+  std::rotate(bwd_vmas.begin(), bwd_vmas.begin() + static_cast<std::ptrdiff_t>(out_types.size()),
+              bwd_vmas.end());
   if (!TraceRegion(t, bwd_rule, Concat(residual_types, out_types), "custom_vjp bwd",
-                   a.mutable_bwd())) {
+                   a.mutable_bwd(), false, bwd_vmas)) {
     return {};
   }
   return t->EmitN(std::move(op), args, out_types.size(), loc);
@@ -176,7 +188,10 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
   a.set_prevent_cse(options.prevent_cse);
   a.set_policy(options.policy == CheckpointPolicy::kEverythingSaveable ? ir::EVERYTHING_SAVEABLE
                                                                        : ir::NOTHING_SAVEABLE);
-  if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body())) return {};
+  if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body(), false,
+                   VmasOf(t, args))) {
+    return {};
+  }
   const size_t count = static_cast<size_t>(a.body().results_size());
   return t->EmitN(std::move(op), args, count, loc);
 }

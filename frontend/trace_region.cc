@@ -5,6 +5,12 @@
 
 namespace shardjit::internal {
 
+std::vector<ir::AxisList> VmasOf(TraceState* t, const std::vector<Tracer>& tracers) {
+  std::vector<ir::AxisList> out;
+  for (const Tracer& x : tracers) out.push_back(t->builder().VmaOf(x.id()));
+  return out;
+}
+
 // The trace of `args` (all valid), or null after recording why not.
 TraceState* TraceOfArgs(const std::vector<Tracer>& args, const char* what) {
   TraceState* t = TraceOf(args, what);
@@ -41,7 +47,8 @@ bool Check(TraceState* t, const absl::Status& s, SourceLocation loc) {
 }
 
 bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
-                 const char* what, ir::Region* region, bool spmd) {
+                 const char* what, ir::Region* region, bool spmd,
+                 const std::vector<ir::AxisList>& vmas) {
   if (f.arity >= 0 && static_cast<size_t>(f.arity) != types.size()) {
     t->RecordError(absl::InvalidArgumentError(fmt::format(
                        "{}: the function takes {} arguments, got {}", what, f.arity, types.size())),
@@ -50,7 +57,9 @@ bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<Shape
   }
   t->builder().OpenRegion(spmd);
   std::vector<Tracer> params;
-  for (const ShapedType& type : types) params.push_back(t->AddParam(type));
+  for (size_t i = 0; i < types.size(); ++i) {
+    params.push_back(t->AddParam(types[i], i < vmas.size() ? vmas[i] : ir::AxisList()));
+  }
   std::vector<Tracer> results = f.fn(params);
   std::vector<int64_t> ids;
   for (const Tracer& r : results) ids.push_back(r.valid() ? r.id() : -1);

@@ -19,8 +19,14 @@ namespace shardjit::internal {
 // false after an error (recorded on `t`; `what` names the caller in messages: a wrong number of
 // arguments, an invalid result). `spmd`: collectives are allowed in the region (vmap with an
 // axis_name).
+// `vmas` (empty, or one per param): the mesh axes each parameter varies over, for a region
+// inside a shard_map body typed with them.
 bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
-                 const char* what, ir::Region* region, bool spmd = false);
+                 const char* what, ir::Region* region, bool spmd = false,
+                 const std::vector<ir::AxisList>& vmas = {});
+
+// The mesh axes each tracer varies over (empty outside shard_map bodies typed with them).
+std::vector<ir::AxisList> VmasOf(TraceState* t, const std::vector<Tracer>& tracers);
 
 // The trace of `args` (all valid and the trace without error), or null after recording why not.
 TraceState* TraceOfArgs(const std::vector<Tracer>& args, const char* what);

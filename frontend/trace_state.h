@@ -29,7 +29,8 @@ class TraceState {
   // Sets the trace's mesh or checks that `mesh` is the one already set.
   absl::Status UseMesh(const Mesh& mesh, const std::string& what);
 
-  Tracer AddParam(const ShapedType& type);
+  // `vma`: the mesh axes the parameter varies over (in a shard_map body typed with them).
+  Tracer AddParam(const ShapedType& type, ir::AxisList vma = {});
   // The tracer of builder value `id`.
   Tracer Wrap(int64_t id) { return Tracer(this, id, builder_.TypeOf(id)); }
   // Appends an op; on error records it (with the location) and returns invalid tracers.

@@ -49,8 +49,8 @@ absl::Status TraceState::UseMesh(const Mesh& mesh, const std::string& what) {
   return absl::OkStatus();
 }
 
-Tracer TraceState::AddParam(const ShapedType& type) {
-  return Tracer(this, builder_.AddParam(type), type);
+Tracer TraceState::AddParam(const ShapedType& type, ir::AxisList vma) {
+  return Tracer(this, builder_.AddParam(type, std::move(vma)), type);
 }
 
 void TraceState::RecordError(absl::Status status, SourceLocation loc) {

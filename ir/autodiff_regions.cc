@@ -53,6 +53,15 @@ std::vector<std::string> UnmentionedAxes(const Mesh& mesh, const PartitionSpec& 
   return out;
 }
 
+// The mesh axes `spec` splits over: what a shard_map body's value of that spec varies over.
+AxisList MentionedAxes(const PartitionSpec& spec) {
+  AxisList out;
+  for (const DimSpec& d : spec.dims()) {
+    for (const std::string& name : d.axes()) out.push_back(name);
+  }
+  return out;
+}
+
 int64_t AxesSize(const Mesh& mesh, const std::vector<std::string>& names) {
   int64_t size = 1;
   for (const MeshAxis& a : mesh.axes()) {
@@ -124,16 +133,20 @@ absl::Status ShardMapJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   *out->mutable_in_specs() = sm.in_specs();
   *out->mutable_out_specs() = sm.out_specs();
   std::vector<int64_t> all_operands = operands;
-  RegionScope guard(b, /*spmd=*/true);
+  RegionScope guard(b, /*spmd=*/true, -1, sm.check_vma());
   std::vector<int64_t> params, tangent_params;
-  for (const Param& p : body.params()) params.push_back(b.AddParam(FromProto(p.type())));
+  for (int i = 0; i < body.params_size(); ++i) {
+    params.push_back(
+        b.AddParam(FromProto(body.params(i).type()), MentionedAxes(sm.in_specs(i))));
+  }
   for (size_t i = 0; i < operands.size(); ++i) {
     if (tangents[i] == kZero) {
       tangent_params.push_back(kZero);
       continue;
     }
-    *out->add_in_specs() = sm.in_specs(static_cast<int>(i));
-    tangent_params.push_back(b.AddParam(b.TypeOf(params[i])));
+    const PartitionSpec& spec = sm.in_specs(static_cast<int>(i));
+    *out->add_in_specs() = spec;
+    tangent_params.push_back(b.AddParam(b.TypeOf(params[i]), MentionedAxes(spec)));
     all_operands.push_back(tangents[i]);
   }
   ASSIGN_OR_RETURN(JvpResult inner, EmitJvp(b, body, params, tangent_params));
@@ -167,13 +180,14 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   const Region& body = sm.body();
   if (b.mesh() == nullptr) return absl::InvalidArgumentError("shard_map: no mesh");
   const Mesh mesh = *b.mesh();
-  RegionScope guard(b, /*spmd=*/true);
+  const bool check_vma = sm.check_vma();
+  RegionScope guard(b, /*spmd=*/true, -1, check_vma);
   std::vector<int64_t> params;
   std::vector<ShapedType> param_types;
   std::vector<bool> wrt;
   for (int i = 0; i < body.params_size(); ++i) {
     param_types.push_back(FromProto(body.params(i).type()));
-    params.push_back(b.AddParam(param_types.back()));
+    params.push_back(b.AddParam(param_types.back(), MentionedAxes(sm.in_specs(i))));
     wrt.push_back(tangents[i] != kZero);
   }
   ASSIGN_OR_RETURN(Linearized lin, Linearized::Linearize(b, body, params, wrt));
@@ -187,6 +201,7 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   ShardMapAttrs* p = primal.mutable_shard_map();
   *p->mutable_in_specs() = sm.in_specs();
   *p->mutable_out_specs() = sm.out_specs();
+  if (check_vma) p->set_check_vma(true);
   // A residual that is a parameter of the body is the operand itself, passed again with its
   // in_spec; the others leave the primal shard_map stacked over the devices.
   AdEmitter local(b);
@@ -232,40 +247,42 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   }
   AdEmitter::CustomTranspose transpose =
       [inner, residuals, residual_types, residual_param, residual_specs, result_types,
-       param_types, float_results, stacked, wrt, mesh, sm_in = sm.in_specs(),
+       param_types, float_results, stacked, wrt, mesh, check_vma, sm_in = sm.in_specs(),
        sm_out = sm.out_specs()](
           FunctionBuilder& b, const std::vector<int64_t>& cts,
           const std::function<int64_t(int64_t)>& primal) -> absl::StatusOr<std::vector<int64_t>> {
     Op t;
     t.set_opcode("shard_map");
     ShardMapAttrs* a = t.mutable_shard_map();
+    if (check_vma) a->set_check_vma(true);
     std::vector<int64_t> operands;
     for (int64_t s : stacked) operands.push_back(primal(s));
-    RegionScope guard(b, /*spmd=*/true);
+    RegionScope guard(b, /*spmd=*/true, -1, check_vma);
     std::unordered_map<int64_t, int64_t> remap;
     AdEmitter e(b);
     for (size_t i = 0; i < residuals.size(); ++i) {
       *a->add_in_specs() = residual_specs[i];
+      const AxisList vma = MentionedAxes(residual_specs[i]);
       if (residual_param[i] >= 0) {
-        remap[residuals[i]] = b.AddParam(residual_types[i]);
+        remap[residuals[i]] = b.AddParam(residual_types[i], vma);
         continue;
       }
       const int64_t param =
-          b.AddParam({residual_types[i].dtype, WithUnitDim(residual_types[i].dims)});
+          b.AddParam({residual_types[i].dtype, WithUnitDim(residual_types[i].dims)}, vma);
       ASSIGN_OR_RETURN(remap[residuals[i]], e.Reshape(param, residual_types[i].dims));
     }
-    // As jax's shard_map transpose without vma checks: a result replicated over some mesh axes
+    // As jax's shard_map transpose: without vma checks a result replicated over some mesh axes
     // has its cotangent divided by their size, and an input replicated over some gets its
-    // cotangent summed over them.
+    // cotangent summed over them; with them, the body's pvarys and psums did what is needed.
     std::vector<int64_t> inner_cts(result_types.size(), kZero);
     for (size_t k = 0; k < float_results.size(); ++k) {
       if (cts[k] == kZero) continue;
       const size_t i = float_results[k];
       const PartitionSpec& spec = sm_out.Get(static_cast<int>(i));
       *a->add_in_specs() = spec;
-      inner_cts[i] = b.AddParam(result_types[i]);
+      inner_cts[i] = b.AddParam(result_types[i], MentionedAxes(spec));
       operands.push_back(cts[k]);
-      const int64_t replicas = AxesSize(mesh, UnmentionedAxes(mesh, spec));
+      const int64_t replicas = check_vma ? 1 : AxesSize(mesh, UnmentionedAxes(mesh, spec));
       if (replicas > 1) {
         ASSIGN_OR_RETURN(int64_t n, e.Full(static_cast<double>(replicas), result_types[i]));
         ASSIGN_OR_RETURN(inner_cts[i], e.Binary("div", inner_cts[i], n));
@@ -277,7 +294,8 @@ absl::Status ShardMapLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
       if (!wrt[i]) continue;
       const PartitionSpec& spec = sm_in.Get(static_cast<int>(i));
       ASSIGN_OR_RETURN(int64_t c, e.Instantiate(input_cts[i], param_types[i]));
-      if (const std::vector<std::string> axes = UnmentionedAxes(mesh, spec); !axes.empty()) {
+      const std::vector<std::string> axes = UnmentionedAxes(mesh, spec);
+      if (!check_vma && !axes.empty()) {
         Op psum;
         psum.set_opcode("psum");
         for (const std::string& name : axes) psum.mutable_all_reduce()->add_axes(name);

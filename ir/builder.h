@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/ir.pb.h"
+#include "ir/sharding.h"
 #include "ir/types.h"
 
 namespace shardjit::ir {
@@ -22,16 +23,20 @@ class FunctionBuilder {
   // per-device program, so collectives are allowed at top level.
   FunctionBuilder(const Mesh* mesh, bool per_device);
 
-  // Adds a parameter to the innermost open region.
-  int64_t AddParam(const ShapedType& type);
+  // Adds a parameter to the innermost open region; `vma`: the mesh axes it varies over (in a
+  // region typed with varying manual axes).
+  int64_t AddParam(const ShapedType& type, AxisList vma = {});
   // Appends `op` (opcode, attributes and, optionally, name scope/location set; operands given)
-  // to the innermost open region. Returns its result ids, or the shape rule's error.
+  // to the innermost open region. Returns its result ids, or the shape rule's error. In a region
+  // typed with varying manual axes (jax's check_vma), operands that vary over fewer axes than
+  // the op needs get a pvary first (the union of the operands' for ordinary ops, the axes of a
+  // collective for it), psum and pmean are typed invariant, and each result gets its axes.
   absl::StatusOr<std::vector<int64_t>> AddOp(Op op, const std::vector<int64_t>& operands);
 
   // Opens a nested region; `spmd` marks a mapped (shard_map) body, `kernel_grid_rank` >= 0 a
-  // pallas_call kernel or index map over a grid of that rank (regions nested in one inherit
-  // both).
-  void OpenRegion(bool spmd, int kernel_grid_rank = -1);
+  // pallas_call kernel or index map over a grid of that rank, `check_vma` a region typed with
+  // varying manual axes (regions nested in one inherit all three; kernels are not typed).
+  void OpenRegion(bool spmd, int kernel_grid_rank = -1, bool check_vma = false);
   // Closes the innermost region with the given results and returns it.
   Region CloseRegion(const std::vector<int64_t>& results);
 
@@ -39,6 +44,9 @@ class FunctionBuilder {
   // The id the next value will get: values added from now on have ids at least this.
   int64_t next_id() const { return next_id_; }
   bool in_spmd() const { return spmd_.back(); }
+  bool checks_vma() const { return check_vma_.back(); }
+  // The mesh axes value `id` varies over, in mesh order (empty outside typed regions).
+  const AxisList& VmaOf(int64_t id) const;
   // The grid rank of the kernel being built, or -1 outside kernels.
   int kernel_grid_rank() const { return kernel_.back(); }
   int depth() const { return static_cast<int>(open_.size()); }
@@ -57,8 +65,21 @@ class FunctionBuilder {
   const Mesh* mesh_;
   std::vector<std::pair<std::string, int64_t>> named_axes_;
   Mesh extended_mesh_;  // mesh_ and named_axes_
+  // Inserts what varying manual axes need before `op` (see AddOp): `operands` updated.
+  absl::Status TypeOperands(Op& op, std::vector<int64_t>& operands);
+  // The axes of each result of `op` (added with `operands`).
+  absl::Status TypeResults(const Op& op, const std::vector<int64_t>& operands,
+                           const std::vector<int64_t>& results);
+  // pvary(id, axes), once per value and axes in the innermost region.
+  absl::StatusOr<int64_t> Pvary(int64_t id, const AxisList& axes);
+  // a and b together, in mesh order.
+  AxisList Union(const AxisList& a, const AxisList& b) const;
+
   std::vector<Region> open_;
   std::vector<bool> spmd_;
+  std::vector<bool> check_vma_;
+  std::vector<std::unordered_map<std::string, int64_t>> pvarys_;  // per open region
+  std::unordered_map<int64_t, AxisList> vma_;
   std::vector<int> kernel_;
   std::unordered_map<int64_t, ShapedType> types_;
   int64_t next_id_ = 0;
@@ -68,8 +89,9 @@ class FunctionBuilder {
 // destructor closes and drops it, leaving the builder as it was.
 class RegionScope {
  public:
-  RegionScope(FunctionBuilder& b, bool spmd, int kernel_grid_rank = -1) : b_(b) {
-    b_.OpenRegion(spmd, kernel_grid_rank);
+  RegionScope(FunctionBuilder& b, bool spmd, int kernel_grid_rank = -1, bool check_vma = false)
+      : b_(b) {
+    b_.OpenRegion(spmd, kernel_grid_rank, check_vma);
   }
   ~RegionScope() {
     if (open_) b_.CloseRegion({});

@@ -141,7 +141,8 @@ class Op;
   X(kPbroadcast, "pbroadcast")                             \
   X(kRaggedAllToAll, "ragged_all_to_all")                  \
   X(kAxisIndex, "axis_index")                              \
-  X(kAxisSize, "axis_size")
+  X(kAxisSize, "axis_size")                                \
+  X(kPvary, "pvary")
 
 // X(enumerator, opcode text) of the blocking collectives with an asynchronous form
 // (ir/async.h); each gives two more values, <enumerator>Start ("<text>_start") and

@@ -101,6 +101,11 @@ class Printer {
     for (int i = 0; i < m.GetDescriptor()->field_count(); ++i) {
       const FieldDescriptor* f = m.GetDescriptor()->field(i);
       if (f->is_repeated() && r->FieldSize(m, f) == 0) continue;
+      // Optional scalars (proto3 `optional`) print only when set.
+      if (!f->is_repeated() && f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE &&
+          f->has_presence() && !r->HasField(m, f)) {
+        continue;
+      }
       parts.push_back(f->name() + "=" + FieldValue(m, f, indent));
     }
     return absl::StrJoin(parts, " ");

@@ -186,6 +186,13 @@ std::vector<Case> Cases() {
   cases.push_back({"optimization_barrier", "a:f32[3] b:s32[]",
                    "    c:f32[3] d:s32[] = optimization_barrier a b\n",
                    "c, d"});
+  cases.push_back({"pvary", "a:f32[4,4]",
+                   "    e:f32[4,4] = shard_map[in_specs=(P(x,None)) out_specs=(P(x,None)) "
+                   "body={ lambda ; b:f32[2,4]. let\n"
+                   "          c:f32[2,4] = pvary[axes=(y)] b\n"
+                   "          d:f32[2,4] = psum[axes=(y) invariant=True] c\n"
+                   "        in (d) } check_vma=True] a\n",
+                   "e", "global"});
   cases.push_back({"shard_map", "a:f32[4,4]",
                    "    d:f32[4,2] = shard_map[in_specs=(P(x,y)) out_specs=(P(x,None)) "
                    "body={ lambda ; b:f32[2,2]. let\n"

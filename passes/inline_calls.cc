@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "ir/prim.h"
 #include "ir/regions.h"
 
 namespace shardjit::passes {
@@ -19,6 +20,11 @@ class Inliner {
     ops.Swap(region->mutable_ops());
     for (ir::Op& op : ops) {
       for (int64_t& id : *op.mutable_operands()) id = Renamed(id);
+      if (op.has_axis() && ir::PrimOf(op) == ir::Prim::kPvary) {  // a cast: its operand
+        rename_[op.results(0)] = op.operands(0);
+        changed = true;
+        continue;
+      }
       ir::Region* inlined = InlinedRegion(op);
       if (inlined == nullptr) {
         for (ir::Region* r : ir::MutableRegions(op)) changed = Region(r) || changed;

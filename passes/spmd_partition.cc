@@ -12,6 +12,7 @@
 #include "ir/printer.h"
 #include "ir/sharding.h"
 #include "ir/regions.h"
+#include "passes/dce.h"
 #include "passes/op_emitter.h"
 #include "passes/spmd/collectives.h"
 #include "passes/spmd/inline.h"
@@ -332,6 +333,9 @@ absl::StatusOr<bool> SpmdPartition::Run(ir::Module& module) {
   if (out.result_shardings_size() == 0) {
     for (const Spec& s : partitioner.result_specs()) *out.add_result_shardings() = spmd::ToProto(s);
   }
+  // Inlined shard_map bodies may compute results nobody reads (the value of a function only
+  // its gradient is taken from): the per-device module keeps what is used.
+  RETURN_IF_ERROR(DeadCodeElimination().Run(out).status());
   module = std::move(out);
   return true;
 }

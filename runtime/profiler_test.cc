@@ -164,7 +164,7 @@ TEST(ProfilerTest, ShardMapPsumTrace) {
       [](Tracer x, Tracer w) {
         return lax::psum(lax::dot_general(x, w, DotDims{{1}, {0}}, DType::kF32), "x");
       },
-      mesh, {P(None, "x"), P("x", None)}, {P()}));
+      mesh, {P(None, "x"), P("x", None)}, {P()}, /*check_vma=*/false));
   absl::StatusOr<Array> out = f(x, w);
   ASSERT_TRUE(out.ok()) << out.status();
 
@@ -220,7 +220,7 @@ TEST(ProfilerTest, WaitSpansNestInsideTheirCollective) {
   Array x = *device_put(*random::normal(random::key(3), {4, 8}, DType::kBF16),
                         NamedSharding(mesh, P("i", None)));
   auto f = jit(
-      shard_map([](Tracer b) { return lax::psum(b, "i"); }, mesh, {P("i", None)}, {P(None, None)}));
+      shard_map([](Tracer b) { return lax::psum(b, "i"); }, mesh, {P("i", None)}, {P(None, None)}, /*check_vma=*/false));
   ASSERT_TRUE(f(x).ok());
   std::map<int64_t, const runtime::Profiler::Event*> outer;
   std::vector<runtime::Profiler::Event> events = rt.profiler()->Events();
@@ -255,7 +255,7 @@ TEST(ProfilerTest, RingComputeOverlapsTheTransfersInFlight) {
                      return lax::dot_general(lax::all_gather(a, "i", 0, true), b, DotDims{{1}, {0}},
                                              DType::kF32);
                    },
-                   mesh, {P("i", None), P()}, {P()}),
+                   mesh, {P("i", None), P()}, {P()}, /*check_vma=*/false),
                options);
   ASSERT_TRUE(f(x, w).ok());
   std::vector<runtime::Profiler::Event> events = rt.profiler()->Events();

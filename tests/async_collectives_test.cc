@@ -179,7 +179,7 @@ TEST(AsyncCollectivesText, JitLowersToStartAndDone) {
         Tracer fut = lax::ppermute_start(x, "x", {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
         return lax::ppermute_done(fut) + x;
       },
-      *mesh, {P("x")}, {P("x")}));
+      *mesh, {P("x")}, {P("x")}, /*check_vma=*/false));
   auto lowered = f.lower({{DType::kF32, {8}}}, {NamedSharding(*mesh, P("x"))});
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   const std::string text = lowered->as_text();

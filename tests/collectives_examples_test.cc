@@ -212,7 +212,7 @@ TEST(CollectivesOnScalars, PsumOfScalarMadeByReshape) {
   ASSERT_TRUE(a.ok()) << a.status();
   auto f =
       jit(shard_map([](Tracer x) { return lax::reshape(lax::psum(lax::reshape(x, {}), "i"), {1}); },
-                    *mesh, {P("i")}, {P("i")}));
+                    *mesh, {P("i")}, {P("i")}, /*check_vma=*/false));
   absl::StatusOr<Array> out = f(*a);
   ASSERT_TRUE(out.ok()) << out.status();
   absl::StatusOr<Tensor> host = out->to_host();

@@ -392,7 +392,7 @@ absl::StatusOr<DeviceResults> RunPerDevice(
   };
   ShardMapped mapped =
       shard_map(per_device, mesh, std::vector<PartitionSpec>(inputs.size(), stacked),
-                std::vector<PartitionSpec>(num_results, stacked));
+                std::vector<PartitionSpec>(num_results, stacked), /*check_vma=*/false);
   absl::StatusOr<std::vector<Array>> out = global_view
                                                ? jit([&mapped](const std::vector<Tracer>& xs) {
                                                    std::vector<Tracer> scaled;

@@ -204,7 +204,7 @@ absl::StatusOr<std::vector<Array>> RunCollectives(const Mesh& mesh, DType dtype)
       [n](Tracer x) {
         return Collectives(lax::reshape(x, {4, 6}), n);
       },
-      mesh, {stacked}, std::vector<PartitionSpec>(kResults, stacked)));
+      mesh, {stacked}, std::vector<PartitionSpec>(kResults, stacked), /*check_vma=*/false));
   return f(*x);
 }
 
@@ -284,7 +284,7 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
               lax::all_gather_done(lax::all_gather_start(b, "x", 1, true)),
               lax::precv(lax::psend(b, {"x", "y"}, ring), b.type(), {"x", "y"}, ring)};
         },
-        on, {Stacked()}, std::vector<PartitionSpec>(11, Stacked())));
+        on, {Stacked()}, std::vector<PartitionSpec>(11, Stacked()), /*check_vma=*/false));
   };
   absl::StatusOr<std::vector<Array>> got = large(*mesh)(*big);
   if (!got.ok()) return got.status();
@@ -326,7 +326,7 @@ absl::Status CheckCollectives(const std::shared_ptr<ProcessGroup>& group) {
                                      lax::psum_done(lax::psum_start(h, xy)),
                                      lax::ppermute(part, xy, ring)};
         },
-        on, {Stacked()}, std::vector<PartitionSpec>(9, Stacked())));
+        on, {Stacked()}, std::vector<PartitionSpec>(9, Stacked()), /*check_vma=*/false));
   };
   got = split(*mesh)(*huge);
   if (!got.ok()) return got.status();
@@ -470,7 +470,7 @@ absl::Status RunOnePsum(const std::shared_ptr<ProcessGroup>& group, const std::s
       [op](Tracer x) {
         return op == "pmax" ? lax::pmax(x, {"x", "y"}) : lax::psum(x, {"x", "y"});
       },
-      *mesh, {stacked}, {stacked}));
+      *mesh, {stacked}, {stacked}, /*check_vma=*/false));
   absl::StatusOr<Array> out = f(*x);
   if (!die || !out.ok()) return out.status();
   if (group->process_id() == 1) raise(SIGKILL);
@@ -504,7 +504,7 @@ absl::Status RunMismatchedLargePsum(const std::shared_ptr<ProcessGroup>& group) 
         [](Tracer b) {
           return lax::psum(b, {"x", "y"});
         },
-        *mesh, {Stacked()}, {Stacked()}))(*x);
+        *mesh, {Stacked()}, {Stacked()}, /*check_vma=*/false))(*x);
   };
   // 300 KiB blocks (in the envelope), 1.1 MiB ones (apart from it) and 2.01 MiB ones (a psum
   // split among the processes, runtime/remote.h).
@@ -546,7 +546,7 @@ absl::Status RunManyMessages(const std::shared_ptr<ProcessGroup>& group) {
           for (int i = 0; i < kSteps; ++i) b = lax::ppermute(b, "x", {{0, 1}, {1, 0}}) + 1.0;
           return b;
         },
-        *mesh, {Stacked()}, {Stacked()}));
+        *mesh, {Stacked()}, {Stacked()}, /*check_vma=*/false));
     const int self = group->process_id();  // and its device's id
     for (int run = 0; run < 2; ++run) {
       rt.device(self).allocator()->ResetPeak();
@@ -593,7 +593,7 @@ absl::Status RunWithAFrozenPeer(const std::shared_ptr<ProcessGroup>& group) {
         [](Tracer b) {
           return lax::ppermute(b, "x", {{0, 1}, {1, 0}});
         },
-        *mesh, {Stacked()}, {Stacked()}))(*x)
+        *mesh, {Stacked()}, {Stacked()}, /*check_vma=*/false))(*x)
         .status();
   };
   if (absl::Status s = ppermute_of(absl::Seconds(30)); !s.ok()) return s;

@@ -115,7 +115,7 @@ absl::StatusOr<Jitted<Array>> CollectiveMatmulKernelProgram(const Mesh& mesh,
                  [axis, n](Tracer x, Tracer w) {
                    return CollectiveMatmulKernel(x.type(), w.type(), axis, n)(x, w)[0];
                  },
-                 mesh, {P(None, axis), P(None, None)}, {P(None, None)}),
+                 mesh, {P(None, axis), P(None, None)}, {P(None, None)}, /*check_vma=*/false),
              std::move(options));
 }
 

@@ -49,7 +49,7 @@ Jitted<Array> RingAllGatherProgram(const Mesh& mesh, const std::string& axis,
   const int64_t n = mesh.axis_size(axis);
   options.name = "ring_all_gather";
   return jit(shard_map([axis, n](Tracer x) { return RingAllGather(x.type(), axis, n)(x)[0]; },
-                       mesh, {P(axis, None)}, {P(None, None)}),
+                       mesh, {P(axis, None)}, {P(None, None)}, /*check_vma=*/false),
              std::move(options));
 }
 

@@ -1,6 +1,7 @@
 // JVP and transpose rules of the collectives, as jax.lax.parallel defines them for psum_p and its
 // kin (check_vma=False semantics): every one is linear, so its JVP is the collective on the
-// tangent; psum transposes to psum (a psum is a psum + pbroadcast), all_gather to psum_scatter on
+// tangent; psum transposes to psum (a psum is a psum + pbroadcast; typed invariant under
+// check_vma, to pvary, which transposes to psum), all_gather to psum_scatter on
 // the same dimension and back, ppermute to the inverse permutation, all_to_all to the one with
 // split and concat axes swapped, pbroadcast to the psum of the cotangent kept at the source;
 // pmax and pmin (which jax leaves without a rule) carry the chosen element's tangent, averaged
@@ -10,6 +11,7 @@
 
 #include "base/status_macros.h"
 #include "ir/autodiff.h"
+#include "ir/prim.h"
 #include "ir/prims/ad_rules.h"
 
 namespace shardjit::ir::prims {
@@ -72,6 +74,51 @@ Op SwappedAxes(const Op& all_to_all) {
   a->set_split_axis(a->concat_axis());
   a->set_concat_axis(split);
   return op;
+}
+
+Op PvaryOver(const google::protobuf::RepeatedPtrField<std::string>& axes) {
+  Op op;
+  op.set_opcode("pvary");
+  *op.mutable_axis()->mutable_axes() = axes;
+  return op;
+}
+
+// psum and pmean: the same collective on the cotangent (psum_p: a psum is a psum + pbroadcast),
+// or, typed invariant (psum_invariant_p, check_vma), pvary of it (divided by the group size for
+// pmean).
+AdRules AllReduceRule() {
+  return {.jvp = SameOnTangent(),
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            if (!a.op.all_reduce().invariant()) {
+              ASSIGN_OR_RETURN(int64_t c, e.Emit1(OpAttrs(a.op), {a.cotangents[0]}));
+              return Ids{c};
+            }
+            ASSIGN_OR_RETURN(int64_t c,
+                             e.Emit1(PvaryOver(a.op.all_reduce().axes()), {a.cotangents[0]}));
+            if (PrimOf(a.op) == Prim::kPmean) {
+              Op size;
+              size.set_opcode("axis_size");
+              *size.mutable_axis()->mutable_axes() = a.op.all_reduce().axes();
+              ASSIGN_OR_RETURN(int64_t n, e.Emit1(std::move(size), {}));
+              ASSIGN_OR_RETURN(n, e.Convert(n, e.TypeOf(c).dtype));
+              ASSIGN_OR_RETURN(n, e.BroadcastInDim(n, e.TypeOf(c).dims, {}));
+              ASSIGN_OR_RETURN(c, e.Binary("div", c, n));
+            }
+            return Ids{c};
+          }};
+}
+
+// pvary (invariant -> varying) transposes to the psum over its axes, typed invariant.
+AdRules PvaryRule() {
+  return {.jvp = SameOnTangent(),
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            Op psum;
+            psum.set_opcode("psum");
+            *psum.mutable_all_reduce()->mutable_axes() = a.op.axis().axes();
+            psum.mutable_all_reduce()->set_invariant(true);
+            ASSIGN_OR_RETURN(int64_t c, e.Emit1(std::move(psum), {a.cotangents[0]}));
+            return Ids{c};
+          }};
 }
 
 // pbroadcast's transpose: psum of the cotangent at the source, zeros elsewhere.
@@ -179,8 +226,9 @@ AdRules RaggedAllToAllRule() {
 
 const AdRuleTable& Rules() {
   static const auto* rules = new AdRuleTable{
-      {"psum", Linear(OpAttrs)},
-      {"pmean", Linear(OpAttrs)},
+      {"psum", AllReduceRule()},
+      {"pmean", AllReduceRule()},
+      {"pvary", PvaryRule()},
       {"all_gather", Linear(PsumScatterOf)},
       {"psum_scatter", Linear(AllGatherOf)},
       {"ppermute", Linear(InversePermutation)},

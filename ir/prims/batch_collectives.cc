@@ -89,7 +89,8 @@ absl::StatusOr<int64_t> AxisScalar(AdEmitter& e, std::string_view opcode, const 
 BatchedOr Local(AdEmitter& e, const BatchArgs& a) {
   const Prim prim = PrimOf(a.op);
   if (prim == Prim::kPsum || prim == Prim::kPmean || prim == Prim::kPmax ||
-      prim == Prim::kPmin || prim == Prim::kPpermute || prim == Prim::kPbroadcast) {
+      prim == Prim::kPmin || prim == Prim::kPpermute || prim == Prim::kPbroadcast ||
+      prim == Prim::kPvary) {
     ASSIGN_OR_RETURN(int64_t result, e.Emit1(OpAttrs(a.op), a.operands));
     return BatchedValues{{result}, {a.batch_dims[0]}};
   }
@@ -336,6 +337,20 @@ BatchedOr AllToAll(AdEmitter& e, const BatchArgs& a) {
   return BatchedValues{{x}, {0}};
 }
 
+// pvary over the vmapped axis: the value, unchanged (a cast of its type).
+BatchedOr Pvary(AdEmitter& e, const BatchArgs& a) {
+  AxisList before, after;
+  SplitAxes(a, &before, &after);
+  before.insert(before.end(), after.begin(), after.end());
+  int64_t x = a.operands[0];
+  if (!before.empty()) {
+    Op op = Named("pvary");
+    for (const std::string& name : before) op.mutable_axis()->add_axes(name);
+    ASSIGN_OR_RETURN(x, e.Emit1(std::move(op), {x}));
+  }
+  return BatchedValues{{x}, {a.batch_dims[0]}};
+}
+
 BatchRule Rule(BatchedOr (*across)(AdEmitter&, const BatchArgs&)) {
   return [across](AdEmitter& e, const BatchArgs& a) -> BatchedOr {
     if (NamesAxis(a)) return across(e, a);
@@ -358,6 +373,7 @@ BatchRule CollectiveBatch(std::string_view name) {
       {"all_to_all", Rule(AllToAll)},
       {"axis_index", Rule(AxisIndex)},
       {"axis_size", Rule(AxisSize)},
+      {"pvary", Rule(Pvary)},
   };
   auto it = rules->find(std::string(name));
   return it == rules->end() ? BatchRule() : it->second;

@@ -226,6 +226,13 @@ absl::StatusOr<Types> AxisScalar(const ShapeContext& ctx, const Types& operands,
   return Types{{DType::kS32, {}}};
 }
 
+// pvary (jax.lax.pvary): the value itself, typed as varying over the axes (an invariant -> varying
+// cast; it transposes to a psum).
+absl::StatusOr<Types> Pvary(const ShapeContext& ctx, const Types& operands, const Op& op) {
+  RETURN_IF_ERROR(CollectiveAxisSize(ctx, op, operands).status());
+  return operands;
+}
+
 // `X_start`: X's rule, giving the future of X's result.
 ShapeRule StartRule(ShapeRule blocking) {
   return [blocking](const ShapeContext& ctx, const Types& operands,
@@ -278,6 +285,7 @@ const bool registered = [] {
     RegisterPrimitive({name, PrimitiveKind::kCollective, 0, 0, Op::kAxis, AxisScalar,
                        Prim::kUnknown, AdRules{.batch = CollectiveBatch(name)}});
   }
+  RegisterCollective({"pvary", PrimitiveKind::kCollective, 1, 1, Op::kAxis, Pvary});
   return true;
 }();
 
