@@ -261,6 +261,38 @@ TEST(VmapCollectives, InsideShardMap) {
   }
 }
 
+// vmap of a shard_map (typed and not): the batch leads each operand unsplit; against the
+// shard_map applied to each slice and stacked.
+TEST(VmapCollectives, OfShardMap) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
+  for (bool check_vma : {true, false}) {
+    SCOPED_TRACE(check_vma ? "check_vma" : "check_vma=false");
+    auto program = shard_map(
+        [](Tracer a, Tracer w) {  // a: [2] local, w: [4] replicated
+          Tracer summed = lax::psum(a * lax::slice(w, {0}, {2}), "x");
+          Tracer gathered = lax::all_gather(a * 2.0, "x", 0, true);
+          return std::vector<Tracer>{summed, gathered + w};
+        },
+        mesh, {P("x"), P()}, {P(), P("x")}, check_vma);
+    Array xs = *device_put(HostTensor(DType::kF64, {3, 4}, Values(12, 41)), NamedSharding(mesh, P()));
+    Array w = *device_put(HostTensor(DType::kF64, {4}, Values(4, 42)), NamedSharding(mesh, P()));
+    absl::StatusOr<std::vector<Array>> got = jit([&](Tracer xs, Tracer w) {
+      return vmap([&](const std::vector<Tracer>& a) { return program(a); }, {0, std::nullopt})(
+          {xs, w});
+    })(xs, w);
+    absl::StatusOr<std::vector<Array>> want = jit([&](Tracer xs, Tracer w) {
+      return Loop([&](const std::vector<Tracer>& a) { return program(a); }, {xs, w},
+                  {0, std::nullopt}, 0, 3);
+    })(xs, w);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ((*got)[r].to_host()->ToDoubles(), (*want)[r].to_host()->ToDoubles()) << r;
+    }
+  }
+}
+
 // vmap with an axis_name: collectives over the vmapped axis act across the batch. Each case
 // against the value computed element by element on the host (f64).
 class VmapAxisNameTest : public ::testing::Test {

@@ -318,6 +318,7 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       case Prim::kCustomJvpCall: through_regions = batching_internal::BatchCustomJvpCall; break;
       case Prim::kCustomVjpCall: through_regions = batching_internal::BatchCustomVjpCall; break;
       case Prim::kCheckpoint: through_regions = batching_internal::BatchCheckpoint; break;
+      case Prim::kShardMap: through_regions = batching_internal::BatchShardMap; break;
       default: break;
     }
     if ((any_batched || reads_batched) && through_regions != nullptr) {

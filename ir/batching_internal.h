@@ -1,5 +1,6 @@
-// Internal to ir/batching*.cc: the batching of the ops that carry the user's differentiation
-// choices (batching_custom.cc), which EmitBatched hands over.
+// Internal to ir/batching*.cc: the batching of the ops with regions EmitBatched hands over besides
+// loops and cond: those that carry the user's differentiation choices (batching_custom.cc) and
+// shard_map (batching_shard_map.cc).
 #ifndef SHARDJIT_IR_BATCHING_INTERNAL_H_
 #define SHARDJIT_IR_BATCHING_INTERNAL_H_
 
@@ -29,6 +30,13 @@ absl::StatusOr<BatchedValues> BatchCheckpoint(FunctionBuilder& b, const Op& op,
                                               const std::vector<int64_t>& dims, int64_t size,
                                               const std::vector<BatchedCapture>& captures,
                                               std::string_view axis_name);
+
+// shard_map (batching_shard_map.cc): the batch dimension leads every operand and result, unsplit.
+absl::StatusOr<BatchedValues> BatchShardMap(FunctionBuilder& b, const Op& op,
+                                            const std::vector<int64_t>& operands,
+                                            const std::vector<int64_t>& dims, int64_t size,
+                                            const std::vector<BatchedCapture>& captures,
+                                            std::string_view axis_name);
 
 }  // namespace shardjit::ir::batching_internal
 
