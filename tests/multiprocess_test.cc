@@ -2,9 +2,9 @@
 // processes on loopback (its launcher.h), each with 1 or 2 devices, and the children check
 // themselves: every collective (blocking and async, tuple axes, axis_index_groups, psend/precv)
 // and user kernels' remote copies and semaphores (the seed ring all-gather and collective matmul
-// kernels) computed across processes must equal, bit for bit, the same program run in one
-// process on as many devices; so must the seed notebook's matmul variants (as compiled and as written), which also
-// match the f64 product; meshes whose x axis crosses processes and y stays within (and the
+// kernels) and SGD steps of the MLP (examples/train_mlp.h) computed across processes must equal,
+// bit for bit, the same program run in one process on as many devices; so must the seed
+// notebook's matmul variants (as compiled and as written), which also match the f64 product; meshes whose x axis crosses processes and y stays within (and the
 // reverse); the file store as well as the TCP store. Failures: a killed process, one that never
 // joins, one that hangs, and a mismatched program make every other process fail with an error
 // naming it; a frozen one ends the wait for it at the timeout. A run posting many messages
@@ -37,6 +37,7 @@
 #include "examples/kernels/collective_matmul.h"
 #include "examples/kernels/ring_all_gather.h"
 #include "examples/seed_variants.h"
+#include "examples/train_mlp.h"
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
 #include "ir/ir.pb.h"
@@ -347,6 +348,41 @@ struct JobAndOneProcess {
   absl::StatusOr<Mesh> mesh, mesh1;
 };
 
+// Training (examples/train_mlp.h): 5 SGD steps of the tensor- and data-parallel MLP, the jitted
+// gradient of its shard_map program, across the processes: every loss and the final weights
+// equal, bit for bit, the same steps in one process.
+absl::Status CheckTraining(const std::shared_ptr<ProcessGroup>& group) {
+  JobAndOneProcess job(group);
+  RETURN_IF_ERROR(job.status());
+  const int64_t b = 8, d = 6, h = 8;
+  const std::vector<std::pair<std::vector<int64_t>, PartitionSpec>> inputs = {
+      {{d, h}, P(None, "y")},
+      {{h, d}, P("y", None)},
+      {{b, d}, P("x", None)},
+      {{b, d}, P("x", None)}};
+  std::vector<Array> state, state1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor host = *random::normal(random::key(31 + static_cast<int>(i)), inputs[i].first);
+    for (const Mesh* on : {&*job.mesh, &*job.mesh1}) {
+      absl::StatusOr<Array> a = device_put(host, NamedSharding(*on, inputs[i].second));
+      if (!a.ok()) return a.status();
+      (on == &*job.mesh ? state : state1).push_back(*a);
+    }
+  }
+  auto step = jit(examples::MlpTrainStep(*job.mesh, 0.05f));
+  auto step1 = jit(examples::MlpTrainStep(*job.mesh1, 0.05f));
+  for (int s = 0; s < 5; ++s) {
+    absl::StatusOr<std::vector<Array>> out = step.call(state);
+    if (!out.ok()) return out.status();
+    absl::StatusOr<std::vector<Array>> out1 = step1.call(state1);
+    if (!out1.ok()) return out1.status();
+    RETURN_IF_ERROR(SameBlocks(*out, *out1, absl::StrCat("training step ", s)));
+    state = {(*out)[0], (*out)[1], state[2], state[3]};
+    state1 = {(*out1)[0], (*out1)[1], state1[2], state1[3]};
+  }
+  return absl::OkStatus();
+}
+
 // Kernels that copy and signal between devices (seed 000's ring all-gather over either axis,
 // seed 001's collective matmul kernel over x and, when even, y): bitwise equal to the same
 // programs in one process, the gather equal to the array itself.
@@ -651,6 +687,7 @@ absl::Status ChildMain(const std::string& role, int id) {
   if (role == "collectives" || role == "file_store") return CheckCollectives(*group);
   if (role == "seed") return CheckSeedVariants(*group);
   if (role == "kernels") return CheckKernels(*group);
+  if (role == "training") return CheckTraining(*group);
   if (role == "killed") {
     absl::Status s = ExpectFailure(RunOnePsum(*group, "psum", absl::Seconds(30), /*die=*/true),
                                    "process 1 (devices [1]) failed");
@@ -785,6 +822,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{2, 2, "cols"},   // y across processes, x within
                       Shape{4, 1, "rows"}),  // every axis across 4 processes
     ShapeName);
+
+TEST_P(MultiprocessKernels, TrainingStepsMatchOneProcess) {
+  ExpectEveryProcessOk("training", GetParam());
+}
 
 TEST(Multiprocess, FileStore) { ExpectEveryProcessOk("file_store", Shape{2, 2, "rows"}); }
 
