@@ -175,6 +175,24 @@ TEST_P(AutodiffTest, IndexingSortingAndScans) {
       {RandomInput({5, 3}, 23), RandomInput({7, 3}, 24)});
 }
 
+// scatter (replace) with a position written twice: the winning update's tangent, the operand's
+// where nothing was written (jax's rule), against finite differences.
+TEST_P(AutodiffTest, ScatterReplace) {
+  ExpectGradMatchesDifferences(
+      [](const std::vector<Tracer>& a) {
+        Tracer table = a[0], u = a[1];
+        Tracer ids = lax::reshape(
+            lax::rem(lax::broadcasted_iota(DType::kS32, {4}, 0) * 3, lax::full({}, 5, DType::kS32)),
+            {4, 1});  // 0 3 1 4
+        Tracer dup = lax::concatenate({ids, lax::full({1, 1}, 3, DType::kS32)}, 0);  // 3 twice
+        Tracer out = lax::scatter(table, dup, lax::sin(u), {.update_window_dims = {1},
+                                                            .inserted_window_dims = {0},
+                                                            .scatter_dims_to_operand_dims = {0}});
+        return lax::reduce_sum(lax::exp(out * 0.5) * (table + 1.0), {0, 1});
+      },
+      {RandomInput({6, 3}, 45), RandomInput({5, 3}, 46)});
+}
+
 // reduce_prod (over several axes, with an exact zero among the factors), cumprod, cummax and
 // cummin (forward and reversed), and with_sharding_constraint.
 TEST_P(AutodiffTest, ProductsScansAndConstraints) {

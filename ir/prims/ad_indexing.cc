@@ -92,6 +92,60 @@ AdRules ScatterAddRule() {
           }};
 }
 
+// scatter (replace): jax's _scatter_jvp. Which update wins a position written twice is the
+// scatter's own choice: ids scattered the same way tell it, so the tangent is the operand's
+// tangent where nothing was written plus a scatter_add of the winning updates' tangents.
+AdRules ScatterRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+    const ScatterAttrs& s = a.op.scatter();
+    const ShapedType operand_type = e.TypeOf(a.primals[0]);
+    const ShapedType updates_type = e.TypeOf(a.primals[2]);
+    // One id per update window, from 1 (0: not written), broadcast over its window.
+    std::vector<int64_t> ids_shape = updates_type.dims, scatter_dims;
+    int64_t count = 1;
+    for (int64_t d = 0; d < updates_type.rank(); ++d) {
+      if (Contains(s.update_window_dims(), d)) {
+        ids_shape[d] = 1;
+      } else {
+        scatter_dims.push_back(d);
+      }
+      count *= ids_shape[d];
+    }
+    Op iota;
+    iota.set_opcode("iota");
+    iota.mutable_iota()->set_dtype(ToProto(DType::kS32));
+    iota.mutable_iota()->add_shape(count);
+    ASSIGN_OR_RETURN(int64_t ids, e.Emit1(std::move(iota), {}));
+    ASSIGN_OR_RETURN(int64_t one, e.Full(1, e.TypeOf(ids)));
+    ASSIGN_OR_RETURN(ids, e.Binary("add", ids, one));
+    ASSIGN_OR_RETURN(ids, e.Reshape(ids, ids_shape));
+    std::vector<int64_t> all_dims(updates_type.rank());
+    for (int64_t d = 0; d < updates_type.rank(); ++d) all_dims[d] = d;
+    ASSIGN_OR_RETURN(int64_t update_ids, e.BroadcastInDim(ids, updates_type.dims, all_dims));
+    ASSIGN_OR_RETURN(int64_t none, e.Full(0, {DType::kS32, operand_type.dims}));
+    ASSIGN_OR_RETURN(int64_t scattered,
+                     e.Emit1(OpAttrs(a.op), {none, a.primals[1], update_ids}));
+    ASSIGN_OR_RETURN(int64_t won, GatherOfScatter(e, s, scattered, a.primals[1], updates_type));
+    ASSIGN_OR_RETURN(int64_t untouched, e.Compare(scattered, none, EQ));
+    ASSIGN_OR_RETURN(int64_t winning, e.Compare(update_ids, won, EQ));
+    int64_t t_operand = kZero, t_updates = kZero;
+    if (a.tangents[0] != kZero) {
+      ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, operand_type));
+      ASSIGN_OR_RETURN(t_operand, e.Select(untouched, a.tangents[0], zeros));
+    }
+    if (a.tangents[2] != kZero) {
+      ASSIGN_OR_RETURN(int64_t zeros, e.Full(0, updates_type));
+      ASSIGN_OR_RETURN(t_updates, e.Select(winning, a.tangents[2], zeros));
+    }
+    ASSIGN_OR_RETURN(t_operand, e.Instantiate(t_operand, operand_type));
+    ASSIGN_OR_RETURN(t_updates, e.Instantiate(t_updates, updates_type));
+    Op add = OpAttrs(a.op);
+    add.set_opcode("scatter_add");
+    ASSIGN_OR_RETURN(int64_t t, e.Emit1(std::move(add), {t_operand, a.primals[1], t_updates}));
+    return Ids{t};
+  }};
+}
+
 // x's elements along `axis` in the order `perm` (s32, x's shape) gives: take_along_axis.
 absl::StatusOr<int64_t> TakeAlongAxis(AdEmitter& e, int64_t x, int64_t perm, int64_t axis) {
   const ShapedType type = e.TypeOf(x);
@@ -164,7 +218,8 @@ AdRules CumsumRule() {
 
 const AdRuleTable& Rules() {
   static const auto* rules = new AdRuleTable{
-      {"gather", GatherRule()}, {"scatter_add", ScatterAddRule()}, {"sort", SortRule()},
+      {"gather", GatherRule()}, {"scatter_add", ScatterAddRule()}, {"scatter", ScatterRule()},
+      {"sort", SortRule()},
       {"top_k", TopKRule()},    {"cumsum", CumsumRule()},   {"cumprod", ScanAd("cumprod")},
       {"cummax", ScanAd("cummax")}, {"cummin", ScanAd("cummin")},
   };
