@@ -67,6 +67,17 @@ absl::StatusOr<std::vector<int64_t>> EmitRegion(AdEmitter& e, const Region& regi
   return out;
 }
 
+// The floating-point results (those with tangents): their indices and types.
+void FloatResults(const FunctionBuilder& b, const std::vector<int64_t>& results,
+                  std::vector<size_t>* index, std::vector<ShapedType>* types) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const ShapedType t = b.TypeOf(results[i]);
+    if (!IsFloating(t.dtype)) continue;
+    index->push_back(i);
+    types->push_back(t);
+  }
+}
+
 std::vector<int64_t> Values(const std::vector<CapturedValue>& captures) {
   std::vector<int64_t> out;
   for (const CapturedValue& c : captures) out.push_back(c.value);
@@ -135,12 +146,7 @@ absl::Status CustomVjpCallLinearize(FunctionBuilder& b, AdEmitter& e, const Op& 
   }
   std::vector<ShapedType> tangent_types;
   std::vector<size_t> tangent_of;  // result index of each tape result
-  for (size_t i = 0; i < n; ++i) {
-    const ShapedType t = b.TypeOf((*results)[i]);
-    if (!IsFloating(t.dtype)) continue;
-    tangent_types.push_back(t);
-    tangent_of.push_back(i);
-  }
+  FloatResults(b, *results, &tangent_of, &tangent_types);
   std::vector<ShapedType> result_types;
   for (size_t i = 0; i < n; ++i) result_types.push_back(b.TypeOf((*results)[i]));
   std::vector<int64_t> reads = residuals;
@@ -167,13 +173,8 @@ absl::Status CustomVjpCallLinearize(FunctionBuilder& b, AdEmitter& e, const Op& 
     for (size_t i : linear_index) out.push_back(operand_cts[i]);
     return out;
   };
-  ASSIGN_OR_RETURN(std::vector<int64_t> tape_results,
-                   e.RecordLinear(linear_operands, tangent_types, reads, std::move(transpose)));
-  result_tangents->assign(n, kZero);
-  for (size_t k = 0; k < tangent_of.size(); ++k) {
-    (*result_tangents)[tangent_of[k]] = tape_results[k];
-  }
-  return absl::OkStatus();
+  return RecordLinearResults(e, linear_operands, tangent_types, tangent_of, n, reads,
+                             std::move(transpose), result_tangents);
 }
 
 absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
@@ -200,12 +201,7 @@ absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   }
   std::vector<ShapedType> tangent_types;
   std::vector<size_t> tangent_of;
-  for (size_t i = 0; i < results->size(); ++i) {
-    const ShapedType t = b.TypeOf((*results)[i]);
-    if (!IsFloating(t.dtype)) continue;
-    tangent_types.push_back(t);
-    tangent_of.push_back(i);
-  }
+  FloatResults(b, *results, &tangent_of, &tangent_types);
   std::vector<int64_t> reads = operands;
   for (const CapturedValue& c : inner) reads.push_back(c.value);
   const Region body = a.body();
@@ -238,13 +234,8 @@ absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
     }
     return out;
   };
-  ASSIGN_OR_RETURN(std::vector<int64_t> tape_results,
-                   e.RecordLinear(linear_operands, tangent_types, reads, std::move(transpose)));
-  result_tangents->assign(num_results, kZero);
-  for (size_t k = 0; k < tangent_of.size(); ++k) {
-    (*result_tangents)[tangent_of[k]] = tape_results[k];
-  }
-  return absl::OkStatus();
+  return RecordLinearResults(e, linear_operands, tangent_types, tangent_of, num_results, reads,
+                             std::move(transpose), result_tangents);
 }
 
 }  // namespace shardjit::ir::autodiff_internal

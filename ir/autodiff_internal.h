@@ -88,6 +88,16 @@ absl::Status CondLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                            const std::vector<CapturedValue>& captures,
                            std::vector<int64_t>* results, std::vector<int64_t>* result_tangents);
 
+// Records the linear part of an op with regions as one tape op (ops on the tangents `operands`,
+// giving the tangents of its float results `float_results`, of `types`) whose transpose is
+// `transpose` reading `reads`, and sets `result_tangents` (kZero for its other results).
+absl::Status RecordLinearResults(AdEmitter& e, const std::vector<int64_t>& operands,
+                                 const std::vector<ShapedType>& types,
+                                 const std::vector<size_t>& float_results, size_t num_results,
+                                 const std::vector<int64_t>& reads,
+                                 AdEmitter::CustomTranspose transpose,
+                                 std::vector<int64_t>* result_tangents);
+
 // The ops carrying the user's choices (autodiff_custom.cc). custom_jvp_call in either mode
 // (`linearizing`: the rule's ops on tangents go to `e`'s tape); custom_vjp_call and checkpoint
 // in reverse mode (forward mode: the former is an error, the latter its body, inline).

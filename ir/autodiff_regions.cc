@@ -102,6 +102,8 @@ absl::Status AppendFloatTangents(AdEmitter& e, const std::vector<int64_t>& value
   return absl::OkStatus();
 }
 
+}  // namespace
+
 // Records the linear part of an op with regions as one tape op (ops on the tangents `operands`,
 // giving the tangents of its float results, of `types`) and sets `result_tangents` (kZero for
 // its other results).
@@ -117,8 +119,6 @@ absl::Status RecordLinearResults(AdEmitter& e, const std::vector<int64_t>& opera
   for (size_t k = 0; k < float_results.size(); ++k) (*result_tangents)[float_results[k]] = linear[k];
   return absl::OkStatus();
 }
-
-}  // namespace
 
 // Forward mode through shard_map: one shard_map computing the results and their tangents
 // (tangent operands mapped by their primal's in_spec, tangents out by the result's out_spec).
