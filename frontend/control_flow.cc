@@ -46,13 +46,7 @@ std::vector<Tracer> ShardMap(const TracedFunction& body, const Mesh& mesh,
     locals.push_back({args[i].dtype(), *local});
   }
   // A parameter varies over the mesh axes its in_spec splits it over.
-  auto mentioned = [](const PartitionSpec& spec) {
-    ir::AxisList axes;
-    for (const ir::DimSpec& d : spec.proto().dims()) {
-      for (const std::string& a : d.axes()) axes.push_back(a);
-    }
-    return axes;
-  };
+  auto mentioned = [](const PartitionSpec& spec) { return ir::MentionedAxes(spec.proto()); };
   t->builder().OpenRegion(/*spmd=*/true, -1, check_vma);
   std::vector<Tracer> params;
   for (size_t i = 0; i < locals.size(); ++i) {

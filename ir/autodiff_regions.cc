@@ -15,6 +15,7 @@
 #include "ir/autodiff_internal.h"
 #include "ir/dtype.h"
 #include "ir/primitive.h"
+#include "ir/sharding.h"
 
 namespace shardjit::ir::autodiff_internal {
 
@@ -49,15 +50,6 @@ std::vector<std::string> UnmentionedAxes(const Mesh& mesh, const PartitionSpec& 
       for (const std::string& name : d.axes()) mentioned = mentioned || name == a.name();
     }
     if (!mentioned) out.push_back(a.name());
-  }
-  return out;
-}
-
-// The mesh axes `spec` splits over: what a shard_map body's value of that spec varies over.
-AxisList MentionedAxes(const PartitionSpec& spec) {
-  AxisList out;
-  for (const DimSpec& d : spec.dims()) {
-    for (const std::string& name : d.axes()) out.push_back(name);
   }
   return out;
 }

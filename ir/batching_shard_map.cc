@@ -17,14 +17,6 @@ PartitionSpec WithLeadingNone(const PartitionSpec& spec) {
   return out;
 }
 
-AxisList Mentioned(const PartitionSpec& spec) {
-  AxisList out;
-  for (const DimSpec& d : spec.dims()) {
-    for (const std::string& a : d.axes()) out.push_back(a);
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::StatusOr<BatchedValues> BatchShardMap(FunctionBuilder& b, const Op& op,
@@ -61,7 +53,7 @@ absl::StatusOr<BatchedValues> BatchShardMap(FunctionBuilder& b, const Op& op,
   std::vector<int64_t> params;
   for (size_t i = 0; i < local_types.size(); ++i) {
     params.push_back(b.AddParam(local_types[i],
-                                sm.check_vma() ? Mentioned(sm.in_specs(static_cast<int>(i)))
+                                sm.check_vma() ? MentionedAxes(sm.in_specs(static_cast<int>(i)))
                                                : AxisList()));
   }
   ASSIGN_OR_RETURN(BatchedValues out,

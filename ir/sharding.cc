@@ -72,6 +72,14 @@ int64_t MeshPosition(const Mesh& mesh, const std::vector<int64_t>& coords) {
   return p;
 }
 
+AxisList MentionedAxes(const PartitionSpec& spec) {
+  AxisList out;
+  for (const DimSpec& d : spec.dims()) {
+    for (const std::string& name : d.axes()) out.push_back(name);
+  }
+  return out;
+}
+
 AxisList ToAxisList(const google::protobuf::RepeatedPtrField<std::string>& field) {
   return AxisList(field.begin(), field.end());
 }

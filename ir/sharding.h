@@ -36,6 +36,9 @@ int64_t MeshPosition(const Mesh& mesh, const std::vector<int64_t>& coords);
 // bitset of axis indices (passes/spmd_rewrite.h's AxisMask).
 using AxisList = std::vector<std::string>;
 AxisList ToAxisList(const google::protobuf::RepeatedPtrField<std::string>& field);
+// The mesh axes `spec` splits over, in its order: what a shard_map body's value laid out by it
+// varies over.
+AxisList MentionedAxes(const PartitionSpec& spec);
 void SetAxisList(const AxisList& axes, google::protobuf::RepeatedPtrField<std::string>* field);
 
 // The size of the combined `axes`: the product of their sizes (1 for none). Errors, in the order
