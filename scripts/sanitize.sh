@@ -30,6 +30,8 @@ else
                 //backends/x86:gemm_test //backends/x86:gemm_stream_test
                 //backends/x86:copy_kernels_test //backends/x86:gemm_int8_test
                 //frontend:autodiff_test //frontend:vmap_test //examples:train_mlp_test
+                //frontend:custom_derivatives_test //frontend:vma_test
+                //frontend:transpose_identity_test
                 //tests:collectives_test_2threads //tests:collectives_errors_test_1threads
                 //tests:cancellation_test //tests:ragged_all_to_all_test_2threads
                 //tests:psend_precv_test_1threads //backends/x86:grouped_matmul_test
