@@ -36,6 +36,7 @@
 #include "base/status_macros.h"
 #include "examples/kernels/collective_matmul.h"
 #include "examples/kernels/ring_all_gather.h"
+#include "examples/decoder_block.h"
 #include "examples/seed_variants.h"
 #include "examples/train_mlp.h"
 #include "frontend/shardjit.h"
@@ -350,7 +351,8 @@ struct JobAndOneProcess {
 
 // Training (examples/train_mlp.h): 5 SGD steps of the tensor- and data-parallel MLP, the jitted
 // gradient of its shard_map program, across the processes: every loss and the final weights
-// equal, bit for bit, the same steps in one process.
+// equal, bit for bit, the same steps in one process; so does the gradient of the global-view
+// decoder block (examples/decoder_block.h), partitioned from its weights' shardings.
 absl::Status CheckTraining(const std::shared_ptr<ProcessGroup>& group) {
   JobAndOneProcess job(group);
   RETURN_IF_ERROR(job.status());
@@ -380,7 +382,36 @@ absl::Status CheckTraining(const std::shared_ptr<ProcessGroup>& group) {
     state = {(*out)[0], (*out)[1], state[2], state[3]};
     state1 = {(*out1)[0], (*out1)[1], state1[2], state1[3]};
   }
-  return absl::OkStatus();
+  // The decoder block's gradient, partitioned from its weights' shardings (global view).
+  const int64_t heads = 4, model = 16, mlp = 24, seq = 4;
+  auto grad_step = jit([heads](const std::vector<Tracer>& a) {
+    auto loss = [heads](const std::vector<Tracer>& v) {
+      Tracer y = examples::DecoderBlock(
+          v[0], {v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}, heads);
+      return lax::reduce_sum(y * y, {0, 1, 2});
+    };
+    return value_and_grad(loss, {1, 2, 3, 4, 5, 6, 7, 8, 9})(a);
+  });
+  const std::vector<std::pair<std::vector<int64_t>, PartitionSpec>> block = {
+      {{4, seq, model}, P("x", None, None)}, {{model}, P()},
+      {{model, model}, P(None, "y")},       {{model, model}, P(None, "y")},
+      {{model, model}, P(None, "y")},       {{model, model}, P("y", None)},
+      {{model}, P()},                       {{model, mlp}, P(None, "y")},
+      {{model, mlp}, P(None, "y")},         {{mlp, model}, P("y", None)}};
+  std::vector<Array> args, args1;
+  for (size_t i = 0; i < block.size(); ++i) {
+    Tensor host = *random::normal(random::key(41 + static_cast<int>(i)), block[i].first);
+    for (const Mesh* on : {&*job.mesh, &*job.mesh1}) {
+      absl::StatusOr<Array> a = device_put(host, NamedSharding(*on, block[i].second));
+      if (!a.ok()) return a.status();
+      (on == &*job.mesh ? args : args1).push_back(*a);
+    }
+  }
+  absl::StatusOr<std::vector<Array>> grads = grad_step.call(args);
+  if (!grads.ok()) return grads.status();
+  absl::StatusOr<std::vector<Array>> grads1 = grad_step.call(args1);
+  if (!grads1.ok()) return grads1.status();
+  return SameBlocks(*grads, *grads1, "decoder block gradient");
 }
 
 // Kernels that copy and signal between devices (seed 000's ring all-gather over either axis,
