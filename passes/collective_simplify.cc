@@ -38,6 +38,7 @@ class Matcher {
         }
       }
       if (options_.remove_self_all_gather && op.has_all_gather()) SelfAllGather(op);
+      if (options_.scatter_of_one_block && op.has_psum_scatter()) ScatterOfOneBlock(op);
     }
   }
 
@@ -122,6 +123,70 @@ class Matcher {
       }
     }
     for (const ir::Op* ds : users) plan_.replace[ds->results(0)] = gather.operands(0);
+  }
+
+  // A tiled psum_scatter over A of zeros with one block v placed at block idx (the transpose of a
+  // dynamic_slice of a gathered value), idx = axis_index(B) with B apart from A and at most as
+  // large: device a's block is the group's sum of v where idx == a, zeros elsewhere ->
+  // select(axis_index(A) == idx, psum(v, A), 0), which moves one block instead of all.
+  void ScatterOfOneBlock(const ir::Op& scatter) {
+    const auto& a = scatter.psum_scatter();
+    const int64_t n = facts_.Size(a.axes());
+    if (!a.tiled() || !a.axis_index_groups().empty() || n <= 1) return;
+    const int64_t x = scatter.operands(0);
+    const ir::Op* dus = facts_.Producer(x);
+    if (dus == nullptr || ir::PrimOf(*dus) != ir::Prim::kDynamicUpdateSlice ||
+        facts_.Users(x).size() != 1) {
+      return;
+    }
+    const ir::Op* zeros = facts_.Producer(dus->operands(0));
+    if (zeros == nullptr || !zeros->has_constant() || zeros->constant().value_size() != 1 ||
+        zeros->constant().value(0) != 0) {
+      return;
+    }
+    const int64_t v = dus->operands(1);
+    const ir::ShapedType& xt = facts_.Type(x);
+    const ir::ShapedType& vt = facts_.Type(v);
+    const int64_t s = a.scatter_dimension(), block = xt.dims[s] / n;
+    for (int64_t d = 0; d < xt.rank(); ++d) {
+      if (vt.dims[d] != (d == s ? block : xt.dims[d])) return;
+    }
+    // The start along s: axis_index(B) * block (through the reshapes of a scalar that a
+    // residual passed between shard_maps has).
+    int64_t start = dus->operands(2 + s);
+    for (const ir::Op* p = facts_.Producer(start);
+         p != nullptr && ir::PrimOf(*p) == ir::Prim::kReshape &&
+         facts_.Type(p->operands(0)).num_elements() == 1;
+         p = facts_.Producer(start)) {
+      start = p->operands(0);
+    }
+    const ir::Op* mul = facts_.Producer(start);
+    if (mul == nullptr || ir::PrimOf(*mul) != ir::Prim::kMul) return;
+    AxisNames b_axes;
+    for (int64_t operand : mul->operands()) {
+      const ir::Op* p = facts_.Producer(operand);
+      if (p != nullptr && ir::PrimOf(*p) == ir::Prim::kAxisIndex) b_axes = p->axis().axes();
+    }
+    if (b_axes.empty() || !facts_.IsAxisIndexTimes(start, b_axes, block) ||
+        (facts_.Mask(b_axes) & facts_.Mask(a.axes())) != 0 || facts_.Size(b_axes) > n) {
+      return;
+    }
+    OpEmitter e = Emitter(scatter);
+    ir::Op psum;
+    psum.set_opcode("psum");
+    *psum.mutable_all_reduce()->mutable_axes() = a.axes();
+    const int64_t summed = e.Emit(std::move(psum), {v});
+    ir::Op eq;
+    eq.set_opcode("compare");
+    eq.mutable_compare()->set_direction(ir::EQ);
+    const int64_t mine = e.Emit(std::move(eq), {e.AxisIndex(ir::ToAxisList(a.axes())),
+                                                e.AxisIndex(ir::ToAxisList(b_axes))});
+    ir::Op broadcast;
+    broadcast.set_opcode("broadcast_in_dim");
+    for (int64_t d : vt.dims) broadcast.mutable_broadcast_in_dim()->add_shape(d);
+    const int64_t mask = e.Emit(std::move(broadcast), {mine});
+    e.Emit("select", {mask, summed, e.Constant(vt, 0)}, scatter.results(0));
+    if (e.status().ok()) plan_.rewrite[scatter.results(0)] = e.Take();
   }
 
   const ir::Mesh& mesh_;

@@ -4,6 +4,10 @@
 //     (start axis_index(A) * block, 0 elsewhere) -> psum_scatter(x, A, that dimension, tiled);
 //   - a tiled all_gather(x, A) whose every use is a dynamic_slice taking back this device's own
 //     block -> x;
+//   - a tiled psum_scatter(x, A) of x = dynamic_update_slice(zeros, v, starts) where v is one
+//     block of the scattered dimension placed at axis_index(B) * block (B apart from A, no
+//     larger; other dimensions whole: the transpose of a dynamic_slice of an all_gather) ->
+//     select(axis_index(A) == axis_index(B), psum(v, A), 0);
 //   - psum(x, A) of a value invariant across A -> x * size(A); pmax/pmin (and pmean of floats)
 //     of such a value -> x. A value is invariant across A when it is computed only from
 //     constants, iotas, axis_index of other axes, parameters whose sharding names none of A, and
@@ -30,6 +34,8 @@ struct CollectiveSimplifyOptions {
   bool remove_self_all_gather = true;
   // psum/pmax/pmin/pmean of values invariant across their axes -> local arithmetic.
   bool reduce_invariant = true;
+  // tiled psum_scatter of zeros with one block placed at axis_index(B) -> psum of the block.
+  bool scatter_of_one_block = true;
   // Combine independent psums (and, separately, tiled all_gathers on dimension 0) while their
   // operands total at most this many bytes; 0 disables.
   int64_t combine_max_bytes = int64_t{4} << 20;

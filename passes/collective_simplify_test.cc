@@ -114,6 +114,41 @@ TEST(CollectiveSimplifyTest, PsumScatterOverTupleAxes) {
   ExpectSameNumbers(kPsumSliceTuple);
 }
 
+// The transpose of dynamic_slice(all_gather(w, x), axis_index(y) * block): the cotangent placed
+// at block y of zeros and reduce-scattered over x. Device (x, y) keeps the sum over x when x == y.
+const std::string kScatterOfOneBlock = X2Y2("P(x,y)", "P(x,y)") +
+                                       "func main = { lambda ; a:f32[2,3]. let\n"
+                                       "    b:f32[4,3] = constant[dtype=f32 shape=(4,3) value=(0)]\n"
+                                       "    c:s32[] = axis_index[axes=(y)]\n"
+                                       "    d:s32[] = constant[dtype=s32 value=(2)]\n"
+                                       "    e:s32[] = mul c d\n"
+                                       "    f:s32[] = constant[dtype=s32 value=(0)]\n"
+                                       "    g:f32[4,3] = dynamic_update_slice b a e f\n"
+                                       "    h:f32[2,3] = psum_scatter[axes=(x) scatter_dimension=0 "
+                                       "tiled=True] g\n"
+                                       "  in (h) }\n";
+
+TEST(CollectiveSimplifyTest, ScatterOfOneBlockBecomesAPsumOfTheBlock) {
+  const std::string out = Simplified(kScatterOfOneBlock);
+  EXPECT_NE(out.find("psum[axes=(x)] a"), std::string::npos) << "[" << out << "]";
+  EXPECT_NE(out.find("= select "), std::string::npos) << out;
+  EXPECT_EQ(out.find("psum_scatter"), std::string::npos) << out;
+  EXPECT_EQ(out.find("dynamic_update_slice"), std::string::npos) << out;
+  ExpectSameNumbers(kScatterOfOneBlock);
+  // The start passed through scalar reshapes (as a residual between shard_maps is).
+  std::string reshaped = kScatterOfOneBlock;
+  reshaped.replace(reshaped.find("    f:s32[] = constant"), 0,
+                   "    e1:s32[1] = reshape[new_sizes=(1)] e\n    e2:s32[] = reshape[] e1\n");
+  reshaped.replace(reshaped.find("dynamic_update_slice b a e f"), 28,
+                   "dynamic_update_slice b a e2 f");
+  EXPECT_EQ(Simplified(reshaped).find("psum_scatter"), std::string::npos);
+  ExpectSameNumbers(reshaped);
+  // The block's index varying over the scattered axes: unchanged.
+  std::string over_x = kScatterOfOneBlock;
+  over_x.replace(over_x.find("axis_index[axes=(y)]"), 20, "axis_index[axes=(x)]");
+  EXPECT_EQ(Simplified(over_x), "(unchanged)");
+}
+
 TEST(CollectiveSimplifyTest, PsumSlicesThatAreNotTheDevicesBlockAreUnchanged) {
   const std::string psum = "func main = { lambda ; a:f32[8,4]. let\n"
                            "    b:f32[8,4] = psum[axes=(x)] a\n";
