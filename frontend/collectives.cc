@@ -256,6 +256,7 @@ Tracer axis_index(AxisNames axes, Loc loc) { return AxisScalar("axis_index", axe
 Tracer pvary(Tracer x, AxisNames axes, Loc loc) {
   TraceState* t = internal::TraceOf({x}, "pvary");
   if (t == nullptr || !x.valid()) return Tracer();
+  if (!t->builder().checks_vma()) return x;  // untyped (check_vma=false): nothing to cast
   const ir::AxisList& have = t->builder().VmaOf(x.id());
   ir::Op op;
   op.set_opcode("pvary");

@@ -69,7 +69,7 @@ Tracer pswapaxes(Tracer x, AxisNames axes, int64_t axis, AxisIndexGroups groups 
                  Loc loc = Loc::current());
 // jax.lax.pvary: x typed as varying over `axes` besides the axes it varies over already (a cast
 // in a shard_map body typed with varying manual axes; its transpose is a psum over them). x
-// itself for no new axes.
+// itself for no new axes, or outside a body typed with varying manual axes (check_vma=false).
 Tracer pvary(Tracer x, AxisNames axes, Loc loc = Loc::current());
 // s32 scalars.
 Tracer axis_index(AxisNames axes, Loc loc = Loc::current());

@@ -179,6 +179,12 @@ TEST(VmaErrors, AsJaxGivesThem) {
   // check_vma=false trusts the out_spec (each device's block is the assembled value).
   EXPECT_TRUE(
       jit(shard_map([](Tracer x) { return x * 2.0; }, mesh, {P("i")}, {P()}, false))(x).ok());
+  // pvary is nothing to cast without the types.
+  auto untyped = jit(shard_map([](Tracer x) { return lax::pvary(x * 2.0, "i"); }, mesh, {P("i")},
+                               {P("i")}, false));
+  absl::StatusOr<LoweredBase> lowered = untyped.lower(x);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_EQ(ir::PrintModule(lowered->traced_module()).find("pvary"), std::string::npos);
   // axis_index_groups in a typed psum.
   absl::StatusOr<Array> groups = jit(shard_map(
       [](Tracer x) { return lax::psum(x, "i", {{0, 1}, {2, 3}}); }, mesh, {P("i")}, {P("i")}))(x);
