@@ -53,6 +53,13 @@ std::vector<Tracer> ShardMap(const TracedFunction& body, const Mesh& mesh,
     params.push_back(t->AddParam(locals[i], check_vma ? mentioned(in_specs[i]) : ir::AxisList()));
   }
   std::vector<Tracer> results = body.fn(params);
+  // A result laid out over axes it does not vary over is a pvary of it (whose transpose sums the
+  // cotangent the devices' copies get).
+  for (size_t i = 0; check_vma && t->status().ok() && i < results.size(); ++i) {
+    if (results[i].valid() && i < out_specs.size()) {
+      results[i] = lax::pvary(results[i], mentioned(out_specs[i]));
+    }
+  }
   std::vector<int64_t> result_ids;
   for (const Tracer& r : results) result_ids.push_back(r.valid() ? r.id() : -1);
   // An out_spec claims replication over the axes it does not name: the result must not vary

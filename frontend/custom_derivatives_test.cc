@@ -382,14 +382,20 @@ TEST_P(CustomDerivativesTest, InsideShardMap) {
   };
   const std::vector<double> xv = Random(8, 11);
   Array x = *device_put(HostTensor(DType::kF64, {8}, xv), NamedSharding(mesh, P(Axes{"x", "y"})));
-  absl::StatusOr<Array> g =
-      jit(shard_map(local, mesh, {P(Axes{"x", "y"})}, {P(Axes{"x", "y"})}), Options())(x);
-  ASSERT_TRUE(g.ok()) << g.status();
-  // Per device (2 elements): 2 (the identity rule) + the gradient of the gathered sum over
-  // the local value, cos(x) (the transpose of all_gather is a psum_scatter over y: both
-  // devices' sums read x, but each device differentiates only its own loss).
-  for (size_t i = 0; i < xv.size(); ++i) {
-    EXPECT_NEAR(g->to_host()->ToDoubles()[i], 2 + 2 * std::cos(xv[i]), 1e-12) << i;
+  for (bool check_vma : {true, false}) {
+    absl::StatusOr<Array> g = jit(shard_map(local, mesh, {P(Axes{"x", "y"})},
+                                            {P(Axes{"x", "y"})}, check_vma),
+                                  Options())(x);
+    ASSERT_TRUE(g.ok()) << g.status();
+    // Per device (2 elements): the identity rule's 2, and 2 cos(x) from the gathered sum (the
+    // transpose of all_gather is a psum_scatter over y: both devices' sums read x). Typed, the
+    // psum's result is invariant over x and meets the x-varying gathered sum through a pvary,
+    // whose transpose sums the loss's cotangent over x: the identity rule then passes 2 * 2.
+    const double through_rule = check_vma ? 4 : 2;
+    for (size_t i = 0; i < xv.size(); ++i) {
+      EXPECT_NEAR(g->to_host()->ToDoubles()[i], through_rule + 2 * std::cos(xv[i]), 1e-12)
+          << i << (check_vma ? " check_vma" : "");
+    }
   }
 }
 

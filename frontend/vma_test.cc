@@ -128,6 +128,32 @@ TEST_P(VmaTest, GradInsideTheBody) {
   }
 }
 
+// A result laid out over an axis it does not vary over (each device's copy of a psum) is a pvary
+// of it: the gradient of the sum of the copies is 4, as without types; a vmap of a checkpoint
+// inside a typed body keeps its values' types (no extra pvary, no extra psum).
+TEST_P(VmaTest, OutSpecsAndRebuiltRegionsKeepTheTypes) {
+  Array x = Put({4}, {1, 2, 3, 4}, P("i"));
+  for (bool check_vma : {true, false}) {
+    auto copies = shard_map([](Tracer x) { return lax::psum(x, "i"); }, mesh_, {P("i")},
+                            {P("i")}, check_vma);
+    absl::StatusOr<Array> g =
+        jit(grad([copies](Tracer x) { return lax::reduce_sum(copies(x), {0}); }), Options())(x);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->to_host()->ToDoubles(), (std::vector<double>{4, 4, 4, 4})) << check_vma;
+  }
+  Array rows = Put({3, 8}, std::vector<double>(24, 1.0), P(None, "i"));
+  auto summed = shard_map(
+      [](Tracer block) {  // [3, 2]: rows batched, each row's psum checkpointed
+        return vmap(checkpoint([](Tracer r) { return lax::psum(r * r, "i"); }))({block});
+      },
+      mesh_, {P(None, "i")}, {P()});
+  absl::StatusOr<Array> g =
+      jit(grad([summed](Tracer x) { return lax::reduce_sum(summed(x), {0, 1}); }), Options())(
+          rows);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->to_host()->ToDoubles(), std::vector<double>(24, 2.0));  // d/dx sum x^2
+}
+
 // A branch that returns an invariant value and one that returns a varying one: both results
 // vary (the first branch gets a pvary); the gradient through it sums w's cotangent once.
 TEST_P(VmaTest, BranchesAndLoops) {

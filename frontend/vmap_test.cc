@@ -409,6 +409,32 @@ TEST_F(VmapAxisNameTest, DataMovement) {
   }
 }
 
+// A loop whose carry is not batched but whose body names the vmapped axis: batched through it.
+TEST_F(VmapAxisNameTest, LoopsThatNameTheAxisInside) {
+  const int64_t n = 3, m = 2;
+  const std::vector<double> xs = Values(n * m, 35);
+  std::vector<double> got = Run(
+      [](Tracer x) {
+        Tracer zeros = lax::full({2}, 0.0, DType::kF64);
+        Tracer loop = lax::fori_loop(
+            0, 2,
+            [](Tracer, Tracer c) {
+              Tracer index = lax::convert_element_type(lax::axis_index("b"), DType::kF64);
+              return c + lax::broadcast_in_dim(index, {2}, {}) +
+                     lax::psum(lax::full({2}, 1.0, DType::kF64), "b");
+            },
+            zeros);
+        return x + loop;
+      },
+      n, m, xs);
+  ASSERT_EQ(got.size(), static_cast<size_t>(n * m));
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_NEAR(got[b * m + i], xs[b * m + i] + 2.0 * b + 2.0 * n, 1e-12) << b << "," << i;
+    }
+  }
+}
+
 TEST_F(VmapAxisNameTest, GradientThroughTheBatchedCollective) {
   // loss(xs) = sum_b sum_i psum(x_b)_i * x_bi: d loss / d x_bi = 2 * sum_c x_ci.
   const int64_t n = 3, m = 4;

@@ -328,19 +328,21 @@ absl::Status ForiLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<int
   for (const CapturedValue& c : carried) init.push_back(c.tangent);
   RegionScope guard(b, /*spmd=*/false);
   std::vector<int64_t> primals{b.AddParam({DType::kS32, {}})}, carry_params, cap_params;
-  for (int64_t v : operands) carry_params.push_back(b.AddParam(b.TypeOf(v)));
+  for (int64_t v : operands) carry_params.push_back(b.AddParam(b.TypeOf(v), b.VmaOf(v)));
   primals.insert(primals.end(), carry_params.begin(), carry_params.end());
   std::vector<CapturedValue> inner = plain;
   for (const CapturedValue& c : carried) {
-    cap_params.push_back(b.AddParam(b.TypeOf(c.value)));
+    cap_params.push_back(b.AddParam(b.TypeOf(c.value), b.VmaOf(c.value)));
     inner.push_back({c.region_id, cap_params.back(), kZero, false});
   }
   std::vector<int64_t> body_tangents{kZero};
   for (size_t i = 0; i < n; ++i) {
-    body_tangents.push_back(is_float[i] ? b.AddParam(b.TypeOf(operands[i])) : kZero);
+    body_tangents.push_back(
+        is_float[i] ? b.AddParam(b.TypeOf(operands[i]), b.VmaOf(operands[i])) : kZero);
   }
   for (size_t j = 0; j < carried.size(); ++j) {
-    inner[plain.size() + j].tangent = b.AddParam(b.TypeOf(carried[j].value));
+    inner[plain.size() + j].tangent =
+        b.AddParam(b.TypeOf(carried[j].value), b.VmaOf(carried[j].value));
   }
   ASSIGN_OR_RETURN(JvpResult r, EmitJvp(b, body, primals, body_tangents, inner));
   std::vector<int64_t> ids = r.results;
@@ -371,9 +373,10 @@ absl::Status WhileLoopJvp(FunctionBuilder& b, const Op& op, const std::vector<in
   RETURN_IF_ERROR(AppendFloatTangents(e, operands, tangents, &init, &is_float));
   // Params of a region over (carries, tangents of the float carries).
   auto add_params = [&](std::vector<int64_t>* primals, std::vector<int64_t>* carried_tangents) {
-    for (int64_t v : operands) primals->push_back(b.AddParam(b.TypeOf(v)));
+    for (int64_t v : operands) primals->push_back(b.AddParam(b.TypeOf(v), b.VmaOf(v)));
     for (size_t i = 0; i < n; ++i) {
-      carried_tangents->push_back(is_float[i] ? b.AddParam(b.TypeOf(operands[i])) : kZero);
+      carried_tangents->push_back(
+          is_float[i] ? b.AddParam(b.TypeOf(operands[i]), b.VmaOf(operands[i])) : kZero);
     }
   };
   Op jvp = OpAttrs(op);
@@ -608,9 +611,12 @@ absl::Status CondJvp(FunctionBuilder& b, const Op& op, const std::vector<int64_t
   for (const Region& branch : op.cond().branches()) {
     RegionScope guard(b, /*spmd=*/false);
     std::vector<int64_t> params, tangent_params;
-    for (size_t i = 1; i <= n; ++i) params.push_back(b.AddParam(b.TypeOf(operands[i])));
+    for (size_t i = 1; i <= n; ++i) {
+      params.push_back(b.AddParam(b.TypeOf(operands[i]), b.VmaOf(operands[i])));
+    }
     for (size_t i = 0; i < n; ++i) {
-      tangent_params.push_back(operand_float[i] ? b.AddParam(b.TypeOf(params[i])) : kZero);
+      tangent_params.push_back(
+          operand_float[i] ? b.AddParam(b.TypeOf(params[i]), b.VmaOf(params[i])) : kZero);
     }
     ASSIGN_OR_RETURN(JvpResult r, EmitJvp(b, branch, params, tangent_params, captures));
     std::vector<int64_t> ids = r.results;

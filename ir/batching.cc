@@ -48,7 +48,8 @@ std::vector<int64_t> AddCarryParams(FunctionBuilder& b, const std::vector<int64_
                                     std::vector<int64_t>* params) {
   std::vector<int64_t> param_dims;
   for (size_t i = 0; i < operands.size(); ++i) {
-    params->push_back(b.AddParam(CarryType(b.TypeOf(operands[i]), dims[i], batched[i], size)));
+    params->push_back(b.AddParam(CarryType(b.TypeOf(operands[i]), dims[i], batched[i], size),
+                                 b.VmaOf(operands[i])));
     param_dims.push_back(batched[i] ? 0 : kNotBatched);
   }
   return param_dims;
@@ -224,7 +225,7 @@ absl::StatusOr<BatchedValues> BatchCond(FunctionBuilder& b, const Op& op,
     for (const Region& branch : op.cond().branches()) {
       RegionScope region(b, /*spmd=*/false);
       std::vector<int64_t> params;
-      for (int64_t a : args) params.push_back(b.AddParam(b.TypeOf(a)));
+      for (int64_t a : args) params.push_back(b.AddParam(b.TypeOf(a), b.VmaOf(a)));
       ASSIGN_OR_RETURN(std::vector<int64_t> results, batch_branch(branch, params));
       *cond.mutable_cond()->add_branches() = region.Close(results);
     }
@@ -254,6 +255,23 @@ absl::StatusOr<BatchedValues> BatchCond(FunctionBuilder& b, const Op& op,
     }
   }
   return BatchedValues{results, std::vector<int64_t>(results.size(), 0)};
+}
+
+// Whether a collective in `op`'s regions, at any depth, names `axis_name` (then the op is
+// batched through its regions even when nothing batched reaches it).
+bool NamesAxisInside(const Op& op, std::string_view axis_name) {
+  if (axis_name.empty()) return false;
+  for (const Region* r : Regions(op)) {
+    for (const Op& inner : r->ops()) {
+      if (IsCollective(PrimOf(inner))) {
+        for (const std::string& a : CollectiveAxes(inner)) {
+          if (a == axis_name) return true;
+        }
+      }
+      if (NamesAxisInside(inner, axis_name)) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -321,7 +339,8 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       case Prim::kShardMap: through_regions = batching_internal::BatchShardMap; break;
       default: break;
     }
-    if ((any_batched || reads_batched) && through_regions != nullptr) {
+    const bool axis_inside = NamesAxisInside(op, axis_name);
+    if ((any_batched || reads_batched || axis_inside) && through_regions != nullptr) {
       ASSIGN_OR_RETURN(BatchedValues out,
                        through_regions(b, op, operands, dims, size, inner, axis_name));
       for (int i = 0; i < op.results_size(); ++i) {
@@ -336,7 +355,8 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
     if (!axis_name.empty() && IsCollective(PrimOf(op))) {
       for (const std::string& a : CollectiveAxes(op)) names_axis = names_axis || a == axis_name;
     }
-    if (reads_batched || ((any_batched || names_axis) && (prim == nullptr || !prim->ad.batch))) {
+    if (reads_batched || axis_inside ||
+        ((any_batched || names_axis) && (prim == nullptr || !prim->ad.batch))) {
       return absl::UnimplementedError(
           fmt::format("Batching rule for '{}' not implemented", op.opcode()));
     }
@@ -345,7 +365,8 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
       continue;
     }
-    ASSIGN_OR_RETURN(BatchedValues out, prim->ad.batch(e, BatchArgs{op, operands, dims, size, axis_name}));
+    ASSIGN_OR_RETURN(BatchedValues out,
+                     prim->ad.batch(e, BatchArgs{op, operands, dims, size, axis_name}));
     if (out.values.size() != static_cast<size_t>(op.results_size())) {
       return absl::InternalError(fmt::format("{}: its batching rule gave {} results for {}",
                                              op.opcode(), out.values.size(), op.results_size()));

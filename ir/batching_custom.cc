@@ -19,14 +19,21 @@ absl::StatusOr<Region> BatchedRegion(FunctionBuilder& b, const Region& region,
                                      const std::vector<ShapedType>& types,
                                      const std::vector<int64_t>& dims, int64_t size,
                                      const std::vector<BatchedCapture>& captures,
-                                     std::string_view axis_name, const Finish& finish) {
+                                     std::string_view axis_name, const Finish& finish,
+                                     const std::vector<AxisList>& vmas,
+                                     std::vector<AxisList>* result_vmas = nullptr) {
   RegionScope scope(b, /*spmd=*/false);
   std::vector<int64_t> params;
-  for (const ShapedType& t : types) params.push_back(b.AddParam(t));
+  for (size_t i = 0; i < types.size(); ++i) {
+    params.push_back(b.AddParam(types[i], i < vmas.size() ? vmas[i] : AxisList()));
+  }
   ASSIGN_OR_RETURN(BatchedValues out,
                    EmitBatched(b, region, params, dims, size, captures, axis_name));
   AdEmitter e(b);
   ASSIGN_OR_RETURN(std::vector<int64_t> results, finish(e, out));
+  if (result_vmas != nullptr) {
+    for (int64_t r : results) result_vmas->push_back(b.VmaOf(r));
+  }
   return scope.Close(results);
 }
 
@@ -49,6 +56,7 @@ struct Operands {
   std::vector<int64_t> values;
   std::vector<ShapedType> types;
   std::vector<int64_t> dims;
+  std::vector<AxisList> vmas;  // the mesh axes each varies over (in a typed shard_map body)
 };
 absl::StatusOr<Operands> AlongZero(FunctionBuilder& b, const std::vector<int64_t>& operands,
                                    const std::vector<int64_t>& dims, int64_t size) {
@@ -62,6 +70,7 @@ absl::StatusOr<Operands> AlongZero(FunctionBuilder& b, const std::vector<int64_t
     out.values.push_back(v);
     out.types.push_back(b.TypeOf(v));
     out.dims.push_back(dims[i] == kNotBatched ? kNotBatched : 0);
+    out.vmas.push_back(b.VmaOf(v));
   }
   return out;
 }
@@ -91,12 +100,12 @@ absl::StatusOr<BatchedValues> BatchCustomJvpCall(FunctionBuilder& b, const Op& o
   CustomJvpCallAttrs& a = *batched.mutable_custom_jvp_call();
   ASSIGN_OR_RETURN(*a.mutable_fun(), BatchedRegion(b, op.custom_jvp_call().fun(), in.types,
                                                    in.dims, size, captures, axis_name,
-                                                   AllAlongZero(size)));
+                                                   AllAlongZero(size), in.vmas));
   // The tangents are batched as their primals are.
   ASSIGN_OR_RETURN(*a.mutable_jvp(),
                    BatchedRegion(b, op.custom_jvp_call().jvp(), Concat(in.types, in.types),
                                  Concat(in.dims, in.dims), size, captures, axis_name,
-                                 AllAlongZero(size)));
+                                 AllAlongZero(size), Concat(in.vmas, in.vmas)));
   return Run(b, std::move(batched), in.values);
 }
 
@@ -110,11 +119,14 @@ absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& o
   CustomVjpCallAttrs& a = *batched.mutable_custom_vjp_call();
   const CustomVjpCallAttrs& old = op.custom_vjp_call();
   std::vector<ShapedType> fwd_types;  // results, then residuals
+  std::vector<AxisList> fwd_vmas;
   ASSIGN_OR_RETURN(*a.mutable_fun(), BatchedRegion(b, old.fun(), in.types, in.dims, size,
-                                                   captures, axis_name, AllAlongZero(size)));
+                                                   captures, axis_name, AllAlongZero(size),
+                                                   in.vmas));
   ASSIGN_OR_RETURN(*a.mutable_fwd(), BatchedRegion(b, old.fwd(), in.types, in.dims, size,
                                                    captures, axis_name,
-                                                   AllAlongZero(size, &fwd_types)));
+                                                   AllAlongZero(size, &fwd_types), in.vmas,
+                                                   &fwd_vmas));
   // bwd takes the residuals and the results' cotangents, all batched; an operand that is not
   // batched gets the sum of its cotangents over the batch (jax's _match_axes_and_sum).
   const size_t n = static_cast<size_t>(op.results_size());
@@ -122,6 +134,10 @@ absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& o
                                     fwd_types.end());
   bwd_types.insert(bwd_types.end(), fwd_types.begin(),
                    fwd_types.begin() + static_cast<std::ptrdiff_t>(n));
+  std::vector<AxisList> bwd_vmas(fwd_vmas.begin() + static_cast<std::ptrdiff_t>(n),
+                                 fwd_vmas.end());
+  bwd_vmas.insert(bwd_vmas.end(), fwd_vmas.begin(),
+                  fwd_vmas.begin() + static_cast<std::ptrdiff_t>(n));
   const std::vector<int64_t> in_dims = in.dims;
   Finish match = [size, in_dims](AdEmitter& e,
                                  const BatchedValues& out) -> absl::StatusOr<std::vector<int64_t>> {
@@ -140,7 +156,7 @@ absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& o
   ASSIGN_OR_RETURN(*a.mutable_bwd(),
                    BatchedRegion(b, old.bwd(), bwd_types,
                                  std::vector<int64_t>(bwd_types.size(), 0), size, captures,
-                                 axis_name, match));
+                                 axis_name, match, bwd_vmas));
   return Run(b, std::move(batched), in.values);
 }
 
@@ -153,7 +169,7 @@ absl::StatusOr<BatchedValues> BatchCheckpoint(FunctionBuilder& b, const Op& op,
   Op batched = OpAttrs(op);
   ASSIGN_OR_RETURN(*batched.mutable_checkpoint()->mutable_body(),
                    BatchedRegion(b, op.checkpoint().body(), in.types, in.dims, size, captures,
-                                 axis_name, AllAlongZero(size)));
+                                 axis_name, AllAlongZero(size), in.vmas));
   return Run(b, std::move(batched), in.values);
 }
 

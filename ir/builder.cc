@@ -69,7 +69,8 @@ absl::StatusOr<int64_t> FunctionBuilder::Pvary(int64_t id, const AxisList& axes)
 }
 
 absl::Status FunctionBuilder::TypeOperands(Op& op, std::vector<int64_t>& operands) {
-  const Prim prim = PrimOf(op);
+  // An async start is typed as its blocking collective.
+  const Prim prim = IsAsyncStart(PrimOf(op)) ? AsyncBlocking(PrimOf(op)) : PrimOf(op);
   if (prim == Prim::kPvary || !Regions(op).empty()) return absl::OkStatus();
   if (IsCollective(prim)) {
     // The collective's own errors (an unknown axis, ...) before any pvary of its operands.
@@ -114,11 +115,14 @@ absl::Status FunctionBuilder::TypeOperands(Op& op, std::vector<int64_t>& operand
 
 absl::Status FunctionBuilder::TypeResults(const Op& op, const std::vector<int64_t>& operands,
                                           const std::vector<int64_t>& results) {
-  const Prim prim = PrimOf(op);
-  AxisList vma;
-  for (int64_t id : operands) vma = Union(vma, VmaOf(id));
+  const Prim prim = IsAsyncStart(PrimOf(op)) ? AsyncBlocking(PrimOf(op)) : PrimOf(op);
+  AxisList all;  // every operand's axes
+  for (int64_t id : operands) all = Union(all, VmaOf(id));
+  std::vector<AxisList> out(results.size(), all);
+  const std::vector<const Region*> regions = Regions(op);
   if (IsCollective(prim)) {
     const AxisList axes = CollectiveAxes(op);
+    AxisList vma = all;
     if (prim == Prim::kPsum || prim == Prim::kPmean || prim == Prim::kPmax ||
         prim == Prim::kPmin) {
       AxisList kept;
@@ -128,32 +132,40 @@ absl::Status FunctionBuilder::TypeResults(const Op& op, const std::vector<int64_
       vma = kept;
     } else if (prim == Prim::kAxisSize) {
       vma.clear();
-    } else {  // axis_index, pvary and the collectives that keep values varying
+    } else if (!IsAsyncDone(prim)) {  // axis_index, pvary and the collectives that keep varying
       vma = Union(vma, axes);
     }
-  } else if (const std::vector<const Region*> regions = Regions(op); !regions.empty()) {
-    // A custom rule's results are its function's; a loop's carries keep their axes.
-    const size_t used = op.has_custom_jvp_call() || op.has_custom_vjp_call() ? 1 : regions.size();
-    for (size_t r = 0; r < used; ++r) {
-      for (int64_t id : regions[r]->results()) vma = Union(vma, VmaOf(id));
+    out.assign(results.size(), vma);
+  } else if (op.has_fori_loop() || op.has_while_loop()) {
+    // Each carry keeps its own axes (a varying loop condition makes every carry vary).
+    const Region& body = op.has_fori_loop() ? op.fori_loop().body() : op.while_loop().body();
+    AxisList cond;
+    if (op.has_while_loop() && op.while_loop().cond().results_size() == 1) {
+      cond = VmaOf(op.while_loop().cond().results(0));
     }
-    if (op.has_fori_loop() || op.has_while_loop()) {
-      const Region& body = op.has_fori_loop() ? op.fori_loop().body() : op.while_loop().body();
-      for (int i = 0; i < body.results_size(); ++i) {
-        const AxisList& in = VmaOf(operands[i]);
-        const AxisList& out = VmaOf(body.results(i));
-        if (Union(in, out).size() != in.size()) {
-          return absl::InvalidArgumentError(fmt::format(
-              "{}: the input carry component {} varies over ({}) but the corresponding output "
-              "carry component varies over ({}), so the varying manual axes do not match; "
-              "apply lax::pvary(..., ({})) to the initial carry value", op.opcode(), i,
-              fmt::join(in, ", "), fmt::join(out, ", "), fmt::join(out, ", ")));
-        }
+    for (int i = 0; i < body.results_size() && i < static_cast<int>(out.size()); ++i) {
+      const AxisList& in = VmaOf(operands[i]);
+      const AxisList& next = VmaOf(body.results(i));
+      if (Union(in, next).size() != in.size()) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: the input carry component {} varies over ({}) but the corresponding output "
+            "carry component varies over ({}), so the varying manual axes do not match; "
+            "apply lax::pvary(..., ({})) to the initial carry value", op.opcode(), i,
+            fmt::join(in, ", "), fmt::join(next, ", "), fmt::join(next, ", ")));
       }
+      out[i] = Union(in, cond);
     }
+  } else if (op.has_cond()) {  // result r: the index's axes and branch results r's
+    for (size_t r = 0; r < out.size(); ++r) {
+      out[r] = VmaOf(operands[0]);
+      for (const Region* branch : regions) out[r] = Union(out[r], VmaOf(branch->results(r)));
+    }
+  } else if (op.has_custom_jvp_call() || op.has_custom_vjp_call() || op.has_checkpoint()) {
+    for (size_t r = 0; r < out.size(); ++r) out[r] = VmaOf(regions[0]->results(r));  // fun's
   }
-  if (vma.empty()) return absl::OkStatus();
-  for (int64_t id : results) vma_[id] = vma;
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (!out[r].empty()) vma_[results[r]] = out[r];
+  }
   return absl::OkStatus();
 }
 
