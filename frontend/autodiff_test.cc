@@ -193,6 +193,30 @@ TEST_P(AutodiffTest, ScatterReplace) {
       {RandomInput({6, 3}, 45), RandomInput({5, 3}, 46)});
 }
 
+// scatter_mul in its operand (positions hit twice multiply both updates), against finite
+// differences; in its updates, JAX's error without unique indices.
+TEST_P(AutodiffTest, ScatterMul) {
+  auto f = [](const std::vector<Tracer>& a) {
+    Tracer ids = lax::reshape(
+        lax::rem(lax::broadcasted_iota(DType::kS32, {5}, 0) * 3, lax::full({}, 4, DType::kS32)),
+        {5, 1});  // 0 3 2 1 0
+    Tracer out = lax::scatter_mul(lax::sin(a[0]), ids, a[1], {.update_window_dims = {1},
+                                                              .inserted_window_dims = {0},
+                                                              .scatter_dims_to_operand_dims = {0}});
+    return lax::reduce_sum(out * out, {0, 1});
+  };
+  const Input table = RandomInput({5, 3}, 47), updates = RandomInput({5, 3}, 48);
+  ExpectGradMatchesDifferences(
+      [&](const std::vector<Tracer>& a) {
+        return f({a[0], lax::full({5, 3}, 0.0, DType::kF64) + 1.25});
+      },
+      {table});
+  absl::StatusOr<Array> g = jit(grad([&](Tracer t, Tracer u) { return f({t, u}); }, 1),
+                                {.backend = GetParam()})(Put(table), Put(updates));
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("scatter_mul gradients are only implemented if `unique_indices=True`"));
+}
+
 // reduce_prod (over several axes, with an exact zero among the factors), cumprod, cummax and
 // cummin (forward and reversed), and with_sharding_constraint.
 TEST_P(AutodiffTest, ProductsScansAndConstraints) {

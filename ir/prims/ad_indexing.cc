@@ -146,6 +146,30 @@ AdRules ScatterRule() {
   }};
 }
 
+// scatter_mul: linear in the operand (the same scatter_mul of its tangent); the updates'
+// tangent needs unique indices, which this IR does not record: JAX's error, as JAX gives it
+// without unique_indices=True.
+AdRules ScatterMulRule() {
+  return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
+            if (a.tangents[2] != kZero) {
+              return absl::UnimplementedError(
+                  "scatter_mul gradients are only implemented if `unique_indices=True`");
+            }
+            return e.Emit(OpAttrs(a.op), {a.tangents[0], a.primals[1], a.primals[2]});
+          },
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            if (!a.linear[0] || a.linear[2]) {
+              return absl::InternalError("scatter_mul: transposed in its updates");
+            }
+            // The cotangent times the product of the updates landing on each position.
+            ASSIGN_OR_RETURN(int64_t ones, e.Full(1, a.operand_types[0]));
+            ASSIGN_OR_RETURN(int64_t factor,
+                             e.Emit1(OpAttrs(a.op), {ones, a.operands[1], a.operands[2]}));
+            ASSIGN_OR_RETURN(int64_t c, e.Binary("mul", a.cotangents[0], factor));
+            return Ids{c, kZero, kZero};
+          }};
+}
+
 // x's elements along `axis` in the order `perm` (s32, x's shape) gives: take_along_axis.
 absl::StatusOr<int64_t> TakeAlongAxis(AdEmitter& e, int64_t x, int64_t perm, int64_t axis) {
   const ShapedType type = e.TypeOf(x);
@@ -219,6 +243,7 @@ AdRules CumsumRule() {
 const AdRuleTable& Rules() {
   static const auto* rules = new AdRuleTable{
       {"gather", GatherRule()}, {"scatter_add", ScatterAddRule()}, {"scatter", ScatterRule()},
+      {"scatter_mul", ScatterMulRule()},
       {"sort", SortRule()},
       {"top_k", TopKRule()},    {"cumsum", CumsumRule()},   {"cumprod", ScanAd("cumprod")},
       {"cummax", ScanAd("cummax")}, {"cummin", ScanAd("cummin")},
