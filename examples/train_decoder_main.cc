@@ -12,9 +12,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "examples/decoder_block.h"
+#include "examples/train_util.h"
 
 ABSL_FLAG(std::string, mesh, "2x2", "the mesh, AxB (x: data parallel, y: tensor parallel)");
 ABSL_FLAG(std::string, optimizer, "adam", "sgd or adam");
@@ -83,11 +83,7 @@ absl::Status Init(Run& run, bool adam, bool sharded) {
       {{kModel, kModel}, split_cols}, {{kModel, kModel}, split_rows}, {{kModel}, P()},
       {{kModel, kMlp}, split_cols},   {{kModel, kMlp}, split_cols},   {{kMlp, kModel}, split_rows}};
   auto put = [&](uint32_t seed, const std::vector<int64_t>& shape, const PartitionSpec& spec,
-                 float scale) -> absl::StatusOr<Array> {
-    ASSIGN_OR_RETURN(Tensor host, random::normal(random::key(seed), shape, DType::kF32));
-    for (int64_t i = 0; i < host.num_elements(); ++i) host.data_as<float>()[i] *= scale;
-    return device_put(host, NamedSharding(run.mesh, spec));
-  };
+                 float scale) { return RandomArray(run.mesh, seed, shape, spec, scale); };
   for (int pass = 0; pass < (adam ? 3 : 1); ++pass) {  // weights, then m and v (zeros)
     for (int i = 0; i < kWeights; ++i) {
       const float scale = pass > 0 ? 0.0f : weights[i].first.size() == 1 ? 1.0f : 0.15f;
@@ -117,13 +113,9 @@ absl::StatusOr<double> Advance(Run& run, auto& step, bool adam, int t) {
 }
 
 absl::Status Main() {
-  const std::vector<std::string> sizes = absl::StrSplit(absl::GetFlag(FLAGS_mesh), 'x');
-  if (sizes.size() != 2) return absl::InvalidArgumentError("--mesh must be AxB");
-  const int64_t sx = std::stoll(sizes[0]), sy = std::stoll(sizes[1]);
-  const bool adam = absl::GetFlag(FLAGS_optimizer) == "adam";
-  if (!adam && absl::GetFlag(FLAGS_optimizer) != "sgd") {
-    return absl::InvalidArgumentError("--optimizer must be sgd or adam");
-  }
+  ASSIGN_OR_RETURN(auto sizes, ParseMeshFlag(absl::GetFlag(FLAGS_mesh)));
+  ASSIGN_OR_RETURN(const bool adam, ParseOptimizerFlag(absl::GetFlag(FLAGS_optimizer)));
+  const int64_t sx = sizes.first, sy = sizes.second;
   Runtime rt({.num_devices = static_cast<int>(sx * sy)});
   Runtime one_rt({.num_devices = 1});
   ASSIGN_OR_RETURN(Mesh mesh, make_mesh(rt, {{"x", sx}, {"y", sy}}));

@@ -7,9 +7,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "examples/train_mlp.h"
+#include "examples/train_util.h"
 
 ABSL_FLAG(std::string, mesh, "2x2", "the mesh, AxB (x: data parallel, y: tensor parallel)");
 ABSL_FLAG(std::string, optimizer, "adam", "sgd or adam");
@@ -22,20 +22,12 @@ namespace {
 constexpr int64_t kBatch = 64, kDim = 64, kHidden = 256;
 
 absl::Status Main() {
-  const std::vector<std::string> sizes = absl::StrSplit(absl::GetFlag(FLAGS_mesh), 'x');
-  if (sizes.size() != 2) return absl::InvalidArgumentError("--mesh must be AxB");
-  const int64_t sx = std::stoll(sizes[0]), sy = std::stoll(sizes[1]);
-  const bool adam = absl::GetFlag(FLAGS_optimizer) == "adam";
-  if (!adam && absl::GetFlag(FLAGS_optimizer) != "sgd") {
-    return absl::InvalidArgumentError("--optimizer must be sgd or adam");
-  }
-  Runtime rt({.num_devices = static_cast<int>(sx * sy)});
-  ASSIGN_OR_RETURN(Mesh mesh, make_mesh(rt, {{"x", sx}, {"y", sy}}));
-  auto put = [&](uint32_t seed, std::vector<int64_t> shape, PartitionSpec spec,
-                 float scale) -> absl::StatusOr<Array> {
-    ASSIGN_OR_RETURN(Tensor host, random::normal(random::key(seed), shape, DType::kF32));
-    for (int64_t i = 0; i < host.num_elements(); ++i) host.data_as<float>()[i] *= scale;
-    return device_put(host, NamedSharding(mesh, spec));
+  ASSIGN_OR_RETURN(auto sizes, ParseMeshFlag(absl::GetFlag(FLAGS_mesh)));
+  ASSIGN_OR_RETURN(const bool adam, ParseOptimizerFlag(absl::GetFlag(FLAGS_optimizer)));
+  Runtime rt({.num_devices = static_cast<int>(sizes.first * sizes.second)});
+  ASSIGN_OR_RETURN(Mesh mesh, make_mesh(rt, {{"x", sizes.first}, {"y", sizes.second}}));
+  auto put = [&](uint32_t seed, std::vector<int64_t> shape, PartitionSpec spec, float scale) {
+    return RandomArray(mesh, seed, shape, spec, scale);
   };
   std::vector<Array> state;
   ASSIGN_OR_RETURN(Array w1, put(1, {kDim, kHidden}, P(None, "y"), 0.1f));
