@@ -246,8 +246,7 @@ std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& arg
   // While f is traced, collectives may name the vmapped axis.
   ir::Region region;
   if (!axis_name.empty()) t->builder().PushNamedAxis(axis_name, size);
-  const bool traced = TraceRegion(t, f, example_types, "vmap", &region, !axis_name.empty(),
-                                  VmasOf(t, args));
+  const bool traced = TraceRegion(t, f, example_types, "vmap", &region, false, VmasOf(t, args));
   if (!axis_name.empty()) t->builder().PopNamedAxis();
   if (!traced) return {};
   if (out_axes.size() != 1 && out_axes.size() != static_cast<size_t>(region.results_size())) {

@@ -454,6 +454,16 @@ TEST_F(VmapAxisNameTest, GradientThroughTheBatchedCollective) {
   }
 }
 
+// At top level (no shard_map) collectives may name only the vmapped axis.
+TEST_F(VmapAxisNameTest, MeshAxesNeedAShardMap) {
+  Array x = *device_put(HostTensor(DType::kF64, {2, 3}, Values(6, 36)), NamedSharding(mesh_, P()));
+  absl::StatusOr<Array> out = jit([](Tracer x) {
+    return vmap([](Tracer r) { return lax::psum(r, {"x", "b"}); }, {0}, {0}, "b")({x});
+  })(x);
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("psum: collectives need a mapped axis"));
+}
+
 // Inside a shard_map on {x:2}: collectives over the mesh axis and the vmapped one together.
 TEST(VmapAxisName, WithMeshAxes) {
   Runtime rt({.num_devices = 2});

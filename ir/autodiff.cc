@@ -212,9 +212,9 @@ absl::StatusOr<std::vector<int64_t>> AdEmitter::Emit(Op op,
   if (!on_tape) return b_.AddOp(std::move(op), operands);
   std::vector<ShapedType> types;
   for (int64_t id : operands) types.push_back(TypeOf(id));
-  ShapeContext ctx{b_.mesh(), b_.in_spmd(), [this](int64_t id) -> absl::StatusOr<ShapedType> {
-                     return TypeOf(id);
-                   }};
+  ShapeContext ctx{b_.mesh(), b_.in_spmd(),
+                   [this](int64_t id) -> absl::StatusOr<ShapedType> { return TypeOf(id); },
+                   b_.kernel_grid_rank(), b_.named_axes()};
   ASSIGN_OR_RETURN(std::vector<ShapedType> result_types, InferResultTypes(ctx, types, op));
   LinearTape::Entry entry{OpAttrs(op), operands, {}};
   for (const ShapedType& t : result_types) entry.results.push_back(tape_->NewValue(t));

@@ -76,7 +76,7 @@ absl::Status FunctionBuilder::TypeOperands(Op& op, std::vector<int64_t>& operand
     // The collective's own errors (an unknown axis, ...) before any pvary of its operands.
     std::vector<ShapedType> types;
     for (int64_t id : operands) types.push_back(types_.at(id));
-    ShapeContext ctx{mesh(), spmd_.back(), nullptr, kernel_.back()};
+    ShapeContext ctx{mesh(), spmd_.back(), nullptr, kernel_.back(), named_axes()};
     RETURN_IF_ERROR(InferResultTypes(ctx, types, op).status());
     const AxisList axes = CollectiveAxes(op);
     const bool reduction = prim == Prim::kPsum || prim == Prim::kPmean ||
@@ -192,7 +192,7 @@ absl::StatusOr<std::vector<int64_t>> FunctionBuilder::AddOp(Op op,
                      if (it == types_.end()) return absl::InvalidArgumentError("unknown value");
                      return it->second;
                    },
-                   kernel_.back()};
+                   kernel_.back(), named_axes()};
   ASSIGN_OR_RETURN(std::vector<ShapedType> results, InferResultTypes(ctx, operand_types, op));
   for (const ShapedType& t : results) {
     if (absl::Status s = CheckTypeLimits(t); !s.ok()) {
@@ -222,6 +222,12 @@ void FunctionBuilder::PushNamedAxis(const std::string& name, int64_t size) {
   MeshAxis* axis = extended_mesh_.add_axes();
   axis->set_name(name);
   axis->set_size(size);
+}
+
+std::vector<std::string> FunctionBuilder::named_axes() const {
+  std::vector<std::string> out;
+  for (const auto& [name, size] : named_axes_) out.push_back(name);
+  return out;
 }
 
 void FunctionBuilder::PopNamedAxis() {

@@ -57,6 +57,8 @@ class FunctionBuilder {
   // rules see the mesh with it appended, so that collectives may name it.
   void PushNamedAxis(const std::string& name, int64_t size);
   void PopNamedAxis();
+  // The axes pushed, innermost last.
+  std::vector<std::string> named_axes() const;
 
   // Finishes the top-level region with `results`; value ids are canonicalised.
   Function Finish(const std::string& name, const std::vector<int64_t>& results);

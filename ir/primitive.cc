@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "fmt/format.h"
+#include "ir/collective_groups.h"
 #include "ir/fmt_absl.h"
 
 namespace shardjit::ir {
@@ -138,7 +139,12 @@ absl::StatusOr<std::vector<ShapedType>> InferResultTypes(const ShapeContext& ctx
         "kernels reach other devices with dma_start and semaphore_signal)",
         op.opcode()));
   }
-  if (prim->kind == PrimitiveKind::kCollective && !ctx.in_spmd) {
+  bool over_named_axes = !ctx.named_axes.empty();
+  for (const std::string& a : CollectiveAxes(op)) {
+    over_named_axes = over_named_axes && std::find(ctx.named_axes.begin(), ctx.named_axes.end(),
+                                                   a) != ctx.named_axes.end();
+  }
+  if (prim->kind == PrimitiveKind::kCollective && !ctx.in_spmd && !over_named_axes) {
     return absl::InvalidArgumentError(fmt::format(
         "{}: collectives need a mapped axis: use inside shard_map or a per-device module "
         "(operands {})",

@@ -38,6 +38,9 @@ struct ShapeContext {
   // Inside a pallas_call kernel or index map: the grid's rank (kernel ops are allowed); -1
   // elsewhere.
   int kernel_grid_rank = -1;
+  // The axes vmap names while its function is traced (jax.vmap's axis_name): collectives over
+  // only these are allowed outside mapped regions too.
+  std::vector<std::string> named_axes;
 };
 
 using ShapeRule = std::function<absl::StatusOr<std::vector<ShapedType>>(
