@@ -36,7 +36,7 @@ JvpOut Jvp(const TracedFunction& f, const std::vector<Tracer>& primals,
     tangent_ids.push_back(ir::IsFloating(primals[i].dtype()) ? tangents[i].id() : ir::kZero);
   }
   ir::Region region;
-  if (!TraceRegion(t, f, TypesOf(primals), "jvp", &region, false, VmasOf(t, primals))) return {};
+  if (!TraceRegion(t, f, TypesOf(primals), "jvp", &region, VmasOf(t, primals))) return {};
   absl::StatusOr<ir::JvpResult> out =
       ir::EmitJvp(t->builder(), region, Ids(primals), tangent_ids);
   if (!Check(t, out.status(), loc)) return {};
@@ -55,7 +55,7 @@ LinearizeOut Linearize(const TracedFunction& f, const std::vector<Tracer>& prima
   TraceState* t = TraceOfArgs(primals, "linearize");
   if (t == nullptr) return {};
   auto region = std::make_shared<ir::Region>();
-  if (!TraceRegion(t, f, TypesOf(primals), "linearize", region.get(), false,
+  if (!TraceRegion(t, f, TypesOf(primals), "linearize", region.get(),
                    VmasOf(t, primals))) {
     return {};
   }
@@ -102,7 +102,7 @@ VjpOut Vjp(const TracedFunction& f, const std::vector<Tracer>& primals, Loc loc)
   TraceState* t = TraceOfArgs(primals, "vjp");
   if (t == nullptr) return {};
   ir::Region region;
-  if (!TraceRegion(t, f, TypesOf(primals), "vjp", &region, false, VmasOf(t, primals))) return {};
+  if (!TraceRegion(t, f, TypesOf(primals), "vjp", &region, VmasOf(t, primals))) return {};
   std::vector<bool> wrt;
   for (const Tracer& p : primals) wrt.push_back(ir::IsFloating(p.dtype()));
   absl::StatusOr<ir::Linearized> lin =
@@ -151,7 +151,7 @@ std::vector<Tracer> ValueAndGrad(const TracedFunction& f, const std::vector<Trac
     wrt[a] = true;
   }
   ir::Region region;
-  if (!TraceRegion(t, f, TypesOf(args), what, &region, false, VmasOf(t, args))) return {};
+  if (!TraceRegion(t, f, TypesOf(args), what, &region, VmasOf(t, args))) return {};
   if (region.results_size() == 0 || (!has_aux && region.results_size() != 1)) {
     Check(t, absl::InvalidArgumentError(fmt::format(
                  "{}: the function must return one scalar{}, got {} results", what,
@@ -246,7 +246,7 @@ std::vector<Tracer> Vmap(const TracedFunction& f, const std::vector<Tracer>& arg
   // While f is traced, collectives may name the vmapped axis.
   ir::Region region;
   if (!axis_name.empty()) t->builder().PushNamedAxis(axis_name, size);
-  const bool traced = TraceRegion(t, f, example_types, "vmap", &region, false, VmasOf(t, args));
+  const bool traced = TraceRegion(t, f, example_types, "vmap", &region, VmasOf(t, args));
   if (!axis_name.empty()) t->builder().PopNamedAxis();
   if (!traced) return {};
   if (out_axes.size() != 1 && out_axes.size() != static_cast<size_t>(region.results_size())) {

@@ -109,7 +109,7 @@ bool TraceRegion(internal::TraceState* t, const std::vector<ShapedType>& types,
                  ir::Region* out, const char* what, const std::vector<ir::AxisList>& vmas) {
   return internal::TraceRegion(
       t, TracedFunction{[&fn](const std::vector<Tracer>& p) { return fn(p); }, -1}, types, what,
-      out, false, vmas);
+      out, vmas);
 }
 
 // The trace of `tracers` (or the current one), or null when any is invalid.

@@ -82,7 +82,7 @@ std::vector<Tracer> CustomJvpCall(const TracedFunction& f, const CustomJvpRule& 
   op.set_opcode("custom_jvp_call");
   ir::CustomJvpCallAttrs& a = *op.mutable_custom_jvp_call();
   const std::vector<ir::AxisList> vmas = VmasOf(t, args);
-  if (!TraceRegion(t, f, types, "custom_jvp", a.mutable_fun(), false, vmas)) return {};
+  if (!TraceRegion(t, f, types, "custom_jvp", a.mutable_fun(), vmas)) return {};
   const std::vector<ShapedType> out_types = ResultTypes(t, a.fun());
   const size_t n = args.size();
   const TracedFunction rule{
@@ -110,7 +110,7 @@ std::vector<Tracer> CustomJvpCall(const TracedFunction& f, const CustomJvpRule& 
       -1};
   std::vector<ir::AxisList> both = vmas;
   both.insert(both.end(), vmas.begin(), vmas.end());
-  if (!TraceRegion(t, rule, Concat(types, types), "custom_jvp rule", a.mutable_jvp(), false,
+  if (!TraceRegion(t, rule, Concat(types, types), "custom_jvp rule", a.mutable_jvp(),
                    both)) {
     return {};
   }
@@ -127,7 +127,7 @@ std::vector<Tracer> CustomVjpCall(const TracedFunction& f, const CustomVjpFwd& f
   op.set_opcode("custom_vjp_call");
   ir::CustomVjpCallAttrs& a = *op.mutable_custom_vjp_call();
   const std::vector<ir::AxisList> vmas = VmasOf(t, args);
-  if (!TraceRegion(t, f, types, "custom_vjp", a.mutable_fun(), false, vmas)) return {};
+  if (!TraceRegion(t, f, types, "custom_vjp", a.mutable_fun(), vmas)) return {};
   const std::vector<ShapedType> out_types = ResultTypes(t, a.fun());
   size_t num_residuals = 0;
   const TracedFunction fwd_rule{
@@ -142,7 +142,7 @@ std::vector<Tracer> CustomVjpCall(const TracedFunction& f, const CustomVjpFwd& f
         return results;
       },
       -1};
-  if (!TraceRegion(t, fwd_rule, types, "custom_vjp fwd", a.mutable_fwd(), false, vmas)) return {};
+  if (!TraceRegion(t, fwd_rule, types, "custom_vjp fwd", a.mutable_fwd(), vmas)) return {};
   const std::vector<ShapedType> fwd_types = ResultTypes(t, a.fwd());
   const std::vector<ShapedType> residual_types(fwd_types.end() - static_cast<std::ptrdiff_t>(
                                                                      num_residuals),
@@ -172,7 +172,7 @@ std::vector<Tracer> CustomVjpCall(const TracedFunction& f, const CustomVjpFwd& f
   std::rotate(bwd_vmas.begin(), bwd_vmas.begin() + static_cast<std::ptrdiff_t>(out_types.size()),
               bwd_vmas.end());
   if (!TraceRegion(t, bwd_rule, Concat(residual_types, out_types), "custom_vjp bwd",
-                   a.mutable_bwd(), false, bwd_vmas)) {
+                   a.mutable_bwd(), bwd_vmas)) {
     return {};
   }
   return t->EmitN(std::move(op), args, out_types.size(), loc);
@@ -188,7 +188,7 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
   a.set_prevent_cse(options.prevent_cse);
   a.set_policy(options.policy == CheckpointPolicy::kEverythingSaveable ? ir::EVERYTHING_SAVEABLE
                                                                        : ir::NOTHING_SAVEABLE);
-  if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body(), false,
+  if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body(),
                    VmasOf(t, args))) {
     return {};
   }

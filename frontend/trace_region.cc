@@ -47,7 +47,7 @@ bool Check(TraceState* t, const absl::Status& s, SourceLocation loc) {
 }
 
 bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
-                 const char* what, ir::Region* region, bool spmd,
+                 const char* what, ir::Region* region,
                  const std::vector<ir::AxisList>& vmas) {
   if (f.arity >= 0 && static_cast<size_t>(f.arity) != types.size()) {
     t->RecordError(absl::InvalidArgumentError(fmt::format(
@@ -55,7 +55,7 @@ bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<Shape
                    SourceLocation());
     return false;
   }
-  t->builder().OpenRegion(spmd);
+  t->builder().OpenRegion(/*spmd=*/false);
   std::vector<Tracer> params;
   for (size_t i = 0; i < types.size(); ++i) {
     params.push_back(t->AddParam(types[i], i < vmas.size() ? vmas[i] : ir::AxisList()));

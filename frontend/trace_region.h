@@ -17,12 +17,10 @@ namespace shardjit::internal {
 
 // Traces `f` on parameters of `types` into `region`, which may read other values of the trace;
 // false after an error (recorded on `t`; `what` names the caller in messages: a wrong number of
-// arguments, an invalid result). `spmd`: collectives are allowed in the region (vmap with an
-// axis_name).
-// `vmas` (empty, or one per param): the mesh axes each parameter varies over, for a region
-// inside a shard_map body typed with them.
+// arguments, an invalid result). `vmas` (empty, or one per param): the mesh axes each parameter
+// varies over, for a region inside a shard_map body typed with them.
 bool TraceRegion(TraceState* t, const TracedFunction& f, const std::vector<ShapedType>& types,
-                 const char* what, ir::Region* region, bool spmd = false,
+                 const char* what, ir::Region* region,
                  const std::vector<ir::AxisList>& vmas = {});
 
 // The mesh axes each tracer varies over (empty outside shard_map bodies typed with them).

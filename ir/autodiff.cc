@@ -93,24 +93,11 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
                                      "function.");
           break;
         case Prim::kCheckpoint:  // remat in reverse mode; the body itself otherwise
-          if (linearizing && op.checkpoint().policy() == NOTHING_SAVEABLE) {
-            status = CheckpointLinearize(b, e, op, operands, tangents, captures, &results, &out);
-            break;
-          }
-          {
-            std::unordered_map<int64_t, int64_t> inner;
-            const Region& body = op.checkpoint().body();
-            for (size_t i = 0; i < tangents.size(); ++i) {
-              if (tangents[i] != kZero) inner[body.params(static_cast<int>(i)).id()] = tangents[i];
-            }
-            for (const CapturedValue& c : captures) {
-              if (c.tangent != kZero) inner[c.region_id] = c.tangent;
-            }
-            absl::StatusOr<std::vector<int64_t>> walked =
-                WalkJvp(b, e, body, operands, captures, linearizing, inner, &out);
-            status = walked.status();
-            if (walked.ok()) results = *std::move(walked);
-          }
+          status = linearizing && op.checkpoint().policy() == NOTHING_SAVEABLE
+                       ? CheckpointLinearize(b, e, op, operands, tangents, captures, &results,
+                                             &out)
+                       : CheckpointInline(b, e, op, operands, tangents, captures, linearizing,
+                                          &results, &out);
           break;
         case Prim::kWhileLoop:  // forward mode only, as in JAX
           status = linearizing

@@ -177,6 +177,24 @@ absl::Status CustomVjpCallLinearize(FunctionBuilder& b, AdEmitter& e, const Op& 
                              std::move(transpose), result_tangents);
 }
 
+absl::Status CheckpointInline(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                              const std::vector<int64_t>& operands,
+                              const std::vector<int64_t>& tangents,
+                              const std::vector<CapturedValue>& captures, bool linearizing,
+                              std::vector<int64_t>* results, std::vector<int64_t>* result_tangents) {
+  const Region& body = op.checkpoint().body();
+  std::unordered_map<int64_t, int64_t> tangent;
+  for (size_t i = 0; i < tangents.size(); ++i) {
+    if (tangents[i] != kZero) tangent[body.params(static_cast<int>(i)).id()] = tangents[i];
+  }
+  for (const CapturedValue& c : captures) {
+    if (c.tangent != kZero) tangent[c.region_id] = c.tangent;
+  }
+  ASSIGN_OR_RETURN(*results,
+                   WalkJvp(b, e, body, operands, captures, linearizing, tangent, result_tangents));
+  return absl::OkStatus();
+}
+
 absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                                  const std::vector<int64_t>& operands,
                                  const std::vector<int64_t>& tangents,

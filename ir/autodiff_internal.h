@@ -112,6 +112,12 @@ absl::Status CustomVjpCallLinearize(FunctionBuilder& b, AdEmitter& e, const Op& 
                                     const std::vector<CapturedValue>& captures,
                                     std::vector<int64_t>* results,
                                     std::vector<int64_t>* result_tangents);
+// checkpoint differentiated as its body, inline (forward mode; everything_saveable).
+absl::Status CheckpointInline(FunctionBuilder& b, AdEmitter& e, const Op& op,
+                              const std::vector<int64_t>& operands,
+                              const std::vector<int64_t>& tangents,
+                              const std::vector<CapturedValue>& captures, bool linearizing,
+                              std::vector<int64_t>* results, std::vector<int64_t>* result_tangents);
 absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                                  const std::vector<int64_t>& operands,
                                  const std::vector<int64_t>& tangents,

@@ -12,6 +12,14 @@
 
 namespace shardjit::ir {
 
+bool IsCollectiveOver(const Op& op, std::string_view axis_name) {
+  if (axis_name.empty() || !IsCollective(PrimOf(op))) return false;
+  for (const std::string& a : CollectiveAxes(op)) {
+    if (a == axis_name) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<int64_t> MoveBatchDim(AdEmitter& e, int64_t x, int64_t batch_dim, int64_t to,
                                      int64_t size) {
   const ShapedType type = e.TypeOf(x);
@@ -263,12 +271,7 @@ bool NamesAxisInside(const Op& op, std::string_view axis_name) {
   if (axis_name.empty()) return false;
   for (const Region* r : Regions(op)) {
     for (const Op& inner : r->ops()) {
-      if (IsCollective(PrimOf(inner))) {
-        for (const std::string& a : CollectiveAxes(inner)) {
-          if (a == axis_name) return true;
-        }
-      }
-      if (NamesAxisInside(inner, axis_name)) return true;
+      if (IsCollectiveOver(inner, axis_name) || NamesAxisInside(inner, axis_name)) return true;
     }
   }
   return false;
@@ -351,10 +354,7 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
     }
     const Primitive* prim = FindPrimitive(op.opcode());
     // A collective over the vmapped axis acts across the batch, batched operand or not.
-    bool names_axis = false;
-    if (!axis_name.empty() && IsCollective(PrimOf(op))) {
-      for (const std::string& a : CollectiveAxes(op)) names_axis = names_axis || a == axis_name;
-    }
+    const bool names_axis = IsCollectiveOver(op, axis_name);
     if (reads_batched || axis_inside ||
         ((any_batched || names_axis) && (prim == nullptr || !prim->ad.batch))) {
       return absl::UnimplementedError(

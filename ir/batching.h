@@ -36,6 +36,9 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
                                           const std::vector<BatchedCapture>& captures = {},
                                           std::string_view axis_name = {});
 
+// Whether `op` is a collective over `axis_name` (among its axes); false for an empty name.
+bool IsCollectiveOver(const Op& op, std::string_view axis_name);
+
 // `x` with its batch dimension `batch_dim` moved to `to` (a transpose; x itself when it is
 // there already). An unbatched x is broadcast along a new dimension `to` of `size`.
 absl::StatusOr<int64_t> MoveBatchDim(AdEmitter& e, int64_t x, int64_t batch_dim, int64_t to,

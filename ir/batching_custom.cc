@@ -1,6 +1,7 @@
 // Batching of custom_jvp_call, custom_vjp_call and checkpoint: the same op over batched
 // regions, so that a later differentiation still uses the user's rules (jax's
 // custom_jvp_call / custom_vjp_call batching rules).
+#include <algorithm>
 #include <functional>
 
 #include "absl/status/status.h"
@@ -75,6 +76,13 @@ absl::StatusOr<Operands> AlongZero(FunctionBuilder& b, const std::vector<int64_t
   return out;
 }
 
+// v with its first n entries moved to the end.
+template <typename T>
+std::vector<T> Rotated(std::vector<T> v, size_t n) {
+  std::rotate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), v.end());
+  return v;
+}
+
 template <typename T>
 std::vector<T> Concat(std::vector<T> a, const std::vector<T>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -130,14 +138,8 @@ absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& o
   // bwd takes the residuals and the results' cotangents, all batched; an operand that is not
   // batched gets the sum of its cotangents over the batch (jax's _match_axes_and_sum).
   const size_t n = static_cast<size_t>(op.results_size());
-  std::vector<ShapedType> bwd_types(fwd_types.begin() + static_cast<std::ptrdiff_t>(n),
-                                    fwd_types.end());
-  bwd_types.insert(bwd_types.end(), fwd_types.begin(),
-                   fwd_types.begin() + static_cast<std::ptrdiff_t>(n));
-  std::vector<AxisList> bwd_vmas(fwd_vmas.begin() + static_cast<std::ptrdiff_t>(n),
-                                 fwd_vmas.end());
-  bwd_vmas.insert(bwd_vmas.end(), fwd_vmas.begin(),
-                  fwd_vmas.begin() + static_cast<std::ptrdiff_t>(n));
+  const std::vector<ShapedType> bwd_types = Rotated(fwd_types, n);
+  const std::vector<AxisList> bwd_vmas = Rotated(fwd_vmas, n);
   const std::vector<int64_t> in_dims = in.dims;
   Finish match = [size, in_dims](AdEmitter& e,
                                  const BatchedValues& out) -> absl::StatusOr<std::vector<int64_t>> {

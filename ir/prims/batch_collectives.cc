@@ -29,14 +29,6 @@ Op Named(std::string_view opcode) {
   return op;
 }
 
-bool NamesAxis(const BatchArgs& a) {
-  if (a.axis_name.empty()) return false;
-  for (const std::string& axis : CollectiveAxes(a.op)) {
-    if (axis == a.axis_name) return true;
-  }
-  return false;
-}
-
 // The op's axes before and after the vmapped one.
 void SplitAxes(const BatchArgs& a, AxisList* before, AxisList* after) {
   bool seen = false;
@@ -353,7 +345,7 @@ BatchedOr Pvary(AdEmitter& e, const BatchArgs& a) {
 
 BatchRule Rule(BatchedOr (*across)(AdEmitter&, const BatchArgs&)) {
   return [across](AdEmitter& e, const BatchArgs& a) -> BatchedOr {
-    if (NamesAxis(a)) return across(e, a);
+    if (IsCollectiveOver(a.op, a.axis_name)) return across(e, a);
     return Local(e, a);
   };
 }
