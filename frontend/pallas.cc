@@ -83,12 +83,12 @@ Tracer GridQuery(const char* opcode, int64_t axis, Loc loc) {
 
 // The spec of an operand or result without one: the whole array as one block at (0, ...).
 ir::BlockSpec WholeBlock(TraceState* t, const ShapedType& array, int grid_rank,
-                         int num_prefetch) {
+                         const std::vector<ShapedType>& prefetch_types) {
   ir::BlockSpec spec;
   for (int64_t d : array.dims) spec.add_block_shape(d);
   ir::RegionScope scope(t->builder(), false, grid_rank);
   for (int i = 0; i < grid_rank; ++i) t->AddParam(kIndexType);
-  for (int i = 0; i < num_prefetch; ++i) t->AddParam(ShapedType{DType::kS32, {}}.AsRef());
+  for (const ShapedType& p : prefetch_types) t->AddParam(p.AsRef());
   std::vector<int64_t> zeros;
   for (size_t d = 0; d < array.dims.size(); ++d) {
     zeros.push_back(t->Constant(0, kIndexType, Loc::current()).id());
@@ -362,7 +362,7 @@ std::vector<Tracer> PallasCall::operator()(const std::vector<Tracer>& args, Loc 
   auto trace_spec = [&](const BlockSpec& spec, const ShapedType& array, ir::BlockSpec* out,
                         const std::string& name) {
     if (spec.unset()) {
-      *out = WholeBlock(t, array, grid_rank, nsp);
+      *out = WholeBlock(t, array, grid_rank, prefetch_types);
       return;
     }
     if (spec.whole()) {

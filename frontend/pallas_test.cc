@@ -6,7 +6,9 @@
 // indices out of range, windows leaving a ref, kernel arity, refs used as values, kernel ops
 // outside kernels; and the x86 backend's compiled kernels against the interpreter.
 #include <bit>
+#include <climits>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -649,6 +651,226 @@ TEST_F(PallasCompiledTest, KernelsWritingTheirInputRefs) {
     }
   }
   EXPECT_EQ(x.to_host()->ToDoubles(), Put(DType::kF32, {10, 3}, xv).to_host()->ToDoubles());
+}
+
+// Equal where both are NaN, else within `tol` relative.
+void ExpectNearOrBothNan(const std::vector<double>& got, const std::vector<double>& want,
+                         double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " is " << got[i];
+    } else {
+      ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << "element " << i;
+    }
+  }
+}
+
+int32_t Wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+// Dots of blocks masked by iota comparisons with scalars (bounds from scalar prefetch), as
+// megablox masks a group's rows: where both operands keep the same depth, the x86 GEMM runs
+// over that depth alone; otherwise over zero-filled copies of the masked blocks. x holds NaN in
+// columns 0 and 14, y inf at (1, 2) and NaN at (14, 5), just outside the masks, so a mask one
+// index too wide, or one that leaves them next to a zero, gives NaN where f64 (and the
+// interpreter) do. Each case also counts the selects compiled away.
+TEST_F(PallasCompiledTest, DotsOfMaskedBlocks) {
+  const int64_t m = 12, k = 20, n = 8;
+  const std::vector<int64_t> b = {3, 14, 5, 11, int64_t{INT32_MAX} - 5};
+  using Keep = std::function<bool(int64_t, int64_t)>;  // (row, col) of the block
+  struct Case {
+    std::string name;
+    // The masks of x [m, k] and y [k, n] from the row and column iotas and the bounds; null: no
+    // mask.
+    std::function<Tracer(Tracer, Tracer, const std::vector<Tracer>&)> x_mask, y_mask;
+    Keep x_keep, y_keep;
+    int dropped;
+    bool x_used_unmasked = false;  // out = dot(xs, ys) + dot(2 xs, ys): xs's select stays
+  };
+  auto in = [](int64_t v, int64_t lo, int64_t hi) { return lo <= v && v < hi; };
+  const std::vector<Case> cases = {
+      {"same_depth",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[0], c < s[1]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[0], r < s[1]);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 2},
+      {"different_depths",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[0], c < s[1]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[2], r < s[3]);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[2], b[3]); }, 2},
+      {"one_side_zero_times_inf",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[2], c < s[3]);
+       },
+       nullptr, [&](int64_t, int64_t c) { return in(c, b[2], b[3]); }, nullptr, 1},
+      {"rows_and_columns",
+       [](Tracer r, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(lax::bitwise_and(r >= s[0], r < s[1]),
+                                 lax::bitwise_and(c >= s[0], c < s[1]));
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[0], r < s[1]);
+       },
+       [&](int64_t r, int64_t c) { return in(r, b[0], b[1]) && in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 2},
+      {"bound_on_the_left",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(s[0] <= c, s[1] > c);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r > s[0] - 1, r <= s[1] - 1);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 2},
+      {"offset_wrapping_past_int32_max",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) { return c + s[4] > 0; },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) { return r + s[4] > 0; },
+       [&](int64_t, int64_t c) { return Wrap32(c + b[4]) > 0; },
+       [&](int64_t r, int64_t) { return Wrap32(r + b[4]) > 0; }, 2},
+      {"not_equal_leaves_two_intervals",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) { return lax::ne(c, s[2]); },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) { return lax::ne(r, s[2]); },
+       [&](int64_t, int64_t c) { return c != b[2]; },
+       [&](int64_t r, int64_t) { return r != b[2]; }, 2},
+      {"equal_to_one_index",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) { return lax::eq(c, s[3]); },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) { return lax::eq(r, s[3]); },
+       [&](int64_t, int64_t c) { return c == b[3]; },
+       [&](int64_t r, int64_t) { return r == b[3]; }, 2},
+      {"empty",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[1], c < s[0]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[1], r < s[0]);
+       },
+       [](int64_t, int64_t) { return false; }, [](int64_t, int64_t) { return false; }, 2},
+      {"select_also_used_unmasked",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[0], c < s[1]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[0], r < s[1]);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 1, true},
+  };
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
+  for (int64_t i = 0; i < m; ++i) xv[i * k + 14] = xv[i * k] = NAN;
+  yv[1 * n + 2] = INFINITY;
+  yv[14 * n + 5] = NAN;
+  Array bounds = Put(DType::kS32, {5}, std::vector<double>(b.begin(), b.end()));
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    Array x = Put(dtype, {m, k}, xv), y = Put(dtype, {k, n}, yv);
+    const std::vector<double> xr = x.to_host()->ToDoubles(), yr = y.to_host()->ToDoubles();
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name + (dtype == DType::kBF16 ? " bf16" : " f32"));
+      const int64_t before = backends::x86::GetPallasCallStats().masked_selects;
+      auto [ref, x86] = Both(
+          [&](const std::vector<Tracer>& a) {
+            return pl::pallas_call(
+                [&](pl::Ref bs, pl::Ref xb, pl::Ref yb, pl::Ref out) {
+                  std::vector<Tracer> s;
+                  for (int i = 0; i < 5; ++i) s.push_back(bs.load({lax::scalar(i, DType::kS32)}));
+                  auto masked = [&](Tracer v, const auto& mask) {
+                    if (!mask) return v;
+                    const std::vector<int64_t> dims = v.shape();
+                    return lax::select(mask(lax::broadcasted_iota(DType::kS32, dims, 0),
+                                            lax::broadcasted_iota(DType::kS32, dims, 1), s),
+                                       v, lax::full(dims, 0, v.dtype()));
+                  };
+                  Tracer xs = masked(xb.load(), c.x_mask), ys = masked(yb.load(), c.y_mask);
+                  Tracer product = pl::dot(xs, ys, DType::kF32);
+                  if (c.x_used_unmasked) product = product + pl::dot(xs * 2.0f, ys, DType::kF32);
+                  out.store(product);
+                },
+                {.out_shapes = {{DType::kF32, {m, n}}}, .num_scalar_prefetch = 1})(a[0], a[1],
+                                                                                  a[2])[0];
+          },
+          {bounds, x, y});
+      EXPECT_EQ(backends::x86::GetPallasCallStats().masked_selects - before, c.dropped);
+      std::vector<double> want(m * n, 0.0);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t p = 0; p < k; ++p) {
+          const double xe = !c.x_keep || c.x_keep(i, p) ? xr[i * k + p] : 0.0;
+          for (int64_t j = 0; j < n; ++j) {
+            const double ye = !c.y_keep || c.y_keep(p, j) ? yr[p * n + j] : 0.0;
+            want[i * n + j] += xe * ye * (c.x_used_unmasked ? 3.0 : 1.0);
+          }
+        }
+      }
+      ExpectNearOrBothNan(x86, want, 1e-5);
+      ExpectNearOrBothNan(ref, x86, 1e-5);
+    }
+  }
+}
+
+// A store of select(mask, v, the window's old contents) copies v where the mask holds, on a
+// grid of column blocks (a row range, a 2-D box, and a mask of two intervals), bitwise as the
+// interpreter.
+TEST_F(PallasCompiledTest, MaskedStoresKeepTheOldContents) {
+  const int64_t rows = 9, cols = 12;
+  std::vector<double> xv = Ramp(rows * cols, 0.61, 3), yv = Ramp(rows * cols, 0.83, 2);
+  Array x = Put(DType::kF32, {rows, cols}, xv), y = Put(DType::kF32, {rows, cols}, yv);
+  Array bounds = Put(DType::kS32, {2}, {2, 7});
+  using Mask = std::function<Tracer(Tracer, Tracer, Tracer, Tracer)>;
+  const std::vector<std::pair<std::string, Mask>> masks = {
+      {"rows", [](Tracer r, Tracer, Tracer lo, Tracer hi) {
+         return lax::bitwise_and(r >= lo, r < hi);
+       }},
+      {"box", [](Tracer r, Tracer c, Tracer lo, Tracer hi) {
+         return lax::bitwise_and(lax::bitwise_and(r >= lo, r < hi), c + 1 > lo);
+       }},
+      {"two_intervals", [](Tracer r, Tracer, Tracer lo, Tracer) { return lax::ne(r, lo); }},
+  };
+  for (const auto& [name, mask] : masks) {
+    SCOPED_TRACE(name);
+    const int64_t before = backends::x86::GetPallasCallStats().masked_selects;
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return pl::pallas_call(
+              [&](pl::Ref bs, pl::Ref xb, pl::Ref yb, pl::Ref out) {
+                out.store(xb.load());
+                Tracer r = lax::broadcasted_iota(DType::kS32, {rows, 4}, 0);
+                Tracer c = lax::broadcasted_iota(DType::kS32, {rows, 4}, 1) + pl::program_id(0) * 4;
+                Tracer lo = bs.load({lax::scalar(0, DType::kS32)});
+                Tracer hi = bs.load({lax::scalar(1, DType::kS32)});
+                out.store(lax::select(mask(r, c, lo, hi), yb.load(), out.load()));
+              },
+              {.out_shapes = {{DType::kF32, {rows, cols}}},
+               .grid = {cols / 4},
+               .in_specs = {pl::BlockSpec({rows, 4}, [](pl::Idx g) { return pl::Blocks{0, g[0]}; }),
+                            pl::BlockSpec({rows, 4}, [](pl::Idx g) { return pl::Blocks{0, g[0]}; })},
+               .out_specs = {pl::BlockSpec({rows, 4},
+                                           [](pl::Idx g) { return pl::Blocks{0, g[0]}; })},
+               .num_scalar_prefetch = 1})(a[0], a[1], a[2])[0];
+        },
+        {bounds, x, y});
+    EXPECT_EQ(backends::x86::GetPallasCallStats().masked_selects - before, 1);
+    ASSERT_EQ(ref.size(), x86.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(ref[i]), std::bit_cast<uint64_t>(x86[i])) << i;
+    }
+    // Hand-derived: rows 2..6 of y (every row but 2 for two_intervals); the box also needs
+    // col + 1 > 2.
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const bool keep = name == "two_intervals" ? r != 2
+                                                  : r >= 2 && r < 7 && (name == "rows" || c + 1 > 2);
+        EXPECT_EQ(x86[r * cols + c], static_cast<float>((keep ? yv : xv)[r * cols + c]))
+            << r << "," << c;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PallasTest,

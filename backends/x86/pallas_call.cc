@@ -13,10 +13,13 @@ namespace {
 
 std::atomic<int64_t> compiled_runs{0};
 std::atomic<int64_t> interpreted_runs{0};
+std::atomic<int64_t> masked_selects{0};
 
 }  // namespace
 
-PallasCallStats GetPallasCallStats() { return {compiled_runs.load(), interpreted_runs.load()}; }
+PallasCallStats GetPallasCallStats() {
+  return {compiled_runs.load(), interpreted_runs.load(), masked_selects.load()};
+}
 
 reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels) {
   struct Cache {
@@ -39,6 +42,7 @@ reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels) {
         if (!compiled.ok() && !absl::IsUnimplemented(compiled.status())) {
           return compiled.status();
         }
+        if (compiled.ok()) masked_selects += (*compiled)->masked_selects;
         it = cache->calls.emplace(&op, compiled.ok() ? std::move(*compiled) : nullptr).first;
       }
       call = it->second;

@@ -1,10 +1,12 @@
 #include "backends/x86/pallas_program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,6 +14,7 @@
 #include "backends/reference/kernel.h"
 #include "backends/reference/pallas.h"
 #include "backends/x86/gemm.h"
+#include "backends/x86/pallas_masks.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
 #include "ir/collective_groups.h"
@@ -132,7 +135,17 @@ std::shared_ptr<const ir::Op> SingleOpFusion(const ir::Op& op, const ir::Primiti
 class Compiler {
  public:
   Compiler(const ir::Op& op, const reference::KernelOverrides& kernels)
-      : op_(op), a_(op.pallas_call()), kernels_(kernels) {}
+      : op_(op),
+        a_(op.pallas_call()),
+        kernels_(kernels),
+        symbols_([this](int64_t id) -> std::optional<ScalarTerm> {
+          auto it = values_.find(id);
+          if (it == values_.end() || it->second.kind != Kind::kScalar ||
+              it->second.type.dtype != ir::DType::kS32) {
+            return std::nullopt;
+          }
+          return ScalarTerm{it->second.slot};
+        }) {}
 
   absl::StatusOr<std::unique_ptr<CompiledCall>> Compile() {
     auto call = std::make_unique<CompiledCall>();
@@ -186,6 +199,7 @@ class Compiler {
     call->num_scalars = scalars_;
     call->num_tiles = tiles_;
     call->num_views = views_;
+    call->masked_selects = masked_selects_;
     // An instance runs its grid in order on one thread (peers meet it step by step).
     for (int d = 0; d < a_.dimension_semantics_size() &&
                     a_.dimension_semantics(d) == ir::PARALLEL && !call->has_semaphores;
@@ -285,11 +299,144 @@ class Compiler {
   absl::Status CompileRegion(const ir::Region& region, Program& out) {
     const Uses uses = RegionUses(region);
     std::unordered_set<int> skipped;
+    struct Restore {
+      Compiler* c;
+      const ir::Region* region;
+      int index;
+      ~Restore() {
+        c->region_ = region;
+        c->index_ = index;
+      }
+    } restore{this, region_, index_};
+    region_ = &region;
+    std::vector<std::pair<size_t, size_t>> steps(region.ops_size(), {0, 0});
+    for (int i = 0; i < region.ops_size(); ++i) {
+      for (int64_t id : region.ops(i).results()) producer_[id] = {&region, i};
+    }
     for (int i = 0; i < region.ops_size(); ++i) {
       if (skipped.count(i)) continue;
+      index_ = i;
+      const size_t begin = out.size();
       RETURN_IF_ERROR(CompileOp(region, i, uses, skipped, out));
+      steps[i] = {begin, out.size()};
     }
+    DropUnneeded(region, uses, steps, out);
     return absl::OkStatus();
+  }
+
+  // select(mask, value, otherwise) whose mask MaskSymbols knows: its uses that read it through
+  // the mask (a dot operand, a store of a window's old contents outside the mask) skip the
+  // select and the mask's own computation.
+  struct MaskedSelect {
+    Mask mask;
+    int64_t value = 0, otherwise = 0;
+    bool zero_otherwise = false;
+    const ir::Region* region = nullptr;
+    int index = 0;
+  };
+  void RecordMaskedSelect(const ir::Op& op) {
+    if (op.results_size() != 1 || op.result_types(0).dims_size() == 0) return;
+    std::optional<MaskSymbols::Select> select = symbols_.SelectOf(op);
+    if (!select) return;
+    MaskedSelect s{std::move(select->mask), select->value, select->otherwise, false, region_,
+                   index_};
+    if (const ir::Op* other = Producer(s.otherwise);
+        other != nullptr && ir::PrimOf(*other) == Prim::kConstant &&
+        other->constant().value_size() == 1 && other->constant().value(0) == 0 &&
+        !std::signbit(other->constant().value(0))) {
+      s.zero_otherwise = true;
+    }
+    masked_[op.results(0)] = std::move(s);
+  }
+  // The op of the current region defining `id`, or null.
+  const ir::Op* Producer(int64_t id) const {
+    auto it = producer_.find(id);
+    if (it == producer_.end() || it->second.first != region_) return nullptr;
+    return &region_->ops(it->second.second);
+  }
+  // Whether no op of the current region strictly between `from` and `to` writes `ref`.
+  bool NoWritesBetween(int ref, int from, int to) const {
+    for (int k = from + 1; k < to; ++k) {
+      if (Writes(region_->ops(k), ref)) return false;
+    }
+    return true;
+  }
+  // The masked select value `id` is, when op `at` of the current region may read it through its
+  // mask (its value still unchanged there); null otherwise.
+  const MaskedSelect* MaskedUse(int64_t id, int at) const {
+    auto it = masked_.find(id);
+    if (it == masked_.end() || it->second.region != region_) return nullptr;
+    const MaskedSelect& s = it->second;
+    if (auto v = view_ref_.find(s.value); v != view_ref_.end()) {
+      if (!NoWritesBetween(v->second, s.index, at)) return nullptr;
+    }
+    return &s;
+  }
+  // Whether masked select `s` keeps the old contents of the window `store` writes outside its
+  // mask (its otherwise is a load of that window, unchanged until the store).
+  bool KeepsOldContents(const MaskedSelect& s, const ir::Op& store) const {
+    const ir::Op* load = Producer(s.otherwise);
+    if (load == nullptr || ir::PrimOf(*load) != Prim::kRefLoad ||
+        load->operands(0) != store.operands(0) ||
+        load->ref_window().SerializeAsString() != store.ref_window().SerializeAsString() ||
+        !std::equal(load->operands().begin() + 1, load->operands().end(),
+                    store.operands().begin() + 2, store.operands().end())) {
+      return false;
+    }
+    return NoWritesBetween(ref_of_.at(store.operands(0)), producer_.at(s.otherwise).second,
+                           index_);
+  }
+
+  // Drops the steps of masked selects all of whose uses read them through their masks, then of
+  // the array ops only dropped steps used (scalars stay: masks read them).
+  void DropUnneeded(const ir::Region& region, const Uses& uses,
+                    const std::vector<std::pair<size_t, size_t>>& steps, Program& out) {
+    std::unordered_map<int64_t, int> live = uses.count;
+    std::vector<int> dead;
+    for (int i = 0; i < region.ops_size(); ++i) {
+      const ir::Op& op = region.ops(i);
+      if (op.results_size() != 1) continue;
+      auto m = masked_.find(op.results(0));
+      auto u = symbolic_uses_.find(op.results(0));
+      if (m != masked_.end() && m->second.region == &region && u != symbolic_uses_.end() &&
+          static_cast<int>(u->second.size()) == live[op.results(0)]) {
+        dead.push_back(i);
+      }
+    }
+    if (dead.empty()) return;
+    auto droppable = [&](const ir::Op& op) {
+      if (op.results_size() != 1 || ir::IsRefOp(ir::PrimOf(op))) return false;
+      auto v = values_.find(op.results(0));
+      if (v == values_.end() || v->second.kind != Kind::kTile) return false;
+      const ir::Primitive* prim = ir::FindPrimitive(ir::PrimOf(op));
+      return prim != nullptr && (prim->kind == ir::PrimitiveKind::kElementwise ||
+                                 ir::PrimOf(op) == Prim::kIota ||
+                                 ir::PrimOf(op) == Prim::kConstant ||
+                                 ir::PrimOf(op) == Prim::kBroadcastInDim ||
+                                 ir::PrimOf(op) == Prim::kFusion);
+    };
+    masked_selects_ += static_cast<int>(dead.size());
+    std::vector<bool> dropped(region.ops_size(), false);
+    while (!dead.empty()) {
+      const int i = dead.back();
+      dead.pop_back();
+      if (dropped[i]) continue;
+      dropped[i] = true;
+      for (size_t s = steps[i].first; s < steps[i].second; ++s) out[s] = nullptr;
+      const ir::Op& op = region.ops(i);
+      auto select = masked_.find(op.results(0));
+      for (int k = 0; k < op.operands_size(); ++k) {
+        const int64_t id = op.operands(k);
+        // The masked uses of a select read its value.
+        if (select != masked_.end() && id == select->second.value) continue;
+        if (--live[id] > 0) continue;
+        auto p = producer_.find(id);
+        if (p == producer_.end() || p->second.first != &region) continue;
+        if (droppable(region.ops(p->second.second))) dead.push_back(p->second.second);
+      }
+    }
+    out.erase(std::remove_if(out.begin(), out.end(), [](const Step& s) { return !s; }),
+              out.end());
   }
 
   // A reader of value `v` as an s32/pred scalar.
@@ -429,8 +576,11 @@ class Compiler {
         clear = i == l->second || !Touches(region.ops(i), ref);
       }
       for (int64_t id : dot.operands()) {
-        auto v = view_ref_.find(id);
-        clear = clear && (v == view_ref_.end() || v->second != ref);
+        auto m = masked_.find(id);
+        for (int64_t read : {id, m != masked_.end() ? m->second.value : id}) {
+          auto v = view_ref_.find(read);
+          clear = clear && (v == view_ref_.end() || v->second != ref);
+        }
       }
       if (!clear) continue;
       return Accumulation{l->second, d->second, store};
@@ -440,8 +590,12 @@ class Compiler {
 
   // A GEMM step for dot_general `op` writing C through `out`; with `accumulate_ref` >= 0,
   // accumulating into that ref's window (and deferred while later steps continue it).
+  // `at`: the index of the dot in the current region. An operand that is a masked select of
+  // zeros (MaskedUse) is read through its mask: when both operands' masks constrain only the
+  // contracting dimension, to the same range, the GEMM runs over that depth; otherwise over a
+  // zero-filled copy of the mask's elements.
   absl::StatusOr<Step> GemmStep(const ir::Op& op, std::function<absl::StatusOr<View>(Frame&)> out,
-                                int accumulate_ref) {
+                                int accumulate_ref, int at) {
     const bool accumulate = accumulate_ref >= 0;
     const ir::DotGeneralAttrs& d = op.dot_general();
     if (d.lhs_batch_dims_size() != 0 || d.lhs_contracting_dims_size() != 1) {
@@ -457,17 +611,46 @@ class Compiler {
     }
     const int cl = static_cast<int>(d.lhs_contracting_dims(0));
     const int cr = static_cast<int>(d.rhs_contracting_dims(0));
-    auto a = ViewReader(op.operands(0));
-    auto b = ViewReader(op.operands(1));
+    struct Operand {
+      std::function<View(Frame&)> view;
+      Mask mask;
+      bool depth_only = false;  // the mask constrains only the contracting dimension
+    };
+    auto operand = [&](int k, int contracting) -> Operand {
+      const int64_t id = op.operands(k);
+      const MaskedSelect* s = MaskedUse(id, at);
+      if (s == nullptr || !s->zero_otherwise) return {ViewReader(id), {}, false};
+      symbolic_uses_[id].insert({&op, k});
+      return {ViewReader(s->value), s->mask, MaskedDims(s->mask) == std::vector<int>{contracting}};
+    };
+    const Operand a = operand(0, cl);
+    const Operand b = operand(1, cr);
     const GemmType type =
         lhs.dtype == ir::DType::kF32 ? GemmType::kF32F32F32 : GemmType::kBf16Bf16F32;
     const bool out_bf16 = result.dtype == ir::DType::kBF16;
-    const GemmShape shape{lhs.dims[1 - cl], rhs.dims[1 - cr], lhs.dims[cl]};
+    const GemmShape full{lhs.dims[1 - cl], rhs.dims[1 - cr], lhs.dims[cl]};
+    const int64_t elem = ir::DTypeSize(lhs.dtype);
     return Step([=](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View c, out(f));
-      if (shape.m == 0 || shape.n == 0) return absl::OkStatus();
-      const View va = a(f);
-      const View vb = b(f);
+      if (full.m == 0 || full.n == 0) return absl::OkStatus();
+      View va = a.view(f);
+      View vb = b.view(f);
+      GemmShape shape = full;
+      ir::Tensor a_copy, b_copy;  // zero-filled masked operands
+      if (!a.mask.empty() || !b.mask.empty()) {
+        std::optional<MaskBox> ma, mb;
+        if (!a.mask.empty()) ma = EvalMask(a.mask, va.dims, f);
+        if (!b.mask.empty()) mb = EvalMask(b.mask, vb.dims, f);
+        if (a.depth_only && b.depth_only && ma->intervals && mb->intervals &&
+            ma->lo[cl] == mb->lo[cr] && ma->hi[cl] == mb->hi[cr]) {
+          va.data += ma->lo[cl] * va.strides[cl] * elem;
+          vb.data += mb->lo[cr] * vb.strides[cr] * elem;
+          shape.k = ma->hi[cl] - ma->lo[cl];
+        } else {
+          if (ma) va = MaskedCopy(va, *ma, a_copy, f.allocator);
+          if (mb) vb = MaskedCopy(vb, *mb, b_copy, f.allocator);
+        }
+      }
       if (shape.k == 0) {
         if (!accumulate) std::memset(c.data, 0, shape.m * shape.n * ir::DTypeSize(c.dtype));
         return absl::OkStatus();
@@ -519,6 +702,8 @@ class Compiler {
       }
       return true;
     };
+    symbols_.Analyze(op);
+    if (prim == Prim::kSelect || prim == Prim::kFusion) RecordMaskedSelect(op);
     switch (prim) {
       case Prim::kProgramId:
       case Prim::kNumPrograms: {
@@ -620,7 +805,7 @@ class Compiler {
         // the stored window, and drop the load, the add and the store.
         const ir::Op& store = region.ops(acc->store);
         ASSIGN_OR_RETURN(Step gemm, GemmStep(region.ops(acc->dot), WindowOf(store, 2, false),
-                                             ref_of_.at(store.operands(0))));
+                                             ref_of_.at(store.operands(0)), acc->dot));
         out[dot_step_.at(region.ops(acc->dot).results(0))] = std::move(gemm);
         out[load_step_.at(region.ops(acc->load).results(0))] = [](Frame&) {
           return absl::OkStatus();
@@ -638,7 +823,7 @@ class Compiler {
                                   f.tiles[slot] = ir::Tensor::Empty(result, f.allocator);
                                   return DenseView(f.tiles[slot]);
                                 },
-                                -1));
+                                -1, i));
       dot_step_[op.results(0)] = out.size();
       out.push_back(std::move(gemm));
       return absl::OkStatus();
@@ -703,7 +888,33 @@ class Compiler {
 
   absl::Status Store(const ir::Op& op, Program& out) {
     auto window = WindowOf(op, 2);
+    // A masked select between a value and the window's old contents: the value where the mask
+    // holds is copied in.
+    if (const MaskedSelect* s = MaskedUse(op.operands(1), index_);
+        s != nullptr && !s->zero_otherwise && KeepsOldContents(*s, op)) {
+      symbolic_uses_[op.operands(1)].insert({&op, 1});
+      auto value = ViewReader(s->value);
+      out.push_back([window, value, mask = s->mask](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(View w, window(f));
+        const View x = value(f);
+        CopyWhere(w, x, EvalMask(mask, x.dims, f));
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
     const Value v = values_.at(op.operands(1));
+    // A splat constant (a `full`): a fill of the window.
+    if (const ir::Op* c = Producer(op.operands(1));
+        c != nullptr && ir::PrimOf(*c) == Prim::kConstant && c->constant().value_size() == 1 &&
+        v.kind == Kind::kTile) {
+      auto value = TensorReader(op.operands(1));
+      out.push_back([=](Frame& f) -> absl::Status {
+        ASSIGN_OR_RETURN(View w, window(f));
+        FillView(w, value(f).data());
+        return absl::OkStatus();
+      });
+      return absl::OkStatus();
+    }
     if (v.kind == Kind::kScalar) {
       auto x = ScalarReader(op.operands(1));
       out.push_back([=](Frame& f) -> absl::Status {
@@ -1068,6 +1279,16 @@ class Compiler {
   // The ref each in-place loaded value reads.
   std::unordered_map<int64_t, int> view_ref_;
   int scalars_ = 0, tiles_ = 0, views_ = 0;
+  int masked_selects_ = 0;
+  // The region being compiled and the index of its op being compiled.
+  const ir::Region* region_ = nullptr;
+  int index_ = 0;
+  // The region and index of the op defining each value.
+  std::unordered_map<int64_t, std::pair<const ir::Region*, int>> producer_;
+  std::unordered_map<int64_t, MaskedSelect> masked_;
+  // The (op, operand) pairs reading each masked select through its mask.
+  std::unordered_map<int64_t, std::set<std::pair<const ir::Op*, int>>> symbolic_uses_;
+  MaskSymbols symbols_;
 };
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "backends/reference/pallas.h"
+#include "backends/reference/strided_copy.h"
 #include "ir/pallas.h"
 #include "ir/types.h"
 
@@ -54,6 +55,61 @@ void CopyView(const View& dst, const View& src) {
     if (k < 0) return;
   }
 }
+
+void FillView(const View& dst, const void* element) {
+  const int64_t elem = ir::DTypeSize(dst.dtype);
+  const int rank = static_cast<int>(dst.dims.size());
+  for (int64_t d : dst.dims) {
+    if (d == 0) return;
+  }
+  const auto* bytes = static_cast<const uint8_t*>(element);
+  const bool zero = std::all_of(bytes, bytes + elem, [](uint8_t b) { return b == 0; });
+  const bool rows = rank > 0 && dst.strides[rank - 1] == 1;
+  const int outer = rows ? rank - 1 : rank;
+  const int64_t count = rows ? dst.dims[rank - 1] : 1;
+  Dims index(outer, 0);
+  while (true) {
+    int64_t off = 0;
+    for (int k = 0; k < outer; ++k) off += index[k] * dst.strides[k];
+    char* at = dst.data + off * elem;
+    if (zero) {
+      std::memset(at, 0, count * elem);
+    } else {
+      reference::FillElements(at, count, element, elem);
+    }
+    int k = outer - 1;
+    for (; k >= 0; --k) {
+      if (++index[k] < dst.dims[k]) break;
+      index[k] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+namespace {
+
+// A fresh output: Pallas' padding in every element, written by `parallel`'s threads.
+ir::Tensor PaddingOutput(const ir::ShapedType& type, ir::Allocator* allocator,
+                         const base::Parallelism& parallel) {
+  ir::Tensor t = ir::Tensor::Empty(type, allocator);
+  const ir::Tensor one = ir::Tensor::FromDoubles({t.dtype(), {}}, {ir::PaddingValue(t.dtype())});
+  const int64_t elem = ir::DTypeSize(t.dtype()), n = t.num_elements();
+  const int parts = static_cast<int>(std::clamp<int64_t>(n / (int64_t{1} << 16), 1,
+                                                         parallel.available()));
+  auto fill = [&](int p) {
+    const int64_t begin = n * p / parts, end = n * (p + 1) / parts;
+    reference::FillElements(static_cast<char*>(t.data()) + begin * elem, end - begin, one.data(),
+                            elem);
+  };
+  if (parts == 1) {
+    fill(0);
+  } else {
+    parallel.ParallelFor(parts, fill);
+  }
+  return t;
+}
+
+}  // namespace
 
 absl::Status CompiledCall::RunStep(Frame& f) const {
   for (size_t d = 0; d < grid_slots.size(); ++d) f.scalars[grid_slots[d]] = f.index[d];
@@ -137,8 +193,8 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
   for (int i = 0; i < a.out_shapes_size(); ++i) {
     const int64_t alias = i < a.input_output_aliases_size() ? a.input_output_aliases(i) : -1;
     outputs.push_back(alias >= 0 ? operands[base + alias].Copy(allocator)
-                                 : reference::PaddingArray(ir::FromProto(a.out_shapes(i)),
-                                                           allocator));
+                                 : PaddingOutput(ir::FromProto(a.out_shapes(i)), allocator,
+                                                 base::CurrentParallelism()));
   }
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < a.grid_size(); ++d) (d < leading_parallel ? outer : inner) *= grid[d];

@@ -40,6 +40,8 @@ struct View {
 Dims RowMajor(const Dims& dims);
 View DenseView(ir::Tensor& t);
 void CopyView(const View& dst, const View& src);
+// Sets every element of `dst` to `element` (DTypeSize(dst.dtype) bytes).
+void FillView(const View& dst, const void* element);
 
 // The state of one thread running the grid.
 struct Frame {
@@ -117,6 +119,8 @@ class CompiledCall {
   int leading_parallel = 0;
   // The kernel has semaphores: each run is an instance its peers signal and copy into.
   bool has_semaphores = false;
+  // Selects whose every use reads them through their masks (no step computes them).
+  int masked_selects = 0;
 
   absl::StatusOr<std::vector<ir::Tensor>> Run(const std::vector<ir::Tensor>& operands,
                                               ir::Allocator* allocator) const;
