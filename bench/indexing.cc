@@ -1,5 +1,6 @@
-// Embedding lookups and their gradient: gather of table rows (jnp.take(table, ids, 0)) and
-// scatter_add of rows into the table, against memcpy of the same bytes, one thread; outputs in
+// Embedding lookups and their gradient: gather of table rows (jnp.take(table, ids, 0); the x86
+// backend's row gather and the reference kernel) and scatter_add of rows into the table, against
+// memcpy of the same bytes, one thread; outputs in
 // recycled memory on every side. GB/s counts
 // the bytes the op must read and write: for the gather the rows read and written; for the
 // scatter_add the rows read and the table rows they update, read and written (the table is
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backends/reference/kernel.h"
+#include "backends/x86/copy_kernels.h"
 #include "ir/allocator.h"
 #include "benchmark/benchmark.h"
 #include "ir/primitive.h"
@@ -68,7 +70,7 @@ ir::Op Typed(ir::Op op, const std::vector<Tensor>& operands) {
   return op;
 }
 
-void BM_GatherRows(benchmark::State& state) {
+void GatherRows(benchmark::State& state, bool x86) {
   const int64_t dim = state.range(0);
   const Tensor table = Filled(DType::kF32, {kVocab, dim});
   const Tensor ids = Ids(1);
@@ -82,10 +84,11 @@ void BM_GatherRows(benchmark::State& state) {
   a->add_slice_sizes(dim);
   a->set_mode(ir::CLIP);
   op = Typed(op, {table, ids});
-  const backends::reference::Kernel* kernel = backends::reference::FindKernel("gather");
+  const backends::reference::Kernel kernel =
+      x86 ? backends::x86::GatherRowsKernel : *backends::reference::FindKernel("gather");
   RecyclingAllocator allocator;
   for (auto _ : state) {
-    absl::StatusOr<std::vector<Tensor>> out = (*kernel)(op, {table, ids}, &allocator);
+    absl::StatusOr<std::vector<Tensor>> out = kernel(op, {table, ids}, &allocator);
     if (!out.ok()) std::abort();
     benchmark::DoNotOptimize(out->front().data());
   }
@@ -144,7 +147,11 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * bytes);
 }
 
+void BM_GatherRows(benchmark::State& state) { GatherRows(state, true); }
+void BM_GatherRowsReference(benchmark::State& state) { GatherRows(state, false); }
+
 BENCHMARK(BM_GatherRows)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GatherRowsReference)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ScatterAddRows)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MemcpyRows)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Memcpy)->Arg(256)->Arg(1024)->Unit(benchmark::kMicrosecond);

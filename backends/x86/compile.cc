@@ -29,6 +29,8 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
   overrides["dynamic_update_slice"] = DynamicUpdateSliceKernel;
   overrides["concatenate"] = ConcatenateKernel;
   overrides["broadcast_in_dim"] = BroadcastInDimKernel;
+  // Gathers other than of whole rows (Unimplemented) run the reference kernel.
+  overrides["gather"] = GatherRowsKernel;
   // f32 and bf16; other dtypes (Unimplemented) run the reference kernels.
   overrides["reduce_sum"] = ReduceSumKernel;
   overrides["reduce_max"] = ReduceMaxKernel;

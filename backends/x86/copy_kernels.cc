@@ -302,4 +302,42 @@ Results BroadcastInDimKernel(const ir::Op& op, const std::vector<ir::Tensor>& op
   return std::vector<ir::Tensor>{std::move(out)};
 }
 
+absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
+                                                         const std::vector<ir::Tensor>& operands,
+                                                         ir::Allocator* allocator) {
+  const ir::GatherAttrs& a = op.gather();
+  const ir::Tensor& x = operands[0];
+  const ir::Tensor& indices = operands[1];
+  const int64_t rank = static_cast<int64_t>(x.dims().size());
+  const int64_t batch = static_cast<int64_t>(indices.dims().size()) - 1;
+  bool rows = rank >= 1 && batch >= 0 && indices.dims().back() == 1 &&
+              a.start_index_map_size() == 1 && a.start_index_map(0) == 0 &&
+              a.collapsed_slice_dims_size() == 1 && a.collapsed_slice_dims(0) == 0 &&
+              a.operand_batching_dims_size() == 0 && a.slice_sizes_size() == rank &&
+              a.slice_sizes(0) == 1 && a.offset_dims_size() == rank - 1 && x.dims()[0] > 0;
+  for (int64_t d = 1; d < rank && rows; ++d) {
+    rows = a.slice_sizes(static_cast<int>(d)) == x.dims()[d] &&
+           a.offset_dims(static_cast<int>(d - 1)) == batch + d - 1;
+  }
+  if (!rows) return absl::UnimplementedError("gather: not a gather of whole rows");
+  ir::Tensor out = ir::Tensor::Empty(ir::FromProto(op.result_types(0)), allocator);
+  const int64_t count = indices.num_elements(), limit = x.dims()[0] - 1;
+  const int64_t row_bytes = x.byte_size() / x.dims()[0];
+  const bool fill = a.mode() == ir::FILL_OR_DROP;
+  const ir::Tensor fill_row =
+      fill ? ir::Tensor::FromDoubles({x.dtype(), {}}, {a.fill_value()}) : ir::Tensor();
+  const char* src = static_cast<const char*>(x.data());
+  char* dst = static_cast<char*>(out.data());
+  for (int64_t g = 0; g < count; ++g, dst += row_bytes) {
+    const int64_t i = reference::IndexValue(indices, g);
+    if (fill && (i < 0 || i > limit)) {
+      reference::FillElements(dst, row_bytes / ir::DTypeSize(x.dtype()), fill_row.data(),
+                              ir::DTypeSize(x.dtype()));
+      continue;
+    }
+    std::memcpy(dst, src + std::clamp<int64_t>(i, 0, limit) * row_bytes, row_bytes);
+  }
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
 }  // namespace shardjit::backends::x86

@@ -1,5 +1,5 @@
-// Data-movement kernels of the x86 backend: slice, dynamic_slice, dynamic_update_slice, concatenate
-// and broadcast_in_dim (reference::Kernel signatures). Each reduces its copy to the fewest strided
+// Data-movement kernels of the x86 backend: slice, dynamic_slice, dynamic_update_slice, concatenate,
+// broadcast_in_dim and row gathers (reference::Kernel signatures). Each reduces its copy to the fewest strided
 // loops (reference/strided_copy.h), then copies contiguous runs with memcpy, runs under 128 bytes
 // with two fixed-size moves each (the size class chosen once per call), broadcast rows by
 // replicating them inside the output and broadcast scalars with vector fills.
@@ -37,6 +37,13 @@ absl::StatusOr<std::vector<ir::Tensor>> DynamicUpdateSliceKernel(
 absl::StatusOr<std::vector<ir::Tensor>> ConcatenateKernel(const ir::Op& op,
                                                           const std::vector<ir::Tensor>& operands,
                                                           ir::Allocator* allocator);
+
+// gather of whole rows along the operand's leading dimension (jnp.take(table, ids, 0), an
+// embedding lookup): one memcpy per row, rows out of range clamped or filled as the mode says.
+// Unimplemented for other dimension numbers (the reference kernel runs them).
+absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
+                                                         const std::vector<ir::Tensor>& operands,
+                                                         ir::Allocator* allocator);
 
 absl::StatusOr<std::vector<ir::Tensor>> BroadcastInDimKernel(
     const ir::Op& op, const std::vector<ir::Tensor>& operands, ir::Allocator* allocator);
