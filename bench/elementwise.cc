@@ -1,6 +1,7 @@
 // Fused elementwise loops, unfused (the reference kernels op by op on whole tensors) vs one loop
 // generated for the active ISA: the MLP tail bf16(max(x*w+b, 0)), SiLU x*logistic(x), the tanh
-// approximation of GELU and the exact (erf) GELU over n f32 elements; and the psum reduction step
+// approximation of GELU, the exact (erf) GELU and a rotary embedding's x cos(t) - y sin(t) over n
+// f32 elements; and the psum reduction step
 // (ReduceBuffers).
 // GB/s counts the bytes the fused loop must move (inputs + output).
 #include <string>
@@ -64,6 +65,16 @@ ir::Op GeluErf(int64_t n) {
       "i:f32[N] = broadcast_in_dim[shape=(N)] f j:f32[N] = broadcast_in_dim[shape=(N)] g "
       "k:f32[N] = broadcast_in_dim[shape=(N)] h l:f32[N] = mul e i m:f32[N] = erf l "
       "o:f32[N] = add j m p:f32[N] = mul e o q:f32[N] = mul k p in (q) }] a b c d",
+      n);
+}
+
+// A rotary embedding's rotation, x cos(t) - y sin(t), of angles t.
+ir::Op Rotation(int64_t n) {
+  return Fusion(
+      "a:f32[N] b:f32[N] c:f32[N]",
+      "z:f32[N] = fusion[body={ lambda ; d:f32[N] e:f32[N] f:f32[N]. let "
+      "g:f32[N] = cos f h:f32[N] = sin f i:f32[N] = mul d g j:f32[N] = mul e h "
+      "k:f32[N] = sub i j in (k) }] a b c",
       n);
 }
 
@@ -154,6 +165,16 @@ void BM_GeluErfFused(benchmark::State& state) {
   RunFused(state, GeluErf(n), Inputs(n, 1, kGeluErfConstants), n * 8);
 }
 
+void BM_RotationUnfusedReference(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunUnfused(state, Rotation(n), Inputs(n, 3, {}), n * 16);
+}
+
+void BM_RotationFused(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunFused(state, Rotation(n), Inputs(n, 3, {}), n * 16);
+}
+
 void BM_ReduceBuffersSumF32(benchmark::State& state) {
   const int64_t n = state.range(0);
   std::vector<ir::Tensor> in = Inputs(n);
@@ -177,6 +198,9 @@ BENCHMARK(BM_GeluTanhFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMilli
 BENCHMARK(BM_GeluErfUnfusedReference)->Arg(1 << 20)->Arg(16 << 20)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GeluErfFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RotationUnfusedReference)->Arg(1 << 20)->Arg(16 << 20)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RotationFused)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReduceBuffersSumF32)->Arg(1 << 20)->Arg(16 << 20)->Unit(benchmark::kMillisecond);
 
 }  // namespace

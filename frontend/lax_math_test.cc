@@ -59,6 +59,42 @@ TEST_P(LaxMathTest, FloatFunctionsMatchF64OnAShardedArray) {
   }
 }
 
+TEST_P(LaxMathTest, RotationWithSinAndCosInOneFusion) {
+  // x cos(t) - y sin(t) fuses into one loop on x86 (sin and cos generated); angles beyond the
+  // generated reduction's range (and inf, NaN) make the loop decline and the reference kernels
+  // run the fusion. Against f64 either way.
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  const int64_t n = 37;
+  std::vector<double> xv = Values(n, -2.0, 3.0), yv = Values(n, 1.5, -0.5);
+  std::vector<double> in_range = Values(n, -71476.0, 71476.0);
+  std::vector<double> beyond = Values(n, -10.0, 10.0);
+  beyond[3] = 1e6;
+  beyond[17] = -3.5e30;
+  beyond[20] = INFINITY;
+  beyond[21] = NAN;
+  auto put = [&](const std::vector<double>& v) {
+    return *device_put(HostTensor(DType::kF32, {n}, v), NamedSharding(mesh, P()));
+  };
+  for (const std::vector<double>* angles : {&in_range, &beyond}) {
+    absl::StatusOr<Array> out = jit([](Tracer x, Tracer y, Tracer t) {
+      return x * lax::cos(t) - y * lax::sin(t);
+    }, {.backend = GetParam()})(put(xv), put(yv), put(*angles));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<double> got = out->to_host()->ToDoubles();
+    for (int64_t i = 0; i < n; ++i) {
+      const double t = static_cast<float>((*angles)[i]);
+      const double x = static_cast<float>(xv[i]), y = static_cast<float>(yv[i]);
+      const double want = x * std::cos(t) - y * std::sin(t);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << "t=" << t;
+        continue;
+      }
+      EXPECT_NEAR(got[i], want, 1e-6 * std::max(1.0, std::abs(x) + std::abs(y))) << "t=" << t;
+    }
+  }
+}
+
 TEST_P(LaxMathTest, BitsAndIsFinite) {
   Runtime rt({.num_devices = 2});
   Mesh mesh = *make_mesh(rt, {{"x", 2}});

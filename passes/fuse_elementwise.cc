@@ -38,6 +38,8 @@ bool IsFusible(const ir::Op& op) {
     case ir::Prim::kSelect:
     case ir::Prim::kLogistic:
     case ir::Prim::kErf:
+    case ir::Prim::kSin:
+    case ir::Prim::kCos:
     case ir::Prim::kFloor:
     case ir::Prim::kCeil:
     case ir::Prim::kRound:

@@ -134,7 +134,12 @@ absl::StatusOr<std::vector<ir::Tensor>> FusionKernel(const ir::Op& op,
   std::vector<const void*> inputs;
   inputs.reserve(operands.size());
   for (const ir::Tensor& t : operands) inputs.push_back(t.data());
-  (*kernel)->Run(inputs, out.data(), out.num_elements());
+  if (!(*kernel)->Run(inputs, out.data(), out.num_elements())) {
+    const absl::Status declined = absl::UnimplementedError(
+        fmt::format("fusion: a sin or cos argument beyond {}", kSinCosMaxArgument));
+    ElementwiseCache::Global().RecordFallback(declined);
+    return declined;
+  }
   ElementwiseCache::Global().RecordRun();
   return std::vector<ir::Tensor>{std::move(out)};
 }

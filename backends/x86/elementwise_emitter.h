@@ -65,6 +65,8 @@ class ElementwiseEmitter final : public ElementwiseKernel {
   void EmitTanh(const Vmm& dst, const Vmm& src);
   void EmitLogistic(const Vmm& dst, const Vmm& src);
   void EmitErf(const Vmm& dst, const Vmm& src);
+  // sin or cos; a finite |src| above kSinCosMaxArgument sets the call's out-of-range flag.
+  void EmitSinCos(const Vmm& dst, const Vmm& src, bool cos);
 
   // Primitives that differ between the ISAs.
   // dst = m ? if_true : if_false, lane by lane.
@@ -104,9 +106,10 @@ class ElementwiseEmitter final : public ElementwiseKernel {
   std::map<std::vector<uint32_t>, int> constant_index_;
   Xbyak::Label pool_;
 
-  // Stack frame (bytes from rsp): n, the AVX2 tail mask, the AVX2 bounce buffers (one per pointer
-  // register, then the output's).
+  // Stack frame (bytes from rsp): n, the out-of-range flag's address, the AVX2 tail mask, the AVX2
+  // bounce buffers (one per pointer register, then the output's).
   static constexpr int kCountSlot = 0;
+  static constexpr int kFlagSlot = 8;
   static constexpr int kMaskSlot = 32;
   static constexpr int kBounceSlot = 64;
   static constexpr int kBounceBytes = 16;

@@ -25,10 +25,12 @@ int ElementBytes(ir::DType dtype) { return static_cast<int>(ir::DTypeSize(dtype)
 ElementwiseKernel::ElementwiseKernel(ElementwisePlan plan, IsaLevel isa)
     : JitGenerator(KernelName(plan, isa)), plan_(std::move(plan)), isa_(isa) {}
 
-void ElementwiseKernel::Run(const std::vector<const void*>& inputs, void* out, int64_t n) const {
+bool ElementwiseKernel::Run(const std::vector<const void*>& inputs, void* out, int64_t n) const {
   using Fn = void (*)(const ElementwiseArgs*);
-  const ElementwiseArgs args{inputs.data(), out, n};
+  int32_t out_of_range = 0;
+  const ElementwiseArgs args{inputs.data(), out, n, &out_of_range};
   reinterpret_cast<Fn>(const_cast<void*>(code()))(&args);
+  return out_of_range == 0;
 }
 
 std::unique_ptr<ElementwiseKernel> NewElementwiseKernel(ElementwisePlan plan, IsaLevel isa) {
@@ -122,6 +124,8 @@ template <typename Vmm>
 void ElementwiseEmitter<Vmm>::EmitSetup() {
   mov(reg_tmp, ptr[reg_args + offsetof(ElementwiseArgs, inputs)]);
   mov(reg_out, ptr[reg_args + offsetof(ElementwiseArgs, output)]);
+  mov(reg_idx, ptr[reg_args + offsetof(ElementwiseArgs, out_of_range)]);
+  mov(ptr[rsp + kFlagSlot], reg_idx);
   mov(reg_idx, ptr[reg_args + offsetof(ElementwiseArgs, n)]);
   mov(ptr[rsp + kCountSlot], reg_idx);
   const Xbyak::Reg32 value = reg_idx.cvt32();
@@ -183,9 +187,12 @@ void ElementwiseEmitter<Vmm>::EmitTailSetup() {
     vpbroadcastd(Temp(0), x);
     vpcmpgtd(Temp(0), Temp(0), ConstantVector(iota));
     vmovups(ptr[rsp + kMaskSlot], Temp(0));
+    // The lanes past the tail read zeros (as the masked loads give), never stale stack bytes.
+    vpxor(x, x, x);
     for (int i = 0; i < static_cast<int>(plan_.inputs.size()); ++i) {
       const int bytes = ElementBytes(plan_.inputs[i].dtype);
       if (pointer_[i] < 0 || bytes == 4) continue;
+      vmovdqu(ptr[rsp + kBounceSlot + pointer_[i] * kBounceBytes], x);
       EmitCopyTail(ptr[rsp + kBounceSlot + pointer_[i] * kBounceBytes], InputAt(i), bytes);
     }
   }

@@ -24,12 +24,19 @@ inline constexpr int kLogMaxUlp = 1;
 inline constexpr int kTanhMaxUlp = 2;
 inline constexpr int kLogisticMaxUlp = 4;
 inline constexpr int kErfMaxUlp = 7;
+// sin and cos: against glibc's sinf/cosf for |x| <= kSinCosMaxArgument (the range where the
+// three-part Cody-Waite reduction keeps them within these bounds); a kernel meeting a larger
+// finite argument reports it (Run returns false) and its caller computes the op another way.
+inline constexpr int kSinMaxUlp = 1;
+inline constexpr int kCosMaxUlp = 1;
+inline constexpr float kSinCosMaxArgument = 71476.0625f;
 
 // Arguments of one call; field offsets are read by generated code (offsetof).
 struct ElementwiseArgs {
   const void* const* inputs;  // one per plan input; a scalar input points at its one element
   void* output;
   int64_t n;  // elements
+  int32_t* out_of_range;  // set to 1 when a sin/cos argument is out of range
 };
 
 // A generated loop for one plan and one ISA. Construct with NewElementwiseKernel, check status(),
@@ -44,8 +51,9 @@ class ElementwiseKernel : public JitGenerator {
   const ElementwisePlan& plan() const { return plan_; }
   IsaLevel isa() const { return isa_; }
 
-  // out[i] = f(inputs...[i]) for i < n. `inputs` has one pointer per plan input.
-  void Run(const std::vector<const void*>& inputs, void* out, int64_t n) const;
+  // out[i] = f(inputs...[i]) for i < n. `inputs` has one pointer per plan input. False when a
+  // sin or cos met a finite argument above kSinCosMaxArgument (`out` is then unspecified).
+  bool Run(const std::vector<const void*>& inputs, void* out, int64_t n) const;
 
  protected:
   ElementwiseKernel(ElementwisePlan plan, IsaLevel isa);

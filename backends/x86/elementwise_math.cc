@@ -1,14 +1,17 @@
-// exp, log, tanh, logistic and erf for the elementwise generator: Cephes-style range reduction and
-// polynomials (Cephes expf, logf, tanhf coefficients) evaluated with FMA, with the special values
-// of std::exp/log/tanh: NaN propagated, exp(+-inf) = inf/0 with overflow to inf and gradual
-// underflow to 0, log(0) = -inf, log(x < 0) = -nan (0xffc00000), log(+inf) = inf, tanh(+-inf) =
-// +-1, tanh(-0) = -0; logistic is the reference formula 1 / (1 + exp(-x)); erf is XLA's CPU
-// rational approximation, x P(x^2) / Q(x^2) on [-4, 4], with erf(+-0) = +-0 and +-1 where erf
-// rounds to +-1 (|x| > 3.925, infinities included).
+// exp, log, tanh, logistic, erf, sin and cos for the elementwise generator: Cephes-style range
+// reduction and polynomials (Cephes expf, logf, tanhf, sinf, cosf coefficients) evaluated with FMA,
+// with the special values of std::exp/log/tanh: NaN propagated, exp(+-inf) = inf/0 with overflow
+// to inf and gradual underflow to 0, log(0) = -inf, log(x < 0) = -nan (0xffc00000), log(+inf) =
+// inf, tanh(+-inf) = +-1, tanh(-0) = -0; logistic is the reference formula 1 / (1 + exp(-x)); erf
+// is XLA's CPU rational approximation, x P(x^2) / Q(x^2) on [-4, 4], with erf(+-0) = +-0 and +-1
+// where erf rounds to +-1 (|x| > 3.925, infinities included); sin and cos reduce by pi/2 in three
+// parts (kPiOver2), give NaN for NaN and +-inf, sin(x) = x below 2^-12 (so sin(-0) = -0), and flag
+// finite arguments beyond kSinCosMaxArgument, where that reduction loses accuracy.
 // Largest error over every f32 input (exhaustive sweep against glibc 2.36 on the host, the bounds
 // of elementwise_kernel.h): exp 1 ulp, log 1 ulp, tanh 2 ulp, erf 7 ulp (near |x| = 3.9, an
-// absolute error of 4e-7); logistic 4 ulp against the reference formula, where 1 + exp(-x)
-// rounds a 1-ulp difference of exp(-x) up to the next float.
+// absolute error of 4e-7), sin and cos 1 ulp (|x| <= kSinCosMaxArgument); logistic 4 ulp against
+// the reference formula, where 1 + exp(-x) rounds a 1-ulp difference of exp(-x) up to the next
+// float.
 #include <cmath>
 
 #include "backends/x86/elementwise_emitter.h"
@@ -50,6 +53,17 @@ constexpr float kErfP[] = {-2.72614225801306e-10f, 2.77068142495902e-08f, -2.101
 constexpr float kErfQ[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
                            -7.37332916720468e-03f, -1.42647390514189e-02f};
 constexpr float kErfOne = 3.925f;  // erf rounds to 1 above erfc^-1(2^-25)
+
+// sin, cos: x = n pi/2 + r with |r| <= pi/4 (pi/2 in three parts, each product by n exact with
+// FMA: Cody-Waite), then sin(r) = r + r^3 S(r^2) or cos(r) = 1 - r^2/2 + r^4 C(r^2) (Cephes
+// sinf/cosf coefficients) by the quadrant n mod 4.
+constexpr float kTwoOverPi = 0.636619772367581343f;
+constexpr float kPiOver2[] = {1.57079601287841796875f, 3.1391647326017846353352069854736328125e-07f,
+                              5.3903029534742383634407789541498331746e-15f};
+constexpr float kSinPoly[] = {-1.9515295891e-4f, 8.3321608736e-3f, -1.6666654611e-1f};
+constexpr float kCosPoly[] = {2.443315711809948e-5f, -1.388731625493765e-3f,
+                              4.166664568298827e-2f, -0.5f, 1.0f};
+constexpr float kSinIsX = 0x1p-12f;  // sin(x) rounds to x below
 
 }  // namespace
 
@@ -175,7 +189,57 @@ void ElementwiseEmitter<Vmm>::EmitErf(const Vmm& dst, const Vmm& src) {
   Blend(dst, dst, q, one);
 }
 
+template <typename Vmm>
+void ElementwiseEmitter<Vmm>::EmitSinCos(const Vmm& dst, const Vmm& src, bool cos) {
+  const Vmm n = Temp(0), r = Temp(1), z = Temp(2), t = Temp(3);
+  const Mask m = TempMask(0);
+  vmulps(n, src, ConstantF(kTwoOverPi));
+  RoundToIntegral(n, n);
+  vmovaps(r, src);
+  for (float part : kPiOver2) vfnmadd231ps(r, n, ConstantF(part));
+  vcvtps2dq(n, n);  // the quadrant (NaN and inf: 0x80000000, whose polynomials give NaN)
+  if (cos) vpaddd(n, n, Constant(1));  // cos(x) = sin(x + pi/2)
+  vmulps(z, r, r);
+  vmovups(t, ConstantF(kSinPoly[0]));
+  for (int i = 1; i < 3; ++i) vfmadd213ps(t, z, ConstantF(kSinPoly[i]));
+  vmulps(t, t, z);
+  vfmadd213ps(t, r, r);  // sin(r)
+  vmovups(dst, ConstantF(kCosPoly[0]));
+  for (int i = 1; i < 5; ++i) vfmadd213ps(dst, z, ConstantF(kCosPoly[i]));  // cos(r)
+  // Odd quadrants take cos(r); quadrants 2 and 3 negate.
+  if constexpr (kAvx512) {
+    vptestmd(m, n, Constant(1));
+  } else {
+    vpslld(m, n, 31);
+  }
+  Blend(dst, t, dst, m);
+  vpslld(t, n, 30);
+  vandps(t, t, Constant(0x80000000u));
+  vxorps(dst, dst, t);
+  vandps(t, src, Constant(0x7fffffffu));
+  if (!cos) {  // keeps -0 and subnormals
+    vcmpps(m, t, ConstantF(kSinIsX), kLt);
+    Blend(dst, dst, src, m);
+  }
+  // A finite |x| beyond the reduction's range: the caller computes this call another way.
+  vcmpps(m, t, ConstantF(INFINITY), kEq);
+  vxorps(z, z, z);
+  Blend(t, t, z, m);
+  vcmpps(m, t, ConstantF(kSinCosMaxArgument), kGt);
+  Xbyak::Label in_range;
+  if constexpr (kAvx512) {
+    kortestw(m, m);
+  } else {
+    vtestps(m, m);
+  }
+  jz(in_range);
+  mov(reg_tmp, ptr[rsp + kFlagSlot]);
+  mov(dword[reg_tmp], 1);
+  L(in_range);
+}
+
 #define SHARDJIT_INSTANTIATE_MATH(Vmm)                                     \
+  template void ElementwiseEmitter<Vmm>::EmitSinCos(const Vmm&, const Vmm&, bool); \
   template void ElementwiseEmitter<Vmm>::EmitErf(const Vmm&, const Vmm&);  \
   template void ElementwiseEmitter<Vmm>::EmitExp(const Vmm&, const Vmm&);  \
   template void ElementwiseEmitter<Vmm>::EmitLog(const Vmm&, const Vmm&);  \

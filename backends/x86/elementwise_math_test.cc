@@ -1,7 +1,9 @@
-// Accuracy of the generated exp, log, tanh and logistic against glibc (what the reference kernels
-// call), and exactness of floor, ceil, round (both methods) and sign: a strided sweep over every f32 bit pattern (subnormals, +-inf, NaNs, huge magnitudes),
-// dense windows around the points where the approximations switch or overflow, and every bf16
-// input; within the bounds of elementwise_kernel.h. NaN must give NaN.
+// Accuracy of the generated exp, log, tanh, logistic, erf, sin and cos against glibc (what the
+// reference kernels call), and exactness of floor, ceil, round (both methods) and sign: a strided
+// sweep over every f32 bit pattern (subnormals, +-inf, NaNs, huge magnitudes), dense windows around
+// the points where the approximations switch or overflow, and every bf16 input; within the bounds
+// of elementwise_kernel.h. NaN must give NaN. Arguments beyond sin's and cos's range must make the
+// call report them.
 // SHARDJIT_ULP_SWEEP_STRIDE=1 makes the f32 sweep exhaustive (about a minute per function).
 #include <cmath>
 #include <cstdio>
@@ -27,13 +29,21 @@ struct MathCase {
   EwOp op;
   float (*want)(float);
   int max_ulp;
+  // Finite inputs of larger magnitude make the kernel report them (Run returns false).
+  float max_argument = INFINITY;
 };
+
+bool Beyond(const MathCase& c, float x) {
+  return std::isfinite(x) && std::fabs(x) > c.max_argument;
+}
 
 float Exp(float x) { return std::exp(x); }
 float Log(float x) { return std::log(x); }
 float Tanh(float x) { return std::tanh(x); }
 float Logistic(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float Erf(float x) { return std::erf(x); }
+float Sin(float x) { return std::sin(x); }
+float Cos(float x) { return std::cos(x); }
 float Floor(float x) { return std::floor(x); }
 float Ceil(float x) { return std::ceil(x); }
 float RoundAway(float x) { return std::round(x); }
@@ -64,7 +74,8 @@ std::vector<float> HandPicked() {
                           -NAN,   1e-45f, -1e-45f,       3.4028235e38f,  -3.4028235e38f,
                           FromBits(0x7f800001), FromBits(0xff812345)};
   for (float center : {1.0f, 0.625f, -0.625f, 88.7228f, -87.3365f, -103.972f, 1.17549435e-38f,
-                       0.5f, 2.0f, 9.0f, 1.5f, -2.5f, 8388607.5f, -4194303.5f}) {
+                       0.5f, 2.0f, 9.0f, 1.5f, -2.5f, 8388607.5f, -4194303.5f, 0.785398f,
+                       -2.35619f, 3.14159f, 0x1p-12f, 71476.0625f, -71476.0625f, 51472.f}) {
     float v = center;
     for (int i = 0; i < 2048; ++i) v = std::nextafter(v, -INFINITY);
     for (int i = 0; i < 4096; ++i, v = std::nextafter(v, INFINITY)) x.push_back(v);
@@ -84,9 +95,23 @@ TEST_P(MathTest, F32WithinBound) {
     int64_t worst = 0;
     float worst_x = 0;
     std::vector<float> got;
-    auto check = [&](const std::vector<float>& x) {
+    auto check = [&](const std::vector<float>& all) {
+      // Inputs beyond the op's range make the whole call report them; the rest run through.
+      std::vector<float> x;
+      bool beyond = false;
+      for (float v : all) {
+        if (Beyond(c, v)) {
+          beyond = true;
+        } else {
+          x.push_back(v);
+        }
+      }
+      if (beyond) {
+        got.resize(all.size());
+        EXPECT_FALSE(kernel->Run({all.data()}, got.data(), static_cast<int64_t>(all.size())));
+      }
       got.resize(x.size());
-      kernel->Run({x.data()}, got.data(), static_cast<int64_t>(x.size()));
+      EXPECT_TRUE(kernel->Run({x.data()}, got.data(), static_cast<int64_t>(x.size())));
       for (size_t i = 0; i < x.size(); ++i) {
         const int64_t ulp = UlpDistance(got[i], c.want(x[i]));
         if (ulp > worst) {
@@ -117,9 +142,12 @@ TEST_P(MathTest, EveryBf16InputWithinOneUlp) {
   for (IsaLevel isa : HostIsaLevels()) {
     if (isa < IsaLevel::kAvx2) continue;
     std::unique_ptr<ElementwiseKernel> kernel = UnaryKernel(c.op, DType::kBF16, isa);
-    std::vector<uint16_t> x(1 << 16), got(1 << 16);
-    for (uint32_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint16_t>(i);
-    kernel->Run({x.data()}, got.data(), static_cast<int64_t>(x.size()));
+    std::vector<uint16_t> x;
+    for (uint32_t i = 0; i < (1 << 16); ++i) {
+      if (!Beyond(c, ir::bf16::ToFloat(static_cast<uint16_t>(i)))) x.push_back(i);
+    }
+    std::vector<uint16_t> got(x.size());
+    EXPECT_TRUE(kernel->Run({x.data()}, got.data(), static_cast<int64_t>(x.size())));
     for (uint32_t i = 0; i < x.size(); ++i) {
       const uint16_t want = ir::bf16::FromFloat(c.want(ir::bf16::ToFloat(x[i])));
       ASSERT_LE(UlpDistanceBf16(got[i], want), 1) << c.name << " at bf16 bits " << i;
@@ -134,6 +162,10 @@ INSTANTIATE_TEST_SUITE_P(Transcendentals, MathTest,
                                            MathCase{"logistic", EwOp::kLogistic, Logistic,
                                                     kLogisticMaxUlp},
                                            MathCase{"erf", EwOp::kErf, Erf, kErfMaxUlp},
+                                           MathCase{"sin", EwOp::kSin, Sin, kSinMaxUlp,
+                                                    kSinCosMaxArgument},
+                                           MathCase{"cos", EwOp::kCos, Cos, kCosMaxUlp,
+                                                    kSinCosMaxArgument},
                                            MathCase{"floor", EwOp::kFloor, Floor, 0},
                                            MathCase{"ceil", EwOp::kCeil, Ceil, 0},
                                            MathCase{"round_away", EwOp::kRoundAway, RoundAway, 0},

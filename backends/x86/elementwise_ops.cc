@@ -56,6 +56,8 @@ typename ElementwiseEmitter<Vmm>::Scratch ElementwiseEmitter<Vmm>::ScratchFor(
     case EwOp::kLog:
     case EwOp::kTanh:
     case EwOp::kErf:
+    case EwOp::kSin:
+    case EwOp::kCos:
       s = {4, 1};
       break;
     case EwOp::kCompare:
@@ -159,6 +161,10 @@ void ElementwiseEmitter<Vmm>::EmitStep(const ElementwisePlan::Step& step, const 
       break;
     case EwOp::kErf:
       EmitErf(dst, a);
+      break;
+    case EwOp::kSin:
+    case EwOp::kCos:
+      EmitSinCos(dst, a, step.op == EwOp::kCos);
       break;
     case EwOp::kCompare:
       EmitCompare(step, dst);

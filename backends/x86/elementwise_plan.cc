@@ -54,6 +54,10 @@ std::optional<EwOp> OpOf(ir::Prim prim) {
       return EwOp::kLogistic;
     case ir::Prim::kErf:
       return EwOp::kErf;
+    case ir::Prim::kSin:
+      return EwOp::kSin;
+    case ir::Prim::kCos:
+      return EwOp::kCos;
     case ir::Prim::kCompare:
       return EwOp::kCompare;
     case ir::Prim::kSelect:
@@ -97,6 +101,8 @@ bool Supports(EwOp op, DType dtype) {
     case EwOp::kTanh:
     case EwOp::kLogistic:
     case EwOp::kErf:
+    case EwOp::kSin:
+    case EwOp::kCos:
       return IsFloat(dtype);
     case EwOp::kCompare:
     case EwOp::kSelect:

@@ -14,9 +14,9 @@
 
 namespace shardjit::backends::x86 {
 
-// Binary arithmetic (kAdd..kMin), exact unary ops (kNeg..kRsqrt, kFloor..kSign), polynomial approximations
-// (kExp..kErf, elementwise_math.cc), compare (to pred), select (a ? b : c), convert (between
-// two different dtypes) and copy (same dtype: a broadcast scalar, a no-op convert).
+// Binary arithmetic (kAdd..kMin), exact unary ops (kNeg..kRsqrt, kFloor..kSign), polynomial
+// approximations (kExp..kCos, elementwise_math.cc), compare (to pred), select (a ? b : c), convert
+// (between two different dtypes) and copy (same dtype: a broadcast scalar, a no-op convert).
 enum class EwOp {
   kAdd,
   kSub,
@@ -38,6 +38,8 @@ enum class EwOp {
   kTanh,
   kLogistic,
   kErf,
+  kSin,  // |x| <= kSinCosMaxArgument (elementwise_kernel.h); larger finite x: out of range
+  kCos,
   kCompare,
   kSelect,
   kConvert,

@@ -68,11 +68,14 @@ std::vector<FusionCase> OpCases() {
   const std::pair<const char*, int> kUnary[] = {
       {"sqrt", 0},         {"rsqrt", 0},          {"exp", kExpMaxUlp},
       {"log", kLogMaxUlp}, {"tanh", kTanhMaxUlp}, {"logistic", kLogisticMaxUlp},
-      {"erf", kErfMaxUlp}};
+      {"erf", kErfMaxUlp}, {"sin", kSinMaxUlp},    {"cos", kCosMaxUlp}};
   for (const auto& [op, ulp] : kUnary) {
     for (DType d : kFloats) {
       cases.push_back(OneOp(fmt::format("{}_{}", op, Name(d)), op, {d}, d));
       cases.back().max_ulp = ulp;
+      if (std::string(op) == "sin" || std::string(op) == "cos") {
+        cases.back().max_argument = kSinCosMaxArgument;
+      }
     }
   }
   for (const char* op : {"floor", "ceil", "sign", "round[rounding_method=AWAY_FROM_ZERO]",

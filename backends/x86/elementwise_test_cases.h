@@ -20,6 +20,8 @@ struct FusionCase {
   bool generated = true;  // whether the generators emit it (else it falls back)
   int64_t max_ulp = 0;    // of f32 results; bf16 results of approximations may differ by 1
   NanRule nans = NanRule::kExact;
+  // Float inputs of larger finite magnitude make the generated loop decline the call (sin, cos).
+  float max_argument = INFINITY;
 };
 
 // z = `op` applied to operands of `dtypes`, as a one-op fusion; operands marked in `scalar` are
