@@ -78,7 +78,11 @@ std::optional<std::pair<int64_t, int64_t>> ConditionInterval(const IndexConditio
   }
   ir::ComparisonDirection d = c.direction;
   if (!c.index_on_left) {  // bound <d> v  is  v <d'> bound
-    d = d == ir::LT ? ir::GT : d == ir::GT ? ir::LT : d == ir::LE ? ir::GE : d == ir::GE ? ir::LE : d;
+    d = d == ir::LT   ? ir::GT
+        : d == ir::GT ? ir::LT
+        : d == ir::LE ? ir::GE
+        : d == ir::GE ? ir::LE
+                      : d;
   }
   const int64_t t = c.bound.Eval(f) - sum;  // v <d> bound  is  i <d> t
   switch (d) {
