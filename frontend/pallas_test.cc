@@ -653,6 +653,96 @@ TEST_F(PallasCompiledTest, KernelsWritingTheirInputRefs) {
   EXPECT_EQ(x.to_host()->ToDoubles(), Put(DType::kF32, {10, 3}, xv).to_host()->ToDoubles());
 }
 
+TEST_F(PallasCompiledTest, SwitchAndWhileLoopCarryingValues) {
+  // Per row block i: a switch on i % 3 over a tile and a scalar (both returned), then a
+  // while_loop halving the tile until its largest magnitude drops below 1 (at most 20 times,
+  // counted in a scalar carry); compiled, against the interpreter and values derived here.
+  const int64_t rows = 12, cols = 8;
+  std::vector<double> xv = Ramp(rows * cols, 0.73, 2);
+  for (int64_t c = 0; c < cols; ++c) xv[4 * cols + c] *= 40.0;  // block 1 needs several halvings
+  Array x = Put(DType::kF32, {rows, cols}, xv);
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [](pl::Ref xb, pl::Ref out) {
+              Tracer i = pl::program_id(0);
+              std::vector<Tracer> r = lax::switch_(
+                  i % 3,
+                  {[](std::vector<Tracer> v) { return std::vector<Tracer>{v[0] * 2.0f, v[1] + 1}; },
+                   [](std::vector<Tracer> v) {
+                     return std::vector<Tracer>{lax::exp(v[0] * 0.1f), v[1] * 3};
+                   },
+                   [](std::vector<Tracer> v) { return std::vector<Tracer>{v[0] - 1.0f, v[1]}; }},
+                  {xb.load(), i});
+              std::vector<Tracer> w = lax::while_loop(
+                  [](std::vector<Tracer> c) {
+                    return lax::bitwise_and(c[1] < 20,
+                                            lax::reduce_max(lax::abs(c[0]), {0, 1}) >= 1.0f);
+                  },
+                  [](std::vector<Tracer> c) {
+                    return std::vector<Tracer>{c[0] * 0.5f, c[1] + 1};
+                  },
+                  {r[0], lax::scalar(0, DType::kS32)});
+              out.store(w[0] + lax::convert_element_type(w[1] * 100 + r[1], DType::kF32));
+            },
+            {.out_shapes = {{DType::kF32, {rows, cols}}},
+             .grid = {rows / 4},
+             .in_specs = {pl::BlockSpec({4, cols}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+             .out_specs = {pl::BlockSpec({4, cols},
+                                         [](pl::Idx g) { return pl::Blocks{g[0], 0}; })}})(a[0])[0];
+      },
+      {x});
+  std::vector<double> want(rows * cols);
+  for (int64_t b = 0; b < rows / 4; ++b) {
+    std::vector<float> t(4 * cols);
+    int64_t s = b;
+    for (int64_t e = 0; e < 4 * cols; ++e) {
+      const float v = static_cast<float>(xv[b * 4 * cols + e]);
+      t[e] = b % 3 == 0 ? v * 2.0f : b % 3 == 1 ? std::exp(v * 0.1f) : v - 1.0f;
+    }
+    s = b % 3 == 0 ? b + 1 : b % 3 == 1 ? b * 3 : b;
+    int64_t count = 0;
+    auto largest = [&] {
+      float m = 0;
+      for (float v : t) m = std::max(m, std::abs(v));
+      return m;
+    };
+    while (count < 20 && largest() >= 1.0f) {
+      for (float& v : t) v *= 0.5f;
+      ++count;
+    }
+    for (int64_t e = 0; e < 4 * cols; ++e) {
+      want[b * 4 * cols + e] = t[e] + static_cast<double>(count * 100 + s);
+    }
+  }
+  ExpectNear(x86, want, 1e-5);
+  ExpectNear(ref, x86, 1e-5);
+}
+
+TEST_F(PallasCompiledTest, EndlessWhileLoopStopsAtTheDeadline) {
+  Array x = Put(DType::kF32, {4}, {1, 2, 3, 4});
+  for (Backend backend : {Backend::kReference, Backend::kX86}) {
+    auto f = jit(
+        [](Tracer a) {
+          return pl::pallas_call(
+              [](pl::Ref in, pl::Ref out) {
+                Tracer n = lax::while_loop([](Tracer c) { return c >= 0; },
+                                           [](Tracer c) { return c * 1; },
+                                           lax::scalar(0, DType::kS32));
+                out.store(in.load() + lax::convert_element_type(n, DType::kF32));
+              },
+              {.out_shapes = {{DType::kF32, {4}}}})(a)[0];
+        },
+        {.backend = backend});
+    const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+    absl::StatusOr<Array> got = f.call({x}, RunOptions::WithTimeout(absl::Milliseconds(50)));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
+    if (backend == Backend::kX86) {  // stopped inside the compiled kernel
+      EXPECT_EQ(backends::x86::GetPallasCallStats().compiled, before.compiled + 1);
+    }
+  }
+}
+
 // Equal where both are NaN, else within `tol` relative.
 void ExpectNearOrBothNan(const std::vector<double>& got, const std::vector<double>& want,
                          double tol) {

@@ -1,6 +1,6 @@
 // pallas_call compiled for x86 (backends/x86/pallas_call.h): the compiler's regions, scalar code,
-// loads and stores, control flow and the tile ops run on the backend's kernels; the other op
-// families are compiled in pallas_compile_{gemm,peers,masks}.cc.
+// loads and stores and the tile ops run on the backend's kernels; the other op families are
+// compiled in pallas_compile_{control,gemm,peers,masks}.cc.
 #include "backends/x86/pallas_compiler.h"
 
 #include <algorithm>
@@ -446,6 +446,8 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
       return Cond(op, out);
     case Prim::kForiLoop:
       return ForiLoop(op, out);
+    case Prim::kWhileLoop:
+      return WhileLoop(op, out);
     case Prim::kAxisIndex:
     case Prim::kAxisSize:
       return AxisQuery(op, out);
@@ -597,89 +599,6 @@ absl::Status Compiler::Store(const ir::Op& op, Program& out) {
   out.push_back([=](Frame& f) -> absl::Status {
     ASSIGN_OR_RETURN(View w, window(f));
     CopyView(w, value(f));
-    return absl::OkStatus();
-  });
-  return absl::OkStatus();
-}
-
-absl::Status Compiler::Cond(const ir::Op& op, Program& out) {
-  if (op.operands_size() != 1 || op.results_size() != 0) {
-    return Unsupported("a cond with operands or results");
-  }
-  auto index = ScalarReader(op.operands(0));
-  std::vector<Program> branches(op.cond().branches_size());
-  for (int b = 0; b < op.cond().branches_size(); ++b) {
-    RETURN_IF_ERROR(CompileRegion(op.cond().branches(b), branches[b]));
-  }
-  out.push_back([index, branches = std::move(branches)](Frame& f) {
-    const int64_t n = static_cast<int64_t>(branches.size());
-    return RunProgram(branches[std::clamp<int64_t>(index(f), 0, n - 1)], f);
-  });
-  return absl::OkStatus();
-}
-
-// fori_loop (static bounds): the body's program run upper - lower times, its index and carries
-// in slots of their own (scalars in integer slots, arrays as dense tiles).
-absl::Status Compiler::ForiLoop(const ir::Op& op, Program& out) {
-  const ir::ForiLoopAttrs& loop = op.fori_loop();
-  const ir::Region& body = loop.body();
-  if (body.params_size() != op.operands_size() + 1 ||
-      body.results_size() != op.operands_size() || op.results_size() != op.operands_size()) {
-    return Unsupported("a fori_loop whose carries do not match its operands");
-  }
-  const int index_slot = NewScalar();
-  values_[body.params(0).id()] = {Kind::kScalar, index_slot,
-                                  ir::ShapedType{ir::DType::kS32, {}}};
-  std::vector<Value> carries;
-  std::vector<std::function<int64_t(const Frame&)>> init_scalars;
-  std::vector<std::function<ir::Tensor(Frame&)>> init_tiles;
-  for (int i = 0; i < op.operands_size(); ++i) {
-    const ir::ShapedType t = ir::FromProto(body.params(i + 1).type());
-    if (t.ref || t.future) return Unsupported("a fori_loop carrying refs or futures");
-    const bool scalar = IsScalarType(t);
-    Define(body.params(i + 1).id(), scalar ? Kind::kScalar : Kind::kTile, t);
-    carries.push_back(values_.at(body.params(i + 1).id()));
-    init_scalars.push_back(scalar ? ScalarReader(op.operands(i)) : nullptr);
-    init_tiles.push_back(scalar ? nullptr : TensorReader(op.operands(i)));
-  }
-  Program program;
-  RETURN_IF_ERROR(CompileRegion(body, program));
-  std::vector<std::function<int64_t(const Frame&)>> next_scalars;
-  std::vector<std::function<ir::Tensor(Frame&)>> next_tiles;
-  for (int i = 0; i < body.results_size(); ++i) {
-    const bool scalar = carries[i].kind == Kind::kScalar;
-    next_scalars.push_back(scalar ? ScalarReader(body.results(i)) : nullptr);
-    next_tiles.push_back(scalar ? nullptr : TensorReader(body.results(i)));
-  }
-  for (int i = 0; i < op.results_size(); ++i) values_[op.results(i)] = carries[i];
-  const int64_t lower = loop.lower(), upper = loop.upper();
-  out.push_back([=, program = std::move(program)](Frame& f) -> absl::Status {
-    const size_t n = carries.size();
-    std::vector<int64_t> scalars(n);
-    std::vector<ir::Tensor> tiles(n);
-    auto read = [&](const auto& scalar_readers, const auto& tile_readers) {
-      for (size_t i = 0; i < n; ++i) {
-        if (carries[i].kind == Kind::kScalar) {
-          scalars[i] = scalar_readers[i](f);
-        } else {
-          tiles[i] = tile_readers[i](f);
-        }
-      }
-      // Assigned after all are read: one carry's next value may be another's param.
-      for (size_t i = 0; i < n; ++i) {
-        if (carries[i].kind == Kind::kScalar) {
-          f.scalars[carries[i].slot] = scalars[i];
-        } else {
-          f.tiles[carries[i].slot] = std::move(tiles[i]);
-        }
-      }
-    };
-    read(init_scalars, init_tiles);
-    for (int64_t i = lower; i < upper; ++i) {
-      f.scalars[index_slot] = i;
-      RETURN_IF_ERROR(RunProgram(program, f));
-      read(next_scalars, next_tiles);
-    }
     return absl::OkStatus();
   });
   return absl::OkStatus();

@@ -1,8 +1,9 @@
 // The compiler of a pallas_call kernel into the step programs of backends/x86/pallas_program.h,
 // shared by the files that compile each family of kernel ops: pallas_compile.cc (regions, scalar
-// code, loads and stores, control flow, other tile ops), pallas_compile_gemm.cc (tile dots as
-// GEMM steps), pallas_compile_peers.cc (axis queries, semaphores and DMAs through the kernel's
-// peers) and pallas_compile_masks.cc (selects read through their masks). Internal to the backend.
+// code, loads and stores, other tile ops), pallas_compile_control.cc (cond, fori_loop,
+// while_loop), pallas_compile_gemm.cc (tile dots as GEMM steps), pallas_compile_peers.cc (axis
+// queries, semaphores and DMAs through the kernel's peers) and pallas_compile_masks.cc (selects
+// read through their masks). Internal to the backend.
 #ifndef SHARDJIT_BACKENDS_X86_PALLAS_COMPILER_H_
 #define SHARDJIT_BACKENDS_X86_PALLAS_COMPILER_H_
 
@@ -183,11 +184,20 @@ class Compiler {
 
   absl::Status Store(const ir::Op& op, Program& out);
 
+  // pallas_compile_control.cc: cond (the chosen branch's program on its operands), fori_loop
+  // (static bounds) and while_loop, their params, carries and results in slots of their own.
   absl::Status Cond(const ir::Op& op, Program& out);
-
-  // fori_loop (static bounds): the body's program run upper - lower times, its index and carries
-  // in slots of their own (scalars in integer slots, arrays as dense tiles).
   absl::Status ForiLoop(const ir::Op& op, Program& out);
+  absl::Status WhileLoop(const ir::Op& op, Program& out);
+  // Defines the values `ids` of `types` in slots of their own: s32/pred scalars in integer slots,
+  // arrays as tiles; Unsupported for refs and futures (`what` names the op).
+  absl::StatusOr<std::vector<Value>> DefineSlots(const std::vector<int64_t>& ids,
+                                                 const std::vector<ir::ShapedType>& types,
+                                                 const std::string& what);
+  // A step part that copies the values `sources` into `targets` (all read before any is written:
+  // one may be read for another's slot).
+  std::function<void(Frame&)> CopyInto(const std::vector<Value>& targets,
+                                       const google::protobuf::RepeatedField<int64_t>& sources);
 
   // axis_index / axis_size: where the device running the kernel sits in the run's mesh.
   absl::Status AxisQuery(const ir::Op& op, Program& out);
