@@ -9,6 +9,7 @@
 #include <climits>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -401,6 +402,101 @@ TEST_P(PallasTest, GlobalViewCallOnShardedOperands) {
 // Seed 002's form: mpmd_map of (positions, kernel) pairs. On {x:2,y:2}, row x=0 scales its block
 // by a kernel of 2-row blocks, row x=1 adds its position's row index by a kernel of squeezed
 // rows; both under shard_map-style specs, on both backends.
+// vmap of pallas_call: the batch becomes a leading parallel grid axis. The accumulating matmul
+// batched over x (batch on its axis 1, y shared), over y (x shared) and over both; a kernel that
+// writes program_id / num_programs and an aliased output (its initial values batched too). Each
+// against the kernel applied element by element and against f64.
+TEST_P(PallasTest, VmapAddsALeadingGridAxis) {
+  const int64_t m = 20, k = 24, n = 12, batch = 3;
+  std::vector<double> xv = Ramp(m * batch * k, 0.41, 3), yv = Ramp(batch * k * n, 0.29, 3);
+  Array x = Put(DType::kF32, {m, batch, k}, xv), y = Put(DType::kF32, {batch, k, n}, yv);
+  auto matmul = [&](Tracer a, Tracer b) { return AccumulatingMatmul(m, k, n, 8, 8, 4)(a, b)[0]; };
+  struct Case {
+    std::optional<int64_t> x_axis, y_axis;
+  };
+  for (const Case& c : {Case{1, std::nullopt}, Case{std::nullopt, 0}, Case{1, 0}}) {
+    SCOPED_TRACE(::testing::PrintToString(c.x_axis) + " " + ::testing::PrintToString(c.y_axis));
+    absl::StatusOr<Array> got = jit(
+        [&](Tracer a, Tracer b) {
+          Tracer xs = c.x_axis ? a : lax::slice(a, {0, 0, 0}, {m, 1, k});
+          Tracer ys = c.y_axis ? b : lax::slice(b, {0, 0, 0}, {1, k, n});
+          if (!c.x_axis) xs = lax::reshape(xs, {m, k});
+          if (!c.y_axis) ys = lax::reshape(ys, {k, n});
+          return vmap(matmul, {c.x_axis, c.y_axis})({xs, ys});
+        },
+        {.backend = GetParam()})(x, y);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->shape(), (std::vector<int64_t>{batch, m, n}));
+    std::vector<double> want;
+    for (int64_t e = 0; e < batch; ++e) {
+      const int64_t xe = c.x_axis ? e : 0, ye = c.y_axis ? e : 0;
+      std::vector<double> xs(m * k), ys(yv.begin() + ye * k * n, yv.begin() + (ye + 1) * k * n);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t p = 0; p < k; ++p) xs[i * k + p] = xv[(i * batch + xe) * k + p];
+      }
+      for (double v : MatmulF64(xs, ys, m, k, n)) want.push_back(v);
+    }
+    ExpectNear(got->to_host()->ToDoubles(), want, 1e-5);
+  }
+  // Grid queries see the kernel's own grid; an aliased output starts from its batched input.
+  Array base = Put(DType::kF32, {4, 6}, Ramp(24, 0.5, 1));
+  absl::StatusOr<Array> got = jit(
+      [](Tracer b) {
+        return vmap([](Tracer row) {
+          return pl::pallas_call(
+              [](pl::Ref in, pl::Ref out) {
+                Tracer i = pl::program_id(0);
+                Tracer v = lax::convert_element_type(i * 10 + pl::num_programs(0), DType::kF32);
+                out.store(in.load() + v);
+              },
+              {.out_shapes = {{DType::kF32, {6}}},
+               .grid = {3},
+               .in_specs = {pl::BlockSpec({2}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+               .out_specs = {pl::BlockSpec({2}, [](pl::Idx g) { return pl::Blocks{g[0]}; })},
+               .input_output_aliases = {{0, 0}}})(row)[0];
+        })({b});
+      },
+      {.backend = GetParam()})(base);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<double> in = base.to_host()->ToDoubles();
+  std::vector<double> want(24);
+  for (int64_t r = 0; r < 4; ++r) {
+    for (int64_t c = 0; c < 6; ++c) want[r * 6 + c] = in[r * 6 + c] + (c / 2) * 10 + 3;
+  }
+  ExpectNear(got->to_host()->ToDoubles(), want, 0);
+}
+
+TEST_P(PallasTest, VmapRefusesWhatItCannotBatch) {
+  Array x = Put(DType::kF32, {2, 4}, Ramp(8, 0.5, 1));
+  Array t = Put(DType::kS32, {2, 1}, {0, 0});
+  auto run = [&](auto f, const std::vector<Array>& args) {
+    return jit(f, {.backend = GetParam()}).call(args).status();
+  };
+  // A batched scalar prefetch.
+  absl::Status s = run(
+      [](Tracer table, Tracer a) {
+        return vmap([](Tracer tb, Tracer row) {
+          return pl::pallas_call([](pl::Ref, pl::Ref in, pl::Ref out) { out.store(in.load()); },
+                                 {.out_shapes = {{DType::kF32, {4}}}, .num_scalar_prefetch = 1,
+                                  .name = "copy"})(tb, row)[0];
+        })({table, a});
+      },
+      {t, x});
+  EXPECT_THAT(s.message(), HasSubstr("vmap of pallas_call copy: operand 0 (a grid size or scalar "
+                                     "prefetch) is batched"));
+  // A whole-array ref of a batched operand.
+  s = run(
+      [](Tracer a) {
+        return vmap([](Tracer row) {
+          return pl::pallas_call([](pl::Ref in, pl::Ref out) { out.store(in.load()); },
+                                 {.out_shapes = {{DType::kF32, {4}}},
+                                  .in_specs = {pl::BlockSpec::Any()}})(row)[0];
+        })({a});
+      },
+      {x});
+  EXPECT_THAT(s.message(), HasSubstr("in_specs[0] is a whole-array ref of a batched operand"));
+}
+
 TEST_P(PallasTest, KernelsOfAnMpmdMap) {
   Runtime rt({.num_devices = 4});
   Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});

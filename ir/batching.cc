@@ -340,6 +340,7 @@ absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& regi
       case Prim::kCustomVjpCall: through_regions = batching_internal::BatchCustomVjpCall; break;
       case Prim::kCheckpoint: through_regions = batching_internal::BatchCheckpoint; break;
       case Prim::kShardMap: through_regions = batching_internal::BatchShardMap; break;
+      case Prim::kPallasCall: through_regions = batching_internal::BatchPallasCall; break;
       default: break;
     }
     const bool axis_inside = NamesAxisInside(op, axis_name);

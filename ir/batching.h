@@ -26,8 +26,9 @@ struct BatchedCapture {
 // Emits `region` on `args` (builder ids), arg i batched along `batch_dims[i]` (kNotBatched: the
 // same for every batch element) with batch size `size`: its results, each batched along the
 // dimension given (kNotBatched for results that do not depend on a batched value). Loops, cond,
-// custom_jvp_call, custom_vjp_call and checkpoint are batched through their regions (a cond on a
-// batched index becomes a select of all its branches' results, as in JAX).
+// custom_jvp_call, custom_vjp_call, checkpoint, shard_map and pallas_call are batched through
+// their regions (a cond on a batched index becomes a select of all its branches' results, as in
+// JAX; a pallas_call gets a leading grid axis over the batch, as in Pallas).
 // `axis_name` (optional) names the batch axis for collectives inside (jax.vmap's axis_name):
 // the builder must know it (FunctionBuilder::PushNamedAxis) while `region` was traced.
 absl::StatusOr<BatchedValues> EmitBatched(FunctionBuilder& b, const Region& region,

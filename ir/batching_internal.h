@@ -1,6 +1,6 @@
 // Internal to ir/batching*.cc: the batching of the ops with regions EmitBatched hands over besides
-// loops and cond: those that carry the user's differentiation choices (batching_custom.cc) and
-// shard_map (batching_shard_map.cc).
+// loops and cond: those that carry the user's differentiation choices (batching_custom.cc),
+// shard_map (batching_shard_map.cc) and pallas_call (batching_pallas.cc).
 #ifndef SHARDJIT_IR_BATCHING_INTERNAL_H_
 #define SHARDJIT_IR_BATCHING_INTERNAL_H_
 
@@ -26,6 +26,13 @@ absl::StatusOr<BatchedValues> BatchCustomVjpCall(FunctionBuilder& b, const Op& o
                                                  const std::vector<BatchedCapture>& captures,
                                                  std::string_view axis_name);
 absl::StatusOr<BatchedValues> BatchCheckpoint(FunctionBuilder& b, const Op& op,
+                                              const std::vector<int64_t>& operands,
+                                              const std::vector<int64_t>& dims, int64_t size,
+                                              const std::vector<BatchedCapture>& captures,
+                                              std::string_view axis_name);
+
+// pallas_call (batching_pallas.cc): the batch is a new leading parallel grid axis.
+absl::StatusOr<BatchedValues> BatchPallasCall(FunctionBuilder& b, const Op& op,
                                               const std::vector<int64_t>& operands,
                                               const std::vector<int64_t>& dims, int64_t size,
                                               const std::vector<BatchedCapture>& captures,
