@@ -186,8 +186,20 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
   op.set_opcode("checkpoint");
   ir::CheckpointAttrs& a = *op.mutable_checkpoint();
   a.set_prevent_cse(options.prevent_cse);
-  a.set_policy(options.policy == CheckpointPolicy::kEverythingSaveable ? ir::EVERYTHING_SAVEABLE
-                                                                       : ir::NOTHING_SAVEABLE);
+  switch (options.policy) {
+    case CheckpointPolicy::kNothingSaveable:
+      a.set_policy(ir::NOTHING_SAVEABLE);
+      break;
+    case CheckpointPolicy::kEverythingSaveable:
+      a.set_policy(ir::EVERYTHING_SAVEABLE);
+      break;
+    case CheckpointPolicy::kDotsSaveable:
+      a.set_policy(ir::DOTS_SAVEABLE);
+      break;
+    case CheckpointPolicy::kDotsWithNoBatchDimsSaveable:
+      a.set_policy(ir::DOTS_WITH_NO_BATCH_DIMS_SAVEABLE);
+      break;
+  }
   if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body(),
                    VmasOf(t, args))) {
     return {};

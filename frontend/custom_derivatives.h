@@ -32,9 +32,16 @@ using CustomVjpFwd = std::function<VjpFwdOut(const std::vector<Tracer>& primals)
 using CustomVjpBwd = std::function<std::vector<Tracer>(const std::vector<Tracer>& residuals,
                                                        const std::vector<Tracer>& cotangents)>;
 
-// What jax.checkpoint's backward pass keeps instead of recomputing
-// (jax.checkpoint_policies.nothing_saveable / everything_saveable).
-enum class CheckpointPolicy { kNothingSaveable, kEverythingSaveable };
+// What jax.checkpoint's backward pass keeps instead of recomputing (jax.checkpoint_policies:
+// nothing_saveable, everything_saveable, dots_saveable, dots_with_no_batch_dims_saveable; the
+// dots ones keep the results of the dot_generals of the checkpointed function itself, not of
+// loops or other regions inside it).
+enum class CheckpointPolicy {
+  kNothingSaveable,
+  kEverythingSaveable,
+  kDotsSaveable,
+  kDotsWithNoBatchDimsSaveable,
+};
 struct CheckpointOptions {
   // Keeps common-subexpression elimination from merging the recomputation with the forward
   // pass (an optimization_barrier on the recomputation's inputs), as jax.checkpoint's

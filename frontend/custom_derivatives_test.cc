@@ -281,9 +281,10 @@ int CountAfterCanonicalize(const LoweredBase& lowered, const std::string& opcode
     if (s.pass == "canonicalize") break;
   }
   int count = 0;
-  for (size_t at = text.find("= " + opcode + " "); at != std::string::npos;
-       at = text.find("= " + opcode + " ", at + 1)) {
-    ++count;
+  for (size_t at = text.find("= " + opcode); at != std::string::npos;
+       at = text.find("= " + opcode, at + 1)) {
+    const char next = text[at + 2 + opcode.size()];
+    count += next == ' ' || next == '[';  // the op itself, not another one it prefixes
   }
   return count;
 }
@@ -298,15 +299,18 @@ TEST_P(CustomDerivativesTest, CheckpointRecomputesInTheBackwardPass) {
   };
   Array x = Put({3, 5}, Random(15, 7)), w = Put({5, 2}, Random(10, 8));
   std::vector<std::vector<double>> grads;
-  std::vector<int> sines, barriers;
+  std::vector<int> sines, barriers, dots;
   for (const auto& f : std::vector<std::function<Tracer(Tracer, Tracer)>>{
            loss(body), loss(remat_body({})), loss(remat_body({.prevent_cse = false})),
-           loss(remat_body({.policy = CheckpointPolicy::kEverythingSaveable}))}) {
+           loss(remat_body({.policy = CheckpointPolicy::kEverythingSaveable})),
+           loss(remat_body({.policy = CheckpointPolicy::kDotsSaveable})),
+           loss(remat_body({.policy = CheckpointPolicy::kDotsWithNoBatchDimsSaveable}))}) {
     auto g = jit(value_and_grad(f, {0, 1}), Options());
     absl::StatusOr<LoweredBase> lowered = g.lower(x, w);
     ASSERT_TRUE(lowered.ok()) << lowered.status();
     sines.push_back(CountAfterCanonicalize(*lowered, "sin"));
     barriers.push_back(CountAfterCanonicalize(*lowered, "optimization_barrier"));
+    dots.push_back(CountAfterCanonicalize(*lowered, "dot_general"));
     absl::StatusOr<std::vector<Array>> out = g(x, w);
     ASSERT_TRUE(out.ok()) << out.status();
     std::vector<double> flat = (*out)[1].to_host()->ToDoubles();
@@ -315,14 +319,45 @@ TEST_P(CustomDerivativesTest, CheckpointRecomputesInTheBackwardPass) {
     grads.push_back(flat);
   }
   // The forward pass's two sines (the value is a result); checkpoint recomputes the inner one
-  // (the outer one's result is not needed) behind one barrier; without prevent_cse the
-  // recomputation merges with the forward pass; everything_saveable is no checkpoint at all.
-  EXPECT_EQ(sines, (std::vector<int>{2, 3, 2, 2}));
-  EXPECT_EQ(barriers, (std::vector<int>{0, 1, 0, 0}));
+  // (the outer one's result is not needed) and the product behind one barrier; without
+  // prevent_cse the recomputation merges with the forward pass; everything_saveable is no
+  // checkpoint at all; the dots policies keep the product (forward, plus the two products of the
+  // backward pass) and recompute the sine from it.
+  EXPECT_EQ(sines, (std::vector<int>{2, 3, 2, 2, 3, 3}));
+  EXPECT_EQ(barriers, (std::vector<int>{0, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(dots, (std::vector<int>{3, 4, 3, 3, 3, 3}));
   for (size_t k = 1; k < grads.size(); ++k) {
     ASSERT_EQ(grads[k].size(), grads[0].size());
     for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_NEAR(grads[k][i], grads[0][i], 1e-12);
   }
+}
+
+TEST_P(CustomDerivativesTest, DotsWithNoBatchDimsSaveableRecomputesBatchedProducts) {
+  // A batched product (jnp.matmul of 3-D arrays: one batch dimension): dots_saveable keeps it,
+  // dots_with_no_batch_dims_saveable recomputes it; the gradients agree.
+  auto body = [](Tracer x, Tracer w) { return lax::sin(jnp::matmul(x, w)); };
+  Array x = Put({2, 3, 4}, Random(24, 9)), w = Put({2, 4, 5}, Random(40, 10));
+  std::vector<int> dots;
+  std::vector<std::vector<double>> grads;
+  for (CheckpointPolicy policy :
+       {CheckpointPolicy::kDotsSaveable, CheckpointPolicy::kDotsWithNoBatchDimsSaveable}) {
+    auto loss = [body, policy](Tracer a, Tracer b) {
+      return lax::reduce_sum(checkpoint(body, {.policy = policy})({a, b}), {0, 1, 2});
+    };
+    // The value too: the forward product is needed then, saved or not.
+    auto g = jit(value_and_grad(loss, {0, 1}), Options());
+    absl::StatusOr<LoweredBase> lowered = g.lower(x, w);
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    dots.push_back(CountAfterCanonicalize(*lowered, "dot_general"));
+    absl::StatusOr<std::vector<Array>> out = g(x, w);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<double> flat = (*out)[1].to_host()->ToDoubles();
+    for (double v : (*out)[2].to_host()->ToDoubles()) flat.push_back(v);
+    grads.push_back(flat);
+  }
+  EXPECT_EQ(dots, (std::vector<int>{3, 4}));
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_NEAR(grads[0][i], grads[1][i], 1e-12);
 }
 
 TEST_P(CustomDerivativesTest, CheckpointInLoopsWithClosuresMatchesDifferences) {

@@ -95,6 +95,82 @@ TEST_P(LaxMathTest, RotationWithSinAndCosInOneFusion) {
   }
 }
 
+TEST_P(LaxMathTest, MatmulFollowsNumpy) {
+  // jnp.matmul over every rank pairing numpy defines: matrices, vector-matrix, matrix-vector,
+  // vector-vector, stacks with equal and broadcast leading dimensions; against f64 loops.
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  auto put = [&](std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return *device_put(HostTensor(DType::kF32, shape, Values(n, -1.5, 2.0)),
+                       NamedSharding(mesh, P()));
+  };
+  struct Case {
+    std::vector<int64_t> a, b, out;
+  };
+  const Case cases[] = {{{3, 4}, {4, 5}, {3, 5}},          {{4}, {4, 5}, {5}},
+                        {{3, 4}, {4}, {3}},                {{4}, {4}, {}},
+                        {{2, 3, 4}, {2, 4, 5}, {2, 3, 5}}, {{2, 1, 3, 4}, {3, 4, 5}, {2, 3, 3, 5}},
+                        {{2, 3, 4}, {4, 5}, {2, 3, 5}},    {{4}, {2, 4, 5}, {2, 5}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.a) + " @ " + ::testing::PrintToString(c.b));
+    Array a = put(c.a), b = put(c.b);
+    absl::StatusOr<Array> out = jit([](Tracer x, Tracer y) { return jnp::matmul(x, y); },
+                                    {.backend = GetParam()})(a, b);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->shape(), c.out);
+    // f64: promote vectors to matrices, broadcast the stacks, multiply, drop the added dims.
+    auto as_stack = [](std::vector<int64_t> s, bool lhs) {
+      if (s.size() == 1) s.insert(lhs ? s.begin() : s.end(), 1);
+      return s;
+    };
+    const std::vector<int64_t> sa = as_stack(c.a, true), sb = as_stack(c.b, false);
+    const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+    const std::vector<double> av = a.to_host()->ToDoubles(), bv = b.to_host()->ToDoubles();
+    const std::vector<int64_t> ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+    const size_t nb = std::max(ba.size(), bb.size());
+    std::vector<int64_t> batch(nb);
+    for (size_t i = 0; i < nb; ++i) {
+      const int64_t x = i + ba.size() >= nb ? ba[i + ba.size() - nb] : 1;
+      const int64_t y = i + bb.size() >= nb ? bb[i + bb.size() - nb] : 1;
+      batch[i] = std::max(x, y);
+    }
+    // The stack of an operand with batch dims `own` at the output's batch index `at`.
+    auto stack_of = [&](const std::vector<int64_t>& own, const std::vector<int64_t>& at) {
+      int64_t flat = 0;
+      for (size_t i = 0; i < own.size(); ++i) {
+        flat = flat * own[i] + (own[i] == 1 ? 0 : at[i + nb - own.size()]);
+      }
+      return flat;
+    };
+    const std::vector<double> got = out->to_host()->ToDoubles();
+    const int64_t stacks = static_cast<int64_t>(got.size()) / (m * n);
+    for (int64_t s = 0; s < stacks; ++s) {
+      std::vector<int64_t> at(nb);
+      for (int64_t i = static_cast<int64_t>(nb) - 1, rest = s; i >= 0; --i) {
+        at[i] = rest % batch[i];
+        rest /= batch[i];
+      }
+      const int64_t sa_i = stack_of(ba, at), sb_i = stack_of(bb, at);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            want += av[(sa_i * m + i) * k + p] * bv[(sb_i * k + p) * n + j];
+          }
+          EXPECT_NEAR(got[(s * m + i) * n + j], want, 1e-5 * (1 + std::abs(want)));
+        }
+      }
+    }
+  }
+  absl::StatusOr<Array> bad = jit([](Tracer x, Tracer y) { return jnp::matmul(x, y); },
+                                  {.backend = GetParam()})(put({2, 3, 4}), put({3, 4, 5}));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("matmul: the batch dimensions of f32[2,3,4] and f32[3,4,5] do not "
+                        "broadcast together"));
+}
+
 TEST_P(LaxMathTest, BitsAndIsFinite) {
   Runtime rt({.num_devices = 2});
   Mesh mesh = *make_mesh(rt, {{"x", 2}});

@@ -402,7 +402,63 @@ Tracer dot_general(Tracer lhs, Tracer rhs, DotDims dims, DType preferred_element
 namespace jnp {
 
 Tracer matmul(Tracer lhs, Tracer rhs, Loc loc) {
-  return lax::dot_general(lhs, rhs, DotDims{{1}, {0}}, DType::kInvalid, loc);
+  if (!lhs.valid() || !rhs.valid()) return Tracer();
+  const int64_t lr = lhs.rank(), rr = rhs.rank();
+  if (lr == 0 || rr == 0) {
+    lhs.state()->RecordError(
+        absl::InvalidArgumentError(fmt::format(
+            "matmul: input operand {} must have ndim at least 1, but it has ndim 0; operands {}, "
+            "{}", lr == 0 ? 0 : 1, lhs.type().ToString(), rhs.type().ToString())),
+        loc);
+    return Tracer();
+  }
+  if (lr == 1 && rr == 1) {
+    return lax::dot_general(lhs, rhs, DotDims{{0}, {0}}, DType::kInvalid, loc);
+  }
+  // A vector operand is a matrix of one row (lhs) or column (rhs), that dimension dropped after.
+  if (lr == 1 || rr == 1) {
+    Tracer l = lr == 1 ? lax::reshape(lhs, {1, lhs.shape()[0]}, loc) : lhs;
+    Tracer r = rr == 1 ? lax::reshape(rhs, {rhs.shape()[0], 1}, loc) : rhs;
+    Tracer out = matmul(l, r, loc);
+    if (!out.valid()) return out;
+    std::vector<int64_t> dims = out.shape();
+    dims.erase(dims.end() - (lr == 1 ? 2 : 1));
+    return lax::reshape(out, dims, loc);
+  }
+  if (lr == 2 && rr == 2) {
+    return lax::dot_general(lhs, rhs, DotDims{{1}, {0}}, DType::kInvalid, loc);
+  }
+  // Stacks of matrices: the leading dimensions broadcast against each other (numpy's rules),
+  // then one batched product.
+  const std::vector<int64_t> ls(lhs.shape().begin(), lhs.shape().end() - 2);
+  const std::vector<int64_t> rs(rhs.shape().begin(), rhs.shape().end() - 2);
+  const size_t nb = std::max(ls.size(), rs.size());
+  std::vector<int64_t> batch(nb);
+  for (size_t i = 0; i < nb; ++i) {
+    const int64_t a = i + ls.size() >= nb ? ls[i + ls.size() - nb] : 1;
+    const int64_t c = i + rs.size() >= nb ? rs[i + rs.size() - nb] : 1;
+    if (a != c && a != 1 && c != 1) {
+      lhs.state()->RecordError(
+          absl::InvalidArgumentError(fmt::format(
+              "matmul: the batch dimensions of {} and {} do not broadcast together",
+              lhs.type().ToString(), rhs.type().ToString())),
+          loc);
+      return Tracer();
+    }
+    batch[i] = a == 1 ? c : a;
+  }
+  auto full = [&](Tracer x) {
+    std::vector<int64_t> shape = batch;
+    shape.insert(shape.end(), x.shape().end() - 2, x.shape().end());
+    return shape == x.shape() ? x : broadcast_to(x, shape, loc);
+  };
+  const int64_t n = static_cast<int64_t>(nb);
+  DotDims dims{{n + 1}, {n}};
+  for (int64_t i = 0; i < n; ++i) {
+    dims.lhs_batch.push_back(i);
+    dims.rhs_batch.push_back(i);
+  }
+  return lax::dot_general(full(lhs), full(rhs), dims, DType::kInvalid, loc);
 }
 
 }  // namespace jnp

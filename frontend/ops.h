@@ -170,7 +170,10 @@ namespace jnp {
 
 // jnp.broadcast_to: numpy-style broadcast of x to `shape` (trailing dims aligned).
 Tracer broadcast_to(Tracer x, std::vector<int64_t> shape, Loc loc = Loc::current());
-// jnp.matmul for rank-2 operands: contracts lhs dim 1 with rhs dim 0.
+// jnp.matmul: numpy's matmul. Matrices multiply; a vector operand acts as a matrix of one row
+// (lhs) or column (rhs), that dimension dropped from the result; two vectors give their dot
+// product; stacks of matrices (rank > 2) multiply pairwise, their leading dimensions broadcast
+// against each other.
 Tracer matmul(Tracer lhs, Tracer rhs, Loc loc = Loc::current());
 
 }  // namespace jnp

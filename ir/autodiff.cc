@@ -22,7 +22,8 @@ namespace autodiff_internal {
 absl::StatusOr<std::vector<int64_t>> WalkJvp(
     FunctionBuilder& b, AdEmitter& e, const Region& region, const std::vector<int64_t>& primals,
     const std::vector<CapturedValue>& captures, bool linearizing,
-    std::unordered_map<int64_t, int64_t>& tangent, std::vector<int64_t>* result_tangents) {
+    std::unordered_map<int64_t, int64_t>& tangent, std::vector<int64_t>* result_tangents,
+    const std::unordered_map<int64_t, int64_t>* saved) {
   if (primals.size() != static_cast<size_t>(region.params_size())) {
     return absl::InvalidArgumentError(fmt::format(
         "autodiff: the region takes {} values, got {}", region.params_size(), primals.size()));
@@ -93,7 +94,7 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
                                      "function.");
           break;
         case Prim::kCheckpoint:  // remat in reverse mode; the body itself otherwise
-          status = linearizing && op.checkpoint().policy() == NOTHING_SAVEABLE
+          status = linearizing && op.checkpoint().policy() != EVERYTHING_SAVEABLE
                        ? CheckpointLinearize(b, e, op, operands, tangents, captures, &results,
                                              &out)
                        : CheckpointInline(b, e, op, operands, tangents, captures, linearizing,
@@ -125,7 +126,12 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
       }
       if (float_result) return NoRule("Differentiation", op);
     }
-    ASSIGN_OR_RETURN(std::vector<int64_t> results, b.AddOp(std::move(copy), operands));
+    std::vector<int64_t> results;
+    if (saved != nullptr && op.results_size() > 0 && saved->count(op.results(0)) > 0) {
+      for (int64_t r : op.results()) results.push_back(saved->at(r));
+    } else {
+      ASSIGN_OR_RETURN(results, b.AddOp(std::move(copy), operands));
+    }
     for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
     if (!any_tangent) continue;
     bool float_result = false;
@@ -345,10 +351,10 @@ Linearized::Linearized(Linearized&&) = default;
 Linearized& Linearized::operator=(Linearized&&) = default;
 Linearized::~Linearized() = default;
 
-absl::StatusOr<Linearized> Linearized::Linearize(FunctionBuilder& b, const Region& region,
-                                                 const std::vector<int64_t>& primals,
-                                                 const std::vector<bool>& wrt,
-                                                 const std::vector<CapturedValue>& captures) {
+absl::StatusOr<Linearized> Linearized::Linearize(
+    FunctionBuilder& b, const Region& region, const std::vector<int64_t>& primals,
+    const std::vector<bool>& wrt, const std::vector<CapturedValue>& captures,
+    const std::unordered_map<int64_t, int64_t>& saved) {
   if (wrt.size() != primals.size()) {
     return absl::InvalidArgumentError("linearize: one wrt flag per primal");
   }
@@ -383,7 +389,7 @@ absl::StatusOr<Linearized> Linearized::Linearize(FunctionBuilder& b, const Regio
   }
   AdEmitter e(b, lin.tape_.get());
   ASSIGN_OR_RETURN(lin.results_, WalkJvp(b, e, region, primals, captures, /*linearizing=*/true,
-                                         tangent, &lin.result_tangents_));
+                                         tangent, &lin.result_tangents_, &saved));
   return lin;
 }
 

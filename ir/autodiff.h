@@ -121,11 +121,12 @@ class Linearized {
  public:
   // `wrt[i]`: differentiate with respect to primal i (floating dtypes only); `captures`: values
   // the region reads from outside, those with `wrt` differentiated too (their cotangents follow
-  // the primals' in Transpose's result).
-  static absl::StatusOr<Linearized> Linearize(FunctionBuilder& b, const Region& region,
-                                              const std::vector<int64_t>& primals,
-                                              const std::vector<bool>& wrt,
-                                              const std::vector<CapturedValue>& captures = {});
+  // the primals' in Transpose's result); `saved`: results of the region's own ops available as
+  // these builder ids (not recomputed, as a checkpoint policy keeps them).
+  static absl::StatusOr<Linearized> Linearize(
+      FunctionBuilder& b, const Region& region, const std::vector<int64_t>& primals,
+      const std::vector<bool>& wrt, const std::vector<CapturedValue>& captures = {},
+      const std::unordered_map<int64_t, int64_t>& saved = {});
   Linearized(Linearized&&);
   Linearized& operator=(Linearized&&);
   ~Linearized();

@@ -12,6 +12,7 @@
 #include "ir/autodiff.h"
 #include "ir/autodiff_internal.h"
 #include "ir/dtype.h"
+#include "ir/prim.h"
 #include "ir/regions.h"
 
 namespace shardjit::ir::autodiff_internal {
@@ -202,8 +203,23 @@ absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                                  std::vector<int64_t>* results,
                                  std::vector<int64_t>* result_tangents) {
   const CheckpointAttrs& a = op.checkpoint();
+  // The results of the body's own ops the policy keeps: emitted as extra results of the forward
+  // pass and read, not recomputed, by the backward one.
+  std::vector<int64_t> saved_ids;
+  for (const Op& inner : a.body().ops()) {
+    const bool dot = PrimOf(inner) == Prim::kDotGeneral;
+    if ((a.policy() == DOTS_SAVEABLE && dot) ||
+        (a.policy() == DOTS_WITH_NO_BATCH_DIMS_SAVEABLE && dot &&
+         inner.dot_general().lhs_batch_dims_size() == 0)) {
+      saved_ids.push_back(inner.results(0));
+    }
+  }
+  Region forward = a.body();
+  for (int64_t id : saved_ids) forward.add_results(id);
   AdEmitter primal_emitter(b);
-  ASSIGN_OR_RETURN(*results, EmitRegion(primal_emitter, a.body(), operands, captures));
+  ASSIGN_OR_RETURN(*results, EmitRegion(primal_emitter, forward, operands, captures));
+  const std::vector<int64_t> saved_values(results->end() - saved_ids.size(), results->end());
+  results->resize(results->size() - saved_ids.size());
   // The tape op reads the inputs only; its transpose recomputes the body from them.
   std::vector<int64_t> linear_operands;
   std::vector<bool> wrt;
@@ -222,16 +238,20 @@ absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   FloatResults(b, *results, &tangent_of, &tangent_types);
   std::vector<int64_t> reads = operands;
   for (const CapturedValue& c : inner) reads.push_back(c.value);
+  reads.insert(reads.end(), saved_values.begin(), saved_values.end());
   const Region body = a.body();
   const size_t num_results = results->size();
   AdEmitter::CustomTranspose transpose =
-      [body, operands, inner, wrt, tangent_of, num_results, prevent_cse = a.prevent_cse()](
+      [body, operands, inner, wrt, tangent_of, num_results, saved_ids, saved_values,
+       prevent_cse = a.prevent_cse()](
           FunctionBuilder& tb, const std::vector<int64_t>& cts,
           const std::function<int64_t(int64_t)>& primal)
       -> absl::StatusOr<std::vector<int64_t>> {
+    // What the recomputation starts from: the inputs and the kept values, behind one barrier.
     std::vector<int64_t> inputs;
     for (int64_t x : operands) inputs.push_back(primal(x));
     for (const CapturedValue& c : inner) inputs.push_back(primal(c.value));
+    for (int64_t v : saved_values) inputs.push_back(primal(v));
     if (prevent_cse && !inputs.empty()) {
       ASSIGN_OR_RETURN(inputs, tb.AddOp(Named("optimization_barrier"), inputs));
     }
@@ -239,7 +259,11 @@ absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                               inputs.begin() + static_cast<std::ptrdiff_t>(operands.size()));
     std::vector<CapturedValue> caps = inner;
     for (size_t k = 0; k < caps.size(); ++k) caps[k].value = inputs[operands.size() + k];
-    ASSIGN_OR_RETURN(Linearized lin, Linearized::Linearize(tb, body, args, wrt, caps));
+    std::unordered_map<int64_t, int64_t> saved;
+    for (size_t k = 0; k < saved_ids.size(); ++k) {
+      saved[saved_ids[k]] = inputs[operands.size() + caps.size() + k];
+    }
+    ASSIGN_OR_RETURN(Linearized lin, Linearized::Linearize(tb, body, args, wrt, caps, saved));
     std::vector<int64_t> result_cts(num_results, kZero);
     for (size_t k = 0; k < tangent_of.size(); ++k) result_cts[tangent_of[k]] = cts[k];
     ASSIGN_OR_RETURN(std::vector<int64_t> input_cts, lin.Transpose(tb, result_cts));

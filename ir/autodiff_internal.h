@@ -48,10 +48,13 @@ absl::Status NoRule(std::string_view kind, const Op& op);
 // tangents (absent: zero); `captures` are the enclosing values the region reads. While
 // linearizing (`linearizing`), a rule's tangent that is not a tape value does not depend on the
 // input tangents: zero.
+// `saved` (optional) maps results of the region's own ops to builder ids that stand for them: such
+// an op is not re-emitted, only differentiated.
 absl::StatusOr<std::vector<int64_t>> WalkJvp(
     FunctionBuilder& b, AdEmitter& e, const Region& region, const std::vector<int64_t>& primals,
     const std::vector<CapturedValue>& captures, bool linearizing,
-    std::unordered_map<int64_t, int64_t>& tangent, std::vector<int64_t>* result_tangents);
+    std::unordered_map<int64_t, int64_t>& tangent, std::vector<int64_t>* result_tangents,
+    const std::unordered_map<int64_t, int64_t>* saved = nullptr);
 
 // The ops with regions, differentiated through them (autodiff_regions.cc): their results and
 // their results' tangents (kZero where zero). Forward mode (the Jvp ones) emits tangents into
