@@ -7,6 +7,7 @@
 #include "base/status_macros.h"
 #include "ir/async.h"
 #include "ir/prim.h"
+#include "ir/regions.h"
 #include "ir/verifier.h"
 #include "passes/collective_fusion_internal.h"
 #include "passes/dce.h"
@@ -55,7 +56,9 @@ class Matcher {
 
   void Region(const ir::Region& region) {
     for (const ir::Op& op : region.ops()) {
-      if (op.has_fori_loop()) Region(op.fori_loop().body());
+      if (op.has_fori_loop() || op.has_while_loop() || op.has_cond()) {
+        for (const ir::Region* r : ir::Regions(op)) Region(*r);
+      }
       if (options_.fold_gather_slice && op.has_all_gather()) FoldGatherSlice(op);
       if (ir::PrimOf(op) != ir::Prim::kDotGeneral || claimed_.count(op.results(0))) continue;
       if (options_.all_gather_matmul && GatherRing(op)) continue;

@@ -83,6 +83,24 @@ TEST(CollectiveFusionTest, GatheredRowsBecomeAUnidirectionalRingOnTwoDevices) {
                    "p"));
 }
 
+TEST(CollectiveFusionTest, RingsInsideBranches) {
+  // The gathered product inside a cond branch becomes the ring there; the other branch is kept.
+  const std::string body =
+      "    p:s32[] = axis_index[axes=(i)]\n"
+      "    r:f32[8,3] = cond[branches=({ lambda ; x:f32[4,5] y:f32[5,3]. let\n"
+      "          z:f32[8,3] = constant[dtype=f32 shape=(8,3) value=(0)]\n"
+      "        in (z) },{ lambda ; u:f32[4,5] v:f32[5,3]. let\n"
+      "          c:f32[8,5] = all_gather[axes=(i) axis=0 tiled=True] u\n"
+      "          d:f32[8,3] = dot_general[lhs_contracting_dims=(1) rhs_contracting_dims=(0) "
+      "preferred_element_type=f32] c v\n"
+      "        in (d) })] p a b\n";
+  const std::string out =
+      Fused(Module("i:2", "0,1", "P(i),P()", "a:f32[4,5] b:f32[5,3]", body, "r"), Always());
+  EXPECT_EQ(Count(out, "ppermute_start"), 1) << out;
+  EXPECT_EQ(Count(out, "dot_accumulate"), 2) << out;
+  EXPECT_THAT(out, Not(HasSubstr("all_gather"))) << out;
+}
+
 TEST(CollectiveFusionTest, LargerGroupsGetABidirectionalRing) {
   const std::string text = Fused(
       Module("i:5", "0,1,2,3,4", "P(i),P()", "a:f32[4,5] b:f32[5,3]",

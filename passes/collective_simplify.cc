@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "ir/dtype.h"
 #include "ir/prim.h"
+#include "ir/regions.h"
 #include "ir/sharding.h"
 #include "ir/verifier.h"
 #include "passes/collective_simplify_internal.h"
@@ -29,7 +30,10 @@ class Matcher {
 
   void Region(const ir::Region& region) {
     for (const ir::Op& op : region.ops()) {
-      if (op.has_fori_loop()) Region(op.fori_loop().body());
+      // Loop bodies and branches: rewrites stay inside them (values they return escape).
+      if (op.has_fori_loop() || op.has_while_loop() || op.has_cond()) {
+        for (const ir::Region* r : ir::Regions(op)) Region(*r);
+      }
       if (op.has_all_reduce() && op.all_reduce().axis_index_groups().empty() &&
           facts_.Size(op.all_reduce().axes()) > 1) {
         if (options_.reduce_invariant && ReduceInvariant(op)) continue;

@@ -94,6 +94,49 @@ TEST(CollectiveSimplifyTest, PsumThenOwnBlockBecomesPsumScatter) {
   ExpectSameNumbers(kPsumSlice);
 }
 
+// The same pattern inside a cond branch and inside a while_loop body: rewritten there too.
+const std::string kPsumSliceInBranchAndLoop =
+    X2("P(x), P()", "P(x), P(x)") +
+    "func main = { lambda ; a:f32[8,4] p:s32[]. let\n"
+    "    r:f32[4,4] = cond[branches=({ lambda ; b:f32[8,4]. let\n"
+    "          c:f32[4,4] = slice[start_indices=(0,0) limit_indices=(4,4)] b\n"
+    "        in (c) },{ lambda ; d:f32[8,4]. let\n"
+    "          e:f32[8,4] = psum[axes=(x)] d\n"
+    "          f:s32[] = axis_index[axes=(x)]\n"
+    "          g:s32[] = constant[dtype=s32 value=(4)]\n"
+    "          h:s32[] = mul f g\n"
+    "          i:s32[] = constant[dtype=s32 value=(0)]\n"
+    "          j:f32[4,4] = dynamic_slice[slice_sizes=(4,4)] e h i\n"
+    "        in (j) })] p a\n"
+    "    w:f32[8,4] = while_loop[cond={ lambda ; k:f32[8,4]. let\n"
+    "          ka:f32[8,4] = abs k\n"
+    "          l:f32[] = reduce_sum[axes=(0,1)] ka\n"
+    "          m:f32[] = constant[dtype=f32 value=(1000)]\n"
+    "          n:pred[] = compare[direction=LT] l m\n"
+    "        in (n) } body={ lambda ; o:f32[8,4]. let\n"
+    "          q:f32[8,4] = psum[axes=(x)] o\n"
+    "          s:s32[] = axis_index[axes=(x)]\n"
+    "          t:s32[] = constant[dtype=s32 value=(4)]\n"
+    "          u:s32[] = mul s t\n"
+    "          v:s32[] = constant[dtype=s32 value=(0)]\n"
+    "          x:f32[4,4] = dynamic_slice[slice_sizes=(4,4)] q u v\n"
+    "          y:f32[8,4] = concatenate[dimension=0] x x\n"
+    "          z:f32[8,4] = add y o\n"
+    "        in (z) }] a\n"
+    "  in (r, w) }\n";
+
+TEST(CollectiveSimplifyTest, RewritesInsideBranchesAndWhileLoops) {
+  const std::string out = Simplified(kPsumSliceInBranchAndLoop);
+  int scatters = 0;
+  for (size_t at = out.find("psum_scatter"); at != std::string::npos;
+       at = out.find("psum_scatter", at + 1)) {
+    ++scatters;
+  }
+  EXPECT_EQ(scatters, 2) << out;
+  EXPECT_EQ(out.find("= psum["), std::string::npos) << out;
+  ExpectSameNumbers(kPsumSliceInBranchAndLoop);
+}
+
 // Tuple axes, the block along dimension 1, the constant on the left of the mul.
 const std::string kPsumSliceTuple = X2Y2("P(x,y)", "P(None,(x,y))") +
                                     "func main = { lambda ; a:f32[3,8]. let\n"
