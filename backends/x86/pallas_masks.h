@@ -1,4 +1,4 @@
-// Masks a compiled kernel builds from iotas and scalars (backends/x86/pallas_compile.cc): a pred
+// Masks a compiled kernel builds from iotas and scalars (backends/x86/pallas_compiler.h): a pred
 // tile that holds where every condition `iota_d + offsets <direction> bound` holds, each on one
 // dimension. Knowing a mask symbolically lets the compiler run `select(mask, block, 0)` feeding a
 // dot as a GEMM over the mask's depth, and a store of `select(mask, v, old contents)` as a copy

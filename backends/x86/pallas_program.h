@@ -1,6 +1,6 @@
 // The compiled form of a pallas_call on x86 (backends/x86/pallas_call.h): the strided views
 // blocks are read through, the per-thread state of a running grid, the step programs the kernel
-// and its index maps compile to (backends/x86/pallas_compile.cc) and the grid loop that runs them
+// and its index maps compile to (backends/x86/pallas_compiler.h) and the grid loop that runs them
 // (backends/x86/pallas_program.cc). Internal to the backend.
 #ifndef SHARDJIT_BACKENDS_X86_PALLAS_PROGRAM_H_
 #define SHARDJIT_BACKENDS_X86_PALLAS_PROGRAM_H_
