@@ -3,7 +3,10 @@ process per mesh) and on shardjit (the bench/decoder_block binary), in one run, 
 per case with the ratio XLA / shardjit (above 1: shardjit is faster).
 
   python3 bench/xla_compare_decoder.py --decoder-block=PATH [--meshes=2x2,4x4]
-      [--shapes=serving,decode]
+      [--shapes=serving,decode] [--grad]
+
+With --grad both time value_and_grad of the sum of the block's squared output with respect to
+its nine weights (a training step's forward and backward).
 """
 
 import argparse
@@ -27,7 +30,9 @@ def main():
     p.add_argument("--decoder-block", required=True)
     p.add_argument("--meshes", default="2x2,4x4")
     p.add_argument("--shapes", default="serving,decode")
+    p.add_argument("--grad", action="store_true")
     args = p.parse_args()
+    grad = ["--grad"] if args.grad else []
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "xla_decoder.py")
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores")
     rows = []
@@ -35,14 +40,15 @@ def main():
         runs, warmup = RUNS[shape]
         for mesh in args.meshes.split(","):
             ours = run([args.decoder_block, f"--meshes={mesh}", f"--shape={shape}",
-                        f"--runs={runs}", f"--warmup={warmup}"])[0]
+                        f"--runs={runs}", f"--warmup={warmup}"] + grad)[0]
             theirs = run([sys.executable, script, f"--mesh={mesh}", f"--shape={shape}",
-                          f"--runs={runs}", f"--warmup={warmup}"])[0]
+                          f"--runs={runs}", f"--warmup={warmup}"] + grad)[0]
             rows.append((shape, mesh, ours, theirs))
     print(f"XLA-CPU: jax {rows[0][3]['jax'] if rows else '?'}; times in ms, median (p90); "
           "ratio = XLA median / shardjit median")
     print("shapes: serving = batch 8, sequence 512; decode = batch 1, sequence 16; model 1024, "
-          "16 heads of 64, SwiGLU 2816; f32")
+          "16 heads of 64, SwiGLU 2816; f32" +
+          ("; value_and_grad with respect to the weights" if args.grad else ""))
     print(f"{'shape':8} {'mesh':5} {'shardjit':>18} {'XLA-CPU':>18} {'ratio':>7} "
           f"{'compile: ours':>14} {'XLA':>8}")
     for shape, mesh, o, t in rows:

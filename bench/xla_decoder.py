@@ -2,7 +2,9 @@
 
 Run by scripts/bench_xla.sh (decoder) inside its private virtual environment, one process per
 mesh. f32; the batch (for a batch of one, the sequence) over x, heads and MLP units over y; jit
-partitions the block from the arguments' shardings. Prints one JSON object:
+partitions the block from the arguments' shardings. With --grad, times value_and_grad of the
+sum of the block's squared output with respect to its nine weights (as decoder_block --grad).
+Prints one JSON object:
 {"mesh": "2x2", "shape": "serving", "median_ms": ..., "p90_ms": ..., "compile_ms": ..., "jax": ...}.
 """
 
@@ -18,6 +20,7 @@ def parse_args():
     p.add_argument("--shape", default="serving", choices=["serving", "decode"])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--grad", action="store_true")
     return p.parse_args()
 
 
@@ -80,16 +83,23 @@ rng = np.random.default_rng(0)
 arrays = [jax.device_put((rng.standard_normal(s) * c).astype(np.float32), NamedSharding(mesh, p))
           for s, c, p in zip(shapes, scales, specs)]
 
+def loss(x, *weights):
+    y = decoder_block(x, *weights)
+    return jnp.sum(y * y)
+
+
+program = jax.value_and_grad(loss, argnums=tuple(range(1, 10))) if args.grad else decoder_block
 start = time.perf_counter()
-compiled = jax.jit(decoder_block).lower(*arrays).compile()
+compiled = jax.jit(program).lower(*arrays).compile()
 compile_ms = (time.perf_counter() - start) * 1e3
 times = []
 for i in range(args.warmup + args.runs):
     start = time.perf_counter()
-    compiled(*arrays).block_until_ready()
+    jax.block_until_ready(compiled(*arrays))
     if i >= args.warmup:
         times.append((time.perf_counter() - start) * 1e3)
 times.sort()
-print(json.dumps({"mesh": args.mesh, "shape": args.shape, "median_ms": times[len(times) // 2],
+print(json.dumps({"mesh": args.mesh, "shape": args.shape, "grad": args.grad,
+                  "median_ms": times[len(times) // 2],
                   "p90_ms": times[min(len(times) - 1, len(times) * 9 // 10)],
                   "compile_ms": compile_ms, "jax": jax.__version__}))
