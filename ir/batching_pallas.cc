@@ -110,10 +110,13 @@ absl::StatusOr<BatchedValues> BatchPallasCall(FunctionBuilder& b, const Op& op,
   c.clear_grid();
   c.add_grid(size);
   for (int64_t g : a.grid()) c.add_grid(g);
-  if (a.dimension_semantics_size() > 0) {
-    c.clear_dimension_semantics();
-    c.add_dimension_semantics(PARALLEL);
-    for (int s : a.dimension_semantics()) c.add_dimension_semantics(static_cast<GridSemantics>(s));
+  // The batch axis is parallel (its elements are independent); the others keep theirs (none
+  // given: arbitrary, Pallas' default).
+  c.clear_dimension_semantics();
+  c.add_dimension_semantics(PARALLEL);
+  for (int d = 0; d < grid_rank; ++d) {
+    c.add_dimension_semantics(d < a.dimension_semantics_size() ? a.dimension_semantics(d)
+                                                               : ARBITRARY);
   }
   for (int i = 0; i < a.in_specs_size(); ++i) {
     if (a.in_specs(i).whole()) continue;
