@@ -430,23 +430,19 @@ Tracer matmul(Tracer lhs, Tracer rhs, Loc loc) {
   }
   // Stacks of matrices: the leading dimensions broadcast against each other (numpy's rules),
   // then one batched product.
-  const std::vector<int64_t> ls(lhs.shape().begin(), lhs.shape().end() - 2);
-  const std::vector<int64_t> rs(rhs.shape().begin(), rhs.shape().end() - 2);
-  const size_t nb = std::max(ls.size(), rs.size());
-  std::vector<int64_t> batch(nb);
-  for (size_t i = 0; i < nb; ++i) {
-    const int64_t a = i + ls.size() >= nb ? ls[i + ls.size() - nb] : 1;
-    const int64_t c = i + rs.size() >= nb ? rs[i + rs.size() - nb] : 1;
-    if (a != c && a != 1 && c != 1) {
-      lhs.state()->RecordError(
-          absl::InvalidArgumentError(fmt::format(
-              "matmul: the batch dimensions of {} and {} do not broadcast together",
-              lhs.type().ToString(), rhs.type().ToString())),
-          loc);
-      return Tracer();
-    }
-    batch[i] = a == 1 ? c : a;
+  const ShapedType lb{lhs.dtype(), {lhs.shape().begin(), lhs.shape().end() - 2}};
+  const ShapedType rb{rhs.dtype(), {rhs.shape().begin(), rhs.shape().end() - 2}};
+  absl::StatusOr<std::vector<int64_t>> broadcast = BroadcastShape("matmul", lb, rb);
+  if (!broadcast.ok()) {
+    lhs.state()->RecordError(
+        absl::InvalidArgumentError(
+            fmt::format("matmul: the batch dimensions of {} and {} do not broadcast together",
+                        lhs.type().ToString(), rhs.type().ToString())),
+        loc);
+    return Tracer();
   }
+  const std::vector<int64_t>& batch = *broadcast;
+  const size_t nb = batch.size();
   auto full = [&](Tracer x) {
     std::vector<int64_t> shape = batch;
     shape.insert(shape.end(), x.shape().end() - 2, x.shape().end());
