@@ -36,7 +36,8 @@ else
                 //tests:cancellation_test //tests:ragged_all_to_all_test_2threads
                 //tests:psend_precv_test_1threads //backends/x86:grouped_matmul_test
                 //tests:grouped_matmul_test //examples:moe_layer_test //examples:pipeline_test
-                //tests:multiprocess_test //frontend:pallas_test //examples:blocked_matmul_test
+                //tests:multiprocess_test //frontend:pallas_test //frontend:pallas_compiled_test
+                //examples:blocked_matmul_test
                 //examples:gmm_kernel_test //frontend:pallas_remote_test
                 //examples:distributed_kernels_test
                 //fuzz:ir_text_fuzzer_corpus_test //fuzz:proto_fuzzer_corpus_test

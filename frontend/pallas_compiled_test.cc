@@ -1,0 +1,543 @@
+// The x86 backend's compiled pallas_call kernels (no interpreter) against the interpreter and
+// values computed here: bitwise for data movement and elementwise code, to rounding for GEMMs;
+// accumulation across arbitrary axes, loops, cond and while_loop inside kernels, kernels writing
+// their inputs, and masks read symbolically (dots over a mask's depth, masked stores).
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/x86/pallas_call.h"
+#include "frontend/pallas_test_util.h"
+#include "frontend/shardjit.h"
+#include "gtest/gtest.h"
+
+namespace shardjit {
+namespace {
+
+using namespace pallas_test;  // NOLINT: this test's helpers
+
+// The x86 backend compiles these kernels (no interpreter) and gives the interpreter's results:
+// bitwise for data movement and elementwise code, to rounding for GEMMs.
+class PallasCompiledTest : public ::testing::Test {
+ protected:
+  Runtime rt_{{.num_devices = 1, .num_threads = 2}};
+  Mesh mesh_ = *make_mesh(rt_, {{"x", 1}});
+
+  // Runs `f` on both backends; returns (reference, x86) results and checks the x86 run compiled.
+  template <typename F>
+  std::pair<std::vector<double>, std::vector<double>> Both(F f, const std::vector<Array>& args) {
+    std::vector<double> out[2];
+    for (Backend backend : {Backend::kReference, Backend::kX86}) {
+      const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+      absl::StatusOr<std::vector<Array>> got =
+          jit([&](const std::vector<Tracer>& a) { return std::vector<Tracer>{f(a)}; },
+              {.backend = backend})(args);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!got.ok()) return {};
+      out[backend == Backend::kX86] = (*got)[0].to_host()->ToDoubles();
+      const backends::x86::PallasCallStats after = backends::x86::GetPallasCallStats();
+      if (backend == Backend::kX86) {
+        EXPECT_EQ(after.compiled, before.compiled + 1);
+        EXPECT_EQ(after.interpreted, before.interpreted);
+      }
+    }
+    return {out[0], out[1]};
+  }
+  Array Put(DType dtype, std::vector<int64_t> dims, std::vector<double> values) {
+    return *device_put(HostTensor(dtype, std::move(dims), std::move(values)),
+                       NamedSharding(mesh_, P()));
+  }
+};
+
+TEST_F(PallasCompiledTest, AccumulatingIntoTheOutputBlockAcrossAnArbitraryAxis) {
+  const int64_t m = 40, k = 48, n = 24;
+  std::vector<double> xv = Ramp(m * k, 0.41, 3), yv = Ramp(k * n, 0.29, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  for (auto semantics : {pl::kParallel, pl::kArbitrary}) {
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return AccumulatingMatmul(m, k, n, 16, 16, 8, semantics)(a[0], a[1])[0];
+        },
+        {x, y});
+    ExpectNear(x86, MatmulF64(xv, yv, m, k, n), 1e-5);
+    ExpectNear(ref, x86, 1e-5);
+  }
+}
+
+TEST_F(PallasCompiledTest, ElementwiseKernelsMatchTheInterpreterBitwise) {
+  // Squeezed rows, an overhanging column block, scalar prefetch, a value loaded before the ref is
+  // overwritten (it keeps the old contents), exp and a mask.
+  std::vector<double> xv = Ramp(5 * 11, 0.77, 3);
+  Array x = Put(DType::kF32, {5, 11}, xv);
+  Array table = Put(DType::kS32, {5}, {4, 3, 2, 1, 0});
+  for (auto semantics : {pl::kParallel, pl::kArbitrary}) {
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return pl::pallas_call(
+              [](pl::Ref t, pl::Ref row, pl::Ref out, pl::Ref tmp) {
+                Tracer v = row.load();
+                tmp.store(v);
+                Tracer old = tmp.load();
+                tmp.store(lax::exp(old * 0.25f));
+                Tracer mask = lax::broadcasted_iota(DType::kS32, {4}, 0) <
+                              (t.load({pl::program_id(0)}) + 1);
+                out.store(lax::select(mask, tmp.load() + old, lax::full({4}, -1, DType::kF32)));
+              },
+              {.out_shapes = {{DType::kF32, {5, 11}}},
+               .grid = {5, 3},
+               .in_specs = {pl::BlockSpec({pl::kSqueezed, 4},
+                                          [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                            return pl::Blocks{p[0].load({g[0]}), g[1]};
+                                          })},
+               .out_specs = {pl::BlockSpec({pl::kSqueezed, 4},
+                                           [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
+               .scratch_shapes = {{DType::kF32, {4}}},
+               .num_scalar_prefetch = 1,
+               .dimension_semantics = {semantics, pl::kArbitrary}})(a[0], a[1])[0];
+        },
+        {table, x});
+    ASSERT_EQ(ref.size(), x86.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(ref[i]), std::bit_cast<uint64_t>(x86[i])) << i;
+    }
+  }
+}
+
+TEST_F(PallasCompiledTest, AccumulatorReadInTheMiddleOfTheReduction) {
+  // Consecutive k steps accumulating into one window run as one deferred GEMM on x86; reading
+  // the accumulator after the second k step (a snapshot output) and writing the window between
+  // steps must see every step before it.
+  const int64_t m = 32, k = 64, n = 24;
+  std::vector<double> xv = Ramp(m * k, 0.41, 3), yv = Ramp(k * n, 0.29, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  auto f = [&](const std::vector<Tracer>& a) {
+    std::vector<Tracer> out = pl::pallas_call(
+        [](pl::Ref xr, pl::Ref yr, pl::Ref o, pl::Ref snap, pl::Ref acc) {
+          Tracer kk = pl::program_id(2);
+          pl::when(lax::eq(kk, lax::scalar(0, DType::kS32)),
+                   [&] { acc.store(lax::full({16, 8}, 0, DType::kF32)); });
+          acc.store(acc.load() + pl::dot(xr.load(), yr.load(), DType::kF32));
+          pl::when(lax::eq(kk, lax::scalar(1, DType::kS32)), [&] {
+            snap.store(acc.load());
+            acc.store(acc.load() * 0.5f);
+          });
+          pl::when(lax::eq(kk, pl::num_programs(2) - 1), [&] { o.store(acc.load()); });
+        },
+        {.out_shapes = {{DType::kF32, {m, n}}, {DType::kF32, {m, n}}},
+         .grid = {m / 16, n / 8, k / 16},
+         .in_specs = {pl::BlockSpec({16, 16}, [](pl::Idx g) { return pl::Blocks{g[0], g[2]}; }),
+                      pl::BlockSpec({16, 8}, [](pl::Idx g) { return pl::Blocks{g[2], g[1]}; })},
+         .out_specs = {pl::BlockSpec({16, 8}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; }),
+                       pl::BlockSpec({16, 8}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
+         .scratch_shapes = {{DType::kF32, {16, 8}}},
+         .dimension_semantics = {pl::kParallel, pl::kParallel, pl::kArbitrary}})(a[0], a[1]);
+    return lax::concatenate({out[0], out[1]}, 0);
+  };
+  auto [ref, x86] = Both(f, {x, y});
+  // f64: the snapshot is the sum over k < 32; the result halves it and adds the rest.
+  std::vector<double> want(2 * m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double head = 0, tail = 0;
+      for (int64_t p = 0; p < k; ++p) (p < 32 ? head : tail) += xv[i * k + p] * yv[p * n + j];
+      want[i * n + j] = 0.5 * head + tail;
+      want[(m + i) * n + j] = head;
+    }
+  }
+  ExpectNear(x86, want, 1e-5);
+  ExpectNear(ref, x86, 1e-5);
+}
+
+TEST_F(PallasCompiledTest, LoopsInsideTheKernel) {
+  // A contraction over k in chunks of 8 inside the kernel, its partial product and a step count
+  // carried through fori_loop (an array and a scalar carry); then a running sum over rows
+  // written through ds(i, 1) windows by a loop without carries.
+  const int64_t m = 16, k = 40, n = 12;
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [&](pl::Ref xr, pl::Ref yr, pl::Ref out) {
+              std::vector<Tracer> c = lax::fori_loop(
+                  0, k / 8,
+                  [&](Tracer i, std::vector<Tracer> carry) {
+                    Tracer part = pl::dot(xr.load({pl::all(), pl::ds(i * 8, 8)}),
+                                          yr.load({pl::ds(i * 8, 8)}), DType::kF32);
+                    return std::vector<Tracer>{carry[0] + part, carry[1] + 1};
+                  },
+                  {lax::full({m, n}, 0, DType::kF32), lax::scalar(0, DType::kS32)});
+              out.store(c[0] + lax::convert_element_type(c[1], DType::kF32));
+              lax::fori_loop(1, m, [&](Tracer i, std::vector<Tracer> none) {
+                out.store({pl::ds(i, 1)}, out.load({pl::ds(i - 1, 1)}) + out.load({pl::ds(i, 1)}));
+                return none;
+              }, std::vector<Tracer>{});
+            },
+            {.out_shapes = {{DType::kF32, {m, n}}}})(a[0], a[1])[0];
+      },
+      {x, y});
+  std::vector<double> want = MatmulF64(xv, yv, m, k, n);
+  for (double& v : want) v += k / 8;
+  for (int64_t r = 1; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) want[r * n + c] += want[(r - 1) * n + c];
+  }
+  ExpectNear(x86, want, 1e-4);
+  ExpectNear(ref, x86, 1e-5);
+}
+
+TEST_F(PallasCompiledTest, KernelsWritingTheirInputRefs) {
+  // Input blocks are the kernel's own buffers: a kernel may overwrite them (here in place, then
+  // reading them back) without changing the caller's array; a whole (ANY) input ref written at
+  // one step keeps the write for the later steps of the call.
+  std::vector<double> xv = Ramp(10 * 3, 0.6, 1);
+  Array x = Put(DType::kF32, {10, 3}, xv);
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [](pl::Ref block, pl::Ref whole, pl::Ref out) {
+              block.store(block.load() * 2.0f);
+              Tracer i = pl::program_id(0);
+              whole.store({i, pl::all()}, whole.load({i, pl::all()}) + 100.0f);
+              out.store(block.load() + whole.load({pl::ds(0, 4), pl::all()}));
+            },
+            {.out_shapes = {{DType::kF32, {10, 3}}},
+             .grid = {3},
+             .in_specs = {pl::BlockSpec({4, 3}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; }),
+                          pl::BlockSpec::Any()},
+             .out_specs = {pl::BlockSpec({4, 3}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+             .dimension_semantics = {pl::kArbitrary}})(a[0], a[0])[0];
+      },
+      {x});
+  ASSERT_EQ(ref.size(), x86.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint64_t>(ref[i]), std::bit_cast<uint64_t>(x86[i])) << i;
+  }
+  // Step s adds 100 to row s of the whole ref before reading rows 0-3 (rows < s+1 changed).
+  for (int r = 0; r < 10; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      const int s = r / 4;
+      const int top = r % 4;  // the row of the whole ref this element adds
+      const float base = static_cast<float>(xv[top * 3 + c]);
+      const float whole = top <= s ? base + 100.0f : base;
+      const float doubled = static_cast<float>(xv[r * 3 + c]) * 2.0f;
+      EXPECT_EQ(ref[r * 3 + c], doubled + whole) << r << "," << c;
+    }
+  }
+  EXPECT_EQ(x.to_host()->ToDoubles(), Put(DType::kF32, {10, 3}, xv).to_host()->ToDoubles());
+}
+
+TEST_F(PallasCompiledTest, SwitchAndWhileLoopCarryingValues) {
+  // Per row block i: a switch on i % 3 over a tile and a scalar (both returned), then a
+  // while_loop halving the tile until its largest magnitude drops below 1 (at most 20 times,
+  // counted in a scalar carry); compiled, against the interpreter and values derived here.
+  const int64_t rows = 12, cols = 8;
+  std::vector<double> xv = Ramp(rows * cols, 0.73, 2);
+  for (int64_t c = 0; c < cols; ++c) xv[4 * cols + c] *= 40.0;  // block 1 needs several halvings
+  Array x = Put(DType::kF32, {rows, cols}, xv);
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [](pl::Ref xb, pl::Ref out) {
+              Tracer i = pl::program_id(0);
+              std::vector<Tracer> r = lax::switch_(
+                  i % 3,
+                  {[](std::vector<Tracer> v) { return std::vector<Tracer>{v[0] * 2.0f, v[1] + 1}; },
+                   [](std::vector<Tracer> v) {
+                     return std::vector<Tracer>{lax::exp(v[0] * 0.1f), v[1] * 3};
+                   },
+                   [](std::vector<Tracer> v) { return std::vector<Tracer>{v[0] - 1.0f, v[1]}; }},
+                  {xb.load(), i});
+              std::vector<Tracer> w = lax::while_loop(
+                  [](std::vector<Tracer> c) {
+                    return lax::bitwise_and(c[1] < 20,
+                                            lax::reduce_max(lax::abs(c[0]), {0, 1}) >= 1.0f);
+                  },
+                  [](std::vector<Tracer> c) {
+                    return std::vector<Tracer>{c[0] * 0.5f, c[1] + 1};
+                  },
+                  {r[0], lax::scalar(0, DType::kS32)});
+              out.store(w[0] + lax::convert_element_type(w[1] * 100 + r[1], DType::kF32));
+            },
+            {.out_shapes = {{DType::kF32, {rows, cols}}},
+             .grid = {rows / 4},
+             .in_specs = {pl::BlockSpec({4, cols}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+             .out_specs = {pl::BlockSpec({4, cols},
+                                         [](pl::Idx g) { return pl::Blocks{g[0], 0}; })}})(a[0])[0];
+      },
+      {x});
+  std::vector<double> want(rows * cols);
+  for (int64_t b = 0; b < rows / 4; ++b) {
+    std::vector<float> t(4 * cols);
+    int64_t s = b;
+    for (int64_t e = 0; e < 4 * cols; ++e) {
+      const float v = static_cast<float>(xv[b * 4 * cols + e]);
+      t[e] = b % 3 == 0 ? v * 2.0f : b % 3 == 1 ? std::exp(v * 0.1f) : v - 1.0f;
+    }
+    s = b % 3 == 0 ? b + 1 : b % 3 == 1 ? b * 3 : b;
+    int64_t count = 0;
+    auto largest = [&] {
+      float m = 0;
+      for (float v : t) m = std::max(m, std::abs(v));
+      return m;
+    };
+    while (count < 20 && largest() >= 1.0f) {
+      for (float& v : t) v *= 0.5f;
+      ++count;
+    }
+    for (int64_t e = 0; e < 4 * cols; ++e) {
+      want[b * 4 * cols + e] = t[e] + static_cast<double>(count * 100 + s);
+    }
+  }
+  ExpectNear(x86, want, 1e-5);
+  ExpectNear(ref, x86, 1e-5);
+}
+
+TEST_F(PallasCompiledTest, EndlessWhileLoopStopsAtTheDeadline) {
+  Array x = Put(DType::kF32, {4}, {1, 2, 3, 4});
+  for (Backend backend : {Backend::kReference, Backend::kX86}) {
+    auto f = jit(
+        [](Tracer a) {
+          return pl::pallas_call(
+              [](pl::Ref in, pl::Ref out) {
+                Tracer n = lax::while_loop([](Tracer c) { return c >= 0; },
+                                           [](Tracer c) { return c * 1; },
+                                           lax::scalar(0, DType::kS32));
+                out.store(in.load() + lax::convert_element_type(n, DType::kF32));
+              },
+              {.out_shapes = {{DType::kF32, {4}}}})(a)[0];
+        },
+        {.backend = backend});
+    const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+    absl::StatusOr<Array> got = f.call({x}, RunOptions::WithTimeout(absl::Milliseconds(50)));
+    EXPECT_TRUE(absl::IsDeadlineExceeded(got.status())) << got.status();
+    if (backend == Backend::kX86) {  // stopped inside the compiled kernel
+      EXPECT_EQ(backends::x86::GetPallasCallStats().compiled, before.compiled + 1);
+    }
+  }
+}
+
+// Equal where both are NaN, else within `tol` relative.
+void ExpectNearOrBothNan(const std::vector<double>& got, const std::vector<double>& want,
+                         double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " is " << got[i];
+    } else {
+      ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << "element " << i;
+    }
+  }
+}
+
+int32_t Wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+// Dots of blocks masked by iota comparisons with scalars (bounds from scalar prefetch), as
+// megablox masks a group's rows: where both operands keep the same depth, the x86 GEMM runs
+// over that depth alone; otherwise over zero-filled copies of the masked blocks. x holds NaN in
+// columns 0 and 14, y inf at (1, 2) and NaN at (14, 5), just outside the masks, so a mask one
+// index too wide, or one that leaves them next to a zero, gives NaN where f64 (and the
+// interpreter) do. Each case also counts the selects compiled away.
+TEST_F(PallasCompiledTest, DotsOfMaskedBlocks) {
+  const int64_t m = 12, k = 20, n = 8;
+  const std::vector<int64_t> b = {3, 14, 5, 11, int64_t{INT32_MAX} - 5};
+  using Keep = std::function<bool(int64_t, int64_t)>;  // (row, col) of the block
+  struct Case {
+    std::string name;
+    // The masks of x [m, k] and y [k, n] from the row and column iotas and the bounds; null: no
+    // mask.
+    std::function<Tracer(Tracer, Tracer, const std::vector<Tracer>&)> x_mask, y_mask;
+    Keep x_keep, y_keep;
+    int dropped;
+    bool x_used_unmasked = false;  // out = dot(xs, ys) + dot(2 xs, ys): xs's select stays
+  };
+  auto in = [](int64_t v, int64_t lo, int64_t hi) { return lo <= v && v < hi; };
+  const std::vector<Case> cases = {
+      {"same_depth",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[0], c < s[1]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[0], r < s[1]);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 2},
+      {"different_depths",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[0], c < s[1]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[2], r < s[3]);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[2], b[3]); }, 2},
+      {"one_side_zero_times_inf",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[2], c < s[3]);
+       },
+       nullptr, [&](int64_t, int64_t c) { return in(c, b[2], b[3]); }, nullptr, 1},
+      {"rows_and_columns",
+       [](Tracer r, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(lax::bitwise_and(r >= s[0], r < s[1]),
+                                 lax::bitwise_and(c >= s[0], c < s[1]));
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[0], r < s[1]);
+       },
+       [&](int64_t r, int64_t c) { return in(r, b[0], b[1]) && in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 2},
+      {"bound_on_the_left",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(s[0] <= c, s[1] > c);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r > s[0] - 1, r <= s[1] - 1);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 2},
+      {"offset_wrapping_past_int32_max",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) { return c + s[4] > 0; },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) { return r + s[4] > 0; },
+       [&](int64_t, int64_t c) { return Wrap32(c + b[4]) > 0; },
+       [&](int64_t r, int64_t) { return Wrap32(r + b[4]) > 0; }, 2},
+      {"not_equal_leaves_two_intervals",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) { return lax::ne(c, s[2]); },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) { return lax::ne(r, s[2]); },
+       [&](int64_t, int64_t c) { return c != b[2]; },
+       [&](int64_t r, int64_t) { return r != b[2]; }, 2},
+      {"equal_to_one_index",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) { return lax::eq(c, s[3]); },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) { return lax::eq(r, s[3]); },
+       [&](int64_t, int64_t c) { return c == b[3]; },
+       [&](int64_t r, int64_t) { return r == b[3]; }, 2},
+      {"empty",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[1], c < s[0]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[1], r < s[0]);
+       },
+       [](int64_t, int64_t) { return false; }, [](int64_t, int64_t) { return false; }, 2},
+      {"select_also_used_unmasked",
+       [](Tracer, Tracer c, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(c >= s[0], c < s[1]);
+       },
+       [](Tracer r, Tracer, const std::vector<Tracer>& s) {
+         return lax::bitwise_and(r >= s[0], r < s[1]);
+       },
+       [&](int64_t, int64_t c) { return in(c, b[0], b[1]); },
+       [&](int64_t r, int64_t) { return in(r, b[0], b[1]); }, 1, true},
+  };
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
+  for (int64_t i = 0; i < m; ++i) xv[i * k + 14] = xv[i * k] = NAN;
+  yv[1 * n + 2] = INFINITY;
+  yv[14 * n + 5] = NAN;
+  Array bounds = Put(DType::kS32, {5}, std::vector<double>(b.begin(), b.end()));
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    Array x = Put(dtype, {m, k}, xv), y = Put(dtype, {k, n}, yv);
+    const std::vector<double> xr = x.to_host()->ToDoubles(), yr = y.to_host()->ToDoubles();
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name + (dtype == DType::kBF16 ? " bf16" : " f32"));
+      const int64_t before = backends::x86::GetPallasCallStats().masked_selects;
+      auto [ref, x86] = Both(
+          [&](const std::vector<Tracer>& a) {
+            return pl::pallas_call(
+                [&](pl::Ref bs, pl::Ref xb, pl::Ref yb, pl::Ref out) {
+                  std::vector<Tracer> s;
+                  for (int i = 0; i < 5; ++i) s.push_back(bs.load({lax::scalar(i, DType::kS32)}));
+                  auto masked = [&](Tracer v, const auto& mask) {
+                    if (!mask) return v;
+                    const std::vector<int64_t> dims = v.shape();
+                    return lax::select(mask(lax::broadcasted_iota(DType::kS32, dims, 0),
+                                            lax::broadcasted_iota(DType::kS32, dims, 1), s),
+                                       v, lax::full(dims, 0, v.dtype()));
+                  };
+                  Tracer xs = masked(xb.load(), c.x_mask), ys = masked(yb.load(), c.y_mask);
+                  Tracer product = pl::dot(xs, ys, DType::kF32);
+                  if (c.x_used_unmasked) product = product + pl::dot(xs * 2.0f, ys, DType::kF32);
+                  out.store(product);
+                },
+                {.out_shapes = {{DType::kF32, {m, n}}}, .num_scalar_prefetch = 1})(a[0], a[1],
+                                                                                  a[2])[0];
+          },
+          {bounds, x, y});
+      EXPECT_EQ(backends::x86::GetPallasCallStats().masked_selects - before, c.dropped);
+      std::vector<double> want(m * n, 0.0);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t p = 0; p < k; ++p) {
+          const double xe = !c.x_keep || c.x_keep(i, p) ? xr[i * k + p] : 0.0;
+          for (int64_t j = 0; j < n; ++j) {
+            const double ye = !c.y_keep || c.y_keep(p, j) ? yr[p * n + j] : 0.0;
+            want[i * n + j] += xe * ye * (c.x_used_unmasked ? 3.0 : 1.0);
+          }
+        }
+      }
+      ExpectNearOrBothNan(x86, want, 1e-5);
+      ExpectNearOrBothNan(ref, x86, 1e-5);
+    }
+  }
+}
+
+// A store of select(mask, v, the window's old contents) copies v where the mask holds, on a
+// grid of column blocks (a row range, a 2-D box, and a mask of two intervals), bitwise as the
+// interpreter.
+TEST_F(PallasCompiledTest, MaskedStoresKeepTheOldContents) {
+  const int64_t rows = 9, cols = 12;
+  std::vector<double> xv = Ramp(rows * cols, 0.61, 3), yv = Ramp(rows * cols, 0.83, 2);
+  Array x = Put(DType::kF32, {rows, cols}, xv), y = Put(DType::kF32, {rows, cols}, yv);
+  Array bounds = Put(DType::kS32, {2}, {2, 7});
+  using Mask = std::function<Tracer(Tracer, Tracer, Tracer, Tracer)>;
+  const std::vector<std::pair<std::string, Mask>> masks = {
+      {"rows", [](Tracer r, Tracer, Tracer lo, Tracer hi) {
+         return lax::bitwise_and(r >= lo, r < hi);
+       }},
+      {"box", [](Tracer r, Tracer c, Tracer lo, Tracer hi) {
+         return lax::bitwise_and(lax::bitwise_and(r >= lo, r < hi), c + 1 > lo);
+       }},
+      {"two_intervals", [](Tracer r, Tracer, Tracer lo, Tracer) { return lax::ne(r, lo); }},
+  };
+  for (const auto& [name, mask] : masks) {
+    SCOPED_TRACE(name);
+    const int64_t before = backends::x86::GetPallasCallStats().masked_selects;
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return pl::pallas_call(
+              [&](pl::Ref bs, pl::Ref xb, pl::Ref yb, pl::Ref out) {
+                out.store(xb.load());
+                Tracer r = lax::broadcasted_iota(DType::kS32, {rows, 4}, 0);
+                Tracer c = lax::broadcasted_iota(DType::kS32, {rows, 4}, 1) + pl::program_id(0) * 4;
+                Tracer lo = bs.load({lax::scalar(0, DType::kS32)});
+                Tracer hi = bs.load({lax::scalar(1, DType::kS32)});
+                out.store(lax::select(mask(r, c, lo, hi), yb.load(), out.load()));
+              },
+              {.out_shapes = {{DType::kF32, {rows, cols}}},
+               .grid = {cols / 4},
+               .in_specs = {pl::BlockSpec({rows, 4}, [](pl::Idx g) { return pl::Blocks{0, g[0]}; }),
+                            pl::BlockSpec({rows, 4}, [](pl::Idx g) { return pl::Blocks{0, g[0]}; })},
+               .out_specs = {pl::BlockSpec({rows, 4},
+                                           [](pl::Idx g) { return pl::Blocks{0, g[0]}; })},
+               .num_scalar_prefetch = 1})(a[0], a[1], a[2])[0];
+        },
+        {bounds, x, y});
+    EXPECT_EQ(backends::x86::GetPallasCallStats().masked_selects - before, 1);
+    ASSERT_EQ(ref.size(), x86.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint64_t>(ref[i]), std::bit_cast<uint64_t>(x86[i])) << i;
+    }
+    // Hand-derived: rows 2..6 of y (every row but 2 for two_intervals); the box also needs
+    // col + 1 > 2.
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const bool keep = name == "two_intervals" ? r != 2
+                                                  : r >= 2 && r < 7 && (name == "rows" || c + 1 > 2);
+        EXPECT_EQ(x86[r * cols + c], static_cast<float>((keep ? yv : xv)[r * cols + c]))
+            << r << "," << c;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardjit
