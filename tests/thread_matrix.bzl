@@ -1,5 +1,7 @@
 """Tests run once per scheduler thread count, with the devices of every run sharing the threads."""
 
+load("//bazel:cc.bzl", "TEST_PCH_COPTS", "TEST_PCH_DEPS")
+
 def thread_matrix_test(name, srcs, deps, thread_counts = [1, 2]):
     """Builds `srcs` once (name + "_lib") and a test per thread count (name + "_<n>threads").
 
@@ -10,7 +12,8 @@ def thread_matrix_test(name, srcs, deps, thread_counts = [1, 2]):
         name = name + "_lib",
         testonly = True,
         srcs = srcs,
-        deps = deps + ["//third_party:gtest"],
+        copts = TEST_PCH_COPTS,
+        deps = deps + TEST_PCH_DEPS + ["//third_party:gtest"],
         alwayslink = True,
     )
     for threads in thread_counts:
