@@ -199,7 +199,17 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
     case CheckpointPolicy::kDotsWithNoBatchDimsSaveable:
       a.set_policy(ir::DOTS_WITH_NO_BATCH_DIMS_SAVEABLE);
       break;
+    case CheckpointPolicy::kSaveOnlyTheseNames:
+      a.set_policy(ir::SAVE_ONLY_THESE_NAMES);
+      break;
+    case CheckpointPolicy::kSaveAnyNamesButThese:
+      a.set_policy(ir::SAVE_ANY_NAMES_BUT_THESE);
+      break;
+    case CheckpointPolicy::kSaveAnythingExceptTheseNames:
+      a.set_policy(ir::SAVE_ANYTHING_EXCEPT_THESE_NAMES);
+      break;
   }
+  for (const std::string& name : options.names) a.add_names(name);
   if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body(),
                    VmasOf(t, args))) {
     return {};
@@ -209,6 +219,15 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
 }
 
 }  // namespace internal
+
+Tracer checkpoint_name(const Tracer& x, std::string name, Loc loc) {
+  internal::TraceState* t = internal::TraceOfArgs({x}, "checkpoint_name");
+  if (t == nullptr) return Tracer();
+  ir::Op op;
+  op.set_opcode("name");
+  op.mutable_checkpoint_name()->set_name(std::move(name));
+  return t->Emit1(std::move(op), {x}, loc);
+}
 
 namespace lax {
 

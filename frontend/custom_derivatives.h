@@ -1,11 +1,12 @@
 // JAX's custom differentiation and rematerialisation: custom_jvp, custom_vjp, checkpoint (remat)
-// and lax::optimization_barrier. Each stages one op holding the function and its rules as
+// with checkpoint_name, and lax::optimization_barrier. Each stages one op holding the function and its rules as
 // regions; grad, vjp, jvp and vmap use the rules (ir/autodiff.h, ir/batching.h), and what runs
 // is the function itself.
 #ifndef SHARDJIT_FRONTEND_CUSTOM_DERIVATIVES_H_
 #define SHARDJIT_FRONTEND_CUSTOM_DERIVATIVES_H_
 
 #include <functional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -33,14 +34,19 @@ using CustomVjpBwd = std::function<std::vector<Tracer>(const std::vector<Tracer>
                                                        const std::vector<Tracer>& cotangents)>;
 
 // What jax.checkpoint's backward pass keeps instead of recomputing (jax.checkpoint_policies:
-// nothing_saveable, everything_saveable, dots_saveable, dots_with_no_batch_dims_saveable; the
-// dots ones keep the results of the dot_generals of the checkpointed function itself, not of
-// loops or other regions inside it).
+// nothing_saveable, everything_saveable, dots_saveable, dots_with_no_batch_dims_saveable,
+// save_only_these_names, save_any_names_but_these, save_anything_except_these_names). The
+// policies other than everything_saveable look at the ops of the checkpointed function itself,
+// not into loops or other regions inside it; the name policies at the values checkpoint_name
+// labelled there.
 enum class CheckpointPolicy {
   kNothingSaveable,
   kEverythingSaveable,
   kDotsSaveable,
   kDotsWithNoBatchDimsSaveable,
+  kSaveOnlyTheseNames,            // the named values whose name is in `names`
+  kSaveAnyNamesButThese,          // the named values whose name is not in `names`
+  kSaveAnythingExceptTheseNames,  // every value but the named ones whose name is in `names`
 };
 struct CheckpointOptions {
   // Keeps common-subexpression elimination from merging the recomputation with the forward
@@ -48,7 +54,14 @@ struct CheckpointOptions {
   // prevent_cse.
   bool prevent_cse = true;
   CheckpointPolicy policy = CheckpointPolicy::kNothingSaveable;
+  // The names the name policies list (the arguments of jax.checkpoint_policies.save_*_names);
+  // must be empty for the other policies.
+  std::vector<std::string> names;
 };
+
+// jax.ad_checkpoint.checkpoint_name: `x` itself, labelled `name` for the checkpoint policies
+// that choose saved values by name. Outside checkpoint (and once compiled) it is the identity.
+Tracer checkpoint_name(const Tracer& x, std::string name, Loc loc = Loc::current());
 
 namespace internal {
 

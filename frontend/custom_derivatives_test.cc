@@ -360,6 +360,90 @@ TEST_P(CustomDerivativesTest, DotsWithNoBatchDimsSaveableRecomputesBatchedProduc
   for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_NEAR(grads[0][i], grads[1][i], 1e-12);
 }
 
+TEST_P(CustomDerivativesTest, NamePoliciesKeepTheNamedValues) {
+  // sin(s) with s = sin(p) named "s" and p = x @ w named "p": the backward pass needs p (for
+  // cos(p)) and s (for cos(s)); what is not kept is recomputed from x and w.
+  auto body = [](Tracer x, Tracer w) {
+    Tracer p = checkpoint_name(jnp::matmul(x, w), "p");
+    return lax::sin(checkpoint_name(lax::sin(p), "s"));
+  };
+  Array x = Put({3, 5}, Random(15, 11)), w = Put({5, 2}, Random(10, 12));
+  struct Case {
+    CheckpointOptions options;
+    int dots, sines;  // after canonicalize; the forward pass has 1 and 2
+  };
+  using enum CheckpointPolicy;
+  const std::vector<Case> cases = {
+      {{.policy = kEverythingSaveable}, 3, 2},
+      {{.policy = kNothingSaveable}, 4, 3},
+      {{.policy = kSaveOnlyTheseNames, .names = {"p"}}, 3, 3},
+      {{.policy = kSaveOnlyTheseNames, .names = {"s"}}, 4, 2},
+      {{.policy = kSaveOnlyTheseNames, .names = {"s", "p"}}, 3, 2},
+      {{.policy = kSaveOnlyTheseNames, .names = {"q"}}, 4, 3},
+      {{.policy = kSaveAnyNamesButThese, .names = {"s"}}, 3, 3},
+      {{.policy = kSaveAnyNamesButThese}, 3, 2},
+      // Everything but the value named "p" itself: the product it labels is kept all the same.
+      {{.policy = kSaveAnythingExceptTheseNames, .names = {"p"}}, 3, 2},
+  };
+  std::vector<double> want;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "policy " << static_cast<int>(c.options.policy) << " names "
+                                    << c.options.names.size());
+    auto loss = [body, o = c.options](Tracer a, Tracer b) {
+      return lax::reduce_sum(checkpoint(body, o)({a, b}), {0, 1});
+    };
+    auto g = jit(value_and_grad(loss, {0, 1}), Options());
+    absl::StatusOr<LoweredBase> lowered = g.lower(x, w);
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    EXPECT_EQ(CountAfterCanonicalize(*lowered, "dot_general"), c.dots);
+    EXPECT_EQ(CountAfterCanonicalize(*lowered, "sin"), c.sines);
+    EXPECT_EQ(CountAfterCanonicalize(*lowered, "name"), 0);  // inline-calls drops the labels
+    absl::StatusOr<std::vector<Array>> out = g(x, w);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<double> flat = (*out)[1].to_host()->ToDoubles();
+    for (double v : (*out)[2].to_host()->ToDoubles()) flat.push_back(v);
+    flat.push_back((*out)[0].to_host()->GetDouble(0));
+    if (want.empty()) want = flat;
+    ASSERT_EQ(flat.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(flat[i], want[i], 1e-12);
+  }
+  // The gradient itself, by hand: d/dx sum(sin(sin(xw))) = (cos(s) cos(p)) w^T.
+  const std::vector<double> xv = Random(15, 11), wv = Random(10, 12);
+  for (int i = 0; i < 3; ++i) {
+    for (int k = 0; k < 5; ++k) {
+      double gx = 0;
+      for (int j = 0; j < 2; ++j) {
+        double p = 0;
+        for (int l = 0; l < 5; ++l) p += xv[i * 5 + l] * wv[l * 2 + j];
+        gx += std::cos(std::sin(p)) * std::cos(p) * wv[k * 2 + j];
+      }
+      EXPECT_NEAR(want[i * 5 + k], gx, 1e-12);
+    }
+  }
+}
+
+TEST_P(CustomDerivativesTest, CheckpointNameIsTheIdentityUnderEveryTransformation) {
+  // jvp passes the tangent through (JAX does not name it); vmap names the batched value; the
+  // compiled function is the identity.
+  auto f = [](Tracer x) { return checkpoint_name(x * x, "sq") * 3.0; };
+  const std::vector<double> xv = Random(6, 13);
+  Array x = Put({2, 3}, xv);
+  absl::StatusOr<std::vector<Array>> j = jit(
+      [f](Tracer x) {
+        JvpOut r = jvp(f, {x}, {x * 0.0 + 1.0});
+        return std::vector<Tracer>{r.primals_out[0], r.tangents_out[0]};
+      },
+      Options())(x);
+  ASSERT_TRUE(j.ok()) << j.status();
+  absl::StatusOr<Array> v = jit(vmap(f), Options())(x);
+  ASSERT_TRUE(v.ok()) << v.status();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_NEAR((*j)[0].to_host()->ToDoubles()[i], 3 * xv[i] * xv[i], 1e-12);
+    EXPECT_NEAR((*j)[1].to_host()->ToDoubles()[i], 6 * xv[i], 1e-12);
+    EXPECT_NEAR(v->to_host()->ToDoubles()[i], 3 * xv[i] * xv[i], 1e-12);
+  }
+}
+
 TEST_P(CustomDerivativesTest, CheckpointInLoopsWithClosuresMatchesDifferences) {
   // A scan-like fori_loop whose body is checkpointed and reads a closed-over parameter: the
   // loop's reverse pass recomputes each step from the saved carry.
@@ -492,6 +576,11 @@ TEST(CustomDerivativesErrors, AsJaxGivesThem) {
       [](const std::vector<Tracer>&, const std::vector<Tracer>& ct) { return ct; });
   EXPECT_THAT(Message(jit([bad_fwd_type](Tracer x) { return bad_fwd_type({x}); })(x).status()),
               HasSubstr("the fwd rule's primal outputs"));
+  // Names given to a policy that takes none.
+  auto named_dots = checkpoint([](Tracer x) { return x * 2.0; },
+                               {.policy = CheckpointPolicy::kDotsSaveable, .names = {"a"}});
+  EXPECT_THAT(Message(jit([named_dots](Tracer x) { return named_dots({x}); })(x).status()),
+              HasSubstr("checkpoint: policy DOTS_SAVEABLE takes no names (got 1)"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CustomDerivativesTest,

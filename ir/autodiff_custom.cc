@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
@@ -196,6 +197,34 @@ absl::Status CheckpointInline(FunctionBuilder& b, AdEmitter& e, const Op& op,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether checkpoint `a`'s policy keeps the results of `inner`, an op of its body, as
+// jax.checkpoint_policies decides for a primitive and its parameters.
+bool SavedByPolicy(const CheckpointAttrs& a, const Op& inner) {
+  if (inner.results_size() == 0 || !Regions(inner).empty()) return false;
+  const bool dot = PrimOf(inner) == Prim::kDotGeneral;
+  const bool named = inner.has_checkpoint_name();
+  const bool listed =
+      named && absl::c_linear_search(a.names(), inner.checkpoint_name().name());
+  switch (a.policy()) {
+    case DOTS_SAVEABLE:
+      return dot;
+    case DOTS_WITH_NO_BATCH_DIMS_SAVEABLE:
+      return dot && inner.dot_general().lhs_batch_dims_size() == 0;
+    case SAVE_ONLY_THESE_NAMES:
+      return listed;
+    case SAVE_ANY_NAMES_BUT_THESE:
+      return named && !listed;
+    case SAVE_ANYTHING_EXCEPT_THESE_NAMES:
+      return !listed;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                                  const std::vector<int64_t>& operands,
                                  const std::vector<int64_t>& tangents,
@@ -207,12 +236,8 @@ absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   // pass and read, not recomputed, by the backward one.
   std::vector<int64_t> saved_ids;
   for (const Op& inner : a.body().ops()) {
-    const bool dot = PrimOf(inner) == Prim::kDotGeneral;
-    if ((a.policy() == DOTS_SAVEABLE && dot) ||
-        (a.policy() == DOTS_WITH_NO_BATCH_DIMS_SAVEABLE && dot &&
-         inner.dot_general().lhs_batch_dims_size() == 0)) {
-      saved_ids.push_back(inner.results(0));
-    }
+    if (SavedByPolicy(a, inner)) saved_ids.insert(saved_ids.end(), inner.results().begin(),
+                                                  inner.results().end());
   }
   Region forward = a.body();
   for (int64_t id : saved_ids) forward.add_results(id);

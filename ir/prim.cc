@@ -8,7 +8,7 @@ namespace shardjit::ir {
 namespace {
 
 // Open addressing over a power-of-two table, at most a quarter full.
-constexpr size_t kSlots = 512;
+constexpr size_t kSlots = 1024;
 static_assert(kSlots >= 4 * kPrimCount);
 
 // Opcodes differ in their length and first, second, middle and last characters often enough

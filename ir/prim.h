@@ -116,6 +116,7 @@ class Op;
   X(kCustomVjpCall, "custom_vjp_call")                     \
   X(kCheckpoint, "checkpoint")                             \
   X(kOptimizationBarrier, "optimization_barrier")          \
+  X(kName, "name")                                         \
   /* user kernels (ir/prims/pallas.cc) */                  \
   X(kPallasCall, "pallas_call")                            \
   X(kRefLoad, "ref_load")                                  \

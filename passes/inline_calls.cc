@@ -20,7 +20,8 @@ class Inliner {
     ops.Swap(region->mutable_ops());
     for (ir::Op& op : ops) {
       for (int64_t& id : *op.mutable_operands()) id = Renamed(id);
-      if (op.has_axis() && ir::PrimOf(op) == ir::Prim::kPvary) {  // a cast: its operand
+      if ((op.has_axis() && ir::PrimOf(op) == ir::Prim::kPvary) ||  // a cast: its operand
+          op.has_checkpoint_name()) {                                   // a label: its operand
         rename_[op.results(0)] = op.operands(0);
         changed = true;
         continue;

@@ -1,6 +1,6 @@
 // inline-calls: replaces each custom_jvp_call and custom_vjp_call by the ops of its `fun` region
 // and each checkpoint by the ops of its body, in every region, and drops pvary (a cast of a
-// shard_map body's types). The transformations (ir/autodiff.h, ir/batching.h) have used the other
+// shard_map body's types) and name (a label for checkpoint policies). The transformations (ir/autodiff.h, ir/batching.h) have used the other
 // regions and the types by then; what runs is the function itself.
 #ifndef SHARDJIT_PASSES_INLINE_CALLS_H_
 #define SHARDJIT_PASSES_INLINE_CALLS_H_

@@ -431,10 +431,11 @@ namespace {
 // formed after partitioning).
 TEST(SpmdRulesTest, EveryGlobalViewPrimitiveHasARule) {
   for (const ir::Primitive* p : ir::AllPrimitives()) {
-    // inline-calls removes custom_jvp_call, custom_vjp_call and checkpoint before partitioning.
+    // inline-calls removes custom_jvp_call, custom_vjp_call, checkpoint and name before
+    // partitioning.
     if (p->kind == ir::PrimitiveKind::kCollective || p->kind == ir::PrimitiveKind::kKernel ||
         p->name == "fusion" || p->name == "dot_accumulate" || p->name == "custom_jvp_call" ||
-        p->name == "custom_vjp_call" || p->name == "checkpoint") {
+        p->name == "custom_vjp_call" || p->name == "checkpoint" || p->name == "name") {
       continue;
     }
     ir::Op op;

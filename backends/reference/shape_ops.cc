@@ -1,6 +1,6 @@
 // Reference kernels of the data-movement primitives: broadcast_in_dim, reshape, transpose, slice,
 // dynamic_slice, dynamic_update_slice, concatenate, pad, rev, and with_sharding_constraint,
-// optimization_barrier and pvary (the identity).
+// optimization_barrier, pvary and name (the identity).
 // The others are strided copies; runs that are contiguous on both sides are copied with memcpy.
 #include <algorithm>
 #include <cstdint>
@@ -163,7 +163,8 @@ Results Rev(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* allo
 }
 
 // with_sharding_constraint only matters to the SPMD partitioner, optimization_barrier to
-// common-subexpression elimination, pvary to the typing of shard_map bodies: the identity.
+// common-subexpression elimination, pvary to the typing of shard_map bodies, name to checkpoint
+// policies: the identity.
 Results Identity(const ir::Op&, const std::vector<Tensor>& in, ir::Allocator*) {
   return in;
 }
@@ -181,6 +182,7 @@ const bool registered = [] {
   RegisterKernel("with_sharding_constraint", Identity);
   RegisterKernel("optimization_barrier", Identity);
   RegisterKernel("pvary", Identity);
+  RegisterKernel("name", Identity);
   return true;
 }();
 

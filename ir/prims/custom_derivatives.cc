@@ -1,7 +1,7 @@
 // Shape rules of the ops that carry differentiation choices of the user: custom_jvp_call,
 // custom_vjp_call and checkpoint (their regions' interfaces; the verifier checks the ops
-// inside), and optimization_barrier, the identity that common-subexpression elimination does
-// not look through. ir/autodiff.h and ir/batching.h give the region ops their meaning under
+// inside), optimization_barrier, the identity that common-subexpression elimination does
+// not look through, and name, the identity checkpoint policies select saved values by. ir/autodiff.h and ir/batching.h give the region ops their meaning under
 // transformations; the pipeline inlines them before lowering (passes/inline_calls.h).
 #include "base/status_macros.h"
 #include "ir/autodiff.h"
@@ -71,8 +71,19 @@ absl::StatusOr<Types> Checkpoint(const ShapeContext& ctx, const Types& operands,
     return RuleError(op, operands, "policy {} is not a checkpoint policy",
                      static_cast<int>(a.policy()));
   }
+  const bool by_name = a.policy() == SAVE_ONLY_THESE_NAMES ||
+                       a.policy() == SAVE_ANY_NAMES_BUT_THESE ||
+                       a.policy() == SAVE_ANYTHING_EXCEPT_THESE_NAMES;
+  if (!by_name && a.names_size() > 0) {
+    return RuleError(op, operands, "policy {} takes no names (got {})",
+                     CheckpointPolicy_Name(a.policy()), a.names_size());
+  }
   RETURN_IF_ERROR(CheckRegionParams(op, operands, a.body(), "body", operands));
   return RegionResultTypes(ctx, op, operands, a.body());
+}
+
+absl::StatusOr<Types> Name(const ShapeContext&, const Types& operands, const Op&) {
+  return operands;
 }
 
 absl::StatusOr<Types> OptimizationBarrier(const ShapeContext&, const Types& operands,
@@ -81,8 +92,9 @@ absl::StatusOr<Types> OptimizationBarrier(const ShapeContext&, const Types& oper
 }
 
 // The barrier's tangents are its operands' (the barrier only orders the primal computation);
-// batched, it is the barrier of the batched operands.
-AdRules OptimizationBarrierAd() {
+// batched, it is the barrier of the batched operands. The same holds for name (JAX does not
+// name the tangent).
+AdRules IdentityAd() {
   AdRules rules;
   rules.jvp = [](AdEmitter&, const JvpArgs& args) -> absl::StatusOr<std::vector<int64_t>> {
     return args.tangents;
@@ -103,7 +115,9 @@ const bool registered = [] {
       {"checkpoint", PrimitiveKind::kControlFlow, 0, -1, Op::kCheckpoint, Checkpoint});
   RegisterPrimitive({"optimization_barrier", PrimitiveKind::kStructural, 1, -1,
                      Op::ATTRS_NOT_SET, OptimizationBarrier, Prim::kUnknown,
-                     OptimizationBarrierAd()});
+                     IdentityAd()});
+  RegisterPrimitive({"name", PrimitiveKind::kStructural, 1, 1, Op::kCheckpointName, Name,
+                     Prim::kUnknown, IdentityAd()});
   return true;
 }();
 
