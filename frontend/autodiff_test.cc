@@ -175,6 +175,26 @@ TEST_P(AutodiffTest, IndexingSortingAndScans) {
       {RandomInput({5, 3}, 23), RandomInput({7, 3}, 24)});
 }
 
+// sort's JVP sorts once, the keys with an iota: that sort's other results are the primal ones,
+// so the lowered gradient holds one sort (two operands and the permutation), not two.
+TEST_P(AutodiffTest, SortIsDifferentiatedWithOneSort) {
+  const Fn f = [](const std::vector<Tracer>& a) {
+    std::vector<Tracer> s = lax::sort({a[0], lax::sin(a[1])}, 1);
+    return lax::reduce_sum(lax::exp(s[0] * 0.3) * s[1], {0, 1});
+  };
+  ExpectGradMatchesDifferences(f, {RandomInput({3, 7}, 25), RandomInput({3, 7}, 26)});
+  absl::StatusOr<LoweredBase> lowered =
+      jit(grad(f, {0, 1}), {.backend = GetParam()})
+          .lower({Put(RandomInput({3, 7}, 25)), Put(RandomInput({3, 7}, 26))});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  const std::string text = lowered->as_text();
+  int sorts = 0;
+  for (size_t at = text.find("= sort["); at != std::string::npos; at = text.find("= sort[", at + 1)) {
+    ++sorts;
+  }
+  EXPECT_EQ(sorts, 1) << text;
+}
+
 // scatter (replace) with a position written twice: the winning update's tangent, the operand's
 // where nothing was written (jax's rule), against finite differences.
 TEST_P(AutodiffTest, ScatterReplace) {

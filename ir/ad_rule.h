@@ -28,6 +28,10 @@ struct JvpArgs {
   const std::vector<int64_t>& primals;
   const std::vector<int64_t>& tangents;
   const std::vector<int64_t>& results;
+  // Where set, a rule that computes the op's results again together with what the tangents need
+  // (sort, with the permutation) may put those here: later ops read them, and the op the walk
+  // emitted first is left to dead-code elimination.
+  std::vector<int64_t>* recomputed_results = nullptr;
 };
 // The tangents of op's results (kZero where zero), emitted through the emitter.
 using JvpRule = std::function<absl::StatusOr<std::vector<int64_t>>(AdEmitter&, const JvpArgs&)>;

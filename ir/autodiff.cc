@@ -139,11 +139,18 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
     if (!float_result) continue;  // integer and pred results have no tangent
     const Primitive* prim = FindPrimitive(op.opcode());
     if (prim == nullptr || !prim->ad.jvp) return NoRule("Differentiation", op);
+    std::vector<int64_t> recomputed;
     ASSIGN_OR_RETURN(std::vector<int64_t> out,
-                     prim->ad.jvp(e, JvpArgs{op, operands, tangents, results}));
-    if (out.size() != results.size()) {
-      return absl::InternalError(fmt::format("{}: its JVP rule gave {} tangents for {} results",
-                                             op.opcode(), out.size(), results.size()));
+                     prim->ad.jvp(e, JvpArgs{op, operands, tangents, results, &recomputed}));
+    if (out.size() != results.size() ||
+        (!recomputed.empty() && recomputed.size() != results.size())) {
+      return absl::InternalError(
+          fmt::format("{}: its JVP rule gave {} tangents and {} results for {} results",
+                      op.opcode(), out.size(), recomputed.size(), results.size()));
+    }
+    if (!recomputed.empty()) {
+      results = recomputed;
+      for (int i = 0; i < op.results_size(); ++i) value[op.results(i)] = results[i];
     }
     for (size_t i = 0; i < out.size(); ++i) {
       if (out[i] != kZero && IsFloating(b.TypeOf(results[i]).dtype) &&

@@ -192,7 +192,8 @@ absl::StatusOr<int64_t> TakeAlongAxis(AdEmitter& e, int64_t x, int64_t perm, int
   return e.Emit1(std::move(gather), {x, indices});
 }
 
-// sort: the tangents follow the permutation, found by sorting an iota along with the keys.
+// sort: the tangents follow the permutation, found by sorting an iota along with the keys; that
+// sort's other results are the primal ones.
 AdRules SortRule() {
   return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
     const int64_t dim = a.op.sort().dimension();
@@ -207,6 +208,9 @@ AdRules SortRule() {
     operands.push_back(positions);
     ASSIGN_OR_RETURN(Ids sorted, e.Emit(OpAttrs(a.op), operands));
     const int64_t perm = sorted.back();
+    if (a.recomputed_results != nullptr) {
+      *a.recomputed_results = Ids(sorted.begin(), sorted.end() - 1);
+    }
     Ids tangents;
     for (int64_t t : a.tangents) {
       if (t == kZero) {
