@@ -50,6 +50,25 @@ bool IsFusible(const ir::Op& op) {
   }
 }
 
+// Math the generated loops evaluate in a few vector instructions where a kernel of its own calls
+// the C library per element: worth a fusion of its own.
+bool IsCostlyAlone(const ir::Op& op) {
+  switch (ir::PrimOf(op)) {
+    case ir::Prim::kExp:
+    case ir::Prim::kLog:
+    case ir::Prim::kTanh:
+    case ir::Prim::kLogistic:
+    case ir::Prim::kErf:
+    case ir::Prim::kSin:
+    case ir::Prim::kCos:
+    case ir::Prim::kSqrt:
+    case ir::Prim::kRsqrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void CountCaptures(const ir::Region& region, std::unordered_map<int64_t, int>& uses);
 
 void CountNested(const ir::Op& op, std::unordered_map<int64_t, int>& uses) {
@@ -101,7 +120,9 @@ class Fuser {
     for (int root = region.ops_size() - 1; root >= 0; --root) {
       if (group_of[root] >= 0 || !IsFusible(region.ops(root))) continue;
       std::vector<int> members = Grow(region, root, uses, producer, group_of);
-      if (static_cast<int>(members.size()) < options_.min_group_size) continue;
+      const bool worth = static_cast<int>(members.size()) >= options_.min_group_size ||
+                         (members.size() == 1 && IsCostlyAlone(region.ops(root)));
+      if (!worth) continue;
       for (int m : members) group_of[m] = static_cast<int>(groups.size());
       groups.push_back(std::move(members));
     }

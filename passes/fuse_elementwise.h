@@ -10,7 +10,8 @@
 namespace shardjit::passes {
 
 struct FuseElementwiseOptions {
-  // Smallest number of ops worth fusing (broadcasts count).
+  // Smallest number of ops worth fusing (broadcasts count); a lone exp, log, tanh, logistic,
+  // erf, sin, cos, sqrt or rsqrt is fused all the same (its own kernel calls libm per element).
   int min_group_size = 2;
 };
 

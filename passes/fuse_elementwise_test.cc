@@ -102,7 +102,7 @@ TEST(FuseElementwiseTest, StopsAtNonElementwiseOps) {
                          "    b:f32[2,4] = neg a\n"
                          "    c:f32[2,4] = abs b\n"
                          "    d:f32[4,2] = transpose[permutation=(1,0)] c\n"
-                         "    e:f32[4,2] = sqrt d\n",
+                         "    e:f32[4,2] = neg d\n",
                          "e")),
             Module("a:f32[2,4]",
                    "    e:f32[2,4] = fusion[body={ lambda ; b:f32[2,4]. let\n"
@@ -110,7 +110,24 @@ TEST(FuseElementwiseTest, StopsAtNonElementwiseOps) {
                    "          d:f32[2,4] = abs c\n"
                    "        in (d) }] a\n"
                    "    f:f32[4,2] = transpose[permutation=(1,0)] e\n"
-                   "    g:f32[4,2] = sqrt f\n",
+                   "    g:f32[4,2] = neg f\n",
+                   "g"));
+}
+
+TEST(FuseElementwiseTest, FusesALoneTranscendentalButNotALoneAdd) {
+  // tanh's own kernel calls the C library per element; the generated loop does not. A lone add
+  // gains nothing from a fusion.
+  EXPECT_EQ(Fused(Module("a:f32[2,4] b:f32[2,4]",
+                         "    c:f32[2,4] = add a b\n"
+                         "    d:f32[4,2] = transpose[permutation=(1,0)] c\n"
+                         "    e:f32[4,2] = tanh d\n",
+                         "e")),
+            Module("a:f32[2,4] b:f32[2,4]",
+                   "    c:f32[2,4] = add a b\n"
+                   "    d:f32[4,2] = transpose[permutation=(1,0)] c\n"
+                   "    g:f32[4,2] = fusion[body={ lambda ; e:f32[4,2]. let\n"
+                   "          f:f32[4,2] = tanh e\n"
+                   "        in (f) }] d\n",
                    "g"));
 }
 
