@@ -9,6 +9,11 @@ all the same: GCC reads the header text whenever the precompiled form does not a
 def _pch_copts(header):
     return ["-include", header, "-Winvalid-pch"]
 
+# A target that sets its own optimisation level compiles without: GCC 12 can crash reading a
+# header precompiled at another level (-O1 under the sanitizers against a -O3 target).
+def _own_level(copts):
+    return [c for c in copts if c.startswith("-O")] != []
+
 COMMON_PCH_COPTS = _pch_copts("bazel/common_pch.h")
 COMMON_PCH_DEPS = ["//bazel:common_pch"]
 TEST_PCH_COPTS = _pch_copts("bazel/test_pch.h")
@@ -19,19 +24,17 @@ def cc_library(name, copts = [], deps = [], precompiled_headers = True, **kwargs
 
     `precompiled_headers = False` for the libraries the precompiled header itself depends on.
     """
-    if precompiled_headers:
+    if precompiled_headers and not _own_level(copts):
         test = kwargs.get("testonly", False)
         copts = (TEST_PCH_COPTS if test else COMMON_PCH_COPTS) + copts
         deps = deps + (TEST_PCH_DEPS if test else COMMON_PCH_DEPS)
     native.cc_library(name = name, copts = copts, deps = deps, **kwargs)
 
 def cc_binary(name, copts = [], deps = [], **kwargs):
-    native.cc_binary(
-        name = name,
-        copts = COMMON_PCH_COPTS + copts,
-        deps = deps + COMMON_PCH_DEPS,
-        **kwargs
-    )
+    if not _own_level(copts):
+        copts = COMMON_PCH_COPTS + copts
+        deps = deps + COMMON_PCH_DEPS
+    native.cc_binary(name = name, copts = copts, deps = deps, **kwargs)
 
 def cc_test(name, copts = [], deps = [], precompiled_headers = True, **kwargs):
     """native.cc_test; with `precompiled_headers` (the default) srcs see the test headers.
@@ -39,7 +42,7 @@ def cc_test(name, copts = [], deps = [], precompiled_headers = True, **kwargs):
     Turn it off for a test whose point is what its own includes declare (a header's
     self-containedness check).
     """
-    if precompiled_headers:
+    if precompiled_headers and not _own_level(copts):
         copts = TEST_PCH_COPTS + copts
         deps = deps + TEST_PCH_DEPS
     native.cc_test(name = name, copts = copts, deps = deps, **kwargs)
