@@ -24,7 +24,7 @@ def _precompiled_header_impl(ctx):
         feature_configuration = features,
         cc_toolchain = cc_toolchain,
         user_compile_flags = ctx.fragments.cpp.copts + ctx.fragments.cpp.cxxopts +
-                             ["-x", "c++-header"],
+                             ctx.attr.copts + ["-x", "c++-header"],
         source_file = header.path,
         output_file = gch.path,
         include_directories = deps_context.includes,
@@ -79,12 +79,14 @@ precompiled_header = rule(
     A target that depends on it and compiles with `-include <package>/<name>.h` loads the
     precompiled form; GCC falls back to reading the header text when the flags differ (a PCH
     is valid only for the same macros, -m and sanitizer options), so results never depend on it.
-    `srcs` are project headers `src` includes (besides those of `deps`).
+    `srcs` are project headers `src` includes (besides those of `deps`); `copts` come after the
+    configuration's, as a target's own copts do.
     """,
     attrs = {
         "src": attr.label(allow_single_file = [".h"]),
         "srcs": attr.label_list(allow_files = [".h"]),
         "deps": attr.label_list(providers = [CcInfo]),
+        "copts": attr.string_list(),
         "_cc_toolchain": attr.label(default = "@bazel_tools//tools/cpp:current_cc_toolchain"),
     },
     toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
