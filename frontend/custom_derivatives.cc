@@ -1,6 +1,7 @@
 #include "frontend/custom_derivatives.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "absl/status/status.h"
@@ -186,29 +187,15 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
   op.set_opcode("checkpoint");
   ir::CheckpointAttrs& a = *op.mutable_checkpoint();
   a.set_prevent_cse(options.prevent_cse);
-  switch (options.policy) {
-    case CheckpointPolicy::kNothingSaveable:
-      a.set_policy(ir::NOTHING_SAVEABLE);
-      break;
-    case CheckpointPolicy::kEverythingSaveable:
-      a.set_policy(ir::EVERYTHING_SAVEABLE);
-      break;
-    case CheckpointPolicy::kDotsSaveable:
-      a.set_policy(ir::DOTS_SAVEABLE);
-      break;
-    case CheckpointPolicy::kDotsWithNoBatchDimsSaveable:
-      a.set_policy(ir::DOTS_WITH_NO_BATCH_DIMS_SAVEABLE);
-      break;
-    case CheckpointPolicy::kSaveOnlyTheseNames:
-      a.set_policy(ir::SAVE_ONLY_THESE_NAMES);
-      break;
-    case CheckpointPolicy::kSaveAnyNamesButThese:
-      a.set_policy(ir::SAVE_ANY_NAMES_BUT_THESE);
-      break;
-    case CheckpointPolicy::kSaveAnythingExceptTheseNames:
-      a.set_policy(ir::SAVE_ANYTHING_EXCEPT_THESE_NAMES);
-      break;
-  }
+  // CheckpointPolicy's enumerators in order.
+  static constexpr ir::CheckpointPolicy kPolicies[] = {
+      ir::NOTHING_SAVEABLE,        ir::EVERYTHING_SAVEABLE,
+      ir::DOTS_SAVEABLE,           ir::DOTS_WITH_NO_BATCH_DIMS_SAVEABLE,
+      ir::SAVE_ONLY_THESE_NAMES,   ir::SAVE_ANY_NAMES_BUT_THESE,
+      ir::SAVE_ANYTHING_EXCEPT_THESE_NAMES};
+  static_assert(std::size(kPolicies) ==
+                static_cast<size_t>(CheckpointPolicy::kSaveAnythingExceptTheseNames) + 1);
+  a.set_policy(kPolicies[static_cast<size_t>(options.policy)]);
   for (const std::string& name : options.names) a.add_names(name);
   if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body(),
                    VmasOf(t, args))) {

@@ -236,8 +236,8 @@ absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
   // pass and read, not recomputed, by the backward one.
   std::vector<int64_t> saved_ids;
   for (const Op& inner : a.body().ops()) {
-    if (SavedByPolicy(a, inner)) saved_ids.insert(saved_ids.end(), inner.results().begin(),
-                                                  inner.results().end());
+    if (!SavedByPolicy(a, inner)) continue;
+    saved_ids.insert(saved_ids.end(), inner.results().begin(), inner.results().end());
   }
   Region forward = a.body();
   for (int64_t id : saved_ids) forward.add_results(id);

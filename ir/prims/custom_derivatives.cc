@@ -1,8 +1,9 @@
 // Shape rules of the ops that carry differentiation choices of the user: custom_jvp_call,
 // custom_vjp_call and checkpoint (their regions' interfaces; the verifier checks the ops
 // inside), optimization_barrier, the identity that common-subexpression elimination does
-// not look through, and name, the identity checkpoint policies select saved values by. ir/autodiff.h and ir/batching.h give the region ops their meaning under
-// transformations; the pipeline inlines them before lowering (passes/inline_calls.h).
+// not look through, and name, the identity checkpoint policies select saved values by.
+// ir/autodiff.h and ir/batching.h give the region ops their meaning under transformations; the
+// pipeline inlines them before lowering (passes/inline_calls.h).
 #include "base/status_macros.h"
 #include "ir/autodiff.h"
 #include "ir/dtype.h"
@@ -82,12 +83,8 @@ absl::StatusOr<Types> Checkpoint(const ShapeContext& ctx, const Types& operands,
   return RegionResultTypes(ctx, op, operands, a.body());
 }
 
-absl::StatusOr<Types> Name(const ShapeContext&, const Types& operands, const Op&) {
-  return operands;
-}
-
-absl::StatusOr<Types> OptimizationBarrier(const ShapeContext&, const Types& operands,
-                                          const Op&) {
+// optimization_barrier and name: their operands.
+absl::StatusOr<Types> Identity(const ShapeContext&, const Types& operands, const Op&) {
   return operands;
 }
 
@@ -114,9 +111,9 @@ const bool registered = [] {
   RegisterPrimitive(
       {"checkpoint", PrimitiveKind::kControlFlow, 0, -1, Op::kCheckpoint, Checkpoint});
   RegisterPrimitive({"optimization_barrier", PrimitiveKind::kStructural, 1, -1,
-                     Op::ATTRS_NOT_SET, OptimizationBarrier, Prim::kUnknown,
+                     Op::ATTRS_NOT_SET, Identity, Prim::kUnknown,
                      IdentityAd()});
-  RegisterPrimitive({"name", PrimitiveKind::kStructural, 1, 1, Op::kCheckpointName, Name,
+  RegisterPrimitive({"name", PrimitiveKind::kStructural, 1, 1, Op::kCheckpointName, Identity,
                      Prim::kUnknown, IdentityAd()});
   return true;
 }();
