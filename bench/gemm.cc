@@ -276,7 +276,7 @@ void RegisterAll() {
         }
       }
     }
-    for (int64_t m : {1, 6, 13, 20, 27, 41, 64, 96}) {
+    for (int64_t m : {1, 6, 12, 13, 20, 27, 41, 64, 96}) {
       for (int threads : {1, 2}) {
         const std::string name =
             fmt::format("BM_GemmWeightsFromMemory/{}/M:{}/K:1024/N:1024/threads:{}",

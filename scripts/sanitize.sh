@@ -28,7 +28,8 @@ if [ "${1:-}" = "--ci" ]; then
 else
   asan_targets=(//runtime:all //runtime/distributed:all //ir:all //passes:all //tools:all
                 //backends/x86:gemm_test //backends/x86:gemm_stream_test
-                //backends/x86:copy_kernels_test //backends/x86:gemm_int8_test
+                //backends/x86:gemm_in_place_test //backends/x86:copy_kernels_test
+                //backends/x86:gemm_int8_test
                 //frontend:autodiff_test //frontend:vmap_test //examples:train_mlp_test
                 //frontend:custom_derivatives_test //frontend:vma_test
                 //frontend:transpose_identity_test

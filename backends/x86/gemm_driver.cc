@@ -173,6 +173,12 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
   const int64_t elt = plan.layout == PanelLayout::kBf16Pairs ? 2
                       : plan.layout == PanelLayout::kS8Quads ? 1
                                                               : 4;
+  // f32 B is read in place by one row tile as long as its panels are two vectors wide or more
+  // (InPlacePlan): up to 15 rows in zmm registers, 6 in ymm. Wider tiles of one-vector panels,
+  // and two tiles, were slower than streaming (BM_GemmWeightsFromMemory, BM_Gemm).
+  if (plan.layout == PanelLayout::kF32) {
+    plan.max_rows_b_in_place = plan.isa >= IsaLevel::kAvx512 ? 15 : 6;
+  }
   // The A strip (mr x kc) takes about a quarter of L1; the rest streams B.
   plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (4 * plan.mr * elt), 64), 128,
                                 plan.layout == PanelLayout::kS8Quads ? 2048 : 1024);
@@ -195,9 +201,30 @@ absl::Status ValidatePlan(const GemmPlan& p) {
                                                 p.mr, p.nr, p.mc, p.kc, p.nc));
 }
 
+bool ReadsBInPlace(const GemmPlan& plan, const GemmArgs& args) {
+  if (args.pack_cache != nullptr && args.cache_b) return false;
+  return plan.layout == PanelLayout::kF32 && args.type == GemmType::kF32F32F32 &&
+         args.b_col_stride == 1 && args.shape.m <= plan.max_rows_b_in_place &&
+         args.shape.n >= InPlacePlan(plan, args.shape.m).nr;
+}
+
+GemmPlan InPlacePlan(const GemmPlan& plan, int64_t m) {
+  // Accumulators and B vectors: 32 zmm; 16 ymm less the two broadcasts (GemmKernelAvx2).
+  const int64_t registers = plan.isa >= IsaLevel::kAvx512 ? 32 : 14;
+  const int64_t vecs = std::min<int64_t>(64 / plan.lanes, registers / (m + 1));
+  if (m < 1 || vecs < 1) return plan;
+  GemmPlan p = plan;
+  p.mr = static_cast<int>(m);
+  p.mc = m;
+  p.nr = static_cast<int>(vecs) * plan.lanes;
+  p.nc = std::max<int64_t>(p.nr, RoundDown(plan.nc, p.nr));
+  return p;
+}
+
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args) {
   // A cached B is packed once and read from the cache after.
   if (args.pack_cache != nullptr && args.cache_b) return false;
+  if (ReadsBInPlace(plan, args)) return false;
   // Decided on the cache blocking; KernelSet::Prepare then re-blocks one of a single row block
   // (StreamingPlan).
   const bool one_block = args.shape.k <= plan.kc && args.shape.n <= plan.nc;
@@ -235,7 +262,11 @@ int StreamRows(const GemmPlan& plan, const GemmShape& shape) {
 
 absl::Status KernelSet::Prepare(const GemmPlan& given_plan, const GemmArgs& args) {
   streams_b_ = StreamsB(given_plan, args);
-  plan_ = BalancedPlan(streams_b_ ? StreamingPlan(given_plan, args.shape) : given_plan, args.shape);
+  b_in_place_ = ReadsBInPlace(given_plan, args);
+  plan_ = BalancedPlan(streams_b_    ? StreamingPlan(given_plan, args.shape)
+                       : b_in_place_ ? InPlacePlan(given_plan, args.shape.m)
+                                     : given_plan,
+                       args.shape);
   const GemmPlan& plan = plan_;
   const int partial_rows = static_cast<int>(args.shape.m % plan.mr);
   const int tail_vecs = static_cast<int>(CeilDiv(args.shape.n % plan.nr, plan.lanes));
@@ -243,28 +274,37 @@ absl::Status KernelSet::Prepare(const GemmPlan& given_plan, const GemmArgs& args
   const StreamSource source = !streams_b_                           ? StreamSource::kNone
                               : args.type == GemmType::kBf16Bf16F32 ? StreamSource::kBf16
                                                                     : StreamSource::kF32;
-  for (bool stream : {false, true}) {
+  // Plain kernels and, streaming, the streaming ones; in place, the in-place kernel for the full
+  // panels and the plain one for a tail panel.
+  auto needed = [&](bool special, bool tail) {
+    return b_in_place_ ? special != tail : !special || streams_b_;
+  };
+  for (bool special : {false, true}) {
     for (bool partial : {false, true}) {
       for (bool tail : {false, true}) {
-        if ((partial && partial_rows == 0) || (tail && tail_vecs == 0) ||
-            (stream && source == StreamSource::kNone)) {
-          continue;
-        }
-        KernelKey& key = keys_[Index(partial, tail, stream)];
-        key = KernelKey{plan.layout, plan.isa, plan.mr, plan.nr, partial ? partial_rows : plan.mr,
-                        tail ? tail_vecs : 0, stream ? source : StreamSource::kNone,
-                        stream ? stream_rows_ : 1};
+        if ((partial && partial_rows == 0) || (tail && tail_vecs == 0)) continue;
+        if (!needed(special, tail)) continue;
+        KernelKey& key = keys_[Index(partial, tail, special)];
+        key = KernelKey{plan.layout,
+                        plan.isa,
+                        plan.mr,
+                        plan.nr,
+                        partial ? partial_rows : plan.mr,
+                        tail ? tail_vecs : 0,
+                        special && streams_b_ ? source : StreamSource::kNone,
+                        special && streams_b_ ? stream_rows_ : 1,
+                        special && b_in_place_};
         if (plan.portable_kernels) continue;
         ASSIGN_OR_RETURN(MicroKernelFn fn, KernelCache::Global().Get(key));
-        fns_[Index(partial, tail, stream)] = fn;
+        fns_[Index(partial, tail, special)] = fn;
       }
     }
   }
   return absl::OkStatus();
 }
 
-void KernelSet::Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const {
-  const int i = Index(rows != plan_.mr, tail_vecs != 0, stream);
+void KernelSet::Call(int rows, int tail_vecs, bool special, MicroKernelArgs* args) const {
+  const int i = Index(rows != plan_.mr, tail_vecs != 0, special);
   if (plan_.portable_kernels) {
     args->key = &keys_[i];
     PortableMicroKernel(args);
@@ -340,6 +380,7 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
   const int64_t mc_max = std::min(plan.mc, RoundUp(m, mr));
   // Streaming B: two packed blocks, the one in use and the next (see StreamsB).
   const bool stream_b = kernels.streams_b();
+  const bool in_place = kernels.b_in_place();
   const int64_t b_block_bytes = steps_max * nc_max * 4;
   auto* b_buf = static_cast<uint8_t*>(scratch->b.Get((stream_b ? 2 : 1) * b_block_bytes));
   // With several column blocks, A is packed once, during the first, and kept for the others.
@@ -385,9 +426,19 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
       const int64_t steps = KSteps(plan.layout, kc);
       const bool first = pc == 0, last = pc + kc >= k;
       const uint8_t* b_block = b_buf + packed * b_block_bytes;
-      if (!stream_b) b_block = pack_b(pc, kc, jc, nc, b_buf + packed * b_block_bytes);
-      args.b = b_block;
-      args.b_panel_stride = steps * nr * 4;
+      if (in_place) {
+        // Full panels from B itself; a partial last one packed.
+        if (tail_cols != 0) {
+          PackB(b, pc, kc, jc + nc - tail_cols, tail_cols, plan.layout, nr, b_buf);
+        }
+        args.b = static_cast<const float*>(g.b) + pc * b.row_stride + jc;
+        args.b_panel_stride = nr * 4;
+        args.b_step_stride = b.row_stride * 4;
+      } else {
+        if (!stream_b) b_block = pack_b(pc, kc, jc, nc, b_buf + packed * b_block_bytes);
+        args.b = b_block;
+        args.b_panel_stride = steps * nr * 4;
+      }
       args.k_steps = steps;
       args.accumulate = !first || g.accumulate;
       args.col_offset = last ? col_offset : nullptr;
@@ -423,6 +474,18 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
           const int rows = static_cast<int>(std::min<int64_t>(mr, mc - ir));
           args.a = a_block + (ir / mr) * steps * mr * 4;
           args.c = c_block + ir * ldc;
+          if (in_place) {
+            if (args.n_panels > 0) kernels.Call(rows, 0, true, &args);
+            if (tail_vecs != 0) {
+              MicroKernelArgs tail = args;
+              tail.b = b_buf;
+              tail.b_panel_stride = steps * nr * 4;
+              tail.n_panels = 0;
+              tail.c = args.c + (nc - tail_cols);
+              kernels.Call(rows, tail_vecs, false, &tail);
+            }
+            continue;
+          }
           const int64_t copies = stream_b && ic == last_ic ? next.StartTile(&args) : 0;
           kernels.Call(rows, tail_vecs, copies > 0, &args);
           next.copied_steps += copies;

@@ -24,6 +24,8 @@ struct GemmPlan {
   int64_t mc = 0;      // rows of A packed at once (multiple of mr)
   int64_t kc = 0;      // depth per packed block (even for bf16 pairs, a multiple of 32 for AMX)
   int64_t nc = 0;      // columns of B packed at once (multiple of nr): kc x nc stays in L2
+  // Products of at most this many rows read B in place (ReadsBInPlace); 0: none do.
+  int64_t max_rows_b_in_place = 0;
   bool streaming_plan = true;     // re-block streaming products (StreamingPlan)
   bool portable_kernels = false;  // run PortableMicroKernel instead of generated code
   // A call uses at most flops / min_flops_per_thread threads: 2 MFLOP is ~20 us of work. A helper
@@ -46,12 +48,15 @@ class KernelSet {
  public:
   // For `args` in `plan`'s blocks: StreamingPlan's when it streams B, balanced over its shape.
   absl::Status Prepare(const GemmPlan& plan, const GemmArgs& args);
-  // `stream`: the streaming kernel (see StreamsB).
-  void Call(int rows, int tail_vecs, bool stream, MicroKernelArgs* args) const;
+  // `special`: the product's streaming kernel (StreamsB) or the one that reads B in place
+  // (ReadsBInPlace; no tail panel: the tail is packed and runs on the plain kernel).
+  void Call(int rows, int tail_vecs, bool special, MicroKernelArgs* args) const;
   // The product's blocks.
   const GemmPlan& plan() const { return plan_; }
   // Whether the product streams B (StreamsB, decided on the given plan).
   bool streams_b() const { return streams_b_; }
+  // Whether the product reads B's full panels in place (ReadsBInPlace).
+  bool b_in_place() const { return b_in_place_; }
   // k steps the streaming kernels copy per iteration (StreamRows).
   int stream_rows() const { return stream_rows_; }
 
@@ -62,10 +67,22 @@ class KernelSet {
 
   GemmPlan plan_;
   bool streams_b_ = false;
+  bool b_in_place_ = false;
   int stream_rows_ = 1;
   KernelKey keys_[8];
   MicroKernelFn fns_[8] = {};
 };
+
+// B read in place: in a product of few rows (m <= plan.max_rows_b_in_place) each element of B
+// feeds one or two row tiles, so packing B costs about as much as the arithmetic. Such a product
+// of f32 B contiguous along n (and at least one full panel wide) has its full panels read by
+// kernels straight from B (KernelKey::b_in_place); only a partial last panel is packed. Not for
+// a B kept packed in a GemmPackCache.
+bool ReadsBInPlace(const GemmPlan& plan, const GemmArgs& args);
+// `plan` for such a product of `m` rows: one row tile of all of them (mr = m), its panels as
+// many vectors wide as the registers hold beside the tile's accumulators, up to 64 columns (a
+// row of B is then read in runs of 256 bytes, which memory serves faster than shorter ones).
+GemmPlan InPlacePlan(const GemmPlan& plan, int64_t m);
 
 // Streaming B: a product of a few row blocks (m <= kStreamRowBlocks * mc) uses each packed B
 // block for a few row tiles only, so packing B from memory would take much of its time. Such a
@@ -74,7 +91,7 @@ class KernelSet {
 // gemm_kernel.h), so that the memory reads overlap the arithmetic; what they do not copy (steps
 // past their share, a tail panel) is packed after them. True for products in the kF32 layout
 // (f32, or bf16 widened) or the kBf16Pairs layout with B contiguous along n and more than one B
-// block.
+// block, unless it reads B in place.
 inline constexpr int64_t kStreamRowBlocks = 4;
 bool StreamsB(const GemmPlan& plan, const GemmArgs& args);
 // The k steps per iteration (KernelKey::stream_rows) that the streaming kernels of a product of

@@ -13,14 +13,15 @@ std::string KernelKey::Name() const {
                             : layout == PanelLayout::kBf16Pairs ? "bf16_pairs"
                             : layout == PanelLayout::kS8Quads   ? "s8_quads"
                                                                 : "amx_tiles";
-  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}{}", IsaName(isa), layout_name, mr, nr, rows,
+  return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}{}{}", IsaName(isa), layout_name, mr, nr, rows,
                      tail_vecs,
                      stream == StreamSource::kF32    ? "_sf32"
                      : stream == StreamSource::kBf16 ? "_sbf16"
                                                      : "",
                      stream != StreamSource::kNone && stream_rows > 1
                          ? fmt::format("x{}", stream_rows)
-                         : "");
+                         : "",
+                     b_in_place ? "_bdirect" : "");
 }
 
 void SetTailMasks(int cols, MicroKernelArgs* args) {
@@ -86,6 +87,7 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
     }
   }
   const int64_t panels = args->n_panels + (key.tail_vecs > 0 ? 1 : 0);
+  const int64_t step_stride = key.b_in_place ? args->b_step_stride : key.nr * 4;
   const auto* a = static_cast<const uint8_t*>(args->a);
   for (int64_t p = 0; p < panels; ++p) {
     const bool tail = p == args->n_panels;
@@ -100,7 +102,7 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
           uint32_t acc = args->accumulate ? static_cast<uint32_t>(*c_int) : 0;
           for (int64_t s = 0; s < args->k_steps; ++s) {
             acc += static_cast<uint32_t>(QuadProduct(a + PackedAOffset(key.layout, key.mr, s, i),
-                                                     b + (s * key.nr + j) * 4));
+                                                     b + s * step_stride + j * 4));
           }
           if (args->col_offset != nullptr) {
             acc += static_cast<uint32_t>(args->col_offset[p * key.nr + j]);
@@ -111,7 +113,7 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
         float acc = args->accumulate ? c_row[j] : 0.0f;
         for (int64_t s = 0; s < args->k_steps; ++s) {
           acc += StepProduct(key.layout, a + PackedAOffset(key.layout, key.mr, s, i),
-                             b + (s * key.nr + j) * 4);
+                             b + s * step_stride + j * 4);
         }
         c_row[j] = acc;
       }

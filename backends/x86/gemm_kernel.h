@@ -19,6 +19,10 @@
 // kStreamFarPanels, in the kF32 layout from the kStreamFarPanels-th last panel on those of the
 // next call's panel as far ahead (stream_far_wrap). A tile of few rows has few FMAs to hide its
 // copy behind, but then few tiles share the block, so each must copy more: R > 1.
+// A kernel that reads B in place (b_in_place) takes its panels straight from a row-major f32 B
+// instead: k step s of panel p is the nr floats at b + p * b_panel_stride + s * b_step_stride
+// (b_step_stride: a row of B), full panels only; it prefetches each panel's rows
+// kInPlacePrefetchSteps steps ahead of the ones it reads.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 
@@ -60,6 +64,9 @@ inline bool ValidStreamRows(int rows) { return rows >= 1 && kStreamSteps % rows 
 // short to hide a memory read behind when tiles have few rows.
 inline constexpr int kStreamFarPanels = 4;
 
+// k steps ahead of its loads that an in-place kernel prefetches B's rows (KernelKey::b_in_place).
+inline constexpr int kInPlacePrefetchSteps = 8;
+
 // What a streaming kernel copies: nothing, f32 rows, or bf16 rows (widened to f32 in the kF32
 // layout, interleaved in pairs in the kBf16Pairs layout).
 enum class StreamSource : int { kNone = 0, kF32 = 1, kBf16 = 2 };
@@ -81,18 +88,29 @@ struct KernelKey {
   StreamSource stream = StreamSource::kNone;
   // k steps a streaming kernel copies per iteration of kStreamSteps steps: 1, 2, 4 or 8.
   int stream_rows = 1;
+  // Reads B's full panels in place (see the top): kF32 layout, f32 B, no tail, no stream.
+  bool b_in_place = false;
 
   bool operator==(const KernelKey& o) const {
     return layout == o.layout && isa == o.isa && mr == o.mr && nr == o.nr && rows == o.rows &&
-           tail_vecs == o.tail_vecs && stream == o.stream && stream_rows == o.stream_rows;
+           tail_vecs == o.tail_vecs && stream == o.stream && stream_rows == o.stream_rows &&
+           b_in_place == o.b_in_place;
   }
   template <typename H>
   friend H AbslHashValue(H h, const KernelKey& k) {
     return H::combine(std::move(h), k.layout, k.isa, k.mr, k.nr, k.rows, k.tail_vecs, k.stream,
-                      k.stream_rows);
+                      k.stream_rows, k.b_in_place);
+  }
+  // Whether the fields fit together: b_in_place only in the kF32 layout without a tail panel or
+  // a stream; stream_rows valid (ValidStreamRows).
+  bool Consistent() const {
+    return ValidStreamRows(stream_rows) &&
+           (!b_in_place ||
+            (layout == PanelLayout::kF32 && tail_vecs == 0 && stream == StreamSource::kNone));
   }
   // "gemm_avx512_bf16_pairs_6x64_r6_t2"; "..._sf32" / "..._sbf16" for a streaming kernel,
-  // "..._sf32x4" for one that copies 4 steps per iteration.
+  // "..._sf32x4" for one that copies 4 steps per iteration, "..._bdirect" for one that reads B
+  // in place.
   std::string Name() const;
 };
 
@@ -104,7 +122,8 @@ struct MicroKernelArgs {
   int64_t ldc = 0;             // bytes between rows of C
   int64_t k_steps = 0;         // >= 1: KSteps(layout, k) (gemm_pack.h)
   int64_t n_panels = 0;        // full panels, >= 0
-  int64_t b_panel_stride = 0;  // bytes between packed B panels
+  int64_t b_panel_stride = 0;  // bytes between B panels
+  int64_t b_step_stride = 0;   // b_in_place kernels: bytes between k steps (rows) of B
   int64_t accumulate = 0;      // 0 or 1
   // Tail panel masks (used only when the kernel has tail_vecs > 0): per vector of the tail
   // panel, an AVX-512 opmask (bit j: column j valid) and AVX2 per-lane masks (-1 valid, 0 not).

@@ -21,7 +21,7 @@ void GemmKernelAvx2::EmitZero(int vecs) {
 
 void GemmKernelAvx2::EmitStep(int vecs, int step) {
   for (int j = 0; j < vecs; ++j) {
-    vmovups(B(j), ptr[reg_b + (step * key_.nr + j * kLanes) * 4]);
+    vmovups(B(j), BVector(step, j));
   }
   for (int i = 0; i < key_.rows; ++i) {
     vbroadcastss(ABroadcast(i), ptr[reg_a + (step * key_.mr + i) * 4]);

@@ -37,7 +37,7 @@ void GemmKernelAvx512::EmitZero(int vecs) {
 
 void GemmKernelAvx512::EmitStep(int vecs, int step) {
   for (int j = 0; j < vecs; ++j) {
-    vmovups(B(j), ptr[reg_b + (step * key_.nr + j * kLanes) * 4]);
+    vmovups(B(j), BVector(step, j));
   }
   // Each A element (an f32, or a bf16 pair) is broadcast once into a free register, then feeds
   // the row's FMAs from it: one load per row instead of one per FMA, which keeps a CPU with two

@@ -19,6 +19,11 @@ void GemmKernelGenerator::GenerateBody() {
   if (key_.layout == PanelLayout::kS8Quads) {
     mov(reg_col_offset, ptr[reg_args + offsetof(MicroKernelArgs, col_offset)]);
   }
+  if (key_.b_in_place) {
+    mov(reg_b_step, ptr[reg_args + offsetof(MicroKernelArgs, b_step_stride)]);
+    lea(reg_b_step3, ptr[reg_b_step + reg_b_step * 2]);
+    imul(reg_b_ahead, reg_b_step, kInPlacePrefetchSteps);
+  }
   EmitSetup();
   Label panel_loop, panels_done;
   test(reg_panels, reg_panels);
@@ -119,9 +124,12 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
   cmp(reg_k, kUnroll);
   jl(remainder, T_NEAR);
   L(main_loop);
-  for (int s = 0; s < kUnroll; ++s) EmitStep(vecs, s);
+  for (int s = 0; s < kUnroll; ++s) {
+    EmitStep(vecs, s);
+    if (key_.b_in_place) EmitInPlacePrefetch(s);
+  }
   add(reg_a, kUnroll * key_.mr * 4);
-  add(reg_b, kUnroll * key_.nr * 4);
+  EmitAdvanceB(kUnroll);
   sub(reg_k, kUnroll);
   cmp(reg_k, kUnroll);
   jge(main_loop, T_NEAR);
@@ -130,11 +138,44 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
   jz(done, T_NEAR);
   L(remainder_loop);
   EmitStep(vecs, 0);
+  if (key_.b_in_place) EmitInPlacePrefetch(0);
   add(reg_a, key_.mr * 4);
-  add(reg_b, key_.nr * 4);
+  EmitAdvanceB(1);
   dec(reg_k);
   jnz(remainder_loop, T_NEAR);
   L(done);
+}
+
+void GemmKernelGenerator::EmitInPlacePrefetch(int step) {
+  // The row kInPlacePrefetchSteps steps on: BVector's addressing from a base that many rows
+  // further (reg_b + reg_b_ahead, computed at step 0 into reg_c_row, free in the k loop).
+  if (step == 0) lea(reg_c_row, ptr[reg_b + reg_b_ahead]);
+  for (int line = 0; line < key_.nr * 4; line += 64) {
+    switch (step) {
+      case 0:
+        prefetcht0(ptr[reg_c_row + line]);
+        break;
+      case 1:
+        prefetcht0(ptr[reg_c_row + reg_b_step + line]);
+        break;
+      case 2:
+        prefetcht0(ptr[reg_c_row + reg_b_step * 2 + line]);
+        break;
+      default:
+        prefetcht0(ptr[reg_c_row + reg_b_step3 + line]);
+        break;
+    }
+  }
+}
+
+void GemmKernelGenerator::EmitAdvanceB(int steps) {
+  if (!key_.b_in_place) {
+    add(reg_b, steps * key_.nr * 4);
+  } else if (steps == kUnroll) {
+    lea(reg_b, ptr[reg_b + reg_b_step * 4]);
+  } else {
+    for (int s = 0; s < steps; ++s) add(reg_b, reg_b_step);
+  }
 }
 
 void GemmKernelGenerator::EmitStreamCopy() {

@@ -11,7 +11,7 @@ namespace shardjit::backends::x86 {
 
 class GemmKernelGenerator : public JitGenerator {
  protected:
-  static constexpr int kUnroll = 4;  // k steps per main-loop iteration
+  static constexpr int kUnroll = 4;  // k steps per main-loop iteration (BVector's four rows)
 
   GemmKernelGenerator(const KernelKey& key, int lanes)
       : JitGenerator(key.Name()), key_(key), lanes_(lanes), vecs_(key.nr / lanes) {}
@@ -42,6 +42,22 @@ class GemmKernelGenerator : public JitGenerator {
   }
   // Vector `vec` of the current row of C.
   Xbyak::Address CVector(int vec) const { return ptr[reg_c_row + vec * lanes_ * 4]; }
+  // Vector `vec` of k step `step` (0 .. kUnroll - 1) of the B panel at reg_b: packed, or a row
+  // of B read in place (steps 0..3 at reg_b plus 0, 1, 2, 3 rows).
+  Xbyak::Address BVector(int step, int vec) const {
+    const int offset = vec * lanes_ * 4;
+    if (!key_.b_in_place) return ptr[reg_b + (step * key_.nr) * 4 + offset];
+    switch (step) {
+      case 0:
+        return ptr[reg_b + offset];
+      case 1:
+        return ptr[reg_b + reg_b_step + offset];
+      case 2:
+        return ptr[reg_b + reg_b_step * 2 + offset];
+      default:
+        return ptr[reg_b + reg_b_step3 + offset];
+    }
+  }
 
   const KernelKey key_;
   const int lanes_;  // f32 lanes per vector
@@ -73,6 +89,11 @@ class GemmKernelGenerator : public JitGenerator {
   const Xbyak::Reg64 reg_stream_far = r8;  // kF32 layout: the distance of the L2 prefetch
   // kS8Quads kernels (which do not stream): the current panel's column offsets (col_offset).
   const Xbyak::Reg64 reg_col_offset = r12;
+  // Kernels that read B in place (which do not stream): a row of B in bytes, three rows, and the
+  // distance to the rows prefetched.
+  const Xbyak::Reg64 reg_b_step = rbx;
+  const Xbyak::Reg64 reg_b_step3 = rbp;
+  const Xbyak::Reg64 reg_b_ahead = r13;
 
  private:
   void GenerateBody() final;
@@ -84,6 +105,10 @@ class GemmKernelGenerator : public JitGenerator {
   // iteration of the k loop).
   void EmitStreamCopy();
   void EmitStreamPrefetch();
+  // In-place B: prefetches step `step`'s row kInPlacePrefetchSteps steps ahead; moves reg_b on
+  // by `steps` rows.
+  void EmitInPlacePrefetch(int step);
+  void EmitAdvanceB(int steps);
   // Adds C when accumulating, stores; `tail`: tail_vecs vectors, masked.
   void EmitStoreC(int vecs, bool tail);
 };

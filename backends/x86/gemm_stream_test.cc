@@ -427,6 +427,7 @@ GemmPlan SmallStreamingPlan(IsaLevel isa, GemmType type, bool portable, int tile
   plan.nc = 2 * plan.nr;
   plan.portable_kernels = portable;
   plan.min_flops_per_thread = 0;
+  plan.max_rows_b_in_place = 0;  // few-row f32 products stream too (gemm_in_place_test)
   return plan;
 }
 

@@ -21,6 +21,11 @@ absl::StatusOr<std::unique_ptr<JitGenerator>> KernelCache::Generate(const Kernel
         absl::StrCat("gemm: ", key.Name(), " copies ", key.stream_rows,
                      " steps per iteration; 1, 2, 4 or 8 are possible"));
   }
+  if (!key.Consistent()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gemm: ", key.Name(), " reads B in place, which only f32 panels without a tail or a "
+        "stream can"));
+  }
   if (key.layout == PanelLayout::kAmxTiles) {
     if (!GemmKernelAmx::Supports(key)) {
       return absl::UnimplementedError(absl::StrCat("gemm: no generator for ", key.Name()));

@@ -69,6 +69,18 @@ std::vector<KernelKey> Keys() {
       }
     }
   }
+  // Kernels that read B in place: one tile of 1 to 15 rows (AVX2: 6), panels as InPlacePlan
+  // makes them.
+  for (int rows : {1, 4, 7, 8, 9, 10, 15}) {
+    const int nr = rows <= 7 ? 64 : rows <= 9 ? 48 : 32;
+    keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, rows, nr, rows, 0});
+    keys.back().b_in_place = true;
+  }
+  for (int rows : {1, 3, 6}) {
+    const int nr = rows == 1 ? 56 : rows == 3 ? 24 : 16;
+    keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, rows, nr, rows, 0});
+    keys.back().b_in_place = true;
+  }
   return keys;
 }
 
@@ -109,8 +121,12 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           const int tail_cols =
               key.tail_vecs == 0 ? 0 : (key.tail_vecs - 1) * lanes + 1 + rng() % lanes;
           const int64_t ldc = (n_panels + 1) * key.nr + 7;
-          const int64_t b_stride = k_steps * key.nr * 4 + 256;
-          std::vector<uint32_t> a(k_steps * key.mr), b((n_panels + 1) * b_stride / 4);
+          // Packed panels apart, or (in place) rows of B with padding past the panels.
+          const int64_t b_stride =
+              key.b_in_place ? key.nr * 4 : k_steps * key.nr * 4 + 256;
+          const int64_t b_row = (n_panels + 1) * key.nr + 5;
+          std::vector<uint32_t> a(k_steps * key.mr),
+              b(key.b_in_place ? k_steps * b_row : (n_panels + 1) * b_stride / 4);
           for (uint32_t& x : a) x = value(key.layout);
           for (uint32_t& x : b) x = value(key.layout);
           std::vector<float> c_in(key.rows * ldc + 16);
@@ -124,6 +140,7 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           args.k_steps = k_steps;
           args.n_panels = n_panels;
           args.b_panel_stride = b_stride;
+          if (key.b_in_place) args.b_step_stride = b_row * 4;
           args.accumulate = accumulate;
           if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
           // int8 kernels: column offsets in every other case (null in the others).
