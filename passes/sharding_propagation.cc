@@ -82,11 +82,15 @@ class Propagator {
         }
       }
     }
+    // Sharded operands first: a replicated one (a broadcast's vector, a weight) says nothing of
+    // the dims its result adds, which the users' layouts then decide.
     while (true) {
       RETURN_IF_ERROR(Backward());
-      ASSIGN_OR_RETURN(bool decided, Forward(/*sources=*/false));
+      ASSIGN_OR_RETURN(bool decided, Forward(Known::kSharded));
       if (decided) continue;
-      ASSIGN_OR_RETURN(decided, Forward(/*sources=*/true));
+      ASSIGN_OR_RETURN(decided, Forward(Known::kAny));
+      if (decided) continue;
+      ASSIGN_OR_RETURN(decided, Forward(Known::kNone));
       if (!decided) break;
     }
     return absl::OkStatus();
@@ -188,15 +192,26 @@ class Propagator {
     return absl::OkStatus();
   }
 
-  // Decides the results of every undecided op with a decided operand (with `sources`: of every
-  // undecided op without operands instead). Returns whether it decided any.
-  absl::StatusOr<bool> Forward(bool sources) {
+  // Which undecided ops Forward decides: those with a decided operand that is sharded, with any
+  // decided operand, or without operands.
+  enum class Known { kSharded, kAny, kNone };
+
+  // Decides the results of every undecided op that `known` selects. Returns whether it decided
+  // any.
+  absl::StatusOr<bool> Forward(Known known) {
     bool decided = false;
     for (const ir::Op& op : body_.ops()) {
       if (op.results_size() == 0 || values_.at(op.results(0)).spec) continue;
-      bool known = false;
-      for (int64_t id : op.operands()) known = known || values_.at(id).spec.has_value();
-      if (sources ? op.operands_size() != 0 : !known) continue;
+      bool any = false, sharded = false;
+      for (int64_t id : op.operands()) {
+        const std::optional<Spec>& spec = values_.at(id).spec;
+        any = any || spec.has_value();
+        sharded = sharded || (spec.has_value() && !spec->IsReplicated());
+      }
+      const bool selected = known == Known::kSharded ? sharded
+                            : known == Known::kAny   ? any
+                                                     : op.operands_size() == 0;
+      if (!selected) continue;
       ASSIGN_OR_RETURN(spmd::Strategy st, spmd::ChooseStrategy(View(op)));
       for (int r = 0; r < op.results_size(); ++r) values_.at(op.results(r)).spec = st.results[r];
       decided = true;

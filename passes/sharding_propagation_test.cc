@@ -113,6 +113,24 @@ TEST(ShardingPropagationTest, ElementwiseAndBroadcastsFollowTheOperands) {
              "    h:f32[8,4] = tanh g @sharding(P(x,y))\n")));
 }
 
+TEST(ShardingPropagationTest, BroadcastsOfReplicatedOperandsTakeTheirUsersLayouts) {
+  // Nothing wants a layout of the result; the replicated vector says nothing of the rows its
+  // broadcast adds, so the broadcast takes the layout of the product that uses it (built
+  // sharded, not whole and then sliced).
+  Program p{.params = "a:f32[8,4] b:f32[4]",
+            .param_shardings = "P(x,None),P()",
+            .body = "    c:f32[8,4] = broadcast_in_dim[shape=(8,4) broadcast_dimensions=(1)] b\n"
+                    "    d:f32[8,4] = mul a c\n"
+                    "    e:f32[8] = reduce_sum[axes=(1)] d\n",
+            .results = "e"};
+  EXPECT_EQ(Propagated(p),
+            Text(WithBody(
+                p, "    c:f32[8,4] = broadcast_in_dim[shape=(8,4) broadcast_dimensions=(1)] b "
+                   "@sharding(P(x,None))\n"
+                   "    d:f32[8,4] = mul a c @sharding(P(x,None))\n"
+                   "    e:f32[8] = reduce_sum[axes=(1)] d @sharding(P(x))\n")));
+}
+
 TEST(ShardingPropagationTest, TransposeReshapeAndReduceMapDimensions) {
   Program p{.params = "a:f32[8,12]",
             .param_shardings = "P(x,y)",
