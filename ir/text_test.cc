@@ -255,13 +255,15 @@ std::vector<Case> Cases() {
     c.primitive = op;
     cases.push_back(c);
   }
-  cases.push_back({"fusion", "a:f32[2,3] b:f32[]",
-                   "    h:bf16[2,3] = fusion[body={ lambda ; c:f32[2,3] d:f32[]. let\n"
-                   "          e:f32[2,3] = broadcast_in_dim[shape=(2,3)] d\n"
-                   "          f:f32[2,3] = max c e\n"
-                   "          g:bf16[2,3] = convert_element_type[new_dtype=bf16] f\n"
-                   "        in (g) }] a b\n",
-                   "h"});
+  cases.push_back({"fusion", "a:f32[2,3] b:f32[] c:f32[3]",
+                   "    l:bf16[2,3] = fusion[body={ lambda ; d:f32[2,3] e:f32[] f:f32[3]. let\n"
+                   "          g:f32[2,3] = broadcast_in_dim[shape=(2,3)] e\n"
+                   "          h:f32[2,3] = broadcast_in_dim[shape=(2,3) broadcast_dimensions=(1)] f\n"
+                   "          i:f32[2,3] = max d g\n"
+                   "          j:f32[2,3] = mul i h\n"
+                   "          k:bf16[2,3] = convert_element_type[new_dtype=bf16] j\n"
+                   "        in (k) }] a b c\n",
+                   "l"});
   for (const char* op : {"psum", "pmean", "pmax", "pmin"}) {
     cases.push_back({op, "a:f32[2,3]",
                      std::string("    b:f32[2,3] = ") + op +

@@ -159,7 +159,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadModule{"FusionResultShape", "per_device", "a:f32[4] b:f32[]",
                   "    e:f32[2] = fusion[body={ lambda ; c:f32[4] d:f32[]. let\n"
                   "      f:f32[2] = broadcast_in_dim[shape=(2)] d\n    in (f) }] a b\n",
-                  "e", {"fusion: body returns f32[2], but the operands' broadcast shape is f32[4]"}}),
+                  "e", {"fusion: operand 0 is f32[4], not of the result's shape f32[2], and is "
+                        "not read by broadcasts only"}},
+        BadModule{"FusionOperandReadWhole", "per_device", "a:f32[4] b:f32[2,4]",
+                  "    e:f32[2,4] = fusion[body={ lambda ; c:f32[4] d:f32[2,4]. let\n"
+                  "      f:f32[2,4] = broadcast_in_dim[shape=(2,4) broadcast_dimensions=(1)] c\n"
+                  "      g:f32[4] = neg c\n"
+                  "      h:f32[2,4] = add f d\n    in (h) }] a b\n",
+                  "e", {"fusion: operand 0 is f32[4], not of the result's shape f32[2,4], and is "
+                        "not read by broadcasts only"}}),
     [](const ::testing::TestParamInfo<BadModule>& info) { return info.param.name; });
 
 // Every misuse of a future (ir/async.h) is rejected, naming the future and the ops.

@@ -1,11 +1,13 @@
 #include "passes/fuse_elementwise.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "ir/broadcast_rows.h"
 #include "ir/prim.h"
 #include "ir/regions.h"
 #include "ir/verifier.h"
@@ -13,11 +15,25 @@
 namespace shardjit::passes {
 namespace {
 
-bool IsFusible(const ir::Op& op) {
+using TypeMap = std::unordered_map<int64_t, ir::TensorType>;
+
+// How a broadcast_in_dim's operand lines up with the rows of its result (ir/broadcast_rows.h);
+// nullopt when it does not.
+std::optional<ir::BroadcastRows> RowsOfBroadcast(const ir::Op& op, const TypeMap& types) {
+  const auto& dims = op.broadcast_in_dim().broadcast_dimensions();
+  const auto& operand = types.at(op.operands(0)).dims();
+  const auto& result = op.result_types(0).dims();
+  return ir::BroadcastRowsOf({operand.data(), static_cast<size_t>(operand.size())},
+                             {result.data(), static_cast<size_t>(result.size())},
+                             {dims.data(), static_cast<size_t>(dims.size())});
+}
+
+bool IsFusible(const ir::Op& op, const TypeMap& types) {
   if (op.results_size() != 1 || op.result_types(0).dims_size() == 0) return false;
   switch (ir::PrimOf(op)) {
+    // A broadcast whose operand a loop over the result's rows reads with one pointer per row.
     case ir::Prim::kBroadcastInDim:
-      return op.broadcast_in_dim().broadcast_dimensions().empty();
+      return op.operands_size() == 1 && RowsOfBroadcast(op, types).has_value();
     // The elementwise primitives the x86 generator emits (rem and the other math ones run on their
     // own kernels).
     case ir::Prim::kAdd:
@@ -84,7 +100,7 @@ void CountCaptures(const ir::Region& region, std::unordered_map<int64_t, int>& u
   for (int64_t id : region.results()) ++uses[id];
 }
 
-void CollectTypes(const ir::Region& region, std::unordered_map<int64_t, ir::TensorType>& types) {
+void CollectTypes(const ir::Region& region, TypeMap& types) {
   for (const ir::Param& p : region.params()) types[p.id()] = p.type();
   for (const ir::Op& op : region.ops()) {
     for (int r = 0; r < op.results_size() && r < op.result_types_size(); ++r) {
@@ -97,7 +113,7 @@ void CollectTypes(const ir::Region& region, std::unordered_map<int64_t, ir::Tens
 class Fuser {
  public:
   // `types`: the type of every value of the function.
-  Fuser(const FuseElementwiseOptions& options, const std::unordered_map<int64_t, ir::TensorType>& types)
+  Fuser(const FuseElementwiseOptions& options, const TypeMap& types)
       : options_(options), next_id_(0), types_(types) {
     for (const auto& [id, type] : types) next_id_ = std::max(next_id_, id + 1);
   }
@@ -118,7 +134,7 @@ class Fuser {
     std::vector<int> group_of(region.ops_size(), -1);
     std::vector<std::vector<int>> groups;
     for (int root = region.ops_size() - 1; root >= 0; --root) {
-      if (group_of[root] >= 0 || !IsFusible(region.ops(root))) continue;
+      if (group_of[root] >= 0 || !IsFusible(region.ops(root), types_)) continue;
       std::vector<int> members = Grow(region, root, uses, producer, group_of);
       const bool worth = static_cast<int>(members.size()) >= options_.min_group_size ||
                          (members.size() == 1 && IsCostlyAlone(region.ops(root)));
@@ -141,14 +157,22 @@ class Fuser {
   }
 
  private:
+  // The split into rows a broadcast member needs (-1: any), or nullopt for other ops.
+  std::optional<int> SplitOf(const ir::Op& op) const {
+    if (ir::PrimOf(op) != ir::Prim::kBroadcastInDim) return std::nullopt;
+    return RowsOfBroadcast(op, types_)->split;
+  }
+
   // The ops of the group rooted at `root`, in program order (root last): producers are added
-  // while every use of their result is by a member.
+  // while every use of their result is by a member, and broadcasts while they need the same
+  // split into rows as the ones already in.
   std::vector<int> Grow(const ir::Region& region, int root,
                         const std::unordered_map<int64_t, int>& uses,
                         const std::unordered_map<int64_t, int>& producer,
                         const std::vector<int>& group_of) {
     const auto& root_dims = region.ops(root).result_types(0).dims();
     std::set<int> members = {root};
+    int split = SplitOf(region.ops(root)).value_or(-1);
     for (bool grew = true; grew;) {
       grew = false;
       std::unordered_map<int64_t, int> inner_uses;
@@ -159,11 +183,14 @@ class Fuser {
         auto p = producer.find(id);
         if (p == producer.end() || members.count(p->second) || group_of[p->second] >= 0) continue;
         const ir::Op& op = region.ops(p->second);
-        if (!IsFusible(op) || uses.at(id) != count) continue;
+        if (!IsFusible(op, types_) || uses.at(id) != count) continue;
         if (!std::equal(op.result_types(0).dims().begin(), op.result_types(0).dims().end(),
                         root_dims.begin(), root_dims.end())) {
           continue;
         }
+        const int op_split = SplitOf(op).value_or(-1);
+        if (op_split >= 0 && split >= 0 && op_split != split) continue;
+        if (op_split >= 0) split = op_split;
         members.insert(p->second);
         grew = true;
       }
@@ -220,7 +247,7 @@ class Fuser {
 
   const FuseElementwiseOptions& options_;
   int64_t next_id_;
-  const std::unordered_map<int64_t, ir::TensorType>& types_;
+  const TypeMap& types_;
 };
 
 }  // namespace
@@ -228,7 +255,7 @@ class Fuser {
 absl::StatusOr<bool> FuseElementwise::Run(ir::Module& module) {
   bool changed = false;
   for (ir::Function& f : *module.mutable_functions()) {
-    std::unordered_map<int64_t, ir::TensorType> types;
+    TypeMap types;
     CollectTypes(f.body(), types);
     Fuser fuser(options_, types);
     if (fuser.Region(*f.mutable_body())) {

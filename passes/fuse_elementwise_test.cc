@@ -150,5 +150,55 @@ TEST(FuseElementwiseTest, FusesInsideLoopBodiesWithCapturedOperands) {
                    "j"));
 }
 
+// Softmax's broadcasts of its row maximum and row sum (one element per row) and a mask shared
+// by every batch (one row's worth) join the loops that use them; a broadcast along a middle
+// dimension (a rotary table over batch and heads) does not.
+TEST(FuseElementwiseTest, FusesBroadcastsThatRowsRead) {
+  EXPECT_EQ(Fused(Module("a:f32[2,4,8] b:f32[2,4]",
+                         "    c:f32[2,4,8] = broadcast_in_dim[shape=(2,4,8) "
+                         "broadcast_dimensions=(0,1)] b\n"
+                         "    d:f32[2,4,8] = sub a c\n"
+                         "    e:f32[2,4,8] = exp d\n",
+                         "e")),
+            Module("a:f32[2,4,8] b:f32[2,4]",
+                   "    h:f32[2,4,8] = fusion[body={ lambda ; c:f32[2,4] d:f32[2,4,8]. let\n"
+                   "          e:f32[2,4,8] = broadcast_in_dim[shape=(2,4,8) "
+                   "broadcast_dimensions=(0,1)] c\n"
+                   "          f:f32[2,4,8] = sub d e\n"
+                   "          g:f32[2,4,8] = exp f\n"
+                   "        in (g) }] b a\n",
+                   "h"));
+  // Broadcasts that need different rows (2 x 4 rows of 8; 2 rows of 32) stay apart: the add
+  // takes the mask shared by both batches, the row maximum is broadcast on its own.
+  EXPECT_EQ(Fused(Module("a:f32[2,4,8] b:f32[2,4] c:f32[4,8]",
+                         "    d:f32[2,4,8] = broadcast_in_dim[shape=(2,4,8) "
+                         "broadcast_dimensions=(0,1)] b\n"
+                         "    e:f32[2,4,8] = sub a d\n"
+                         "    f:f32[2,4,8] = broadcast_in_dim[shape=(2,4,8) "
+                         "broadcast_dimensions=(1,2)] c\n"
+                         "    g:f32[2,4,8] = add e f\n",
+                         "g")),
+            Module("a:f32[2,4,8] b:f32[2,4] c:f32[4,8]",
+                   "    d:f32[2,4,8] = broadcast_in_dim[shape=(2,4,8) broadcast_dimensions=(0,1)] "
+                   "b\n"
+                   "    k:f32[2,4,8] = fusion[body={ lambda ; e:f32[2,4,8] f:f32[2,4,8] "
+                   "g:f32[4,8]. let\n"
+                   "          h:f32[2,4,8] = sub e f\n"
+                   "          i:f32[2,4,8] = broadcast_in_dim[shape=(2,4,8) "
+                   "broadcast_dimensions=(1,2)] g\n"
+                   "          j:f32[2,4,8] = add h i\n"
+                   "        in (j) }] a d c\n",
+                   "k"));
+  // A broadcast along a middle dimension is never fused.
+  bool changed = true;
+  const std::string middle = Module("a:f32[2,4,8] b:f32[4]",
+                                    "    c:f32[2,4,8] = broadcast_in_dim[shape=(2,4,8) "
+                                    "broadcast_dimensions=(1)] b\n"
+                                    "    d:f32[2,4,8] = mul a c\n",
+                                    "d");
+  EXPECT_EQ(Fused(middle, &changed), middle);
+  EXPECT_FALSE(changed);
+}
+
 }  // namespace
 }  // namespace shardjit::passes

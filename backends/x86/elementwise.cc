@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -112,10 +113,59 @@ class ElementwiseCache {
   ElementwiseStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
-// The cached kernel of a fusion op's body for the active ISA.
-absl::StatusOr<const ElementwiseKernel*> KernelFor(const ir::Op& op) {
-  ASSIGN_OR_RETURN(ElementwisePlan plan, PlanFusionBody(op.fusion().body()));
-  return ElementwiseCache::Global().Get(plan, ActiveIsa());
+// Rows shorter than this run as one loop over inputs expanded to the output's shape: a call per
+// row of a few vectors would cost more than the copies.
+constexpr int64_t kMinRowElements = 64;
+
+// `input`, read per row as `in` says, expanded to `rows` rows of `row_elements`.
+ir::Tensor ExpandInput(const ir::Tensor& input, const ElementwisePlan::Input& in, int64_t rows,
+                       int64_t row_elements, ir::Allocator* allocator) {
+  ir::ShapedType type{in.dtype, {rows * row_elements}};
+  ir::Tensor out = ir::Tensor::Empty(type, allocator);
+  const int64_t bytes = ir::DTypeSize(in.dtype);
+  const auto* src = static_cast<const char*>(input.data());
+  auto* dst = static_cast<char*>(out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    char* row = dst + r * row_elements * bytes;
+    if (in.rows == InputRows::kOnePerRow) {
+      for (int64_t j = 0; j < row_elements; ++j) {
+        std::memcpy(row + j * bytes, src + r * bytes, bytes);
+      }
+    } else {
+      std::memcpy(row, src, row_elements * bytes);
+    }
+  }
+  return out;
+}
+
+// Runs `kernel` (of `plan`) over the output `out` in plan.rows rows; false as Run is.
+bool RunRows(const ElementwiseKernel& kernel, const ElementwisePlan& plan,
+             const std::vector<ir::Tensor>& operands, void* out, int64_t n) {
+  const int64_t rows = plan.rows, row_elements = n / rows;
+  std::vector<const void*> inputs(operands.size());
+  const int64_t out_bytes = ir::DTypeSize(plan.result_dtype);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (size_t i = 0; i < operands.size(); ++i) {
+      const auto* base = static_cast<const char*>(operands[i].data());
+      const int64_t bytes = ir::DTypeSize(plan.inputs[i].dtype);
+      switch (plan.inputs[i].rows) {
+        case InputRows::kAdvance:
+          inputs[i] = base + r * row_elements * bytes;
+          break;
+        case InputRows::kOnePerRow:
+          inputs[i] = base + r * bytes;
+          break;
+        case InputRows::kRepeat:
+          inputs[i] = base;
+          break;
+      }
+    }
+    if (!kernel.Run(inputs, static_cast<char*>(out) + r * row_elements * out_bytes,
+                    row_elements)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -125,16 +175,28 @@ ElementwiseStats GetElementwiseStats() { return ElementwiseCache::Global().stats
 absl::StatusOr<std::vector<ir::Tensor>> FusionKernel(const ir::Op& op,
                                                      const std::vector<ir::Tensor>& operands,
                                                      ir::Allocator* allocator) {
-  absl::StatusOr<const ElementwiseKernel*> kernel = KernelFor(op);
+  absl::StatusOr<ElementwisePlan> plan = PlanFusionBody(op.fusion().body());
+  const ir::ShapedType out_type = ir::FromProto(op.result_types(0));
+  const int64_t n = out_type.num_elements();
+  // Short rows: the broadcast inputs expanded, the loop run once over them.
+  std::vector<ir::Tensor> inputs = operands;
+  if (plan.ok() && plan->rows > 1 && n / plan->rows < kMinRowElements) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ElementwisePlan::Input& in = plan->inputs[i];
+      if (in.rows == InputRows::kAdvance || (in.scalar && in.rows == InputRows::kRepeat)) continue;
+      inputs[i] = ExpandInput(operands[i], in, plan->rows, n / plan->rows, allocator);
+      in = {in.dtype, false, InputRows::kAdvance};
+    }
+    plan->rows = 1;
+  }
+  absl::StatusOr<const ElementwiseKernel*> kernel =
+      plan.ok() ? ElementwiseCache::Global().Get(*plan, ActiveIsa()) : plan.status();
   if (!kernel.ok()) {
     ElementwiseCache::Global().RecordFallback(kernel.status());
     return absl::UnimplementedError(fmt::format("fusion: {}", kernel.status().message()));
   }
-  ir::Tensor out = ir::Tensor::Empty(ir::FromProto(op.result_types(0)), allocator);
-  std::vector<const void*> inputs;
-  inputs.reserve(operands.size());
-  for (const ir::Tensor& t : operands) inputs.push_back(t.data());
-  if (!(*kernel)->Run(inputs, out.data(), out.num_elements())) {
+  ir::Tensor out = ir::Tensor::Empty(out_type, allocator);
+  if (!RunRows(**kernel, *plan, inputs, out.data(), n)) {
     const absl::Status declined = absl::UnimplementedError(
         fmt::format("fusion: a sin or cos argument beyond {}", kSinCosMaxArgument));
     ElementwiseCache::Global().RecordFallback(declined);

@@ -2,9 +2,12 @@
 
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "base/status_macros.h"
 #include "fmt/format.h"
+#include "ir/broadcast_rows.h"
 #include "ir/fmt_absl.h"
 #include "ir/prim.h"
 #include "ir/types.h"
@@ -137,14 +140,54 @@ std::string ElementwisePlan::Key() const {
   return key + fmt::format("| {}:{}", result, ir::DTypeName(result_dtype));
 }
 
+namespace {
+
+// How broadcast_in_dim `op` reads its operand, input `input` of `plan`: sets that input's scalar
+// and rows fields (`planned`: already set by another broadcast, which must agree) and merges the
+// split into rows it needs into *split (-1 while any will do).
+absl::Status PlanBroadcastInput(const ir::Op& op, const ir::Region& body, int input, bool planned,
+                                ElementwisePlan& plan, int* split) {
+  const auto& type = body.params(input).type().dims();
+  const auto& result = op.result_types(0).dims();
+  const auto& dims = op.broadcast_in_dim().broadcast_dimensions();
+  std::optional<ir::BroadcastRows> rows =
+      ir::BroadcastRowsOf({type.data(), static_cast<size_t>(type.size())},
+                          {result.data(), static_cast<size_t>(result.size())},
+                          {dims.data(), static_cast<size_t>(dims.size())});
+  if (!rows) return Declined("a broadcast that is not read by rows");
+  ElementwisePlan::Input& in = plan.inputs[input];
+  const bool scalar = rows->layout == ir::BroadcastLayout::kScalar ||
+                      rows->layout == ir::BroadcastLayout::kPerRow;
+  const InputRows walk = rows->layout == ir::BroadcastLayout::kWhole    ? InputRows::kAdvance
+                         : rows->layout == ir::BroadcastLayout::kPerRow ? InputRows::kOnePerRow
+                                                                        : InputRows::kRepeat;
+  if (planned && (in.scalar != scalar || in.rows != walk)) {
+    return Declined("an input broadcast in two ways");
+  }
+  if (rows->split >= 0) {
+    if (*split >= 0 && *split != rows->split) return Declined("broadcasts of different rows");
+    *split = rows->split;
+  }
+  in.scalar = scalar;
+  in.rows = walk;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
   ElementwisePlan plan;
   std::unordered_map<int64_t, int> value_of;
   for (const ir::Param& p : body.params()) {
     ir::ShapedType t = ir::FromProto(p.type());
     value_of[p.id()] = static_cast<int>(plan.inputs.size());
-    plan.inputs.push_back({t.dtype, t.rank() == 0});
+    plan.inputs.push_back({t.dtype, t.rank() == 0,
+                           t.rank() == 0 ? InputRows::kRepeat : InputRows::kAdvance});
   }
+  if (body.results_size() != 1) return Declined("the body must return one value");
+  int split = -1;
+  std::vector<bool> planned(plan.inputs.size(), false);  // read through a broadcast
+  const google::protobuf::RepeatedField<int64_t>* out_dims = nullptr;
   for (const ir::Op& op : body.ops()) {
     std::optional<EwOp> ew = OpOf(ir::PrimOf(op));
     if (!ew) return Declined(fmt::format("{} is not supported", op.opcode()));
@@ -168,6 +211,15 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
       }
       *slots[i] = it->second;
     }
+    // A broadcast of an input of more than one element reads it by rows.
+    if (ir::PrimOf(op) == ir::Prim::kBroadcastInDim && step.a < body.params_size() &&
+        body.params(step.a).type().dims_size() > 0) {
+      RETURN_IF_ERROR(PlanBroadcastInput(op, body, step.a, planned[step.a], plan, &split));
+      planned[step.a] = true;
+    } else if (ir::PrimOf(op) == ir::Prim::kBroadcastInDim &&
+               !op.broadcast_in_dim().broadcast_dimensions().empty()) {
+      return Declined("a broadcast of a computed value");
+    }
     const DType operand = plan.dtype(step.op == EwOp::kSelect ? step.b : step.a);
     if (step.op == EwOp::kConvert && operand == step.dtype) step.op = EwOp::kCopy;
     if (!Emitted(step.dtype)) {
@@ -180,9 +232,21 @@ absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body) {
     }
     value_of[op.results(0)] = plan.num_values();
     plan.steps.push_back(step);
+    if (op.results(0) == body.results(0)) out_dims = &op.result_types(0).dims();
   }
-  if (body.results_size() != 1 || !value_of.count(body.results(0))) {
-    return Declined("the body must return one value");
+  if (!value_of.count(body.results(0))) return Declined("the body must return one value");
+  // An input read through a broadcast is read by no other op.
+  for (const ir::Op& op : body.ops()) {
+    if (ir::PrimOf(op) == ir::Prim::kBroadcastInDim) continue;
+    for (int64_t id : op.operands()) {
+      const int v = value_of[id];
+      if (v < static_cast<int>(planned.size()) && planned[v]) {
+        return Declined(fmt::format("{} reads a broadcast input directly", op.opcode()));
+      }
+    }
+  }
+  if (split >= 0 && out_dims != nullptr) {
+    plan.rows = ir::RowsOf({out_dims->data(), static_cast<size_t>(out_dims->size())}, split);
   }
   plan.result = value_of[body.results(0)];
   plan.result_dtype = plan.dtype(plan.result);

@@ -46,10 +46,18 @@ enum class EwOp {
   kCopy,
 };
 
+// Where a fused loop run as rows (ElementwisePlan::rows) reads an input in row r.
+enum class InputRows {
+  kAdvance,    // the output's shape: row r's elements, r * row length elements in
+  kOnePerRow,  // one element per row (a scalar input of each row's call): element r
+  kRepeat,     // the same elements in every row: a scalar, or one row's worth
+};
+
 struct ElementwisePlan {
   struct Input {
     ir::DType dtype = ir::DType::kF32;
     bool scalar = false;  // broadcast to every lane
+    InputRows rows = InputRows::kAdvance;
   };
   struct Step {
     EwOp op = EwOp::kCopy;
@@ -63,6 +71,10 @@ struct ElementwisePlan {
   std::vector<Step> steps;
   int result = -1;  // value index
   ir::DType result_dtype = ir::DType::kF32;
+  // The output as this many rows of contiguous elements, each computed by one call of the loop,
+  // when inputs are broadcast along leading or trailing dimensions (ir/broadcast_rows.h); the
+  // inputs' `rows` say where each row reads them. Not part of the generated code.
+  int64_t rows = 1;
 
   int num_values() const { return static_cast<int>(inputs.size() + steps.size()); }
   ir::DType dtype(int value) const;
@@ -71,7 +83,8 @@ struct ElementwisePlan {
 };
 
 // Plans `body` (a verified fusion body). Unimplemented, naming the op, when the body uses an op or
-// dtype the vector kernels cannot emit (rem, s32 div, several results).
+// dtype the vector kernels cannot emit (rem, s32 div, several results), or broadcasts an input in
+// a way rows cannot read (a broadcast of a computed value; of inputs needing different splits).
 absl::StatusOr<ElementwisePlan> PlanFusionBody(const ir::Region& body);
 
 // The plan of out = a <op> b for psum-like reductions (`op` is kAdd, kMax or kMin).
