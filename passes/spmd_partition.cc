@@ -96,9 +96,33 @@ class Partitioner {
     auto key = std::make_pair(global_id, to);
     auto it = reshards_.find(key);
     if (it != reshards_.end()) return it->second;
-    absl::StatusOr<int64_t> id = spmd::EmitReshard(emitter_, v.id, v.type, v.spec, to);
+    absl::StatusOr<int64_t> id = RebuiltBroadcast(global_id, to);
+    if (id.ok() && *id < 0) id = spmd::EmitReshard(emitter_, v.id, v.type, v.spec, to);
     if (id.ok()) reshards_[key] = *id;
     return id;
+  }
+
+  // A replicated broadcast of a replicated operand wanted in a layout that shards only the dims
+  // it adds: built again in that layout (each device its own block) instead of sliced from the
+  // whole. -1 for any other value.
+  absl::StatusOr<int64_t> RebuiltBroadcast(int64_t global_id, const Spec& to) {
+    auto b = broadcasts_.find(global_id);
+    if (b == broadcasts_.end()) return -1;
+    const ir::Op& op = *b->second.op;
+    const Value& v = values_.at(global_id);
+    const ir::ShapedType& operand = values_.at(op.operands(0)).type;
+    const auto& bdims = op.broadcast_in_dim().broadcast_dimensions();
+    for (int i = 0; i < bdims.size(); ++i) {
+      if (operand.dims[i] == v.type.dims[bdims[i]] && !to.dims[bdims[i]].empty()) return -1;
+    }
+    spmd::OpView view{&op, &mesh(), {operand}, {v.type}, {spmd::Replicated(operand.rank())},
+                      {{to}}, machine_};
+    spmd::Strategy st;
+    st.operands = {spmd::Replicated(operand.rank())};
+    st.results = {to};
+    ASSIGN_OR_RETURN(std::vector<int64_t> local,
+                     spmd::EmitLocalOp(emitter_, view, st, {b->second.operand}));
+    return local[0];
   }
 
   // The global result types of `op` and the layouts it is annotated with.
@@ -139,6 +163,10 @@ class Partitioner {
     emitter_.SetOrigin(op);
     ASSIGN_OR_RETURN(std::vector<int64_t> operands, ReshardAll(op.operands(), st.operands));
     ASSIGN_OR_RETURN(std::vector<int64_t> local, spmd::EmitLocalOp(emitter_, view, st, operands));
+    if (op.has_broadcast_in_dim() && st.operands[0].IsReplicated() &&
+        st.results[0].IsReplicated()) {
+      broadcasts_[op.results(0)] = {&op, operands[0]};
+    }
     if (!st.reduce_axes.empty()) {
       ASSIGN_OR_RETURN(int64_t combined, spmd::EmitCombine(emitter_, local[0], CombineOpcode(op),
                                                            st.reduce_axes, st.scatter_dim));
@@ -273,6 +301,13 @@ class Partitioner {
   OpEmitter emitter_;
   std::unordered_map<int64_t, Value> values_;
   std::map<std::pair<int64_t, Spec>, int64_t> reshards_;
+  // Replicated broadcasts of replicated operands (their ops and local operands), which
+  // RebuiltBroadcast builds again in other layouts.
+  struct Broadcast {
+    const ir::Op* op;
+    int64_t operand;
+  };
+  std::unordered_map<int64_t, Broadcast> broadcasts_;
   std::vector<Spec> result_specs_;
 };
 

@@ -123,6 +123,40 @@ TEST(SpmdPartitionTest, SlicesReplicatedOperandsLocally) {
                 "  in (k) }\n");
 }
 
+// A broadcast annotated replicated whose users want it sharded along the dims it adds (as
+// propagation leaves a scalar's broadcast that users in two layouts share): each layout builds
+// its own blocks, and the whole array, left unused, is dropped. A use that shards a dim the
+// operand fills (c's columns) slices as before.
+TEST(SpmdPartitionTest, RebuildsReplicatedBroadcastsInTheLayoutsTheirUsersWant) {
+  EXPECT_EQ(Partitioned(Global("P(x,y),P(y,x),P()", "P(x,y),P(y,x),P(x,y)") +
+                        "func main = { lambda ; a:f32[8,4] b:f32[8,4] c:f32[4]. let\n"
+                        "    d:f32[] = constant[dtype=f32 value=(2)] @sharding(P())\n"
+                        "    e:f32[8,4] = broadcast_in_dim[shape=(8,4)] d @sharding(P(None,None))\n"
+                        "    f:f32[8,4] = mul a e @sharding(P(x,y))\n"
+                        "    g:f32[8,4] = mul b e @sharding(P(y,x))\n"
+                        "    h:f32[8,4] = broadcast_in_dim[shape=(8,4) broadcast_dimensions=(1)] c "
+                        "@sharding(P(None,None))\n"
+                        "    i:f32[8,4] = add a h @sharding(P(x,y))\n"
+                        "  in (f, g, i) }\n"),
+            PerDevice("P(x,y),P(y,x),P()", "P(x,y),P(y,x),P(x,y)") +
+                "func main = { lambda ; a:f32[4,2] b:f32[4,2] c:f32[4]. let\n"
+                "    d:f32[] = constant[dtype=f32 value=(2)]\n"
+                "    f:f32[4,2] = broadcast_in_dim[shape=(4,2)] d\n"
+                "    g:f32[4,2] = mul a f\n"
+                "    h:f32[4,2] = broadcast_in_dim[shape=(4,2)] d\n"
+                "    i:f32[4,2] = mul b h\n"
+                "    j:f32[8,4] = broadcast_in_dim[shape=(8,4) broadcast_dimensions=(1)] c\n"
+                "    k:s32[] = axis_index[axes=(x)]\n"
+                "    l:s32[] = constant[dtype=s32 value=(4)]\n"
+                "    m:s32[] = mul k l\n"
+                "    n:s32[] = axis_index[axes=(y)]\n"
+                "    o:s32[] = constant[dtype=s32 value=(2)]\n"
+                "    p:s32[] = mul n o\n"
+                "    q:f32[4,2] = dynamic_slice[slice_sizes=(4,2)] j m p\n"
+                "    r:f32[4,2] = add a q\n"
+                "  in (g, i, r) }\n");
+}
+
 TEST(SpmdPartitionTest, MovesAnAxisBetweenDimensionsWithAllToAll) {
   EXPECT_EQ(Partitioned(Global("P(x,None)", "P(None,x)") +
                         "func main = { lambda ; a:f32[8,8]. let\n"
