@@ -209,21 +209,16 @@ void ConcatInto(const std::vector<Tensor>& inputs, int64_t axis, Tensor& out) {
   }
 }
 
-Tensor Concat(const std::vector<Tensor>& inputs, int64_t axis, ir::Allocator* allocator) {
-  ir::ShapedType type = inputs[0].type();
-  type.dims[axis] *= static_cast<int64_t>(inputs.size());
-  Tensor out = Tensor::Empty(type, allocator);
-  ConcatInto(inputs, axis, out);
-  return out;
-}
-
-// The `index`-th of `n` equal blocks of `t` along `axis`, as a contiguous tensor.
+// The `index`-th of `n` equal blocks of `t` along `axis`, as a contiguous tensor: a view of `t`
+// when the block is one run of it, else a copy.
 Tensor Block(const Tensor& t, int64_t axis, int64_t n, int64_t index, ir::Allocator* allocator) {
   std::vector<int64_t> extent = t.dims();
   extent[axis] /= n;
+  const ir::ShapedType type{t.dtype(), extent};
+  if (GatherBlocksAreRuns(type, axis)) return t.Subrange(index * type.num_elements(), type);
   std::vector<int64_t> src_offset(t.dims().size(), 0);
   src_offset[axis] = index * extent[axis];
-  Tensor out = Tensor::Empty({t.dtype(), extent}, allocator);
+  Tensor out = Tensor::Empty(type, allocator);
   CopyBox(t, src_offset, out, std::vector<int64_t>(extent.size(), 0), extent);
   return out;
 }
@@ -242,10 +237,19 @@ absl::StatusOr<Tensor> AllToAll(const ir::Op& op, const ir::ShapedType& out_type
     }
     for (Tensor& t : inputs) t = ExpandDims(t, concat);
   }
-  int64_t n = static_cast<int64_t>(inputs.size());
-  std::vector<Tensor> blocks;
-  for (const Tensor& t : inputs) blocks.push_back(Block(t, split, n, group.my_index, allocator));
-  Tensor out = Concat(blocks, concat, allocator);
+  // Member j's block `my_index` along `split` lands at block j along `concat`: one copy each.
+  const int64_t n = static_cast<int64_t>(inputs.size());
+  std::vector<int64_t> extent = inputs[0].dims();
+  extent[split] /= n;
+  ir::ShapedType type{inputs[0].dtype(), extent};
+  type.dims[concat] *= n;
+  Tensor out = Tensor::Empty(type, allocator);
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<int64_t> src_offset(extent.size(), 0), dst_offset(extent.size(), 0);
+    src_offset[split] = group.my_index * extent[split];
+    dst_offset[concat] = j * extent[concat];
+    CopyBox(inputs[j], src_offset, out, dst_offset, extent);
+  }
   return out.Reshaped(out_type.dims);
 }
 
