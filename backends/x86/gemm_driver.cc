@@ -173,11 +173,14 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
   const int64_t elt = plan.layout == PanelLayout::kBf16Pairs ? 2
                       : plan.layout == PanelLayout::kS8Quads ? 1
                                                               : 4;
-  // f32 B is read in place by one row tile as long as its panels are two vectors wide or more
-  // (InPlacePlan): up to 15 rows in zmm registers, 6 in ymm. Wider tiles of one-vector panels,
-  // and two tiles, were slower than streaming (BM_GemmWeightsFromMemory, BM_Gemm).
+  // B in f32 panels (f32, or bf16 widened) is read in place by one row tile as long as its panels
+  // are two vectors wide or more (InPlacePlan): up to 15 rows in zmm registers, 6 in ymm. Wider
+  // tiles of one-vector panels, and two tiles, were slower than streaming
+  // (BM_GemmWeightsFromMemory, BM_Gemm). bf16 rows from memory want runs of 128 bytes (4 zmm
+  // panels, up to 7 rows): 12 rows in 2-zmm panels were 0.85x streaming.
   if (plan.layout == PanelLayout::kF32) {
-    plan.max_rows_b_in_place = plan.isa >= IsaLevel::kAvx512 ? 15 : 6;
+    const bool bf16 = type == GemmType::kBf16Bf16F32;
+    plan.max_rows_b_in_place = plan.isa >= IsaLevel::kAvx512 ? (bf16 ? 7 : 15) : 6;
   }
   // The A strip (mr x kc) takes about a quarter of L1; the rest streams B.
   plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (4 * plan.mr * elt), 64), 128,
@@ -203,7 +206,7 @@ absl::Status ValidatePlan(const GemmPlan& p) {
 
 bool ReadsBInPlace(const GemmPlan& plan, const GemmArgs& args) {
   if (args.pack_cache != nullptr && args.cache_b) return false;
-  return plan.layout == PanelLayout::kF32 && args.type == GemmType::kF32F32F32 &&
+  return plan.layout == PanelLayout::kF32 && args.type != GemmType::kS8S8S32 &&
          args.b_col_stride == 1 && args.shape.m <= plan.max_rows_b_in_place &&
          args.shape.n >= InPlacePlan(plan, args.shape.m).nr;
 }
@@ -271,9 +274,10 @@ absl::Status KernelSet::Prepare(const GemmPlan& given_plan, const GemmArgs& args
   const int partial_rows = static_cast<int>(args.shape.m % plan.mr);
   const int tail_vecs = static_cast<int>(CeilDiv(args.shape.n % plan.nr, plan.lanes));
   stream_rows_ = streams_b_ ? StreamRows(plan, args.shape) : 1;
-  const StreamSource source = !streams_b_                           ? StreamSource::kNone
-                              : args.type == GemmType::kBf16Bf16F32 ? StreamSource::kBf16
-                                                                    : StreamSource::kF32;
+  // The rows streaming or in-place kernels read.
+  const RowSource source = !streams_b_ && !b_in_place_             ? RowSource::kNone
+                           : args.type == GemmType::kBf16Bf16F32 ? RowSource::kBf16
+                                                                 : RowSource::kF32;
   // Plain kernels and, streaming, the streaming ones; in place, the in-place kernel for the full
   // panels and the plain one for a tail panel.
   auto needed = [&](bool special, bool tail) {
@@ -291,9 +295,9 @@ absl::Status KernelSet::Prepare(const GemmPlan& given_plan, const GemmArgs& args
                         plan.nr,
                         partial ? partial_rows : plan.mr,
                         tail ? tail_vecs : 0,
-                        special && streams_b_ ? source : StreamSource::kNone,
+                        special && streams_b_ ? source : RowSource::kNone,
                         special && streams_b_ ? stream_rows_ : 1,
-                        special && b_in_place_};
+                        special && b_in_place_ ? source : RowSource::kNone};
         if (plan.portable_kernels) continue;
         ASSIGN_OR_RETURN(MicroKernelFn fn, KernelCache::Global().Get(key));
         fns_[Index(partial, tail, special)] = fn;
@@ -431,9 +435,10 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
         if (tail_cols != 0) {
           PackB(b, pc, kc, jc + nc - tail_cols, tail_cols, plan.layout, nr, b_buf);
         }
-        args.b = static_cast<const float*>(g.b) + pc * b.row_stride + jc;
-        args.b_panel_stride = nr * 4;
-        args.b_step_stride = b.row_stride * 4;
+        const int elem = GemmInputBytes(g.type);
+        args.b = static_cast<const char*>(g.b) + (pc * b.row_stride + jc) * elem;
+        args.b_panel_stride = nr * elem;
+        args.b_step_stride = b.row_stride * elem;
       } else {
         if (!stream_b) b_block = pack_b(pc, kc, jc, nc, b_buf + packed * b_block_bytes);
         args.b = b_block;

@@ -75,9 +75,10 @@ class KernelSet {
 
 // B read in place: in a product of few rows (m <= plan.max_rows_b_in_place) each element of B
 // feeds one or two row tiles, so packing B costs about as much as the arithmetic. Such a product
-// of f32 B contiguous along n (and at least one full panel wide) has its full panels read by
-// kernels straight from B (KernelKey::b_in_place); only a partial last panel is packed. Not for
-// a B kept packed in a GemmPackCache.
+// in f32 panels (f32 B, or bf16 widened as it is loaded) of B contiguous along n (and at least
+// one full panel wide) has its full panels read by kernels straight from B
+// (KernelKey::b_in_place); only a partial last panel is packed. Not for a B kept packed in a
+// GemmPackCache.
 bool ReadsBInPlace(const GemmPlan& plan, const GemmArgs& args);
 // `plan` for such a product of `m` rows: one row tile of all of them (mr = m), its panels as
 // many vectors wide as the registers hold beside the tile's accumulators, up to 64 columns (a

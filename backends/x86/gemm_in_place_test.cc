@@ -1,5 +1,5 @@
 // B read in place (gemm_driver.h, ReadsBInPlace): products of few rows whose micro-kernels take
-// B's full panels straight from the row-major matrix. Which products do, their blocks, the
+// B's full panels straight from the row-major matrix (f32, or bf16 widened as it is loaded). Which products do, their blocks, the
 // generated kernels against the portable one (bit for bit, reading nothing past B), and whole
 // products against the f64 oracle at every level.
 #include <sys/mman.h>
@@ -20,6 +20,7 @@
 #include "backends/x86/kernel_cache.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
+#include "ir/dtype.h"
 
 namespace shardjit::backends::x86 {
 namespace {
@@ -58,9 +59,16 @@ TEST(ReadsBInPlace, FewRowsOfF32BContiguousAlongN) {
   GemmArgs padded_rows = FewRows(3, 1000);
   padded_rows.b_row_stride = 1017;
   EXPECT_TRUE(ReadsBInPlace(zmm, padded_rows));
-  GemmArgs bf16 = FewRows(3, 1000);  // widened by packing
+  GemmArgs bf16 = FewRows(3, 1000);  // widened as it is loaded, into f32 panels
   bf16.type = GemmType::kBf16Bf16F32;
-  EXPECT_FALSE(ReadsBInPlace(zmm, bf16));
+  EXPECT_TRUE(ReadsBInPlace(zmm, bf16));
+  const GemmPlan zmm_bf16 = MakePlan(IsaLevel::kAvx512, GemmType::kBf16Bf16F32, CacheSizes{});
+  EXPECT_EQ(zmm_bf16.max_rows_b_in_place, 7);  // panels of 4 zmm: 128-byte runs of bf16
+  EXPECT_EQ(MakePlan(IsaLevel::kAvx2, GemmType::kBf16Bf16F32, CacheSizes{}).max_rows_b_in_place,
+            6);
+  GemmArgs int8 = FewRows(3, 1000);
+  int8.type = GemmType::kS8S8S32;
+  EXPECT_FALSE(ReadsBInPlace(zmm, int8));
   GemmPackCache cache;
   GemmArgs cached = FewRows(3, 1000);  // packed once, read from the cache after
   cached.pack_cache = &cache;
@@ -103,9 +111,9 @@ TEST(InPlacePlan, OneTileOfAllRowsAndPanelsThatFit) {
 // Memory that ends at an inaccessible page: a kernel load past the end faults.
 class GuardedBuffer {
  public:
-  explicit GuardedBuffer(size_t floats) {
+  explicit GuardedBuffer(size_t bytes) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    data_bytes_ = (floats * 4 + page - 1) / page * page;
+    data_bytes_ = (bytes + page - 1) / page * page;
     base_ = mmap(nullptr, data_bytes_ + page, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base_ == MAP_FAILED) {
@@ -113,34 +121,43 @@ class GuardedBuffer {
       return;
     }
     mprotect(static_cast<char*>(base_) + data_bytes_, page, PROT_NONE);
-    data_ = reinterpret_cast<float*>(static_cast<char*>(base_) + data_bytes_) - floats;
+    data_ = static_cast<char*>(base_) + data_bytes_ - bytes;
   }
   ~GuardedBuffer() {
     if (base_ != nullptr) munmap(base_, data_bytes_ + static_cast<size_t>(sysconf(_SC_PAGESIZE)));
   }
   GuardedBuffer(const GuardedBuffer&) = delete;
   GuardedBuffer& operator=(const GuardedBuffer&) = delete;
-  float* data() const { return data_; }
+  char* data() const { return data_; }
 
  private:
   void* base_ = nullptr;
   size_t data_bytes_ = 0;
-  float* data_ = nullptr;
+  char* data_ = nullptr;
 };
 
-// One in-place key against the portable kernel: small-integer values (exact sums), B rows
-// `ld` floats apart with its last read element the last before a guard page.
+// One in-place key against the portable kernel: small-integer values (exact sums), B rows `ld`
+// elements (f32 or bf16) apart with its last read element the last before a guard page.
 void CheckInPlaceKernel(const KernelKey& key, std::mt19937& rng) {
   absl::StatusOr<MicroKernelFn> fn = KernelCache::Global().Get(key);
   ASSERT_TRUE(fn.ok()) << key.Name() << ": " << fn.status();
   std::uniform_int_distribution<int> small(-3, 3);
+  const int elem = RowElementBytes(key.b_in_place);
   for (int64_t n_panels : {1, 2, 5}) {
     for (int64_t k_steps : {1, 2, 3, 4, 5, 7, 8, 13, 41}) {
       const int64_t ld = n_panels * key.nr + (k_steps % 3 == 0 ? 0 : 7);
-      const int64_t b_floats = (k_steps - 1) * ld + n_panels * key.nr;
-      GuardedBuffer b(b_floats);
+      const int64_t b_elements = (k_steps - 1) * ld + n_panels * key.nr;
+      GuardedBuffer b(b_elements * elem);
       ASSERT_NE(b.data(), nullptr);
-      for (int64_t i = 0; i < b_floats; ++i) b.data()[i] = static_cast<float>(small(rng));
+      for (int64_t i = 0; i < b_elements; ++i) {
+        const float x = static_cast<float>(small(rng));
+        if (key.b_in_place == RowSource::kBf16) {
+          const uint16_t h = ir::bf16::FromFloat(x);
+          std::memcpy(b.data() + 2 * i, &h, 2);
+        } else {
+          std::memcpy(b.data() + 4 * i, &x, 4);
+        }
+      }
       std::vector<float> a(k_steps * key.mr);
       for (float& x : a) x = static_cast<float>(small(rng));
       const int64_t ldc = n_panels * key.nr + 3;
@@ -153,8 +170,8 @@ void CheckInPlaceKernel(const KernelKey& key, std::mt19937& rng) {
       args.ldc = ldc * 4;
       args.k_steps = k_steps;
       args.n_panels = n_panels;
-      args.b_panel_stride = key.nr * 4;
-      args.b_step_stride = ld * 4;
+      args.b_panel_stride = key.nr * elem;
+      args.b_step_stride = ld * elem;
       args.accumulate = k_steps % 2;
       MicroKernelArgs portable = args;
       portable.c = want.data();
@@ -169,17 +186,19 @@ void CheckInPlaceKernel(const KernelKey& key, std::mt19937& rng) {
 
 void CheckInPlaceKernels(IsaLevel isa, int lanes, int max_rows) {
   std::mt19937 rng(23);
-  for (int rows = 1; rows <= max_rows; ++rows) {
-    const GemmPlan plan = InPlacePlan(MakePlan(isa, GemmType::kF32F32F32, CacheSizes{}), rows);
-    KernelKey key{PanelLayout::kF32, isa, plan.mr, plan.nr, rows, 0};
-    key.b_in_place = true;
-    CheckInPlaceKernel(key, rng);
-    if (rows == max_rows) {  // a tile of fewer rows than its panel holds, and narrow panels
-      key.rows = rows - 1;
+  for (RowSource rows_of : {RowSource::kF32, RowSource::kBf16}) {
+    for (int rows = 1; rows <= max_rows; ++rows) {
+      const GemmPlan plan = InPlacePlan(MakePlan(isa, GemmType::kF32F32F32, CacheSizes{}), rows);
+      KernelKey key{PanelLayout::kF32, isa, plan.mr, plan.nr, rows, 0};
+      key.b_in_place = rows_of;
       CheckInPlaceKernel(key, rng);
-      key = KernelKey{PanelLayout::kF32, isa, rows, lanes, rows, 0};
-      key.b_in_place = true;
-      CheckInPlaceKernel(key, rng);
+      if (rows == max_rows) {  // a tile of fewer rows than its panel holds, and narrow panels
+        key.rows = rows - 1;
+        CheckInPlaceKernel(key, rng);
+        key = KernelKey{PanelLayout::kF32, isa, rows, lanes, rows, 0};
+        key.b_in_place = rows_of;
+        CheckInPlaceKernel(key, rng);
+      }
     }
   }
 }
@@ -197,12 +216,14 @@ TEST(InPlaceKernels, MatchThePortableKernelAvx512) {
 
 TEST(InPlaceKernels, OnlyFullF32PanelsWithoutAStream) {
   KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 0};
-  key.b_in_place = true;
-  EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t0_bdirect");
+  key.b_in_place = RowSource::kF32;
+  EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t0_bf32");
+  key.b_in_place = RowSource::kBf16;
+  EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t0_bbf16");
   KernelKey tail = key;
   tail.tail_vecs = 1;
   KernelKey stream = key;
-  stream.stream = StreamSource::kF32;
+  stream.stream = RowSource::kF32;
   KernelKey pairs = key;
   pairs.layout = PanelLayout::kBf16Pairs;
   pairs.isa = IsaLevel::kAvx512Bf16;
@@ -217,7 +238,8 @@ TEST(InPlaceKernels, OnlyFullF32PanelsWithoutAStream) {
 constexpr IsaLevel kInPlaceLevels[] = {IsaLevel::kAvx2, IsaLevel::kAvx512};
 
 // Whole products: several depth and column blocks (small ones), tail panels, padded rows of B,
-// accumulation, bf16 output, two threads, at a level's generated kernels or the portable one.
+// f32 and bf16 inputs, accumulation, bf16 output, two threads, at a level's generated kernels or
+// the portable one.
 void CheckInPlaceProducts(IsaLevel isa, bool portable) {
   GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, CacheSizes{});
   plan.kc = 40;
@@ -231,6 +253,7 @@ void CheckInPlaceProducts(IsaLevel isa, bool portable) {
       for (int64_t k : {1, 3, 40, 97}) {
         Case c;
         c.shape = {m, n, k};
+        c.bf16_in = seed % 2 == 1;  // widened as the kernels load it
         c.accumulate = seed % 3 == 1;
         c.out_bf16 = seed % 5 == 2;
         c.pad = seed % 4 == 3 ? 5 : 0;
@@ -264,6 +287,7 @@ TEST(InPlaceProducts, MatchTheOracleWithHostBlocking) {
   for (int64_t m : {1, 4, 6, 9, 15}) {
     Case c;
     c.shape = {m, 2500, 1100};
+    c.bf16_in = m == 4 || m == 9;
     c.accumulate = m % 2 == 0;
     Problem p(c, 9000 + static_cast<uint32_t>(m));
     p.Check(fmt::format("host in place m={}", m), [](const GemmArgs& g) { return Gemm(g); });

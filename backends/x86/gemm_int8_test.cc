@@ -264,7 +264,7 @@ TEST(GemmInt8, GeneratorEmitsOnAnyHost) {
   EXPECT_FALSE(GemmKernelAvx512::Supports(
       {PanelLayout::kS8Quads, IsaLevel::kAvx512, 7, 64, 7, 0}));
   EXPECT_FALSE(GemmKernelAvx512::Supports({PanelLayout::kS8Quads, IsaLevel::kAvx512, 6, 64, 6, 0,
-                                           StreamSource::kF32}));
+                                           RowSource::kF32}));
 }
 
 }  // namespace

@@ -15,13 +15,15 @@ std::string KernelKey::Name() const {
                                                                 : "amx_tiles";
   return fmt::format("gemm_{}_{}_{}x{}_r{}_t{}{}{}{}", IsaName(isa), layout_name, mr, nr, rows,
                      tail_vecs,
-                     stream == StreamSource::kF32    ? "_sf32"
-                     : stream == StreamSource::kBf16 ? "_sbf16"
+                     stream == RowSource::kF32    ? "_sf32"
+                     : stream == RowSource::kBf16 ? "_sbf16"
                                                      : "",
-                     stream != StreamSource::kNone && stream_rows > 1
+                     stream != RowSource::kNone && stream_rows > 1
                          ? fmt::format("x{}", stream_rows)
                          : "",
-                     b_in_place ? "_bdirect" : "");
+                     b_in_place == RowSource::kF32    ? "_bf32"
+                     : b_in_place == RowSource::kBf16 ? "_bbf16"
+                                                      : "");
 }
 
 void SetTailMasks(int cols, MicroKernelArgs* args) {
@@ -60,8 +62,8 @@ int32_t QuadProduct(const uint8_t* a, const uint8_t* b) {
 
 void PortableMicroKernel(const MicroKernelArgs* args) {
   const KernelKey& key = *args->key;
-  if (key.stream != StreamSource::kNone) {
-    const int src_bytes = StreamElementBytes(key.stream);
+  if (key.stream != RowSource::kNone) {
+    const int src_bytes = RowElementBytes(key.stream);
     for (int64_t p = 0; p < args->stream_panels; ++p) {
       for (int64_t i = 0; i < args->stream_iters * key.stream_rows; ++i) {
         const char* src = static_cast<const char*>(args->stream_src) + p * key.nr * src_bytes +
@@ -69,7 +71,7 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
         char* dst = static_cast<char*>(args->stream_dst) + p * args->stream_dst_panel_stride +
                     i * key.nr * 4;
         for (int j = 0; j < key.nr; ++j) {
-          if (key.stream == StreamSource::kF32) {
+          if (key.stream == RowSource::kF32) {
             std::memcpy(dst + 4 * j, src + 4 * j, 4);
           } else if (key.layout == PanelLayout::kBf16Pairs) {
             uint16_t pair[2];
@@ -87,7 +89,8 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
     }
   }
   const int64_t panels = args->n_panels + (key.tail_vecs > 0 ? 1 : 0);
-  const int64_t step_stride = key.b_in_place ? args->b_step_stride : key.nr * 4;
+  const int64_t step_stride =
+      key.b_in_place != RowSource::kNone ? args->b_step_stride : key.nr * 4;
   const auto* a = static_cast<const uint8_t*>(args->a);
   for (int64_t p = 0; p < panels; ++p) {
     const bool tail = p == args->n_panels;
@@ -112,8 +115,15 @@ void PortableMicroKernel(const MicroKernelArgs* args) {
         }
         float acc = args->accumulate ? c_row[j] : 0.0f;
         for (int64_t s = 0; s < args->k_steps; ++s) {
-          acc += StepProduct(key.layout, a + PackedAOffset(key.layout, key.mr, s, i),
-                             b + s * step_stride + j * 4);
+          const uint8_t* b_step = b + s * step_stride + j * 4;
+          float widened;  // a bf16 B element read in place
+          if (key.b_in_place == RowSource::kBf16) {
+            uint16_t h;
+            std::memcpy(&h, b + s * step_stride + j * 2, 2);
+            widened = ir::bf16::ToFloat(h);
+            b_step = reinterpret_cast<const uint8_t*>(&widened);
+          }
+          acc += StepProduct(key.layout, a + PackedAOffset(key.layout, key.mr, s, i), b_step);
         }
         c_row[j] = acc;
       }

@@ -19,10 +19,10 @@
 // kStreamFarPanels, in the kF32 layout from the kStreamFarPanels-th last panel on those of the
 // next call's panel as far ahead (stream_far_wrap). A tile of few rows has few FMAs to hide its
 // copy behind, but then few tiles share the block, so each must copy more: R > 1.
-// A kernel that reads B in place (b_in_place) takes its panels straight from a row-major f32 B
-// instead: k step s of panel p is the nr floats at b + p * b_panel_stride + s * b_step_stride
-// (b_step_stride: a row of B), full panels only; it prefetches each panel's rows
-// kInPlacePrefetchSteps steps ahead of the ones it reads.
+// A kernel that reads B in place (b_in_place: f32 or bf16 rows) takes its panels straight from a
+// row-major B instead: k step s of panel p is the nr elements at b + p * b_panel_stride +
+// s * b_step_stride (b_step_stride: a row of B), bf16 widened as they are loaded, full panels
+// only; it prefetches each panel's rows kInPlacePrefetchSteps steps ahead of the ones it reads.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_KERNEL_H_
 
@@ -67,13 +67,14 @@ inline constexpr int kStreamFarPanels = 4;
 // k steps ahead of its loads that an in-place kernel prefetches B's rows (KernelKey::b_in_place).
 inline constexpr int kInPlacePrefetchSteps = 8;
 
-// What a streaming kernel copies: nothing, f32 rows, or bf16 rows (widened to f32 in the kF32
-// layout, interleaved in pairs in the kBf16Pairs layout).
-enum class StreamSource : int { kNone = 0, kF32 = 1, kBf16 = 2 };
+// Rows of a row-major B that a kernel reads besides its packed panels: nothing, f32 rows, or bf16
+// rows. A streaming kernel copies them into the next packed block (widened to f32 in the kF32
+// layout, interleaved in pairs in the kBf16Pairs layout); an in-place kernel computes from them.
+enum class RowSource : int { kNone = 0, kF32 = 1, kBf16 = 2 };
 
-// Bytes per element of a stream's source (0 for kNone).
-inline int StreamElementBytes(StreamSource source) {
-  return source == StreamSource::kF32 ? 4 : source == StreamSource::kBf16 ? 2 : 0;
+// Bytes per element of such rows (0 for kNone).
+inline int RowElementBytes(RowSource source) {
+  return source == RowSource::kF32 ? 4 : source == RowSource::kBf16 ? 2 : 0;
 }
 
 // Identifies one generated kernel.
@@ -85,11 +86,12 @@ struct KernelKey {
   int rows = 0;       // rows computed, 1..mr
   int tail_vecs = 0;  // vectors computed in the masked tail panel; 0: no tail panel
   // Copies part of the next B block: kF32 layout (f32 or bf16 source), kBf16Pairs (bf16).
-  StreamSource stream = StreamSource::kNone;
+  RowSource stream = RowSource::kNone;
   // k steps a streaming kernel copies per iteration of kStreamSteps steps: 1, 2, 4 or 8.
   int stream_rows = 1;
-  // Reads B's full panels in place (see the top): kF32 layout, f32 B, no tail, no stream.
-  bool b_in_place = false;
+  // Reads B's full panels in place from rows of this type (see the top): kF32 layout, no tail,
+  // no stream.
+  RowSource b_in_place = RowSource::kNone;
 
   bool operator==(const KernelKey& o) const {
     return layout == o.layout && isa == o.isa && mr == o.mr && nr == o.nr && rows == o.rows &&
@@ -105,12 +107,12 @@ struct KernelKey {
   // a stream; stream_rows valid (ValidStreamRows).
   bool Consistent() const {
     return ValidStreamRows(stream_rows) &&
-           (!b_in_place ||
-            (layout == PanelLayout::kF32 && tail_vecs == 0 && stream == StreamSource::kNone));
+           (b_in_place == RowSource::kNone ||
+            (layout == PanelLayout::kF32 && tail_vecs == 0 && stream == RowSource::kNone));
   }
   // "gemm_avx512_bf16_pairs_6x64_r6_t2"; "..._sf32" / "..._sbf16" for a streaming kernel,
-  // "..._sf32x4" for one that copies 4 steps per iteration, "..._bdirect" for one that reads B
-  // in place.
+  // "..._sf32x4" for one that copies 4 steps per iteration, "..._bf32" / "..._bbf16" for one
+  // that reads B in place.
   std::string Name() const;
 };
 

@@ -11,7 +11,7 @@ using Xbyak::Zmm;
 bool GemmKernelAmx::Supports(const KernelKey& key) {
   return key.layout == PanelLayout::kAmxTiles && key.isa >= IsaLevel::kAmxBf16 && key.mr == 32 &&
          key.nr == 32 && key.rows >= 1 && key.rows <= 32 && key.tail_vecs >= 0 &&
-         key.tail_vecs <= 2 && key.stream == StreamSource::kNone;
+         key.tail_vecs <= 2 && key.stream == RowSource::kNone;
 }
 
 GemmKernelAmx::GemmKernelAmx(const KernelKey& key)

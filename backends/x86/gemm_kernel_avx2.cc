@@ -21,7 +21,7 @@ void GemmKernelAvx2::EmitZero(int vecs) {
 
 void GemmKernelAvx2::EmitStep(int vecs, int step) {
   for (int j = 0; j < vecs; ++j) {
-    vmovups(B(j), BVector(step, j));
+    LoadB(B(j), step, j);
   }
   for (int i = 0; i < key_.rows; ++i) {
     vbroadcastss(ABroadcast(i), ptr[reg_a + (step * key_.mr + i) * 4]);

@@ -12,13 +12,13 @@ bool GemmKernelAvx512::Supports(const KernelKey& key) {
   if (key.layout == PanelLayout::kS8Quads) {
     // vpdpbusd takes the u8 operand from a register: the broadcast needs a spare one.
     return tile_fits && key.rows * vecs + vecs < 32 && key.isa == IsaLevel::kAvx512 &&
-           key.stream == StreamSource::kNone;
+           key.stream == RowSource::kNone;
   }
   return tile_fits &&
          (key.layout == PanelLayout::kF32 ||
           (key.layout == PanelLayout::kBf16Pairs && key.isa >= IsaLevel::kAvx512Bf16 &&
-           key.stream != StreamSource::kF32 &&
-           (key.stream == StreamSource::kNone || vecs >= 2)));  // the copy needs two B registers
+           key.stream != RowSource::kF32 &&
+           (key.stream == RowSource::kNone || vecs >= 2)));  // the copy needs two B registers
 }
 
 GemmKernelAvx512::GemmKernelAvx512(const KernelKey& key) : GemmKernelGenerator(key, kLanes) {}
@@ -37,7 +37,7 @@ void GemmKernelAvx512::EmitZero(int vecs) {
 
 void GemmKernelAvx512::EmitStep(int vecs, int step) {
   for (int j = 0; j < vecs; ++j) {
-    vmovups(B(j), BVector(step, j));
+    LoadB(B(j), step, j);
   }
   // Each A element (an f32, or a bf16 pair) is broadcast once into a free register, then feeds
   // the row's FMAs from it: one load per row instead of one per FMA, which keeps a CPU with two

@@ -11,7 +11,7 @@ void GemmKernelGenerator::GenerateBody() {
   mov(reg_b_panel, ptr[reg_args + offsetof(MicroKernelArgs, b)]);
   mov(reg_c, ptr[reg_args + offsetof(MicroKernelArgs, c)]);
   mov(reg_panels, ptr[reg_args + offsetof(MicroKernelArgs, n_panels)]);
-  if (key_.stream != StreamSource::kNone) {
+  if (key_.stream != RowSource::kNone) {
     mov(reg_stream_src_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_src)]);
     mov(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst)]);
     mov(reg_stream_panels, ptr[reg_args + offsetof(MicroKernelArgs, stream_panels)]);
@@ -19,7 +19,7 @@ void GemmKernelGenerator::GenerateBody() {
   if (key_.layout == PanelLayout::kS8Quads) {
     mov(reg_col_offset, ptr[reg_args + offsetof(MicroKernelArgs, col_offset)]);
   }
-  if (key_.b_in_place) {
+  if (key_.b_in_place != RowSource::kNone) {
     mov(reg_b_step, ptr[reg_args + offsetof(MicroKernelArgs, b_step_stride)]);
     lea(reg_b_step3, ptr[reg_b_step + reg_b_step * 2]);
     imul(reg_b_ahead, reg_b_step, kInPlacePrefetchSteps);
@@ -40,8 +40,8 @@ void GemmKernelGenerator::GenerateBody() {
     add(reg_col_offset, key_.nr * 4);
     L(no_offset);
   }
-  if (key_.stream != StreamSource::kNone) {
-    add(reg_stream_src_panel, key_.nr * StreamElementBytes(key_.stream));
+  if (key_.stream != RowSource::kNone) {
+    add(reg_stream_src_panel, key_.nr * RowElementBytes(key_.stream));
     add(reg_stream_dst_panel, ptr[reg_args + offsetof(MicroKernelArgs, stream_dst_panel_stride)]);
     dec(reg_stream_panels);
   }
@@ -58,7 +58,7 @@ void GemmKernelGenerator::EmitBody(bool tail) {
   mov(reg_a, ptr[reg_args + offsetof(MicroKernelArgs, a)]);
   mov(reg_b, reg_b_panel);
   mov(reg_k, ptr[reg_args + offsetof(MicroKernelArgs, k_steps)]);
-  EmitKLoop(vecs, key_.stream != StreamSource::kNone && !tail);
+  EmitKLoop(vecs, key_.stream != RowSource::kNone && !tail);
   EmitStoreC(vecs, tail);
 }
 
@@ -82,7 +82,7 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
     // Prefetch the same rows of the next panel; in the last panel, those of the next call's
     // first panel.
     Label ahead_set;
-    mov(reg_stream_ahead, key_.nr * StreamElementBytes(key_.stream));
+    mov(reg_stream_ahead, key_.nr * RowElementBytes(key_.stream));
     cmp(reg_stream_panels, 1);
     jne(ahead_set);
     mov(reg_stream_ahead, ptr[reg_args + offsetof(MicroKernelArgs, stream_last_ahead)]);
@@ -91,7 +91,7 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
       // Into L2, kStreamFarPanels panels ahead; from the panel that many before the last on, the
       // rows of the next call at as many panels less (reg_ldc's register, reloaded after).
       Label far_set;
-      mov(reg_stream_far, kStreamFarPanels * key_.nr * StreamElementBytes(key_.stream));
+      mov(reg_stream_far, kStreamFarPanels * key_.nr * RowElementBytes(key_.stream));
       cmp(reg_stream_panels, kStreamFarPanels);
       jg(far_set);
       mov(reg_stream_far, ptr[reg_args + offsetof(MicroKernelArgs, stream_far_wrap)]);
@@ -126,7 +126,7 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
   L(main_loop);
   for (int s = 0; s < kUnroll; ++s) {
     EmitStep(vecs, s);
-    if (key_.b_in_place) EmitInPlacePrefetch(s);
+    if (key_.b_in_place != RowSource::kNone) EmitInPlacePrefetch(s);
   }
   add(reg_a, kUnroll * key_.mr * 4);
   EmitAdvanceB(kUnroll);
@@ -138,7 +138,7 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
   jz(done, T_NEAR);
   L(remainder_loop);
   EmitStep(vecs, 0);
-  if (key_.b_in_place) EmitInPlacePrefetch(0);
+  if (key_.b_in_place != RowSource::kNone) EmitInPlacePrefetch(0);
   add(reg_a, key_.mr * 4);
   EmitAdvanceB(1);
   dec(reg_k);
@@ -150,7 +150,7 @@ void GemmKernelGenerator::EmitInPlacePrefetch(int step) {
   // The row kInPlacePrefetchSteps steps on: BVector's addressing from a base that many rows
   // further (reg_b + reg_b_ahead, computed at step 0 into reg_c_row, free in the k loop).
   if (step == 0) lea(reg_c_row, ptr[reg_b + reg_b_ahead]);
-  for (int line = 0; line < key_.nr * 4; line += 64) {
+  for (int line = 0; line < key_.nr * RowElementBytes(key_.b_in_place); line += 64) {
     switch (step) {
       case 0:
         prefetcht0(ptr[reg_c_row + line]);
@@ -169,7 +169,7 @@ void GemmKernelGenerator::EmitInPlacePrefetch(int step) {
 }
 
 void GemmKernelGenerator::EmitAdvanceB(int steps) {
-  if (!key_.b_in_place) {
+  if (key_.b_in_place == RowSource::kNone) {
     add(reg_b, steps * key_.nr * 4);
   } else if (steps == kUnroll) {
     lea(reg_b, ptr[reg_b + reg_b_step * 4]);
@@ -179,7 +179,7 @@ void GemmKernelGenerator::EmitAdvanceB(int steps) {
 }
 
 void GemmKernelGenerator::EmitStreamCopy() {
-  const int src_bytes = StreamElementBytes(key_.stream);
+  const int src_bytes = RowElementBytes(key_.stream);
   const Xbyak::Xmm v = CopyRegister(0);
   for (int j = 0; j < vecs_; ++j) {
     const Xbyak::Address src = ptr[reg_stream_src + j * lanes_ * src_bytes];
@@ -190,7 +190,7 @@ void GemmKernelGenerator::EmitStreamCopy() {
       vpmovzxwd(hi, ptr[reg_stream_src_hi + j * lanes_ * src_bytes]);
       vpslld(hi, hi, 16);
       vpord(v, v, hi);
-    } else if (key_.stream == StreamSource::kBf16) {
+    } else if (key_.stream == RowSource::kBf16) {
       vpmovzxwd(v, src);  // a bf16 is the high half of its f32
       vpslld(v, v, 16);
     } else {
@@ -201,7 +201,7 @@ void GemmKernelGenerator::EmitStreamCopy() {
 }
 
 void GemmKernelGenerator::EmitStreamPrefetch() {
-  const int panel_bytes = key_.nr * StreamElementBytes(key_.stream);
+  const int panel_bytes = key_.nr * RowElementBytes(key_.stream);
   const bool pairs = key_.layout == PanelLayout::kBf16Pairs;
   // The next panel's rows into L1; into L2 well ahead, those kStreamFarPanels panels on (the
   // next panel's fetch then finds them there), for kF32 at reg_stream_far's distance.

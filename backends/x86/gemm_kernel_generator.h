@@ -31,6 +31,15 @@ class GemmKernelGenerator : public JitGenerator {
   // i = 1 for the kBf16Pairs layout.
   virtual Xbyak::Xmm CopyRegister(int i) const = 0;
 
+  // Loads vector `vec` of k step `step` of B into `dst` as f32 (bf16 rows widened).
+  void LoadB(const Xbyak::Xmm& dst, int step, int vec) {
+    if (key_.b_in_place == RowSource::kBf16) {
+      vpmovzxwd(dst, BVector(step, vec));  // a bf16 is the high half of its f32
+      vpslld(dst, dst, 16);
+    } else {
+      vmovups(dst, BVector(step, vec));
+    }
+  }
   // Emits body(row) for each row of the tile, with reg_c_row at that row of C.
   template <typename Body>
   void ForEachCRow(Body body) {
@@ -43,10 +52,12 @@ class GemmKernelGenerator : public JitGenerator {
   // Vector `vec` of the current row of C.
   Xbyak::Address CVector(int vec) const { return ptr[reg_c_row + vec * lanes_ * 4]; }
   // Vector `vec` of k step `step` (0 .. kUnroll - 1) of the B panel at reg_b: packed, or a row
-  // of B read in place (steps 0..3 at reg_b plus 0, 1, 2, 3 rows).
+  // of B read in place (steps 0..3 at reg_b plus 0, 1, 2, 3 rows; bf16 rows are half as wide).
   Xbyak::Address BVector(int step, int vec) const {
-    const int offset = vec * lanes_ * 4;
-    if (!key_.b_in_place) return ptr[reg_b + (step * key_.nr) * 4 + offset];
+    if (key_.b_in_place == RowSource::kNone) {
+      return ptr[reg_b + (step * key_.nr + vec * lanes_) * 4];
+    }
+    const int offset = vec * lanes_ * RowElementBytes(key_.b_in_place);
     switch (step) {
       case 0:
         return ptr[reg_b + offset];

@@ -191,7 +191,7 @@ struct KernelCall {
     fill(a, k_steps * key.mr);
     fill(b, all_panels * k_steps * key.nr);
     fill(c, key.rows * ldc);
-    const int elem = StreamElementBytes(key.stream);
+    const int elem = RowElementBytes(key.stream);
     src.resize((copied * src_stride + 16) * elem);
     for (size_t at = 0; at < src.size(); at += elem) {
       const float x = static_cast<float>(small(rng));
@@ -272,9 +272,9 @@ void CheckStreamingKernel(const KernelKey& key, int lanes, std::mt19937& rng) {
 // kBf16Pairs panels where `isa` has them; 1, 2, 4 and 8 steps copied per iteration.
 void CheckStreamingKernels(IsaLevel isa, int nr, int lanes) {
   std::mt19937 rng(17);
-  std::vector<std::pair<PanelLayout, StreamSource>> kinds = {
-      {PanelLayout::kF32, StreamSource::kF32}, {PanelLayout::kF32, StreamSource::kBf16}};
-  if (isa >= IsaLevel::kAvx512Bf16) kinds.push_back({PanelLayout::kBf16Pairs, StreamSource::kBf16});
+  std::vector<std::pair<PanelLayout, RowSource>> kinds = {
+      {PanelLayout::kF32, RowSource::kF32}, {PanelLayout::kF32, RowSource::kBf16}};
+  if (isa >= IsaLevel::kAvx512Bf16) kinds.push_back({PanelLayout::kBf16Pairs, RowSource::kBf16});
   for (const auto& [layout, source] : kinds) {
     for (int rows = 1; rows <= 6; ++rows) {
       for (int tail_vecs = 0; tail_vecs <= 2; ++tail_vecs) {
@@ -308,15 +308,15 @@ TEST(StreamingKernels, MatchThePortableKernelAvx512Bf16) {
 TEST(StreamingKernels, NotForAmxTilesNorF32IntoPairs) {
   EXPECT_FALSE(KernelCache::Global()
                    .Get({PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 6, 0,
-                         StreamSource::kF32})
+                         RowSource::kF32})
                    .ok());
   EXPECT_FALSE(
       KernelCache::Global()
-          .Get({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 32, 32, 32, 0, StreamSource::kBf16})
+          .Get({PanelLayout::kAmxTiles, IsaLevel::kAmxBf16, 32, 32, 32, 0, RowSource::kBf16})
           .ok());
-  const KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, StreamSource::kBf16};
+  const KernelKey key{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, RowSource::kBf16};
   EXPECT_EQ(key.Name(), "gemm_avx2_f32_6x16_r6_t1_sbf16");
-  const KernelKey wide{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, StreamSource::kF32, 4};
+  const KernelKey wide{PanelLayout::kF32, IsaLevel::kAvx2, 6, 16, 6, 1, RowSource::kF32, 4};
   EXPECT_EQ(wide.Name(), "gemm_avx2_f32_6x16_r6_t1_sf32x4");
   for (int bad : {0, 3, 16}) {
     KernelKey k = wide;
@@ -326,7 +326,7 @@ TEST(StreamingKernels, NotForAmxTilesNorF32IntoPairs) {
     EXPECT_NE(fn.status().message().find("steps per iteration"), std::string::npos) << bad;
   }
   const KernelKey pairs{PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 2, 0,
-                        StreamSource::kBf16};
+                        RowSource::kBf16};
   EXPECT_EQ(pairs.Name(), "gemm_avx512_bf16_bf16_pairs_6x64_r2_t0_sbf16");
 }
 

@@ -49,11 +49,11 @@ std::vector<KernelKey> Keys() {
     }
   }
   // Streaming kernels: kF32 layout of f32 and of bf16 widened, kBf16Pairs of bf16.
-  for (StreamSource source : {StreamSource::kF32, StreamSource::kBf16}) {
+  for (RowSource source : {RowSource::kF32, RowSource::kBf16}) {
     for (int rows : {1, 5, 6}) {
       for (int tail : {0, 1, 4}) {
         keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, 6, 64, rows, tail, source});
-        if (source == StreamSource::kBf16) {
+        if (source == RowSource::kBf16) {
           keys.push_back(
               {PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, rows, tail, source});
         }
@@ -63,23 +63,25 @@ std::vector<KernelKey> Keys() {
     // Copying 2, 4 or 8 steps per iteration.
     for (int stream_rows : {2, 4, 8}) {
       keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, 6, 64, 6, 1, source, stream_rows});
-      if (source == StreamSource::kBf16) {
+      if (source == RowSource::kBf16) {
         keys.push_back(
             {PanelLayout::kBf16Pairs, IsaLevel::kAvx512Bf16, 6, 64, 6, 0, source, stream_rows});
       }
     }
   }
-  // Kernels that read B in place: one tile of 1 to 15 rows (AVX2: 6), panels as InPlacePlan
-  // makes them.
-  for (int rows : {1, 4, 7, 8, 9, 10, 15}) {
-    const int nr = rows <= 7 ? 64 : rows <= 9 ? 48 : 32;
-    keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, rows, nr, rows, 0});
-    keys.back().b_in_place = true;
-  }
-  for (int rows : {1, 3, 6}) {
-    const int nr = rows == 1 ? 56 : rows == 3 ? 24 : 16;
-    keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, rows, nr, rows, 0});
-    keys.back().b_in_place = true;
+  // Kernels that read f32 or bf16 rows of B in place: one tile of 1 to 15 rows (AVX2: 6),
+  // panels as InPlacePlan makes them.
+  for (RowSource rows_of : {RowSource::kF32, RowSource::kBf16}) {
+    for (int rows : {1, 4, 7, 8, 9, 10, 15}) {
+      const int nr = rows <= 7 ? 64 : rows <= 9 ? 48 : 32;
+      keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, rows, nr, rows, 0});
+      keys.back().b_in_place = rows_of;
+    }
+    for (int rows : {1, 3, 6}) {
+      const int nr = rows == 1 ? 56 : rows == 3 ? 24 : 16;
+      keys.push_back({PanelLayout::kF32, IsaLevel::kAvx2, rows, nr, rows, 0});
+      keys.back().b_in_place = rows_of;
+    }
   }
   return keys;
 }
@@ -113,7 +115,7 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
       return false;
     }
     const int lanes = key.isa == IsaLevel::kAvx2 ? 8 : 16;
-    const bool streams = key.stream != StreamSource::kNone;
+    const bool streams = key.stream != RowSource::kNone;
     for (int n_panels : {0, 1, 2}) {
       if (n_panels == 0 && key.tail_vecs == 0) continue;
       for (int k_steps : streams ? std::vector<int>{8, 17} : std::vector<int>{1, 5, 8}) {
@@ -121,12 +123,14 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           const int tail_cols =
               key.tail_vecs == 0 ? 0 : (key.tail_vecs - 1) * lanes + 1 + rng() % lanes;
           const int64_t ldc = (n_panels + 1) * key.nr + 7;
-          // Packed panels apart, or (in place) rows of B with padding past the panels.
-          const int64_t b_stride =
-              key.b_in_place ? key.nr * 4 : k_steps * key.nr * 4 + 256;
+          // Packed panels apart, or (in place) rows of B with padding past the panels; a bf16
+          // row reads each f32 small integer as the bf16 pair (0, the integer).
+          const bool in_place = key.b_in_place != RowSource::kNone;
+          const int b_elem = RowElementBytes(key.b_in_place);
+          const int64_t b_stride = in_place ? key.nr * b_elem : k_steps * key.nr * 4 + 256;
           const int64_t b_row = (n_panels + 1) * key.nr + 5;
           std::vector<uint32_t> a(k_steps * key.mr),
-              b(key.b_in_place ? k_steps * b_row : (n_panels + 1) * b_stride / 4);
+              b(in_place ? k_steps * b_row : (n_panels + 1) * b_stride / 4);
           for (uint32_t& x : a) x = value(key.layout);
           for (uint32_t& x : b) x = value(key.layout);
           std::vector<float> c_in(key.rows * ldc + 16);
@@ -140,7 +144,7 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           args.k_steps = k_steps;
           args.n_panels = n_panels;
           args.b_panel_stride = b_stride;
-          if (key.b_in_place) args.b_step_stride = b_row * 4;
+          if (in_place) args.b_step_stride = b_row * b_elem;
           args.accumulate = accumulate;
           if (key.tail_vecs > 0) SetTailMasks(tail_cols, &args);
           // int8 kernels: column offsets in every other case (null in the others).
@@ -152,7 +156,7 @@ bool DumpMicroKernels(emulation::CaseWriter& writer) {
           // into packed panels with room past the copied steps, which must stay as they were.
           const bool pairs = key.layout == PanelLayout::kBf16Pairs;
           const int64_t iters = streams ? k_steps / kStreamSteps : 0;
-          const int elem = StreamElementBytes(key.stream);
+          const int elem = RowElementBytes(key.stream);
           const int64_t src_stride = ((n_panels + 2) * key.nr + 3) * (pairs ? 2 : 1);
           const int64_t copied = iters * key.stream_rows;
           const int64_t dst_panel = copied * key.nr + 16;
