@@ -197,6 +197,11 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
                 static_cast<size_t>(CheckpointPolicy::kSaveAnythingExceptTheseNames) + 1);
   a.set_policy(kPolicies[static_cast<size_t>(options.policy)]);
   for (const std::string& name : options.names) a.add_names(name);
+  for (const CheckpointSavePolicy& also : options.also_save) {
+    ir::CheckpointSavePolicy& saved = *a.add_also_saved();
+    saved.set_policy(kPolicies[static_cast<size_t>(also.policy)]);
+    for (const std::string& name : also.names) saved.add_names(name);
+  }
   if (!TraceRegion(t, f, TypesOf(args), "checkpoint", a.mutable_body(),
                    VmasOf(t, args))) {
     return {};
@@ -206,6 +211,12 @@ std::vector<Tracer> Checkpoint(const TracedFunction& f, const CheckpointOptions&
 }
 
 }  // namespace internal
+
+CheckpointOptions save_from_both_policies(CheckpointOptions a, const CheckpointOptions& b) {
+  a.also_save.push_back({b.policy, b.names});
+  a.also_save.insert(a.also_save.end(), b.also_save.begin(), b.also_save.end());
+  return a;
+}
 
 Tracer checkpoint_name(const Tracer& x, std::string name, Loc loc) {
   internal::TraceState* t = internal::TraceOfArgs({x}, "checkpoint_name");

@@ -35,7 +35,8 @@ using CustomVjpBwd = std::function<std::vector<Tracer>(const std::vector<Tracer>
 
 // What jax.checkpoint's backward pass keeps instead of recomputing (jax.checkpoint_policies:
 // nothing_saveable, everything_saveable, dots_saveable, dots_with_no_batch_dims_saveable,
-// save_only_these_names, save_any_names_but_these, save_anything_except_these_names). The
+// save_only_these_names, save_any_names_but_these, save_anything_except_these_names, and
+// save_from_both_policies of them). The
 // policies other than everything_saveable look at the ops of the checkpointed function itself,
 // not into loops or other regions inside it; the name policies at the values checkpoint_name
 // labelled there.
@@ -48,6 +49,11 @@ enum class CheckpointPolicy {
   kSaveAnyNamesButThese,          // the named values whose name is not in `names`
   kSaveAnythingExceptTheseNames,  // every value but the named ones whose name is in `names`
 };
+// One more policy of a checkpoint (CheckpointOptions::also_save), with the names it lists.
+struct CheckpointSavePolicy {
+  CheckpointPolicy policy = CheckpointPolicy::kNothingSaveable;
+  std::vector<std::string> names;
+};
 struct CheckpointOptions {
   // Keeps common-subexpression elimination from merging the recomputation with the forward
   // pass (an optimization_barrier on the recomputation's inputs), as jax.checkpoint's
@@ -57,7 +63,13 @@ struct CheckpointOptions {
   // The names the name policies list (the arguments of jax.checkpoint_policies.save_*_names);
   // must be empty for the other policies.
   std::vector<std::string> names;
+  // Further policies: a value any of them keeps is kept too (save_from_both_policies below).
+  std::vector<CheckpointSavePolicy> also_save;
 };
+
+// jax.checkpoint_policies.save_from_both_policies(a, b): keeps what `a` or `b` keeps (`a`'s
+// prevent_cse). Nests: save_from_both_policies(save_from_both_policies(a, b), c).
+CheckpointOptions save_from_both_policies(CheckpointOptions a, const CheckpointOptions& b);
 
 // jax.ad_checkpoint.checkpoint_name: `x` itself, labelled `name` for the checkpoint policies
 // that choose saved values by name. Outside checkpoint (and once compiled) it is the identity.

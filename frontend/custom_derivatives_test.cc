@@ -384,11 +384,27 @@ TEST_P(CustomDerivativesTest, NamePoliciesKeepTheNamedValues) {
       {{.policy = kSaveAnyNamesButThese}, 3, 2},
       // Everything but the value named "p" itself: the product it labels is kept all the same.
       {{.policy = kSaveAnythingExceptTheseNames, .names = {"p"}}, 3, 2},
+      // save_from_both_policies: the product (a dot) and "s"; nothing of "q" and nothing; of
+      // three policies (nested), "p" and "s"; one that saves everything.
+      {save_from_both_policies({.policy = kDotsSaveable},
+                               {.policy = kSaveOnlyTheseNames, .names = {"s"}}),
+       3, 2},
+      {save_from_both_policies({.policy = kSaveOnlyTheseNames, .names = {"q"}},
+                               {.policy = kNothingSaveable}),
+       4, 3},
+      {save_from_both_policies(save_from_both_policies(
+                                   {.policy = kSaveOnlyTheseNames, .names = {"q"}},
+                                   {.policy = kSaveOnlyTheseNames, .names = {"p"}}),
+                               {.policy = kSaveOnlyTheseNames, .names = {"s"}}),
+       3, 2},
+      {save_from_both_policies({.policy = kNothingSaveable}, {.policy = kEverythingSaveable}), 3,
+       2},
   };
   std::vector<double> want;
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "policy " << static_cast<int>(c.options.policy) << " names "
-                                    << c.options.names.size());
+                                    << c.options.names.size() << " more policies "
+                                    << c.options.also_save.size());
     auto loss = [body, o = c.options](Tracer a, Tracer b) {
       return lax::reduce_sum(checkpoint(body, o)({a, b}), {0, 1});
     };
@@ -581,6 +597,12 @@ TEST(CustomDerivativesErrors, AsJaxGivesThem) {
                                {.policy = CheckpointPolicy::kDotsSaveable, .names = {"a"}});
   EXPECT_THAT(Message(jit([named_dots](Tracer x) { return named_dots({x}); })(x).status()),
               HasSubstr("checkpoint: policy DOTS_SAVEABLE takes no names (got 1)"));
+  auto named_both = checkpoint(
+      [](Tracer x) { return x * 2.0; },
+      save_from_both_policies({.policy = CheckpointPolicy::kNothingSaveable},
+                              {.policy = CheckpointPolicy::kEverythingSaveable, .names = {"a"}}));
+  EXPECT_THAT(Message(jit([named_both](Tracer x) { return named_both({x}); })(x).status()),
+              HasSubstr("checkpoint: policy EVERYTHING_SAVEABLE takes no names (got 1)"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CustomDerivativesTest,

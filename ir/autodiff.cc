@@ -94,7 +94,7 @@ absl::StatusOr<std::vector<int64_t>> WalkJvp(
                                      "function.");
           break;
         case Prim::kCheckpoint:  // remat in reverse mode; the body itself otherwise
-          status = linearizing && op.checkpoint().policy() != EVERYTHING_SAVEABLE
+          status = linearizing && !SavesEverything(op.checkpoint())
                        ? CheckpointLinearize(b, e, op, operands, tangents, captures, &results,
                                              &out)
                        : CheckpointInline(b, e, op, operands, tangents, captures, linearizing,

@@ -199,15 +199,15 @@ absl::Status CheckpointInline(FunctionBuilder& b, AdEmitter& e, const Op& op,
 
 namespace {
 
-// Whether checkpoint `a`'s policy keeps the results of `inner`, an op of its body, as
-// jax.checkpoint_policies decides for a primitive and its parameters.
-bool SavedByPolicy(const CheckpointAttrs& a, const Op& inner) {
+// Whether `policy` (listing `names`) keeps the results of `inner`, an op of a checkpoint's body,
+// as jax.checkpoint_policies decides for a primitive and its parameters.
+bool SavedBy(CheckpointPolicy policy, const google::protobuf::RepeatedPtrField<std::string>& names,
+             const Op& inner) {
   if (inner.results_size() == 0 || !Regions(inner).empty()) return false;
   const bool dot = PrimOf(inner) == Prim::kDotGeneral;
   const bool named = inner.has_checkpoint_name();
-  const bool listed =
-      named && absl::c_linear_search(a.names(), inner.checkpoint_name().name());
-  switch (a.policy()) {
+  const bool listed = named && absl::c_linear_search(names, inner.checkpoint_name().name());
+  switch (policy) {
     case DOTS_SAVEABLE:
       return dot;
     case DOTS_WITH_NO_BATCH_DIMS_SAVEABLE:
@@ -223,7 +223,22 @@ bool SavedByPolicy(const CheckpointAttrs& a, const Op& inner) {
   }
 }
 
+// Whether checkpoint `a` keeps the results of `inner`: its policy or any of its also_saved ones.
+bool SavedByPolicy(const CheckpointAttrs& a, const Op& inner) {
+  if (SavedBy(a.policy(), a.names(), inner)) return true;
+  return absl::c_any_of(a.also_saved(), [&](const CheckpointSavePolicy& also) {
+    return SavedBy(also.policy(), also.names(), inner);
+  });
+}
+
 }  // namespace
+
+bool SavesEverything(const CheckpointAttrs& a) {
+  return a.policy() == EVERYTHING_SAVEABLE ||
+         absl::c_any_of(a.also_saved(), [](const CheckpointSavePolicy& also) {
+           return also.policy() == EVERYTHING_SAVEABLE;
+         });
+}
 
 absl::Status CheckpointLinearize(FunctionBuilder& b, AdEmitter& e, const Op& op,
                                  const std::vector<int64_t>& operands,

@@ -115,6 +115,9 @@ absl::Status CustomVjpCallLinearize(FunctionBuilder& b, AdEmitter& e, const Op& 
                                     const std::vector<CapturedValue>& captures,
                                     std::vector<int64_t>* results,
                                     std::vector<int64_t>* result_tangents);
+// Whether checkpoint `a` keeps every value (everything_saveable, alone or among its policies):
+// then it is differentiated as its body.
+bool SavesEverything(const CheckpointAttrs& a);
 // checkpoint differentiated as its body, inline (forward mode; everything_saveable).
 absl::Status CheckpointInline(FunctionBuilder& b, AdEmitter& e, const Op& op,
                               const std::vector<int64_t>& operands,

@@ -187,7 +187,8 @@ std::vector<Case> Cases() {
                    "    d:f32[3] = checkpoint[body={ lambda ; b:f32[3]. let\n"
                    "          c:f32[3] = name[name=hidden] b\n"
                    "        in (c) } prevent_cse=False policy=SAVE_ONLY_THESE_NAMES "
-                   "names=(hidden,\"out 2\")] a\n",
+                   "names=(hidden,\"out 2\") also_saved=((DOTS_SAVEABLE,()),"
+                   "(SAVE_ANY_NAMES_BUT_THESE,(hidden)))] a\n",
                    "d"});
   cases.push_back({"optimization_barrier", "a:f32[3] b:s32[]",
                    "    c:f32[3] d:s32[] = optimization_barrier a b\n",

@@ -66,18 +66,27 @@ absl::StatusOr<Types> CustomVjpCall(const ShapeContext& ctx, const Types& operan
   return results;
 }
 
+// A checkpoint policy and the names it lists: a known policy, names only for the name policies.
+absl::Status CheckPolicy(const Op& op, const Types& operands, CheckpointPolicy policy,
+                         int num_names) {
+  if (!CheckpointPolicy_IsValid(policy)) {
+    return RuleError(op, operands, "policy {} is not a checkpoint policy",
+                     static_cast<int>(policy));
+  }
+  const bool by_name = policy == SAVE_ONLY_THESE_NAMES || policy == SAVE_ANY_NAMES_BUT_THESE ||
+                       policy == SAVE_ANYTHING_EXCEPT_THESE_NAMES;
+  if (!by_name && num_names > 0) {
+    return RuleError(op, operands, "policy {} takes no names (got {})",
+                     CheckpointPolicy_Name(policy), num_names);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Types> Checkpoint(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const CheckpointAttrs& a = op.checkpoint();
-  if (!CheckpointPolicy_IsValid(a.policy())) {
-    return RuleError(op, operands, "policy {} is not a checkpoint policy",
-                     static_cast<int>(a.policy()));
-  }
-  const bool by_name = a.policy() == SAVE_ONLY_THESE_NAMES ||
-                       a.policy() == SAVE_ANY_NAMES_BUT_THESE ||
-                       a.policy() == SAVE_ANYTHING_EXCEPT_THESE_NAMES;
-  if (!by_name && a.names_size() > 0) {
-    return RuleError(op, operands, "policy {} takes no names (got {})",
-                     CheckpointPolicy_Name(a.policy()), a.names_size());
+  RETURN_IF_ERROR(CheckPolicy(op, operands, a.policy(), a.names_size()));
+  for (const CheckpointSavePolicy& also : a.also_saved()) {
+    RETURN_IF_ERROR(CheckPolicy(op, operands, also.policy(), also.names_size()));
   }
   RETURN_IF_ERROR(CheckRegionParams(op, operands, a.body(), "body", operands));
   return RegionResultTypes(ctx, op, operands, a.body());
