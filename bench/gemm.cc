@@ -117,11 +117,13 @@ void BM_GemmInt8(benchmark::State& state, int64_t m, int64_t k, int64_t n, int t
   g.parallel = {&HelperPool(), threads};
   const IsaLevel isa = x86::GemmIsaFor(g);
   if (isa == IsaLevel::kReference) {
-    state.SkipWithError("no int8 kernel on this CPU (AVX512_VNNI)");
+    state.SkipWithError("int8 in plain C++ only (no AVX2 or AVX512_VNNI)");
     return;
   }
   TimeGemm(state, g, isa, "GOPS");
-  state.SetLabel("avx512_vnni");
+  // Without VNNI the operands are widened into the float GEMM (exact).
+  state.SetLabel(x86::Avx512VnniUsable() ? "avx512_vnni"
+                                         : fmt::format("widened, {}", x86::IsaName(isa)));
 }
 
 void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64_t n, int threads,

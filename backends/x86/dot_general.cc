@@ -86,13 +86,14 @@ Index SplitInnermost(std::vector<Index> runs, std::vector<Index>* loops) {
 }
 
 // The GEMM that computes lhs x rhs -> out: f32 or bf16 operands into an f32 or bf16 result,
-// s8 operands into s32 where the CPU has the int8 kernel (Avx512VnniUsable()); nullopt else.
+// s8 operands into s32 where the GEMM runs int8 products on generated code (GemmRunsInt8());
+// nullopt else.
 std::optional<GemmType> GemmTypeFor(ir::DType lhs, ir::DType rhs, ir::DType out) {
   if (lhs != rhs) return std::nullopt;
   const bool float_out = out == ir::DType::kF32 || out == ir::DType::kBF16;
   if (lhs == ir::DType::kF32 && float_out) return GemmType::kF32F32F32;
   if (lhs == ir::DType::kBF16 && float_out) return GemmType::kBf16Bf16F32;
-  if (lhs == ir::DType::kS8 && out == ir::DType::kS32 && Avx512VnniUsable()) {
+  if (lhs == ir::DType::kS8 && out == ir::DType::kS32 && GemmRunsInt8()) {
     return GemmType::kS8S8S32;
   }
   return std::nullopt;

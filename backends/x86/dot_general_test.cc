@@ -1,12 +1,13 @@
 // The x86 dot_general against the reference kernel over dimension numbers (batch dims, split
 // free and contracting dims, empty and size-1 dims), dtypes and every ISA level of this host;
-// s8 dots run on the int8 GEMM where VNNI is usable, other integer dots fall back
-// (UnimplementedError).
+// s8 dots run on the int8 GEMM (VNNI, or the float GEMM on widened operands from AVX2 on), other
+// integer dots fall back (UnimplementedError).
 #include <random>
 
 #include "backends/reference/kernel.h"
 #include "backends/x86/cpu_features.h"
 #include "backends/x86/dot_general.h"
+#include "backends/x86/gemm.h"
 #include "backends/x86/isa_test_util.h"
 #include "base/thread_pool.h"
 #include "gtest/gtest.h"
@@ -114,8 +115,9 @@ ir::Tensor RandomInt8(const Dims& dims, int seed) {
   return t;
 }
 
-// s8 x s8 -> s32, s16 and s8 (wrapping) on the VNNI GEMM, equal to the reference's exact sums;
-// where the level has no int8 kernel the x86 kernel declines (the reference runs instead).
+// s8 x s8 -> s32, s16 and s8 (wrapping) on the VNNI GEMM or, below it, the float GEMM on
+// widened operands, equal to the reference's exact sums; at the plain C++ level the x86 kernel
+// declines (the reference runs instead).
 TEST_P(DotGeneralTest, Int8ProductsAreExact) {
   const std::vector<DotCase> cases = {
       {{7, 13}, {13, 5}, {1}, {0}, {}, {}},
@@ -133,7 +135,7 @@ TEST_P(DotGeneralTest, Int8ProductsAreExact) {
       std::vector<ir::Tensor> operands = {RandomInt8(c.lhs, 1), RandomInt8(c.rhs, 2)};
       base::ScopedParallelism two_threads({&pool, 2});
       absl::StatusOr<std::vector<ir::Tensor>> got = DotGeneral(op, operands, ir::HostAllocator());
-      if (!Avx512VnniUsable()) {
+      if (!GemmRunsInt8()) {
         EXPECT_TRUE(absl::IsUnimplemented(got.status())) << got.status();
         continue;
       }
@@ -171,7 +173,7 @@ TEST_P(DotGeneralTest, Int8AccumulatesIntoAnS32Box) {
       ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {2}),
       ir::Tensor::FromDoubles({ir::DType::kS32, {}}, {3})};
   absl::StatusOr<std::vector<ir::Tensor>> got = DotAccumulate(op, operands, ir::HostAllocator());
-  if (!Avx512VnniUsable()) {
+  if (!GemmRunsInt8()) {
     EXPECT_TRUE(absl::IsUnimplemented(got.status())) << got.status();
     return;
   }

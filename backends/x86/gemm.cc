@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,6 +17,7 @@
 #include "backends/x86/zero_fill.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
+#include "ir/dtype.h"
 
 namespace shardjit::backends::x86 {
 namespace {
@@ -169,11 +171,77 @@ absl::Status Prepare(const GemmArgs& args, GemmArgs* g, bool* done) {
 // Generation failures fall back to the next level; anything else is final.
 bool MayFallBack(const absl::Status& s) { return absl::IsInternal(s) || absl::IsUnimplemented(s); }
 
+// Depth of the float products an int8 product is cut into when widened: sums of this many
+// products of int8 values (each at most 2^14 in magnitude) stay within 2^24, where f32 holds
+// every integer exactly.
+constexpr int64_t kWidenedDepth = 1024;
+
+// Whether int8 products run widened into the float GEMM (GemmS8Widened): the CPU lacks
+// AVX512_VNNI (or the cap hides it) but has generated float kernels.
+bool WidensS8(const GemmArgs& g) {
+  return g.type == GemmType::kS8S8S32 && !Avx512VnniUsable() && ActiveIsa() >= IsaLevel::kAvx2;
+}
+
+// The int8 product `g` (normalized, non-empty) without int8 kernels: A and B widened to bf16
+// (exact for int8) and multiplied by the float GEMM in depth blocks of kWidenedDepth, each
+// block's f32 sums exact, added into C as int32 with the integer dot's wrap-around.
+absl::Status GemmS8Widened(const GemmArgs& g) {
+  const int64_t m = g.shape.m, n = g.shape.n, k = g.shape.k;
+  std::unique_ptr<uint16_t[]> a(new (std::nothrow) uint16_t[m * k]);
+  std::unique_ptr<uint16_t[]> b(new (std::nothrow) uint16_t[k * n]);
+  std::unique_ptr<float[]> block(new (std::nothrow) float[m * n]);
+  if (a == nullptr || b == nullptr || block == nullptr) {
+    return absl::ResourceExhaustedError(
+        fmt::format("gemm: cannot allocate the widened operands of {}", Describe(g)));
+  }
+  // An int8 value is an integer of at most 8 bits: exact in bf16 (and f32).
+  auto widen = [](int8_t x) { return ir::bf16::FromFloat(static_cast<float>(x)); };
+  const auto* a8 = static_cast<const int8_t*>(g.a);
+  const auto* b8 = static_cast<const int8_t*>(g.b);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t l = 0; l < k; ++l) {
+      a[i * k + l] = widen(a8[i * g.a_row_stride + l * g.a_col_stride]);
+    }
+  }
+  for (int64_t l = 0; l < k; ++l) {
+    for (int64_t j = 0; j < n; ++j) {
+      b[l * n + j] = widen(b8[l * g.b_row_stride + j * g.b_col_stride]);
+    }
+  }
+  auto* c = static_cast<uint32_t*>(g.c);
+  for (int64_t k0 = 0; k0 < k; k0 += kWidenedDepth) {
+    GemmArgs f;
+    f.shape = {m, n, std::min(kWidenedDepth, k - k0)};
+    f.type = GemmType::kBf16Bf16F32;
+    f.a = a.get() + k0;
+    f.a_row_stride = k;
+    f.b = b.get() + k0 * n;
+    f.b_row_stride = n;
+    f.c = block.get();
+    f.ldc = n;
+    f.parallel = g.parallel;
+    RETURN_IF_ERROR(Gemm(f));
+    const bool add = k0 > 0 || g.accumulate;
+    for (int64_t i = 0; i < m; ++i) {
+      uint32_t* row = c + i * g.ldc;
+      for (int64_t j = 0; j < n; ++j) {
+        const auto sum = static_cast<uint32_t>(static_cast<int32_t>(block[i * n + j]));
+        row[j] = add ? row[j] + sum : sum;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 IsaLevel GemmIsaFor(const GemmArgs& args) {
   if (args.type == GemmType::kS8S8S32) {
-    return Avx512VnniUsable() ? IsaLevel::kAvx512 : IsaLevel::kReference;
+    if (Avx512VnniUsable()) return IsaLevel::kAvx512;
+    if (!WidensS8(args)) return IsaLevel::kReference;
+    GemmArgs widened = args;  // the float GEMM's level
+    widened.type = GemmType::kBf16Bf16F32;
+    return GemmIsaFor(widened);
   }
   IsaLevel isa = ActiveIsa();
   const bool bf16 = args.type == GemmType::kBf16Bf16F32;
@@ -188,10 +256,17 @@ IsaLevel GemmIsaFor(const GemmArgs& args) {
   return isa;
 }
 
+bool GemmRunsInt8() {
+  GemmArgs g;
+  g.type = GemmType::kS8S8S32;
+  return GemmIsaFor(g) != IsaLevel::kReference;
+}
+
 absl::Status Gemm(const GemmArgs& args) {
   GemmArgs g;
   bool done = false;
   if (absl::Status s = Prepare(args, &g, &done); !s.ok() || done) return s;
+  if (WidensS8(g)) return GemmS8Widened(g);
   for (int level = static_cast<int>(GemmIsaFor(g)); level >= 0; --level) {
     absl::Status s = RunAt(g, static_cast<IsaLevel>(level), nullptr);
     if (s.ok() || !MayFallBack(s) || level == 0) return s;

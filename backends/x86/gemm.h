@@ -1,6 +1,7 @@
 // GEMM for the x86 backend: C[m,n] = (accumulate ? C : 0) + A[m,k] * B[k,n] with f32
-// accumulation, or for int8 operands exact s32 accumulation (wrapping modulo 2^32). A and B are read through arbitrary element strides, so transposed or batched
-// operands need no materialised copy. Dispatch picks the best kernel for ActiveIsa() and falls back
+// accumulation, or for int8 operands exact s32 accumulation (wrapping modulo 2^32). A and B are
+// read through arbitrary element strides, so transposed or batched operands need no materialised
+// copy. Dispatch picks the best kernel for ActiveIsa() and falls back
 // level by level down to plain C++.
 #ifndef SHARDJIT_BACKENDS_X86_GEMM_H_
 #define SHARDJIT_BACKENDS_X86_GEMM_H_
@@ -99,8 +100,14 @@ absl::Status GemmAtIsa(const GemmArgs& args, IsaLevel isa);
 // The level Gemm would use for `args` now (ignoring code generation failures): ActiveIsa(),
 // except that AMX serves only bf16 products, and AVX512_BF16 only bf16 products on CPUs where
 // vdpbf16ps beats f32 FMAs (Bf16DotProductBeatsFma(); elsewhere bf16 is widened in packing for
-// the f32 kernel); int8 products run at kAvx512 where Avx512VnniUsable(), else in plain C++.
+// the f32 kernel); int8 products run at kAvx512 where Avx512VnniUsable(), else, from AVX2 on,
+// widened into the float GEMM (the level a bf16 product gets; exact, in depth blocks whose f32
+// sums stay below 2^24), else in plain C++.
 IsaLevel GemmIsaFor(const GemmArgs& args);
+
+// Whether Gemm runs int8 products on generated code now (the VNNI kernels, or widened into the
+// float GEMM) rather than in plain C++.
+bool GemmRunsInt8();
 
 // Statistics of the process-wide cache of generated micro-kernels.
 struct KernelCacheStats {

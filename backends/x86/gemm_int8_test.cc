@@ -1,6 +1,7 @@
 // Tests of the int8 GEMM (GemmType::kS8S8S32): the VNNI kernels where this CPU has them, the
-// driver, packing and offset correction through the portable micro-kernel on any host, and the
-// plain C++ level, each against exact int64 sums wrapped to int32.
+// driver, packing and offset correction through the portable micro-kernel on any host, the
+// float GEMM on widened operands below VNNI, and the plain C++ level, each against exact int64
+// sums wrapped to int32.
 #include <cstdint>
 #include <random>
 #include <string>
@@ -236,19 +237,85 @@ TEST(GemmInt8, LevelsWithoutAKernelSaySo) {
   EXPECT_NE(s.message().find("s8"), std::string::npos) << s;
 }
 
-// The ISA cap governs the int8 kernel: below kAvx512 the plain C++ level runs, with the same
-// results.
-TEST(GemmInt8, CapBelowAvx512UsesPlainCxx) {
+// The ISA cap governs the int8 path: below kAvx512 (no VNNI) the operands are widened into the
+// float GEMM at AVX2 (exact, also past 2^24 in depth blocks), below AVX2 the plain C++ level
+// runs; the same results either way.
+TEST(GemmInt8, BelowVnniWidensIntoTheFloatGemm) {
   const IsaLevel saved = MaxIsa();
-  SetMaxIsa(IsaLevel::kAvx2);
-  EXPECT_FALSE(Avx512VnniUsable());
   GemmArgs g;
   g.type = GemmType::kS8S8S32;
+  if (DetectedIsa() >= IsaLevel::kAvx2) {
+    SetMaxIsa(IsaLevel::kAvx2);
+    EXPECT_FALSE(Avx512VnniUsable());
+    EXPECT_EQ(GemmIsaFor(g), IsaLevel::kAvx2);
+    uint32_t seed = 400;
+    std::vector<Int8Case> cases = Cases();
+    // Depth blocks: 1024, 1025, several of them with sums far past 2^24 (3000 * 128 * 128).
+    cases.push_back({{5, 70, 1024}, false, false, false, 0, 1, 1});
+    cases.push_back({{9, 33, 1025}, true, false, true, 3, 1, 1});
+    cases.push_back({{7, 65, 3000}, false, true, true, 0, 2, 1});
+    for (const Int8Case& c : cases) {
+      Int8Problem p(c, seed++);
+      p.Check("widened", [](const GemmArgs& args) { return Gemm(args); });
+    }
+  }
+  SetMaxIsa(IsaLevel::kReference);
   EXPECT_EQ(GemmIsaFor(g), IsaLevel::kReference);
   Int8Problem p({{13, 70, 37}}, 7);
-  p.Check("capped", [](const GemmArgs& args) { return Gemm(args); });
+  p.Check("plain C++", [](const GemmArgs& args) { return Gemm(args); });
   SetMaxIsa(saved);
-  EXPECT_EQ(GemmIsaFor(g), DetectedAvx512Vnni() ? IsaLevel::kAvx512 : IsaLevel::kReference);
+  if (DetectedAvx512Vnni()) EXPECT_EQ(GemmIsaFor(g), IsaLevel::kAvx512);
+}
+
+// Widened, the depth blocks keep every f32 sum below 2^24: products of 100..127 over a depth of
+// 5000 reach 8e7, where f32 would round (odd sums of mixed parity), yet C is exact.
+TEST(GemmInt8, WidenedDepthBlocksKeepSumsExact) {
+  if (DetectedIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "this CPU lacks avx2";
+  const IsaLevel saved = MaxIsa();
+  SetMaxIsa(IsaLevel::kAvx2);
+  const int64_t m = 3, n = 20, k = 5000;
+  std::mt19937 rng(11);
+  std::vector<int8_t> a(m * k), b(k * n);
+  for (int8_t& x : a) x = static_cast<int8_t>(100 + rng() % 28);
+  for (int8_t& x : b) x = static_cast<int8_t>(100 + rng() % 28);
+  std::vector<int32_t> c(m * n, 0);
+  GemmArgs g;
+  g.shape = {m, n, k};
+  g.type = GemmType::kS8S8S32;
+  g.a = a.data();
+  g.b = b.data();
+  g.c = c.data();
+  ASSERT_TRUE(Gemm(g).ok());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t want = 0;
+      for (int64_t l = 0; l < k; ++l) want += int64_t{a[i * k + l]} * b[l * n + j];
+      EXPECT_EQ(c[i * n + j], static_cast<int32_t>(want)) << i << "," << j;
+    }
+  }
+  SetMaxIsa(saved);
+}
+
+// Widened, sums past 2^31 wrap as the integer dot's do (as SumsWrapModulo2To32).
+TEST(GemmInt8, WidenedSumsWrapModulo2To32) {
+  if (DetectedIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "this CPU lacks avx2";
+  const IsaLevel saved = MaxIsa();
+  SetMaxIsa(IsaLevel::kAvx2);
+  for (int8_t x : {int8_t{127}, int8_t{-128}}) {
+    const int64_t k = 140000;
+    std::vector<int8_t> a(2 * k, x), b(k * 3, x);
+    std::vector<int32_t> c(6, 0);
+    GemmArgs g;
+    g.shape = {2, 3, k};
+    g.type = GemmType::kS8S8S32;
+    g.a = a.data();
+    g.b = b.data();
+    g.c = c.data();
+    ASSERT_TRUE(Gemm(g).ok());
+    const int32_t want = static_cast<int32_t>(static_cast<uint32_t>(k * x * x));
+    for (int32_t got : c) EXPECT_EQ(got, want) << int{x};
+  }
+  SetMaxIsa(saved);
 }
 
 TEST(GemmInt8, GeneratorEmitsOnAnyHost) {
