@@ -14,6 +14,7 @@
 #include "backends/x86/gemm_kernel.h"
 #include "backends/x86/gemm_kernel_avx512.h"
 #include "backends/x86/gemm_test_util.h"
+#include "backends/x86/isa_test_util.h"
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 
@@ -200,7 +201,7 @@ TEST(GemmInt8, PlainCxxLevel) {
 
 // Sums past 2^31 wrap as the integer dot's do: 140000 products of 127 * 127 (and of -128 *
 // -128) are 2.26e9 (2.29e9), and the offset correction wraps with them.
-TEST(GemmInt8, SumsWrapModulo2To32) {
+void CheckSumsWrapModulo2To32() {
   for (int8_t x : {int8_t{127}, int8_t{-128}}) {
     const int64_t k = 140000;
     std::vector<int8_t> a(2 * k, x), b(k * 3, x);
@@ -216,6 +217,8 @@ TEST(GemmInt8, SumsWrapModulo2To32) {
     for (int32_t got : c) EXPECT_EQ(got, want) << int{x};
   }
 }
+
+TEST(GemmInt8, SumsWrapModulo2To32) { CheckSumsWrapModulo2To32(); }
 
 TEST(GemmInt8, LevelsWithoutAKernelSaySo) {
   GemmArgs g;
@@ -241,11 +244,10 @@ TEST(GemmInt8, LevelsWithoutAKernelSaySo) {
 // float GEMM at AVX2 (exact, also past 2^24 in depth blocks), below AVX2 the plain C++ level
 // runs; the same results either way.
 TEST(GemmInt8, BelowVnniWidensIntoTheFloatGemm) {
-  const IsaLevel saved = MaxIsa();
   GemmArgs g;
   g.type = GemmType::kS8S8S32;
   if (DetectedIsa() >= IsaLevel::kAvx2) {
-    SetMaxIsa(IsaLevel::kAvx2);
+    ScopedMaxIsa cap(IsaLevel::kAvx2);
     EXPECT_FALSE(Avx512VnniUsable());
     EXPECT_EQ(GemmIsaFor(g), IsaLevel::kAvx2);
     uint32_t seed = 400;
@@ -259,11 +261,12 @@ TEST(GemmInt8, BelowVnniWidensIntoTheFloatGemm) {
       p.Check("widened", [](const GemmArgs& args) { return Gemm(args); });
     }
   }
-  SetMaxIsa(IsaLevel::kReference);
-  EXPECT_EQ(GemmIsaFor(g), IsaLevel::kReference);
-  Int8Problem p({{13, 70, 37}}, 7);
-  p.Check("plain C++", [](const GemmArgs& args) { return Gemm(args); });
-  SetMaxIsa(saved);
+  {
+    ScopedMaxIsa cap(IsaLevel::kReference);
+    EXPECT_EQ(GemmIsaFor(g), IsaLevel::kReference);
+    Int8Problem p({{13, 70, 37}}, 7);
+    p.Check("plain C++", [](const GemmArgs& args) { return Gemm(args); });
+  }
   if (DetectedAvx512Vnni()) EXPECT_EQ(GemmIsaFor(g), IsaLevel::kAvx512);
 }
 
@@ -271,8 +274,7 @@ TEST(GemmInt8, BelowVnniWidensIntoTheFloatGemm) {
 // 5000 reach 8e7, where f32 would round (odd sums of mixed parity), yet C is exact.
 TEST(GemmInt8, WidenedDepthBlocksKeepSumsExact) {
   if (DetectedIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "this CPU lacks avx2";
-  const IsaLevel saved = MaxIsa();
-  SetMaxIsa(IsaLevel::kAvx2);
+  ScopedMaxIsa cap(IsaLevel::kAvx2);
   const int64_t m = 3, n = 20, k = 5000;
   std::mt19937 rng(11);
   std::vector<int8_t> a(m * k), b(k * n);
@@ -293,29 +295,13 @@ TEST(GemmInt8, WidenedDepthBlocksKeepSumsExact) {
       EXPECT_EQ(c[i * n + j], static_cast<int32_t>(want)) << i << "," << j;
     }
   }
-  SetMaxIsa(saved);
 }
 
-// Widened, sums past 2^31 wrap as the integer dot's do (as SumsWrapModulo2To32).
+// Widened, sums past 2^31 wrap as the integer dot's do.
 TEST(GemmInt8, WidenedSumsWrapModulo2To32) {
   if (DetectedIsa() < IsaLevel::kAvx2) GTEST_SKIP() << "this CPU lacks avx2";
-  const IsaLevel saved = MaxIsa();
-  SetMaxIsa(IsaLevel::kAvx2);
-  for (int8_t x : {int8_t{127}, int8_t{-128}}) {
-    const int64_t k = 140000;
-    std::vector<int8_t> a(2 * k, x), b(k * 3, x);
-    std::vector<int32_t> c(6, 0);
-    GemmArgs g;
-    g.shape = {2, 3, k};
-    g.type = GemmType::kS8S8S32;
-    g.a = a.data();
-    g.b = b.data();
-    g.c = c.data();
-    ASSERT_TRUE(Gemm(g).ok());
-    const int32_t want = static_cast<int32_t>(static_cast<uint32_t>(k * x * x));
-    for (int32_t got : c) EXPECT_EQ(got, want) << int{x};
-  }
-  SetMaxIsa(saved);
+  ScopedMaxIsa cap(IsaLevel::kAvx2);
+  CheckSumsWrapModulo2To32();
 }
 
 TEST(GemmInt8, GeneratorEmitsOnAnyHost) {
