@@ -217,6 +217,22 @@ TEST(VmaErrors, AsJaxGivesThem) {
   EXPECT_THAT(std::string(groups.status().message()),
               HasSubstr("psum: axis_index_groups are not supported in a shard_map body typed "
                         "with varying manual axes"));
+  // pbroadcast of an invariant value: JAX refuses it (no pvary is inserted, unlike psum's);
+  // of a varying one every device gets the source's block; untyped, the invariant one too.
+  Array r = *device_put(HostTensor(DType::kF32, {4}, {1, 2, 3, 4}), NamedSharding(mesh, P()));
+  auto broadcast = [](Tracer v) { return lax::pbroadcast(v * 2.0, "i", 2); };
+  absl::StatusOr<Array> invariant = jit(shard_map(broadcast, mesh, {P()}, {P("i")}))(r);
+  EXPECT_THAT(std::string(invariant.status().message()),
+              HasSubstr("pbroadcast: Collective pbroadcast must be applied to a device-varying "
+                        "type, but got {} for collective acting over axis name (i)"));
+  absl::StatusOr<Array> from_source = jit(shard_map(broadcast, mesh, {P("i")}, {P("i")}))(x);
+  ASSERT_TRUE(from_source.ok()) << from_source.status();
+  EXPECT_EQ(from_source->to_host()->ToDoubles(), (std::vector<double>{6, 6, 6, 6}));
+  absl::StatusOr<Array> untyped_broadcast =
+      jit(shard_map(broadcast, mesh, {P()}, {P("i")}, false))(r);
+  ASSERT_TRUE(untyped_broadcast.ok()) << untyped_broadcast.status();
+  EXPECT_EQ(untyped_broadcast->to_host()->ToDoubles(),
+            (std::vector<double>{2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6, 8, 2, 4, 6, 8}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, VmaTest,

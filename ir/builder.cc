@@ -93,6 +93,14 @@ absl::Status FunctionBuilder::TypeOperands(Op& op, std::vector<int64_t>& operand
         const AxisList& have = VmaOf(id);
         if (std::find(have.begin(), have.end(), a) == have.end()) missing.push_back(a);
       }
+      // pbroadcast takes no pvary: as in JAX, its operand must already vary over its axes.
+      if (prim == Prim::kPbroadcast && !missing.empty()) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: Collective pbroadcast must be applied to a device-varying type, but got {{{}}} "
+            "for collective acting over axis name ({}). Pass check_vma=false to shard_map to "
+            "skip this check",
+            op.opcode(), fmt::join(VmaOf(id), ","), fmt::join(axes, ",")));
+      }
       if (!missing.empty() && !types_.at(id).future) {
         ASSIGN_OR_RETURN(id, Pvary(id, Union(missing, {})));
       }
