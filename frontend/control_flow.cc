@@ -201,43 +201,55 @@ std::vector<Tracer> switch_(Tracer index, const std::vector<Branch>& branches,
   op.set_opcode("cond");
   const std::vector<ShapedType> types = internal::TypesOf(operands);
   const std::vector<ir::AxisList> vmas = internal::VmasOf(t, operands);
+  for (const Branch& b : branches) {
+    if (!TraceRegion(t, types, b, op.mutable_cond()->add_branches(), "cond", vmas)) return {};
+  }
   // In a body typed with varying manual axes, every branch's result varies over what any
-  // branch's (or the index) varies over: branches that return less are traced again with a
-  // pvary on those results.
-  std::vector<ir::AxisList> want;
-  for (int pass = 0; pass < 2; ++pass) {
-    op.mutable_cond()->clear_branches();
-    for (const Branch& b : branches) {
-      Branch typed = b;
-      if (pass == 1) {
-        typed = [&b, &want, loc](std::vector<Tracer> o) {
-          std::vector<Tracer> out = b(std::move(o));
-          for (size_t r = 0; r < out.size() && r < want.size(); ++r) {
-            if (out[r].valid()) out[r] = lax::pvary(out[r], want[r], loc);
-          }
-          return out;
-        };
-      }
-      if (!TraceRegion(t, types, typed, op.mutable_cond()->add_branches(), "cond", vmas)) {
-        return {};
-      }
-    }
-    if (pass == 1 || !t->builder().checks_vma()) break;
-    bool differ = false;
-    want.assign(op.cond().branches(0).results_size(), t->builder().VmaOf(index.id()));
+  // branch's (or the index) varies over: a pvary is appended to the results of the branches
+  // that return less (each branch is traced once, as in JAX).
+  if (t->builder().checks_vma()) {
+    ir::FunctionBuilder& builder = t->builder();
+    const int num_results = op.cond().branches(0).results_size();
+    std::vector<ir::AxisList> want(num_results, builder.VmaOf(index.id()));
     for (const ir::Region& branch : op.cond().branches()) {
-      for (int r = 0; r < branch.results_size() && r < static_cast<int>(want.size()); ++r) {
-        for (const std::string& a : t->builder().VmaOf(branch.results(r))) {
+      for (int r = 0; r < branch.results_size() && r < num_results; ++r) {
+        if (branch.results(r) < 0) continue;
+        for (const std::string& a : builder.VmaOf(branch.results(r))) {
           if (std::find(want[r].begin(), want[r].end(), a) == want[r].end()) want[r].push_back(a);
         }
       }
     }
-    for (const ir::Region& branch : op.cond().branches()) {
-      for (int r = 0; r < branch.results_size() && r < static_cast<int>(want.size()); ++r) {
-        differ = differ || t->builder().VmaOf(branch.results(r)).size() != want[r].size();
+    for (ir::Region& branch : *op.mutable_cond()->mutable_branches()) {
+      std::vector<int64_t> results(branch.results().begin(), branch.results().end());
+      bool changed = false;
+      for (int r = 0; r < static_cast<int>(results.size()) && r < num_results; ++r) {
+        changed = changed ||
+                  (results[r] >= 0 && builder.VmaOf(results[r]).size() != want[r].size());
       }
+      if (!changed) continue;
+      builder.ReopenRegion(std::move(branch));
+      for (int r = 0; r < static_cast<int>(results.size()) && r < num_results; ++r) {
+        if (results[r] < 0 || builder.VmaOf(results[r]).size() == want[r].size()) continue;
+        // The axes it lacks, in mesh order.
+        ir::Op pvary;
+        pvary.set_opcode("pvary");
+        const ir::AxisList& have = builder.VmaOf(results[r]);
+        for (int i = 0; builder.mesh() != nullptr && i < builder.mesh()->axes_size(); ++i) {
+          const std::string& a = builder.mesh()->axes(i).name();
+          if (std::find(want[r].begin(), want[r].end(), a) != want[r].end() &&
+              std::find(have.begin(), have.end(), a) == have.end()) {
+            pvary.mutable_axis()->add_axes(a);
+          }
+        }
+        absl::StatusOr<std::vector<int64_t>> id = builder.AddOp(std::move(pvary), {results[r]});
+        if (!id.ok()) {
+          builder.CloseRegion({});
+          return Fail(t, id.status(), static_cast<size_t>(num_results), loc);
+        }
+        results[r] = (*id)[0];
+      }
+      branch = builder.CloseRegion(results);
     }
-    if (!differ) break;
   }
   const size_t count = op.cond().branches(0).results_size();
   std::vector<Tracer> args = {index};

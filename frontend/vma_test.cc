@@ -173,6 +173,28 @@ TEST_P(VmaTest, BranchesAndLoops) {
   const double wv = 0.5;
   EXPECT_NEAR((*g)[0].to_host()->GetDouble(0), 2 * wv * wv + (9 + 16) * wv * wv, 1e-12);
   EXPECT_NEAR((*g)[1].to_host()->GetDouble(0), 2 * 2 * wv + (9 + 16) * 2 * wv, 1e-12);
+  // Each branch is traced once, also when one returns less than the other varies over (its
+  // result then gets a pvary appended): a side effect of tracing runs once per branch.
+  int traced_true = 0, traced_false = 0;
+  absl::StatusOr<Array> picked = jit(shard_map(
+      [&](Tracer w, Tracer x) {
+        return lax::cond(
+            lax::reduce_sum(x, {0}) > lax::full({}, 2.5, DType::kF64),
+            [&](std::vector<Tracer> o) {
+              ++traced_true;
+              return std::vector<Tracer>{o[0] * o[1]};
+            },
+            [&](std::vector<Tracer> o) {
+              ++traced_false;
+              return std::vector<Tracer>{o[1] * 10.0};
+            },
+            {x, w})[0];
+      },
+      mesh_, {P(), P("i")}, {P("i")}))(w, x);
+  ASSERT_TRUE(picked.ok()) << picked.status();
+  EXPECT_EQ(traced_true, 1);
+  EXPECT_EQ(traced_false, 1);
+  EXPECT_EQ(picked->to_host()->ToDoubles(), (std::vector<double>{5, 5, 1.5, 2}));
   // A loop whose carry starts invariant and becomes varying: JAX's error.
   absl::StatusOr<Array> loop = jit(shard_map(
       [](Tracer w, Tracer x) {

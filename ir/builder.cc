@@ -251,6 +251,12 @@ void FunctionBuilder::OpenRegion(bool spmd, int kernel_grid_rank, bool check_vma
   pvarys_.emplace_back();
 }
 
+void FunctionBuilder::ReopenRegion(Region region) {
+  OpenRegion(/*spmd=*/false);
+  region.clear_results();
+  open_.back() = std::move(region);
+}
+
 Region FunctionBuilder::CloseRegion(const std::vector<int64_t>& results) {
   Region r = std::move(open_.back());
   open_.pop_back();

@@ -39,6 +39,9 @@ class FunctionBuilder {
   void OpenRegion(bool spmd, int kernel_grid_rank = -1, bool check_vma = false);
   // Closes the innermost region with the given results and returns it.
   Region CloseRegion(const std::vector<int64_t>& results);
+  // Opens `region` again (built by this builder and closed, as OpenRegion(false) would open it
+  // here) to append ops after its own; its results are dropped: CloseRegion sets new ones.
+  void ReopenRegion(Region region);
 
   const ShapedType& TypeOf(int64_t id) const { return types_.at(id); }
   // The id the next value will get: values added from now on have ids at least this.
