@@ -34,6 +34,14 @@ std::optional<BroadcastRows> BroadcastRowsOf(absl::Span<const int64_t> operand_d
   return std::nullopt;
 }
 
+std::optional<BroadcastRows> BroadcastRowsOf(const Op& broadcast, const TensorType& operand) {
+  const auto& dims = broadcast.broadcast_in_dim().broadcast_dimensions();
+  const auto& result = broadcast.result_types(0).dims();
+  return BroadcastRowsOf({operand.dims().data(), static_cast<size_t>(operand.dims_size())},
+                         {result.data(), static_cast<size_t>(result.size())},
+                         {dims.data(), static_cast<size_t>(dims.size())});
+}
+
 int64_t RowsOf(absl::Span<const int64_t> dims, int split) {
   int64_t rows = 1;
   int seen = 0;

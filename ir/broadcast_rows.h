@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/types/span.h"
+#include "ir/ir.pb.h"
 
 namespace shardjit::ir {
 
@@ -29,6 +30,9 @@ struct BroadcastRows {
 std::optional<BroadcastRows> BroadcastRowsOf(absl::Span<const int64_t> operand_dims,
                                              absl::Span<const int64_t> result_dims,
                                              absl::Span<const int64_t> broadcast_dimensions);
+
+// The same for `broadcast`, a broadcast_in_dim op, whose operand has type `operand`.
+std::optional<BroadcastRows> BroadcastRowsOf(const Op& broadcast, const TensorType& operand);
 
 // The rows of `dims` split after its first `split` dimensions of size other than 1 (-1: one
 // row).

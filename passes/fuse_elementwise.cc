@@ -20,12 +20,7 @@ using TypeMap = std::unordered_map<int64_t, ir::TensorType>;
 // How a broadcast_in_dim's operand lines up with the rows of its result (ir/broadcast_rows.h);
 // nullopt when it does not.
 std::optional<ir::BroadcastRows> RowsOfBroadcast(const ir::Op& op, const TypeMap& types) {
-  const auto& dims = op.broadcast_in_dim().broadcast_dimensions();
-  const auto& operand = types.at(op.operands(0)).dims();
-  const auto& result = op.result_types(0).dims();
-  return ir::BroadcastRowsOf({operand.data(), static_cast<size_t>(operand.size())},
-                             {result.data(), static_cast<size_t>(result.size())},
-                             {dims.data(), static_cast<size_t>(dims.size())});
+  return ir::BroadcastRowsOf(op, types.at(op.operands(0)));
 }
 
 bool IsFusible(const ir::Op& op, const TypeMap& types) {

@@ -147,13 +147,7 @@ namespace {
 // split into rows it needs into *split (-1 while any will do).
 absl::Status PlanBroadcastInput(const ir::Op& op, const ir::Region& body, int input, bool planned,
                                 ElementwisePlan& plan, int* split) {
-  const auto& type = body.params(input).type().dims();
-  const auto& result = op.result_types(0).dims();
-  const auto& dims = op.broadcast_in_dim().broadcast_dimensions();
-  std::optional<ir::BroadcastRows> rows =
-      ir::BroadcastRowsOf({type.data(), static_cast<size_t>(type.size())},
-                          {result.data(), static_cast<size_t>(result.size())},
-                          {dims.data(), static_cast<size_t>(dims.size())});
+  std::optional<ir::BroadcastRows> rows = ir::BroadcastRowsOf(op, body.params(input).type());
   if (!rows) return Declined("a broadcast that is not read by rows");
   ElementwisePlan::Input& in = plan.inputs[input];
   const bool scalar = rows->layout == ir::BroadcastLayout::kScalar ||
