@@ -147,24 +147,11 @@ void GemmKernelGenerator::EmitKLoop(int vecs, bool stream) {
 }
 
 void GemmKernelGenerator::EmitInPlacePrefetch(int step) {
-  // The row kInPlacePrefetchSteps steps on: BVector's addressing from a base that many rows
-  // further (reg_b + reg_b_ahead, computed at step 0 into reg_c_row, free in the k loop).
+  // The row kInPlacePrefetchSteps steps on: InPlaceRow from a base that many rows further
+  // (reg_b + reg_b_ahead, computed at step 0 into reg_c_row, free in the k loop).
   if (step == 0) lea(reg_c_row, ptr[reg_b + reg_b_ahead]);
   for (int line = 0; line < key_.nr * RowElementBytes(key_.b_in_place); line += 64) {
-    switch (step) {
-      case 0:
-        prefetcht0(ptr[reg_c_row + line]);
-        break;
-      case 1:
-        prefetcht0(ptr[reg_c_row + reg_b_step + line]);
-        break;
-      case 2:
-        prefetcht0(ptr[reg_c_row + reg_b_step * 2 + line]);
-        break;
-      default:
-        prefetcht0(ptr[reg_c_row + reg_b_step3 + line]);
-        break;
-    }
+    prefetcht0(InPlaceRow(reg_c_row, step, line));
   }
 }
 

@@ -57,16 +57,20 @@ class GemmKernelGenerator : public JitGenerator {
     if (key_.b_in_place == RowSource::kNone) {
       return ptr[reg_b + (step * key_.nr + vec * lanes_) * 4];
     }
-    const int offset = vec * lanes_ * RowElementBytes(key_.b_in_place);
+    return InPlaceRow(reg_b, step, vec * lanes_ * RowElementBytes(key_.b_in_place));
+  }
+  // `offset` bytes into row `step` (0 .. kUnroll - 1) of B read in place, counted from the row
+  // at `base`.
+  Xbyak::Address InPlaceRow(const Xbyak::Reg64& base, int step, int offset) const {
     switch (step) {
       case 0:
-        return ptr[reg_b + offset];
+        return ptr[base + offset];
       case 1:
-        return ptr[reg_b + reg_b_step + offset];
+        return ptr[base + reg_b_step + offset];
       case 2:
-        return ptr[reg_b + reg_b_step * 2 + offset];
+        return ptr[base + reg_b_step * 2 + offset];
       default:
-        return ptr[reg_b + reg_b_step3 + offset];
+        return ptr[base + reg_b_step3 + offset];
     }
   }
 
