@@ -229,24 +229,13 @@ std::vector<Tracer> switch_(Tracer index, const std::vector<Branch>& branches,
       if (!changed) continue;
       builder.ReopenRegion(std::move(branch));
       for (int r = 0; r < static_cast<int>(results.size()) && r < num_results; ++r) {
-        if (results[r] < 0 || builder.VmaOf(results[r]).size() == want[r].size()) continue;
-        // The axes it lacks, in mesh order.
-        ir::Op pvary;
-        pvary.set_opcode("pvary");
-        const ir::AxisList& have = builder.VmaOf(results[r]);
-        for (int i = 0; builder.mesh() != nullptr && i < builder.mesh()->axes_size(); ++i) {
-          const std::string& a = builder.mesh()->axes(i).name();
-          if (std::find(want[r].begin(), want[r].end(), a) != want[r].end() &&
-              std::find(have.begin(), have.end(), a) == have.end()) {
-            pvary.mutable_axis()->add_axes(a);
-          }
-        }
-        absl::StatusOr<std::vector<int64_t>> id = builder.AddOp(std::move(pvary), {results[r]});
+        if (results[r] < 0) continue;
+        absl::StatusOr<int64_t> id = builder.VaryingOver(results[r], want[r]);
         if (!id.ok()) {
           builder.CloseRegion({});
           return Fail(t, id.status(), static_cast<size_t>(num_results), loc);
         }
-        results[r] = (*id)[0];
+        results[r] = *id;
       }
       branch = builder.CloseRegion(results);
     }

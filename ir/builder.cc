@@ -56,6 +56,16 @@ AxisList FunctionBuilder::Union(const AxisList& a, const AxisList& b) const {
   return out;
 }
 
+absl::StatusOr<int64_t> FunctionBuilder::VaryingOver(int64_t id, const AxisList& axes) {
+  AxisList missing;
+  const AxisList& have = VmaOf(id);
+  for (const std::string& a : axes) {
+    if (std::find(have.begin(), have.end(), a) == have.end()) missing.push_back(a);
+  }
+  if (missing.empty()) return id;
+  return Pvary(id, Union(missing, {}));
+}
+
 absl::StatusOr<int64_t> FunctionBuilder::Pvary(int64_t id, const AxisList& axes) {
   const std::string key = fmt::format("{}:{}", id, fmt::join(axes, ","));
   auto it = pvarys_.back().find(key);
@@ -88,21 +98,16 @@ absl::Status FunctionBuilder::TypeOperands(Op& op, std::vector<int64_t>& operand
     }
     if (prim == Prim::kPsum || prim == Prim::kPmean) op.mutable_all_reduce()->set_invariant(true);
     for (int64_t& id : operands) {  // the collective acts over its axes: operands vary over them
-      AxisList missing;
-      for (const std::string& a : axes) {
-        const AxisList& have = VmaOf(id);
-        if (std::find(have.begin(), have.end(), a) == have.end()) missing.push_back(a);
-      }
       // pbroadcast takes no pvary: as in JAX, its operand must already vary over its axes.
-      if (prim == Prim::kPbroadcast && !missing.empty()) {
+      if (prim == Prim::kPbroadcast && Union(VmaOf(id), axes).size() != VmaOf(id).size()) {
         return absl::InvalidArgumentError(fmt::format(
             "{}: Collective pbroadcast must be applied to a device-varying type, but got {{{}}} "
             "for collective acting over axis name ({}). Pass check_vma=false to shard_map to "
             "skip this check",
             op.opcode(), fmt::join(VmaOf(id), ","), fmt::join(axes, ",")));
       }
-      if (!missing.empty() && !types_.at(id).future) {
-        ASSIGN_OR_RETURN(id, Pvary(id, Union(missing, {})));
+      if (!types_.at(id).future) {
+        ASSIGN_OR_RETURN(id, VaryingOver(id, axes));
       }
     }
     return absl::OkStatus();
@@ -110,13 +115,7 @@ absl::Status FunctionBuilder::TypeOperands(Op& op, std::vector<int64_t>& operand
   AxisList want;  // what every operand of an ordinary op must vary over: the union
   for (int64_t id : operands) want = Union(want, VmaOf(id));
   for (int64_t& id : operands) {
-    if (VmaOf(id).size() == want.size()) continue;
-    AxisList missing;
-    for (const std::string& a : want) {
-      const AxisList& have = VmaOf(id);
-      if (std::find(have.begin(), have.end(), a) == have.end()) missing.push_back(a);
-    }
-    ASSIGN_OR_RETURN(id, Pvary(id, missing));
+    ASSIGN_OR_RETURN(id, VaryingOver(id, want));
   }
   return absl::OkStatus();
 }

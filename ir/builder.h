@@ -39,6 +39,9 @@ class FunctionBuilder {
   void OpenRegion(bool spmd, int kernel_grid_rank = -1, bool check_vma = false);
   // Closes the innermost region with the given results and returns it.
   Region CloseRegion(const std::vector<int64_t>& results);
+  // `id` made to vary over `axes` too, in the innermost region: a pvary of the axes it lacks
+  // (in mesh order), or `id` itself when it lacks none.
+  absl::StatusOr<int64_t> VaryingOver(int64_t id, const AxisList& axes);
   // Opens `region` again (built by this builder and closed, as OpenRegion(false) would open it
   // here) to append ops after its own; its results are dropped: CloseRegion sets new ones.
   void ReopenRegion(Region region);
