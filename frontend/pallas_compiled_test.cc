@@ -539,5 +539,71 @@ TEST_F(PallasCompiledTest, MaskedStoresKeepTheOldContents) {
   }
 }
 
+// A masked store of an accumulator (megablox's gmm: the group's rows of a tile) runs only the
+// rows of the pending GEMM it copies; the other rows are skipped when the next tile's fill
+// overwrites the accumulator, or when the grid ends (scratch), and run if the kernel reads them
+// later (a second output of the whole accumulator). Row ranges: a suffix of tile 0 through a
+// prefix of tile 2, rows in the middle of tile 1 alone, and empty.
+TEST_F(PallasCompiledTest, MaskedStoresOfAnAccumulatorRunOnlyTheirRows) {
+  const int64_t m = 24, k = 32, n = 8, tm = 8, tk = 8;
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  const std::vector<double> product = MatmulF64(xv, yv, m, k, n);
+  struct Case {
+    int64_t lo, hi;
+    bool read_all;
+    int64_t skipped;  // rows outside [lo, hi) of each tile, none when read_all
+  };
+  for (const Case& c : {Case{3, 19, false, 3 + 5}, Case{10, 13, false, 8 + 5 + 8},
+                        Case{3, 19, true, 0}, Case{10, 10, false, 24}}) {
+    SCOPED_TRACE(::testing::Message() << c.lo << ".." << c.hi << (c.read_all ? " read_all" : ""));
+    Array bounds = Put(DType::kS32, {2}, {static_cast<double>(c.lo), static_cast<double>(c.hi)});
+    const int64_t before = backends::x86::GetPallasCallStats().gemm_rows_skipped;
+    auto call = pl::pallas_call(
+        [&](const std::vector<pl::Ref>& r) {
+          const pl::Ref &bs = r[0], &xb = r[1], &yb = r[2], &out = r[3], &all = r[4], &acc = r[5];
+          Tracer kk = pl::program_id(1);
+          pl::when(lax::eq(kk, lax::scalar(0, DType::kS32)), [&] {
+            acc.store(lax::full({tm, n}, 0, DType::kF32));
+            out.store(lax::full({tm, n}, -1, DType::kF32));
+            all.store(lax::full({tm, n}, -2, DType::kF32));
+          });
+          acc.store(acc.load() + pl::dot(xb.load(), yb.load(), DType::kF32));
+          pl::when(lax::eq(kk, lax::scalar(k / tk - 1, DType::kS32)), [&] {
+            Tracer row = lax::broadcasted_iota(DType::kS32, {tm, n}, 0) + pl::program_id(0) * tm;
+            Tracer lo = bs.load({lax::scalar(0, DType::kS32)});
+            Tracer hi = bs.load({lax::scalar(1, DType::kS32)});
+            out.store(lax::select(lax::bitwise_and(row >= lo, row < hi), acc.load(), out.load()));
+            if (c.read_all) all.store(acc.load());
+          });
+        },
+        {.out_shapes = {{DType::kF32, {m, n}}, {DType::kF32, {m, n}}},
+         .grid = {m / tm, k / tk},
+         .in_specs = {pl::BlockSpec({tm, tk}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; }),
+                      pl::BlockSpec({tk, n}, [](pl::Idx g) { return pl::Blocks{g[1], 0}; })},
+         .out_specs = {pl::BlockSpec({tm, n}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; }),
+                       pl::BlockSpec({tm, n}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+         .scratch_shapes = {{DType::kF32, {tm, n}}},
+         .num_scalar_prefetch = 1,
+         .dimension_semantics = {pl::kParallel, pl::kArbitrary}});
+    for (int result = 0; result < 2; ++result) {
+      auto [ref, x86] = Both(
+          [&](const std::vector<Tracer>& a) { return call(a[0], a[1], a[2])[result]; },
+          {bounds, x, y});
+      ASSERT_EQ(x86.size(), static_cast<size_t>(m * n));
+      ExpectNear(ref, x86, 1e-5);
+      for (int64_t i = 0; i < m * n; ++i) {
+        const int64_t row = i / n;
+        const double want = result == 1 ? (c.read_all ? product[i] : -2.0)
+                            : row >= c.lo && row < c.hi ? product[i]
+                                                        : -1.0;
+        EXPECT_NEAR(x86[i], want, 1e-5 * (1 + std::abs(want))) << "result " << result << " " << i;
+      }
+    }
+    // Two runs (one per result); each skips the same rows.
+    EXPECT_EQ(backends::x86::GetPallasCallStats().gemm_rows_skipped - before, 2 * c.skipped);
+  }
+}
+
 }  // namespace
 }  // namespace shardjit

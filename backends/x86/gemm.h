@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "backends/x86/cpu_features.h"
 #include "base/thread_pool.h"
+#include "ir/allocator.h"
 
 namespace shardjit::backends::x86 {
 
@@ -32,17 +33,22 @@ inline int GemmInputBytes(GemmType type) {
 // Packed blocks of operands that do not change between products (a user kernel's blocks read in
 // place from its inputs), kept so that later products reading the same block of the same memory
 // skip packing it. One thread at a time; Gemm consults it only for products it runs on one
-// thread, for the operands marked cacheable, in the floating-point layouts. Up to `max_bytes` of
-// blocks are kept; past that, blocks are packed as usual.
+// thread, for the operands marked cacheable, in the floating-point layouts.
+//
+// Blocks take at most `max_bytes` between products: each product starts by dropping the blocks
+// used least recently past that (a block a product was given stays valid until the product
+// ends), and a dropped block's memory serves the next block of its size, still in cache (a
+// kernel's grid packs blocks of a few sizes over and over). Memory comes in chunks from
+// `allocator`; a device's allocator keeps freed chunks for its next run, so that run after run
+// no fresh pages are faulted in.
 class GemmPackCache {
  public:
-  explicit GemmPackCache(int64_t max_bytes = int64_t{256} << 20);
+  explicit GemmPackCache(ir::Allocator* allocator = ir::HostAllocator(),
+                         int64_t max_bytes = int64_t{256} << 20);
   ~GemmPackCache();
   GemmPackCache(const GemmPackCache&) = delete;
   GemmPackCache& operator=(const GemmPackCache&) = delete;
 
-  // The block packed under `key` (`bytes` long), packed by pack(dst) on a miss; null when the
-  // cache is full and holds no such block.
   struct Key {
     const void* src;
     int64_t row_stride, col_stride, r0, rows, k0, kc;
@@ -50,14 +56,21 @@ class GemmPackCache {
     bool b;
     bool operator==(const Key& o) const;
   };
+  // Called by Gemm before each product: drops the least recently used blocks past max_bytes.
+  void StartProduct();
+  // The block packed under `key` (`bytes` long), packed by pack(dst) on a miss; null when no
+  // memory is left for it (the caller packs into its own buffer).
   const void* Get(const Key& key, int64_t bytes, const std::function<void(void*)>& pack);
   int64_t hits() const { return hits_; }
   int64_t misses() const { return misses_; }
+  // Bytes of blocks kept now.
+  int64_t kept_bytes() const { return kept_bytes_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  int64_t max_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0;
+  ir::Allocator* allocator_;
+  int64_t max_bytes_, kept_bytes_ = 0, hits_ = 0, misses_ = 0;
 };
 
 struct GemmArgs {

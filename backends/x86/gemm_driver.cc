@@ -1,6 +1,8 @@
 #include "backends/x86/gemm_driver.h"
 
 #include <algorithm>
+#include <list>
+#include <vector>
 #include <cstdlib>
 #include <xmmintrin.h>
 
@@ -359,6 +361,7 @@ absl::Status RunBlocked(const GemmArgs& g, const KernelSet& kernels, GemmScratch
   const int mr = plan.mr, nr = plan.nr;
   // Packed blocks kept across products (GemmPackCache) when `keep`, else packed into `dst`.
   const bool cached = g.pack_cache != nullptr && g.type != GemmType::kS8S8S32;
+  if (cached) g.pack_cache->StartProduct();
   auto pack_or_keep = [&](bool keep, const GemmPackCache::Key& key, int64_t rows, int tile,
                     const std::function<void(void*)>& pack, uint8_t* dst) {
     const int64_t bytes = KSteps(plan.layout, key.kc) * RoundUp(rows, tile) * 4;
@@ -526,31 +529,79 @@ struct GemmPackCache::Impl {
                           k.tile, k.b);
     }
   };
-  struct FreeBlock {
-    void operator()(void* p) const { std::free(p); }
+  struct Block {
+    void* data;
+    size_t bytes;
+    std::list<Key>::iterator use;  // its place in `uses`
   };
-  absl::flat_hash_map<Key, std::unique_ptr<void, FreeBlock>, Hash> blocks;
+  absl::flat_hash_map<Key, Block, Hash> blocks;
+  std::list<Key> uses;  // most recently used first
+  absl::flat_hash_map<size_t, std::vector<void*>> free;  // dropped blocks' memory, by size
+  // Chunks blocks are carved from: the last one has `unused` bytes left at its end.
+  struct Chunk {
+    void* data;
+    size_t bytes;
+  };
+  std::vector<Chunk> chunks;
+  size_t unused = 0;
+  int64_t chunk_bytes = 0;  // in all
 };
 
-GemmPackCache::GemmPackCache(int64_t max_bytes)
-    : impl_(std::make_unique<Impl>()), max_bytes_(max_bytes) {}
-GemmPackCache::~GemmPackCache() = default;
+// Large enough that a kernel's blocks take a few chunks; large chunks are on huge pages.
+constexpr size_t kPackChunkBytes = size_t{4} << 20;
+
+GemmPackCache::GemmPackCache(ir::Allocator* allocator, int64_t max_bytes)
+    : impl_(std::make_unique<Impl>()), allocator_(allocator), max_bytes_(max_bytes) {}
+
+GemmPackCache::~GemmPackCache() {
+  for (const Impl::Chunk& c : impl_->chunks) allocator_->Deallocate(c.data, c.bytes);
+}
+
+void GemmPackCache::StartProduct() {
+  while (kept_bytes_ > max_bytes_) {
+    auto it = impl_->blocks.find(impl_->uses.back());
+    impl_->free[it->second.bytes].push_back(it->second.data);
+    kept_bytes_ -= static_cast<int64_t>(it->second.bytes);
+    impl_->uses.pop_back();
+    impl_->blocks.erase(it);
+  }
+}
 
 const void* GemmPackCache::Get(const Key& key, int64_t bytes,
                                const std::function<void(void*)>& pack) {
-  auto it = impl_->blocks.find(key);
-  if (it != impl_->blocks.end()) {
+  Impl& s = *impl_;
+  if (auto it = s.blocks.find(key); it != s.blocks.end()) {
     ++hits_;
-    return it->second.get();
+    s.uses.splice(s.uses.begin(), s.uses, it->second.use);
+    return it->second.data;
   }
   ++misses_;
-  if (bytes_ + bytes > max_bytes_) return nullptr;
   // Packed panels are read with aligned loads: 64-byte alignment, as the packing buffers.
-  void* block = std::aligned_alloc(64, static_cast<size_t>(RoundUp(bytes, 64)));
-  if (block == nullptr) return nullptr;
+  const size_t size = static_cast<size_t>(RoundUp(bytes, 64));
+  void* block = nullptr;
+  if (auto f = s.free.find(size); f != s.free.end() && !f->second.empty()) {
+    block = f->second.back();
+    f->second.pop_back();
+  } else {
+    if (size > s.unused) {
+      // A product may use up to twice the budget before StartProduct trims it.
+      const size_t chunk =
+          std::max(size, std::min(kPackChunkBytes, static_cast<size_t>(max_bytes_)));
+      if (s.chunk_bytes + static_cast<int64_t>(chunk) > 2 * max_bytes_) return nullptr;
+      void* data = allocator_->Allocate(chunk);
+      if (data == nullptr) return nullptr;
+      s.chunks.push_back({data, chunk});
+      s.chunk_bytes += static_cast<int64_t>(chunk);
+      s.unused = chunk;
+    }
+    const Impl::Chunk& last = s.chunks.back();
+    block = static_cast<char*>(last.data) + (last.bytes - s.unused);
+    s.unused -= size;
+  }
   pack(block);
-  bytes_ += bytes;
-  impl_->blocks.emplace(key, std::unique_ptr<void, Impl::FreeBlock>(block));
+  kept_bytes_ += static_cast<int64_t>(size);
+  s.uses.push_front(key);
+  s.blocks.emplace(key, Impl::Block{block, size, s.uses.begin()});
   return block;
 }
 

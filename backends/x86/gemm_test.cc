@@ -290,7 +290,7 @@ TEST(GemmPackCache, ReusedBlocksGiveTheSameProducts) {
         if (isa == IsaLevel::kReference) continue;
         ScopedMaxIsa cap(isa);
         for (int64_t max_bytes : {int64_t{1} << 30, int64_t{1}}) {
-          GemmPackCache cache(max_bytes);
+          GemmPackCache cache(ir::HostAllocator(), max_bytes);
           for (int round = 0; round < 2; ++round) {
             p.Check(fmt::format("{} round {} max_bytes {}", IsaName(isa), round, max_bytes),
                     [&](const GemmArgs& g) {
@@ -309,6 +309,49 @@ TEST(GemmPackCache, ReusedBlocksGiveTheSameProducts) {
         }
       }
     }
+  }
+}
+
+// A budget below what the products keep: each product starts by dropping the least recently
+// used blocks past it, and later blocks of the same size are packed into their memory. Three
+// products take turns on one B (f32, 200x129 @ 129x150): every result is the oracle's, B's
+// blocks (used by every product) stay and are hit, the A blocks are dropped and repacked.
+TEST(GemmPackCache, DropsLeastRecentlyUsedBlocksPastItsBudget) {
+  Case c;
+  c.shape = {200, 150, 129};
+  std::vector<Problem> problems;
+  problems.reserve(3);
+  for (int i = 0; i < 3; ++i) problems.emplace_back(c, 950 + i);
+  for (int i = 1; i < 3; ++i) {  // one B for all
+    problems[i].args.b = problems[0].args.b;
+    problems[i].b_val = problems[0].b_val;
+    problems[i].Recompute();
+  }
+  for (IsaLevel isa : HostIsaLevels()) {
+    if (isa == IsaLevel::kReference) continue;
+    ScopedMaxIsa cap(isa);
+    // Packed B takes k x round_up(n, nr) f32; the budget holds it and less than two packed As.
+    const int64_t b_bytes = 129 * 192 * 4, a_bytes = 129 * 204 * 4;
+    GemmPackCache cache(ir::HostAllocator(), b_bytes + a_bytes + a_bytes / 2);
+    int64_t a_blocks = 0;  // blocks of A a product packs
+    for (int round = 0; round < 4; ++round) {
+      for (int i = 0; i < 3; ++i) {
+        problems[i].Check(fmt::format("{} round {} product {}", IsaName(isa), round, i),
+                          [&](const GemmArgs& g) {
+                            GemmArgs cached = g;
+                            cached.pack_cache = &cache;
+                            cached.cache_a = true;
+                            cached.cache_b = true;
+                            return Gemm(cached);
+                          });
+        if (round == 0 && i == 0) a_blocks = cache.misses() - 1;
+      }
+    }
+    cache.StartProduct();
+    EXPECT_LE(cache.kept_bytes(), b_bytes + a_bytes + a_bytes / 2) << IsaName(isa);
+    EXPECT_GE(a_blocks, 1) << IsaName(isa);
+    EXPECT_EQ(cache.hits(), 11) << IsaName(isa);  // B in every product after the first
+    EXPECT_EQ(cache.misses(), 1 + 12 * a_blocks) << IsaName(isa);  // A in every product
   }
 }
 

@@ -84,6 +84,12 @@ struct Problem {
     Fill(&c_init, &c_val, m, n, args.ldc, 1, c.out_bf16, rng);
     args.a = a.data(c.bf16_in);
     args.b = b.data(c.bf16_in);
+    Recompute();
+  }
+
+  // The oracle from a_val, b_val and c_val.
+  void Recompute() {
+    const int64_t m = c.shape.m, n = c.shape.n, k = c.shape.k;
     want.assign(m * n, 0.0);
     scale.assign(m * n, 0.0);
     for (int64_t i = 0; i < m; ++i) {

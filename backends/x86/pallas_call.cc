@@ -18,7 +18,8 @@ std::atomic<int64_t> masked_selects{0};
 }  // namespace
 
 PallasCallStats GetPallasCallStats() {
-  return {compiled_runs.load(), interpreted_runs.load(), masked_selects.load()};
+  return {compiled_runs.load(), interpreted_runs.load(), masked_selects.load(),
+          pallas::GemmRowsSkipped()};
 }
 
 reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels) {

@@ -5,7 +5,8 @@
 // GEMM calls reading the views, accumulating straight into a ref when the kernel adds a dot to
 // what it loaded from that window and stores the sum back (the GEMMs of consecutive steps whose
 // blocks continue each other along k run as one product, before anything reads or writes the
-// ref); masks built from iotas and scalars read symbolically (backends/x86/pallas_masks.h), so a
+// ref; a masked store of it runs only the rows it copies, and rows overwritten before anything
+// reads them never run); masks built from iotas and scalars read symbolically (backends/x86/pallas_masks.h), so a
 // dot of masked blocks runs over the mask's depth and a masked store copies the mask's box; other
 // tile ops through the backend's kernels. The grid's leading parallel axes are split over the
 // program's threads; the rest run in order on each thread; cond, fori_loop and while_loop run
@@ -25,11 +26,13 @@ namespace shardjit::backends::x86 {
 reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels);
 
 // How many pallas_calls ran compiled, and how many were left to the interpreter, in this process;
-// how many selects the kernels compiled so far read through their masks alone.
+// how many selects the kernels compiled so far read through their masks alone; how many rows
+// of accumulating GEMMs the kernels skipped (overwritten or dead before anything read them).
 struct PallasCallStats {
   int64_t compiled = 0;
   int64_t interpreted = 0;
   int64_t masked_selects = 0;
+  int64_t gemm_rows_skipped = 0;
 };
 PallasCallStats GetPallasCallStats();
 

@@ -441,7 +441,7 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
     case Prim::kRefLoad:
       return Load(region, i, uses, out);
     case Prim::kRefStore:
-      return Store(op, out);
+      return Store(op, uses, out);
     case Prim::kCond:
       return Cond(op, out);
     case Prim::kForiLoop:
@@ -553,7 +553,28 @@ absl::Status Compiler::Load(const ir::Region& region, int i, const Uses& uses, P
   return absl::OkStatus();
 }
 
-absl::Status Compiler::Store(const ir::Op& op, Program& out) {
+// The ref whose load masked select `s` stored by `store` reads as its value, when that load
+// serves this store alone: its step then takes the window without running the GEMMs pending
+// into the ref, and the store runs only the rows its mask copies (a group's rows of a tile in
+// megablox's gmm; the rest of the tile is overwritten before anything reads it). -1 otherwise.
+int Compiler::ReadAtStore(const MaskedSelect& s, const ir::Op& store, const Uses& uses,
+                          Program& out) {
+  const ir::Op* load = Producer(s.value);
+  auto view = view_ref_.find(s.value);
+  if (load == nullptr || ir::PrimOf(*load) != Prim::kRefLoad || view == view_ref_.end() ||
+      uses.count.at(s.value) != 1 || uses.count.at(store.operands(1)) != 1) {
+    return -1;
+  }
+  const int slot = values_.at(s.value).slot;
+  out.at(load_step_.at(s.value)) = [window = WindowOf(*load, 1, /*flush=*/false),
+                                      slot](Frame& f) -> absl::Status {
+    ASSIGN_OR_RETURN(f.views[slot], window(f));
+    return absl::OkStatus();
+  };
+  return view->second;
+}
+
+absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
   auto window = WindowOf(op, 2);
   // A masked select between a value and the window's old contents: the value where the mask
   // holds is copied in.
@@ -561,22 +582,34 @@ absl::Status Compiler::Store(const ir::Op& op, Program& out) {
       s != nullptr && !s->zero_otherwise && KeepsOldContents(*s, op)) {
     symbolic_uses_[op.operands(1)].insert({&op, 1});
     auto value = ViewReader(s->value);
-    out.push_back([window, value, mask = s->mask](Frame& f) -> absl::Status {
+    const int lazy_ref = ReadAtStore(*s, op, uses, out);
+    out.push_back([window, value, mask = s->mask, lazy_ref](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, window(f));
       const View x = value(f);
-      CopyWhere(w, x, EvalMask(mask, x.dims, f));
+      const MaskBox box = EvalMask(mask, x.dims, f);
+      if (lazy_ref >= 0) {
+        if (box.intervals && x.dims.size() == 2) {
+          RETURN_IF_ERROR(f.FlushRows(lazy_ref, x, box.lo[0], box.hi[0]));
+        } else {
+          RETURN_IF_ERROR(f.FlushRef(lazy_ref));
+        }
+      }
+      CopyWhere(w, x, box);
       return absl::OkStatus();
     });
     return absl::OkStatus();
   }
   const Value v = values_.at(op.operands(1));
-  // A splat constant (a `full`): a fill of the window.
+  // A splat constant (a `full`): a fill of the window, which makes GEMMs pending into it moot.
   if (const ir::Op* c = Producer(op.operands(1));
       c != nullptr && ir::PrimOf(*c) == Prim::kConstant && c->constant().value_size() == 1 &&
       v.kind == Kind::kTile) {
     auto value = TensorReader(op.operands(1));
+    auto fill_window = WindowOf(op, 2, /*flush=*/false);
+    const int ref = ref_of_.at(op.operands(0));
     out.push_back([=](Frame& f) -> absl::Status {
-      ASSIGN_OR_RETURN(View w, window(f));
+      ASSIGN_OR_RETURN(View w, fill_window(f));
+      RETURN_IF_ERROR(f.FlushUncovered(ref, w));
       FillView(w, value(f).data());
       return absl::OkStatus();
     });

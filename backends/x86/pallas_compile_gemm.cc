@@ -172,12 +172,13 @@ absl::StatusOr<Step> Compiler::GemmStep(const ir::Op& op,
       g.cache_a = f.Immutable(va);
     }
     if (accumulate && !out_bf16 && f.Immutable(va) && f.Immutable(vb)) {
-      if (f.pending.active && f.pending.ref == accumulate_ref && Continues(f.pending.args, g)) {
-        f.pending.args.shape.k += g.shape.k;
+      if (f.pending.size() == 1 && f.pending[0].ref == accumulate_ref &&
+          Continues(f.pending[0].args, g)) {
+        f.pending[0].args.shape.k += g.shape.k;
         return absl::OkStatus();
       }
       RETURN_IF_ERROR(f.Flush());
-      f.pending = {true, g, accumulate_ref};
+      f.pending.push_back({g, accumulate_ref});
       return absl::OkStatus();
     }
     RETURN_IF_ERROR(f.Flush());

@@ -1,6 +1,7 @@
 #include "backends/x86/pallas_program.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 
@@ -111,6 +112,118 @@ ir::Tensor PaddingOutput(const ir::ShapedType& type, ir::Allocator* allocator,
 
 }  // namespace
 
+namespace {
+
+std::atomic<int64_t> rows_skipped_in_all{0};
+
+// Rows [lo, hi) of product `g`.
+GemmArgs RowsOf(const GemmArgs& g, int64_t lo, int64_t hi) {
+  GemmArgs r = g;
+  const int64_t a_row = g.a_row_stride != 0 ? g.a_row_stride : g.shape.k;
+  r.a = static_cast<const char*>(g.a) + lo * a_row * GemmInputBytes(g.type);
+  r.a_row_stride = a_row;
+  r.ldc = g.ldc != 0 ? g.ldc : g.shape.n;
+  r.c = static_cast<float*>(g.c) + lo * r.ldc;
+  r.shape.m = hi - lo;
+  return r;
+}
+
+// Where f32 view `v` (rank 2, unit column stride) starts in C of `g` (ldc set), in whole rows
+// and columns; nullopt unless they share the row pitch and `v` starts inside a row of C.
+std::optional<std::pair<int64_t, int64_t>> OffsetInC(const GemmArgs& g, const View& v) {
+  if (v.dims.size() != 2 || v.strides[1] != 1 || v.strides[0] != g.ldc ||
+      v.dtype != ir::DType::kF32) {
+    return std::nullopt;
+  }
+  const int64_t bytes = static_cast<const char*>(v.data) - static_cast<const char*>(g.c);
+  if (bytes % 4 != 0) return std::nullopt;
+  const int64_t elems = bytes / 4;
+  const int64_t row = elems >= 0 ? elems / g.ldc : -((-elems + g.ldc - 1) / g.ldc);
+  return std::pair{row, elems - row * g.ldc};
+}
+
+}  // namespace
+
+int64_t GemmRowsSkipped() { return rows_skipped_in_all.load(); }
+
+absl::Status Frame::Flush() {
+  std::vector<Pending> run = std::move(pending);
+  pending.clear();
+  for (const Pending& p : run) RETURN_IF_ERROR(Gemm(p.args));
+  return absl::OkStatus();
+}
+
+absl::Status Frame::FlushRef(int ref) {
+  for (size_t i = 0; i < pending.size();) {
+    if (pending[i].ref != ref) {
+      ++i;
+      continue;
+    }
+    const GemmArgs g = pending[i].args;
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    RETURN_IF_ERROR(Gemm(g));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Frame::FlushRows(int ref, const View& v, int64_t lo, int64_t hi) {
+  std::vector<Pending> keep;
+  for (const Pending& p : pending) {
+    if (p.ref != ref) {
+      keep.push_back(p);
+      continue;
+    }
+    const GemmArgs g = RowsOf(p.args, 0, p.args.shape.m);
+    const auto at = OffsetInC(g, v);
+    if (!at) {
+      RETURN_IF_ERROR(Gemm(g));
+      continue;
+    }
+    // Rows [lo, hi) of v are rows [lo + row, hi + row) of C.
+    const int64_t a = std::clamp<int64_t>(lo + at->first, 0, g.shape.m);
+    const int64_t b = std::clamp<int64_t>(hi + at->first, a, g.shape.m);
+    if (a > 0) keep.push_back({RowsOf(g, 0, a), ref});
+    if (b > a) RETURN_IF_ERROR(Gemm(RowsOf(g, a, b)));
+    if (b < g.shape.m) keep.push_back({RowsOf(g, b, g.shape.m), ref});
+  }
+  pending = std::move(keep);
+  return absl::OkStatus();
+}
+
+absl::Status Frame::FlushUncovered(int ref, const View& w) {
+  std::vector<Pending> keep;
+  for (const Pending& p : pending) {
+    if (p.ref != ref) {
+      keep.push_back(p);
+      continue;
+    }
+    const GemmArgs g = RowsOf(p.args, 0, p.args.shape.m);
+    // C inside w: w starts at C's (-row, -col) and reaches past its last row and column.
+    const auto at = OffsetInC(g, w);
+    const bool covered = at && at->first <= 0 && at->second <= 0 &&
+                         g.shape.m - at->first <= w.dims[0] && g.shape.n - at->second <= w.dims[1];
+    if (covered) {
+      rows_skipped += g.shape.m;
+    } else {
+      RETURN_IF_ERROR(Gemm(g));
+    }
+  }
+  pending = std::move(keep);
+  return absl::OkStatus();
+}
+
+absl::Status Frame::FlushAtEnd() {
+  const int first_scratch = static_cast<int>(refs.size() - scratch.size());
+  std::erase_if(pending, [&](const Pending& p) {
+    if (p.ref < first_scratch) return false;
+    rows_skipped += p.args.shape.m;
+    return true;
+  });
+  RETURN_IF_ERROR(Flush());
+  rows_skipped_in_all += rows_skipped;
+  return absl::OkStatus();
+}
+
 absl::Status CompiledCall::RunStep(Frame& f) const {
   for (size_t d = 0; d < grid_slots.size(); ++d) f.scalars[grid_slots[d]] = f.index[d];
   f.writebacks.clear();
@@ -220,7 +333,9 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
     if (threads == 1) f.gemm_parallel = parallel;
     f.gemm_parallel.stop = parallel.stop;
     for (int p = 0; p < nsp; ++p) f.refs[p] = DenseView(prefetch[p]);
-    if (f.gemm_parallel.available() == 1) f.pack_cache = std::make_unique<GemmPackCache>();
+    if (f.gemm_parallel.available() == 1) {
+      f.pack_cache = std::make_unique<GemmPackCache>(allocator);
+    }
     for (const SpecPlan& s : specs) {
       if (s.output || s.copy) continue;
       const char* begin = static_cast<const char*>(inputs[s.array].data());
@@ -278,7 +393,7 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
         return;
       }
     }
-    status[t] = f.Flush();
+    status[t] = f.FlushAtEnd();
   };
   if (threads == 1) {
     run_thread(0);

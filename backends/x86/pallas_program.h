@@ -43,6 +43,9 @@ void CopyView(const View& dst, const View& src);
 // Sets every element of `dst` to `element` (DTypeSize(dst.dtype) bytes).
 void FillView(const View& dst, const void* element);
 
+// Rows of pending GEMMs dropped by every grid so far (PallasCallStats::gemm_rows_skipped).
+int64_t GemmRowsSkipped();
+
 // The state of one thread running the grid.
 struct Frame {
   std::vector<int64_t> scalars;
@@ -65,21 +68,28 @@ struct Frame {
   std::vector<std::pair<const char*, const char*>> immutable;
   std::unique_ptr<GemmPackCache> pack_cache;
 
-  // An accumulating GEMM not run yet: the next steps' GEMMs into the same window whose A and B
-  // blocks continue its A and B along k (blocks of the inputs) join it, so a grid axis that
-  // accumulates over k runs as one product. It runs before its ref is read or written, before
-  // blocks are written back, and when the thread's steps end.
+  // Accumulating GEMMs not run yet: the next steps' GEMMs into the same window whose A and B
+  // blocks continue a lone pending one's along k (blocks of the inputs) join it, so a grid axis
+  // that accumulates over k runs as one product. They run before their ref is read or written,
+  // before blocks are written back, and when the thread's steps end; a read of some rows of the
+  // window runs only those rows (the others stay pending), a store that overwrites the whole
+  // window drops them, and so does the end of the steps for scratch refs.
   struct Pending {
-    bool active = false;
-    GemmArgs args;
+    GemmArgs args;  // f32 C, accumulating
     int ref = -1;
-  } pending;
-  absl::Status Flush() {
-    if (!pending.active) return absl::OkStatus();
-    pending.active = false;
-    return Gemm(pending.args);
-  }
-  absl::Status FlushRef(int ref) { return pending.ref == ref ? Flush() : absl::OkStatus(); }
+  };
+  std::vector<Pending> pending;
+  int64_t rows_skipped = 0;  // rows of pending GEMMs dropped
+  absl::Status Flush();
+  absl::Status FlushRef(int ref);
+  // Runs the rows of the GEMMs pending into `ref` that rows [lo, hi) of `v`, a window of it,
+  // cover.
+  absl::Status FlushRows(int ref, const View& v, int64_t lo, int64_t hi);
+  // Drops the GEMMs pending into `ref` whose C lies inside `w` (about to be overwritten) and
+  // runs the others.
+  absl::Status FlushUncovered(int ref, const View& w);
+  // Drops the GEMMs pending into scratch refs (dead once the steps end), runs the others.
+  absl::Status FlushAtEnd();
 
   bool Immutable(const View& v) const {
     for (const auto& [begin, end] : immutable) {
