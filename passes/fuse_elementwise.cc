@@ -108,18 +108,22 @@ void CollectTypes(const ir::Region& region, TypeMap& types) {
 class Fuser {
  public:
   // `types`: the type of every value of the function.
-  Fuser(const FuseElementwiseOptions& options, const TypeMap& types)
+  Fuser(const FuseElementwiseOptions& options, TypeMap& types)
       : options_(options), next_id_(0), types_(types) {
     for (const auto& [id, type] : types) next_id_ = std::max(next_id_, id + 1);
   }
 
   // Fuses in `region` and the regions inside it (but fusion bodies); returns whether it changed.
-  bool Region(ir::Region& region) {
+  // `in_kernel`: a pallas_call kernel's region (or one inside it), whose constants and iotas the
+  // backends read as such (masks, fills).
+  bool Region(ir::Region& region, bool in_kernel = false) {
     bool changed = false;
     for (ir::Op& op : *region.mutable_ops()) {
       if (op.has_fusion()) continue;
-      for (ir::Region* r : ir::MutableRegions(op)) changed |= Region(*r);
+      const bool kernel = in_kernel || ir::PrimOf(op) == ir::Prim::kPallasCall;
+      for (ir::Region* r : ir::MutableRegions(op)) changed |= Region(*r, kernel);
     }
+    if (!in_kernel) changed |= ExpandIntoBroadcasts(region);
     std::unordered_map<int64_t, int> uses;
     CountCaptures(region, uses);
     std::unordered_map<int64_t, int> producer;  // value -> op index
@@ -152,6 +156,83 @@ class Fuser {
   }
 
  private:
+  // Rewrites each splat constant and each iota of `region` that a fusible op reads as the
+  // broadcast of its one element or of its one-dimensional iota, where the fused loops read
+  // that broadcast by rows: a fusion then takes the small operand in and the array is never
+  // built (a mask's iota, a select's zeros). The result keeps its id.
+  bool ExpandIntoBroadcasts(ir::Region& region) {
+    std::unordered_set<int64_t> read_by_fusible;
+    for (const ir::Op& op : region.ops()) {
+      if (!IsFusible(op, types_)) continue;
+      for (int64_t id : op.operands()) read_by_fusible.insert(id);
+    }
+    bool changed = false;
+    google::protobuf::RepeatedPtrField<ir::Op> out;
+    for (ir::Op& op : *region.mutable_ops()) {
+      std::optional<std::pair<ir::Op, ir::Op>> pair;
+      if (op.results_size() == 1 && read_by_fusible.count(op.results(0))) pair = AsBroadcast(op);
+      if (!pair) {
+        *out.Add() = std::move(op);
+        continue;
+      }
+      *out.Add() = std::move(pair->first);
+      *out.Add() = std::move(pair->second);
+      changed = true;
+    }
+    region.mutable_ops()->Swap(&out);
+    return changed;
+  }
+
+  // A splat constant or an iota of rank >= 1 as (its small form, the broadcast of it), when the
+  // fused loops read that broadcast by rows; nullopt otherwise.
+  std::optional<std::pair<ir::Op, ir::Op>> AsBroadcast(const ir::Op& op) {
+    const ir::Prim prim = ir::PrimOf(op);
+    if (prim != ir::Prim::kConstant && prim != ir::Prim::kIota) return std::nullopt;
+    const ir::TensorType& type = op.result_types(0);
+    if (type.dims_size() == 0 ||
+        std::find(type.dims().begin(), type.dims().end(), 0) != type.dims().end()) {
+      return std::nullopt;
+    }
+    ir::Op small;
+    small.set_opcode(op.opcode());
+    small.set_name_scope(op.name_scope());
+    if (op.has_loc()) *small.mutable_loc() = op.loc();
+    ir::TensorType small_type;
+    small_type.set_dtype(type.dtype());
+    std::vector<int64_t> broadcast_dims;
+    if (prim == ir::Prim::kConstant) {
+      if (op.constant().value_size() != 1) return std::nullopt;
+      *small.mutable_constant() = op.constant();
+      small.mutable_constant()->clear_shape();
+    } else {
+      const int64_t d = op.iota().dimension();
+      *small.mutable_iota() = op.iota();
+      small.mutable_iota()->clear_shape();
+      small.mutable_iota()->add_shape(type.dims(static_cast<int>(d)));
+      small.mutable_iota()->set_dimension(0);
+      small_type.add_dims(type.dims(static_cast<int>(d)));
+      broadcast_dims.push_back(d);
+    }
+    if (!ir::BroadcastRowsOf(small_type.dims(), type.dims(), broadcast_dims)) return std::nullopt;
+    const int64_t small_id = next_id_++;
+    small.add_results(small_id);
+    *small.add_result_types() = small_type;
+    types_[small_id] = small_type;
+    ir::Op broadcast;
+    broadcast.set_opcode("broadcast_in_dim");
+    broadcast.set_name_scope(op.name_scope());
+    if (op.has_loc()) *broadcast.mutable_loc() = op.loc();
+    *broadcast.mutable_sharding() = op.sharding();
+    for (int64_t d : type.dims()) broadcast.mutable_broadcast_in_dim()->add_shape(d);
+    for (int64_t d : broadcast_dims) {
+      broadcast.mutable_broadcast_in_dim()->add_broadcast_dimensions(d);
+    }
+    broadcast.add_operands(small_id);
+    broadcast.add_results(op.results(0));
+    *broadcast.add_result_types() = type;
+    return std::pair{std::move(small), std::move(broadcast)};
+  }
+
   // The split into rows a broadcast member needs (-1: any), or nullopt for other ops.
   std::optional<int> SplitOf(const ir::Op& op) const {
     if (ir::PrimOf(op) != ir::Prim::kBroadcastInDim) return std::nullopt;
@@ -242,7 +323,7 @@ class Fuser {
 
   const FuseElementwiseOptions& options_;
   int64_t next_id_;
-  const TypeMap& types_;
+  TypeMap& types_;
 };
 
 }  // namespace

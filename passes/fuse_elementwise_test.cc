@@ -200,5 +200,36 @@ TEST(FuseElementwiseTest, FusesBroadcastsThatRowsRead) {
   EXPECT_FALSE(changed);
 }
 
+// megablox's tail: rows past the groups' total zeroed. The iota along rows and the zeros are
+// not built: a fusion reads iota[4] by rows and the scalar 0; an iota along a middle dimension
+// (no row form) stays an array.
+TEST(FuseElementwiseTest, ReadsIotasAndSplatConstantsAsBroadcasts) {
+  EXPECT_EQ(Fused(Module("a:f32[4,8] b:s32[]",
+                         "    c:s32[4,8] = iota[dtype=s32 shape=(4,8) dimension=0]\n"
+                         "    d:s32[4,8] = broadcast_in_dim[shape=(4,8)] b\n"
+                         "    e:pred[4,8] = compare[direction=LT] c d\n"
+                         "    f:f32[4,8] = constant[dtype=f32 shape=(4,8) value=(0)]\n"
+                         "    g:f32[4,8] = select e a f\n",
+                         "g")),
+            Module("a:f32[4,8] b:s32[]",
+                   "    c:s32[4] = iota[dtype=s32 shape=(4) dimension=0]\n"
+                   "    d:f32[] = constant[dtype=f32 value=(0)]\n"
+                   "    n:f32[4,8] = fusion[body={ lambda ; e:s32[4] f:s32[] g:f32[] h:f32[4,8]. let\n"
+                   "          i:s32[4,8] = broadcast_in_dim[shape=(4,8) broadcast_dimensions=(0)] e\n"
+                   "          j:s32[4,8] = broadcast_in_dim[shape=(4,8)] f\n"
+                   "          k:pred[4,8] = compare[direction=LT] i j\n"
+                   "          l:f32[4,8] = broadcast_in_dim[shape=(4,8)] g\n"
+                   "          m:f32[4,8] = select k h l\n"
+                   "        in (m) }] c b d a\n",
+                   "n"));
+  const std::string middle = Module("a:s32[2,3,4]",
+                                    "    b:s32[2,3,4] = iota[dtype=s32 shape=(2,3,4) dimension=1]\n"
+                                    "    c:s32[2,3,4] = add a b\n"
+                                    "    d:s32[2,3,4] = mul c c\n",
+                                    "d");
+  const std::string fused = Fused(middle);
+  EXPECT_NE(fused.find("iota[dtype=s32 shape=(2,3,4) dimension=1]"), std::string::npos) << fused;
+}
+
 }  // namespace
 }  // namespace shardjit::passes
