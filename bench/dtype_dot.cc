@@ -1,6 +1,7 @@
 // dot_general [n, n] x [n, n] by dtype: the x86 kernel for f32, bf16, f16 (widened into the
-// f32 GEMM) and s8 -> s32 (the VNNI int8 GEMM, where the CPU has it) beside the reference kernel
-// for s8 -> s32, f16 and f64. GFLOP/s counts 2 n^3 (integer operations for s8).
+// f32 GEMM), s8 -> s32 (the VNNI int8 GEMM, where the CPU has it) and f64 (the f64 GEMM) beside
+// the reference kernel for s8 -> s32, f16 and f64. GFLOP/s counts 2 n^3 (integer operations for
+// s8).
 #include <string>
 
 #include "backends/reference/kernel.h"
@@ -46,6 +47,7 @@ BENCHMARK_CAPTURE(Run, x86_s8_s32, true, ir::DType::kS8, ir::DType::kS32)
 BENCHMARK_CAPTURE(Run, reference_s8_s32, false, ir::DType::kS8, ir::DType::kS32)
     ->Arg(512)
     ->UseRealTime();
+BENCHMARK_CAPTURE(Run, x86_f64, true, ir::DType::kF64, ir::DType::kF64)->Arg(512)->UseRealTime();
 BENCHMARK_CAPTURE(Run, reference_f64, false, ir::DType::kF64, ir::DType::kF64)
     ->Arg(512)
     ->UseRealTime();

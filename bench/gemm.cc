@@ -156,6 +156,25 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   state.SetLabel(std::string(x86::IsaName(isa)));
 }
 
+// The f64 GEMM (the AVX2 FMA kernel from AVX2 up): counters["GFLOPS"].
+void BM_GemmF64(benchmark::State& state, int64_t m, int64_t k, int64_t n, int threads) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> a(m * k), b(k * n), c(m * n);
+  for (double& v : a) v = dist(rng);
+  for (double& v : b) v = dist(rng);
+  GemmArgs g;
+  g.shape = {m, n, k};
+  g.type = GemmType::kF64F64F64;
+  g.a = a.data();
+  g.b = b.data();
+  g.c = c.data();
+  g.parallel = {&HelperPool(), threads};
+  const IsaLevel isa = x86::GemmIsaFor(g);
+  TimeGemm(state, g, isa, "GFLOPS");
+  state.SetLabel(std::string(x86::IsaName(isa)));
+}
+
 // Few rows against weights read from memory: each iteration multiplies the same m x k rows by
 // the next of 64 different k x n matrices (256 MiB of f32, on huge pages as a device allocator
 // gives them), as a grouped matmul's small groups do, on `threads` threads.
@@ -267,7 +286,16 @@ void RegisterAll() {
         }
       }
     }
-    if (bf16) {  // once: the int8 products over the same shapes
+    if (bf16) {  // once: the int8 and f64 products over the same shapes
+      for (const Shape& s : shapes) {
+        for (int threads : {1, 2}) {
+          std::string name =
+              fmt::format("BM_Gemm/f64/M:{}/K:{}/N:{}/threads:{}", s.m, s.k, s.n, threads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_GemmF64, s.m, s.k, s.n, threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
       for (const Shape& s : shapes) {
         for (int threads : {1, 2}) {
           std::string name =

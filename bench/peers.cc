@@ -1,5 +1,6 @@
 // Peer GEMMs for side-by-side ratios with //bench:gemm's figures: oneDNN's matmul (bf16 and f32
-// inputs, f32 output; s8 inputs, s32 output) and OpenBLAS cblas_sgemm, on the same shapes and thread counts. Linked
+// inputs, f32 output; s8 inputs, s32 output) and OpenBLAS cblas_sgemm and cblas_dgemm, on the
+// same shapes and thread counts. Linked
 // into //bench:gemm_with_peers only (scripts/bench.sh installs the libraries and sets
 // OPENBLAS_CORETYPE=SKYLAKEX on AVX-512 hosts, where OpenBLAS otherwise detects Haswell).
 #include <benchmark/benchmark.h>
@@ -107,6 +108,21 @@ void BM_OpenBlas(benchmark::State& state, int64_t m, int64_t k, int64_t n, int t
   SetFlops(state, m, k, n);
 }
 
+void BM_OpenBlasF64(benchmark::State& state, int64_t m, int64_t k, int64_t n, int threads) {
+  openblas_set_num_threads(threads);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> a(m * k), b(k * n), c(m * n);
+  for (double& x : a) x = dist(rng);
+  for (double& x : b) x = dist(rng);
+  for (auto _ : state) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a.data(), k, b.data(),
+                n, 0.0, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  SetFlops(state, m, k, n);
+}
+
 const bool registered = [] {
   struct Shape {
     int64_t m, k, n;
@@ -131,6 +147,11 @@ const bool registered = [] {
       std::string name =
           fmt::format("BM_OpenBlas/f32/M:{}/K:{}/N:{}/threads:{}", s.m, s.k, s.n, threads);
       benchmark::RegisterBenchmark(name.c_str(), BM_OpenBlas, s.m, s.k, s.n, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      std::string f64_name =
+          fmt::format("BM_OpenBlas/f64/M:{}/K:{}/N:{}/threads:{}", s.m, s.k, s.n, threads);
+      benchmark::RegisterBenchmark(f64_name.c_str(), BM_OpenBlasF64, s.m, s.k, s.n, threads)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }

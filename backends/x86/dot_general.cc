@@ -86,10 +86,11 @@ Index SplitInnermost(std::vector<Index> runs, std::vector<Index>* loops) {
 }
 
 // The GEMM that computes lhs x rhs -> out: f32 or bf16 operands into an f32 or bf16 result,
-// s8 operands into s32 where the GEMM runs int8 products on generated code (GemmRunsInt8());
-// nullopt else.
+// f64 into f64, s8 operands into s32 where the GEMM runs int8 products on generated code
+// (GemmRunsInt8()); nullopt else.
 std::optional<GemmType> GemmTypeFor(ir::DType lhs, ir::DType rhs, ir::DType out) {
   if (lhs != rhs) return std::nullopt;
+  if (lhs == ir::DType::kF64 && out == ir::DType::kF64) return GemmType::kF64F64F64;
   const bool float_out = out == ir::DType::kF32 || out == ir::DType::kBF16;
   if (lhs == ir::DType::kF32 && float_out) return GemmType::kF32F32F32;
   if (lhs == ir::DType::kBF16 && float_out) return GemmType::kBf16Bf16F32;

@@ -1,5 +1,6 @@
 // The x86 dot_general against the reference kernel over dimension numbers (batch dims, split
-// free and contracting dims, empty and size-1 dims), dtypes and every ISA level of this host;
+// free and contracting dims, empty and size-1 dims), dtypes (f64 on the f64 GEMM) and every ISA
+// level of this host;
 // s8 dots run on the int8 GEMM (VNNI, or the float GEMM on widened operands from AVX2 on), other
 // integer dots fall back (UnimplementedError).
 #include <random>
@@ -74,11 +75,13 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
       {{5, 3}, {5, 3}, {0, 1}, {0, 1}, {}, {}},               // no free dims at all
   };
   base::ThreadPool pool(1);
-  for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16, ir::DType::kF16}) {
-    for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16, ir::DType::kF16}) {
-      // Narrower than the operands (refused by the shape rule, as in jax.lax), or f16 with bf16.
+  for (ir::DType in : {ir::DType::kF32, ir::DType::kBF16, ir::DType::kF16, ir::DType::kF64}) {
+    for (ir::DType out : {ir::DType::kF32, ir::DType::kBF16, ir::DType::kF16, ir::DType::kF64}) {
+      // Narrower than the operands (refused by the shape rule, as in jax.lax), or f16 with bf16;
+      // f64 only with f64.
       if (ir::DTypeSize(out) < ir::DTypeSize(in)) continue;
       if ((in == ir::DType::kF16) != (out == ir::DType::kF16) && out != ir::DType::kF32) continue;
+      if ((in == ir::DType::kF64) != (out == ir::DType::kF64)) continue;
       for (const DotCase& c : cases) {
         ir::Op op = DotOp(c, in, out);
         std::vector<ir::Tensor> operands = {Random(in, c.lhs, 1), Random(in, c.rhs, 2)};
@@ -94,9 +97,11 @@ TEST_P(DotGeneralTest, MatchesTheReferenceKernel) {
         ASSERT_EQ(g.type(), w.type());
         int64_t k = 1;
         for (int64_t d : c.lc) k *= c.lhs[d];
-        // Both sum in f32 (in different orders); bf16 results may then round differently.
+        // Both sum in f32 (f64 for f64, in different orders); bf16 results may then round
+        // differently.
         double tol = out == ir::DType::kBF16  ? 1.0 / 64
                      : out == ir::DType::kF16 ? 1.0 / 512
+                     : out == ir::DType::kF64 ? 1e-14 * std::sqrt(double(k))
                                               : 1e-5 * std::sqrt(double(k));
         for (int64_t i = 0; i < g.num_elements(); ++i) {
           ASSERT_NEAR(g.GetDouble(i), w.GetDouble(i), tol * (1 + std::abs(w.GetDouble(i))))

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "backends/x86/gemm_driver.h"
+#include "backends/x86/gemm_f64.h"
 #include "backends/x86/gemm_internal.h"
 #include "backends/x86/gemm_reference.h"
 #include "backends/x86/kernel_cache.h"
@@ -23,10 +24,22 @@ namespace shardjit::backends::x86 {
 namespace {
 
 std::string Describe(const GemmArgs& g) {
-  const bool s8 = g.type == GemmType::kS8S8S32;
-  return fmt::format("(m={}, n={}, k={}, {}{})", g.shape.m, g.shape.n, g.shape.k,
-                     s8 ? "s8" : g.type == GemmType::kBf16Bf16F32 ? "bf16" : "f32",
-                     s8 ? " -> s32" : g.out_bf16 ? " -> bf16" : " -> f32");
+  const char* in = "f32";
+  const char* out = g.out_bf16 ? " -> bf16" : " -> f32";
+  switch (g.type) {
+    case GemmType::kS8S8S32:
+      in = "s8", out = " -> s32";
+      break;
+    case GemmType::kF64F64F64:
+      in = "f64", out = " -> f64";
+      break;
+    case GemmType::kBf16Bf16F32:
+      in = "bf16";
+      break;
+    case GemmType::kF32F32F32:
+      break;
+  }
+  return fmt::format("(m={}, n={}, k={}, {}{})", g.shape.m, g.shape.n, g.shape.k, in, out);
 }
 
 // Checks `args` and resolves the defaulted strides.
@@ -37,7 +50,9 @@ absl::Status Normalize(const GemmArgs& args, GemmArgs* g) {
     return absl::InvalidArgumentError(fmt::format("gemm: {} {}", what, Describe(args)));
   };
   if (s.m < 0 || s.n < 0 || s.k < 0) return error("negative dimension");
-  if (g->type == GemmType::kS8S8S32 && g->out_bf16) return error("int8 product with bf16 C");
+  if ((g->type == GemmType::kS8S8S32 || g->type == GemmType::kF64F64F64) && g->out_bf16) {
+    return error("bf16 C for a product that is not f32");
+  }
   if (g->parallel.threads < 1) {
     return error(fmt::format("parallel.threads {} < 1", g->parallel.threads));
   }
@@ -56,7 +71,9 @@ absl::Status Normalize(const GemmArgs& args, GemmArgs* g) {
 }
 
 size_t InBytes(const GemmArgs& g) { return GemmInputBytes(g.type); }
-size_t OutBytes(const GemmArgs& g) { return g.out_bf16 ? 2 : 4; }
+size_t OutBytes(const GemmArgs& g) {
+  return g.type == GemmType::kF64F64F64 ? 8 : g.out_bf16 ? 2 : 4;
+}
 
 const void* Offset(const void* p, int64_t elements, size_t bytes) {
   return static_cast<const char*>(p) + elements * static_cast<int64_t>(bytes);
@@ -143,6 +160,12 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
                     [](const GemmArgs& part, GemmScratch*) {
       return GemmReference(part);
     });
+  }
+  if (g.type == GemmType::kF64F64F64) {
+    if (isa < IsaLevel::kAvx2) return absl::UnimplementedError("gemm: f64 kernels need AVX2");
+    const int64_t min_flops = GemmPlan().min_flops_per_thread;
+    return RunParts(Partition(g, kF64TileRows, kF64TileCols, min_flops), g.parallel,
+                    [](const GemmArgs& part, GemmScratch*) { return GemmF64Avx2(part); });
   }
   if (g.type == GemmType::kS8S8S32) RETURN_IF_ERROR(Int8KernelAt(isa, plan_override));
   const GemmPlan plan = plan_override ? *plan_override : MakePlan(isa, g.type, HostCaches());
@@ -244,6 +267,8 @@ IsaLevel GemmIsaFor(const GemmArgs& args) {
     return GemmIsaFor(widened);
   }
   IsaLevel isa = ActiveIsa();
+  // f64 runs on the AVX2 kernel from AVX2 up.
+  if (args.type == GemmType::kF64F64F64) return std::min(isa, IsaLevel::kAvx2);
   const bool bf16 = args.type == GemmType::kBf16Bf16F32;
   // AMX tiles for bf16 products (each tdpbf16ps does 16x16x32 multiply-adds).
   if (isa >= IsaLevel::kAmxBf16) return bf16 ? IsaLevel::kAmxBf16 : IsaLevel::kAvx512;

@@ -21,13 +21,24 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
 };
 
-// Input element types -> accumulation and C: f32 for the floating types; kS8S8S32 multiplies
-// int8 operands into an int32 C (products exact, sums wrapping modulo 2^32, as integer dots do).
-enum class GemmType { kBf16Bf16F32, kF32F32F32, kS8S8S32 };
+// Input element types -> accumulation and C: f32 for bf16 and f32 operands; kF64F64F64 sums f64
+// operands into an f64 C; kS8S8S32 multiplies int8 operands into an int32 C (products exact, sums
+// wrapping modulo 2^32, as integer dots do).
+enum class GemmType { kBf16Bf16F32, kF32F32F32, kS8S8S32, kF64F64F64 };
 
 // Bytes per element of A and B.
 inline int GemmInputBytes(GemmType type) {
-  return type == GemmType::kF32F32F32 ? 4 : type == GemmType::kBf16Bf16F32 ? 2 : 1;
+  switch (type) {
+    case GemmType::kF64F64F64:
+      return 8;
+    case GemmType::kF32F32F32:
+      return 4;
+    case GemmType::kBf16Bf16F32:
+      return 2;
+    case GemmType::kS8S8S32:
+      return 1;
+  }
+  return 0;
 }
 
 // Packed blocks of operands that do not change between products (a user kernel's blocks read in
@@ -86,7 +97,7 @@ struct GemmArgs {
   int64_t b_row_stride = 0;
   int64_t b_col_stride = 1;
   // C[i,j] is c[i * ldc + j]: f32, or bf16 when out_bf16 (rounded once, to nearest even, from the
-  // f32 sum); int32 for kS8S8S32 (out_bf16 must be false). ldc 0 means n.
+  // f32 sum); int32 for kS8S8S32 and f64 for kF64F64F64 (out_bf16 must be false). ldc 0 means n.
   void* c = nullptr;
   int64_t ldc = 0;
   bool out_bf16 = false;

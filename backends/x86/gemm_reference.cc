@@ -37,10 +37,32 @@ absl::Status GemmReferenceS8(const GemmArgs& g) {
   return absl::OkStatus();
 }
 
+// The f64 product: f64 sums in k order.
+absl::Status GemmReferenceF64(const GemmArgs& g) {
+  const auto* a = static_cast<const double*>(g.a);
+  const auto* b = static_cast<const double*>(g.b);
+  std::vector<double> row(g.shape.n);
+  for (int64_t i = 0; i < g.shape.m; ++i) {
+    if (i % 16 == 0) {
+      RETURN_IF_ERROR(g.parallel.stop.Check());
+    }
+    double* c = static_cast<double*>(g.c) + i * g.ldc;
+    for (int64_t j = 0; j < g.shape.n; ++j) row[j] = g.accumulate ? c[j] : 0.0;
+    for (int64_t l = 0; l < g.shape.k; ++l) {
+      const double x = a[i * g.a_row_stride + l * g.a_col_stride];
+      const double* b_row = b + l * g.b_row_stride;
+      for (int64_t j = 0; j < g.shape.n; ++j) row[j] += x * b_row[j * g.b_col_stride];
+    }
+    std::copy(row.begin(), row.end(), c);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status GemmReference(const GemmArgs& g) {
   if (g.type == GemmType::kS8S8S32) return GemmReferenceS8(g);
+  if (g.type == GemmType::kF64F64F64) return GemmReferenceF64(g);
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   std::vector<float> row(g.shape.n);
   for (int64_t i = 0; i < g.shape.m; ++i) {

@@ -1,0 +1,160 @@
+#include "backends/x86/gemm_f64.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "base/status_macros.h"
+#include "fmt/format.h"
+
+namespace shardjit::backends::x86 {
+namespace {
+
+constexpr int kMr = kF64TileRows, kNr = kF64TileCols;
+// A block (kMc x kKc, 288 KiB) stays in L2 while B panels (kKc x 8, 16 KiB) stream through L1.
+constexpr int64_t kKc = 256;
+constexpr int64_t kMc = 144;
+constexpr int64_t kNc = 2048;
+
+struct FreeAligned {
+  void operator()(double* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<double, FreeAligned>;
+
+Buffer Allocate(int64_t doubles) {
+  const size_t bytes = static_cast<size_t>((doubles * 8 + 63) / 64 * 64);
+  return Buffer(static_cast<double*>(std::aligned_alloc(64, bytes)));
+}
+
+// Rows [r0, r0 + rows) of A over k [k0, k0 + kc) as panels of kMr rows: panel p holds, for each
+// k, its kMr values (zero past the last row).
+void PackA(const GemmArgs& g, int64_t r0, int64_t rows, int64_t k0, int64_t kc, double* out) {
+  const auto* a = static_cast<const double*>(g.a);
+  for (int64_t p = 0; p < rows; p += kMr) {
+    const int count = static_cast<int>(std::min<int64_t>(kMr, rows - p));
+    for (int64_t l = 0; l < kc; ++l) {
+      double* dst = out + l * kMr;
+      const double* src = a + (r0 + p) * g.a_row_stride + (k0 + l) * g.a_col_stride;
+      for (int i = 0; i < count; ++i) dst[i] = src[i * g.a_row_stride];
+      for (int i = count; i < kMr; ++i) dst[i] = 0.0;
+    }
+    out += kc * kMr;
+  }
+}
+
+// Columns [c0, c0 + cols) of B over k [k0, k0 + kc) as panels of kNr columns.
+void PackB(const GemmArgs& g, int64_t c0, int64_t cols, int64_t k0, int64_t kc, double* out) {
+  const auto* b = static_cast<const double*>(g.b);
+  for (int64_t p = 0; p < cols; p += kNr) {
+    const int count = static_cast<int>(std::min<int64_t>(kNr, cols - p));
+    for (int64_t l = 0; l < kc; ++l) {
+      double* dst = out + l * kNr;
+      const double* src = b + (k0 + l) * g.b_row_stride + (c0 + p) * g.b_col_stride;
+      if (g.b_col_stride == 1) {
+        std::copy(src, src + count, dst);
+      } else {
+        for (int j = 0; j < count; ++j) dst[j] = src[j * g.b_col_stride];
+      }
+      for (int j = count; j < kNr; ++j) dst[j] = 0.0;
+    }
+    out += kc * kNr;
+  }
+}
+
+// C (kMr x kNr at `c`, rows `ldc` apart) = (add ? C : 0) + A panel x B panel over kc steps. The
+// twelve accumulators are named one by one: held in an array, GCC stores them back to the stack
+// every step.
+__attribute__((target("avx2,fma"))) void MicroKernel(int64_t kc, const double* a, const double* b,
+                                                     double* c, int64_t ldc, bool add) {
+  static_assert(kMr == 6 && kNr == 8);
+  __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256d c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t l = 0; l < kc; ++l, a += kMr, b += kNr) {
+    const __m256d b0 = _mm256_load_pd(b), b1 = _mm256_load_pd(b + 4);
+    __m256d x = _mm256_broadcast_sd(a);
+    c00 = _mm256_fmadd_pd(x, b0, c00);
+    c01 = _mm256_fmadd_pd(x, b1, c01);
+    x = _mm256_broadcast_sd(a + 1);
+    c10 = _mm256_fmadd_pd(x, b0, c10);
+    c11 = _mm256_fmadd_pd(x, b1, c11);
+    x = _mm256_broadcast_sd(a + 2);
+    c20 = _mm256_fmadd_pd(x, b0, c20);
+    c21 = _mm256_fmadd_pd(x, b1, c21);
+    x = _mm256_broadcast_sd(a + 3);
+    c30 = _mm256_fmadd_pd(x, b0, c30);
+    c31 = _mm256_fmadd_pd(x, b1, c31);
+    x = _mm256_broadcast_sd(a + 4);
+    c40 = _mm256_fmadd_pd(x, b0, c40);
+    c41 = _mm256_fmadd_pd(x, b1, c41);
+    x = _mm256_broadcast_sd(a + 5);
+    c50 = _mm256_fmadd_pd(x, b0, c50);
+    c51 = _mm256_fmadd_pd(x, b1, c51);
+  }
+  const __m256d rows[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                                {c30, c31}, {c40, c41}, {c50, c51}};
+  for (int i = 0; i < kMr; ++i, c += ldc) {
+    __m256d lo = rows[i][0], hi = rows[i][1];
+    if (add) {
+      lo = _mm256_add_pd(_mm256_loadu_pd(c), lo);
+      hi = _mm256_add_pd(_mm256_loadu_pd(c + 4), hi);
+    }
+    _mm256_storeu_pd(c, lo);
+    _mm256_storeu_pd(c + 4, hi);
+  }
+}
+
+}  // namespace
+
+absl::Status GemmF64Avx2(const GemmArgs& g) {
+  const int64_t m = g.shape.m, n = g.shape.n, k = g.shape.k;
+  const int64_t mc_max = std::min(kMc, (m + kMr - 1) / kMr * kMr);
+  const int64_t nc_max = std::min(kNc, (n + kNr - 1) / kNr * kNr);
+  const int64_t kc_max = std::min(kKc, k);
+  Buffer a_block = Allocate(mc_max * kc_max), b_block = Allocate(nc_max * kc_max);
+  if (a_block == nullptr || b_block == nullptr) {
+    return absl::ResourceExhaustedError(
+        fmt::format("gemm: cannot allocate f64 packing buffers (m={}, n={}, k={})", m, n, k));
+  }
+  auto* c = static_cast<double*>(g.c);
+  alignas(64) double tile[kMr * kNr];
+  for (int64_t jc = 0; jc < n; jc += kNc) {
+    const int64_t nc = std::min(kNc, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kKc) {
+      const int64_t kc = std::min(kKc, k - pc);
+      const bool add = pc > 0 || g.accumulate;
+      PackB(g, jc, nc, pc, kc, b_block.get());
+      for (int64_t ic = 0; ic < m; ic += kMc) {
+        RETURN_IF_ERROR(g.parallel.stop.Check());
+        const int64_t mc = std::min(kMc, m - ic);
+        PackA(g, ic, mc, pc, kc, a_block.get());
+        for (int64_t jr = 0; jr < nc; jr += kNr) {
+          const int cols = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
+          const double* b_panel = b_block.get() + jr * kc;
+          for (int64_t ir = 0; ir < mc; ir += kMr) {
+            const int rows = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
+            const double* a_panel = a_block.get() + ir * kc;
+            double* out = c + (ic + ir) * g.ldc + jc + jr;
+            if (rows == kMr && cols == kNr) {
+              MicroKernel(kc, a_panel, b_panel, out, g.ldc, add);
+              continue;
+            }
+            // An edge tile: computed whole into `tile`, its part inside C added or stored.
+            MicroKernel(kc, a_panel, b_panel, tile, kNr, false);
+            for (int i = 0; i < rows; ++i) {
+              for (int j = 0; j < cols; ++j) {
+                out[i * g.ldc + j] = add ? out[i * g.ldc + j] + tile[i * kNr + j]
+                                         : tile[i * kNr + j];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardjit::backends::x86
