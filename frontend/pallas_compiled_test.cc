@@ -605,5 +605,97 @@ TEST_F(PallasCompiledTest, MaskedStoresOfAnAccumulatorRunOnlyTheirRows) {
   }
 }
 
+// Seed 000's form: an f32 scratch accumulator zeroed at k = 0, the dots added into it and the
+// block stored at the last k step; the second output is zero, or twice the accumulator read
+// again after the store.
+enum class AccumulatorUse {
+  kStore,             // stored once
+  kReadBack,          // stored, then read into the second output
+  kStoreEveryStep,    // stored at every k step
+  kOverwriteOutput,   // stored, the output block overwritten with x's block, then read back
+};
+
+pl::PallasCall ScratchMatmul(int64_t m, int64_t k, int64_t n, int64_t b, AccumulatorUse use) {
+  return pl::pallas_call(
+      [=](const std::vector<pl::Ref>& r) {
+        const pl::Ref &x = r[0], &y = r[1], &o = r[2], &twice = r[3], &acc = r[4];
+        Tracer kk = pl::program_id(2);
+        pl::when(lax::eq(kk, lax::scalar(0, DType::kS32)),
+                 [&] { acc.store(lax::full({b, b}, 0, DType::kF32)); });
+        acc.store(acc.load() + pl::dot(x.load(), y.load(), DType::kF32));
+        auto last = lax::eq(kk, pl::num_programs(2) - 1);
+        if (use == AccumulatorUse::kStoreEveryStep) o.store(acc.load());
+        pl::when(last, [&] {
+          if (use != AccumulatorUse::kStoreEveryStep) o.store(acc.load());
+          if (use == AccumulatorUse::kOverwriteOutput) o.store(x.load());
+          const bool read = use == AccumulatorUse::kReadBack ||
+                            use == AccumulatorUse::kOverwriteOutput;
+          twice.store(read ? acc.load() * lax::scalar(2, DType::kF32)
+                           : lax::full({b, b}, 0, DType::kF32));
+        });
+      },
+      {.out_shapes = {{DType::kF32, {m, n}}, {DType::kF32, {m, n}}},
+       .grid = {m / b, n / b, k / b},
+       .in_specs = {pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[2]}; }),
+                    pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[2], g[1]}; })},
+       .out_specs = {pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; }),
+                     pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
+       .scratch_shapes = {{DType::kF32, {b, b}}},
+       .dimension_semantics = {pl::kParallel, pl::kParallel, pl::kArbitrary}});
+}
+
+// The store of a scratch accumulator moves its GEMM into the output block, and the output tiles'
+// GEMMs merge: each of the two grid threads runs its tiles as one product. Reading the
+// accumulator after the store gets the copy the move left deferred (made before the output
+// block is overwritten); a block stored at every k step (each store moving a product the next
+// step must add to) gives the same values.
+TEST_F(PallasCompiledTest, AccumulatorStoresMergeOutputTilesIntoOneProduct) {
+  const int64_t m = 64, k = 48, n = 32, b = 16;
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  const std::vector<double> product = MatmulF64(xv, yv, m, k, n);
+  const int64_t tiles = (m / b) * (n / b);
+  struct Case {
+    AccumulatorUse use;
+    int64_t products;  // deferred GEMMs run, over both results' runs; -1: at least one a step
+  };
+  for (const Case& c : {Case{AccumulatorUse::kStore, 2 + 2},
+                        Case{AccumulatorUse::kReadBack, 2 * tiles},
+                        Case{AccumulatorUse::kStoreEveryStep, -1},
+                        Case{AccumulatorUse::kOverwriteOutput, 2 * tiles}}) {
+    SCOPED_TRACE(::testing::Message() << "use " << static_cast<int>(c.use));
+    const int64_t before = backends::x86::GetPallasCallStats().deferred_gemms_run;
+    auto call = ScratchMatmul(m, k, n, b, c.use);
+    for (int result = 0; result < 2; ++result) {
+      auto [ref, x86] = Both(
+          [&](const std::vector<Tracer>& a) { return call(a[0], a[1])[result]; }, {x, y});
+      ASSERT_EQ(x86.size(), static_cast<size_t>(m * n));
+      ExpectNear(ref, x86, 1e-5);
+      for (int64_t i = 0; i < m * n; ++i) {
+        const int64_t row = i / n, col = i % n;
+        // The overwritten block holds x's block of the last k step.
+        const double x_block = xv[row * k + (k - b) + col % b];
+        const double want =
+            result == 1 ? (c.use == AccumulatorUse::kReadBack ||
+                                   c.use == AccumulatorUse::kOverwriteOutput
+                               ? 2 * product[i]
+                               : 0.0)
+            : c.use == AccumulatorUse::kOverwriteOutput ? static_cast<float>(x_block)
+                                                        : product[i];
+        ASSERT_NEAR(x86[i], want, 1e-5 * (1 + std::abs(want))) << "result " << result << " " << i;
+      }
+    }
+    // One product per grid thread and run (the runtime has two threads; each takes two rows
+    // of tiles); reading the accumulator back runs each tile's product there; storing at every
+    // step runs a product per tile and step.
+    const int64_t run = backends::x86::GetPallasCallStats().deferred_gemms_run - before;
+    if (c.products >= 0) {
+      EXPECT_EQ(run, c.products);
+    } else {
+      EXPECT_GE(run, 2 * tiles * (k / b));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardjit

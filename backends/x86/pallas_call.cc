@@ -19,7 +19,7 @@ std::atomic<int64_t> masked_selects{0};
 
 PallasCallStats GetPallasCallStats() {
   return {compiled_runs.load(), interpreted_runs.load(), masked_selects.load(),
-          pallas::GemmRowsSkipped()};
+          pallas::GemmRowsSkipped(), pallas::DeferredGemmsRun()};
 }
 
 reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels) {

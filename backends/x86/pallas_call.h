@@ -3,10 +3,10 @@
 // loop indices and scalar carries) on integer slots; blocks that lie inside their arrays as strided views of
 // the operands and results (padded copies only for blocks that overhang); tile dot_generals as
 // GEMM calls reading the views, accumulating straight into a ref when the kernel adds a dot to
-// what it loaded from that window and stores the sum back (the GEMMs of consecutive steps whose
-// blocks continue each other along k run as one product, before anything reads or writes the
-// ref; a masked store of it runs only the rows it copies, and rows overwritten before anything
-// reads them never run); masks built from iotas and scalars read symbolically (backends/x86/pallas_masks.h), so a
+// what it loaded from that window and stores the sum back, deferred so that steps combine
+// (backends/x86/pallas_deferred.h: GEMMs continuing along k, or writing neighbouring output
+// tiles, run as one product; a store of an accumulator makes its GEMM write the output block);
+// masks built from iotas and scalars read symbolically (backends/x86/pallas_masks.h), so a
 // dot of masked blocks runs over the mask's depth and a masked store copies the mask's box; other
 // tile ops through the backend's kernels. The grid's leading parallel axes are split over the
 // program's threads; the rest run in order on each thread; cond, fori_loop and while_loop run
@@ -27,12 +27,14 @@ reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels);
 
 // How many pallas_calls ran compiled, and how many were left to the interpreter, in this process;
 // how many selects the kernels compiled so far read through their masks alone; how many rows
-// of accumulating GEMMs the kernels skipped (overwritten or dead before anything read them).
+// of accumulating GEMMs the kernels skipped (overwritten or dead before anything read them), and
+// how many products their deferred GEMMs ran as (backends/x86/pallas_deferred.h).
 struct PallasCallStats {
   int64_t compiled = 0;
   int64_t interpreted = 0;
   int64_t masked_selects = 0;
   int64_t gemm_rows_skipped = 0;
+  int64_t deferred_gemms_run = 0;
 };
 PallasCallStats GetPallasCallStats();
 

@@ -312,7 +312,8 @@ std::function<View(Frame&)> Compiler::ViewReader(int64_t id) {
 
 // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
 // against the ref.
-// `flush`: run a pending GEMM into this ref first (every access but the GEMM that extends it).
+// `flush`: settle the writes deferred into the window first (every access but the ones that
+// defer writes themselves).
 std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(const ir::Op& op, int first,
                                                                bool flush) {
   return WindowOf(op, 0, first, op.operands_size() - first, op.ref_window().sizes(),
@@ -333,7 +334,6 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
   const ir::Op* where = &op;
   const ir::Op* call = &op_;
   return [=](Frame& f) -> absl::StatusOr<View> {
-    if (flush) RETURN_IF_ERROR(f.FlushRef(ref));
     const View& r = f.refs[ref];
     View w{r.data, {}, {}, r.dtype};
     Dims at(starts.size());
@@ -351,6 +351,7 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
         w.strides.push_back(r.strides[d]);
       }
     }
+    if (flush) RETURN_IF_ERROR(f.deferred.Settle(ref, w));
     return w;
   };
 }
@@ -553,21 +554,21 @@ absl::Status Compiler::Load(const ir::Region& region, int i, const Uses& uses, P
   return absl::OkStatus();
 }
 
-// The ref whose load masked select `s` stored by `store` reads as its value, when that load
-// serves this store alone: its step then takes the window without running the GEMMs pending
-// into the ref, and the store runs only the rows its mask copies (a group's rows of a tile in
-// megablox's gmm; the rest of the tile is overwritten before anything reads it). -1 otherwise.
-int Compiler::ReadAtStore(const MaskedSelect& s, const ir::Op& store, const Uses& uses,
-                          Program& out) {
-  const ir::Op* load = Producer(s.value);
-  auto view = view_ref_.find(s.value);
+// The ref whose load `value` is, when that load serves store `store` alone (as the value it
+// stores, or as the value of the masked select it stores): the load's step then takes the window
+// without settling the writes deferred into it, and the store settles only what it reads (the
+// rows a mask copies) or moves a deferred GEMM into its own window
+// (backends/x86/pallas_deferred.h). -1 otherwise.
+int Compiler::ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, Program& out) {
+  const ir::Op* load = Producer(value);
+  auto view = view_ref_.find(value);
   if (load == nullptr || ir::PrimOf(*load) != Prim::kRefLoad || view == view_ref_.end() ||
-      uses.count.at(s.value) != 1 || uses.count.at(store.operands(1)) != 1) {
+      uses.count.at(value) != 1 || uses.count.at(store.operands(1)) != 1) {
     return -1;
   }
-  const int slot = values_.at(s.value).slot;
-  out.at(load_step_.at(s.value)) = [window = WindowOf(*load, 1, /*flush=*/false),
-                                      slot](Frame& f) -> absl::Status {
+  const int slot = values_.at(value).slot;
+  out.at(load_step_.at(value)) = [window = WindowOf(*load, 1, /*flush=*/false),
+                                   slot](Frame& f) -> absl::Status {
     ASSIGN_OR_RETURN(f.views[slot], window(f));
     return absl::OkStatus();
   };
@@ -582,16 +583,16 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
       s != nullptr && !s->zero_otherwise && KeepsOldContents(*s, op)) {
     symbolic_uses_[op.operands(1)].insert({&op, 1});
     auto value = ViewReader(s->value);
-    const int lazy_ref = ReadAtStore(*s, op, uses, out);
+    const int lazy_ref = ReadAtStore(s->value, op, uses, out);
     out.push_back([window, value, mask = s->mask, lazy_ref](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, window(f));
       const View x = value(f);
       const MaskBox box = EvalMask(mask, x.dims, f);
       if (lazy_ref >= 0) {
         if (box.intervals && x.dims.size() == 2) {
-          RETURN_IF_ERROR(f.FlushRows(lazy_ref, x, box.lo[0], box.hi[0]));
+          RETURN_IF_ERROR(f.deferred.SettleRows(lazy_ref, x, box.lo[0], box.hi[0]));
         } else {
-          RETURN_IF_ERROR(f.FlushRef(lazy_ref));
+          RETURN_IF_ERROR(f.deferred.Settle(lazy_ref, x));
         }
       }
       CopyWhere(w, x, box);
@@ -600,17 +601,20 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
     return absl::OkStatus();
   }
   const Value v = values_.at(op.operands(1));
-  // A splat constant (a `full`): a fill of the window, which makes GEMMs pending into it moot.
+  // A splat constant (a `full`): a fill of the window, which makes writes deferred into it moot
+  // (a fill of zeros into scratch is deferred itself).
   if (const ir::Op* c = Producer(op.operands(1));
       c != nullptr && ir::PrimOf(*c) == Prim::kConstant && c->constant().value_size() == 1 &&
       v.kind == Kind::kTile) {
     auto value = TensorReader(op.operands(1));
     auto fill_window = WindowOf(op, 2, /*flush=*/false);
     const int ref = ref_of_.at(op.operands(0));
+    const bool zero_f32 = v.type.dtype == ir::DType::kF32 && c->constant().value(0) == 0 &&
+                          !std::signbit(c->constant().value(0));
     out.push_back([=](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, fill_window(f));
-      RETURN_IF_ERROR(f.FlushUncovered(ref, w));
-      FillView(w, value(f).data());
+      ASSIGN_OR_RETURN(bool deferred, f.deferred.Overwrite(ref, w, zero_f32));
+      if (!deferred) FillView(w, value(f).data());
       return absl::OkStatus();
     });
     return absl::OkStatus();
@@ -629,9 +633,17 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
     return absl::OkStatus();
   }
   auto value = ViewReader(op.operands(1));
+  const int lazy_ref = ReadAtStore(op.operands(1), op, uses, out);
+  const int ref = ref_of_.at(op.operands(0));
   out.push_back([=](Frame& f) -> absl::Status {
     ASSIGN_OR_RETURN(View w, window(f));
-    CopyView(w, value(f));
+    const View x = value(f);
+    if (lazy_ref >= 0) {
+      ASSIGN_OR_RETURN(bool moved, f.deferred.MoveInto(lazy_ref, x, ref, w));
+      if (moved) return absl::OkStatus();
+      RETURN_IF_ERROR(f.deferred.Settle(lazy_ref, x));
+    }
+    CopyView(w, x);
     return absl::OkStatus();
   });
   return absl::OkStatus();

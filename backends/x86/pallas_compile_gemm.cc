@@ -1,5 +1,5 @@
 // The pallas_call compiler (backends/x86/pallas_compiler.h): tile dots as GEMM steps, accumulating
-// into a ref in place and deferred while the next steps continue them along k.
+// into a ref in place, deferred (backends/x86/pallas_deferred.h).
 #include "backends/x86/pallas_compiler.h"
 
 #include <algorithm>
@@ -13,24 +13,6 @@
 namespace shardjit::backends::x86::pallas {
 
 using ir::Prim;
-
-namespace {
-
-// Whether product `next` continues `pending` along k: the same C window, shapes and strides, its
-// A and B the blocks just past the pending ones' along k.
-bool Continues(const GemmArgs& pending, const GemmArgs& next) {
-  const int64_t elem = GemmInputBytes(next.type);
-  return pending.type == next.type && pending.c == next.c && pending.ldc == next.ldc &&
-         pending.shape.m == next.shape.m && pending.shape.n == next.shape.n &&
-         pending.a_row_stride == next.a_row_stride && pending.a_col_stride == next.a_col_stride &&
-         pending.b_row_stride == next.b_row_stride && pending.b_col_stride == next.b_col_stride &&
-         static_cast<const char*>(next.a) ==
-             static_cast<const char*>(pending.a) + pending.shape.k * pending.a_col_stride * elem &&
-         static_cast<const char*>(next.b) ==
-             static_cast<const char*>(pending.b) + pending.shape.k * pending.b_row_stride * elem;
-}
-
-}  // namespace
 
 std::optional<Compiler::Accumulation> Compiler::MatchAccumulation(const ir::Region& region,
                                                                   int add,
@@ -172,16 +154,9 @@ absl::StatusOr<Step> Compiler::GemmStep(const ir::Op& op,
       g.cache_a = f.Immutable(va);
     }
     if (accumulate && !out_bf16 && f.Immutable(va) && f.Immutable(vb)) {
-      if (f.pending.size() == 1 && f.pending[0].ref == accumulate_ref &&
-          Continues(f.pending[0].args, g)) {
-        f.pending[0].args.shape.k += g.shape.k;
-        return absl::OkStatus();
-      }
-      RETURN_IF_ERROR(f.Flush());
-      f.pending.push_back({g, accumulate_ref});
-      return absl::OkStatus();
+      return f.deferred.AddGemm(accumulate_ref, g);
     }
-    RETURN_IF_ERROR(f.Flush());
+    RETURN_IF_ERROR(f.deferred.SettleAll());
     return Gemm(g);
   });
 }

@@ -119,7 +119,7 @@ absl::Status Compiler::SemaphoreStep(const ir::Op& op, Program& out) {
   const ir::Op* call = &op_;
   const std::string opcode = op.opcode();
   out.push_back([=](Frame& f) -> absl::Status {
-    RETURN_IF_ERROR(f.Flush());  // peers may read or write any ref from here on
+    RETURN_IF_ERROR(f.deferred.SettleAll());  // peers may read or write any ref from here on
     ASSIGN_OR_RETURN(SemaphoreSlot s, sem.slot(f));
     const std::string where =
         fmt::format("{}: {}", opcode, reference::KernelWhere(*call, f.index));
@@ -161,7 +161,7 @@ absl::Status Compiler::DmaStart(const ir::Op& op, Program& out) {
   const ir::Op* call = &op_;
   const std::string opcode = op.opcode();
   out.push_back([=](Frame& f) -> absl::Status {
-    RETURN_IF_ERROR(f.Flush());
+    RETURN_IF_ERROR(f.deferred.SettleAll());
     ASSIGN_OR_RETURN(View src, from(f));
     ASSIGN_OR_RETURN(View window, to(f));
     ASSIGN_OR_RETURN(SemaphoreSlot recv, dst_sem.slot(f));

@@ -183,7 +183,7 @@ class Compiler {
   absl::Status Load(const ir::Region& region, int i, const Uses& uses, Program& out);
 
   absl::Status Store(const ir::Op& op, const Uses& uses, Program& out);
-  int ReadAtStore(const MaskedSelect& s, const ir::Op& store, const Uses& uses, Program& out);
+  int ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, Program& out);
 
   // pallas_compile_control.cc: cond (the chosen branch's program on its operands), fori_loop
   // (static bounds) and while_loop, their params, carries and results in slots of their own.

@@ -12,81 +12,6 @@
 
 namespace shardjit::backends::x86::pallas {
 
-Dims RowMajor(const Dims& dims) {
-  Dims strides(dims.size(), 1);
-  for (int d = static_cast<int>(dims.size()) - 2; d >= 0; --d) {
-    strides[d] = strides[d + 1] * dims[d + 1];
-  }
-  return strides;
-}
-
-View DenseView(ir::Tensor& t) {
-  Dims dims(t.dims().begin(), t.dims().end());
-  Dims strides = RowMajor(dims);
-  return {static_cast<char*>(t.data()), std::move(dims), std::move(strides), t.dtype()};
-}
-
-// Copies the elements of `src` to `dst` (same dims): rows contiguous on both sides at once.
-void CopyView(const View& dst, const View& src) {
-  const int64_t elem = ir::DTypeSize(dst.dtype);
-  const int rank = static_cast<int>(dst.dims.size());
-  for (int64_t d : dst.dims) {
-    if (d == 0) return;
-  }
-  if (rank == 0) {
-    std::memmove(dst.data, src.data, elem);
-    return;
-  }
-  const bool rows = dst.strides[rank - 1] == 1 && src.strides[rank - 1] == 1;
-  const int outer = rows ? rank - 1 : rank;
-  const int64_t row_bytes = rows ? dst.dims[rank - 1] * elem : elem;
-  Dims index(outer, 0);
-  while (true) {
-    int64_t d_off = 0, s_off = 0;
-    for (int k = 0; k < outer; ++k) {
-      d_off += index[k] * dst.strides[k];
-      s_off += index[k] * src.strides[k];
-    }
-    std::memmove(dst.data + d_off * elem, src.data + s_off * elem, row_bytes);
-    int k = outer - 1;
-    for (; k >= 0; --k) {
-      if (++index[k] < dst.dims[k]) break;
-      index[k] = 0;
-    }
-    if (k < 0) return;
-  }
-}
-
-void FillView(const View& dst, const void* element) {
-  const int64_t elem = ir::DTypeSize(dst.dtype);
-  const int rank = static_cast<int>(dst.dims.size());
-  for (int64_t d : dst.dims) {
-    if (d == 0) return;
-  }
-  const auto* bytes = static_cast<const uint8_t*>(element);
-  const bool zero = std::all_of(bytes, bytes + elem, [](uint8_t b) { return b == 0; });
-  const bool rows = rank > 0 && dst.strides[rank - 1] == 1;
-  const int outer = rows ? rank - 1 : rank;
-  const int64_t count = rows ? dst.dims[rank - 1] : 1;
-  Dims index(outer, 0);
-  while (true) {
-    int64_t off = 0;
-    for (int k = 0; k < outer; ++k) off += index[k] * dst.strides[k];
-    char* at = dst.data + off * elem;
-    if (zero) {
-      std::memset(at, 0, count * elem);
-    } else {
-      reference::FillElements(at, count, element, elem);
-    }
-    int k = outer - 1;
-    for (; k >= 0; --k) {
-      if (++index[k] < dst.dims[k]) break;
-      index[k] = 0;
-    }
-    if (k < 0) return;
-  }
-}
-
 namespace {
 
 // A fresh output: Pallas' padding in every element, written by `parallel`'s threads.
@@ -115,114 +40,12 @@ ir::Tensor PaddingOutput(const ir::ShapedType& type, ir::Allocator* allocator,
 namespace {
 
 std::atomic<int64_t> rows_skipped_in_all{0};
-
-// Rows [lo, hi) of product `g`.
-GemmArgs RowsOf(const GemmArgs& g, int64_t lo, int64_t hi) {
-  GemmArgs r = g;
-  const int64_t a_row = g.a_row_stride != 0 ? g.a_row_stride : g.shape.k;
-  r.a = static_cast<const char*>(g.a) + lo * a_row * GemmInputBytes(g.type);
-  r.a_row_stride = a_row;
-  r.ldc = g.ldc != 0 ? g.ldc : g.shape.n;
-  r.c = static_cast<float*>(g.c) + lo * r.ldc;
-  r.shape.m = hi - lo;
-  return r;
-}
-
-// Where f32 view `v` (rank 2, unit column stride) starts in C of `g` (ldc set), in whole rows
-// and columns; nullopt unless they share the row pitch and `v` starts inside a row of C.
-std::optional<std::pair<int64_t, int64_t>> OffsetInC(const GemmArgs& g, const View& v) {
-  if (v.dims.size() != 2 || v.strides[1] != 1 || v.strides[0] != g.ldc ||
-      v.dtype != ir::DType::kF32) {
-    return std::nullopt;
-  }
-  const int64_t bytes = static_cast<const char*>(v.data) - static_cast<const char*>(g.c);
-  if (bytes % 4 != 0) return std::nullopt;
-  const int64_t elems = bytes / 4;
-  const int64_t row = elems >= 0 ? elems / g.ldc : -((-elems + g.ldc - 1) / g.ldc);
-  return std::pair{row, elems - row * g.ldc};
-}
+std::atomic<int64_t> gemms_run_in_all{0};
 
 }  // namespace
 
 int64_t GemmRowsSkipped() { return rows_skipped_in_all.load(); }
-
-absl::Status Frame::Flush() {
-  std::vector<Pending> run = std::move(pending);
-  pending.clear();
-  for (const Pending& p : run) RETURN_IF_ERROR(Gemm(p.args));
-  return absl::OkStatus();
-}
-
-absl::Status Frame::FlushRef(int ref) {
-  for (size_t i = 0; i < pending.size();) {
-    if (pending[i].ref != ref) {
-      ++i;
-      continue;
-    }
-    const GemmArgs g = pending[i].args;
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
-    RETURN_IF_ERROR(Gemm(g));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Frame::FlushRows(int ref, const View& v, int64_t lo, int64_t hi) {
-  std::vector<Pending> keep;
-  for (const Pending& p : pending) {
-    if (p.ref != ref) {
-      keep.push_back(p);
-      continue;
-    }
-    const GemmArgs g = RowsOf(p.args, 0, p.args.shape.m);
-    const auto at = OffsetInC(g, v);
-    if (!at) {
-      RETURN_IF_ERROR(Gemm(g));
-      continue;
-    }
-    // Rows [lo, hi) of v are rows [lo + row, hi + row) of C.
-    const int64_t a = std::clamp<int64_t>(lo + at->first, 0, g.shape.m);
-    const int64_t b = std::clamp<int64_t>(hi + at->first, a, g.shape.m);
-    if (a > 0) keep.push_back({RowsOf(g, 0, a), ref});
-    if (b > a) RETURN_IF_ERROR(Gemm(RowsOf(g, a, b)));
-    if (b < g.shape.m) keep.push_back({RowsOf(g, b, g.shape.m), ref});
-  }
-  pending = std::move(keep);
-  return absl::OkStatus();
-}
-
-absl::Status Frame::FlushUncovered(int ref, const View& w) {
-  std::vector<Pending> keep;
-  for (const Pending& p : pending) {
-    if (p.ref != ref) {
-      keep.push_back(p);
-      continue;
-    }
-    const GemmArgs g = RowsOf(p.args, 0, p.args.shape.m);
-    // C inside w: w starts at C's (-row, -col) and reaches past its last row and column.
-    const auto at = OffsetInC(g, w);
-    const bool covered = at && at->first <= 0 && at->second <= 0 &&
-                         g.shape.m - at->first <= w.dims[0] && g.shape.n - at->second <= w.dims[1];
-    if (covered) {
-      rows_skipped += g.shape.m;
-    } else {
-      RETURN_IF_ERROR(Gemm(g));
-    }
-  }
-  pending = std::move(keep);
-  return absl::OkStatus();
-}
-
-absl::Status Frame::FlushAtEnd() {
-  const int first_scratch = static_cast<int>(refs.size() - scratch.size());
-  std::erase_if(pending, [&](const Pending& p) {
-    if (p.ref < first_scratch) return false;
-    rows_skipped += p.args.shape.m;
-    return true;
-  });
-  RETURN_IF_ERROR(Flush());
-  rows_skipped_in_all += rows_skipped;
-  return absl::OkStatus();
-}
+int64_t DeferredGemmsRun() { return gemms_run_in_all.load(); }
 
 absl::Status CompiledCall::RunStep(Frame& f) const {
   for (size_t d = 0; d < grid_slots.size(); ++d) f.scalars[grid_slots[d]] = f.index[d];
@@ -276,7 +99,7 @@ absl::Status CompiledCall::RunStep(Frame& f) const {
     if (s.output) f.writebacks.push_back(static_cast<int>(k));
   }
   RETURN_IF_ERROR(RunProgram(kernel, f));
-  if (!f.writebacks.empty()) RETURN_IF_ERROR(f.Flush());
+  if (!f.writebacks.empty()) RETURN_IF_ERROR(f.deferred.SettleAll());
   for (int k : f.writebacks) {
     const View& inside = f.inside[k];
     CopyView(inside, {static_cast<char*>(f.padded[k].data()), inside.dims,
@@ -345,6 +168,7 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
       if (specs[k].spec->whole()) f.refs[specs[k].ref] = f.arrays[k];
     }
     const int fixed = nsp + a.in_specs_size() + a.out_specs_size();
+    f.deferred.set_first_scratch(fixed);
     for (int p = fixed; p < kernel_region.params_size(); ++p) {
       f.scratch.push_back(
           reference::PaddingArray(ir::FromProto(kernel_region.params(p).type()), allocator));
@@ -393,7 +217,9 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
         return;
       }
     }
-    status[t] = f.FlushAtEnd();
+    status[t] = f.deferred.SettleAtEnd();
+    rows_skipped_in_all += f.deferred.rows_skipped();
+    gemms_run_in_all += f.deferred.gemms_run();
   };
   if (threads == 1) {
     run_thread(0);

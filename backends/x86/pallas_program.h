@@ -17,6 +17,8 @@
 #include "backends/kernel_peers.h"
 #include "backends/reference/evaluator.h"
 #include "backends/x86/gemm.h"
+#include "backends/x86/pallas_deferred.h"
+#include "backends/x86/pallas_view.h"
 #include "base/status_macros.h"
 #include "base/thread_pool.h"
 #include "ir/ir.pb.h"
@@ -24,27 +26,10 @@
 
 namespace shardjit::backends::x86::pallas {
 
-// Small shapes without heap allocation: views are made at every grid step.
-using Dims = absl::InlinedVector<int64_t, 4>;
-
-// Element (i0, i1, ...) of a view is at data + sum(i_d * strides[d]) elements.
-struct View {
-  char* data = nullptr;
-  Dims dims;
-  Dims strides;
-  ir::DType dtype = ir::DType::kInvalid;
-};
-
-// Row-major strides of `dims`, the view of a whole tensor, and a copy of `src` into `dst` (the
-// same dims; rows contiguous on both sides move at once).
-Dims RowMajor(const Dims& dims);
-View DenseView(ir::Tensor& t);
-void CopyView(const View& dst, const View& src);
-// Sets every element of `dst` to `element` (DTypeSize(dst.dtype) bytes).
-void FillView(const View& dst, const void* element);
-
-// Rows of pending GEMMs dropped by every grid so far (PallasCallStats::gemm_rows_skipped).
+// Over every grid so far: rows of deferred GEMMs dropped, and the products deferred GEMMs ran
+// as (PallasCallStats::gemm_rows_skipped, deferred_gemms_run).
 int64_t GemmRowsSkipped();
+int64_t DeferredGemmsRun();
 
 // The state of one thread running the grid.
 struct Frame {
@@ -68,28 +53,8 @@ struct Frame {
   std::vector<std::pair<const char*, const char*>> immutable;
   std::unique_ptr<GemmPackCache> pack_cache;
 
-  // Accumulating GEMMs not run yet: the next steps' GEMMs into the same window whose A and B
-  // blocks continue a lone pending one's along k (blocks of the inputs) join it, so a grid axis
-  // that accumulates over k runs as one product. They run before their ref is read or written,
-  // before blocks are written back, and when the thread's steps end; a read of some rows of the
-  // window runs only those rows (the others stay pending), a store that overwrites the whole
-  // window drops them, and so does the end of the steps for scratch refs.
-  struct Pending {
-    GemmArgs args;  // f32 C, accumulating
-    int ref = -1;
-  };
-  std::vector<Pending> pending;
-  int64_t rows_skipped = 0;  // rows of pending GEMMs dropped
-  absl::Status Flush();
-  absl::Status FlushRef(int ref);
-  // Runs the rows of the GEMMs pending into `ref` that rows [lo, hi) of `v`, a window of it,
-  // cover.
-  absl::Status FlushRows(int ref, const View& v, int64_t lo, int64_t hi);
-  // Drops the GEMMs pending into `ref` whose C lies inside `w` (about to be overwritten) and
-  // runs the others.
-  absl::Status FlushUncovered(int ref, const View& w);
-  // Drops the GEMMs pending into scratch refs (dead once the steps end), runs the others.
-  absl::Status FlushAtEnd();
+  // Writes not made yet (GEMMs, zero fills, copies), so that steps combine.
+  DeferredWrites deferred;
 
   bool Immutable(const View& v) const {
     for (const auto& [begin, end] : immutable) {
