@@ -697,5 +697,49 @@ TEST_F(PallasCompiledTest, AccumulatorStoresMergeOutputTilesIntoOneProduct) {
   }
 }
 
+// A fresh output's padding (NaN, as the interpreter gives) is written only where the kernel
+// reads a block or writes part of it first, and into the blocks no step writes: an output of
+// 4x3 blocks of 8x8 where block row 0 is stored whole, block row 1 is read and added to (NaN),
+// block row 2 gets rows 0..3 only, and block row 3 is never visited (the grid has 3 rows).
+TEST_F(PallasCompiledTest, FreshOutputsGetPaddingOnlyWhereTheKernelLeavesIt) {
+  const int64_t rows = 32, cols = 24, b = 8;
+  std::vector<double> xv = Ramp(rows * cols, 0.41, 3);
+  Array x = Put(DType::kF32, {rows, cols}, xv);
+  const int64_t before = backends::x86::GetPallasCallStats().padded_output_blocks;
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [&](pl::Ref in, pl::Ref out) {
+              Tracer i = pl::program_id(0);
+              pl::when(lax::eq(i, lax::scalar(0, DType::kS32)), [&] { out.store(in.load()); });
+              pl::when(lax::eq(i, lax::scalar(1, DType::kS32)),
+                       [&] { out.store(out.load() + in.load()); });
+              pl::when(lax::eq(i, lax::scalar(2, DType::kS32)), [&] {
+                out.store({pl::ds(0, 4), pl::ds(0, b)}, in.load({pl::ds(0, 4), pl::ds(0, b)}));
+              });
+            },
+            {.out_shapes = {{DType::kF32, {rows, cols}}},
+             .grid = {3, cols / b},
+             .in_specs = {pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
+             .out_specs = {pl::BlockSpec({b, b},
+                                         [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })}})(
+            a[0])[0];
+      },
+      {x});
+  ASSERT_EQ(x86.size(), static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const int64_t r = i / cols;
+    const bool stored = r < b || (r >= 2 * b && r < 2 * b + 4);
+    if (stored) {
+      EXPECT_EQ(x86[i], static_cast<float>(xv[i])) << i;
+    } else {
+      EXPECT_TRUE(std::isnan(x86[i])) << i << " is " << x86[i];
+    }
+    EXPECT_EQ(std::isnan(ref[i]), std::isnan(x86[i])) << i;
+  }
+  // Block rows 1 (read first), 2 (written in part) and 3 (never visited), 3 blocks each.
+  EXPECT_EQ(backends::x86::GetPallasCallStats().padded_output_blocks - before, 9);
+}
+
 }  // namespace
 }  // namespace shardjit

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "absl/status/status.h"
+#include "backends/x86/pallas_padding.h"
 #include "backends/x86/pallas_program.h"
 
 namespace shardjit::backends::x86 {
@@ -19,7 +20,7 @@ std::atomic<int64_t> masked_selects{0};
 
 PallasCallStats GetPallasCallStats() {
   return {compiled_runs.load(), interpreted_runs.load(), masked_selects.load(),
-          pallas::GemmRowsSkipped(), pallas::DeferredGemmsRun()};
+          pallas::GemmRowsSkipped(), pallas::DeferredGemmsRun(), pallas::PaddedOutputBlocks()};
 }
 
 reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels) {

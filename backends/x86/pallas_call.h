@@ -28,13 +28,16 @@ reference::Kernel MakePallasCallKernel(reference::KernelOverrides kernels);
 // How many pallas_calls ran compiled, and how many were left to the interpreter, in this process;
 // how many selects the kernels compiled so far read through their masks alone; how many rows
 // of accumulating GEMMs the kernels skipped (overwritten or dead before anything read them), and
-// how many products their deferred GEMMs ran as (backends/x86/pallas_deferred.h).
+// how many products their deferred GEMMs ran as (backends/x86/pallas_deferred.h), and how many
+// blocks of fresh outputs got Pallas' padding (backends/x86/pallas_padding.h: the blocks a store
+// overwrites whole before anything reads them get none).
 struct PallasCallStats {
   int64_t compiled = 0;
   int64_t interpreted = 0;
   int64_t masked_selects = 0;
   int64_t gemm_rows_skipped = 0;
   int64_t deferred_gemms_run = 0;
+  int64_t padded_output_blocks = 0;
 };
 PallasCallStats GetPallasCallStats();
 

@@ -312,19 +312,18 @@ std::function<View(Frame&)> Compiler::ViewReader(int64_t id) {
 
 // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
 // against the ref.
-// `flush`: settle the writes deferred into the window first (every access but the ones that
-// defer writes themselves).
 std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(const ir::Op& op, int first,
-                                                               bool flush) {
+                                                               bool flush, bool whole_store) {
   return WindowOf(op, 0, first, op.operands_size() - first, op.ref_window().sizes(),
-                  op.ref_window().squeezed(), flush);
+                  op.ref_window().squeezed(), flush, whole_store);
 }
 
 // The window of the ref operand `r` whose `rank` starts are the operands from `first` on.
 std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
     const ir::Op& op, int r, int first, int rank,
     const google::protobuf::RepeatedField<int64_t>& window_sizes,
-    const google::protobuf::RepeatedField<int64_t>& window_squeezed, bool flush) {
+    const google::protobuf::RepeatedField<int64_t>& window_squeezed, bool flush,
+    bool whole_store) {
   const int ref = ref_of_.at(op.operands(r));
   std::vector<std::function<int64_t(const Frame&)>> starts;
   for (int k = first; k < first + rank; ++k) starts.push_back(ScalarReader(op.operands(k)));
@@ -333,6 +332,10 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
   for (int64_t d : window_squeezed) squeezed[d] = true;
   const ir::Op* where = &op;
   const ir::Op* call = &op_;
+  const int nsp = static_cast<int>(op_.pallas_call().num_scalar_prefetch());
+  const int outputs_begin = nsp + op_.pallas_call().in_specs_size();
+  const bool output = ref >= outputs_begin &&
+                      ref < outputs_begin + op_.pallas_call().out_specs_size();
   return [=](Frame& f) -> absl::StatusOr<View> {
     const View& r = f.refs[ref];
     View w{r.data, {}, {}, r.dtype};
@@ -351,6 +354,7 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
         w.strides.push_back(r.strides[d]);
       }
     }
+    if (output) f.TouchOutput(ref, w, whole_store);
     if (flush) RETURN_IF_ERROR(f.deferred.Settle(ref, w));
     return w;
   };
@@ -607,7 +611,7 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
       c != nullptr && ir::PrimOf(*c) == Prim::kConstant && c->constant().value_size() == 1 &&
       v.kind == Kind::kTile) {
     auto value = TensorReader(op.operands(1));
-    auto fill_window = WindowOf(op, 2, /*flush=*/false);
+    auto fill_window = WindowOf(op, 2, /*flush=*/false, /*whole_store=*/true);
     const int ref = ref_of_.at(op.operands(0));
     const bool zero_f32 = v.type.dtype == ir::DType::kF32 && c->constant().value(0) == 0 &&
                           !std::signbit(c->constant().value(0));
@@ -635,8 +639,9 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
   auto value = ViewReader(op.operands(1));
   const int lazy_ref = ReadAtStore(op.operands(1), op, uses, out);
   const int ref = ref_of_.at(op.operands(0));
+  auto whole_window = WindowOf(op, 2, /*flush=*/true, /*whole_store=*/true);
   out.push_back([=](Frame& f) -> absl::Status {
-    ASSIGN_OR_RETURN(View w, window(f));
+    ASSIGN_OR_RETURN(View w, whole_window(f));
     const View x = value(f);
     if (lazy_ref >= 0) {
       ASSIGN_OR_RETURN(bool moved, f.deferred.MoveInto(lazy_ref, x, ref, w));

@@ -140,16 +140,19 @@ class Compiler {
   std::function<View(Frame&)> ViewReader(int64_t id);
 
   // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
-  // against the ref.
-  // `flush`: run a pending GEMM into this ref first (every access but the GEMM that extends it).
+  // against the ref. `flush`: settle the writes deferred into the window first (every access but
+  // the ones that defer writes themselves). `whole_store`: the access is a store of the whole
+  // window (a block of a fresh output it spans whole needs no padding first).
   std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first,
-                                                       bool flush = true);
+                                                       bool flush = true,
+                                                       bool whole_store = false);
 
   // The window of the ref operand `r` whose `rank` starts are the operands from `first` on.
   std::function<absl::StatusOr<View>(Frame&)> WindowOf(
       const ir::Op& op, int r, int first, int rank,
       const google::protobuf::RepeatedField<int64_t>& window_sizes,
-      const google::protobuf::RepeatedField<int64_t>& window_squeezed, bool flush = true);
+      const google::protobuf::RepeatedField<int64_t>& window_squeezed, bool flush = true,
+      bool whole_store = false);
 
   void Define(int64_t id, Kind kind, const ir::ShapedType& type) {
     const int slot = kind == Kind::kScalar ? scalars_++ : kind == Kind::kTile ? tiles_++ : views_++;

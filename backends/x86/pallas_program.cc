@@ -79,6 +79,13 @@ absl::Status CompiledCall::RunStep(Frame& f) const {
         block.strides.push_back(array.strides[d]);
       }
     }
+    if (LazyPadding* lazy = f.lazy[k]) {
+      Dims blocks;
+      for (int slot : s.index_results) blocks.push_back(f.scalars[slot]);
+      f.output_blocks[s.ref] = lazy->At(blocks);
+      // A padded copy reads the block first.
+      if (overhangs) f.TouchOutput(s.ref, f.output_blocks[s.ref]->inside, false);
+    }
     if (!overhangs && !s.copy) {
       f.refs[s.ref] = std::move(block);
       continue;
@@ -125,12 +132,24 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
       inputs[s.array] = inputs[s.array].Copy(allocator);
     }
   }
+  // A fresh output of blocked spec gets its padding lazily (not in a kernel whose peers may
+  // write into it).
   std::vector<ir::Tensor> outputs;
+  std::vector<std::unique_ptr<LazyPadding>> lazy(specs.size());
   for (int i = 0; i < a.out_shapes_size(); ++i) {
     const int64_t alias = i < a.input_output_aliases_size() ? a.input_output_aliases(i) : -1;
-    outputs.push_back(alias >= 0 ? operands[base + alias].Copy(allocator)
-                                 : PaddingOutput(ir::FromProto(a.out_shapes(i)), allocator,
-                                                 base::CurrentParallelism()));
+    const ir::ShapedType type = ir::FromProto(a.out_shapes(i));
+    auto spec = std::find_if(specs.begin(), specs.end(),
+                             [&](const SpecPlan& s) { return s.output && s.array == i; });
+    if (alias >= 0) {
+      outputs.push_back(operands[base + alias].Copy(allocator));
+    } else if (!has_semaphores && spec != specs.end() && !spec->spec->whole()) {
+      outputs.push_back(ir::Tensor::Empty(type, allocator));
+      lazy[spec - specs.begin()] =
+          std::make_unique<LazyPadding>(*spec->spec, DenseView(outputs.back()));
+    } else {
+      outputs.push_back(PaddingOutput(type, allocator, base::CurrentParallelism()));
+    }
   }
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < a.grid_size(); ++d) (d < leading_parallel ? outer : inner) *= grid[d];
@@ -145,6 +164,9 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
     f.tiles.resize(num_tiles);
     f.views.resize(num_views);
     f.refs.resize(num_refs);
+    f.output_blocks.resize(num_refs);
+    f.lazy.resize(specs.size());
+    for (size_t k = 0; k < specs.size(); ++k) f.lazy[k] = lazy[k].get();
     f.padded.resize(specs.size());
     f.inside.resize(specs.size());
     for (const SpecPlan& s : specs) {
@@ -227,6 +249,9 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
     parallel.ParallelFor(threads, run_thread);
   }
   for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  for (const auto& l : lazy) {
+    if (l != nullptr) l->FillUntouched();
+  }
   return outputs;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "backends/reference/evaluator.h"
 #include "backends/x86/gemm.h"
 #include "backends/x86/pallas_deferred.h"
+#include "backends/x86/pallas_padding.h"
 #include "backends/x86/pallas_view.h"
 #include "base/status_macros.h"
 #include "base/thread_pool.h"
@@ -55,6 +57,13 @@ struct Frame {
 
   // Writes not made yet (GEMMs, zero fills, copies), so that steps combine.
   DeferredWrites deferred;
+  // Per ref: the block of a fresh output it is this step, when that output's padding is written
+  // lazily (backends/x86/pallas_padding.h).
+  std::vector<std::optional<LazyPadding::Block>> output_blocks;
+  std::vector<LazyPadding*> lazy;  // per spec (null: padding written up front)
+  void TouchOutput(int ref, const View& window, bool whole_store) {
+    if (const auto& b = output_blocks[ref]) b->owner->Touch(*b, window, whole_store);
+  }
 
   bool Immutable(const View& v) const {
     for (const auto& [begin, end] : immutable) {
