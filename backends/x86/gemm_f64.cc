@@ -29,39 +29,34 @@ Buffer Allocate(int64_t doubles) {
   return Buffer(static_cast<double*>(std::aligned_alloc(64, bytes)));
 }
 
-// Rows [r0, r0 + rows) of A over k [k0, k0 + kc) as panels of kMr rows: panel p holds, for each
-// k, its kMr values (zero past the last row).
-void PackA(const GemmArgs& g, int64_t r0, int64_t rows, int64_t k0, int64_t kc, double* out) {
-  const auto* a = static_cast<const double*>(g.a);
-  for (int64_t p = 0; p < rows; p += kMr) {
-    const int count = static_cast<int>(std::min<int64_t>(kMr, rows - p));
+// Lines [l0, l0 + lines) of a source (element (line, k) at src[line * line_stride + k *
+// k_stride]: rows of A, columns of B) over k [k0, k0 + kc) as panels of `width` lines: panel p
+// holds, for each k, its `width` values (zero past the last line).
+void PackPanels(const double* src, int64_t line_stride, int64_t k_stride, int64_t l0,
+                int64_t lines, int64_t k0, int64_t kc, int width, double* out) {
+  for (int64_t p = 0; p < lines; p += width) {
+    const int count = static_cast<int>(std::min<int64_t>(width, lines - p));
     for (int64_t l = 0; l < kc; ++l) {
-      double* dst = out + l * kMr;
-      const double* src = a + (r0 + p) * g.a_row_stride + (k0 + l) * g.a_col_stride;
-      for (int i = 0; i < count; ++i) dst[i] = src[i * g.a_row_stride];
-      for (int i = count; i < kMr; ++i) dst[i] = 0.0;
+      double* dst = out + l * width;
+      const double* from = src + (l0 + p) * line_stride + (k0 + l) * k_stride;
+      if (line_stride == 1) {
+        std::copy(from, from + count, dst);
+      } else {
+        for (int i = 0; i < count; ++i) dst[i] = from[i * line_stride];
+      }
+      std::fill(dst + count, dst + width, 0.0);
     }
-    out += kc * kMr;
+    out += kc * width;
   }
 }
 
-// Columns [c0, c0 + cols) of B over k [k0, k0 + kc) as panels of kNr columns.
-void PackB(const GemmArgs& g, int64_t c0, int64_t cols, int64_t k0, int64_t kc, double* out) {
-  const auto* b = static_cast<const double*>(g.b);
-  for (int64_t p = 0; p < cols; p += kNr) {
-    const int count = static_cast<int>(std::min<int64_t>(kNr, cols - p));
-    for (int64_t l = 0; l < kc; ++l) {
-      double* dst = out + l * kNr;
-      const double* src = b + (k0 + l) * g.b_row_stride + (c0 + p) * g.b_col_stride;
-      if (g.b_col_stride == 1) {
-        std::copy(src, src + count, dst);
-      } else {
-        for (int j = 0; j < count; ++j) dst[j] = src[j * g.b_col_stride];
-      }
-      for (int j = count; j < kNr; ++j) dst[j] = 0.0;
-    }
-    out += kc * kNr;
-  }
+// One row of the tile: (lo, hi) += x * (b0, b1).
+__attribute__((target("avx2,fma"), always_inline)) inline void FmaRow(const double& x, __m256d b0,
+                                                                      __m256d b1, __m256d& lo,
+                                                                      __m256d& hi) {
+  const __m256d v = _mm256_broadcast_sd(&x);
+  lo = _mm256_fmadd_pd(v, b0, lo);
+  hi = _mm256_fmadd_pd(v, b1, hi);
 }
 
 // C (kMr x kNr at `c`, rows `ldc` apart) = (add ? C : 0) + A panel x B panel over kc steps. The
@@ -74,24 +69,12 @@ __attribute__((target("avx2,fma"))) void MicroKernel(int64_t kc, const double* a
   __m256d c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t l = 0; l < kc; ++l, a += kMr, b += kNr) {
     const __m256d b0 = _mm256_load_pd(b), b1 = _mm256_load_pd(b + 4);
-    __m256d x = _mm256_broadcast_sd(a);
-    c00 = _mm256_fmadd_pd(x, b0, c00);
-    c01 = _mm256_fmadd_pd(x, b1, c01);
-    x = _mm256_broadcast_sd(a + 1);
-    c10 = _mm256_fmadd_pd(x, b0, c10);
-    c11 = _mm256_fmadd_pd(x, b1, c11);
-    x = _mm256_broadcast_sd(a + 2);
-    c20 = _mm256_fmadd_pd(x, b0, c20);
-    c21 = _mm256_fmadd_pd(x, b1, c21);
-    x = _mm256_broadcast_sd(a + 3);
-    c30 = _mm256_fmadd_pd(x, b0, c30);
-    c31 = _mm256_fmadd_pd(x, b1, c31);
-    x = _mm256_broadcast_sd(a + 4);
-    c40 = _mm256_fmadd_pd(x, b0, c40);
-    c41 = _mm256_fmadd_pd(x, b1, c41);
-    x = _mm256_broadcast_sd(a + 5);
-    c50 = _mm256_fmadd_pd(x, b0, c50);
-    c51 = _mm256_fmadd_pd(x, b1, c51);
+    FmaRow(a[0], b0, b1, c00, c01);
+    FmaRow(a[1], b0, b1, c10, c11);
+    FmaRow(a[2], b0, b1, c20, c21);
+    FmaRow(a[3], b0, b1, c30, c31);
+    FmaRow(a[4], b0, b1, c40, c41);
+    FmaRow(a[5], b0, b1, c50, c51);
   }
   const __m256d rows[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                                 {c30, c31}, {c40, c41}, {c50, c51}};
@@ -125,11 +108,13 @@ absl::Status GemmF64Avx2(const GemmArgs& g) {
     for (int64_t pc = 0; pc < k; pc += kKc) {
       const int64_t kc = std::min(kKc, k - pc);
       const bool add = pc > 0 || g.accumulate;
-      PackB(g, jc, nc, pc, kc, b_block.get());
+      PackPanels(static_cast<const double*>(g.b), g.b_col_stride, g.b_row_stride, jc, nc, pc, kc,
+                 kNr, b_block.get());
       for (int64_t ic = 0; ic < m; ic += kMc) {
         RETURN_IF_ERROR(g.parallel.stop.Check());
         const int64_t mc = std::min(kMc, m - ic);
-        PackA(g, ic, mc, pc, kc, a_block.get());
+        PackPanels(static_cast<const double*>(g.a), g.a_row_stride, g.a_col_stride, ic, mc, pc,
+                   kc, kMr, a_block.get());
         for (int64_t jr = 0; jr < nc; jr += kNr) {
           const int cols = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
           const double* b_panel = b_block.get() + jr * kc;

@@ -14,44 +14,23 @@ inline float Load(const void* p, int64_t i, bool bf16) {
               : static_cast<const float*>(p)[i];
 }
 
-// The int8 product: exact int32 sums, wrapping modulo 2^32.
-absl::Status GemmReferenceS8(const GemmArgs& g) {
-  const auto* a = static_cast<const int8_t*>(g.a);
-  const auto* b = static_cast<const int8_t*>(g.b);
-  std::vector<uint32_t> row(g.shape.n);
+// Row by row, C's own type summing in k order the products `mul` gives (int8: int32 sums
+// wrapping modulo 2^32; f64: f64 sums).
+template <typename In, typename Sum, typename Mul>
+absl::Status GemmReferenceRows(const GemmArgs& g, Mul mul) {
+  const auto* a = static_cast<const In*>(g.a);
+  const auto* b = static_cast<const In*>(g.b);
+  std::vector<Sum> row(g.shape.n);
   for (int64_t i = 0; i < g.shape.m; ++i) {
     if (i % 16 == 0) {
       RETURN_IF_ERROR(g.parallel.stop.Check());
     }
-    uint32_t* c = static_cast<uint32_t*>(g.c) + i * g.ldc;
-    for (int64_t j = 0; j < g.shape.n; ++j) row[j] = g.accumulate ? c[j] : 0;
+    Sum* c = static_cast<Sum*>(g.c) + i * g.ldc;
+    for (int64_t j = 0; j < g.shape.n; ++j) row[j] = g.accumulate ? c[j] : Sum{0};
     for (int64_t l = 0; l < g.shape.k; ++l) {
-      const int32_t x = a[i * g.a_row_stride + l * g.a_col_stride];
-      const int8_t* b_row = b + l * g.b_row_stride;
-      for (int64_t j = 0; j < g.shape.n; ++j) {
-        row[j] += static_cast<uint32_t>(x * b_row[j * g.b_col_stride]);
-      }
-    }
-    std::copy(row.begin(), row.end(), c);
-  }
-  return absl::OkStatus();
-}
-
-// The f64 product: f64 sums in k order.
-absl::Status GemmReferenceF64(const GemmArgs& g) {
-  const auto* a = static_cast<const double*>(g.a);
-  const auto* b = static_cast<const double*>(g.b);
-  std::vector<double> row(g.shape.n);
-  for (int64_t i = 0; i < g.shape.m; ++i) {
-    if (i % 16 == 0) {
-      RETURN_IF_ERROR(g.parallel.stop.Check());
-    }
-    double* c = static_cast<double*>(g.c) + i * g.ldc;
-    for (int64_t j = 0; j < g.shape.n; ++j) row[j] = g.accumulate ? c[j] : 0.0;
-    for (int64_t l = 0; l < g.shape.k; ++l) {
-      const double x = a[i * g.a_row_stride + l * g.a_col_stride];
-      const double* b_row = b + l * g.b_row_stride;
-      for (int64_t j = 0; j < g.shape.n; ++j) row[j] += x * b_row[j * g.b_col_stride];
+      const In x = a[i * g.a_row_stride + l * g.a_col_stride];
+      const In* b_row = b + l * g.b_row_stride;
+      for (int64_t j = 0; j < g.shape.n; ++j) row[j] += mul(x, b_row[j * g.b_col_stride]);
     }
     std::copy(row.begin(), row.end(), c);
   }
@@ -61,8 +40,14 @@ absl::Status GemmReferenceF64(const GemmArgs& g) {
 }  // namespace
 
 absl::Status GemmReference(const GemmArgs& g) {
-  if (g.type == GemmType::kS8S8S32) return GemmReferenceS8(g);
-  if (g.type == GemmType::kF64F64F64) return GemmReferenceF64(g);
+  if (g.type == GemmType::kS8S8S32) {
+    return GemmReferenceRows<int8_t, uint32_t>(g, [](int8_t x, int8_t y) {
+      return static_cast<uint32_t>(int32_t{x} * y);
+    });
+  }
+  if (g.type == GemmType::kF64F64F64) {
+    return GemmReferenceRows<double, double>(g, [](double x, double y) { return x * y; });
+  }
   const bool bf16_in = g.type == GemmType::kBf16Bf16F32;
   std::vector<float> row(g.shape.n);
   for (int64_t i = 0; i < g.shape.m; ++i) {
