@@ -272,6 +272,17 @@ TEST(Gemm, ThreadsSplitMAndN) {
   }
 }
 
+// Gemm with both operands' packed blocks kept in `cache`.
+auto GemmKeeping(GemmPackCache& cache) {
+  return [&cache](const GemmArgs& g) {
+    GemmArgs cached = g;
+    cached.pack_cache = &cache;
+    cached.cache_a = true;
+    cached.cache_b = true;
+    return Gemm(cached);
+  };
+}
+
 // Products reading their packed blocks from a GemmPackCache give the oracle's results: the
 // first call packs and keeps, the second reads the kept blocks (hits), at every host level, for
 // several blockings (small blocks: many blocks per operand), and a full cache packs as usual.
@@ -293,13 +304,7 @@ TEST(GemmPackCache, ReusedBlocksGiveTheSameProducts) {
           GemmPackCache cache(ir::HostAllocator(), max_bytes);
           for (int round = 0; round < 2; ++round) {
             p.Check(fmt::format("{} round {} max_bytes {}", IsaName(isa), round, max_bytes),
-                    [&](const GemmArgs& g) {
-                      GemmArgs cached = g;
-                      cached.pack_cache = &cache;
-                      cached.cache_a = true;
-                      cached.cache_b = true;
-                      return Gemm(cached);
-                    });
+                    GemmKeeping(cache));
           }
           if (max_bytes > 1) {
             EXPECT_GT(cache.hits(), 0) << IsaName(isa);
@@ -337,13 +342,7 @@ TEST(GemmPackCache, DropsLeastRecentlyUsedBlocksPastItsBudget) {
     for (int round = 0; round < 4; ++round) {
       for (int i = 0; i < 3; ++i) {
         problems[i].Check(fmt::format("{} round {} product {}", IsaName(isa), round, i),
-                          [&](const GemmArgs& g) {
-                            GemmArgs cached = g;
-                            cached.pack_cache = &cache;
-                            cached.cache_a = true;
-                            cached.cache_b = true;
-                            return Gemm(cached);
-                          });
+                          GemmKeeping(cache));
         if (round == 0 && i == 0) a_blocks = cache.misses() - 1;
       }
     }
