@@ -146,7 +146,8 @@ bool Extend(GemmArgs& first, const GemmArgs& second) {
 // Rows [lo, hi) of product `g`.
 GemmArgs RowsOf(const GemmArgs& g, int64_t lo, int64_t hi) {
   GemmArgs r = g;
-  r.a = At(g.a, lo * g.a_row_stride, GemmInputBytes(g.type));
+  r.a_row_stride = g.a_row_stride != 0 ? g.a_row_stride : g.shape.k;  // 0: dense rows
+  r.a = At(g.a, lo * r.a_row_stride, GemmInputBytes(g.type));
   r.c = static_cast<float*>(g.c) + lo * g.ldc;
   r.shape.m = hi - lo;
   return r;
