@@ -539,11 +539,13 @@ TEST_F(PallasCompiledTest, MaskedStoresKeepTheOldContents) {
   }
 }
 
-// A masked store of an accumulator (megablox's gmm: the group's rows of a tile) runs only the
-// rows of the pending GEMM it copies; the other rows are skipped when the next tile's fill
-// overwrites the accumulator, or when the grid ends (scratch), and run if the kernel reads them
-// later (a second output of the whole accumulator). Row ranges: a suffix of tile 0 through a
-// prefix of tile 2, rows in the middle of tile 1 alone, and empty.
+// A masked store of an accumulator (megablox's gmm: the group's rows of a tile) moves the rows
+// it stores of the accumulator's GEMM into the output, where consecutive tiles' rows merge into
+// one product; the other rows are skipped when the next tile's fill overwrites the accumulator,
+// or when the grid ends (scratch), and run if the kernel reads them later (a second output of
+// the whole accumulator). Row ranges: a suffix of tile 0 through a prefix of tile 2, rows in the
+// middle of tile 1 alone, a suffix of tile 1 through a prefix of tile 2 (one product), and
+// empty.
 TEST_F(PallasCompiledTest, MaskedStoresOfAnAccumulatorRunOnlyTheirRows) {
   const int64_t m = 24, k = 32, n = 8, tm = 8, tk = 8;
   std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
@@ -552,13 +554,17 @@ TEST_F(PallasCompiledTest, MaskedStoresOfAnAccumulatorRunOnlyTheirRows) {
   struct Case {
     int64_t lo, hi;
     bool read_all;
-    int64_t skipped;  // rows outside [lo, hi) of each tile, none when read_all
+    int64_t skipped;   // rows outside [lo, hi) of each tile, none when read_all
+    int64_t products;  // per run: the stored rows' GEMMs move into the output and merge there
+                       // (one product per grid thread holding some; -1: not checked)
   };
-  for (const Case& c : {Case{3, 19, false, 3 + 5}, Case{10, 13, false, 8 + 5 + 8},
-                        Case{3, 19, true, 0}, Case{10, 10, false, 24}}) {
+  for (const Case& c : {Case{3, 19, false, 3 + 5, 2}, Case{10, 13, false, 8 + 5 + 8, 1},
+                        Case{12, 19, false, 8 + 4 + 5, 1}, Case{3, 19, true, 0, -1},
+                        Case{10, 10, false, 24, 0}}) {
     SCOPED_TRACE(::testing::Message() << c.lo << ".." << c.hi << (c.read_all ? " read_all" : ""));
     Array bounds = Put(DType::kS32, {2}, {static_cast<double>(c.lo), static_cast<double>(c.hi)});
     const int64_t before = backends::x86::GetPallasCallStats().gemm_rows_skipped;
+    const int64_t products_before = backends::x86::GetPallasCallStats().deferred_gemms_run;
     auto call = pl::pallas_call(
         [&](const std::vector<pl::Ref>& r) {
           const pl::Ref &bs = r[0], &xb = r[1], &yb = r[2], &out = r[3], &all = r[4], &acc = r[5];
@@ -600,8 +606,13 @@ TEST_F(PallasCompiledTest, MaskedStoresOfAnAccumulatorRunOnlyTheirRows) {
         EXPECT_NEAR(x86[i], want, 1e-5 * (1 + std::abs(want))) << "result " << result << " " << i;
       }
     }
-    // Two runs (one per result); each skips the same rows.
+    // Two runs (one per result); each skips the same rows. The grid's two threads take tile 0
+    // and tiles 1-2.
     EXPECT_EQ(backends::x86::GetPallasCallStats().gemm_rows_skipped - before, 2 * c.skipped);
+    if (c.products >= 0) {
+      EXPECT_EQ(backends::x86::GetPallasCallStats().deferred_gemms_run - products_before,
+                2 * c.products);
+    }
   }
 }
 

@@ -588,11 +588,18 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
     symbolic_uses_[op.operands(1)].insert({&op, 1});
     auto value = ViewReader(s->value);
     const int lazy_ref = ReadAtStore(s->value, op, uses, out);
-    out.push_back([window, value, mask = s->mask, lazy_ref](Frame& f) -> absl::Status {
+    const int ref = ref_of_.at(op.operands(0));
+    out.push_back([window, value, mask = s->mask, lazy_ref, ref](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, window(f));
       const View x = value(f);
       const MaskBox box = EvalMask(mask, x.dims, f);
       if (lazy_ref >= 0) {
+        // Whole rows: the accumulator's GEMM writes them in place.
+        if (box.intervals && x.dims.size() == 2 && box.lo[1] == 0 && box.hi[1] == x.dims[1]) {
+          ASSIGN_OR_RETURN(bool moved, f.deferred.MoveRowsInto(lazy_ref, x, box.lo[0], box.hi[0],
+                                                               ref, w));
+          if (moved) return absl::OkStatus();
+        }
         if (box.intervals && x.dims.size() == 2) {
           RETURN_IF_ERROR(f.deferred.SettleRows(lazy_ref, x, box.lo[0], box.hi[0]));
         } else {

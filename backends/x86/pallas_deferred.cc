@@ -137,9 +137,6 @@ bool Extend(GemmArgs& first, const GemmArgs& second) {
   } else {
     return false;
   }
-  // Its blocks are packed once now: nothing left to keep.
-  first.pack_cache = nullptr;
-  first.cache_a = first.cache_b = false;
   return true;
 }
 
@@ -291,16 +288,24 @@ absl::Status DeferredWrites::SettleRows(int /*ref*/, const View& v, int64_t lo, 
 }
 
 absl::StatusOr<bool> DeferredWrites::MoveInto(int from, const View& src, int to, const View& dst) {
+  const Area s = AreaOf(src);
+  if (s.empty()) return false;
+  return MoveRowsInto(from, src, 0, s.rows, to, dst);
+}
+
+absl::StatusOr<bool> DeferredWrites::MoveRowsInto(int from, const View& src, int64_t lo,
+                                                  int64_t hi, int to, const View& dst) {
   const Area s = AreaOf(src), d = AreaOf(dst);
   if (!s.rect || !d.rect || s.empty() || s.rows != d.rows || s.cols != d.cols ||
-      src.dtype != ir::DType::kF32 || dst.dtype != ir::DType::kF32 || Overlap(s, d)) {
+      src.dtype != ir::DType::kF32 || dst.dtype != ir::DType::kF32 || Overlap(s, d) || lo < 0 ||
+      hi > s.rows || lo >= hi) {
     return false;
   }
   for (const DeferredFill& f : fills_) {
     if (Overlap(AreaOf(f.window), s)) return false;
   }
-  // src's memory never receives the GEMM's result: nothing may read or write it later but
-  // through the deferred copy this makes.
+  // src's rows never receive the GEMM's result: nothing may read or write them later but through
+  // the deferred copy this makes.
   for (const DeferredCopy& c : copies_) {
     if (Overlap(AreaOf(c.window), s) || Overlap(AreaOf(c.from), s)) return false;
   }
@@ -311,16 +316,23 @@ absl::StatusOr<bool> DeferredWrites::MoveInto(int from, const View& src, int to,
     only = i;
   }
   if (!only) return false;
-  // The store overwrites dst: what is deferred there goes first (dropped when inside it).
-  DeferredGemm moved = gemms_[*only];
+  const DeferredGemm g = gemms_[*only];
   gemms_.erase(gemms_.begin() + static_cast<std::ptrdiff_t>(*only));
-  absl::StatusOr<bool> cleared = Overwrite(to, dst, /*zero_f32=*/false);
+  // The rows outside [lo, hi) stay deferred where they were.
+  if (lo > 0) gemms_.push_back({RowsOf(g.args, 0, lo), from});
+  if (hi < s.rows) gemms_.push_back({RowsOf(g.args, hi, s.rows), from});
+  auto rows = [&](const View& v, const Area& a) {
+    return View{v.data + lo * a.pitch * a.elem, {hi - lo, a.cols}, {a.pitch, 1}, v.dtype};
+  };
+  const View src_rows = rows(src, s), dst_rows = rows(dst, d);
+  // The store overwrites dst's rows: what is deferred there goes first (dropped when inside).
+  absl::StatusOr<bool> cleared = Overwrite(to, dst_rows, /*zero_f32=*/false);
   if (!cleared.ok()) return cleared.status();
-  moved.args.c = dst.data;
+  DeferredGemm moved{RowsOf(g.args, lo, hi), to};
+  moved.args.c = dst_rows.data;
   moved.args.ldc = d.pitch;
-  moved.ref = to;
   gemms_.push_back(moved);
-  copies_.push_back({from, src, dst});
+  copies_.push_back({from, src_rows, dst_rows});
   Merge(gemms_.size() - 1);
   if (gemms_.size() > kMaxGemms) RETURN_IF_ERROR(RunGemm(0));
   return true;

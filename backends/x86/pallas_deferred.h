@@ -44,6 +44,11 @@ class DeferredWrites {
   // `src` becomes a deferred copy of it (true); false when it cannot (the caller settles both and
   // copies).
   absl::StatusOr<bool> MoveInto(int from, const View& src, int to, const View& dst);
+  // The same for rows [lo, hi) of `src` (every column) stored into those rows of `dst` (a masked
+  // store: megablox's group rows of a tile): those rows of the GEMM move, the others stay
+  // deferred where they were.
+  absl::StatusOr<bool> MoveRowsInto(int from, const View& src, int64_t lo, int64_t hi, int to,
+                                    const View& dst);
   // Runs everything deferred.
   absl::Status SettleAll();
   // Drops what is deferred into scratch refs and runs the rest (the thread's steps are over).
