@@ -1,14 +1,15 @@
 // pallas_call compiled for x86. The kernel and its index maps are compiled once per op into a
 // program of steps: scalar code (grid indices, index maps, pl.when conditions, window starts,
-// loop indices and scalar carries) on integer slots; blocks that lie inside their arrays as strided views of
-// the operands and results (padded copies only for blocks that overhang); tile dot_generals as
-// GEMM calls reading the views, accumulating straight into a ref when the kernel adds a dot to
-// what it loaded from that window and stores the sum back, deferred so that steps combine
+// loop indices and scalar carries) on integer slots; blocks that lie inside their arrays as
+// strided views of the operands and results (padded copies only for blocks that overhang; fresh
+// outputs padded lazily, backends/x86/pallas_padding.h); tile dot_generals as GEMM calls reading
+// the views, accumulating straight into a ref when the kernel adds a dot to what it loaded from
+// that window and stores the sum back, deferred so that steps combine
 // (backends/x86/pallas_deferred.h: GEMMs continuing along k, or writing neighbouring output
-// tiles, run as one product; a store of an accumulator makes its GEMM write the output block);
-// masks built from iotas and scalars read symbolically (backends/x86/pallas_masks.h), so a
-// dot of masked blocks runs over the mask's depth and a masked store copies the mask's box; other
-// tile ops through the backend's kernels. The grid's leading parallel axes are split over the
+// tiles, run as one product; a store of an accumulator, or of some of its rows, makes its GEMM
+// write the output); masks built from iotas and scalars read symbolically
+// (backends/x86/pallas_masks.h), so a dot of masked blocks runs over the mask's depth and a
+// masked store copies the mask's box; other tile ops through the backend's kernels. The grid's leading parallel axes are split over the
 // program's threads; the rest run in order on each thread; cond, fori_loop and while_loop run
 // their regions' programs. Kernels outside this form (a batched dot, a dot of other dtypes, a
 // scan, ...) give Unimplemented and the evaluator interprets them (backends/reference/pallas.h),
