@@ -165,7 +165,9 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
     if (isa < IsaLevel::kAvx2) return absl::UnimplementedError("gemm: f64 kernels need AVX2");
     const int64_t min_flops = GemmPlan().min_flops_per_thread;
     return RunParts(Partition(g, kF64TileRows, kF64TileCols, min_flops), g.parallel,
-                    [](const GemmArgs& part, GemmScratch*) { return GemmF64Avx2(part); });
+                    [](const GemmArgs& part, GemmScratch* scratch) {
+                      return GemmF64Avx2(part, scratch);
+                    });
   }
   if (g.type == GemmType::kS8S8S32) RETURN_IF_ERROR(Int8KernelAt(isa, plan_override));
   const GemmPlan plan = plan_override ? *plan_override : MakePlan(isa, g.type, HostCaches());

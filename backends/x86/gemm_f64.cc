@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 
+#include "backends/x86/gemm_driver.h"
 #include "base/status_macros.h"
 #include "fmt/format.h"
 
@@ -18,16 +17,6 @@ constexpr int kMr = kF64TileRows, kNr = kF64TileCols;
 constexpr int64_t kKc = 256;
 constexpr int64_t kMc = 144;
 constexpr int64_t kNc = 2048;
-
-struct FreeAligned {
-  void operator()(double* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<double, FreeAligned>;
-
-Buffer Allocate(int64_t doubles) {
-  const size_t bytes = static_cast<size_t>((doubles * 8 + 63) / 64 * 64);
-  return Buffer(static_cast<double*>(std::aligned_alloc(64, bytes)));
-}
 
 // Lines [l0, l0 + lines) of a source (element (line, k) at src[line * line_stride + k *
 // k_stride]: rows of A, columns of B) over k [k0, k0 + kc) as panels of `width` lines: panel p
@@ -91,12 +80,13 @@ __attribute__((target("avx2,fma"))) void MicroKernel(int64_t kc, const double* a
 
 }  // namespace
 
-absl::Status GemmF64Avx2(const GemmArgs& g) {
+absl::Status GemmF64Avx2(const GemmArgs& g, GemmScratch* scratch) {
   const int64_t m = g.shape.m, n = g.shape.n, k = g.shape.k;
   const int64_t mc_max = std::min(kMc, (m + kMr - 1) / kMr * kMr);
   const int64_t nc_max = std::min(kNc, (n + kNr - 1) / kNr * kNr);
   const int64_t kc_max = std::min(kKc, k);
-  Buffer a_block = Allocate(mc_max * kc_max), b_block = Allocate(nc_max * kc_max);
+  auto* a_block = static_cast<double*>(scratch->a.Get(mc_max * kc_max * sizeof(double)));
+  auto* b_block = static_cast<double*>(scratch->b.Get(nc_max * kc_max * sizeof(double)));
   if (a_block == nullptr || b_block == nullptr) {
     return absl::ResourceExhaustedError(
         fmt::format("gemm: cannot allocate f64 packing buffers (m={}, n={}, k={})", m, n, k));
@@ -109,18 +99,18 @@ absl::Status GemmF64Avx2(const GemmArgs& g) {
       const int64_t kc = std::min(kKc, k - pc);
       const bool add = pc > 0 || g.accumulate;
       PackPanels(static_cast<const double*>(g.b), g.b_col_stride, g.b_row_stride, jc, nc, pc, kc,
-                 kNr, b_block.get());
+                 kNr, b_block);
       for (int64_t ic = 0; ic < m; ic += kMc) {
         RETURN_IF_ERROR(g.parallel.stop.Check());
         const int64_t mc = std::min(kMc, m - ic);
         PackPanels(static_cast<const double*>(g.a), g.a_row_stride, g.a_col_stride, ic, mc, pc,
-                   kc, kMr, a_block.get());
+                   kc, kMr, a_block);
         for (int64_t jr = 0; jr < nc; jr += kNr) {
           const int cols = static_cast<int>(std::min<int64_t>(kNr, nc - jr));
-          const double* b_panel = b_block.get() + jr * kc;
+          const double* b_panel = b_block + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const int rows = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
-            const double* a_panel = a_block.get() + ir * kc;
+            const double* a_panel = a_block + ir * kc;
             double* out = c + (ic + ir) * g.ldc + jc + jr;
             if (rows == kMr && cols == kNr) {
               MicroKernel(kc, a_panel, b_panel, out, g.ldc, add);

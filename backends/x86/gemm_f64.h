@@ -15,10 +15,12 @@ namespace shardjit::backends::x86 {
 inline constexpr int kF64TileRows = 6;
 inline constexpr int kF64TileCols = 8;
 
+struct GemmScratch;
+
 // Runs `args` (kF64F64F64, validated, row strides and ldc resolved, non-empty) on this thread,
-// on a CPU with AVX2 and FMA; stops between blocks with the error of args.parallel.stop once it
-// is requested.
-absl::Status GemmF64Avx2(const GemmArgs& args);
+// on a CPU with AVX2 and FMA, packing into `scratch`'s buffers; stops between blocks with the
+// error of args.parallel.stop once it is requested.
+absl::Status GemmF64Avx2(const GemmArgs& args, GemmScratch* scratch);
 
 }  // namespace shardjit::backends::x86
 
