@@ -355,7 +355,7 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
       }
     }
     if (output) f.TouchOutput(ref, w, whole_store);
-    if (flush) RETURN_IF_ERROR(f.deferred.Settle(ref, w));
+    if (flush) RETURN_IF_ERROR(f.deferred.Settle(w));
     return w;
   };
 }
@@ -601,9 +601,9 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
           if (moved) return absl::OkStatus();
         }
         if (box.intervals && x.dims.size() == 2) {
-          RETURN_IF_ERROR(f.deferred.SettleRows(lazy_ref, x, box.lo[0], box.hi[0]));
+          RETURN_IF_ERROR(f.deferred.SettleRows(x, box.lo[0], box.hi[0]));
         } else {
-          RETURN_IF_ERROR(f.deferred.Settle(lazy_ref, x));
+          RETURN_IF_ERROR(f.deferred.Settle(x));
         }
       }
       CopyWhere(w, x, box);
@@ -653,7 +653,7 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
     if (lazy_ref >= 0) {
       ASSIGN_OR_RETURN(bool moved, f.deferred.MoveInto(lazy_ref, x, ref, w));
       if (moved) return absl::OkStatus();
-      RETURN_IF_ERROR(f.deferred.Settle(lazy_ref, x));
+      RETURN_IF_ERROR(f.deferred.Settle(x));
     }
     CopyView(w, x);
     return absl::OkStatus();

@@ -96,6 +96,11 @@ bool Same(const Area& a, const Area& b) {
          a.pitch == b.pitch && a.elem == b.elem;
 }
 
+void FillZeros(const View& window) {
+  constexpr float kZero = 0.0f;
+  FillView(window, &kZero);
+}
+
 const char* At(const void* p, int64_t elements, int64_t bytes) {
   return static_cast<const char*>(p) + elements * bytes;
 }
@@ -174,7 +179,7 @@ absl::Status DeferredWrites::RunGemmsOverlapping(const View& w) {
 absl::Status DeferredWrites::MakeCopy(size_t i) {
   const DeferredCopy copy = copies_[i];
   copies_.erase(copies_.begin() + static_cast<std::ptrdiff_t>(i));
-  RETURN_IF_ERROR(Settle(copy.ref, copy.from));
+  RETURN_IF_ERROR(Settle(copy.from));
   CopyView(copy.window, copy.from);
   return absl::OkStatus();
 }
@@ -204,16 +209,15 @@ absl::Status DeferredWrites::SettleCopiesAndFills(const View& w) {
       ++i;
     }
   }
-  constexpr float kZero = 0.0f;
   std::erase_if(fills_, [&](const DeferredFill& f) {
     if (!Overlap(AreaOf(f.window), area)) return false;
-    FillView(f.window, &kZero);
+    FillZeros(f.window);
     return true;
   });
   return absl::OkStatus();
 }
 
-absl::Status DeferredWrites::Settle(int /*ref*/, const View& w) {
+absl::Status DeferredWrites::Settle(const View& w) {
   RETURN_IF_ERROR(SettleCopiesAndFills(w));
   return RunGemmsOverlapping(w);
 }
@@ -233,7 +237,7 @@ absl::Status DeferredWrites::AddGemm(int ref, GemmArgs g) {
     g.accumulate = false;
   }
   View window{static_cast<char*>(g.c), {g.shape.m, g.shape.n}, {g.ldc, 1}, ir::DType::kF32};
-  RETURN_IF_ERROR(Settle(ref, window));
+  RETURN_IF_ERROR(Settle(window));
   gemms_.push_back({g, ref});
   Merge(gemms_.size() - 1);
   if (gemms_.size() > kMaxGemms) RETURN_IF_ERROR(RunGemm(0));
@@ -250,13 +254,13 @@ absl::StatusOr<bool> DeferredWrites::Overwrite(int ref, const View& w, bool zero
   });
   std::erase_if(fills_, [&](const DeferredFill& f) { return Inside(AreaOf(f.window), area); });
   std::erase_if(copies_, [&](const DeferredCopy& c) { return Inside(AreaOf(c.window), area); });
-  RETURN_IF_ERROR(Settle(ref, w));
+  RETURN_IF_ERROR(Settle(w));
   if (!zero_f32 || !Scratch(ref) || !area.rect || w.dtype != ir::DType::kF32) return false;
   fills_.push_back({ref, w});
   return true;
 }
 
-absl::Status DeferredWrites::SettleRows(int /*ref*/, const View& v, int64_t lo, int64_t hi) {
+absl::Status DeferredWrites::SettleRows(const View& v, int64_t lo, int64_t hi) {
   const Area area = AreaOf(v);
   RETURN_IF_ERROR(SettleCopiesAndFills(v));
   std::vector<DeferredGemm> gemms = std::move(gemms_);
@@ -360,8 +364,7 @@ absl::Status DeferredWrites::SettleAll() {
   // Copies first: each settles its source (and so the GEMMs writing it) before it copies.
   while (!copies_.empty()) RETURN_IF_ERROR(MakeCopy(0));
   while (!gemms_.empty()) RETURN_IF_ERROR(RunGemm(0));
-  constexpr float kZero = 0.0f;
-  for (const DeferredFill& f : fills_) FillView(f.window, &kZero);
+  for (const DeferredFill& f : fills_) FillZeros(f.window);
   fills_.clear();
   return absl::OkStatus();
 }

@@ -34,11 +34,11 @@ class DeferredWrites {
   // what overlaps it runs. A fill of +0.0 f32 into a scratch ref is deferred (returns true);
   // otherwise the caller writes the window (returns false).
   absl::StatusOr<bool> Overwrite(int ref, const View& w, bool zero_f32);
-  // Window `w` of `ref` is read or written: what is deferred there runs first.
-  absl::Status Settle(int ref, const View& w);
-  // Rows [lo, hi) of window `v` of `ref` are read (a masked store's rows): only those rows of its
-  // deferred GEMMs run; the others stay deferred.
-  absl::Status SettleRows(int ref, const View& v, int64_t lo, int64_t hi);
+  // Window `w` (of any ref) is read or written: what is deferred into its memory runs first.
+  absl::Status Settle(const View& w);
+  // Rows [lo, hi) of window `v` are read (a masked store's rows): only those rows of the GEMMs
+  // deferred there run; the others stay deferred.
+  absl::Status SettleRows(const View& v, int64_t lo, int64_t hi);
   // A store of window `src` of ref `from` into window `dst` of ref `to`: when `src` is exactly
   // the window of one deferred GEMM that starts from zero, that GEMM writes `dst` instead and
   // `src` becomes a deferred copy of it (true); false when it cannot (the caller settles both and
