@@ -581,6 +581,7 @@ int Compiler::ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, 
 
 absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
   auto window = WindowOf(op, 2);
+  const int ref = ref_of_.at(op.operands(0));
   // A masked select between a value and the window's old contents: the value where the mask
   // holds is copied in.
   if (const MaskedSelect* s = MaskedUse(op.operands(1), index_);
@@ -588,7 +589,6 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
     symbolic_uses_[op.operands(1)].insert({&op, 1});
     auto value = ViewReader(s->value);
     const int lazy_ref = ReadAtStore(s->value, op, uses, out);
-    const int ref = ref_of_.at(op.operands(0));
     out.push_back([window, value, mask = s->mask, lazy_ref, ref](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, window(f));
       const View x = value(f);
@@ -619,7 +619,6 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
       v.kind == Kind::kTile) {
     auto value = TensorReader(op.operands(1));
     auto fill_window = WindowOf(op, 2, /*flush=*/false, /*whole_store=*/true);
-    const int ref = ref_of_.at(op.operands(0));
     const bool zero_f32 = v.type.dtype == ir::DType::kF32 && c->constant().value(0) == 0 &&
                           !std::signbit(c->constant().value(0));
     out.push_back([=](Frame& f) -> absl::Status {
@@ -645,7 +644,6 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
   }
   auto value = ViewReader(op.operands(1));
   const int lazy_ref = ReadAtStore(op.operands(1), op, uses, out);
-  const int ref = ref_of_.at(op.operands(0));
   auto whole_window = WindowOf(op, 2, /*flush=*/true, /*whole_store=*/true);
   out.push_back([=](Frame& f) -> absl::Status {
     ASSIGN_OR_RETURN(View w, whole_window(f));
