@@ -616,6 +616,104 @@ TEST_F(PallasCompiledTest, MaskedStoresOfAnAccumulatorRunOnlyTheirRows) {
   }
 }
 
+// megablox's form over two groups (rows [0, 11) and [11, 16) of two 8-row tiles, each group its
+// own rhs) and two column blocks, every axis arbitrary (one grid thread): the tile the groups
+// share is stored twice, each time with its group's rows alone. The second store leaves the
+// first group's GEMM deferred, so each group's column blocks merge into one product.
+TEST_F(PallasCompiledTest, MaskedStoresOfASharedTileLeaveTheOtherRowsDeferred) {
+  const int64_t m = 16, k = 16, n = 16, tm = 8, tk = 8, tn = 8, split = 11;
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(2 * k * n, 0.53, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {2, k, n}, yv);
+  // Per grid step along m: the group, its m tile; then the groups' row offsets.
+  Array meta = Put(DType::kS32, {9}, {0, 0, 1, 0, 1, 1, 0, split, m});
+  auto call = pl::pallas_call(
+      [&](const std::vector<pl::Ref>& r) {
+        const pl::Ref &md = r[0], &xb = r[1], &yb = r[2], &out = r[3], &acc = r[4];
+        auto s32 = [](int64_t v) { return lax::scalar(v, DType::kS32); };
+        Tracer step = pl::program_id(1), kk = pl::program_id(2);
+        pl::when(lax::eq(kk, s32(0)), [&] { acc.store(lax::full({tm, tn}, 0, DType::kF32)); });
+        acc.store(acc.load() + pl::dot(xb.load(), yb.load(), DType::kF32));
+        pl::when(lax::eq(kk, s32(k / tk - 1)), [&] {
+          Tracer group = md.load({step});
+          Tracer row = lax::broadcasted_iota(DType::kS32, {tm, tn}, 0) + md.load({step + 3}) * tm;
+          Tracer mine = lax::bitwise_and(row >= md.load({group + 6}), row < md.load({group + 7}));
+          out.store(lax::select(mine, acc.load(), out.load()));
+        });
+      },
+      {.out_shapes = {{DType::kF32, {m, n}}},
+       .grid = {n / tn, 3, k / tk},
+       .in_specs = {pl::BlockSpec({tm, tk},
+                                  [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                    return pl::Blocks{p[0].load({g[1] + 3}), g[2]};
+                                  }),
+                    pl::BlockSpec({pl::kSqueezed, tk, tn},
+                                  [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                    return pl::Blocks{p[0].load({g[1]}), g[2], g[0]};
+                                  })},
+       .out_specs = {pl::BlockSpec({tm, tn},
+                                   [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                     return pl::Blocks{p[0].load({g[1] + 3}), g[0]};
+                                   })},
+       .scratch_shapes = {{DType::kF32, {tm, tn}}},
+       .num_scalar_prefetch = 1,
+       .dimension_semantics = {pl::kArbitrary, pl::kArbitrary, pl::kArbitrary}});
+  const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+  auto [ref, x86] =
+      Both([&](const std::vector<Tracer>& a) { return call(a[0], a[1], a[2])[0]; }, {meta, x, y});
+  ASSERT_EQ(x86.size(), static_cast<size_t>(m * n));
+  ExpectNear(ref, x86, 1e-5);
+  for (int64_t i = 0; i < m * n; ++i) {
+    const int64_t row = i / n, col = i % n, group = row < split ? 0 : 1;
+    double want = 0;
+    for (int64_t p = 0; p < k; ++p) want += xv[row * k + p] * yv[(group * k + p) * n + col];
+    ASSERT_NEAR(x86[i], want, 1e-5 * (1 + std::abs(want))) << i;
+  }
+  const backends::x86::PallasCallStats after = backends::x86::GetPallasCallStats();
+  EXPECT_EQ(after.deferred_gemms_run - before.deferred_gemms_run, 2);  // one per group
+  // The shared tile's rows of the other group, in each column block.
+  EXPECT_EQ(after.gemm_rows_skipped - before.gemm_rows_skipped, 2 * tm);
+}
+
+// A masked store of x's block over rows of an output block whose accumulator's GEMM was just
+// moved into it (still deferred): the GEMM's rows there run before the store, not after it.
+TEST_F(PallasCompiledTest, MaskedStoreAfterAnAccumulatorStoreWritesLast) {
+  const int64_t m = 16, k = 16, n = 8, b = 8;
+  std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(k * n, 0.53, 3);
+  Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {k, n}, yv);
+  const std::vector<double> product = MatmulF64(xv, yv, m, k, n);
+  auto call = pl::pallas_call(
+      [&](const std::vector<pl::Ref>& r) {
+        const pl::Ref &xb = r[0], &yb = r[1], &out = r[2], &acc = r[3];
+        Tracer kk = pl::program_id(1);
+        pl::when(lax::eq(kk, lax::scalar(0, DType::kS32)),
+                 [&] { acc.store(lax::full({b, n}, 0, DType::kF32)); });
+        acc.store(acc.load() + pl::dot(xb.load(), yb.load(), DType::kF32));
+        pl::when(lax::eq(kk, lax::scalar(k / b - 1, DType::kS32)), [&] {
+          out.store(acc.load());
+          Tracer row = lax::broadcasted_iota(DType::kS32, {b, n}, 0);
+          out.store(lax::select(row < pl::program_id(0) + lax::scalar(2, DType::kS32),
+                                xb.load(), out.load()));
+        });
+      },
+      {.out_shapes = {{DType::kF32, {m, n}}},
+       .grid = {m / b, k / b},
+       .in_specs = {pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; }),
+                    pl::BlockSpec({b, n}, [](pl::Idx g) { return pl::Blocks{g[1], 0}; })},
+       .out_specs = {pl::BlockSpec({b, n}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+       .scratch_shapes = {{DType::kF32, {b, n}}},
+       .dimension_semantics = {pl::kParallel, pl::kArbitrary}});
+  auto [ref, x86] =
+      Both([&](const std::vector<Tracer>& a) { return call(a[0], a[1])[0]; }, {x, y});
+  ASSERT_EQ(x86.size(), static_cast<size_t>(m * n));
+  ExpectNear(ref, x86, 1e-5);
+  for (int64_t i = 0; i < m * n; ++i) {
+    // Block row r's first r + 2 rows hold x's block of the last k step.
+    const int64_t row = i / n;
+    const double want = row % b < row / b + 2 ? xv[row * k + (k - b) + i % n] : product[i];
+    ASSERT_NEAR(x86[i], want, 1e-5 * (1 + std::abs(want))) << i;
+  }
+}
+
 // Seed 000's form: an f32 scratch accumulator zeroed at k = 0, the dots added into it and the
 // block stored at the last k step; the second output is zero, or twice the accumulator read
 // again after the store.

@@ -559,9 +559,9 @@ absl::Status Compiler::Load(const ir::Region& region, int i, const Uses& uses, P
 }
 
 // The ref whose load `value` is, when that load serves store `store` alone (as the value it
-// stores, or as the value of the masked select it stores): the load's step then takes the window
-// without settling the writes deferred into it, and the store settles only what it reads (the
-// rows a mask copies) or moves a deferred GEMM into its own window
+// stores, or as either value of the masked select it stores): the load's step then takes the
+// window without settling the writes deferred into it, and the store settles only what it reads
+// (the rows a mask copies) and writes, or moves a deferred GEMM into its own window
 // (backends/x86/pallas_deferred.h). -1 otherwise.
 int Compiler::ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, Program& out) {
   const ir::Op* load = Producer(value);
@@ -580,15 +580,19 @@ int Compiler::ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, 
 }
 
 absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
-  auto window = WindowOf(op, 2);
   const int ref = ref_of_.at(op.operands(0));
   // A masked select between a value and the window's old contents: the value where the mask
-  // holds is copied in.
+  // holds is copied in. Only that part of the window is written, so only the writes deferred
+  // into it settle (a megablox tile shared by two groups keeps the first group's GEMM deferred
+  // while the second stores its rows).
   if (const MaskedSelect* s = MaskedUse(op.operands(1), index_);
       s != nullptr && !s->zero_otherwise && KeepsOldContents(*s, op)) {
     symbolic_uses_[op.operands(1)].insert({&op, 1});
+    auto window = WindowOf(op, 2, /*flush=*/false);
     auto value = ViewReader(s->value);
     const int lazy_ref = ReadAtStore(s->value, op, uses, out);
+    // The old contents are read through the mask alone: nothing deferred into them settles.
+    ReadAtStore(s->otherwise, op, uses, out);
     out.push_back([window, value, mask = s->mask, lazy_ref, ref](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, window(f));
       const View x = value(f);
@@ -606,11 +610,17 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
           RETURN_IF_ERROR(f.deferred.Settle(x));
         }
       }
+      if (box.intervals) {
+        RETURN_IF_ERROR(f.deferred.Overwrite(ref, SubView(w, box.lo, box.hi), false).status());
+      } else {
+        RETURN_IF_ERROR(f.deferred.Settle(w));
+      }
       CopyWhere(w, x, box);
       return absl::OkStatus();
     });
     return absl::OkStatus();
   }
+  auto window = WindowOf(op, 2);
   const Value v = values_.at(op.operands(1));
   // A splat constant (a `full`): a fill of the window, which makes writes deferred into it moot
   // (a fill of zeros into scratch is deferred itself).

@@ -102,10 +102,16 @@ Tracer Gmm(Tracer lhs, Tracer rhs, Tracer group_sizes, GmmTiles t, DType preferr
        .dimension_semantics = {pl::kParallel, pl::kArbitrary, pl::kArbitrary},
        .name = "gmm"});
   Tracer out = call({meta.group_offsets, meta.group_ids, meta.m_tile_ids, lhs, rhs})[0];
-  // Rows past the groups' sum were never stored (they hold padding): zeros, as megablox.
-  Tracer rows = lax::broadcasted_iota(DType::kS32, {m, n}, 0);
+  // Rows past the groups' sum were never stored (they hold padding): zeros, as megablox. The
+  // select runs only when there are such rows (a pass over the whole output otherwise).
   Tracer total = lax::reshape(lax::slice(meta.group_offsets, {groups}, {groups + 1}), {});
-  return lax::select(rows < total, out, lax::full({m, n}, 0, preferred));
+  return lax::cond(
+      total < S32(m),
+      [&](Tracer o) {
+        Tracer rows = lax::broadcasted_iota(DType::kS32, {m, n}, 0);
+        return lax::select(rows < total, o, lax::full({m, n}, 0, preferred));
+      },
+      [](Tracer o) { return o; }, out);
 }
 
 Tracer Tgmm(Tracer lhs, Tracer rhs, Tracer group_sizes, GmmTiles t, DType preferred) {
