@@ -674,6 +674,41 @@ TEST_F(PallasCompiledTest, MaskedStoresOfASharedTileLeaveTheOtherRowsDeferred) {
   EXPECT_EQ(after.gemm_rows_skipped - before.gemm_rows_skipped, 2 * tm);
 }
 
+// Masks the tracer folds into constants (comparisons of iotas with constants) are read as masks
+// when they are boxes: a box inside the block, the last columns, the first row; a triangle is
+// not a box and runs as an elementwise select. Bitwise the interpreter's values.
+TEST_F(PallasCompiledTest, FoldedConstantMasks) {
+  const int64_t rows = 8, cols = 6;
+  Array x = Put(DType::kF32, {rows, cols}, Ramp(rows * cols, 0.41, 3));
+  const int64_t selects_before = backends::x86::GetPallasCallStats().masked_selects;
+  for (int shape = 0; shape < 4; ++shape) {
+    SCOPED_TRACE(::testing::Message() << "mask " << shape);
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return pl::pallas_call(
+              [&](pl::Ref in, pl::Ref out) {
+                auto s32 = [](int64_t v) { return lax::scalar(v, DType::kS32); };
+                Tracer r = lax::broadcasted_iota(DType::kS32, {rows, cols}, 0);
+                Tracer c = lax::broadcasted_iota(DType::kS32, {rows, cols}, 1);
+                Tracer mask =
+                    shape == 0   ? lax::bitwise_and(lax::bitwise_and(r >= s32(2), r < s32(5)),
+                                                    lax::bitwise_and(c >= s32(1), c < s32(4)))
+                    : shape == 1 ? c >= s32(3)
+                    : shape == 2 ? r < s32(1)
+                                 : r <= c;
+                out.store(lax::full({rows, cols}, -1, DType::kF32));
+                out.store(lax::select(mask, in.load(), out.load()));
+              },
+              {.out_shapes = {{DType::kF32, {rows, cols}}}})(a[0])[0];
+        },
+        {x});
+    ASSERT_EQ(x86.size(), static_cast<size_t>(rows * cols));
+    for (int64_t i = 0; i < rows * cols; ++i) EXPECT_EQ(ref[i], x86[i]) << i;
+  }
+  // The three boxes' selects are read through their masks; the triangle's is computed.
+  EXPECT_EQ(backends::x86::GetPallasCallStats().masked_selects - selects_before, 3);
+}
+
 // A masked store of x's block over rows of an output block whose accumulator's GEMM was just
 // moved into it (still deferred): the GEMM's rows there run before the store, not after it.
 TEST_F(PallasCompiledTest, MaskedStoreAfterAnAccumulatorStoreWritesLast) {

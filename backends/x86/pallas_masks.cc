@@ -56,6 +56,52 @@ std::optional<int> IotaDim(const ir::TensorType& type, const ir::ConstantAttrs& 
   return std::nullopt;
 }
 
+// Constant `c` of pred `type` as a mask, when its true elements form a box (a folded
+// comparison of iotas with constants, such as `iota < 5`).
+std::optional<Mask> BoxMask(const ir::TensorType& type, const ir::ConstantAttrs& c) {
+  const int rank = type.dims_size();
+  int64_t n = 1;
+  for (int64_t d : type.dims()) n *= d;
+  if (rank == 0 || n == 0 || c.value_size() != n) return std::nullopt;
+  auto value = [&](int64_t i) { return c.value(static_cast<int>(i)) != 0; };
+  auto index = [&](int64_t i, int d) {
+    int64_t inner = 1;
+    for (int e = d + 1; e < rank; ++e) inner *= type.dims(e);
+    return (i / inner) % type.dims(d);
+  };
+  std::vector<int64_t> lo(type.dims().begin(), type.dims().end()), hi(rank, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!value(i)) continue;
+    for (int d = 0; d < rank; ++d) {
+      lo[d] = std::min(lo[d], index(i, d));
+      hi[d] = std::max(hi[d], index(i, d) + 1);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    bool inside = true;
+    for (int d = 0; d < rank && inside; ++d) inside = index(i, d) >= lo[d] && index(i, d) < hi[d];
+    if (inside != value(i)) return std::nullopt;
+  }
+  Mask mask;
+  auto condition = [&](int d, ir::ComparisonDirection direction, int64_t bound) {
+    IndexCondition k;
+    k.dim = d;
+    k.direction = direction;
+    k.bound = {-1, bound};
+    mask.push_back(std::move(k));
+  };
+  if (hi[0] == 0) {  // no element holds
+    condition(0, ir::LT, 0);
+    return mask;
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (lo[d] > 0) condition(d, ir::GE, lo[d]);
+    if (hi[d] < type.dims(d)) condition(d, ir::LT, hi[d]);
+  }
+  if (mask.empty()) condition(0, ir::GE, 0);  // every element holds
+  return mask;
+}
+
 }  // namespace
 
 std::vector<int> MaskedDims(const Mask& mask) {
@@ -279,6 +325,13 @@ std::optional<MaskSymbols::Symbol> MaskSymbols::Of(const ir::Op& op, const Looku
   };
   switch (ir::PrimOf(op)) {
     case ir::Prim::kConstant:
+      if (type.dtype() == ir::PRED) {
+        std::optional<Mask> box = BoxMask(type, op.constant());
+        if (!box) return std::nullopt;
+        Symbol s{Kind::kMask};
+        s.mask = *std::move(box);
+        return s;
+      }
       if (!s32) return std::nullopt;
       if (op.constant().value_size() == 1) {
         return Symbol{scalar ? Kind::kScalar : Kind::kSplat,
