@@ -842,11 +842,12 @@ TEST_F(PallasCompiledTest, AccumulatorStoresMergeOutputTilesIntoOneProduct) {
 }
 
 // A fresh output's padding (NaN, as the interpreter gives) is written only where the kernel
-// reads a block or writes part of it first, and into the blocks no step writes: an output of
-// 4x3 blocks of 8x8 where block row 0 is stored whole, block row 1 is read and added to (NaN),
-// block row 2 gets rows 0..3 only, and block row 3 is never visited (the grid has 3 rows).
+// reads a block or writes part of it first, and into the rows and blocks no step writes: an
+// output of 5x3 blocks of 8x8 where block row 0 is stored whole, block row 1 is read and added
+// to (NaN), block row 2 gets rows 0..3 only, block row 3 rows 0..4 and 5..7 by two masked
+// stores, and block row 4 is never visited (the grid has 4 rows).
 TEST_F(PallasCompiledTest, FreshOutputsGetPaddingOnlyWhereTheKernelLeavesIt) {
-  const int64_t rows = 32, cols = 24, b = 8;
+  const int64_t rows = 40, cols = 24, b = 8;
   std::vector<double> xv = Ramp(rows * cols, 0.41, 3);
   Array x = Put(DType::kF32, {rows, cols}, xv);
   const int64_t before = backends::x86::GetPallasCallStats().padded_output_blocks;
@@ -855,15 +856,21 @@ TEST_F(PallasCompiledTest, FreshOutputsGetPaddingOnlyWhereTheKernelLeavesIt) {
         return pl::pallas_call(
             [&](pl::Ref in, pl::Ref out) {
               Tracer i = pl::program_id(0);
-              pl::when(lax::eq(i, lax::scalar(0, DType::kS32)), [&] { out.store(in.load()); });
-              pl::when(lax::eq(i, lax::scalar(1, DType::kS32)),
-                       [&] { out.store(out.load() + in.load()); });
-              pl::when(lax::eq(i, lax::scalar(2, DType::kS32)), [&] {
+              auto at = [&](int64_t v) { return lax::eq(i, lax::scalar(v, DType::kS32)); };
+              pl::when(at(0), [&] { out.store(in.load()); });
+              pl::when(at(1), [&] { out.store(out.load() + in.load()); });
+              pl::when(at(2), [&] {
                 out.store({pl::ds(0, 4), pl::ds(0, b)}, in.load({pl::ds(0, 4), pl::ds(0, b)}));
+              });
+              pl::when(at(3), [&] {
+                Tracer row = lax::broadcasted_iota(DType::kS32, {b, b}, 0);
+                Tracer five = lax::scalar(5, DType::kS32);
+                out.store(lax::select(row < five, in.load(), out.load()));
+                out.store(lax::select(row >= five, in.load(), out.load()));
               });
             },
             {.out_shapes = {{DType::kF32, {rows, cols}}},
-             .grid = {3, cols / b},
+             .grid = {4, cols / b},
              .in_specs = {pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
              .out_specs = {pl::BlockSpec({b, b},
                                          [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })}})(
@@ -873,7 +880,7 @@ TEST_F(PallasCompiledTest, FreshOutputsGetPaddingOnlyWhereTheKernelLeavesIt) {
   ASSERT_EQ(x86.size(), static_cast<size_t>(rows * cols));
   for (int64_t i = 0; i < rows * cols; ++i) {
     const int64_t r = i / cols;
-    const bool stored = r < b || (r >= 2 * b && r < 2 * b + 4);
+    const bool stored = r < b || (r >= 2 * b && r < 2 * b + 4) || (r >= 3 * b && r < 4 * b);
     if (stored) {
       EXPECT_EQ(x86[i], static_cast<float>(xv[i])) << i;
     } else {
@@ -881,7 +888,8 @@ TEST_F(PallasCompiledTest, FreshOutputsGetPaddingOnlyWhereTheKernelLeavesIt) {
     }
     EXPECT_EQ(std::isnan(ref[i]), std::isnan(x86[i])) << i;
   }
-  // Block rows 1 (read first), 2 (written in part) and 3 (never visited), 3 blocks each.
+  // Block rows 1 (read first), 2 (rows 4..7 never written) and 4 (never visited), 3 blocks
+  // each; block row 3's rows are all written by its two masked stores.
   EXPECT_EQ(backends::x86::GetPallasCallStats().padded_output_blocks - before, 9);
 }
 

@@ -313,9 +313,9 @@ std::function<View(Frame&)> Compiler::ViewReader(int64_t id) {
 // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
 // against the ref.
 std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(const ir::Op& op, int first,
-                                                               bool flush, bool whole_store) {
+                                                               bool flush, OutputAccess access) {
   return WindowOf(op, 0, first, op.operands_size() - first, op.ref_window().sizes(),
-                  op.ref_window().squeezed(), flush, whole_store);
+                  op.ref_window().squeezed(), flush, access);
 }
 
 // The window of the ref operand `r` whose `rank` starts are the operands from `first` on.
@@ -323,7 +323,7 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
     const ir::Op& op, int r, int first, int rank,
     const google::protobuf::RepeatedField<int64_t>& window_sizes,
     const google::protobuf::RepeatedField<int64_t>& window_squeezed, bool flush,
-    bool whole_store) {
+    OutputAccess access) {
   const int ref = ref_of_.at(op.operands(r));
   std::vector<std::function<int64_t(const Frame&)>> starts;
   for (int k = first; k < first + rank; ++k) starts.push_back(ScalarReader(op.operands(k)));
@@ -354,7 +354,7 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
         w.strides.push_back(r.strides[d]);
       }
     }
-    if (output) f.TouchOutput(ref, w, whole_store);
+    if (output) f.TouchOutput(ref, w, access);
     if (flush) RETURN_IF_ERROR(f.deferred.Settle(w));
     return w;
   };
@@ -563,7 +563,8 @@ absl::Status Compiler::Load(const ir::Region& region, int i, const Uses& uses, P
 // window without settling the writes deferred into it, and the store settles only what it reads
 // (the rows a mask copies) and writes, or moves a deferred GEMM into its own window
 // (backends/x86/pallas_deferred.h). -1 otherwise.
-int Compiler::ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, Program& out) {
+int Compiler::ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, Program& out,
+                          OutputAccess access) {
   const ir::Op* load = Producer(value);
   auto view = view_ref_.find(value);
   if (load == nullptr || ir::PrimOf(*load) != Prim::kRefLoad || view == view_ref_.end() ||
@@ -571,7 +572,7 @@ int Compiler::ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, 
     return -1;
   }
   const int slot = values_.at(value).slot;
-  out.at(load_step_.at(value)) = [window = WindowOf(*load, 1, /*flush=*/false),
+  out.at(load_step_.at(value)) = [window = WindowOf(*load, 1, /*flush=*/false, access),
                                    slot](Frame& f) -> absl::Status {
     ASSIGN_OR_RETURN(f.views[slot], window(f));
     return absl::OkStatus();
@@ -588,15 +589,26 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
   if (const MaskedSelect* s = MaskedUse(op.operands(1), index_);
       s != nullptr && !s->zero_otherwise && KeepsOldContents(*s, op)) {
     symbolic_uses_[op.operands(1)].insert({&op, 1});
-    auto window = WindowOf(op, 2, /*flush=*/false);
+    auto window = WindowOf(op, 2, /*flush=*/false, OutputAccess::kNone);
     auto value = ViewReader(s->value);
     const int lazy_ref = ReadAtStore(s->value, op, uses, out);
-    // The old contents are read through the mask alone: nothing deferred into them settles.
-    ReadAtStore(s->otherwise, op, uses, out);
+    // The old contents are read through the mask alone: nothing deferred into them settles, and
+    // a fresh output's block needs no padding for them (the store records the rows it writes).
+    ReadAtStore(s->otherwise, op, uses, out, OutputAccess::kNone);
     out.push_back([window, value, mask = s->mask, lazy_ref, ref](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, window(f));
       const View x = value(f);
       const MaskBox box = EvalMask(mask, x.dims, f);
+      // Whole rows of the window are written, else part of it.
+      bool rows = box.intervals && !x.dims.empty();
+      for (size_t d = 1; rows && d < x.dims.size(); ++d) {
+        rows = box.lo[d] == 0 && box.hi[d] == x.dims[d];
+      }
+      if (rows) {
+        f.StoreOutputRows(ref, w, box.lo[0], box.hi[0]);
+      } else {
+        f.TouchOutput(ref, w, OutputAccess::kRead);
+      }
       if (lazy_ref >= 0) {
         // Whole rows: the accumulator's GEMM writes them in place.
         if (box.intervals && x.dims.size() == 2 && box.lo[1] == 0 && box.hi[1] == x.dims[1]) {
@@ -620,7 +632,6 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
     });
     return absl::OkStatus();
   }
-  auto window = WindowOf(op, 2);
   const Value v = values_.at(op.operands(1));
   // A splat constant (a `full`): a fill of the window, which makes writes deferred into it moot
   // (a fill of zeros into scratch is deferred itself).
@@ -628,7 +639,7 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
       c != nullptr && ir::PrimOf(*c) == Prim::kConstant && c->constant().value_size() == 1 &&
       v.kind == Kind::kTile) {
     auto value = TensorReader(op.operands(1));
-    auto fill_window = WindowOf(op, 2, /*flush=*/false, /*whole_store=*/true);
+    auto fill_window = WindowOf(op, 2, /*flush=*/false, OutputAccess::kStore);
     const bool zero_f32 = v.type.dtype == ir::DType::kF32 && c->constant().value(0) == 0 &&
                           !std::signbit(c->constant().value(0));
     out.push_back([=](Frame& f) -> absl::Status {
@@ -641,6 +652,7 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
   }
   if (v.kind == Kind::kScalar) {
     auto x = ScalarReader(op.operands(1));
+    auto window = WindowOf(op, 2);
     out.push_back([=](Frame& f) -> absl::Status {
       ASSIGN_OR_RETURN(View w, window(f));
       if (v.type.dtype == ir::DType::kPred) {
@@ -654,7 +666,7 @@ absl::Status Compiler::Store(const ir::Op& op, const Uses& uses, Program& out) {
   }
   auto value = ViewReader(op.operands(1));
   const int lazy_ref = ReadAtStore(op.operands(1), op, uses, out);
-  auto whole_window = WindowOf(op, 2, /*flush=*/true, /*whole_store=*/true);
+  auto whole_window = WindowOf(op, 2, /*flush=*/true, OutputAccess::kStore);
   out.push_back([=](Frame& f) -> absl::Status {
     ASSIGN_OR_RETURN(View w, whole_window(f));
     const View x = value(f);

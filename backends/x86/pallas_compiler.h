@@ -141,18 +141,18 @@ class Compiler {
 
   // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
   // against the ref. `flush`: settle the writes deferred into the window first (every access but
-  // the ones that defer writes themselves). `whole_store`: the access is a store of the whole
-  // window (a block of a fresh output it spans whole needs no padding first).
+  // the ones that defer writes themselves). `access`: what the access does to a block of a fresh
+  // output, for its padding.
   std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first,
                                                        bool flush = true,
-                                                       bool whole_store = false);
+                                                       OutputAccess access = OutputAccess::kRead);
 
   // The window of the ref operand `r` whose `rank` starts are the operands from `first` on.
   std::function<absl::StatusOr<View>(Frame&)> WindowOf(
       const ir::Op& op, int r, int first, int rank,
       const google::protobuf::RepeatedField<int64_t>& window_sizes,
       const google::protobuf::RepeatedField<int64_t>& window_squeezed, bool flush = true,
-      bool whole_store = false);
+      OutputAccess access = OutputAccess::kRead);
 
   void Define(int64_t id, Kind kind, const ir::ShapedType& type) {
     const int slot = kind == Kind::kScalar ? scalars_++ : kind == Kind::kTile ? tiles_++ : views_++;
@@ -186,7 +186,8 @@ class Compiler {
   absl::Status Load(const ir::Region& region, int i, const Uses& uses, Program& out);
 
   absl::Status Store(const ir::Op& op, const Uses& uses, Program& out);
-  int ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, Program& out);
+  int ReadAtStore(int64_t value, const ir::Op& store, const Uses& uses, Program& out,
+                  OutputAccess access = OutputAccess::kRead);
 
   // pallas_compile_control.cc: cond (the chosen branch's program on its operands), fori_loop
   // (static bounds) and while_loop, their params, carries and results in slots of their own.

@@ -22,8 +22,8 @@ LazyPadding::LazyPadding(const ir::BlockSpec& spec, const View& array)
     count_.push_back((array.dims[d] + extent - 1) / extent);
     blocks_ *= count_.back();
   }
-  touched_ = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(blocks_));
-  for (int64_t i = 0; i < blocks_; ++i) touched_[i].store(0, std::memory_order_relaxed);
+  state_ = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(blocks_));
+  for (int64_t i = 0; i < blocks_; ++i) state_[i].store(kUntouched, std::memory_order_relaxed);
 }
 
 LazyPadding::Block LazyPadding::At(absl::Span<const int64_t> blocks) {
@@ -39,22 +39,79 @@ LazyPadding::Block LazyPadding::At(absl::Span<const int64_t> blocks) {
   return b;
 }
 
-void LazyPadding::Touch(const Block& b, const View& window, bool whole_store) {
-  if (touched_[b.index].load(std::memory_order_relaxed) != 0) return;
-  // A whole store: the window spans every element of the block inside the array.
+void LazyPadding::Touch(const Block& b) {
+  if (state_[b.index].load(std::memory_order_relaxed) == kDone) return;
+  absl::MutexLock lock(&mu_);
+  FillUnwritten(b);
+}
+
+void LazyPadding::StoreRows(const Block& b, const View& window, int64_t lo, int64_t hi) {
+  if (state_[b.index].load(std::memory_order_relaxed) == kDone || lo >= hi) return;
+  const View& in = b.inside;
+  // The whole block (its squeezed dims, if any, left out of the window).
   int64_t window_elements = 1, inside_elements = 1;
   for (int64_t d : window.dims) window_elements *= d;
-  for (int64_t d : b.inside.dims) inside_elements *= d;
-  const bool whole = whole_store && window.data == b.inside.data &&
-                     window_elements == inside_elements;
-  if (!whole) Fill(b.inside);
-  touched_[b.index].store(1, std::memory_order_relaxed);
+  for (int64_t d : in.dims) inside_elements *= d;
+  if (window.data == in.data && window_elements == inside_elements && lo == 0 &&
+      hi == RowsOf(window)) {
+    absl::MutexLock lock(&mu_);
+    written_.erase(b.index);
+    state_[b.index].store(kDone, std::memory_order_relaxed);
+    return;
+  }
+  // The window's first row in the block, when it spans the block's other dims whole.
+  const int64_t offset = (window.data - in.data) / ir::DTypeSize(in.dtype);
+  bool rows = window.dims.size() == in.dims.size() && !in.dims.empty() && offset >= 0 &&
+              offset % in.strides[0] == 0;
+  for (size_t d = 1; rows && d < in.dims.size(); ++d) rows = window.dims[d] == in.dims[d];
+  const int64_t first = rows ? offset / in.strides[0] : 0;
+  rows = rows && first + RowsOf(window) <= in.dims[0];
+  absl::MutexLock lock(&mu_);
+  if (!rows) {
+    FillUnwritten(b);
+    return;
+  }
+  std::vector<bool>& written = written_[b.index];
+  written.resize(in.dims[0], false);
+  std::fill(written.begin() + first + lo, written.begin() + first + hi, true);
+  const bool all = std::find(written.begin(), written.end(), false) == written.end();
+  if (all) written_.erase(b.index);
+  state_[b.index].store(all ? kDone : kSomeRows, std::memory_order_relaxed);
+}
+
+void LazyPadding::FillUnwritten(const Block& b) {
+  const View& in = b.inside;
+  auto it = written_.find(b.index);
+  if (it == written_.end()) {
+    Fill(in);
+  } else {
+    // Runs of rows no store wrote.
+    const std::vector<bool>& written = it->second;
+    const int64_t rows = in.dims[0], elem = ir::DTypeSize(in.dtype);
+    for (int64_t r = 0; r < rows;) {
+      if (written[r]) {
+        ++r;
+        continue;
+      }
+      int64_t end = r;
+      while (end < rows && !written[end]) ++end;
+      View run = in;
+      run.data += r * in.strides[0] * elem;
+      run.dims[0] = end - r;
+      Fill(run);
+      r = end;
+    }
+    written_.erase(it);
+  }
+  ++padded_blocks;
+  state_[b.index].store(kDone, std::memory_order_relaxed);
 }
 
 void LazyPadding::FillUntouched() {
+  absl::MutexLock lock(&mu_);
   std::vector<int64_t> blocks(count_.size(), 0);
   for (int64_t i = 0; i < blocks_; ++i) {
-    if (touched_[i].load(std::memory_order_relaxed) == 0) Fill(At(blocks).inside);
+    if (state_[i].load(std::memory_order_relaxed) != kDone) FillUnwritten(At(blocks));
     for (int64_t d = static_cast<int64_t>(blocks.size()) - 1; d >= 0; --d) {
       if (++blocks[d] < count_[d]) break;
       blocks[d] = 0;
@@ -62,9 +119,6 @@ void LazyPadding::FillUntouched() {
   }
 }
 
-void LazyPadding::Fill(const View& v) const {
-  FillView(v, value_.data());
-  ++padded_blocks;
-}
+void LazyPadding::Fill(const View& v) const { FillView(v, value_.data()); }
 
 }  // namespace shardjit::backends::x86::pallas

@@ -84,7 +84,7 @@ absl::Status CompiledCall::RunStep(Frame& f) const {
       for (int slot : s.index_results) blocks.push_back(f.scalars[slot]);
       f.output_blocks[s.ref] = lazy->At(blocks);
       // A padded copy reads the block first.
-      if (overhangs) f.TouchOutput(s.ref, f.output_blocks[s.ref]->inside, false);
+      if (overhangs) f.TouchOutput(s.ref, f.output_blocks[s.ref]->inside, OutputAccess::kRead);
     }
     if (!overhangs && !s.copy) {
       f.refs[s.ref] = std::move(block);

@@ -33,6 +33,15 @@ namespace shardjit::backends::x86::pallas {
 int64_t GemmRowsSkipped();
 int64_t DeferredGemmsRun();
 
+// How a step's access to a window of a fresh output's block counts for the block's padding
+// (LazyPadding).
+enum class OutputAccess {
+  kRead,   // a read, or a write of part of the window: the block gets its padding first
+  kStore,  // a store of the whole window
+  kNone,   // the step records what it writes itself (a masked store), or reads only the values
+           // it writes back unchanged (a masked store's old contents)
+};
+
 // The state of one thread running the grid.
 struct Frame {
   std::vector<int64_t> scalars;
@@ -61,8 +70,18 @@ struct Frame {
   // lazily (backends/x86/pallas_padding.h).
   std::vector<std::optional<LazyPadding::Block>> output_blocks;
   std::vector<LazyPadding*> lazy;  // per spec (null: padding written up front)
-  void TouchOutput(int ref, const View& window, bool whole_store) {
-    if (const auto& b = output_blocks[ref]) b->owner->Touch(*b, window, whole_store);
+  void TouchOutput(int ref, const View& window, OutputAccess access) {
+    const auto& b = output_blocks[ref];
+    if (!b || access == OutputAccess::kNone) return;
+    if (access == OutputAccess::kStore) {
+      b->owner->Store(*b, window);
+    } else {
+      b->owner->Touch(*b);
+    }
+  }
+  // A masked store writes rows [lo, hi) of `window` (every element of them).
+  void StoreOutputRows(int ref, const View& window, int64_t lo, int64_t hi) {
+    if (const auto& b = output_blocks[ref]) b->owner->StoreRows(*b, window, lo, hi);
   }
 
   bool Immutable(const View& v) const {
