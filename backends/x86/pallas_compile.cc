@@ -336,6 +336,8 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
   const int outputs_begin = nsp + op_.pallas_call().in_specs_size();
   const bool output = ref >= outputs_begin &&
                       ref < outputs_begin + op_.pallas_call().out_specs_size();
+  // Writes are deferred only into refs the kernel writes (a store's or a copy's destination).
+  const bool settle = flush && stored_refs_.count(ref) != 0;
   return [=](Frame& f) -> absl::StatusOr<View> {
     const View& r = f.refs[ref];
     View w{r.data, {}, {}, r.dtype};
@@ -355,7 +357,7 @@ std::function<absl::StatusOr<View>(Frame&)> Compiler::WindowOf(
       }
     }
     if (output) f.TouchOutput(ref, w, access);
-    if (flush) RETURN_IF_ERROR(f.deferred.Settle(w));
+    if (settle) RETURN_IF_ERROR(f.deferred.Settle(w));
     return w;
   };
 }
