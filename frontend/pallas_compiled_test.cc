@@ -674,6 +674,67 @@ TEST_F(PallasCompiledTest, MaskedStoresOfASharedTileLeaveTheOtherRowsDeferred) {
   EXPECT_EQ(after.gemm_rows_skipped - before.gemm_rows_skipped, 2 * tm);
 }
 
+// Dots GEMMs do not take run on the backend's dot_general kernel, compiled (no interpreter): a
+// batched dot accumulated into a scratch ref across an arbitrary axis, and an s8 dot to s32.
+TEST_F(PallasCompiledTest, BatchedAndIntegerDotsInsideKernels) {
+  const int64_t b = 3, m = 5, k = 12, n = 7, tk = 4;
+  std::vector<double> xv = Ramp(b * m * k, 0.37, 3), yv = Ramp(b * k * n, 0.53, 3);
+  Array x = Put(DType::kF32, {b, m, k}, xv), y = Put(DType::kF32, {b, k, n}, yv);
+  auto batched = pl::pallas_call(
+      [&](const std::vector<pl::Ref>& r) {
+        const pl::Ref &xb = r[0], &yb = r[1], &out = r[2], &acc = r[3];
+        Tracer kk = pl::program_id(0);
+        pl::when(lax::eq(kk, lax::scalar(0, DType::kS32)),
+                 [&] { acc.store(lax::full({b, m, n}, 0, DType::kF32)); });
+        acc.store(acc.load() + lax::dot_general(xb.load(), yb.load(),
+                                                {.lhs_contracting = {2}, .rhs_contracting = {1},
+                                                 .lhs_batch = {0}, .rhs_batch = {0}}));
+        pl::when(lax::eq(kk, lax::scalar(k / tk - 1, DType::kS32)),
+                 [&] { out.store(acc.load()); });
+      },
+      {.out_shapes = {{DType::kF32, {b, m, n}}},
+       .grid = {k / tk},
+       .in_specs = {pl::BlockSpec({b, m, tk}, [](pl::Idx g) { return pl::Blocks{0, 0, g[0]}; }),
+                    pl::BlockSpec({b, tk, n}, [](pl::Idx g) { return pl::Blocks{0, g[0], 0}; })},
+       .out_specs = {pl::BlockSpec({b, m, n}, [](pl::Idx) { return pl::Blocks{0, 0, 0}; })},
+       .scratch_shapes = {{DType::kF32, {b, m, n}}},
+       .dimension_semantics = {pl::kArbitrary}});
+  auto [ref, x86] =
+      Both([&](const std::vector<Tracer>& a) { return batched(a[0], a[1])[0]; }, {x, y});
+  ASSERT_EQ(x86.size(), static_cast<size_t>(b * m * n));
+  ExpectNear(ref, x86, 1e-5);
+  for (int64_t e = 0; e < b; ++e) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p) want += xv[(e * m + i) * k + p] * yv[(e * k + p) * n + j];
+        EXPECT_NEAR(x86[(e * m + i) * n + j], want, 1e-5 * (1 + std::abs(want)));
+      }
+    }
+  }
+  // s8 x s8 -> s32: exact.
+  std::vector<double> av, bv;
+  for (int64_t i = 0; i < m * k; ++i) av.push_back(static_cast<double>((i * 37) % 255 - 127));
+  for (int64_t i = 0; i < k * n; ++i) bv.push_back(static_cast<double>((i * 53) % 255 - 127));
+  Array a8 = Put(DType::kS8, {m, k}, av), b8 = Put(DType::kS8, {k, n}, bv);
+  auto [iref, ix86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [&](pl::Ref l, pl::Ref r, pl::Ref o) {
+              o.store(pl::dot(l.load(), r.load(), DType::kS32));
+            },
+            {.out_shapes = {{DType::kS32, {m, n}}}})(a[0], a[1])[0];
+      },
+      {a8, b8});
+  ASSERT_EQ(ix86.size(), static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m * n; ++i) {
+    double want = 0;
+    for (int64_t p = 0; p < k; ++p) want += av[(i / n) * k + p] * bv[p * n + i % n];
+    EXPECT_EQ(ix86[i], want) << i;
+    EXPECT_EQ(iref[i], want) << i;
+  }
+}
+
 // Masks the tracer folds into constants (comparisons of iotas with constants) are read as masks
 // when they are boxes: a box inside the block, the last columns, the first row; a triangle is
 // not a box and runs as an elementwise select. Bitwise the interpreter's values.

@@ -474,7 +474,8 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
       break;
   }
   if (prim == Prim::kAdd) {
-    if (std::optional<Accumulation> acc = MatchAccumulation(region, i, uses)) {
+    if (std::optional<Accumulation> acc = MatchAccumulation(region, i, uses);
+        acc && RunsAsGemm(region.ops(acc->dot))) {
       // The dot was compiled already (it precedes the add): replace its step by a GEMM into
       // the stored window, and drop the load, the add and the store.
       const ir::Op& store = region.ops(acc->store);
@@ -488,7 +489,8 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
       return absl::OkStatus();
     }
   }
-  if (prim == Prim::kDotGeneral) {
+  // Other dots (batched, of other dtypes) run on the backend's dot_general kernel.
+  if (prim == Prim::kDotGeneral && RunsAsGemm(op)) {
     Define(op.results(0), Kind::kTile, result);
     const int slot = values_.at(op.results(0)).slot;
     ASSIGN_OR_RETURN(Step gemm,

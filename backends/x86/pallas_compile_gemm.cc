@@ -70,22 +70,26 @@ std::optional<Compiler::Accumulation> Compiler::MatchAccumulation(const ir::Regi
 // zeros (MaskedUse) is read through its mask: when both operands' masks constrain only the
 // contracting dimension, to the same range, the GEMM runs over that depth; otherwise over a
 // zero-filled copy of the mask's elements.
+bool Compiler::RunsAsGemm(const ir::Op& dot) const {
+  const ir::DotGeneralAttrs& d = dot.dot_general();
+  const ir::ShapedType lhs = values_.at(dot.operands(0)).type;
+  const ir::ShapedType rhs = values_.at(dot.operands(1)).type;
+  const ir::DType out = static_cast<ir::DType>(dot.result_types(0).dtype());
+  return d.lhs_batch_dims_size() == 0 && d.lhs_contracting_dims_size() == 1 && lhs.rank() == 2 &&
+         rhs.rank() == 2 && lhs.dtype == rhs.dtype &&
+         (lhs.dtype == ir::DType::kF32 || lhs.dtype == ir::DType::kBF16) &&
+         (out == ir::DType::kF32 || out == ir::DType::kBF16);
+}
+
 absl::StatusOr<Step> Compiler::GemmStep(const ir::Op& op,
                                         std::function<absl::StatusOr<View>(Frame&)> out,
                                         int accumulate_ref, int at) {
   const bool accumulate = accumulate_ref >= 0;
   const ir::DotGeneralAttrs& d = op.dot_general();
-  if (d.lhs_batch_dims_size() != 0 || d.lhs_contracting_dims_size() != 1) {
-    return Unsupported("a batched dot");
-  }
+  if (!RunsAsGemm(op)) return Unsupported("a dot GEMMs cannot run");
   const ir::ShapedType lhs = values_.at(op.operands(0)).type;
   const ir::ShapedType rhs = values_.at(op.operands(1)).type;
   const ir::ShapedType result = ir::FromProto(op.result_types(0));
-  if (lhs.rank() != 2 || rhs.rank() != 2 || lhs.dtype != rhs.dtype ||
-      (lhs.dtype != ir::DType::kF32 && lhs.dtype != ir::DType::kBF16) ||
-      (result.dtype != ir::DType::kF32 && result.dtype != ir::DType::kBF16)) {
-    return Unsupported("a dot of these types");
-  }
   const int cl = static_cast<int>(d.lhs_contracting_dims(0));
   const int cr = static_cast<int>(d.rhs_contracting_dims(0));
   struct Operand {

@@ -168,6 +168,9 @@ class Compiler {
   std::optional<Accumulation> MatchAccumulation(const ir::Region& region, int add,
                                                 const Uses& uses) const;
 
+  // Whether dot_general `dot` runs as a GEMM (GemmStep): 2-D f32 or bf16 operands of one
+  // dtype, one contracting dimension, no batch dimensions, an f32 or bf16 result.
+  bool RunsAsGemm(const ir::Op& dot) const;
   // A GEMM step for dot_general `op` writing C through `out`; with `accumulate_ref` >= 0,
   // accumulating into that ref's window (and deferred while later steps continue it).
   // `at`: the index of the dot in the current region. An operand that is a masked select of
