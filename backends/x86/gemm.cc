@@ -164,9 +164,10 @@ absl::Status RunAt(const GemmArgs& g, IsaLevel isa, const GemmPlan* plan_overrid
   if (g.type == GemmType::kF64F64F64) {
     if (isa < IsaLevel::kAvx2) return absl::UnimplementedError("gemm: f64 kernels need AVX2");
     const int64_t min_flops = GemmPlan().min_flops_per_thread;
-    return RunParts(Partition(g, kF64TileRows, kF64TileCols, min_flops), g.parallel,
-                    [](const GemmArgs& part, GemmScratch* scratch) {
-                      return GemmF64Avx2(part, scratch);
+    const F64Tile tile = F64TileAt(isa);
+    return RunParts(Partition(g, tile.rows, tile.cols, min_flops), g.parallel,
+                    [isa](const GemmArgs& part, GemmScratch* scratch) {
+                      return GemmF64(part, isa, scratch);
                     });
   }
   if (g.type == GemmType::kS8S8S32) RETURN_IF_ERROR(Int8KernelAt(isa, plan_override));
@@ -269,8 +270,8 @@ IsaLevel GemmIsaFor(const GemmArgs& args) {
     return GemmIsaFor(widened);
   }
   IsaLevel isa = ActiveIsa();
-  // f64 runs on the AVX2 kernel from AVX2 up.
-  if (args.type == GemmType::kF64F64F64) return std::min(isa, IsaLevel::kAvx2);
+  // f64 runs on the AVX2 kernel, or the AVX-512 one.
+  if (args.type == GemmType::kF64F64F64) return std::min(isa, IsaLevel::kAvx512);
   const bool bf16 = args.type == GemmType::kBf16Bf16F32;
   // AMX tiles for bf16 products (each tdpbf16ps does 16x16x32 multiply-adds).
   if (isa >= IsaLevel::kAmxBf16) return bf16 ? IsaLevel::kAmxBf16 : IsaLevel::kAvx512;

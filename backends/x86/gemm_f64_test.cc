@@ -1,6 +1,6 @@
 // The f64 GEMM at every level this host runs against long double sums: odd shapes across the
-// 6x8 tiles and the k, row and column blocks, transposed operands, padded C, accumulation,
-// several threads and the empty cases.
+// tiles (6x8 AVX2, 8x24 AVX-512) and the k, row and column blocks of each level, transposed
+// operands, padded C, accumulation, several threads and the empty cases.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -96,6 +96,7 @@ TEST(GemmF64, MatchesLongDoubleSumsAtEveryLevel) {
       {13, 17, 300, false, true},
       {150, 20, 513, true, true, true, 1},  // two row blocks, three k blocks
       {12, 2061, 9, false, false, false, 5},  // two column blocks
+      {200, 25, 140, false, true, true, 2, 3},  // two AVX-512 row and k blocks
       {97, 45, 130, false, false, true, 0, 3},
       {300, 1, 40, false, false, false, 0, 3},
       {1, 300, 40, true, true, false, 0, 3},
