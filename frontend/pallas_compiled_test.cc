@@ -2,6 +2,7 @@
 // values computed here: bitwise for data movement and elementwise code, to rounding for GEMMs;
 // accumulation across arbitrary axes, loops, cond and while_loop inside kernels, kernels writing
 // their inputs, and masks read symbolically (dots over a mask's depth, masked stores).
+#include <algorithm>
 #include <bit>
 #include <climits>
 #include <cmath>
@@ -65,6 +66,68 @@ TEST_F(PallasCompiledTest, AccumulatingIntoTheOutputBlockAcrossAnArbitraryAxis) 
     ExpectNear(x86, MatmulF64(xv, yv, m, k, n), 1e-5);
     ExpectNear(ref, x86, 1e-5);
   }
+}
+
+// Index maps and kernel scalars computed with clamp, abs, sign, shifts and comparisons of
+// predicates compile (no interpreter): each output block (i, j) is x's block (row(i, j),
+// col(i, j)), with 100 row + col in its first element and shifts by 32 or more in its second.
+TEST_F(PallasCompiledTest, ScalarArithmeticInIndexMapsAndKernels) {
+  const int64_t b = 8, rows = 4 * b, cols = 3 * b;
+  std::vector<double> xv = Ramp(rows * cols, 0.41, 3);
+  Array x = Put(DType::kF32, {rows, cols}, xv);
+  auto s32 = [](int64_t v) { return lax::scalar(v, DType::kS32); };
+  auto row = [&](Tracer i, Tracer j) {
+    return lax::select(lax::eq(lax::ge(i, s32(2)), lax::ge(j, s32(2))),
+                       lax::clamp(s32(0), i - s32(1), s32(3)), s32(0));
+  };
+  auto col = [&](Tracer i, Tracer j) {
+    Tracer shifted = lax::shift_right_arithmetic(-lax::shift_left(j, s32(1)), s32(1));
+    return lax::rem(lax::abs(shifted) + lax::sign(i - s32(2)) + s32(1), s32(3));
+  };
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [&](pl::Ref in, pl::Ref out) {
+              Tracer i = pl::program_id(0), j = pl::program_id(1);
+              out.store(in.load());
+              out.store({s32(0), s32(0)},
+                        lax::convert_element_type(row(i, j) * s32(100) + col(i, j), DType::kF32));
+              // Shifts by 32 or more: 0, or the sign (-1 here).
+              Tracer wide = lax::shift_right_arithmetic(s32(1 << 30), s32(40) + i) +
+                            lax::shift_left(j + s32(1), s32(32)) +
+                            lax::shift_right_logical(s32(-1), s32(33)) +
+                            lax::shift_right_arithmetic(s32(-7), s32(-1));
+              out.store({s32(0), s32(1)}, lax::convert_element_type(wide, DType::kF32));
+            },
+            {.out_shapes = {{DType::kF32, {5 * b, 4 * b}}},
+             .grid = {5, 4},
+             .in_specs = {pl::BlockSpec({b, b},
+                                        [&](pl::Idx g) {
+                                          return pl::Blocks{row(g[0], g[1]), col(g[0], g[1])};
+                                        })},
+             .out_specs = {pl::BlockSpec({b, b},
+                                         [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })}})(
+            a[0])[0];
+      },
+      {x});
+  ASSERT_EQ(x86.size(), static_cast<size_t>(5 * b * 4 * b));
+  for (int64_t i = 0; i < 5; ++i) {
+    for (int64_t j = 0; j < 4; ++j) {
+      const int64_t r = (i >= 2) == (j >= 2) ? std::clamp<int64_t>(i - 1, 0, 3) : 0;
+      const int64_t c = (std::abs(-(j << 1) >> 1) + (i > 2) - (i < 2) + 1) % 3;
+      for (int64_t u = 0; u < b; ++u) {
+        for (int64_t v = 0; v < b; ++v) {
+          const double got = x86[(i * b + u) * 4 * b + j * b + v];
+          const double block = static_cast<float>(xv[(r * b + u) * cols + c * b + v]);
+          const double want = u == 0 && v == 0   ? static_cast<double>(r * 100 + c)
+                              : u == 0 && v == 1 ? -1.0
+                                                 : block;
+          ASSERT_EQ(got, want) << "block " << i << "," << j << " element " << u << "," << v;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ref, x86);
 }
 
 TEST_F(PallasCompiledTest, ElementwiseKernelsMatchTheInterpreterBitwise) {
@@ -732,6 +795,93 @@ TEST_F(PallasCompiledTest, BatchedAndIntegerDotsInsideKernels) {
     for (int64_t p = 0; p < k; ++p) want += av[(i / n) * k + p] * bv[p * n + i % n];
     EXPECT_EQ(ix86[i], want) << i;
     EXPECT_EQ(iref[i], want) << i;
+  }
+}
+
+// lax::scan inside a kernel (a fori_loop slicing its xs and writing its ys) compiles: a running
+// sum down the rows of each block, forward and reversed, against sums computed here.
+TEST_F(PallasCompiledTest, ScanInsideTheKernel) {
+  const int64_t rows = 12, cols = 5, b = 6;
+  std::vector<double> xv = Ramp(rows * cols, 0.41, 3);
+  Array x = Put(DType::kF32, {rows, cols}, xv);
+  for (bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    auto [ref, x86] = Both(
+        [&](const std::vector<Tracer>& a) {
+          return pl::pallas_call(
+              [&](pl::Ref in, pl::Ref out) {
+                lax::ScanResult r = lax::scan(
+                    [](std::vector<Tracer> carry, std::vector<Tracer> row) {
+                      Tracer sum = carry[0] + row[0];
+                      return std::pair{std::vector<Tracer>{sum}, std::vector<Tracer>{sum}};
+                    },
+                    {lax::full({cols}, 0, DType::kF32)}, {in.load()}, -1, reverse);
+                out.store(r.ys[0]);
+              },
+              {.out_shapes = {{DType::kF32, {rows, cols}}},
+               .grid = {rows / b},
+               .in_specs = {pl::BlockSpec({b, cols},
+                                          [](pl::Idx g) { return pl::Blocks{g[0], 0}; })},
+               .out_specs = {pl::BlockSpec({b, cols},
+                                           [](pl::Idx g) { return pl::Blocks{g[0], 0}; })}})(
+              a[0])[0];
+        },
+        {x});
+    ASSERT_EQ(x86.size(), static_cast<size_t>(rows * cols));
+    EXPECT_EQ(ref, x86);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        // The block's rows from its first (or, reversed, its last) up to r, in that order.
+        const int64_t block = r / b * b;
+        double want = 0;
+        if (reverse) {
+          for (int64_t k = block + b - 1; k >= r; --k) want += xv[k * cols + c];
+        } else {
+          for (int64_t k = block; k <= r; ++k) want += xv[k * cols + c];
+        }
+        EXPECT_NEAR(x86[r * cols + c], want, 1e-5 * (1 + std::abs(want))) << r << "," << c;
+      }
+    }
+  }
+}
+
+// A kernel the x86 backend does not compile (here an index map computing on an array) runs on
+// the interpreter, counted as such, with the interpreter's results.
+TEST_F(PallasCompiledTest, KernelsItCannotCompileRunInterpreted) {
+  const int64_t rows = 16, cols = 8, b = 8;
+  std::vector<double> xv = Ramp(rows * cols, 0.41, 3);
+  Array x = Put(DType::kF32, {rows, cols}, xv);
+  auto call = [&](const std::vector<Tracer>& a) {
+    return pl::pallas_call(
+        [&](pl::Ref in, pl::Ref out) { out.store(in.load() * lax::scalar(2, DType::kF32)); },
+        {.out_shapes = {{DType::kF32, {rows, cols}}},
+         .grid = {rows / b},
+         .in_specs = {pl::BlockSpec({b, cols},
+                                    [](pl::Idx g) {
+                                      // The last block row first: max over [1 - g, g].
+                                      Tracer v = lax::concatenate(
+                                          {lax::reshape(lax::scalar(1, DType::kS32) - g[0], {1}),
+                                           lax::reshape(g[0], {1})},
+                                          0);
+                                      return pl::Blocks{lax::reduce_max(v, {0}), 0};
+                                    })},
+         .out_specs = {pl::BlockSpec({b, cols}, [](pl::Idx g) { return pl::Blocks{g[0], 0}; })}})(
+        a[0])[0];
+  };
+  const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+  absl::StatusOr<std::vector<Array>> got =
+      jit([&](const std::vector<Tracer>& a) { return std::vector<Tracer>{call(a)}; },
+          {.backend = Backend::kX86})(std::vector<Array>{x});
+  ASSERT_TRUE(got.ok()) << got.status();
+  const backends::x86::PallasCallStats after = backends::x86::GetPallasCallStats();
+  EXPECT_EQ(after.compiled, before.compiled);
+  EXPECT_EQ(after.interpreted, before.interpreted + 1);
+  std::vector<double> out = (*got)[0].to_host()->ToDoubles();
+  ASSERT_EQ(out.size(), static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    // Both output block rows hold x's block row 1.
+    const int64_t r = b + (i / cols) % b;
+    EXPECT_EQ(out[i], 2 * static_cast<float>(xv[r * cols + i % cols])) << i;
   }
 }
 

@@ -50,6 +50,31 @@ std::optional<std::function<int64_t(int64_t, int64_t)>> ScalarBinary(Prim prim) 
       return [](int64_t a, int64_t b) { return a | b; };
     case Prim::kXor:
       return [](int64_t a, int64_t b) { return a ^ b; };
+    // Shifts by an amount outside [0, 32) give 0, or the sign for the arithmetic right shift.
+    case Prim::kShiftLeft:
+      return [](int64_t a, int64_t b) {
+        return static_cast<uint64_t>(b) < 32 ? Wrap32(static_cast<uint32_t>(a) << b) : int64_t{0};
+      };
+    case Prim::kShiftRightLogical:
+      return [](int64_t a, int64_t b) {
+        return static_cast<uint64_t>(b) < 32 ? Wrap32(static_cast<uint32_t>(a) >> b) : int64_t{0};
+      };
+    case Prim::kShiftRightArithmetic:
+      return [](int64_t a, int64_t b) {
+        return int64_t{static_cast<int32_t>(a) >> (static_cast<uint64_t>(b) < 32 ? b : 31)};
+      };
+    default:
+      return std::nullopt;
+  }
+}
+
+// Unary s32 scalar arithmetic beyond neg/not/convert.
+std::optional<std::function<int64_t(int64_t)>> ScalarUnary(Prim prim) {
+  switch (prim) {
+    case Prim::kAbs:
+      return [](int64_t a) { return Wrap32(a < 0 ? -a : a); };
+    case Prim::kSign:
+      return [](int64_t a) { return int64_t{(a > 0) - (a < 0)}; };
     default:
       return std::nullopt;
   }
@@ -407,10 +432,22 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
         return absl::OkStatus();
       }
       break;
-    case Prim::kCompare:
-      if (IsScalarType(result) && all_scalar() &&
-          values_.at(op.operands(0)).type.dtype == ir::DType::kS32) {
+    case Prim::kCompare:  // of s32 or pred scalars (false < true)
+      if (IsScalarType(result) && all_scalar()) {
         return ScalarOp(op, Comparison(op.compare().direction()), out);
+      }
+      break;
+    case Prim::kClamp:  // clamp(lo, x, hi)
+      if (IsScalarType(result) && all_scalar()) {
+        Define(op.results(0), Kind::kScalar, result);
+        const int slot = values_.at(op.results(0)).slot;
+        auto lo = ScalarReader(op.operands(0)), x = ScalarReader(op.operands(1)),
+             hi = ScalarReader(op.operands(2));
+        out.push_back([=](Frame& f) {
+          f.scalars[slot] = std::min(std::max(x(f), lo(f)), hi(f));
+          return absl::OkStatus();
+        });
+        return absl::OkStatus();
       }
       break;
     case Prim::kSelect:
@@ -470,6 +507,16 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
     default:
       if (auto f = ScalarBinary(prim); f && IsScalarType(result) && all_scalar()) {
         return ScalarOp(op, *f, out);
+      }
+      if (auto f = ScalarUnary(prim); f && IsScalarType(result) && all_scalar()) {
+        Define(op.results(0), Kind::kScalar, result);
+        const int slot = values_.at(op.results(0)).slot;
+        auto x = ScalarReader(op.operands(0));
+        out.push_back([=, fn = *f](Frame& f) {
+          f.scalars[slot] = fn(x(f));
+          return absl::OkStatus();
+        });
+        return absl::OkStatus();
       }
       break;
   }
