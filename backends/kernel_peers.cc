@@ -132,7 +132,7 @@ absl::Status LocalKernelPeers::Enter(const ir::Op&, std::vector<KernelBuffer> bu
   return absl::OkStatus();
 }
 
-void LocalKernelPeers::Exit() {
+void LocalKernelPeers::Exit(const absl::Status&) {
   semaphores_.reset();
   buffers_.clear();
 }

@@ -69,9 +69,10 @@ class KernelPeers {
   // Starts this device's next instance of kernel `call`, whose params hold `buffers`; its
   // semaphores (the params of semaphore type) start at 0.
   virtual absl::Status Enter(const ir::Op& call, std::vector<KernelBuffer> buffers) = 0;
-  // Ends the instance once no peer copies into it any more. Called after every Enter, also when
-  // the kernel failed.
-  virtual void Exit() = 0;
+  // Ends the instance once no peer copies into it any more, with the kernel's `outcome`. Called
+  // after every Enter, also when the kernel failed: a peer that then copies or signals to it
+  // gets that failure (as a cancellation), not an error of its own.
+  virtual void Exit(const absl::Status& outcome) = 0;
 
   // `where` names the kernel and grid index in messages ("kernel ring at grid index (0)").
   // Runs `copy` into buffer `param` of `target`'s matching instance (whose type must be
@@ -137,7 +138,7 @@ class LocalKernelPeers final : public KernelPeers {
   int64_t position() const override { return 0; }
   int64_t DeviceAt(int64_t position) const override { return position; }
   absl::Status Enter(const ir::Op& call, std::vector<KernelBuffer> buffers) override;
-  void Exit() override;
+  void Exit(const absl::Status& outcome) override;
   absl::Status CopyTo(int64_t target, int param, const WindowCopy& copy, SemaphoreSlot sem,
                       std::string_view where) override;
   absl::Status Signal(int64_t target, SemaphoreSlot sem, int64_t inc,

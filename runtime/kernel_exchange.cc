@@ -15,6 +15,7 @@ namespace shardjit::runtime {
 struct KernelExchange::Instance {
   int64_t entered = 0;  // instances begun
   bool inside = false;  // the last one has not ended
+  absl::Status outcome;  // how the last one ended, once it has
   const ir::Op* call = nullptr;
   std::vector<backends::KernelBuffer> buffers;
   std::optional<backends::SemaphoreValues> semaphores;
@@ -35,6 +36,7 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     std::unique_lock<SpinMutex> lock(core_.mu());
     Instance& me = *x_.instances_[position_];
     ++me.entered;
+    me.outcome = absl::OkStatus();
     me.inside = true;
     me.call = &call;
     me.semaphores.emplace(buffers);
@@ -59,10 +61,11 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     return absl::OkStatus();
   }
 
-  void Exit() override {
+  void Exit(const absl::Status& outcome) override {
     std::unique_lock<SpinMutex> lock(core_.mu());
     Instance& me = *x_.instances_[position_];
     me.inside = false;
+    me.outcome = outcome;
     // A copy in flight runs on its sender's thread, never on this one (it does not park while
     // it copies), so waiting for it lets that thread finish it.
     while (me.writers > 0) {
@@ -171,6 +174,10 @@ class KernelExchange::Peers final : public backends::KernelPeers {
     waiting.kernel = &wait;
     core_.ParkUntil(lock, position_, waiting, [&] { return peer.entered >= k; });
     if (peer.entered < k) return core_.CancelledError(position_, core_.failure());
+    // The peer's instance failed: that is the run's failure, not this copy's.
+    if (peer.entered == k && !peer.inside && !peer.outcome.ok()) {
+      return core_.CancelledError(position_, peer.outcome);
+    }
     if (peer.entered > k || !peer.inside) {
       return absl::FailedPreconditionError(fmt::format(
           "{}: device {} has already left its instance of the kernel; a kernel must wait for the "

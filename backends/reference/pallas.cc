@@ -92,7 +92,7 @@ class GridRun {
       frame_.peers = peers_;
     }
     absl::Status status = Steps();
-    if (frame_.peers != nullptr) frame_.peers->Exit();
+    if (frame_.peers != nullptr) frame_.peers->Exit(status);
     RETURN_IF_ERROR(status);
     return std::move(outputs_);
   }

@@ -216,13 +216,14 @@ absl::StatusOr<std::vector<ir::Tensor>> CompiledCall::Run(const std::vector<ir::
         return;
       }
     }
-    // Every exit below leaves the instance.
+    // Every exit below leaves the instance (with this thread's outcome).
     struct Leave {
       KernelPeers* peers;
+      const absl::Status* outcome;
       ~Leave() {
-        if (peers != nullptr) peers->Exit();
+        if (peers != nullptr) peers->Exit(*outcome);
       }
-    } leave{has_semaphores ? f.peers : nullptr};
+    } leave{has_semaphores ? f.peers : nullptr, &status[t]};
     const int64_t begin = outer * t / threads, end = outer * (t + 1) / threads;
     for (int64_t step = begin * inner; step < end * inner; ++step) {
       if (absl::Status s = parallel.stop.Check(); !s.ok()) {
