@@ -2,7 +2,7 @@
 // and local copies and semaphores, on both backends: values against hand-derived ones (a shift
 // around a ring by mesh coordinates and by logical id, an mpmd_map whose two kernels copy from
 // one to the other, a local copy into a window, semaphore reads), and every error: a device
-// outside the mesh, a semaphore index outside its array, a copy into a block that changes every
+// outside the mesh (signalled, or copied to), a semaphore index outside its array, a copy into a block that changes every
 // step, a wait its semaphore never satisfies and a peer that never reaches the kernel (both
 // failing at the collective timeout with the kernel, grid index, semaphore and devices), and a
 // kernel cancelled while it waits.
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "backends/x86/pallas_call.h"
 #include "frontend/shardjit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,6 +27,15 @@ Tracer S32(int64_t v) { return lax::scalar(static_cast<double>(v), DType::kS32);
 
 class PallasRemoteTest : public ::testing::TestWithParam<Backend> {
  protected:
+  // On the x86 backend every kernel here runs compiled: none falls back to the interpreter.
+  void SetUp() override { interpreted_ = backends::x86::GetPallasCallStats().interpreted; }
+  void TearDown() override {
+    if (GetParam() == Backend::kX86) {
+      EXPECT_EQ(backends::x86::GetPallasCallStats().interpreted, interpreted_);
+    }
+  }
+  int64_t interpreted_ = 0;
+
   // jit(shard_map(kernel call)) over {x:2, y:2} of f32[2, 3] blocks (P(x, y) of f32[4, 6]).
   absl::StatusOr<Array> RunOnGrid(const pl::PallasCall& call, Runtime& rt,
                                   RunOptions options = {}) {
@@ -219,6 +229,26 @@ TEST_P(PallasRemoteTest, DeviceOutsideTheMesh) {
   ASSERT_FALSE(got.ok());
   EXPECT_THAT(std::string(got.status().message()),
               HasSubstr("logical device id 4 is outside the mesh {x:2, y:2} of 4 devices"));
+  // A remote copy (no signal before it) to a device outside the mesh.
+  auto copy_far = pl::pallas_call(
+      [](pl::Ref in, pl::Ref out, pl::Ref send, pl::Ref recv) {
+        pl::AsyncCopy copy = pl::make_async_remote_copy(
+            in, out, send, recv, pl::DeviceId({{"y", lax::axis_index("y") - S32(3)}}));
+        copy.start();
+        copy.wait();
+      },
+      {.out_shapes = {{DType::kF32, {2, 3}}},
+       .in_specs = {pl::BlockSpec::Any()},
+       .out_specs = {pl::BlockSpec::Any()},
+       .scratch_shapes = {pl::DmaSemaphores(), pl::DmaSemaphores()},
+       .name = "copy_far"});
+  got = RunOnGrid(copy_far, rt);
+  ASSERT_FALSE(got.ok());
+  EXPECT_TRUE(absl::IsOutOfRange(got.status())) << got.status();
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr("dma_start: kernel copy_far at grid index (): device (y=-"));
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr("is outside the mesh {x:2, y:2}: coordinate -"));
 }
 
 TEST_P(PallasRemoteTest, SemaphoreIndexOutsideItsArray) {

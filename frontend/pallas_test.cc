@@ -3,9 +3,9 @@
 // writes clipped at the edges, squeezed block dimensions, scalar prefetch driving index maps,
 // input/output aliasing, fori_loop and dynamic windows inside kernels, whole-array refs, grids
 // sized at run time, mpmd_map and global-view calls; the IR text round trip; the errors: block
-// indices out of range, windows leaving a ref, kernel arity, refs used as values, kernel ops
-// outside kernels; vmap of calls. The x86 backend's compiled kernels against the interpreter are
-// pallas_compiled_test.cc.
+// indices out of range, windows leaving a ref (loads, stores, copies), kernel arity, refs used as
+// values, stores of another dtype, kernel ops outside kernels; vmap of calls. The x86 backend's
+// compiled kernels against the interpreter are pallas_compiled_test.cc.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -29,6 +29,15 @@ using namespace pallas_test;  // NOLINT: this test's helpers
 
 class PallasTest : public ::testing::TestWithParam<Backend> {
  protected:
+  // On the x86 backend every kernel here runs compiled: none falls back to the interpreter.
+  void SetUp() override { interpreted_ = backends::x86::GetPallasCallStats().interpreted; }
+  void TearDown() override {
+    if (GetParam() == Backend::kX86) {
+      EXPECT_EQ(backends::x86::GetPallasCallStats().interpreted, interpreted_);
+    }
+  }
+
+  int64_t interpreted_ = 0;
   Runtime rt_{{.num_devices = 1}};
   Mesh mesh_ = *make_mesh(rt_, {{"x", 1}});
 
@@ -257,6 +266,42 @@ TEST_P(PallasTest, WindowLeavingARefNamesTheRef) {
   EXPECT_THAT(got.status().message(),
               HasSubstr("ref_load: kernel shift at grid index (1): the window at (5) of sizes "
                         "(4) leaves the in_specs[0] block of shape f32[8]"));
+  // A store, and a local copy's destination window.
+  auto g = jit([](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out) {
+          out.store({pl::ds(pl::program_id(0) * 3, 2)}, in.load({pl::ds(0, 2)}));
+        },
+        {.out_shapes = {{DType::kF32, {4}}},
+         .grid = {2},
+         .in_specs = {pl::BlockSpec::Any()},
+         .out_specs = {pl::BlockSpec({4}, [](pl::Idx) { return pl::Blocks{0}; })},
+         .name = "spill"})(a)[0];
+  }, {.backend = GetParam()});
+  got = g(x);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("ref_store: kernel spill at grid index (1): the window at (3) of sizes "
+                        "(2) leaves the out_specs[0] block of shape f32[4]"));
+  auto h = jit([](Tracer a) {
+    return pl::pallas_call(
+        [](pl::Ref in, pl::Ref out, pl::Ref sem) {
+          pl::AsyncCopy copy = pl::make_async_copy(in.at({pl::ds(0, 4)}),
+                                                   out.at({pl::ds(pl::program_id(0) * 6, 4)}), sem);
+          copy.start();
+          copy.wait();
+        },
+        {.out_shapes = {{DType::kF32, {8}}},
+         .grid = {2},
+         .in_specs = {pl::BlockSpec::Any()},
+         .out_specs = {pl::BlockSpec::Any()},
+         .scratch_shapes = {pl::DmaSemaphores()},
+         .name = "far_copy"})(a)[0];
+  }, {.backend = GetParam()});
+  got = h(x);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(), HasSubstr("kernel far_copy at grid index (1)"));
+  EXPECT_THAT(got.status().message(), HasSubstr("the window at (6) of sizes (4) leaves"));
 }
 
 TEST_P(PallasTest, GridSizedAtRunTime) {
@@ -326,6 +371,14 @@ TEST_P(PallasTest, TracingErrors) {
                     {.out_shapes = {{DType::kF32, {8}}}})(a)[0];
               }),
               HasSubstr("ref_store: stores f32[4] into a window of f32[8]"));
+  EXPECT_THAT(run([](Tracer a) {
+                return pl::pallas_call(
+                    [](pl::Ref in, pl::Ref out) {
+                      out.store(lax::convert_element_type(in.load(), DType::kS32));
+                    },
+                    {.out_shapes = {{DType::kF32, {8}}}})(a)[0];
+              }),
+              HasSubstr("ref_store: stores s32[8] into a window of f32[8]"));
   EXPECT_THAT(run([](Tracer a) {
                 return pl::pallas_call([](pl::Ref in, pl::Ref out) { out.store(in.load()); },
                                        {.out_shapes = {{DType::kF32, {8}}},
