@@ -970,7 +970,8 @@ enum class AccumulatorUse {
   kOverwriteOutput,   // stored, the output block overwritten with x's block, then read back
 };
 
-pl::PallasCall ScratchMatmul(int64_t m, int64_t k, int64_t n, int64_t b, AccumulatorUse use) {
+pl::PallasCall ScratchMatmul(int64_t m, int64_t k, int64_t n, int64_t b, AccumulatorUse use,
+                             pl::GridSemantics outer = pl::kParallel) {
   return pl::pallas_call(
       [=](const std::vector<pl::Ref>& r) {
         const pl::Ref &x = r[0], &y = r[1], &o = r[2], &twice = r[3], &acc = r[4];
@@ -996,7 +997,7 @@ pl::PallasCall ScratchMatmul(int64_t m, int64_t k, int64_t n, int64_t b, Accumul
        .out_specs = {pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; }),
                      pl::BlockSpec({b, b}, [](pl::Idx g) { return pl::Blocks{g[0], g[1]}; })},
        .scratch_shapes = {{DType::kF32, {b, b}}},
-       .dimension_semantics = {pl::kParallel, pl::kParallel, pl::kArbitrary}});
+       .dimension_semantics = {outer, outer, pl::kArbitrary}});
 }
 
 // The store of a scratch accumulator moves its GEMM into the output block, and the output tiles'
@@ -1048,6 +1049,31 @@ TEST_F(PallasCompiledTest, AccumulatorStoresMergeOutputTilesIntoOneProduct) {
       EXPECT_EQ(run, c.products);
     } else {
       EXPECT_GE(run, 2 * tiles * (k / b));
+    }
+  }
+}
+
+// Parallel and arbitrary outer axes give the same results bitwise (the grid split over two
+// threads, or run on one: products of other row counts, which may not choose other depth
+// blocks): seed 000's matmul over a depth of several blocks, f32 and bf16 inputs.
+TEST_F(PallasCompiledTest, ParallelAndArbitraryAxesAgreeBitwise) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t m : {64, 96}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " m=" << m);
+      const int64_t k = 1040, n = 48, b = 16;
+      Array x = Put(dtype, {m, k}, Ramp(m * k, 0.37, 3));
+      Array y = Put(dtype, {k, n}, Ramp(k * n, 0.53, 3));
+      std::vector<double> got[2];
+      for (int parallel = 0; parallel < 2; ++parallel) {
+        auto call = ScratchMatmul(m, k, n, b, AccumulatorUse::kStore,
+                                  parallel ? pl::kParallel : pl::kArbitrary);
+        auto [ref, x86] =
+            Both([&](const std::vector<Tracer>& a) { return call(a[0], a[1])[0]; }, {x, y});
+        ExpectNear(ref, x86, 1e-4);  // sums of 1040 terms in another order
+        got[parallel] = x86;
+      }
+      ASSERT_EQ(got[0].size(), static_cast<size_t>(m * n));
+      EXPECT_EQ(got[0], got[1]);
     }
   }
 }

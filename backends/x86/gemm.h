@@ -103,6 +103,11 @@ struct GemmArgs {
   bool out_bf16 = false;
   // Adds to the existing C instead of overwriting it.
   bool accumulate = false;
+  // The depth blocks depend on k alone (not on the rows or columns a product or a thread's part
+  // of it has): products of the same k then sum each element in the same order however their
+  // rows and columns are split (a pallas_call grid run on one thread or several gives the same
+  // bits). Without it a product of few rows may take shallower blocks (StreamingPlan).
+  bool fixed_depth_blocks = false;
   // The threads this call may split its work over (panels of M or N): by default the calling
   // thread alone; kernels of a running program pass base::CurrentParallelism(), whose stop
   // signal the GEMM polls between blocks (returning its error, C unspecified).

@@ -268,7 +268,8 @@ int StreamRows(const GemmPlan& plan, const GemmShape& shape) {
 absl::Status KernelSet::Prepare(const GemmPlan& given_plan, const GemmArgs& args) {
   streams_b_ = StreamsB(given_plan, args);
   b_in_place_ = ReadsBInPlace(given_plan, args);
-  plan_ = BalancedPlan(streams_b_    ? StreamingPlan(given_plan, args.shape)
+  const bool shallow = streams_b_ && !args.fixed_depth_blocks;  // StreamingPlan's depth blocks
+  plan_ = BalancedPlan(shallow       ? StreamingPlan(given_plan, args.shape)
                        : b_in_place_ ? InPlacePlan(given_plan, args.shape.m)
                                      : given_plan,
                        args.shape);

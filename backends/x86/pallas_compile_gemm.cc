@@ -150,6 +150,8 @@ absl::StatusOr<Step> Compiler::GemmStep(const ir::Op& op,
     g.out_bf16 = out_bf16;
     g.accumulate = accumulate;
     g.parallel = f.gemm_parallel;
+    // The same bits whether the grid's products merge across one thread's tiles or two's.
+    g.fixed_depth_blocks = true;
     // Keep packed blocks of A: a row of blocks serves every column block of the grid while it
     // is still in L2 (packing it afresh each time is most of a kernel's packing). B's blocks
     // serve only along the row axis: packed afresh.

@@ -1,6 +1,7 @@
-// Seed 000's blocked matmul kernel against an f64 product on both backends (the x86 backend
-// compiling it, the reference backend interpreting it): exact blocks, blocks overhanging m and
-// n, a masked k edge, one partial block, f32 and bf16 inputs, f32 and bf16 outputs.
+// Seed 000's blocked matmul kernel against an f64 product and the built-in dot_general on both
+// backends (the x86 backend compiling it, the reference backend interpreting it): exact blocks,
+// blocks overhanging m and n (the seed's 128^3 blocks among them), a masked k edge, one partial
+// block, f32 and bf16 inputs, f32 and bf16 outputs.
 #include "examples/kernels/blocked_matmul.h"
 
 #include <cmath>
@@ -28,7 +29,9 @@ TEST_P(BlockedMatmulTest, MatchesF64) {
                         Case{70, 64, 45, {32, 32, 16}, DType::kBF16, DType::kF32},
                         Case{37, 50, 29, {16, 16, 8}, DType::kF32, DType::kF32},
                         Case{5, 7, 3, {8, 8, 8}, DType::kF32, DType::kF32},
-                        Case{96, 128, 64, {32, 64, 32}, DType::kBF16, DType::kBF16}}) {
+                        Case{96, 128, 64, {32, 64, 32}, DType::kBF16, DType::kBF16},
+                        // The seed's 128^3 blocks, overhanging m and n.
+                        Case{300, 256, 200, {128, 128, 128}, DType::kBF16, DType::kF32}}) {
     SCOPED_TRACE(fmt::format("{}x{}x{} {}", c.m, c.k, c.n, DTypeName(c.in)));
     Tensor xh = *random::normal(random::key(1), {c.m, c.k}, c.in);
     Tensor yh = *random::normal(random::key(2), {c.k, c.n}, c.in);
@@ -40,6 +43,12 @@ TEST_P(BlockedMatmulTest, MatchesF64) {
                 Tracer b) { return BlockedMatmul(c.m, c.k, c.n, c.blocks, c.out)(a, b)[0]; },
             {.backend = GetParam()})(x, y);
     ASSERT_TRUE(got.ok()) << got.status();
+    absl::StatusOr<Array> builtin =
+        jit([&](Tracer a, Tracer b) {
+          return lax::dot_general(a, b, {.lhs_contracting = {1}, .rhs_contracting = {0}}, c.out);
+        }, {.backend = GetParam()})(x, y);
+    ASSERT_TRUE(builtin.ok()) << builtin.status();
+    Tensor dot = *builtin->to_host();
     if (GetParam() == Backend::kX86) {
       EXPECT_EQ(backends::x86::GetPallasCallStats().compiled, before.compiled + 1);
     }
@@ -53,6 +62,9 @@ TEST_P(BlockedMatmulTest, MatchesF64) {
         for (int64_t p = 0; p < c.k; ++p) want += xd[i * c.k + p] * yd[p * c.n + j];
         ASSERT_NEAR(out.GetDouble(i * c.n + j), want, 1e-4 + rel * std::abs(want))
             << i << "," << j;
+        ASSERT_NEAR(out.GetDouble(i * c.n + j), dot.GetDouble(i * c.n + j),
+                    2e-4 + 2 * rel * std::abs(want))
+            << "against dot_general at " << i << "," << j;
       }
     }
   }
