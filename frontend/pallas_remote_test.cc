@@ -1,11 +1,11 @@
 // Kernels that reach other devices (pl::make_async_remote_copy, semaphore_signal to a DeviceId)
 // and local copies and semaphores, on both backends: values against hand-derived ones (a shift
-// around a ring by mesh coordinates and by logical id, an mpmd_map whose two kernels copy from
-// one to the other, a local copy into a window, semaphore reads), and every error: a device
-// outside the mesh (signalled, or copied to), a semaphore index outside its array, a copy into a block that changes every
-// step, a wait its semaphore never satisfies and a peer that never reaches the kernel (both
-// failing at the collective timeout with the kernel, grid index, semaphore and devices), and a
-// kernel cancelled while it waits.
+// around a ring by mesh coordinates and by logical id, on two and three mesh axes, an mpmd_map
+// whose two kernels copy from one to the other, a local copy into a window, semaphore reads), and
+// every error: a device outside the mesh (signalled, or copied to), a semaphore index outside its
+// array, a copy into a block that changes every step, a wait its semaphore never satisfies and a
+// peer that never reaches the kernel (both failing at the collective timeout with the kernel,
+// grid index, semaphore and devices), and a kernel cancelled while it waits.
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -114,6 +114,57 @@ TEST_P(PallasRemoteTest, ShiftsByMeshCoordinatesAndByLogicalId) {
                 const int p = (x * 2 + y + 3) % 4;
                 return std::pair{p / 2, p % 2};
               }));
+  }
+}
+
+// Device ids as coordinates over three mesh axes, {x:2, y:2, z:2}: (x, y, z) sends its block of
+// f32[4, 6, 4] (P(x, y, z)) to (x, 1 - y, (z + 1) mod 2), by coordinates and by logical id.
+TEST_P(PallasRemoteTest, ShiftsOnAThreeAxisMesh) {
+  Runtime rt({.num_devices = 8, .num_threads = 2});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}, {"z", 2}});
+  std::vector<double> v(96);
+  for (int i = 0; i < 96; ++i) v[i] = i;
+  Array x = *device_put(HostTensor(DType::kF32, {4, 6, 4}, v),
+                        NamedSharding(mesh, P("x", "y", "z")));
+  for (bool logical : {false, true}) {
+    SCOPED_TRACE(logical ? "logical" : "coordinates");
+    auto call = pl::pallas_call(
+        [logical](pl::Ref in, pl::Ref out, pl::Ref send, pl::Ref recv) {
+          Tracer i = lax::axis_index("x"), j = lax::axis_index("y"), k = lax::axis_index("z");
+          Tracer to_y = S32(1) - j, to_z = (k + S32(1)) % S32(2);
+          pl::DeviceId target = logical ? pl::DeviceId::Logical(i * S32(4) + to_y * S32(2) + to_z)
+                                        : pl::DeviceId({{"y", to_y}, {"z", to_z}});
+          pl::Ref barrier = pl::get_barrier_semaphore();
+          pl::semaphore_signal(barrier, 1, target);
+          pl::semaphore_wait(barrier, 1);
+          pl::AsyncCopy copy = pl::make_async_remote_copy(in, out, send, recv, target);
+          copy.start();
+          copy.wait();
+        },
+        {.out_shapes = {{DType::kF32, {2, 3, 2}}},
+         .in_specs = {pl::BlockSpec::Any()},
+         .out_specs = {pl::BlockSpec::Any()},
+         .scratch_shapes = {pl::DmaSemaphores(), pl::DmaSemaphores()},
+         .name = "shift3",
+         .barrier_semaphore = true});
+    auto f = jit(shard_map([&](Tracer t) { return call(t)[0]; }, mesh, {P("x", "y", "z")},
+                           {P("x", "y", "z")}),
+                 {.backend = GetParam()});
+    absl::StatusOr<Array> got = f(x);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<double> out = got->to_host()->ToDoubles();
+    ASSERT_EQ(out.size(), 96u);
+    for (int r = 0; r < 4; ++r) {
+      for (int c = 0; c < 6; ++c) {
+        for (int d = 0; d < 4; ++d) {
+          // Block (r/2, c/3, d/2) came from (r/2, 1 - c/3, 1 - d/2) (the z shift is its own
+          // inverse on two devices).
+          const int sr = r, sc = (1 - c / 3) * 3 + c % 3, sd = (1 - d / 2) * 2 + d % 2;
+          EXPECT_EQ(out[(r * 6 + c) * 4 + d], v[(sr * 6 + sc) * 4 + sd])
+              << r << "," << c << "," << d;
+        }
+      }
+    }
   }
 }
 
