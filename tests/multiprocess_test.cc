@@ -417,6 +417,42 @@ absl::Status RunManyMessages(const std::shared_ptr<ProcessGroup>& group) {
 // A peer frozen (SIGSTOP) with a 2 MiB ppermute operand of this process waiting for it (its
 // receive is posted only once the peer runs): process 0's run fails at the collective timeout,
 // and its wait for that message to be taken ends at the distributed timeout (4 s here) while the
+// A kernel whose semaphore_wait asks for more than its peer in the other process signals: each
+// process fails at the collective timeout, naming the kernel, the semaphore, what it holds and
+// the devices of the other process; the next run (a kernel whose waits are met) works.
+absl::Status RunKernelThatWaitsTooLong(const std::shared_ptr<ProcessGroup>& group) {
+  Runtime rt({.num_devices = 1, .collective_timeout = absl::Milliseconds(500),
+              .processes = group});
+  absl::StatusOr<Mesh> mesh = JobMesh(rt, "rows");
+  if (!mesh.ok()) return mesh.status();
+  auto run = [&](int64_t wanted) {
+    auto call = pl::pallas_call(
+        [wanted](pl::Ref in, pl::Ref out, pl::Ref sem) {
+          Tracer other = lax::scalar(1, DType::kS32) - lax::axis_index("x");
+          pl::semaphore_signal(sem, 1, pl::DeviceId({{"x", other}}));
+          pl::semaphore_wait(sem, wanted);
+          out.store(in.load());
+        },
+        {.out_shapes = {{DType::kF32, {2, 3}}},
+         .scratch_shapes = {pl::Semaphores()},
+         .name = "greedy"});
+    absl::StatusOr<Array> x = device_put(HostTensor(DType::kF32, {4, 3}, std::vector<double>(12)),
+                                         NamedSharding(*mesh, P("x", None)));
+    if (!x.ok()) return x.status();
+    return jit(shard_map([&](Tracer t) { return call(t)[0]; }, *mesh, {P("x", None)},
+                         {P("x", None)}))(*x)
+        .status();
+  };
+  absl::Status s = run(2);
+  if (!absl::IsDeadlineExceeded(s)) {
+    return absl::InternalError("expected the collective timeout, got: " + s.ToString());
+  }
+  RETURN_IF_ERROR(ExpectFailure(s, "semaphore_wait: kernel greedy at grid index ()"));
+  RETURN_IF_ERROR(ExpectFailure(s, "waited 500ms for 2 and holds 1"));
+  RETURN_IF_ERROR(ExpectFailure(s, "run in other processes"));
+  return run(1);
+}
+
 // peer is still frozen (process 0 resumes it, SIGCONT, only once its run has returned); the message
 // stays posted, and once the peer is back a run of both processes works. The peer's own second run
 // may fail (process 0 told it so).
@@ -517,6 +553,7 @@ absl::Status ChildMain(const std::string& role, int id) {
   if (role == "mismatch_large") return RunMismatchedLargePsum(*group);
   if (role == "many_messages") return RunManyMessages(*group);
   if (role == "frozen_peer") return RunWithAFrozenPeer(*group);
+  if (role == "kernel_waits") return RunKernelThatWaitsTooLong(*group);
   if (role == "mismatch") {
     return ExpectFailure(RunOnePsum(*group, id == 1 ? "pmax" : "psum", absl::Seconds(30)),
                          "mismatch");
@@ -668,6 +705,10 @@ TEST(Multiprocess, AMismatchOfLargeOperandsIsNamedAndTheNextRunWorks) {
 
 TEST(Multiprocess, ARunPostingManyMessagesCompletesThem) {
   ExpectEveryProcessOk("many_messages", Shape{2, 1, "rows"});
+}
+
+TEST(Multiprocess, AKernelWaitingForMoreThanItsPeerSignalsFailsAtTheTimeout) {
+  ExpectEveryProcessOk("kernel_waits", Shape{2, 1, "rows"});
 }
 
 TEST(Multiprocess, AFrozenPeerEndsTheWaitForItAtTheTimeout) {
