@@ -44,7 +44,7 @@ void CollectiveMatmul(benchmark::State& state, bool kernel) {
         return lax::dot_general(lax::all_gather(a, "i", 1, true), b, DotDims{{1}, {0}},
                                 DType::kF32);
       },
-      mesh, {P(None, "i"), P()}, {P()}));
+      mesh, {P(None, "i"), P()}, {P()}, /*check_vma=*/false));
   absl::StatusOr<Jitted<Array>> user = examples::CollectiveMatmulKernelProgram(mesh, "i");
   Time(state, [&] { return kernel ? (*user)(x, w) : builtin(x, w); });
   state.counters["GFLOP/s/device"] =
@@ -63,7 +63,7 @@ void RingAllGather(benchmark::State& state, bool kernel) {
   Array x = *device_put(*random::normal(random::key(3), {sx * h, w}),
                         NamedSharding(mesh, P("x", None)));
   auto builtin = jit(shard_map([](Tracer a) { return lax::all_gather(a, "x", 0, true); }, mesh,
-                               {P("x", None)}, {P(None, None)}));
+                               {P("x", None)}, {P(None, None)}, /*check_vma=*/false));
   auto user = examples::RingAllGatherProgram(mesh, "x");
   Time(state, [&] { return kernel ? user(x) : builtin(x); });
   state.counters["GB/s/device"] = benchmark::Counter(
