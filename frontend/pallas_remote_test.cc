@@ -51,15 +51,17 @@ class PallasRemoteTest : public ::testing::TestWithParam<Backend> {
 };
 
 // Each device sends its block to `target` (a DeviceId built from the device's coordinates) and
-// receives one: out = the block of the device whose target it is.
+// receives one: out = the block of the device whose target it is. With `barrier`, each first
+// signals its target's barrier semaphore and waits for its own.
 pl::PallasCall Shift(std::function<pl::DeviceId(Tracer x, Tracer y)> target,
-                     std::string name = "shift") {
+                     std::string name = "shift", bool barrier = true) {
   return pl::pallas_call(
-      [target](pl::Ref in, pl::Ref out, pl::Ref send, pl::Ref recv) {
+      [target, barrier](pl::Ref in, pl::Ref out, pl::Ref send, pl::Ref recv) {
         Tracer x = lax::axis_index("x"), y = lax::axis_index("y");
-        pl::Ref barrier = pl::get_barrier_semaphore();
-        pl::semaphore_signal(barrier, 1, target(x, y));
-        pl::semaphore_wait(barrier, 1);
+        if (barrier) {
+          pl::semaphore_signal(pl::get_barrier_semaphore(), 1, target(x, y));
+          pl::semaphore_wait(pl::get_barrier_semaphore(), 1);
+        }
         pl::AsyncCopy copy = pl::make_async_remote_copy(in, out, send, recv, target(x, y));
         copy.start();
         copy.wait();
@@ -69,7 +71,7 @@ pl::PallasCall Shift(std::function<pl::DeviceId(Tracer x, Tracer y)> target,
        .out_specs = {pl::BlockSpec::Any()},
        .scratch_shapes = {pl::DmaSemaphores(), pl::DmaSemaphores()},
        .name = std::move(name),
-       .barrier_semaphore = true});
+       .barrier_semaphore = barrier});
 }
 
 // The f32[4,6] array whose (x, y) block holds the block of device (x, y) moved by `from` (the
@@ -281,19 +283,9 @@ TEST_P(PallasRemoteTest, DeviceOutsideTheMesh) {
   EXPECT_THAT(std::string(got.status().message()),
               HasSubstr("logical device id 4 is outside the mesh {x:2, y:2} of 4 devices"));
   // A remote copy (no signal before it) to a device outside the mesh.
-  auto copy_far = pl::pallas_call(
-      [](pl::Ref in, pl::Ref out, pl::Ref send, pl::Ref recv) {
-        pl::AsyncCopy copy = pl::make_async_remote_copy(
-            in, out, send, recv, pl::DeviceId({{"y", lax::axis_index("y") - S32(3)}}));
-        copy.start();
-        copy.wait();
-      },
-      {.out_shapes = {{DType::kF32, {2, 3}}},
-       .in_specs = {pl::BlockSpec::Any()},
-       .out_specs = {pl::BlockSpec::Any()},
-       .scratch_shapes = {pl::DmaSemaphores(), pl::DmaSemaphores()},
-       .name = "copy_far"});
-  got = RunOnGrid(copy_far, rt);
+  got = RunOnGrid(Shift([](Tracer, Tracer y) { return pl::DeviceId({{"y", y - S32(3)}}); },
+                        "copy_far", /*barrier=*/false),
+                  rt);
   ASSERT_FALSE(got.ok());
   EXPECT_TRUE(absl::IsOutOfRange(got.status())) << got.status();
   EXPECT_THAT(std::string(got.status().message()),

@@ -4,9 +4,11 @@
 #include "backends/x86/pallas_compiler.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -434,52 +436,33 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
       break;
     case Prim::kCompare:  // of s32 or pred scalars (false < true)
       if (IsScalarType(result) && all_scalar()) {
-        return ScalarOp(op, Comparison(op.compare().direction()), out);
+        return ScalarStep<2>(op, Comparison(op.compare().direction()), out);
       }
       break;
     case Prim::kClamp:  // clamp(lo, x, hi)
       if (IsScalarType(result) && all_scalar()) {
-        Define(op.results(0), Kind::kScalar, result);
-        const int slot = values_.at(op.results(0)).slot;
-        auto lo = ScalarReader(op.operands(0)), x = ScalarReader(op.operands(1)),
-             hi = ScalarReader(op.operands(2));
-        out.push_back([=](Frame& f) {
-          f.scalars[slot] = std::min(std::max(x(f), lo(f)), hi(f));
-          return absl::OkStatus();
-        });
-        return absl::OkStatus();
+        return ScalarStep<3>(op, [](int64_t lo, int64_t x, int64_t hi) {
+          return std::min(std::max(x, lo), hi);
+        }, out);
       }
       break;
     case Prim::kSelect:
       if (IsScalarType(result) && all_scalar()) {
-        Define(op.results(0), Kind::kScalar, result);
-        const int slot = values_.at(op.results(0)).slot;
-        auto p = ScalarReader(op.operands(0)), x = ScalarReader(op.operands(1)),
-             y = ScalarReader(op.operands(2));
-        out.push_back([=](Frame& f) {
-          f.scalars[slot] = p(f) != 0 ? x(f) : y(f);
-          return absl::OkStatus();
-        });
-        return absl::OkStatus();
+        return ScalarStep<3>(op, [](int64_t p, int64_t x, int64_t y) { return p != 0 ? x : y; },
+                             out);
       }
       break;
     case Prim::kConvertElementType:
     case Prim::kNeg:
     case Prim::kNot:
       if (IsScalarType(result) && all_scalar()) {
-        Define(op.results(0), Kind::kScalar, result);
-        const int slot = values_.at(op.results(0)).slot;
-        auto x = ScalarReader(op.operands(0));
         const bool to_pred = result.dtype == ir::DType::kPred;
-        out.push_back([=](Frame& f) {
-          const int64_t v = x(f);
-          f.scalars[slot] = prim == Prim::kNeg   ? Wrap32(-v)
-                            : prim == Prim::kNot ? (to_pred ? int64_t{v == 0} : ~v)
-                            : to_pred            ? int64_t{v != 0}
-                                                 : v;
-          return absl::OkStatus();
-        });
-        return absl::OkStatus();
+        return ScalarStep<1>(op, [prim, to_pred](int64_t v) {
+          return prim == Prim::kNeg   ? Wrap32(-v)
+                 : prim == Prim::kNot ? (to_pred ? int64_t{v == 0} : ~v)
+                 : to_pred            ? int64_t{v != 0}
+                                      : v;
+        }, out);
       }
       break;
     case Prim::kRefLoad:
@@ -506,17 +489,10 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
       break;
     default:
       if (auto f = ScalarBinary(prim); f && IsScalarType(result) && all_scalar()) {
-        return ScalarOp(op, *f, out);
+        return ScalarStep<2>(op, *f, out);
       }
       if (auto f = ScalarUnary(prim); f && IsScalarType(result) && all_scalar()) {
-        Define(op.results(0), Kind::kScalar, result);
-        const int slot = values_.at(op.results(0)).slot;
-        auto x = ScalarReader(op.operands(0));
-        out.push_back([=, fn = *f](Frame& f) {
-          f.scalars[slot] = fn(x(f));
-          return absl::OkStatus();
-        });
-        return absl::OkStatus();
+        return ScalarStep<1>(op, *f, out);
       }
       break;
   }
@@ -554,13 +530,14 @@ absl::Status Compiler::CompileOp(const ir::Region& region, int i, const Uses& us
   return Generic(op, out);
 }
 
-absl::Status Compiler::ScalarOp(const ir::Op& op,
-                                std::function<int64_t(int64_t, int64_t)> fn, Program& out) {
+template <int N, typename Fn>
+absl::Status Compiler::ScalarStep(const ir::Op& op, Fn fn, Program& out) {
   Define(op.results(0), Kind::kScalar, ir::FromProto(op.result_types(0)));
   const int slot = values_.at(op.results(0)).slot;
-  auto x = ScalarReader(op.operands(0)), y = ScalarReader(op.operands(1));
+  std::array<std::function<int64_t(const Frame&)>, N> in;
+  for (int k = 0; k < N; ++k) in[k] = ScalarReader(op.operands(k));
   out.push_back([=](Frame& f) {
-    f.scalars[slot] = fn(x(f), y(f));
+    f.scalars[slot] = std::apply([&](const auto&... x) { return fn(x(f)...); }, in);
     return absl::OkStatus();
   });
   return absl::OkStatus();

@@ -183,8 +183,9 @@ class Compiler {
   absl::Status CompileOp(const ir::Region& region, int i, const Uses& uses,
                          std::unordered_set<int>& skipped, Program& out);
 
-  absl::Status ScalarOp(const ir::Op& op, std::function<int64_t(int64_t, int64_t)> fn,
-                        Program& out);
+  // A step computing scalar `op` = fn(its N scalar operands).
+  template <int N, typename Fn>
+  absl::Status ScalarStep(const ir::Op& op, Fn fn, Program& out);
 
   absl::Status Load(const ir::Region& region, int i, const Uses& uses, Program& out);
 
