@@ -1,5 +1,6 @@
-"""Seed 000's blocked Pallas matmul and an empty kernel in JAX's Pallas interpret mode on CPU,
-timed like bench/pallas_matmul.cc's cases of the same names.
+"""Seed 000's blocked Pallas matmul, seed 003's megablox gmm and tgmm (JAX's own kernels) and an
+empty kernel in JAX's Pallas interpret mode on CPU, timed like bench/pallas_matmul.cc's cases of
+the same names.
 
 Run by scripts/bench_xla.sh pallas inside its private virtual environment. Prints one JSON object
 per case: {"case": "bf16_pallas_kernel/2048/2048/1024", "median_ms": ..., "compile_ms": ...}.
@@ -20,6 +21,7 @@ def parse_args():
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--sizes", default="512x512x512,2048x2048x1024")
     p.add_argument("--empty-steps", type=int, default=100000)
+    p.add_argument("--grouped", type=int, default=1, help="0: skip gmm and tgmm")
     return p.parse_args()
 
 
@@ -61,6 +63,28 @@ def empty_kernel(steps):
                           out_shape=jax.ShapeDtypeStruct((8,), jnp.float32), interpret=True)
 
 
+def grouped_cases(runs):
+    """megablox gmm and tgmm, 128^3 tiles, the groups and shapes of pallas_matmul's Grouped."""
+    import importlib
+
+    # The module (the package's own `gmm` attribute is the custom_vjp function of ops.py).
+    megablox = importlib.import_module("jax.experimental.pallas.ops.tpu.megablox.gmm")
+
+    m, k, n = 2048, 1024, 1024
+    sizes = jnp.array([300, 129, 0, 511, 200, 77, 431, 400], jnp.int32)
+    key1, key2 = jax.random.split(jax.random.key(1))
+    lhs = jax.random.normal(key1, (m, k), jnp.bfloat16)
+    rhs = jax.random.normal(key2, (8, k, n), jnp.bfloat16)
+    time_case("Grouped/gmm_pallas_kernel",
+              lambda a, b, s: megablox.gmm(a, b, s, jnp.float32, interpret=True),
+              (lhs, rhs, sizes), runs)
+    lhs_t = jax.random.normal(key1, (k, m), jnp.bfloat16)
+    rhs_t = jax.random.normal(key2, (m, n), jnp.bfloat16)
+    time_case("Grouped/tgmm_pallas_kernel",
+              lambda a, b, s: megablox.tgmm(a, b, s, jnp.float32, interpret=True),
+              (lhs_t, rhs_t, sizes), runs)
+
+
 def time_case(name, fn, args, runs):
     t0 = time.perf_counter()
     f = jax.jit(fn)
@@ -85,6 +109,8 @@ def main():
             x = jax.random.normal(key, (m, k), dtype)
             y = jax.random.normal(key, (k, n), dtype)
             time_case(f"{label}_pallas_kernel/{m}/{k}/{n}", make_matmul(m, k, n), (x, y), args.runs)
+    if args.grouped:
+        grouped_cases(args.runs)
     x = jnp.zeros((8,), jnp.float32)
     time_case(f"EmptyGridStep/{args.empty_steps}", empty_kernel(args.empty_steps), (x,), args.runs)
 
