@@ -1,11 +1,13 @@
 #include "backends/x86/cpu_features.h"
 
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -161,6 +163,28 @@ bool Avx512VnniUsable() { return DetectedAvx512Vnni() && ActiveIsa() >= IsaLevel
 const CacheSizes& HostCaches() {
   static const CacheSizes caches = DetectCaches();
   return caches;
+}
+
+const CpuIdentity& HostCpu() {
+  static const CpuIdentity cpu = [] {
+    CpuIdentity id{"unknown"};
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d)) {
+      char vendor[13] = {};
+      std::memcpy(vendor, &b, 4);
+      std::memcpy(vendor + 4, &d, 4);
+      std::memcpy(vendor + 8, &c, 4);
+      if (vendor[0] != 0) id.vendor = vendor;
+    }
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+      id.family = (a >> 8) & 0xf;
+      id.model = (a >> 4) & 0xf;
+      if (id.family == 0xf) id.family += (a >> 20) & 0xff;
+      if (id.family >= 6) id.model += ((a >> 16) & 0xf) << 4;
+    }
+    return id;
+  }();
+  return cpu;
 }
 
 }  // namespace shardjit::backends::x86

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace shardjit::backends::x86 {
@@ -49,6 +50,14 @@ struct CacheSizes {
 
 // Detected once: Xbyak (Intel), then sysfs, then sysconf, else the defaults above.
 const CacheSizes& HostCaches();
+
+// The CPU's vendor ("GenuineIntel", "AuthenticAMD"; "unknown" when cpuid gives none) and its
+// family and model as cpuid reports them, the extended fields folded in (AMD Zen 5: 26).
+struct CpuIdentity {
+  std::string vendor;
+  unsigned family = 0, model = 0;
+};
+const CpuIdentity& HostCpu();
 
 }  // namespace shardjit::backends::x86
 

@@ -132,7 +132,8 @@ NextBlock NextBlockOf(const MatrixView& b, const GemmPlan& plan, int stream_rows
 
 }  // namespace
 
-GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
+GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches,
+                  const CpuIdentity& cpu) {
   GemmPlan plan;
   plan.isa = isa;
   if (isa >= IsaLevel::kAmxBf16 && type == GemmType::kBf16Bf16F32) {
@@ -176,13 +177,16 @@ GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches) {
                       : plan.layout == PanelLayout::kS8Quads ? 1
                                                               : 4;
   // B in f32 panels (f32, or bf16 widened) is read in place by one row tile as long as its panels
-  // are two vectors wide or more (InPlacePlan): up to 15 rows in zmm registers, 6 in ymm. Wider
-  // tiles of one-vector panels, and two tiles, were slower than streaming
-  // (BM_GemmWeightsFromMemory, BM_Gemm). bf16 rows from memory want runs of 128 bytes (4 zmm
-  // panels, up to 7 rows): 12 rows in 2-zmm panels were 0.85x streaming.
+  // are two vectors wide or more (InPlacePlan): up to 15 rows in zmm registers, 6 in ymm. On an
+  // Intel Xeon (family 6 model 106) wider tiles of one-vector panels, and two tiles, were slower
+  // than streaming (BM_GemmWeightsFromMemory, BM_Gemm; 20 rows: 870 vs 590 us); on AMD Zen 5
+  // (family 26) one tile of up to 31 rows in one-vector panels is faster (20 rows from memory:
+  // 276 vs 341 us, from L3 0.208 vs 0.262 ms). bf16 rows from memory want runs of 128 bytes (4
+  // zmm panels, up to 7 rows): 12 rows in 2-zmm panels were 0.85x streaming.
   if (plan.layout == PanelLayout::kF32) {
     const bool bf16 = type == GemmType::kBf16Bf16F32;
-    plan.max_rows_b_in_place = plan.isa >= IsaLevel::kAvx512 ? (bf16 ? 7 : 15) : 6;
+    const bool zen5 = cpu.vendor == "AuthenticAMD" && cpu.family >= 26;
+    plan.max_rows_b_in_place = plan.isa >= IsaLevel::kAvx512 ? (bf16 ? 7 : zen5 ? 31 : 15) : 6;
   }
   // The A strip (mr x kc) takes about a quarter of L1; the rest streams B.
   plan.kc = std::clamp<int64_t>(RoundDown(caches.l1d / (4 * plan.mr * elt), 64), 128,

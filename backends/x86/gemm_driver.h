@@ -34,8 +34,10 @@ struct GemmPlan {
   int64_t min_flops_per_thread = int64_t{1} << 21;
 };
 
-// The plan of `isa` (> kReference) for `type`, blocked for `caches` (int8: the kAvx512 VNNI plan).
-GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches);
+// The plan of `isa` (> kReference) for `type`, blocked for `caches`, for a CPU like `cpu` (int8:
+// the kAvx512 VNNI plan).
+GemmPlan MakePlan(IsaLevel isa, GemmType type, const CacheSizes& caches,
+                  const CpuIdentity& cpu = HostCpu());
 
 // InvalidArgument unless mc and nc are positive multiples of mr and nr and kc is positive (and
 // even for bf16 pairs, a multiple of 4 for int8 quads; AMX tiles: 32x32 register tiles and kc a

@@ -37,10 +37,26 @@ GemmArgs FewRows(int64_t m, int64_t n) {
   return args;
 }
 
+// CPUs whose plans differ: up to 15 f32 rows in place on the Xeon, 31 on Zen 5.
+const CpuIdentity kIceLakeXeon{"GenuineIntel", 6, 106};
+const CpuIdentity kZen5{"AuthenticAMD", 26, 2};
+
 TEST(ReadsBInPlace, FewRowsOfF32BContiguousAlongN) {
-  const GemmPlan zmm = MakePlan(IsaLevel::kAvx512, GemmType::kF32F32F32, CacheSizes{});
+  const GemmPlan zmm = MakePlan(IsaLevel::kAvx512, GemmType::kF32F32F32, CacheSizes{},
+                                kIceLakeXeon);
   const GemmPlan ymm = MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{});
   EXPECT_EQ(zmm.max_rows_b_in_place, 15);
+  const GemmPlan zen5 = MakePlan(IsaLevel::kAvx512, GemmType::kF32F32F32, CacheSizes{}, kZen5);
+  EXPECT_EQ(zen5.max_rows_b_in_place, 31);
+  EXPECT_TRUE(ReadsBInPlace(zen5, FewRows(16, 1000)));
+  EXPECT_FALSE(ReadsBInPlace(zen5, FewRows(32, 1000)));
+  EXPECT_FALSE(ReadsBInPlace(zen5, FewRows(20, 15)));  // panels of 16
+  EXPECT_EQ(MakePlan(IsaLevel::kAvx2, GemmType::kF32F32F32, CacheSizes{}, kZen5)
+                .max_rows_b_in_place,
+            6);
+  EXPECT_EQ(MakePlan(IsaLevel::kAvx512, GemmType::kBf16Bf16F32, CacheSizes{}, kZen5)
+                .max_rows_b_in_place,
+            7);
   EXPECT_EQ(ymm.max_rows_b_in_place, 6);
   EXPECT_TRUE(ReadsBInPlace(zmm, FewRows(1, 64)));
   EXPECT_TRUE(ReadsBInPlace(zmm, FewRows(15, 1000)));
@@ -62,7 +78,8 @@ TEST(ReadsBInPlace, FewRowsOfF32BContiguousAlongN) {
   GemmArgs bf16 = FewRows(3, 1000);  // widened as it is loaded, into f32 panels
   bf16.type = GemmType::kBf16Bf16F32;
   EXPECT_TRUE(ReadsBInPlace(zmm, bf16));
-  const GemmPlan zmm_bf16 = MakePlan(IsaLevel::kAvx512, GemmType::kBf16Bf16F32, CacheSizes{});
+  const GemmPlan zmm_bf16 =
+      MakePlan(IsaLevel::kAvx512, GemmType::kBf16Bf16F32, CacheSizes{}, kIceLakeXeon);
   EXPECT_EQ(zmm_bf16.max_rows_b_in_place, 7);  // panels of 4 zmm: 128-byte runs of bf16
   EXPECT_EQ(MakePlan(IsaLevel::kAvx2, GemmType::kBf16Bf16F32, CacheSizes{}).max_rows_b_in_place,
             6);
@@ -84,16 +101,16 @@ TEST(ReadsBInPlace, FewRowsOfF32BContiguousAlongN) {
 }
 
 // One tile of all m rows; panels of 4 zmm up to 7 rows (4 * 7 + 4 = 32 registers), 3 up to 9,
-// 2 up to 15; AVX2 (14 registers beside the broadcasts): 7 ymm for one row, 4 for two, 3 for
-// three, 2 up to 6.
+// 2 up to 15, 1 up to 31; AVX2 (14 registers beside the broadcasts): 7 ymm for one row, 4 for
+// two, 3 for three, 2 up to 6.
 TEST(InPlacePlan, OneTileOfAllRowsAndPanelsThatFit) {
-  const GemmPlan zmm = MakePlan(IsaLevel::kAvx512, GemmType::kF32F32F32, CacheSizes{});
+  const GemmPlan zmm = MakePlan(IsaLevel::kAvx512, GemmType::kF32F32F32, CacheSizes{}, kZen5);
   const int want_nr[] = {0, 64, 64, 64, 64, 64, 64, 64, 48, 48, 32, 32, 32, 32, 32, 32};
-  for (int64_t m = 1; m <= 15; ++m) {
+  for (int64_t m = 1; m <= 31; ++m) {
     const GemmPlan p = InPlacePlan(zmm, m);
     EXPECT_EQ(p.mr, m);
     EXPECT_EQ(p.mc, m);
-    EXPECT_EQ(p.nr, want_nr[m]) << m;
+    EXPECT_EQ(p.nr, m <= 15 ? want_nr[m] : 16) << m;
     EXPECT_EQ(p.nc % p.nr, 0) << m;
     EXPECT_TRUE(ValidatePlan(p).ok()) << m;
   }
@@ -241,7 +258,8 @@ constexpr IsaLevel kInPlaceLevels[] = {IsaLevel::kAvx2, IsaLevel::kAvx512};
 // f32 and bf16 inputs, accumulation, bf16 output, two threads, at a level's generated kernels or
 // the portable one.
 void CheckInPlaceProducts(IsaLevel isa, bool portable) {
-  GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, CacheSizes{});
+  // Zen 5's plan: every tile height any CPU's plan reads in place (up to 31 rows with AVX-512).
+  GemmPlan plan = MakePlan(isa, GemmType::kF32F32F32, CacheSizes{}, kZen5);
   plan.kc = 40;
   plan.nc = 192;  // 3 panels of 64, 4 of 48, 6 of 32; AVX2 12 of 16, 8 of 24, 6 of 32, 3 of 56
   plan.portable_kernels = portable;

@@ -3,6 +3,7 @@
 // (results and copies bit for bit), whole products against the f64 oracle at every level with a
 // kF32 or kBf16Pairs layout, balanced blocking, and the storage allocator that backs large
 // operands with huge pages.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -542,7 +543,9 @@ TEST(StreamingProducts, MatchTheOracleWithHostBlocking) {
         c.bf16_in = bf16_in;
         GemmPlan plan = MakePlan(isa, c.bf16_in ? GemmType::kBf16Bf16F32 : GemmType::kF32F32F32,
                                  HostCaches());
-        c.shape = few_rows ? GemmShape{20, 4 * plan.nc + 37, 2 * plan.kc + 61}
+        // Few rows, but more than the host's plan reads in place.
+        const int64_t rows = std::max<int64_t>(20, plan.max_rows_b_in_place + 5);
+        c.shape = few_rows ? GemmShape{rows, 4 * plan.nc + 37, 2 * plan.kc + 61}
                            : GemmShape{plan.mc + 50, 2 * plan.nc + 37, 2 * plan.kc + 61};
         c.accumulate = true;
         Problem p(c, 77);

@@ -1,6 +1,5 @@
 #include "backends/x86/host_rates.h"
 
-#include <cpuid.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -52,22 +51,8 @@ double RoundToClass(double rate) {
 // "<vendor>-<family>-<model>-<isa>", e.g. "AuthenticAMD-25-17-avx512_bf16": the file of one
 // kind of CPU.
 std::string CpuKey() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  char vendor[13] = {};
-  if (__get_cpuid(0, &a, &b, &c, &d)) {
-    std::memcpy(vendor, &b, 4);
-    std::memcpy(vendor + 4, &d, 4);
-    std::memcpy(vendor + 8, &c, 4);
-  }
-  unsigned family = 0, model = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d)) {
-    family = (a >> 8) & 0xf;
-    model = (a >> 4) & 0xf;
-    if (family == 0xf) family += (a >> 20) & 0xff;
-    if (family >= 6) model += ((a >> 16) & 0xf) << 4;
-  }
-  return fmt::format("{}-{}-{}-{}", vendor[0] != 0 ? vendor : "unknown", family, model,
-                     IsaName(ActiveIsa()));
+  const CpuIdentity& cpu = HostCpu();
+  return fmt::format("{}-{}-{}-{}", cpu.vendor, cpu.family, cpu.model, IsaName(ActiveIsa()));
 }
 
 std::string DefaultPath() {
