@@ -52,7 +52,12 @@ class KernelExchange::Peers final : public backends::KernelPeers {
         ++it;
       }
     }
-    for (const RemoteKernelOp& op : early) RETURN_IF_ERROR(x_.Apply(lock, op));
+    for (const RemoteKernelOp& op : early) {
+      if (absl::Status s = x_.Apply(lock, op); !s.ok()) {
+        Leave(lock, me, s);  // the kernel does not run: no Exit follows
+        return s;
+      }
+    }
     // Peers waiting for this instance to start may go on.
     for (int64_t p = 0; p < core_.size(); ++p) {
       const KernelWait* wait = core_.waiting(p).kernel;
@@ -63,19 +68,7 @@ class KernelExchange::Peers final : public backends::KernelPeers {
 
   void Exit(const absl::Status& outcome) override {
     std::unique_lock<SpinMutex> lock(core_.mu());
-    Instance& me = *x_.instances_[position_];
-    me.inside = false;
-    me.outcome = outcome;
-    // A copy in flight runs on its sender's thread, never on this one (it does not park while
-    // it copies), so waiting for it lets that thread finish it.
-    while (me.writers > 0) {
-      lock.unlock();
-      std::this_thread::yield();
-      lock.lock();
-    }
-    me.buffers.clear();
-    me.semaphores.reset();
-    core_.CountArrival();
+    Leave(lock, *x_.instances_[position_], outcome);
   }
 
   absl::Status CopyTo(int64_t target, int param, const backends::WindowCopy& copy,
@@ -158,6 +151,22 @@ class KernelExchange::Peers final : public backends::KernelPeers {
   }
 
  private:
+  // Ends instance `me` with `outcome` once no peer copies into it; under mu.
+  void Leave(std::unique_lock<SpinMutex>& lock, Instance& me, const absl::Status& outcome) {
+    me.inside = false;
+    me.outcome = outcome;
+    // A copy in flight runs on its sender's thread, never on this one (it does not park while
+    // it copies), so waiting for it lets that thread finish it.
+    while (me.writers > 0) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    me.buffers.clear();
+    me.semaphores.reset();
+    core_.CountArrival();
+  }
+
   // `target`'s instance matching this position's current one, once it has started; under mu
   // (released while waiting).
   absl::StatusOr<Instance*> Meet(std::unique_lock<SpinMutex>& lock, int64_t target,
@@ -247,6 +256,10 @@ absl::Status KernelExchange::Apply(std::unique_lock<SpinMutex>& lock, const Remo
   const std::string what = fmt::format(
       "a kernel {} from device {} to device {}", op.data.defined() ? "copy" : "signal",
       core_.DeviceOf(op.source), core_.DeviceOf(op.target));
+  // An instance that ended in failure: that failure is the run's; the message is moot.
+  if (target.entered == op.instance && !target.inside && !target.outcome.ok()) {
+    return absl::OkStatus();
+  }
   if (target.entered != op.instance || !target.inside) {
     return absl::FailedPreconditionError(fmt::format(
         "{} came after device {} left its instance of the kernel; a kernel must wait for the "

@@ -48,7 +48,8 @@ absl::Status ValidatePlan(const GemmPlan& plan);
 // fetched (generated) up front so that a generation failure is reported before C is touched.
 class KernelSet {
  public:
-  // For `args` in `plan`'s blocks: StreamingPlan's when it streams B, balanced over its shape.
+  // For `args` in `plan`'s blocks: StreamingPlan's when it streams B (unless
+  // args.fixed_depth_blocks), InPlacePlan's when it reads B in place, balanced over its shape.
   absl::Status Prepare(const GemmPlan& plan, const GemmArgs& args);
   // `special`: the product's streaming kernel (StreamsB) or the one that reads B in place
   // (ReadsBInPlace; no tail panel: the tail is packed and runs on the plain kernel).

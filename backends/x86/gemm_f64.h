@@ -6,8 +6,8 @@
 #define SHARDJIT_BACKENDS_X86_GEMM_F64_H_
 
 #include "absl/status/status.h"
-#include "backends/x86/gemm.h"
 #include "backends/x86/cpu_features.h"
+#include "backends/x86/gemm.h"
 
 namespace shardjit::backends::x86 {
 

@@ -205,7 +205,8 @@ void CheckInPlaceKernels(IsaLevel isa, int lanes, int max_rows) {
   std::mt19937 rng(23);
   for (RowSource rows_of : {RowSource::kF32, RowSource::kBf16}) {
     for (int rows = 1; rows <= max_rows; ++rows) {
-      const GemmPlan plan = InPlacePlan(MakePlan(isa, GemmType::kF32F32F32, CacheSizes{}), rows);
+      const GemmPlan plan =
+          InPlacePlan(MakePlan(isa, GemmType::kF32F32F32, CacheSizes{}, kZen5), rows);
       KernelKey key{PanelLayout::kF32, isa, plan.mr, plan.nr, rows, 0};
       key.b_in_place = rows_of;
       CheckInPlaceKernel(key, rng);
@@ -228,7 +229,7 @@ TEST(InPlaceKernels, MatchThePortableKernelAvx2) {
 // Hosts without AVX-512 check these kernels in the emulator (emulation/dump_kernels).
 TEST(InPlaceKernels, MatchThePortableKernelAvx512) {
   if (DetectedIsa() < IsaLevel::kAvx512) GTEST_SKIP() << "this CPU lacks avx512";
-  CheckInPlaceKernels(IsaLevel::kAvx512, 16, 15);
+  CheckInPlaceKernels(IsaLevel::kAvx512, 16, 31);  // 31 rows: no spare register for broadcasts
 }
 
 TEST(InPlaceKernels, OnlyFullF32PanelsWithoutAStream) {
@@ -265,7 +266,11 @@ void CheckInPlaceProducts(IsaLevel isa, bool portable) {
   plan.portable_kernels = portable;
   plan.min_flops_per_thread = 0;
   int seed = 0;
-  for (int64_t m = 1; m <= plan.max_rows_b_in_place; m += (m < 8 ? 1 : 3)) {
+  // Tile heights 1-8, then every third, and the tallest.
+  std::vector<int64_t> heights;
+  for (int64_t m = 1; m <= plan.max_rows_b_in_place; m += (m < 8 ? 1 : 3)) heights.push_back(m);
+  if (heights.back() != plan.max_rows_b_in_place) heights.push_back(plan.max_rows_b_in_place);
+  for (int64_t m : heights) {
     const int64_t nr = InPlacePlan(plan, m).nr;
     for (int64_t n : {nr, nr + 1, 2 * nr + 15, 7 * nr + 33}) {
       for (int64_t k : {1, 3, 40, 97}) {

@@ -64,12 +64,6 @@ std::optional<Compiler::Accumulation> Compiler::MatchAccumulation(const ir::Regi
   return std::nullopt;
 }
 
-// A GEMM step for dot_general `op` writing C through `out`; with `accumulate_ref` >= 0,
-// accumulating into that ref's window (and deferred while later steps continue it).
-// `at`: the index of the dot in the current region. An operand that is a masked select of
-// zeros (MaskedUse) is read through its mask: when both operands' masks constrain only the
-// contracting dimension, to the same range, the GEMM runs over that depth; otherwise over a
-// zero-filled copy of the mask's elements.
 bool Compiler::RunsAsGemm(const ir::Op& dot) const {
   const ir::DotGeneralAttrs& d = dot.dot_general();
   const ir::ShapedType lhs = values_.at(dot.operands(0)).type;
@@ -81,6 +75,12 @@ bool Compiler::RunsAsGemm(const ir::Op& dot) const {
          (out == ir::DType::kF32 || out == ir::DType::kBF16);
 }
 
+// A GEMM step for dot_general `op` writing C through `out`; with `accumulate_ref` >= 0,
+// accumulating into that ref's window (and deferred while later steps continue it).
+// `at`: the index of the dot in the current region. An operand that is a masked select of
+// zeros (MaskedUse) is read through its mask: when both operands' masks constrain only the
+// contracting dimension, to the same range, the GEMM runs over that depth; otherwise over a
+// zero-filled copy of the mask's elements.
 absl::StatusOr<Step> Compiler::GemmStep(const ir::Op& op,
                                         std::function<absl::StatusOr<View>(Frame&)> out,
                                         int accumulate_ref, int at) {

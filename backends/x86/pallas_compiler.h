@@ -141,8 +141,9 @@ class Compiler {
 
   // The window of ref_load / ref_store `op` (starts from operand `first` on) at run time, checked
   // against the ref. `flush`: settle the writes deferred into the window first (every access but
-  // the ones that defer writes themselves). `access`: what the access does to a block of a fresh
-  // output, for its padding.
+  // the ones that defer writes themselves; windows of refs the kernel never stores to or copies
+  // into have none). `access`: what the access does to a block of a fresh output, for its
+  // padding.
   std::function<absl::StatusOr<View>(Frame&)> WindowOf(const ir::Op& op, int first,
                                                        bool flush = true,
                                                        OutputAccess access = OutputAccess::kRead);

@@ -39,14 +39,16 @@ LazyPadding::Block LazyPadding::At(absl::Span<const int64_t> blocks) {
   return b;
 }
 
+// A block's state is read without the lock only to skip finished blocks (acquire: their padding
+// is visible); every change happens under the lock, after checking the state again.
 void LazyPadding::Touch(const Block& b) {
-  if (state_[b.index].load(std::memory_order_relaxed) == kDone) return;
+  if (state_[b.index].load(std::memory_order_acquire) == kDone) return;
   absl::MutexLock lock(&mu_);
-  FillUnwritten(b);
+  if (state_[b.index].load(std::memory_order_relaxed) != kDone) FillUnwritten(b);
 }
 
 void LazyPadding::StoreRows(const Block& b, const View& window, int64_t lo, int64_t hi) {
-  if (state_[b.index].load(std::memory_order_relaxed) == kDone || lo >= hi) return;
+  if (state_[b.index].load(std::memory_order_acquire) == kDone || lo >= hi) return;
   const View& in = b.inside;
   // The whole block (its squeezed dims, if any, left out of the window).
   int64_t window_elements = 1, inside_elements = 1;
@@ -56,7 +58,7 @@ void LazyPadding::StoreRows(const Block& b, const View& window, int64_t lo, int6
       hi == RowsOf(window)) {
     absl::MutexLock lock(&mu_);
     written_.erase(b.index);
-    state_[b.index].store(kDone, std::memory_order_relaxed);
+    state_[b.index].store(kDone, std::memory_order_release);
     return;
   }
   // The window's first row in the block, when it spans the block's other dims whole.
@@ -67,6 +69,7 @@ void LazyPadding::StoreRows(const Block& b, const View& window, int64_t lo, int6
   const int64_t first = rows ? offset / in.strides[0] : 0;
   rows = rows && first + RowsOf(window) <= in.dims[0];
   absl::MutexLock lock(&mu_);
+  if (state_[b.index].load(std::memory_order_relaxed) == kDone) return;
   if (!rows) {
     FillUnwritten(b);
     return;
@@ -76,7 +79,7 @@ void LazyPadding::StoreRows(const Block& b, const View& window, int64_t lo, int6
   std::fill(written.begin() + first + lo, written.begin() + first + hi, true);
   const bool all = std::find(written.begin(), written.end(), false) == written.end();
   if (all) written_.erase(b.index);
-  state_[b.index].store(all ? kDone : kSomeRows, std::memory_order_relaxed);
+  state_[b.index].store(all ? kDone : kSomeRows, std::memory_order_release);
 }
 
 void LazyPadding::FillUnwritten(const Block& b) {
@@ -104,7 +107,7 @@ void LazyPadding::FillUnwritten(const Block& b) {
     written_.erase(it);
   }
   ++padded_blocks;
-  state_[b.index].store(kDone, std::memory_order_relaxed);
+  state_[b.index].store(kDone, std::memory_order_release);
 }
 
 void LazyPadding::FillUntouched() {

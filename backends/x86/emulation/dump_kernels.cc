@@ -69,11 +69,11 @@ std::vector<KernelKey> Keys() {
       }
     }
   }
-  // Kernels that read f32 or bf16 rows of B in place: one tile of 1 to 15 rows (AVX2: 6),
+  // Kernels that read f32 or bf16 rows of B in place: one tile of 1 to 31 rows (AVX2: 6),
   // panels as InPlacePlan makes them.
   for (RowSource rows_of : {RowSource::kF32, RowSource::kBf16}) {
-    for (int rows : {1, 4, 7, 8, 9, 10, 15}) {
-      const int nr = rows <= 7 ? 64 : rows <= 9 ? 48 : 32;
+    for (int rows : {1, 4, 7, 8, 9, 10, 15, 16, 31}) {
+      const int nr = rows <= 7 ? 64 : rows <= 9 ? 48 : rows <= 15 ? 32 : 16;
       keys.push_back({PanelLayout::kF32, IsaLevel::kAvx512, rows, nr, rows, 0});
       keys.back().b_in_place = rows_of;
     }
