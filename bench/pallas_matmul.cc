@@ -3,7 +3,7 @@
 //   built-in dot_general of the same product, 2048x2048 @ 2048x1024 and 512^3, bf16 and f32
 //   inputs, f32 out, on every thread of the runtime (SHARDJIT_NUM_THREADS, default all cores);
 // - seed 003's gmm and tgmm kernels (examples/kernels/gmm.h) against the built-in lax::gmm and
-//   lax::tgmm;
+//   lax::tgmm, and gmm with a bf16 result;
 // - the per-grid-step overhead: an empty kernel over a 10^5-step grid, in ns per step;
 // - compiling the seed kernel: trace + lower + compile of a fresh jit and its first run on one
 //   128^3 block (the x86 backend compiles a kernel at its first run), in ms.
@@ -50,9 +50,9 @@ BENCHMARK_CAPTURE(Matmul, f32_dot_general, DType::kF32, false)->Apply(MatmulSize
 
 // Seed 003's gmm and tgmm as user kernels (128^3 tiles) against the built-in lax::gmm and
 // lax::tgmm, over 8 groups of uneven sizes (most starting inside tiles) of m = 2048 rows, bf16
-// operands, f32 out. gmm: lhs [2048, 1024], rhs [8, 1024, 1024]; tgmm: lhs [1024, 2048] (k, m),
-// rhs [2048, 1024]. GFLOP/s counts the grouped rows only.
-void Grouped(benchmark::State& state, bool transposed, bool kernel) {
+// operands, f32 out (or `out`). gmm: lhs [2048, 1024], rhs [8, 1024, 1024]; tgmm: lhs
+// [1024, 2048] (k, m), rhs [2048, 1024]. GFLOP/s counts the grouped rows only.
+void Grouped(benchmark::State& state, bool transposed, bool kernel, DType out = DType::kF32) {
   const int64_t m = 2048, k = 1024, n = 1024;
   const std::vector<double> sizes = {300, 129, 0, 511, 200, 77, 431, 400};
   Runtime rt({.num_devices = 1});
@@ -66,7 +66,7 @@ void Grouped(benchmark::State& state, bool transposed, bool kernel) {
   Array g = *device_put(HostTensor(DType::kS32, {8}, sizes), NamedSharding(mesh, P()));
   auto f = jit([=](Tracer a, Tracer b, Tracer s) {
     if (transposed) return kernel ? examples::Tgmm(a, b, s) : lax::tgmm(a, b, s);
-    return kernel ? examples::Gmm(a, b, s) : lax::gmm(a, b, s);
+    return kernel ? examples::Gmm(a, b, s, {}, out) : lax::gmm(a, b, s, out);
   });
   if (absl::StatusOr<Array> warm = f(x, y, g); !warm.ok()) {
     state.SkipWithError(std::string(warm.status().message()).c_str());
@@ -86,6 +86,10 @@ void GroupedOptions(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK_CAPTURE(Grouped, gmm_pallas_kernel, false, true)->Apply(GroupedOptions);
 BENCHMARK_CAPTURE(Grouped, gmm_builtin, false, false)->Apply(GroupedOptions);
+BENCHMARK_CAPTURE(Grouped, gmm_bf16_out_pallas_kernel, false, true, DType::kBF16)
+    ->Apply(GroupedOptions);
+BENCHMARK_CAPTURE(Grouped, gmm_bf16_out_builtin, false, false, DType::kBF16)
+    ->Apply(GroupedOptions);
 BENCHMARK_CAPTURE(Grouped, tgmm_pallas_kernel, true, true)->Apply(GroupedOptions);
 BENCHMARK_CAPTURE(Grouped, tgmm_builtin, true, false)->Apply(GroupedOptions);
 
