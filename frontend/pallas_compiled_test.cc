@@ -682,59 +682,124 @@ TEST_F(PallasCompiledTest, MaskedStoresOfAnAccumulatorRunOnlyTheirRows) {
 // megablox's form over two groups (rows [0, 11) and [11, 16) of two 8-row tiles, each group its
 // own rhs) and two column blocks, every axis arbitrary (one grid thread): the tile the groups
 // share is stored twice, each time with its group's rows alone. The second store leaves the
-// first group's GEMM deferred, so each group's column blocks merge into one product.
+// first group's GEMM deferred, so each group's column blocks merge into one product. With a bf16
+// output (megablox's astype: convert(select(mask, acc, convert(old)))) the moved GEMMs round into
+// the bf16 rows and still merge; the accumulator keeps its own f32 GEMM, which a later read of it
+// (twice the accumulator into a second output) gets.
 TEST_F(PallasCompiledTest, MaskedStoresOfASharedTileLeaveTheOtherRowsDeferred) {
   const int64_t m = 16, k = 16, n = 16, tm = 8, tk = 8, tn = 8, split = 11;
   std::vector<double> xv = Ramp(m * k, 0.37, 3), yv = Ramp(2 * k * n, 0.53, 3);
   Array x = Put(DType::kF32, {m, k}, xv), y = Put(DType::kF32, {2, k, n}, yv);
   // Per grid step along m: the group, its m tile; then the groups' row offsets.
   Array meta = Put(DType::kS32, {9}, {0, 0, 1, 0, 1, 1, 0, split, m});
-  auto call = pl::pallas_call(
-      [&](const std::vector<pl::Ref>& r) {
-        const pl::Ref &md = r[0], &xb = r[1], &yb = r[2], &out = r[3], &acc = r[4];
-        auto s32 = [](int64_t v) { return lax::scalar(v, DType::kS32); };
-        Tracer step = pl::program_id(1), kk = pl::program_id(2);
-        pl::when(lax::eq(kk, s32(0)), [&] { acc.store(lax::full({tm, tn}, 0, DType::kF32)); });
-        acc.store(acc.load() + pl::dot(xb.load(), yb.load(), DType::kF32));
-        pl::when(lax::eq(kk, s32(k / tk - 1)), [&] {
-          Tracer group = md.load({step});
-          Tracer row = lax::broadcasted_iota(DType::kS32, {tm, tn}, 0) + md.load({step + 3}) * tm;
-          Tracer mine = lax::bitwise_and(row >= md.load({group + 6}), row < md.load({group + 7}));
-          out.store(lax::select(mine, acc.load(), out.load()));
-        });
-      },
-      {.out_shapes = {{DType::kF32, {m, n}}},
-       .grid = {n / tn, 3, k / tk},
-       .in_specs = {pl::BlockSpec({tm, tk},
-                                  [](pl::Idx g, const std::vector<pl::Ref>& p) {
-                                    return pl::Blocks{p[0].load({g[1] + 3}), g[2]};
-                                  }),
-                    pl::BlockSpec({pl::kSqueezed, tk, tn},
-                                  [](pl::Idx g, const std::vector<pl::Ref>& p) {
-                                    return pl::Blocks{p[0].load({g[1]}), g[2], g[0]};
-                                  })},
-       .out_specs = {pl::BlockSpec({tm, tn},
-                                   [](pl::Idx g, const std::vector<pl::Ref>& p) {
-                                     return pl::Blocks{p[0].load({g[1] + 3}), g[0]};
-                                   })},
-       .scratch_shapes = {{DType::kF32, {tm, tn}}},
-       .num_scalar_prefetch = 1,
-       .dimension_semantics = {pl::kArbitrary, pl::kArbitrary, pl::kArbitrary}});
-  const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
-  auto [ref, x86] =
-      Both([&](const std::vector<Tracer>& a) { return call(a[0], a[1], a[2])[0]; }, {meta, x, y});
-  ASSERT_EQ(x86.size(), static_cast<size_t>(m * n));
-  ExpectNear(ref, x86, 1e-5);
-  for (int64_t i = 0; i < m * n; ++i) {
-    const int64_t row = i / n, col = i % n, group = row < split ? 0 : 1;
-    double want = 0;
-    for (int64_t p = 0; p < k; ++p) want += xv[row * k + p] * yv[(group * k + p) * n + col];
-    ASSERT_NEAR(x86[i], want, 1e-5 * (1 + std::abs(want))) << i;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (bool read_back : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << (read_back ? " read back" : ""));
+      auto call = pl::pallas_call(
+          [&](const std::vector<pl::Ref>& r) {
+            const pl::Ref &md = r[0], &xb = r[1], &yb = r[2], &out = r[3], &twice = r[4],
+                          &acc = r[5];
+            auto s32 = [](int64_t v) { return lax::scalar(v, DType::kS32); };
+            Tracer step = pl::program_id(1), kk = pl::program_id(2);
+            pl::when(lax::eq(kk, s32(0)),
+                     [&] { acc.store(lax::full({tm, tn}, 0, DType::kF32)); });
+            acc.store(acc.load() + pl::dot(xb.load(), yb.load(), DType::kF32));
+            pl::when(lax::eq(kk, s32(k / tk - 1)), [&] {
+              Tracer group = md.load({step});
+              Tracer row =
+                  lax::broadcasted_iota(DType::kS32, {tm, tn}, 0) + md.load({step + 3}) * tm;
+              Tracer mine =
+                  lax::bitwise_and(row >= md.load({group + 6}), row < md.load({group + 7}));
+              out.store(lax::convert_element_type(
+                  lax::select(mine, acc.load(),
+                              lax::convert_element_type(out.load(), DType::kF32)),
+                  dtype));
+              if (read_back) {
+                twice.store(lax::select(mine, acc.load() * lax::scalar(2, DType::kF32),
+                                        twice.load()));
+              }
+            });
+          },
+          {.out_shapes = {{dtype, {m, n}}, {DType::kF32, {m, n}}},
+           .grid = {n / tn, 3, k / tk},
+           .in_specs = {pl::BlockSpec({tm, tk},
+                                      [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                        return pl::Blocks{p[0].load({g[1] + 3}), g[2]};
+                                      }),
+                        pl::BlockSpec({pl::kSqueezed, tk, tn},
+                                      [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                        return pl::Blocks{p[0].load({g[1]}), g[2], g[0]};
+                                      })},
+           .out_specs = {pl::BlockSpec({tm, tn},
+                                       [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                         return pl::Blocks{p[0].load({g[1] + 3}), g[0]};
+                                       }),
+                         pl::BlockSpec({tm, tn},
+                                       [](pl::Idx g, const std::vector<pl::Ref>& p) {
+                                         return pl::Blocks{p[0].load({g[1] + 3}), g[0]};
+                                       })},
+           .scratch_shapes = {{DType::kF32, {tm, tn}}},
+           .num_scalar_prefetch = 1,
+           .dimension_semantics = {pl::kArbitrary, pl::kArbitrary, pl::kArbitrary}});
+      const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+      for (int result = 0; result < (read_back ? 2 : 1); ++result) {
+        auto [ref, x86] = Both(
+            [&](const std::vector<Tracer>& a) { return call(a[0], a[1], a[2])[result]; },
+            {meta, x, y});
+        ASSERT_EQ(x86.size(), static_cast<size_t>(m * n));
+        // bf16: one rounding of sums that may differ in their last f32 bits.
+        const double tol = result == 0 && dtype == DType::kBF16 ? 1.0 / 128 : 1e-5;
+        ExpectNear(ref, x86, tol);
+        for (int64_t i = 0; i < m * n; ++i) {
+          const int64_t row = i / n, col = i % n, group = row < split ? 0 : 1;
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) want += xv[row * k + p] * yv[(group * k + p) * n + col];
+          if (result == 1) want *= 2;
+          ASSERT_NEAR(x86[i], want, tol * (1 + std::abs(want))) << "result " << result << " " << i;
+        }
+      }
+      if (read_back) continue;
+      const backends::x86::PallasCallStats after = backends::x86::GetPallasCallStats();
+      EXPECT_EQ(after.deferred_gemms_run - before.deferred_gemms_run, 2);  // one per group
+      // The shared tile's rows of the other group, in each column block; with bf16, the whole
+      // accumulator's GEMM of each of the three steps, which nothing read.
+      EXPECT_EQ(after.gemm_rows_skipped - before.gemm_rows_skipped,
+                dtype == DType::kF32 ? 2 * tm : 2 * 3 * tm);
+    }
   }
-  const backends::x86::PallasCallStats after = backends::x86::GetPallasCallStats();
-  EXPECT_EQ(after.deferred_gemms_run - before.deferred_gemms_run, 2);  // one per group
-  // The shared tile's rows of the other group, in each column block.
-  EXPECT_EQ(after.gemm_rows_skipped - before.gemm_rows_skipped, 2 * tm);
+}
+
+// A masked store that narrows f32 values into a bf16 ref (convert(select(mask, v, convert(old)))
+// with v an input block, no GEMM to move) copies the box rounded to nearest even, bitwise as the
+// interpreter, the rest of the block kept; counted as a select read through its mask.
+TEST_F(PallasCompiledTest, MaskedStoresNarrowingIntoBf16) {
+  const int64_t rows = 8, cols = 6;
+  std::vector<double> xv = Ramp(rows * cols, 0.4137, 3);
+  Array x = Put(DType::kF32, {rows, cols}, xv);
+  const int64_t selects_before = backends::x86::GetPallasCallStats().masked_selects;
+  auto [ref, x86] = Both(
+      [&](const std::vector<Tracer>& a) {
+        return pl::pallas_call(
+            [&](pl::Ref in, pl::Ref out) {
+              Tracer r = lax::broadcasted_iota(DType::kS32, {rows, cols}, 0);
+              Tracer lo = pl::program_id(0) + lax::scalar(2, DType::kS32);
+              out.store(lax::full({rows, cols}, -1, DType::kBF16));
+              out.store(lax::convert_element_type(
+                  lax::select(r >= lo, in.load(),
+                              lax::convert_element_type(out.load(), DType::kF32)),
+                  DType::kBF16));
+            },
+            {.out_shapes = {{DType::kBF16, {rows, cols}}}, .grid = {1}})(a[0])[0];
+      },
+      {x});
+  ASSERT_EQ(x86.size(), static_cast<size_t>(rows * cols));
+  EXPECT_EQ(ref, x86);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const double want = i / cols >= 2 ? static_cast<float>(ir::bf16(static_cast<float>(xv[i])))
+                                      : -1.0;
+    EXPECT_EQ(x86[i], want) << i;
+  }
+  EXPECT_EQ(backends::x86::GetPallasCallStats().masked_selects - selects_before, 1);
 }
 
 // Dots GEMMs do not take run on the backend's dot_general kernel, compiled (no interpreter): a

@@ -16,10 +16,11 @@ void Compiler::RecordMaskedSelect(const ir::Op& op) {
   if (op.results_size() != 1 || op.result_types(0).dims_size() == 0) return;
   std::optional<MaskSymbols::Select> select = symbols_.SelectOf(op);
   if (!select) return;
-  MaskedSelect s{std::move(select->mask), select->value, select->otherwise, false, region_,
-                 index_};
+  MaskedSelect s{std::move(select->mask), select->value, select->otherwise, select->narrow, false,
+                 region_, index_};
   if (const ir::Op* other = Producer(s.otherwise);
-      other != nullptr && ir::PrimOf(*other) == Prim::kConstant &&
+      s.narrow == ir::DType::kInvalid && other != nullptr &&
+      ir::PrimOf(*other) == Prim::kConstant &&
       other->constant().value_size() == 1 && other->constant().value(0) == 0 &&
       !std::signbit(other->constant().value(0))) {
     s.zero_otherwise = true;

@@ -104,6 +104,7 @@ class Compiler {
   struct MaskedSelect {
     Mask mask;
     int64_t value = 0, otherwise = 0;
+    ir::DType narrow = ir::DType::kInvalid;  // MaskSymbols::Select::narrow
     bool zero_otherwise = false;
     const ir::Region* region = nullptr;
     int index = 0;

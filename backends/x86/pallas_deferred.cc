@@ -55,8 +55,11 @@ Area AreaOf(const View& v) {
   return a;
 }
 
+// Bytes of an element of a GEMM's C: f32, or bf16 when it rounds (out_bf16).
+int64_t CBytes(const GemmArgs& g) { return g.out_bf16 ? 2 : 4; }
+
 Area AreaOf(const GemmArgs& g) {
-  return {static_cast<const char*>(g.c), g.shape.m, g.shape.n, g.ldc, 4, true};
+  return {static_cast<const char*>(g.c), g.shape.m, g.shape.n, g.ldc, CBytes(g), true};
 }
 
 // Where `inner` starts in `outer` in whole rows and columns, when both are rectangles of the
@@ -122,6 +125,7 @@ bool Continues(const GemmArgs& g, const GemmArgs& next) {
 bool Extend(GemmArgs& first, const GemmArgs& second) {
   const int64_t elem = GemmInputBytes(first.type);
   const bool alike = first.type == second.type && first.accumulate == second.accumulate &&
+                     first.out_bf16 == second.out_bf16 &&
                      first.ldc == second.ldc && first.shape.k == second.shape.k &&
                      first.a_row_stride == second.a_row_stride &&
                      first.a_col_stride == second.a_col_stride &&
@@ -132,12 +136,12 @@ bool Extend(GemmArgs& first, const GemmArgs& second) {
   const char* c_second = static_cast<const char*>(second.c);
   if (first.a == second.a && first.shape.m == second.shape.m &&
       static_cast<const char*>(second.b) == At(first.b, first.shape.n * first.b_col_stride, elem) &&
-      c_second == c_first + first.shape.n * 4) {
+      c_second == c_first + first.shape.n * CBytes(first)) {
     first.shape.n += second.shape.n;
   } else if (first.b == second.b && first.shape.n == second.shape.n &&
              static_cast<const char*>(second.a) ==
                  At(first.a, first.shape.m * first.a_row_stride, elem) &&
-             c_second == c_first + first.shape.m * first.ldc * 4) {
+             c_second == c_first + first.shape.m * first.ldc * CBytes(first)) {
     first.shape.m += second.shape.m;
   } else {
     return false;
@@ -150,7 +154,7 @@ GemmArgs RowsOf(const GemmArgs& g, int64_t lo, int64_t hi) {
   GemmArgs r = g;
   r.a_row_stride = g.a_row_stride != 0 ? g.a_row_stride : g.shape.k;  // 0: dense rows
   r.a = At(g.a, lo * r.a_row_stride, GemmInputBytes(g.type));
-  r.c = static_cast<float*>(g.c) + lo * g.ldc;
+  r.c = static_cast<char*>(g.c) + lo * g.ldc * CBytes(g);
   r.shape.m = hi - lo;
   return r;
 }
@@ -300,9 +304,11 @@ absl::StatusOr<bool> DeferredWrites::MoveInto(int from, const View& src, int to,
 absl::StatusOr<bool> DeferredWrites::MoveRowsInto(int from, const View& src, int64_t lo,
                                                   int64_t hi, int to, const View& dst) {
   const Area s = AreaOf(src), d = AreaOf(dst);
+  // A bf16 destination gets the GEMM's f32 sums rounded once (the store's narrowing).
+  const bool narrow = dst.dtype == ir::DType::kBF16;
   if (!s.rect || !d.rect || s.empty() || s.rows != d.rows || s.cols != d.cols ||
-      src.dtype != ir::DType::kF32 || dst.dtype != ir::DType::kF32 || Overlap(s, d) || lo < 0 ||
-      hi > s.rows || lo >= hi) {
+      src.dtype != ir::DType::kF32 || (dst.dtype != ir::DType::kF32 && !narrow) ||
+      Overlap(s, d) || lo < 0 || hi > s.rows || lo >= hi) {
     return false;
   }
   for (const DeferredFill& f : fills_) {
@@ -322,9 +328,14 @@ absl::StatusOr<bool> DeferredWrites::MoveRowsInto(int from, const View& src, int
   if (!only) return false;
   const DeferredGemm g = gemms_[*only];
   gemms_.erase(gemms_.begin() + static_cast<std::ptrdiff_t>(*only));
-  // The rows outside [lo, hi) stay deferred where they were.
-  if (lo > 0) gemms_.push_back({RowsOf(g.args, 0, lo), from});
-  if (hi < s.rows) gemms_.push_back({RowsOf(g.args, hi, s.rows), from});
+  // The rows outside [lo, hi) stay deferred where they were; with a bf16 destination, those rows
+  // too (the source must keep f32 values, which the rounded rows cannot give back).
+  if (narrow) {
+    gemms_.push_back(g);
+  } else {
+    if (lo > 0) gemms_.push_back({RowsOf(g.args, 0, lo), from});
+    if (hi < s.rows) gemms_.push_back({RowsOf(g.args, hi, s.rows), from});
+  }
   auto rows = [&](const View& v, const Area& a) {
     return View{v.data + lo * a.pitch * a.elem, {hi - lo, a.cols}, {a.pitch, 1}, v.dtype};
   };
@@ -335,8 +346,9 @@ absl::StatusOr<bool> DeferredWrites::MoveRowsInto(int from, const View& src, int
   DeferredGemm moved{RowsOf(g.args, lo, hi), to};
   moved.args.c = dst_rows.data;
   moved.args.ldc = d.pitch;
+  moved.args.out_bf16 = narrow;
   gemms_.push_back(moved);
-  copies_.push_back({from, src_rows, dst_rows});
+  if (!narrow) copies_.push_back({from, src_rows, dst_rows});
   Merge(gemms_.size() - 1);
   if (gemms_.size() > kMaxGemms) RETURN_IF_ERROR(RunGemm(0));
   return true;

@@ -208,11 +208,12 @@ View SubView(const View& v, const Dims& lo, const Dims& hi) {
 }
 
 void CopyWhere(const View& dst, const View& src, const MaskBox& box) {
-  if (box.intervals) {
+  const bool narrow = dst.dtype != src.dtype;  // f32 into bf16, rounded to nearest even
+  const int rank = static_cast<int>(dst.dims.size());
+  if (box.intervals && !narrow) {
     CopyView(SubView(dst, box.lo, box.hi), SubView(src, box.lo, box.hi));
     return;
   }
-  const int rank = static_cast<int>(dst.dims.size());
   for (int64_t d : dst.dims) {
     if (d == 0) return;
   }
@@ -220,8 +221,16 @@ void CopyWhere(const View& dst, const View& src, const MaskBox& box) {
   Dims index(rank, 0);
   while (true) {
     bool inside = true;
-    for (int d = 0; d < rank && inside; ++d) inside = box.truth[d][index[d]];
-    if (inside) {
+    for (int d = 0; d < rank && inside; ++d) {
+      inside = box.intervals ? index[d] >= box.lo[d] && index[d] < box.hi[d]
+                             : box.truth[d][index[d]];
+    }
+    if (inside && narrow) {
+      float f;
+      std::memcpy(&f, src.data + ElementOffset(src, index), 4);
+      const uint16_t b = ir::bf16::FromFloat(f);
+      std::memcpy(dst.data + ElementOffset(dst, index), &b, 2);
+    } else if (inside) {
       std::memcpy(dst.data + ElementOffset(dst, index), src.data + ElementOffset(src, index), elem);
     }
     int d = rank - 1;
@@ -274,10 +283,31 @@ std::optional<MaskSymbols::Select> MaskSymbols::SelectOf(const ir::Op& op) const
       body.ops_size() == 0) {
     return std::nullopt;
   }
-  const ir::Op& root = body.ops(body.ops_size() - 1);
-  if (ir::PrimOf(root) != ir::Prim::kSelect || root.results(0) != body.results(0)) {
-    return std::nullopt;
+  // The body op defining `id`, or null (a param).
+  auto defining = [&](int64_t id) -> const ir::Op* {
+    for (const ir::Op& o : body.ops()) {
+      if (o.results_size() == 1 && o.results(0) == id) return &o;
+    }
+    return nullptr;
+  };
+  auto convert_of = [&](const ir::Op* o, ir::DTypeProto from, ir::DTypeProto to) {
+    return o != nullptr && ir::PrimOf(*o) == ir::Prim::kConvertElementType &&
+           o->result_types(0).dtype() == to && o->operands_size() == 1 &&
+           [&] {
+             for (const auto& p : body.params()) {
+               if (p.id() == o->operands(0)) return p.type().dtype() == from;
+             }
+             const ir::Op* in = defining(o->operands(0));
+             return in != nullptr && in->result_types(0).dtype() == from;
+           }();
+  };
+  const ir::Op* root = defining(body.results(0));
+  ir::DType narrow = ir::DType::kInvalid;
+  if (root != nullptr && convert_of(root, ir::F32, ir::BF16)) {
+    narrow = ir::DType::kBF16;
+    root = defining(root->operands(0));
   }
+  if (root == nullptr || ir::PrimOf(*root) != ir::Prim::kSelect) return std::nullopt;
   // The outer operand a body param stands for.
   auto outer = [&](int64_t param) -> std::optional<int64_t> {
     for (int k = 0; k < body.params_size(); ++k) {
@@ -285,12 +315,19 @@ std::optional<MaskSymbols::Select> MaskSymbols::SelectOf(const ir::Op& op) const
     }
     return std::nullopt;
   };
-  std::optional<int64_t> value = outer(root.operands(1)), otherwise = outer(root.operands(2));
+  int64_t otherwise_param = root->operands(2);
+  if (narrow != ir::DType::kInvalid) {
+    // The old bf16 values widened: storing them back narrowed gives them exactly.
+    const ir::Op* widen = defining(otherwise_param);
+    if (!convert_of(widen, ir::BF16, ir::F32)) return std::nullopt;
+    otherwise_param = widen->operands(0);
+  }
+  std::optional<int64_t> value = outer(root->operands(1)), otherwise = outer(otherwise_param);
   if (!value || !otherwise) return std::nullopt;
   const std::unordered_map<int64_t, Symbol> inner = BodySymbols(op, Outer());
-  auto mask = inner.find(root.operands(0));
+  auto mask = inner.find(root->operands(0));
   if (mask == inner.end() || mask->second.kind != Symbol::Kind::kMask) return std::nullopt;
-  return Select{mask->second.mask, *value, *otherwise};
+  return Select{mask->second.mask, *value, *otherwise, narrow};
 }
 
 std::unordered_map<int64_t, MaskSymbols::Symbol> MaskSymbols::BodySymbols(const ir::Op& op,

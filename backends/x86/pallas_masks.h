@@ -50,8 +50,8 @@ MaskBox EvalMask(const Mask& mask, const Dims& dims, const Frame& f);
 // The box [lo, hi) of view `v`.
 View SubView(const View& v, const Dims& lo, const Dims& hi);
 
-// Copies the elements of `src` where `box` holds into `dst` (same dims); the others of `dst`
-// stay as they are.
+// Copies the elements of `src` where `box` holds into `dst` (same dims; an f32 `src` into a bf16
+// `dst` rounds to nearest even); the others of `dst` stay as they are.
 void CopyWhere(const View& dst, const View& src, const MaskBox& box);
 
 // `src` where `box` holds, zeros elsewhere, in `storage` (allocated here).
@@ -70,10 +70,13 @@ class MaskSymbols {
   const Mask* MaskOf(int64_t id) const;
 
   // `op` as select(mask, value, otherwise) of a known mask: a select, or a fusion whose result
-  // is a select of two of its operands.
+  // is a select of two of its operands, or (megablox's store of an f32 accumulator into a bf16
+  // output) a fusion whose result is convert(select(mask, value, convert(otherwise)), bf16) of an
+  // f32 value and a bf16 otherwise (which the two converts give back exactly): `narrow` bf16.
   struct Select {
     Mask mask;
     int64_t value = 0, otherwise = 0;  // operand ids of `op`
+    ir::DType narrow = ir::DType::kInvalid;
   };
   std::optional<Select> SelectOf(const ir::Op& op) const;
 
