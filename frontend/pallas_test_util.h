@@ -1,12 +1,15 @@
-// Helpers of the pallas_call tests (pallas_test.cc, pallas_compiled_test.cc): inputs, an f64
-// matmul, a tolerance check and the accumulating matmul kernel both files run.
+// Helpers of the pallas_call tests (pallas_test.cc, pallas_compiled_test.cc,
+// pallas_deferred_test.cc): inputs, an f64 matmul, a tolerance check, the accumulating matmul
+// kernel, and the fixture running kernels on both backends.
 #ifndef SHARDJIT_FRONTEND_PALLAS_TEST_UTIL_H_
 #define SHARDJIT_FRONTEND_PALLAS_TEST_UTIL_H_
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "backends/x86/pallas_call.h"
 #include "frontend/shardjit.h"
 #include "gtest/gtest.h"
 
@@ -55,6 +58,39 @@ inline pl::PallasCall AccumulatingMatmul(int64_t m, int64_t k, int64_t n, int64_
        .dimension_semantics = {first, pl::kArbitrary, pl::kArbitrary},
        .name = "matmul"});
 }
+
+// Kernels the x86 backend compiles (no interpreter) beside the interpreter's results, on one
+// device with two threads (pallas_compiled_test.cc, pallas_deferred_test.cc).
+class CompiledKernelTest : public ::testing::Test {
+ protected:
+  Runtime rt_{{.num_devices = 1, .num_threads = 2}};
+  Mesh mesh_ = *make_mesh(rt_, {{"x", 1}});
+
+  // Runs `f` on both backends; returns (reference, x86) results and checks the x86 run compiled.
+  template <typename F>
+  std::pair<std::vector<double>, std::vector<double>> Both(F f, const std::vector<Array>& args) {
+    std::vector<double> out[2];
+    for (Backend backend : {Backend::kReference, Backend::kX86}) {
+      const backends::x86::PallasCallStats before = backends::x86::GetPallasCallStats();
+      absl::StatusOr<std::vector<Array>> got =
+          jit([&](const std::vector<Tracer>& a) { return std::vector<Tracer>{f(a)}; },
+              {.backend = backend})(args);
+      EXPECT_TRUE(got.ok()) << got.status();
+      if (!got.ok()) return {};
+      out[backend == Backend::kX86] = (*got)[0].to_host()->ToDoubles();
+      const backends::x86::PallasCallStats after = backends::x86::GetPallasCallStats();
+      if (backend == Backend::kX86) {
+        EXPECT_EQ(after.compiled, before.compiled + 1);
+        EXPECT_EQ(after.interpreted, before.interpreted);
+      }
+    }
+    return {out[0], out[1]};
+  }
+  Array Put(DType dtype, std::vector<int64_t> dims, std::vector<double> values) {
+    return *device_put(HostTensor(dtype, std::move(dims), std::move(values)),
+                       NamedSharding(mesh_, P()));
+  }
+};
 
 }  // namespace shardjit::pallas_test
 

@@ -38,6 +38,7 @@ else
                 //tests:psend_precv_test_1threads //backends/x86:grouped_matmul_test
                 //tests:grouped_matmul_test //examples:moe_layer_test //examples:pipeline_test
                 //tests:multiprocess_test //frontend:pallas_test //frontend:pallas_compiled_test
+                //frontend:pallas_deferred_test
                 //examples:blocked_matmul_test
                 //examples:gmm_kernel_test //frontend:pallas_remote_test
                 //examples:distributed_kernels_test
