@@ -156,7 +156,7 @@ void BM_Gemm(benchmark::State& state, GemmType type, int64_t m, int64_t k, int64
   state.SetLabel(std::string(x86::IsaName(isa)));
 }
 
-// The f64 GEMM (the AVX2 FMA kernel from AVX2 up): counters["GFLOPS"].
+// The f64 GEMM (AVX2 FMA kernel, or the AVX-512 one): counters["GFLOPS"].
 void BM_GemmF64(benchmark::State& state, int64_t m, int64_t k, int64_t n, int threads) {
   std::mt19937 rng(1);
   std::uniform_real_distribution<double> dist(-1.0, 1.0);

@@ -290,16 +290,18 @@ std::optional<MaskSymbols::Select> MaskSymbols::SelectOf(const ir::Op& op) const
     }
     return nullptr;
   };
+  auto dtype_of = [&](int64_t id) {
+    for (const auto& p : body.params()) {
+      if (p.id() == id) return p.type().dtype();
+    }
+    const ir::Op* o = defining(id);
+    return o != nullptr ? o->result_types(0).dtype() : ir::DTypeProto{};
+  };
+  // Whether `o` converts a `from` value to `to`.
   auto convert_of = [&](const ir::Op* o, ir::DTypeProto from, ir::DTypeProto to) {
     return o != nullptr && ir::PrimOf(*o) == ir::Prim::kConvertElementType &&
-           o->result_types(0).dtype() == to && o->operands_size() == 1 &&
-           [&] {
-             for (const auto& p : body.params()) {
-               if (p.id() == o->operands(0)) return p.type().dtype() == from;
-             }
-             const ir::Op* in = defining(o->operands(0));
-             return in != nullptr && in->result_types(0).dtype() == from;
-           }();
+           o->operands_size() == 1 && o->result_types(0).dtype() == to &&
+           dtype_of(o->operands(0)) == from;
   };
   const ir::Op* root = defining(body.results(0));
   ir::DType narrow = ir::DType::kInvalid;
