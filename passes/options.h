@@ -36,7 +36,8 @@ struct PipelineOptions {
   // Verify the module after every pass (an error names the pass).
   bool verify_each = true;
   // When set, write the module before the first pass and after each pass to this folder as
-  // NN-<module>-<pass>.txt (IR text) and .pbtxt. Defaults to $SHARDJIT_DUMP_TO.
+  // NN-<module>-<pass>.txt (IR text) and .pbtxt (<module>.<k> for the k-th module of that name
+  // this process dumps into the folder). Defaults to $SHARDJIT_DUMP_TO.
   std::string dump_dir;
   // Passes to skip, by name.
   std::set<std::string> disabled;

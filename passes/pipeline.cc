@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "base/status_macros.h"
@@ -21,12 +24,23 @@
 namespace shardjit::passes {
 namespace {
 
-absl::Status Dump(const ir::Module& module, const std::string& dir, int index,
-                  const std::string& name) {
+// The name a pipeline run's dumps carry: the module's name for the first run of that name into
+// `dir` in this process, `<name>.<k>` for the k-th, so that a process compiling several programs
+// called "main" keeps every one.
+std::string DumpName(const std::string& dir, const std::string& module) {
+  static std::mutex mu;
+  static auto* runs = new std::map<std::pair<std::string, std::string>, int>();
+  std::lock_guard<std::mutex> lock(mu);
+  const int k = ++(*runs)[{dir, module}];
+  return k == 1 ? module : fmt::format("{}.{}", module, k);
+}
+
+absl::Status Dump(const ir::Module& module, const std::string& dir, const std::string& dump_name,
+                  int index, const std::string& name) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::PermissionDeniedError(fmt::format("cannot create dump folder {}", dir));
-  std::string base = fmt::format("{}/{:02d}-{}-{}", dir, index, module.name(), name);
+  std::string base = fmt::format("{}/{:02d}-{}-{}", dir, index, dump_name, name);
   RETURN_IF_ERROR(ir::WriteModuleFile(module, base + ".txt"));
   return ir::WriteModuleFile(module, base + ".pbtxt");
 }
@@ -46,8 +60,10 @@ Pipeline& Pipeline::Add(std::unique_ptr<Pass> pass) {
 
 absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages) const {
   if (stages) stages->push_back({"input", false, false, absl::ZeroDuration(), ir::PrintModule(module)});
+  std::string dump_name;
   if (!options_.dump_dir.empty()) {
-    RETURN_IF_ERROR(Dump(module, options_.dump_dir, 0, "input"));
+    dump_name = DumpName(options_.dump_dir, module.name());
+    RETURN_IF_ERROR(Dump(module, options_.dump_dir, dump_name, 0, "input"));
   }
   int index = 0;
   for (const auto& pass : passes_) {
@@ -75,7 +91,7 @@ absl::Status Pipeline::Run(ir::Module& module, std::vector<StageRecord>* stages)
     }
     if (*changed) record.text = ir::PrintModule(module);
     if (!options_.dump_dir.empty()) {
-      RETURN_IF_ERROR(Dump(module, options_.dump_dir, index, pass->name()));
+      RETURN_IF_ERROR(Dump(module, options_.dump_dir, dump_name, index, pass->name()));
     }
     if (stages) stages->push_back(std::move(record));
   }

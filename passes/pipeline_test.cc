@@ -73,6 +73,17 @@ TEST(PipelineTest, DumpsEveryStage) {
   }
 }
 
+TEST(PipelineTest, DumpsOfASecondModuleOfTheSameNameKeepTheFirst) {
+  std::string dir = ::testing::TempDir() + "/dumps_twice";
+  for (int run = 0; run < 2; ++run) {
+    ir::Module m = *ir::ParseModule(kWrapper);
+    ASSERT_TRUE(DefaultPipeline({.dump_dir = dir}).Run(m).ok());
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir + "/00-m-input.txt"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/00-m.2-input.txt"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/06-m.2-collective-simplify.pbtxt"));
+}
+
 // A pass that leaves an invalid module behind.
 class BreakTypes final : public Pass {
  public:
