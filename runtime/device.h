@@ -28,8 +28,8 @@ inline constexpr bool kDeviceReusesBlocks = true;
 // Aligned heap memory whose live bytes are counted. A program allocates the same sizes run after
 // run, so freed blocks are kept for the next allocation of their size class instead of going back
 // to malloc (unless kDeviceReusesBlocks is false):
-//  - small ones, up to kMaxCachedBlock bytes, in power-of-two classes, at most kMaxCachedBytes in
-//    all;
+//  - small ones, up to kMaxCachedBlock bytes (glibc's default mmap threshold), in power-of-two
+//    classes, at most kMaxCachedBytes in all;
 //  - large ones in classes of an eighth of their power of two (a block is at most 1/8 larger than
 //    asked), at most as many bytes in all as the peak of live bytes (and that eighth), the ones
 //    kept longest making room for newer ones. Past glibc's mmap threshold every fresh block is
@@ -40,7 +40,8 @@ inline constexpr bool kDeviceReusesBlocks = true;
 class AccountingAllocator final : public ir::Allocator,
                                   public std::enable_shared_from_this<AccountingAllocator> {
  public:
-  static constexpr size_t kMaxCachedBlock = size_t{1} << 20;
+  static constexpr int kMaxCachedBlockLog2 = 17;
+  static constexpr size_t kMaxCachedBlock = size_t{1} << kMaxCachedBlockLog2;
   static constexpr size_t kMaxCachedBytes = size_t{4} << 20;
 
   AccountingAllocator() = default;
@@ -65,7 +66,7 @@ class AccountingAllocator final : public ir::Allocator,
 
  private:
   static constexpr int kMinClassLog2 = 6;  // 64 bytes
-  static constexpr int kClasses = 20 - kMinClassLog2 + 1;
+  static constexpr int kClasses = kMaxCachedBlockLog2 - kMinClassLog2 + 1;
   // The size class of `bytes` (<= kMaxCachedBlock) and its block size.
   static int ClassOf(size_t bytes);
   static size_t ClassBytes(int cls) { return size_t{1} << (cls + kMinClassLog2); }
