@@ -521,6 +521,8 @@ absl::Status ChildMain(const std::string& role, int id) {
     unsetenv("SHARDJIT_COORDINATOR");
   }
   if (role == "frozen_peer") setenv("SHARDJIT_DISTRIBUTED_TIMEOUT", "4", 1);
+  // Process 0 waits the whole join timeout for the process that never comes.
+  if (role == "never_joins") setenv("SHARDJIT_DISTRIBUTED_TIMEOUT", "2", 1);
   absl::StatusOr<std::shared_ptr<ProcessGroup>> group = distributed::initialize();
   if (role == "never_joins") return ExpectFailure(group.status(), "processes [1] did not join");
   if (!group.ok()) return group.status();
