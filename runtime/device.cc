@@ -34,6 +34,7 @@ void AccountingAllocator::ReleaseCached() {
     }
     blocks.insert(blocks.end(), large_free_.begin(), large_free_.end());
     large_free_.clear();
+    large_by_class_.clear();
     cached_bytes_ = cached_large_bytes_ = 0;
   }
   for (const LargeBlock& b : blocks) ir::FreeStorage(b.ptr, b.bytes);
@@ -70,10 +71,13 @@ void* AccountingAllocator::AllocateLarge(size_t bytes) {
   {
     std::lock_guard<SpinMutex> lock(mu_);
     // The most recently kept block of the class.
-    for (auto it = large_free_.rbegin(); it != large_free_.rend(); ++it) {
-      if (it->bytes != block) continue;
+    auto found = large_by_class_.find(block);
+    if (found != large_by_class_.end()) {
+      const LargeList::iterator it = found->second.back();
+      found->second.pop_back();
+      if (found->second.empty()) large_by_class_.erase(found);
       void* p = it->ptr;
-      large_free_.erase(std::next(it).base());
+      large_free_.erase(it);
       cached_large_bytes_ -= block;
       return p;
     }
@@ -112,11 +116,16 @@ void AccountingAllocator::DeallocateLarge(void* ptr, size_t bytes) {
     if (block <= bound) {
       // The blocks kept longest go first: they serve sizes the program no longer asks for.
       while (cached_large_bytes_ + block > bound) {
-        evicted.push_back(large_free_.front());
-        cached_large_bytes_ -= large_free_.front().bytes;
-        large_free_.pop_front();
+        const LargeList::iterator oldest = large_free_.begin();
+        auto cls = large_by_class_.find(oldest->bytes);
+        // The class's oldest block is its first.
+        cls->second.erase(cls->second.begin());
+        if (cls->second.empty()) large_by_class_.erase(cls);
+        evicted.push_back(*oldest);
+        cached_large_bytes_ -= oldest->bytes;
+        large_free_.erase(oldest);
       }
-      large_free_.push_back({block, ptr});
+      large_by_class_[block].push_back(large_free_.insert(large_free_.end(), {block, ptr}));
       cached_large_bytes_ += block;
       ptr = nullptr;
     }

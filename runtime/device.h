@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <memory>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "ir/allocator.h"
 #include "runtime/memory_stats.h"
@@ -82,8 +84,11 @@ class AccountingAllocator final : public ir::Allocator,
     size_t bytes;
     void* ptr;
   };
-  std::deque<LargeBlock> large_free_;  // oldest first; under mu_
-  size_t cached_large_bytes_ = 0;      // under mu_
+  using LargeList = std::list<LargeBlock>;
+  // Kept large blocks, oldest first, and by class (each class's most recent last); under mu_.
+  LargeList large_free_;
+  absl::flat_hash_map<size_t, std::vector<LargeList::iterator>> large_by_class_;
+  size_t cached_large_bytes_ = 0;  // under mu_
 };
 
 class Device {
