@@ -151,6 +151,12 @@ Tracer all_gather(Tracer x, AxisNames axes, int64_t axis, bool tiled, AxisIndexG
   return EmitCollective(AllGatherOp(x, axes, axis, tiled, groups), x, /*async=*/false, loc);
 }
 
+Tracer all_gather_invariant(Tracer x, AxisNames axes, int64_t axis, bool tiled, Loc loc) {
+  ir::Op op = AllGatherOp(x, axes, axis, tiled, {});
+  op.mutable_all_gather()->set_invariant(true);
+  return EmitCollective(std::move(op), x, /*async=*/false, loc);
+}
+
 Tracer psum_scatter(Tracer x, AxisNames axes, int64_t scatter_dimension, bool tiled,
                     AxisIndexGroups groups, Loc loc) {
   return EmitCollective(PsumScatterOp(x, axes, scatter_dimension, tiled, groups), x,

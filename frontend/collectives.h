@@ -22,6 +22,11 @@ Tracer pmin(Tracer x, AxisNames axes, AxisIndexGroups groups = {}, Loc loc = Loc
 // Negative axis and dimension arguments count from the end, as in JAX.
 Tracer all_gather(Tracer x, AxisNames axes, int64_t axis = 0, bool tiled = false,
                   AxisIndexGroups groups = {}, Loc loc = Loc::current());
+// JAX's all_gather_invariant: all_gather's result, typed invariant over `axes` in a shard_map
+// body typed with varying manual axes (so an out_spec may claim replication over them); its
+// transpose is the dynamic_slice of this device's block, not a psum_scatter.
+Tracer all_gather_invariant(Tracer x, AxisNames axes, int64_t axis = 0, bool tiled = false,
+                            Loc loc = Loc::current());
 Tracer psum_scatter(Tracer x, AxisNames axes, int64_t scatter_dimension = 0, bool tiled = false,
                     AxisIndexGroups groups = {}, Loc loc = Loc::current());
 // perm: (source, target) axis indices; devices that are no target receive zeros.

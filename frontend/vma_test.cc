@@ -214,6 +214,82 @@ TEST_P(VmaTest, BranchesAndLoops) {
   EXPECT_EQ(fixed->to_host()->ToDoubles(), (std::vector<double>{2.5, 4.5, 6.5, 8.5}));
 }
 
+// jax's all_gather_invariant: the gathered value typed invariant (an out_spec may claim it
+// replicated, which all_gather's varying result may not), transposing to the dynamic_slice of
+// this device's block: the gradient of sum(c * gather(x)) is c, not the 4c a psum_scatter of the
+// invariant cotangent would give. Tiled and stacked, under vmap, on {i:4} and over (a, b) of
+// {a:2, b:2}.
+TEST_P(VmaTest, AllGatherInvariantIsReplicatedAndTransposesToTheBlock) {
+  const std::vector<double> xv = {1, -2, 3, 0.5, -1.5, 2.5, 4, -0.25};
+  const std::vector<double> cv = {0.5, 1, -1, 2, 3, -0.5, 0.25, 1.5};
+  Array x = Put({8}, xv, P("i"));
+  Array c = Put({8}, cv, P());
+  auto gathered = shard_map([](Tracer x) { return lax::all_gather_invariant(x, "i", 0, true); },
+                            mesh_, {P("i")}, {P()});
+  absl::StatusOr<Array> all = jit(gathered, Options())(x);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->to_host()->ToDoubles(), xv);
+  absl::StatusOr<Array> varying = jit(
+      shard_map([](Tracer x) { return lax::all_gather(x, "i", 0, true); }, mesh_, {P("i")},
+                {P()}),
+      Options())(x);
+  EXPECT_THAT(std::string(varying.status().message()), HasSubstr("but it varies over (i)"));
+  auto loss = [&](bool stacked) {
+    return shard_map(
+        [stacked](Tracer x, Tracer c) {
+          Tracer g = stacked ? lax::reshape(lax::all_gather_invariant(x, "i", 1, false), {8})
+                             : lax::all_gather_invariant(x, "i", 0, true);
+          return lax::reduce_sum(g * c, {0});
+        },
+        mesh_, {P("i"), P()}, {P()});
+  };
+  for (bool stacked : {false, true}) {
+    auto g = jit(grad(loss(stacked), 0), Options());
+    absl::StatusOr<LoweredBase> lowered = g.lower(x, c);
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    EXPECT_EQ(Count(lowered->as_text(), "psum_scatter"), 0) << lowered->as_text();
+    absl::StatusOr<Array> dx = g(x, c);
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    // Stacked along axis 1 of [2, 4]: element (r, k) is block k's row r, c[4r + k].
+    std::vector<double> want = cv;
+    if (stacked) {
+      for (int k = 0; k < 4; ++k) {
+        for (int r = 0; r < 2; ++r) want[2 * k + r] = cv[4 * r + k];
+      }
+    }
+    EXPECT_EQ(dx->to_host()->ToDoubles(), want) << stacked;
+  }
+  // vmap over the block's rows: each row gathered across the devices.
+  Array rows = Put({3, 8}, [] {
+    std::vector<double> v(24);
+    for (int k = 0; k < 24; ++k) v[k] = k * 0.5 - 3;
+    return v;
+  }(), P(None, "i"));
+  absl::StatusOr<Array> batched =
+      jit(shard_map(
+              [](Tracer block) {
+                return vmap([](Tracer r) { return lax::all_gather_invariant(r, "i", 0, true); })(
+                    {block});
+              },
+              mesh_, {P(None, "i")}, {P()}),
+          Options())(rows);
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  EXPECT_EQ(batched->to_host()->ToDoubles(), rows.to_host()->ToDoubles());
+  // Over both axes of a 2x2 mesh: the gradient of sum(c * gather) is c again.
+  Runtime rt({.num_devices = 4});
+  Mesh grid = *make_mesh(rt, {{"a", 2}, {"b", 2}});
+  Array gx = *device_put(HostTensor(DType::kF64, {8}, xv), NamedSharding(grid, P(Axes{"a", "b"})));
+  Array gc = *device_put(HostTensor(DType::kF64, {8}, cv), NamedSharding(grid, P()));
+  auto grid_loss = shard_map(
+      [](Tracer x, Tracer c) {
+        return lax::reduce_sum(lax::all_gather_invariant(x, {"a", "b"}, 0, true) * c, {0});
+      },
+      grid, {P(Axes{"a", "b"}), P()}, {P()});
+  absl::StatusOr<Array> grid_dx = jit(grad(grid_loss, 0), Options())(gx, gc);
+  ASSERT_TRUE(grid_dx.ok()) << grid_dx.status();
+  EXPECT_EQ(grid_dx->to_host()->ToDoubles(), cv);
+}
+
 TEST(VmaErrors, AsJaxGivesThem) {
   Runtime rt({.num_devices = 4});
   Mesh mesh = *make_mesh(rt, {{"i", 4}});

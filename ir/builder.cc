@@ -130,8 +130,9 @@ absl::Status FunctionBuilder::TypeResults(const Op& op, const std::vector<int64_
   if (IsCollective(prim)) {
     const AxisList axes = CollectiveAxes(op);
     AxisList vma = all;
+    const bool gathered_invariant = prim == Prim::kAllGather && op.all_gather().invariant();
     if (prim == Prim::kPsum || prim == Prim::kPmean || prim == Prim::kPmax ||
-        prim == Prim::kPmin) {
+        prim == Prim::kPmin || gathered_invariant) {
       AxisList kept;
       for (const std::string& a : vma) {
         if (std::find(axes.begin(), axes.end(), a) == axes.end()) kept.push_back(a);

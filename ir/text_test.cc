@@ -273,8 +273,9 @@ std::vector<Case> Cases() {
   }
   cases.push_back({"all_gather", "a:f32[2,3]",
                    "    b:f32[2,2,3] = all_gather[axes=(x) axis=0 tiled=False] a\n"
-                   "    c:f32[2,6] = all_gather[axes=(y) axis=1 tiled=True] a\n",
-                   "b, c"});
+                   "    c:f32[2,6] = all_gather[axes=(y) axis=1 tiled=True] a\n"
+                   "    d:f32[4,3] = all_gather[axes=(x) axis=0 tiled=True invariant=True] a\n",
+                   "b, c, d"});
   cases.push_back({"psum_scatter", "a:f32[2,3]",
                    "    b:f32[1,3] = psum_scatter[axes=(x) scatter_dimension=0 tiled=True] a\n"
                    "    c:f32[3] = psum_scatter[axes=(y) scatter_dimension=0 tiled=False] a\n",

@@ -305,6 +305,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "    b:f32[2] = all_gather[axes=(x,y) axis=0 tiled=True "
                   "axis_index_groups=((0,1,2),(3))] a\n",
                   "b", {"all_gather: axis_index_groups must all have the same size"}},
+        BadModule{"InvariantAllGatherWithGroups", "per_device", "a:f32[2]",
+                  "    b:f32[4] = all_gather[axes=(x,y) axis=0 tiled=True "
+                  "axis_index_groups=((0,1),(2,3)) invariant=True] a\n",
+                  "b", {"all_gather: invariant=True takes no axis_index_groups"}},
         BadModule{"RefParamOutsideKernels", "per_device", "a:ref[f32[8]]",
                   "    b:f32[8] = neg a\n", "b",
                   {"param a is a ref, but only pallas_call kernels and index maps take refs"}},

@@ -2,7 +2,8 @@
 // kin (check_vma=False semantics): every one is linear, so its JVP is the collective on the
 // tangent; psum transposes to psum (a psum is a psum + pbroadcast; typed invariant under
 // check_vma, to pvary, which transposes to psum), all_gather to psum_scatter on
-// the same dimension and back, ppermute to the inverse permutation, all_to_all to the one with
+// the same dimension and back (all_gather_invariant to the dynamic_slice of this device's
+// block), ppermute to the inverse permutation, all_to_all to the one with
 // split and concat axes swapped, pbroadcast to the psum of the cotangent kept at the source;
 // pmax and pmin (which jax leaves without a rule) carry the chosen element's tangent, averaged
 // over ties.
@@ -103,6 +104,43 @@ AdRules AllReduceRule() {
               ASSIGN_OR_RETURN(n, e.Convert(n, e.TypeOf(c).dtype));
               ASSIGN_OR_RETURN(n, e.BroadcastInDim(n, e.TypeOf(c).dims, {}));
               ASSIGN_OR_RETURN(c, e.Binary("div", c, n));
+            }
+            return Ids{c};
+          }};
+}
+
+// all_gather: psum_scatter on the same dimension; typed invariant (jax's all_gather_invariant),
+// the dynamic_slice of this device's block of the cotangent (invariant -> varying).
+AdRules AllGatherRule() {
+  return {.jvp = SameOnTangent(),
+          .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
+            const AllGatherAttrs& g = a.op.all_gather();
+            if (!g.invariant()) {
+              ASSIGN_OR_RETURN(int64_t c, e.Emit1(PsumScatterOf(a.op), {a.cotangents[0]}));
+              return Ids{c};
+            }
+            const ShapedType gathered = e.TypeOf(a.cotangents[0]);
+            const ShapedType block = a.operand_types[0];
+            // Untiled, the block is one index of the inserted dimension, dropped after.
+            const int64_t size = g.tiled() ? block.dims[g.axis()] : 1;
+            Op index;
+            index.set_opcode("axis_index");
+            *index.mutable_axis()->mutable_axes() = g.axes();
+            ASSIGN_OR_RETURN(int64_t me, e.Emit1(std::move(index), {}));
+            ASSIGN_OR_RETURN(int64_t step, e.Full(static_cast<double>(size), e.TypeOf(me)));
+            ASSIGN_OR_RETURN(int64_t start, e.Binary("mul", me, step));
+            ASSIGN_OR_RETURN(int64_t zero, e.Full(0, e.TypeOf(me)));
+            Op slice;
+            slice.set_opcode("dynamic_slice");
+            Ids operands{a.cotangents[0]};
+            for (int64_t d = 0; d < gathered.rank(); ++d) {
+              const bool along = d == g.axis();
+              slice.mutable_dynamic_slice()->add_slice_sizes(along ? size : gathered.dims[d]);
+              operands.push_back(along ? start : zero);
+            }
+            ASSIGN_OR_RETURN(int64_t c, e.Emit1(std::move(slice), operands));
+            if (!g.tiled()) {
+              ASSIGN_OR_RETURN(c, e.Reshape(c, block.dims));
             }
             return Ids{c};
           }};
@@ -229,7 +267,7 @@ const AdRuleTable& Rules() {
       {"psum", AllReduceRule()},
       {"pmean", AllReduceRule()},
       {"pvary", PvaryRule()},
-      {"all_gather", Linear(PsumScatterOf)},
+      {"all_gather", AllGatherRule()},
       {"psum_scatter", Linear(AllGatherOf)},
       {"ppermute", Linear(InversePermutation)},
       {"all_to_all", Linear(SwappedAxes)},

@@ -28,6 +28,10 @@ absl::StatusOr<Types> AllReduce(const ShapeContext& ctx, const Types& operands, 
 
 absl::StatusOr<Types> AllGather(const ShapeContext& ctx, const Types& operands, const Op& op) {
   const auto& a = op.all_gather();
+  if (a.invariant() && a.axis_index_groups_size() > 0) {
+    return RuleError(op, operands, "invariant=True takes no axis_index_groups (as JAX's "
+                     "all_gather_invariant)");
+  }
   ASSIGN_OR_RETURN(int64_t size, CollectiveAxisSize(ctx, op, operands));
   ASSIGN_OR_RETURN(int64_t n, CollectiveGroupSize(op, operands, size, /*equal_sizes=*/true));
   ShapedType out = operands[0];
