@@ -302,6 +302,41 @@ TEST(RandomTest, NormalIsDeterministicAndStandard) {
 namespace shardjit {
 namespace {
 
+// Devices holding the same block share its buffer, counted on the first of them; a program that
+// updates the block in place on every device (dynamic_update_slice of its operand) leaves the
+// array and the other replicas as they were.
+TEST(MemoryTest, ReplicasShareTheirBlockAndProgramsDoNotWriteIntoIt) {
+  Runtime rt({.num_devices = 4});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
+  std::vector<int64_t> before;
+  for (int d = 0; d < 4; ++d) before.push_back(rt.memory(d).current_bytes);
+  Array w = *device_put(HostTensor(DType::kF32, {2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}),
+                        NamedSharding(mesh, P(None, "y")));
+  EXPECT_TRUE(w.shards()[0].SharesStorageWith(w.shards()[2]));  // (0,0) and (1,0): block y=0
+  EXPECT_FALSE(w.shards()[0].SharesStorageWith(w.shards()[1]));
+  for (int d : {0, 1}) EXPECT_EQ(rt.memory(d).current_bytes - before[d], 2 * 2 * 4) << d;
+  for (int d : {2, 3}) EXPECT_EQ(rt.memory(d).current_bytes, before[d]) << d;
+  for (Backend backend : {Backend::kX86, Backend::kReference}) {
+    // Each device writes its x index into element (0, 0) of its copy of the block.
+    auto marked = jit(shard_map(
+                          [](Tracer b) {
+                            Tracer x = lax::convert_element_type(lax::axis_index("x"),
+                                                                 DType::kF32);
+                            return lax::dynamic_update_slice(
+                                b, lax::reshape(x + 100.0, {1, 1}), {0, 0});
+                          },
+                          mesh, {P(None, "y")}, {P("x", "y")}),
+                      {.backend = backend});
+    absl::StatusOr<Array> out = marked(w);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->to_host()->ToDoubles(),
+              (std::vector<double>{100, 2, 100, 4, 5, 6, 7, 8, 101, 2, 101, 4, 5, 6, 7, 8}));
+    for (int p = 0; p < 4; ++p) {
+      EXPECT_EQ(w.shards()[p].ToDoubles()[0], p % 2 == 0 ? 1 : 3) << p;
+    }
+  }
+}
+
 TEST(MemoryTest, ArraysMayOutliveTheirRuntime) {
   std::optional<Array> kept;
   {

@@ -1,5 +1,6 @@
 #include "runtime/shards.h"
 
+#include <map>
 #include <set>
 #include <utility>
 
@@ -48,9 +49,12 @@ absl::StatusOr<std::vector<ir::Tensor>> ScatterShards(const ir::Tensor& global,
   ASSIGN_OR_RETURN(std::vector<int64_t> local, ir::LocalDims(mesh, spec, global.dims(), what));
   const int64_t n = ir::MeshSize(mesh);
   std::vector<ir::Tensor> shards(n);
+  std::map<std::vector<int64_t>, int64_t> holder;  // block offset -> first position holding it
   for (int64_t p = 0; p < n; ++p) {
     if (std::optional<ir::Allocator*> allocator = allocator_of(p)) {
-      shards[p] = CopyBlockOut(global, mesh, spec, local, p, *allocator);
+      const auto [first, fresh] = holder.emplace(BlockOffset(mesh, spec, local, p), p);
+      shards[p] = fresh ? CopyBlockOut(global, mesh, spec, local, p, *allocator)
+                        : shards[first->second];
     }
   }
   return shards;

@@ -40,7 +40,10 @@ absl::StatusOr<ir::Tensor> ShardOf(const ir::Tensor& global, const ir::Mesh& mes
 
 // Every position's block of `global` (one per mesh position): position p's is allocated by
 // `*allocator_of(p)` (null: host memory), or left undefined (ir::Tensor()) where allocator_of(p)
-// is nullopt (a block this process does not hold). The spec is checked once, before any copy.
+// is nullopt (a block this process does not hold). Positions holding the same block (replicas
+// over the axes the spec does not name) share one buffer, allocated by the first of them: arrays
+// are immutable and kernels write in place only into a buffer nothing else shares
+// (ir::Tensor::unique). The spec is checked once, before any copy.
 using AllocatorOf = std::function<std::optional<ir::Allocator*>(int64_t position)>;
 absl::StatusOr<std::vector<ir::Tensor>> ScatterShards(const ir::Tensor& global,
                                                       const ir::Mesh& mesh,

@@ -2,6 +2,7 @@
 // 2-D meshes, tuple axes, replicated and trailing dims, and scatter-then-gather round trips.
 #include "runtime/shards.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/sharding.h"
+#include "runtime/device.h"
 
 namespace shardjit::runtime {
 namespace {
@@ -127,6 +129,30 @@ TEST(ShardsTest, TupleAxesNumberBlocksMajorFirst) {
   const Tensor m = Iota({2, 12});
   EXPECT_THAT(Shard(m, mesh, MakeSpec({{}, {"y", "x"}}), 1).ToDoubles(),
               ElementsAre(4, 5, 16, 17));
+}
+
+TEST(ShardsTest, ReplicasOfABlockShareTheFirstHoldersBuffer) {
+  const ir::Mesh mesh = MakeMesh({{"x", 2}, {"y", 3}});
+  const Tensor v = Iota({6});
+  const ir::PartitionSpec py = MakeSpec({{"y"}});
+  std::vector<std::shared_ptr<AccountingAllocator>> devices;
+  for (int p = 0; p < 6; ++p) devices.push_back(std::make_shared<AccountingAllocator>());
+  // Positions 0 and 3 are in another process: 4 holds block 1 (with 1), 5 block 2 alone.
+  absl::StatusOr<std::vector<Tensor>> shards = ScatterShards(
+      v, mesh, py,
+      [&](int64_t p) {
+        return p % 3 == 0 ? std::nullopt : std::optional<ir::Allocator*>(devices[p].get());
+      },
+      "test");
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  EXPECT_FALSE((*shards)[0].defined());
+  EXPECT_TRUE((*shards)[4].SharesStorageWith((*shards)[1]));
+  EXPECT_TRUE((*shards)[5].SharesStorageWith((*shards)[2]));
+  EXPECT_FALSE((*shards)[1].SharesStorageWith((*shards)[2]));
+  EXPECT_THAT((*shards)[4].ToDoubles(), ElementsAre(2, 3));
+  // The buffer is counted where it was allocated: on the first holder.
+  for (int p : {1, 2}) EXPECT_EQ(devices[p]->stats().current_bytes, 2 * 4) << p;
+  for (int p : {0, 3, 4, 5}) EXPECT_EQ(devices[p]->stats().current_bytes, 0) << p;
 }
 
 TEST(ShardsTest, ReplicatedAxesHoldTheSameBlockAndGatherReadsTheLowest) {
