@@ -110,9 +110,10 @@ void AccountingAllocator::DeallocateLarge(void* ptr, size_t bytes) {
   std::vector<LargeBlock> evicted;  // freed without the lock
   {
     std::lock_guard<SpinMutex> lock(mu_);
-    // A block is at most 1/8 larger than its request: the bound holds the peak's blocks.
+    // Twice the peak (and the eighth a block may exceed its request by): a step's blocks of
+    // different classes are live at different times, so together they can pass the peak.
     const auto peak = static_cast<size_t>(std::max<int64_t>(peak_.load(), 0));
-    const size_t bound = peak + peak / 8;
+    const size_t bound = 2 * peak + peak / 8;
     if (block <= bound) {
       // The blocks kept longest go first: they serve sizes the program no longer asks for.
       while (cached_large_bytes_ + block > bound) {

@@ -33,8 +33,8 @@ inline constexpr bool kDeviceReusesBlocks = true;
 //  - small ones, up to kMaxCachedBlock bytes (glibc's default mmap threshold), in power-of-two
 //    classes, at most kMaxCachedBytes in all;
 //  - large ones in classes of an eighth of their power of two (a block is at most 1/8 larger than
-//    asked), at most as many bytes in all as the peak of live bytes (and that eighth), the ones
-//    kept longest making room for newer ones. Past glibc's mmap threshold every fresh block is
+//    asked), at most twice as many bytes in all as the peak of live bytes (and that eighth), the
+//    ones kept longest making room for newer ones. Past glibc's mmap threshold every fresh block is
 //    mapped and page-faulted anew (a 64 MiB buffer costs milliseconds before it is written
 //    once); a kept one is not.
 // Cached blocks do not count as live; ReleaseCached returns them. Thread-safe: arrays may be freed
