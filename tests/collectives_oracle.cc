@@ -163,8 +163,14 @@ PerDevice ExpectedReduce(const MeshModel& mesh, const PerDevice& in, const std::
     std::abort();
   }
   PerDevice out;
+  std::map<std::vector<int64_t>, int64_t> reduced;  // a group's members -> its first position
   for (int64_t p = 0; p < mesh.size(); ++p) {
     MeshModel::Group g = mesh.GroupOf(p, axes, groups);
+    if (auto it = reduced.find(g.members); it != reduced.end()) {
+      out.push_back(out[it->second]);  // every member gets the group's one result
+      continue;
+    }
+    reduced.emplace(g.members, p);
     HostArray r = in[g.members[0]];
     for (size_t k = 1; k < g.members.size(); ++k) {
       const std::vector<double>& v = in[g.members[k]].values;
