@@ -31,6 +31,8 @@ absl::StatusOr<std::unique_ptr<Executable>> Compile(const ir::Function& function
   overrides["broadcast_in_dim"] = BroadcastInDimKernel;
   // Gathers other than of whole rows (Unimplemented) run the reference kernel.
   overrides["gather"] = GatherRowsKernel;
+  // Scatter-adds other than of whole f32 rows (Unimplemented) run the reference kernel.
+  overrides["scatter_add"] = ScatterAddRowsKernel;
   // f32 and bf16; other dtypes (Unimplemented) run the reference kernels.
   overrides["reduce_sum"] = ReduceSumKernel;
   overrides["reduce_max"] = ReduceMaxKernel;

@@ -302,6 +302,47 @@ Results BroadcastInDimKernel(const ir::Op& op, const std::vector<ir::Tensor>& op
   return std::vector<ir::Tensor>{std::move(out)};
 }
 
+namespace {
+
+// The table rows a row gather or scatter visits, prefetched about 16 KiB ahead of their use
+// (their first 4 KiB; the hardware streams the rest): the rows lie anywhere in the table, and
+// each copy would otherwise wait for its row to come from memory. Rows under 1 KiB are left to
+// the copies, which keep enough of them in flight.
+struct RowPrefetch {
+  const char* table;
+  int64_t row_bytes, limit;  // limit: the last row
+  const ir::Tensor& indices;
+
+  // Prefetches the row used `distance()` positions after position g (and, at g = 0, those
+  // before it).
+  template <bool kWrite>
+  void Ahead(int64_t g) const {
+    if (row_bytes < 1024) return;
+    const int64_t distance = std::clamp<int64_t>((16 << 10) / row_bytes, 1, 16);
+    for (int64_t p = g == 0 ? 0 : g + distance; p <= g + distance; ++p) {
+      if (p >= indices.num_elements()) return;
+      const int64_t i = std::clamp<int64_t>(reference::IndexValue(indices, p), 0, limit);
+      const char* row = table + i * row_bytes;
+      for (int64_t b = 0; b < std::min<int64_t>(row_bytes, 4096); b += 64) {
+        __builtin_prefetch(row + b, kWrite ? 1 : 0, 3);
+      }
+    }
+  }
+};
+
+// Whether `indices` ([..., 1]) pick whole rows of x by its leading dim: one index per batch
+// position, mapped to dim 0, no batching dims.
+bool IndexArrayOfRows(const ir::Tensor& x, const ir::Tensor& indices) {
+  return !x.dims().empty() && !indices.dims().empty() && indices.dims().back() == 1 &&
+         x.dims()[0] > 0;
+}
+
+void AddRow(float* __restrict dst, const float* __restrict src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
                                                          const std::vector<ir::Tensor>& operands,
                                                          ir::Allocator* allocator) {
@@ -310,11 +351,10 @@ absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
   const ir::Tensor& indices = operands[1];
   const int64_t rank = static_cast<int64_t>(x.dims().size());
   const int64_t batch = static_cast<int64_t>(indices.dims().size()) - 1;
-  bool rows = rank >= 1 && batch >= 0 && indices.dims().back() == 1 &&
-              a.start_index_map_size() == 1 && a.start_index_map(0) == 0 &&
-              a.collapsed_slice_dims_size() == 1 && a.collapsed_slice_dims(0) == 0 &&
+  bool rows = IndexArrayOfRows(x, indices) && a.start_index_map_size() == 1 &&
+              a.start_index_map(0) == 0 && a.collapsed_slice_dims_size() == 1 && a.collapsed_slice_dims(0) == 0 &&
               a.operand_batching_dims_size() == 0 && a.slice_sizes_size() == rank &&
-              a.slice_sizes(0) == 1 && a.offset_dims_size() == rank - 1 && x.dims()[0] > 0;
+              a.slice_sizes(0) == 1 && a.offset_dims_size() == rank - 1;
   for (int64_t d = 1; d < rank && rows; ++d) {
     rows = a.slice_sizes(static_cast<int>(d)) == x.dims()[d] &&
            a.offset_dims(static_cast<int>(d - 1)) == batch + d - 1;
@@ -329,7 +369,9 @@ absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
   if (row_bytes == 0) return std::vector<ir::Tensor>{std::move(out)};  // empty rows: no data
   const char* src = static_cast<const char*>(x.data());
   char* dst = static_cast<char*>(out.data());
+  const RowPrefetch prefetch{src, row_bytes, limit, indices};
   for (int64_t g = 0; g < count; ++g, dst += row_bytes) {
+    prefetch.Ahead</*kWrite=*/false>(g);
     const int64_t i = reference::IndexValue(indices, g);
     if (fill && (i < 0 || i > limit)) {
       reference::FillElements(dst, row_bytes / ir::DTypeSize(x.dtype()), fill_row.data(),
@@ -337,6 +379,55 @@ absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
       continue;
     }
     std::memcpy(dst, src + std::clamp<int64_t>(i, 0, limit) * row_bytes, row_bytes);
+  }
+  return std::vector<ir::Tensor>{std::move(out)};
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> ScatterAddRowsKernel(
+    const ir::Op& op, const std::vector<ir::Tensor>& operands, ir::Allocator* allocator) {
+  const ir::ScatterAttrs& a = op.scatter();
+  const ir::Tensor& x = operands[0];
+  const ir::Tensor& indices = operands[1];
+  const ir::Tensor& updates = operands[2];
+  const int64_t rank = static_cast<int64_t>(x.dims().size());
+  const int64_t batch = static_cast<int64_t>(indices.dims().size()) - 1;
+  bool rows = x.dtype() == ir::DType::kF32 && updates.dtype() == ir::DType::kF32 &&
+              IndexArrayOfRows(x, indices) && a.scatter_dims_to_operand_dims_size() == 1 &&
+              a.scatter_dims_to_operand_dims(0) == 0 && a.inserted_window_dims_size() == 1 &&
+              a.inserted_window_dims(0) == 0 && a.operand_batching_dims_size() == 0 &&
+              a.scatter_indices_batching_dims_size() == 0 &&
+              a.update_window_dims_size() == rank - 1 &&
+              static_cast<int64_t>(updates.dims().size()) == batch + rank - 1;
+  for (int64_t d = 0; d < batch && rows; ++d) rows = updates.dims()[d] == indices.dims()[d];
+  for (int64_t d = 1; d < rank && rows; ++d) {
+    rows = a.update_window_dims(static_cast<int>(d - 1)) == batch + d - 1 &&
+           updates.dims()[batch + d - 1] == x.dims()[d];
+  }
+  if (!rows) return absl::UnimplementedError("scatter_add: not a scatter_add of whole f32 rows");
+  ir::Tensor out;
+  if (x.unique()) {
+    // Donated at its last use: nothing else reads this buffer (see DynamicUpdateSliceKernel).
+    std::atomic_thread_fence(std::memory_order_acquire);
+    out = x;
+  } else {
+    out = x.Copy(allocator);
+  }
+  const int64_t count = indices.num_elements(), limit = x.dims()[0] - 1;
+  const int64_t row = x.num_elements() / x.dims()[0];
+  if (row == 0) return std::vector<ir::Tensor>{std::move(out)};
+  float* table = out.data_as<float>();
+  const float* update = updates.data_as<float>();
+  const RowPrefetch prefetch{reinterpret_cast<const char*>(table), row * 4, limit, indices};
+  const bool clamp = a.mode() == ir::CLIP;
+  for (int64_t g = 0; g < count; ++g, update += row) {
+    prefetch.Ahead</*kWrite=*/true>(g);
+    int64_t i = reference::IndexValue(indices, g);
+    if (clamp) {
+      i = std::clamp<int64_t>(i, 0, limit);
+    } else if (i < 0 || i > limit) {
+      continue;  // a window that does not fit is dropped, as XLA does
+    }
+    AddRow(table + i * row, update, row);
   }
   return std::vector<ir::Tensor>{std::move(out)};
 }

@@ -1,5 +1,5 @@
 // Data-movement kernels of the x86 backend: slice, dynamic_slice, dynamic_update_slice, concatenate,
-// broadcast_in_dim and row gathers (reference::Kernel signatures). Each reduces its copy to the fewest strided
+// broadcast_in_dim, row gathers and f32 row scatter_adds (reference::Kernel signatures). Each reduces its copy to the fewest strided
 // loops (reference/strided_copy.h), then copies contiguous runs with memcpy, runs under 128 bytes
 // with two fixed-size moves each (the size class chosen once per call), broadcast rows by
 // replicating them inside the output and broadcast scalars with vector fills.
@@ -44,6 +44,12 @@ absl::StatusOr<std::vector<ir::Tensor>> ConcatenateKernel(const ir::Op& op,
 absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
                                                          const std::vector<ir::Tensor>& operands,
                                                          ir::Allocator* allocator);
+
+// scatter_add of whole f32 rows along the operand's leading dimension (an embedding's gradient):
+// each update row added into its table row in order, in place when operands[0].unique(); rows out
+// of range clamped (CLIP) or dropped. Unimplemented otherwise (the reference kernel runs it).
+absl::StatusOr<std::vector<ir::Tensor>> ScatterAddRowsKernel(
+    const ir::Op& op, const std::vector<ir::Tensor>& operands, ir::Allocator* allocator);
 
 absl::StatusOr<std::vector<ir::Tensor>> BroadcastInDimKernel(
     const ir::Op& op, const std::vector<ir::Tensor>& operands, ir::Allocator* allocator);

@@ -1,6 +1,6 @@
-// The x86 data-movement kernels (slices, updates, concatenation, broadcasts, row gathers) against
-// the reference kernels, bit for bit, over ranks 1-4, odd,
-// prime, unit and empty dims, every axis, clamped and negative start indices and every dtype, at
+// The x86 data-movement kernels (slices, updates, concatenation, broadcasts, row gathers and
+// scatter_adds) against the reference kernels, bit for bit, over ranks 1-4, odd, prime, unit and
+// empty dims, every axis, clamped and negative start indices and every dtype, at
 // every ISA level of this host; then dynamic_update_slice in place through compiled programs: it
 // must reuse a donated buffer and never one that a caller or a live value still reads.
 #include "backends/x86/copy_kernels.h"
@@ -330,6 +330,84 @@ TEST_P(CopyKernelsTest, GatherOfWholeRows) {
     absl::StatusOr<std::vector<Tensor>> got = GatherRowsKernel(op, {x, ids}, ir::HostAllocator());
     EXPECT_TRUE(absl::IsUnimplemented(got.status())) << got.status();
   }
+}
+
+// scatter_add of whole f32 rows (an embedding's gradient) against the reference kernel, bit for
+// bit: rows of every length (past 2 KiB too, where rows are prefetched), index arrays of batch rank
+// 0-2, repeated rows, indices in range, at both ends, past them and negative in every mode, an
+// inf in the table and NaNs in the updates; in place when the table is donated; other dtypes
+// and dimension numbers declined.
+TEST_P(CopyKernelsTest, ScatterAddOfWholeRows) {
+  std::uniform_real_distribution<float> value(-4, 4);
+  auto random_f32 = [&](const Dims& dims) {
+    Tensor t = Tensor::Empty({DType::kF32, dims});
+    for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<float>()[i] = value(rng_);
+    return t;
+  };
+  auto scatter_add = [](const Dims& batch, int64_t rank, ir::GatherScatterMode mode) {
+    ir::Op op;
+    op.set_opcode("scatter_add");
+    ir::ScatterAttrs& a = *op.mutable_scatter();
+    for (int64_t d = 1; d < rank; ++d) a.add_update_window_dims(batch.size() + d - 1);
+    a.add_inserted_window_dims(0);
+    a.add_scatter_dims_to_operand_dims(0);
+    a.set_mode(mode);
+    return op;
+  };
+  const std::vector<Dims> shapes = {{1}, {7}, {5, 3}, {3, 0}, {17, 40}, {4, 5, 6}, {6, 2100}};
+  for (const Dims& dims : shapes) {
+    const int64_t n = dims[0];
+    const std::vector<int64_t> picks = {0, n - 1, n, n + 5, -1, -n - 2, n / 2, 0};
+    for (const Dims& batch : std::vector<Dims>{{}, {1}, {9}, {0}, {2, 3}}) {
+      for (auto mode : {ir::CLIP, ir::FILL_OR_DROP, ir::PROMISE_IN_BOUNDS}) {
+        Dims index_dims = batch;
+        index_dims.push_back(1);
+        Tensor ids = Tensor::Empty({DType::kS32, index_dims});
+        for (int64_t i = 0; i < ids.num_elements(); ++i) {
+          int64_t v = picks[(i + rng_()) % picks.size()];
+          if (mode == ir::PROMISE_IN_BOUNDS) v = std::clamp<int64_t>(v, 0, n - 1);
+          ids.data_as<int32_t>()[i] = static_cast<int32_t>(v);
+        }
+        Dims update_dims = batch;
+        update_dims.insert(update_dims.end(), dims.begin() + 1, dims.end());
+        Tensor table = random_f32(dims);
+        Tensor updates = random_f32(update_dims);
+        if (table.num_elements() > 1) table.data_as<float>()[1] = INFINITY;
+        if (updates.num_elements() > 2) updates.data_as<float>()[2] = NAN;
+        ExpectSameAsReference(scatter_add(batch, dims.size(), mode), {table, ids, updates},
+                              ScatterAddRowsKernel,
+                              Describe("scatter_add", DType::kF32, dims, index_dims, {mode}));
+      }
+    }
+  }
+  // Donated (the only holder): the sums land in the table's own buffer.
+  Tensor table = random_f32({8, 300});
+  Tensor ids = Tensor::FromDoubles({DType::kS32, {3, 1}}, {5, 2, 5});
+  Tensor updates = random_f32({3, 300});
+  std::vector<float> want(table.data_as<float>(), table.data_as<float>() + 8 * 300);
+  for (int k = 0; k < 3; ++k) {
+    const int row = k == 1 ? 2 : 5;
+    for (int j = 0; j < 300; ++j) want[row * 300 + j] += updates.data_as<float>()[k * 300 + j];
+  }
+  ir::Op op = scatter_add({3}, 2, ir::FILL_OR_DROP);
+  if (!SetResultType(op, {table, ids, updates})) return;
+  const void* buffer = table.data();
+  std::vector<Tensor> operands = {std::move(table), ids, updates};
+  absl::StatusOr<std::vector<Tensor>> got =
+      ScatterAddRowsKernel(op, std::move(operands), ir::HostAllocator());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].data(), buffer);
+  EXPECT_EQ(std::vector<float>((*got)[0].data_as<float>(), (*got)[0].data_as<float>() + 2400),
+            want);
+  // bf16 rows, and a window narrower than a row: declined.
+  Tensor bf16_table = Tensor::Zeros({DType::kBF16, {8, 4}});
+  Tensor bf16_updates = Tensor::Zeros({DType::kBF16, {3, 4}});
+  EXPECT_TRUE(absl::IsUnimplemented(
+      ScatterAddRowsKernel(op, {bf16_table, ids, bf16_updates}, ir::HostAllocator()).status()));
+  Tensor narrow = random_f32({3, 200});
+  EXPECT_TRUE(absl::IsUnimplemented(
+      ScatterAddRowsKernel(op, {random_f32({8, 300}), ids, narrow}, ir::HostAllocator())
+          .status()));
 }
 
 TEST_P(CopyKernelsTest, BroadcastInDimOverEveryDimSubset) {
