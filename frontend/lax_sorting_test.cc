@@ -221,6 +221,27 @@ TEST_P(LaxSortingTest, IntegerAndPredOperands) {
   EXPECT_EQ((*out)[4].to_host()->ToDoubles(), (std::vector<double>{0, 0, 1, 0}));
 }
 
+// jnp.argsort ascending, hand-derived: -0 and +0 tie (kept in order), NaN last, ties in index
+// order; along axis 0 of a matrix too.
+TEST_P(LaxSortingTest, ArgsortAscendingKeepsTiesInOrderAndNaNsLast) {
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  Array v = *device_put(
+      HostTensor(DType::kF32, {7}, {3, -0.0, std::nan(""), 0.0, 1, 3, -INFINITY}),
+      NamedSharding(mesh, P()));
+  Array m = *device_put(HostTensor(DType::kF32, {3, 2}, {2, 1, 1, 1, 0, 3}),
+                        NamedSharding(mesh, P()));
+  auto f = jit(
+      [](Tracer v, Tracer m) {
+        return std::vector<Tracer>{jnp::argsort(v), jnp::argsort(m, 0)};
+      },
+      {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> out = f(v, m);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].to_host()->ToDoubles(), (std::vector<double>{6, 1, 3, 4, 0, 5, 2}));
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{2, 0, 1, 1, 0, 2}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, LaxSortingTest,
                          ::testing::Values(Backend::kX86, Backend::kReference),
                          [](const auto& info) { return AbslUnparseFlag(info.param); });

@@ -1,7 +1,7 @@
 // Random numbers. Host-side arrays from a seed (Key: counter-based SplitMix64, reproducible on
 // every machine, for test and benchmark data), and traced ones on JAX's threefry2x32 PRNG with
 // raw keys (jax.random.PRNGKey): the same bits as jax.random (jax_threefry_partitionable, the
-// default), keys and bits held as s32 words with the bits of JAX's uint32 ones.
+// default), keys (u32[2]) and bits u32 as JAX's.
 #ifndef SHARDJIT_FRONTEND_RANDOM_H_
 #define SHARDJIT_FRONTEND_RANDOM_H_
 
@@ -35,7 +35,7 @@ Tracer prng_key(uint32_t seed, Loc loc = Loc::current());
 Tracer split(Tracer key, int64_t num = 2, Loc loc = Loc::current());
 // jax.random.fold_in(key, data): a key from `key` and `data`.
 Tracer fold_in(Tracer key, uint32_t data, Loc loc = Loc::current());
-// jax.random.bits(key, shape) with dtype uint32, as s32 of the same bits.
+// jax.random.bits(key, shape) with dtype uint32: u32.
 Tracer bits(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
 // jax.random.uniform(key, shape, float32, minval, maxval): bit for bit on [0, 1); scaled to
 // other ranges within a few ulp where u * (maxval - minval) + minval cancels (XLA computes it
