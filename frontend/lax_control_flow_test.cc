@@ -147,6 +147,71 @@ TEST_P(LaxControlFlowTest, ScanForwardAndReverse) {
   EXPECT_EQ((*out)[3].to_host()->num_elements(), 0);
 }
 
+// scan nested in a scan, in a fori_loop and, with a psum in its body and in reverse, in a
+// shard_map; values against the same loops run here in f64 (exact: small integers).
+TEST_P(LaxControlFlowTest, ScanNestsInScansLoopsAndShardMaps) {
+  Runtime rt({.num_devices = 2});
+  Mesh mesh = *make_mesh(rt, {{"x", 2}});
+  const std::vector<double> xv = {1, -2, 3, 0, 4, 5, -1, 2, -3, 1, 2, 6};  // [3, 4]
+  Array x = *device_put(HostTensor(DType::kF32, {3, 4}, xv), NamedSharding(mesh, P()));
+  auto add = [](std::vector<Tracer> c, std::vector<Tracer> e) {
+    Tracer s = c[0] + e[0];
+    return std::make_pair(std::vector<Tracer>{s}, std::vector<Tracer>{s});
+  };
+  auto f = jit(
+      [add](Tracer x) {
+        // Outer scan over rows, inner over a row's elements: ys the rows' running sums, the
+        // carry the total.
+        lax::ScanResult rows = lax::scan(
+            [add](std::vector<Tracer> c, std::vector<Tracer> row) {
+              lax::ScanResult in_row =
+                  lax::scan(add, {lax::scalar(0, DType::kF32)}, {row[0]});
+              return std::make_pair(std::vector<Tracer>{c[0] + in_row.carry[0]}, in_row.ys);
+            },
+            {lax::scalar(0, DType::kF32)}, {x});
+        // Three times: acc + the last running sum of row 0 read backwards (its sum).
+        Tracer looped = lax::fori_loop(0, 3, [&](Tracer, Tracer acc) {
+          Tracer row0 = lax::reshape(lax::slice(x, {0, 0}, {1, 4}), {4});
+          return acc + lax::scan(add, {lax::scalar(0, DType::kF32)}, {row0}, -1, true).carry[0];
+        }, lax::scalar(1, DType::kF32));
+        return std::vector<Tracer>{rows.carry[0], rows.ys[0], looped};
+      },
+      {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> out = f(x);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<double> running(12);
+  double total = 0;
+  for (int r = 0; r < 3; ++r) {
+    double s = 0;
+    for (int k = 0; k < 4; ++k) running[r * 4 + k] = s += xv[r * 4 + k];
+    total += s;
+  }
+  EXPECT_EQ((*out)[0].to_host()->ToDoubles(), std::vector<double>{total});
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), running);
+  EXPECT_EQ((*out)[2].to_host()->ToDoubles(), std::vector<double>{1 + 3 * running[3]});
+  // In a shard_map: each device scans its [2, 4] block's rows in reverse, adding the psum of the
+  // two devices' rows: ys[k] = the sum of both blocks' rows k.. end.
+  Array y = *device_put(HostTensor(DType::kF32, {4, 4}, {1, 2, 3, 4, -1, 0, 2, 5, 3, 3, -2, 1,
+                                                        0, 4, 1, -1}),
+                        NamedSharding(mesh, P("x")));
+  absl::StatusOr<Array> summed = jit(
+      shard_map(
+          [](Tracer block) {
+            lax::ScanResult r = lax::scan(
+                [](std::vector<Tracer> c, std::vector<Tracer> row) {
+                  Tracer s = c[0] + lax::psum(row[0], "x");
+                  return std::make_pair(std::vector<Tracer>{s}, std::vector<Tracer>{s});
+                },
+                {lax::full({4}, 0, DType::kF32)}, {block}, -1, /*reverse=*/true);
+            return r.ys[0];
+          },
+          mesh, {P("x")}, {P()}),
+      {.backend = GetParam()})(y);
+  ASSERT_TRUE(summed.ok()) << summed.status();
+  // Rows k of the blocks: (1,2,3,4)+(3,3,-2,1) = (4,5,1,5); (-1,0,2,5)+(0,4,1,-1) = (-1,4,3,4).
+  EXPECT_EQ(summed->to_host()->ToDoubles(), (std::vector<double>{3, 9, 4, 9, -1, 4, 3, 4}));
+}
+
 TEST_P(LaxControlFlowTest, CollectivesInsideLoopsAndBranchesOfAShardMap) {
   Runtime rt({.num_devices = 4});
   Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});
