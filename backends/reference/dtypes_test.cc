@@ -207,6 +207,34 @@ T IntOracle(const std::string& op, T x, T y) {
   return T(0);
 }
 
+// select(a < b, a, b) and clamp(1, a, 5) against the elements they pick (NaNs left out of the
+// clamp: XLA's clamp of NaN is its max(min(...)) order's business).
+template <typename T>
+void ExpectPicks(const std::vector<T>& a, const std::vector<T>& b) {
+  ir::Op lt = MakeOp("compare");
+  lt.mutable_compare()->set_direction(ir::LT);
+  const Tensor less = Eval(lt, {MakeTensor(a), MakeTensor(b)});
+  const std::vector<T> picked = Values<T>(Eval(MakeOp("select"), {less, MakeTensor(a),
+                                                                  MakeTensor(b)}));
+  auto of = [](int v) {
+    if constexpr (kInt<T>) {
+      return static_cast<T>(v);
+    } else {
+      return RoundFloat<T>(v);
+    }
+  };
+  const std::vector<T> lo(a.size(), of(1)), hi(a.size(), of(5));
+  const std::vector<T> clamped =
+      Values<T>(Eval(MakeOp("clamp"), {MakeTensor(lo), MakeTensor(a), MakeTensor(hi)}));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const T want = less.data_as<uint8_t>()[i] ? a[i] : b[i];
+    EXPECT_TRUE(std::memcmp(&picked[i], &want, sizeof(T)) == 0) << "select " << i;
+    if (IsNaN(a[i])) continue;
+    const T c = Wide(a[i]) < Wide(lo[i]) ? lo[i] : Wide(a[i]) > Wide(hi[i]) ? hi[i] : a[i];
+    EXPECT_EQ(Wide(clamped[i]), Wide(c)) << "clamp " << static_cast<double>(Wide(a[i]));
+  }
+}
+
 template <typename T>
 void CheckIntegerOps() {
   SCOPED_TRACE(std::string(ir::DTypeName(ir::kDTypeOf<T>)));
@@ -235,11 +263,22 @@ void CheckIntegerOps() {
     EXPECT_EQ(+popcount[i], std::popcount(static_cast<U>(a[i]))) << +a[i];
     EXPECT_EQ(+sign[i], v > 0 ? 1 : v < 0 ? -1 : 0) << +a[i];
   }
+  ir::Op cube = MakeOp("integer_pow");
+  cube.mutable_integer_pow()->set_y(3);
+  const std::vector<T> cubes = Values<T>(Eval(cube, {x}));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const U u = static_cast<U>(a[i]);
+    EXPECT_EQ(+cubes[i], +static_cast<T>(static_cast<U>(u * u * u))) << +a[i];
+  }
+  ExpectPicks(a, b);
   for (const auto& [direction, holds] :
        std::vector<std::pair<ir::ComparisonDirection, bool (*)(Int, Int)>>{
            {ir::LT, [](Int p, Int q) { return p < q; }},
+           {ir::LE, [](Int p, Int q) { return p <= q; }},
+           {ir::GT, [](Int p, Int q) { return p > q; }},
            {ir::GE, [](Int p, Int q) { return p >= q; }},
-           {ir::EQ, [](Int p, Int q) { return p == q; }}}) {
+           {ir::EQ, [](Int p, Int q) { return p == q; }},
+           {ir::NE, [](Int p, Int q) { return p != q; }}}) {
     ir::Op op = MakeOp("compare");
     op.mutable_compare()->set_direction(direction);
     const std::vector<bool> want = [&] {
@@ -306,6 +345,7 @@ void CheckFloatOps() {
       {"div", [](long double x, long double y) { return x / y; }, 0},
       {"pow", [](long double x, long double y) { return std::pow(x, y); }, 1},
       {"atan2", [](long double x, long double y) { return std::atan2(x, y); }, 1},
+      {"rem", [](long double x, long double y) { return std::fmod(x, y); }, 0},
   };
   for (const BinaryCase& c : binaries) {
     const std::vector<T> got = Values<T>(Binary(c.op, a, b));
@@ -336,6 +376,8 @@ void CheckFloatOps() {
       {"erf", [](long double x) { return std::erf(x); }, 1},
       {"log1p", [](long double x) { return std::log1p(x); }, 1},
       {"expm1", [](long double x) { return std::expm1(x); }, 1},
+      {"rsqrt", [](long double x) { return 1 / std::sqrt(x); }, 1},
+      {"tan", [](long double x) { return std::tan(x); }, 1},
   };
   const Tensor x = MakeTensor(a);
   for (const UnaryCase& c : unaries) {
@@ -358,7 +400,57 @@ void CheckFloatOps() {
                  "logistic(" + std::to_string(static_cast<double>(v)) + ")");
     }
   }
+  // round (away from zero and to nearest even), sign (of ±0 too), erf_inv (against the root of
+  // erf(y) = x that Newton's method polishes in long double).
+  ir::Op away = MakeOp("round");
+  away.mutable_round()->set_rounding_method(ir::AWAY_FROM_ZERO);
+  ir::Op even = MakeOp("round");
+  even.mutable_round()->set_rounding_method(ir::TO_NEAREST_EVEN);
+  const std::vector<T> to_even = Values<T>(Eval(even, {x}));
+  const std::vector<T> rounded = Values<T>(Eval(away, {x}));
+  const std::vector<T> sign = Values<T>(Eval(MakeOp("sign"), {x}));
+  const std::vector<T> inverse = Values<T>(Eval(MakeOp("erf_inv"), {x}));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const long double v = Wide(a[i]);
+    ExpectNear(to_even[i], RoundFloat<T>(std::nearbyint(v)), 0, "round even");
+    ExpectNear(rounded[i], RoundFloat<T>(std::round(v)), 0, "round");
+    const long double want_sign = std::isnan(v) ? v : v > 0 ? 1 : v < 0 ? -1 : v;
+    ExpectNear(sign[i], RoundFloat<T>(want_sign), 0, "sign");
+    EXPECT_EQ(std::signbit(Wide(sign[i])), std::signbit(want_sign)) << static_cast<double>(v);
+    long double root = std::fabs(v) > 1 || std::isnan(v) ? NAN
+                       : v == 1                          ? INFINITY
+                       : v == -1                         ? -INFINITY
+                                                         : Wide(inverse[i]);
+    for (int step = 0; step < 3 && std::isfinite(root); ++step) {
+      root -= (std::erf(root) - v) / (2 / std::sqrt(std::acos(-1.0L)) * std::exp(-root * root));
+    }
+    ExpectNear(inverse[i], through(root), 2,
+               "erf_inv(" + std::to_string(static_cast<double>(v)) + ")");
+  }
+  // integer_pow is products in T, each rounded (as XLA's multiplies; x^-2 = 1 / (x x), whose
+  // x x may overflow in a 16-bit type).
+  for (int64_t y : {3, -2}) {
+    ir::Op pow = MakeOp("integer_pow");
+    pow.mutable_integer_pow()->set_y(y);
+    const std::vector<T> got = Values<T>(Eval(pow, {x}));
+    for (size_t i = 0; i < a.size(); ++i) {
+      const long double v = Wide(a[i]);
+      const long double square = Wide(through(v * v));
+      const T want = y == 3 ? through(square * v) : through(1 / square);
+      ExpectNear(got[i], want, 1,
+                 "integer_pow(" + std::to_string(static_cast<double>(v)) + ", " +
+                     std::to_string(y) + ")");
+    }
+  }
+  // select and clamp pick elements unchanged.
+  ExpectPicks(a, b);
   // max/min propagate NaN; compare is IEEE (NaN unordered); is_finite.
+  const std::vector<T> min = Values<T>(Binary("min", a, b));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const long double p = Wide(a[i]), q = Wide(b[i]);
+    ExpectNear(min[i], RoundFloat<T>(std::isnan(p) || std::isnan(q) ? NAN : std::min(p, q)), 0,
+               "min");
+  }
   const std::vector<T> max = Values<T>(Binary("max", a, b));
   ir::Op lt = MakeOp("compare");
   lt.mutable_compare()->set_direction(ir::LT);
@@ -625,6 +717,9 @@ TEST(DTypes, DotOfEveryNumericDType) {
     CheckDot<uint8_t, uint32_t>(m, k, n);
     CheckDot<int8_t, int8_t>(m, k, n);
     CheckDot<int16_t, int64_t>(m, k, n);
+    CheckDot<int16_t, int16_t>(m, k, n);
+    CheckDot<uint16_t, uint32_t>(m, k, n);
+    CheckDot<uint32_t, uint32_t>(m, k, n);
     CheckDot<uint64_t, uint64_t>(m, k, n);
     CheckDot<int64_t, int64_t>(m, k, n);
     CheckDot<int8_t, float>(m, k, n);
