@@ -793,6 +793,131 @@ TEST(DTypes, SortAndTopKOfEveryDType) {
   CheckSortAndTopK<double>();
 }
 
+// The scans, argmax/argmin, pad, rev, scatter and scatter_add on small integer values every dtype
+// holds exactly, against loops here: forward and reverse, ties, negative and interior padding,
+// repeated scatter indices; argmax/argmin take the first of equal extremes and the first NaN.
+template <typename T>
+void CheckScansSelectionAndIndexing() {
+  SCOPED_TRACE(std::string(ir::DTypeName(ir::kDTypeOf<T>)));
+  auto of = [](int v) {
+    if constexpr (kInt<T>) {
+      return static_cast<T>(v);
+    } else {
+      return RoundFloat<T>(v);
+    }
+  };
+  const bool is_signed = !std::is_unsigned_v<T>;
+  std::vector<int> ints = {3, 1, 4, 1, 5, 0, 2, 6, 5, 3, 5};
+  if (is_signed) ints[5] = -2;
+  std::vector<T> v;
+  for (int i : ints) v.push_back(of(i));
+  const int64_t n = static_cast<int64_t>(v.size());
+  for (const char* name : {"cumsum", "cumprod", "cummax", "cummin"}) {
+    for (bool reverse : {false, true}) {
+      ir::Op op = MakeOp(name);
+      op.mutable_cumulative()->set_axis(0);
+      op.mutable_cumulative()->set_reverse(reverse);
+      // cumprod of the first five only (their products stay small).
+      const std::vector<T> in = std::string(name) == "cumprod"
+                                    ? std::vector<T>(v.begin(), v.begin() + 5)
+                                    : v;
+      const std::vector<T> got = Values<T>(Eval(op, {MakeTensor(in)}));
+      const int64_t m = static_cast<int64_t>(in.size());
+      long double acc = 0;
+      for (int64_t s = 0; s < m; ++s) {
+        const int64_t i = reverse ? m - 1 - s : s;
+        const long double e = Wide(in[i]);
+        const std::string kind = name;
+        acc = s == 0                 ? e
+              : kind == "cumsum"     ? acc + e
+              : kind == "cumprod"    ? acc * e
+              : kind == "cummax"     ? std::max(acc, e)
+                                     : std::min(acc, e);
+        EXPECT_EQ(Wide(got[i]), acc) << name << (reverse ? " reverse " : " ") << i;
+      }
+    }
+  }
+  for (const char* name : {"argmax", "argmin"}) {
+    ir::Op op = MakeOp(name);
+    op.mutable_arg_min_max()->set_axis(0);
+    op.mutable_arg_min_max()->set_index_dtype(ir::ToProto(DType::kS32));
+    const bool max = std::string(name) == "argmax";
+    const Tensor index = Eval(op, {MakeTensor(v)});
+    // 6 at 7; the minimum (-2, or 0 unsigned) at 5.
+    EXPECT_EQ(index.data_as<int32_t>()[0], max ? 7 : 5) << name;
+    if constexpr (!kInt<T>) {
+      std::vector<T> with_nan = v;
+      with_nan[4] = with_nan[9] = RoundFloat<T>(NAN);
+      const Tensor nan_index = Eval(op, {MakeTensor(with_nan)});
+      EXPECT_EQ(nan_index.data_as<int32_t>()[0], 4) << name << " NaN";
+    }
+  }
+  // Ties: the first of the equal extremes (5 at 4, 8, 10 once 6 is gone).
+  std::vector<T> tied = v;
+  tied[7] = of(1);
+  ir::Op argmax = MakeOp("argmax");
+  argmax.mutable_arg_min_max()->set_axis(0);
+  argmax.mutable_arg_min_max()->set_index_dtype(ir::ToProto(DType::kS32));
+  const Tensor tie = Eval(argmax, {MakeTensor(tied)});
+  EXPECT_EQ(tie.data_as<int32_t>()[0], 4);
+  // pad: low -1 (drops element 0), interior 1, high 2, with 9.
+  ir::Op pad = MakeOp("pad");
+  ir::PaddingConfigDim* d = pad.mutable_pad()->add_padding_config();
+  d->set_low(-1);
+  d->set_interior(1);
+  d->set_high(2);
+  std::vector<long double> want_pad;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) want_pad.push_back(9);
+    want_pad.push_back(Wide(v[i]));
+  }
+  want_pad.erase(want_pad.begin());
+  want_pad.push_back(9);
+  want_pad.push_back(9);
+  const std::vector<T> padded = Values<T>(Eval(pad, {MakeTensor(v), MakeTensor(std::vector<T>{
+                                                                       of(9)}).Reshaped({})}));
+  ASSERT_EQ(padded.size(), want_pad.size());
+  for (size_t i = 0; i < padded.size(); ++i) EXPECT_EQ(Wide(padded[i]), want_pad[i]) << i;
+  ir::Op rev = MakeOp("rev");
+  rev.mutable_rev()->add_dimensions(0);
+  const std::vector<T> reversed = Values<T>(Eval(rev, {MakeTensor(v)}));
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(Wide(reversed[i]), Wide(v[n - 1 - i])) << i;
+  // scatter / scatter_add of rows 1, 3, 1 of a [4, 2] table: the last write wins; adds sum.
+  const Tensor table = MakeTensor(std::vector<T>(v.begin(), v.begin() + 8)).Reshaped({4, 2});
+  const Tensor ids = Tensor::FromDoubles({DType::kS32, {3, 1}}, {1, 3, 1});
+  const Tensor updates =
+      MakeTensor(std::vector<T>{of(1), of(2), of(3), of(4), of(5), of(6)}).Reshaped({3, 2});
+  for (const char* name : {"scatter", "scatter_add"}) {
+    ir::Op op = MakeOp(name);
+    ir::ScatterAttrs* a = op.mutable_scatter();
+    a->add_update_window_dims(1);
+    a->add_inserted_window_dims(0);
+    a->add_scatter_dims_to_operand_dims(0);
+    const std::vector<T> got = Values<T>(Eval(op, {table, ids, updates}));
+    const bool add = std::string(name) == "scatter_add";
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t c = 0; c < 2; ++c) {
+        long double want = Wide(v[r * 2 + c]);
+        if (r == 1) want = add ? want + 1 + c + 5 + c : 5 + c;
+        if (r == 3) want = add ? want + 3 + c : 3 + c;
+        EXPECT_EQ(Wide(got[r * 2 + c]), want) << name << " " << r << "," << c;
+      }
+    }
+  }
+}
+
+TEST(DTypes, ScansSelectionAndIndexingOfEveryDType) {
+  CheckScansSelectionAndIndexing<int8_t>();
+  CheckScansSelectionAndIndexing<uint8_t>();
+  CheckScansSelectionAndIndexing<int16_t>();
+  CheckScansSelectionAndIndexing<uint16_t>();
+  CheckScansSelectionAndIndexing<uint32_t>();
+  CheckScansSelectionAndIndexing<int64_t>();
+  CheckScansSelectionAndIndexing<uint64_t>();
+  CheckScansSelectionAndIndexing<f16>();
+  CheckScansSelectionAndIndexing<double>();
+}
+
 // Data movement copies every element width (1, 2, 4 and 8 bytes) exactly.
 template <typename T>
 void CheckTransposeAndStridedSlice() {
