@@ -1,10 +1,9 @@
 // Embedding lookups and their gradient: gather of table rows (jnp.take(table, ids, 0)) and
-// scatter_add of rows into the table (the x86 backend's row kernels and the reference ones), against
-// memcpy of the same bytes, one thread; outputs in
-// recycled memory on every side. GB/s counts
-// the bytes the op must read and write: for the gather the rows read and written; for the
-// scatter_add the rows read and the table rows they update, read and written (the table is
-// updated in place, as when the evaluator donates it).
+// scatter_add of rows into the table (the x86 backend's row kernels and the reference ones),
+// against memcpy of the same bytes, one thread; outputs in recycled memory on every side. GB/s
+// counts the bytes the op must read and write: for the gather the rows read and written; for the
+// scatter_add the rows read and the table rows they update, read and written (the table is updated
+// in place, as when the evaluator donates it).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

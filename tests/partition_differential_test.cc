@@ -34,6 +34,7 @@ struct Family {
   // The input shapes, from dims drawn for this case (each a multiple of 16).
   std::function<std::vector<Dims>(const std::function<int64_t()>& dim)> shapes;
   std::function<std::vector<Tracer>(const std::vector<Tracer>&)> fn;
+  int rounds = 6;  // random shapes and layouts tried
 };
 
 // Program families; those with a shard_map name only the axis "x", which every mesh here has.
@@ -166,6 +167,84 @@ std::vector<Family> Families(const Mesh& mesh) {
                                                  .scatter_dims_to_operand_dims = {0}});
                  return std::vector<Tracer>{rows * 2.0, grad + a[0]};
                }});
+  // The math, bit, selection and indexing primitives, a few per program (the plan search of
+  // sharding-propagation, which ExpectNoWorseThanAlternatives checks, is bounded).
+  auto two_matrices = [](const auto& dim) {
+    int64_t m = dim(), n = dim();
+    return std::vector<Dims>{{m, n}, {m, n}};
+  };
+  f.push_back({"transcendental", two_matrices, [](const std::vector<Tracer>& a) {
+                 Tracer small = lax::clamp(-0.9, a[0], 0.9);
+                 return std::vector<Tracer>{
+                     lax::sin(a[0]) + lax::cos(a[1]) * lax::tan(small),
+                     lax::erf_inv(small) + lax::atan2(a[0], a[1]) + lax::erf(a[1])};
+               },
+               3});
+  f.push_back({"rounding_and_powers", two_matrices, [](const std::vector<Tracer>& a) {
+                 Tracer small = lax::clamp(-1.2, a[0], 1.2);
+                 return std::vector<Tracer>{
+                     lax::floor(a[0]) * lax::ceil(a[1]) + lax::round(a[1] * 3.0) + lax::sign(a[0]),
+                     lax::integer_pow(small, 3) + lax::pow(lax::abs(a[1]) + 1.0, small) +
+                         lax::expm1(small) * lax::log1p(lax::abs(a[0]))};
+               },
+               3});
+  f.push_back({"bits", two_matrices, [](const std::vector<Tracer>& a) {
+                 Tracer i = lax::convert_element_type(lax::floor(a[0] * 100.0), DType::kS32);
+                 Tracer j = lax::convert_element_type(lax::floor(a[1] * 100.0), DType::kS32);
+                 Tracer three = lax::full(i.shape(), 3, DType::kS32);
+                 Tracer mixed =
+                     lax::bitwise_xor(lax::bitwise_and(i, j), lax::bitwise_or(i, three)) +
+                     lax::bitwise_not(j) + lax::population_count(i);
+                 Tracer shifted = lax::shift_left(i, three) + lax::shift_right_logical(j, three) +
+                                  lax::shift_right_arithmetic(i, three);
+                 return std::vector<Tracer>{lax::convert_element_type(mixed, DType::kF32),
+                                            lax::convert_element_type(shifted, DType::kF32)};
+               },
+               3});
+  f.push_back({"selection_and_switch", two_matrices, [](const std::vector<Tracer>& a) {
+                 auto [keys, carried] = lax::sort_key_val(a[0], a[1], 0);
+                 // The branch picked by the data.
+                 Tracer index = lax::convert_element_type(
+                     lax::floor(lax::reduce_max(lax::abs(a[1]), {0, 1})), DType::kS32);
+                 Tracer picked = lax::switch_(
+                     index,
+                     {[](std::vector<Tracer> v) { return std::vector<Tracer>{v[0] * 2.0}; },
+                      [](std::vector<Tracer> v) {
+                        return std::vector<Tracer>{lax::cumprod(lax::clamp(0.5, v[0], 1.5), 1)};
+                      },
+                      [](std::vector<Tracer> v) {
+                        return std::vector<Tracer>{lax::cummin(v[0], 0, /*reverse=*/true)};
+                      }},
+                     {a[0]})[0];
+                 Tracer argmin = lax::convert_element_type(lax::argmin(a[1], 1), DType::kF32);
+                 return std::vector<Tracer>{
+                     keys + carried, picked + lax::broadcast_in_dim(argmin, a[1].shape(), {0})};
+               },
+               3});
+  f.push_back({"scatter_gather_modes_random", two_matrices, [](const std::vector<Tracer>& a) {
+                 // Rows 0..m/2 replaced by the last rows reversed; rows 2i gathered, those past
+                 // the end filled (FILL_OR_DROP) or clamped (CLIP); uniform noise.
+                 const int64_t m = a[0].shape()[0], n = a[0].shape()[1];
+                 Tracer rows = lax::slice(lax::rev(a[1], {0}), {0, 0}, {m / 2, n});
+                 Tracer ids = lax::broadcasted_iota(DType::kS32, {m / 2, 1}, 0);
+                 Tracer scattered = lax::scatter(a[0], ids, rows,
+                                                 {.update_window_dims = {1},
+                                                  .inserted_window_dims = {0},
+                                                  .scatter_dims_to_operand_dims = {0}});
+                 Tracer every_other = lax::broadcasted_iota(DType::kS32, {m, 1}, 0) * 2;
+                 auto take = [&](lax::GatherScatterMode mode) {
+                   return lax::gather(a[0], every_other,
+                                      {.offset_dims = {1}, .collapsed_slice_dims = {0},
+                                       .start_index_map = {0}},
+                                      {1, n}, mode, 0.5);
+                 };
+                 Tracer noise = random::uniform(random::prng_key(7), a[0].shape());
+                 return std::vector<Tracer>{
+                     scattered,
+                     take(lax::GatherScatterMode::kFillOrDrop) -
+                         take(lax::GatherScatterMode::kClip) + noise};
+               },
+               3});
   f.push_back({"while_and_cond",
                [](const auto& dim) {
                  int64_t m = dim(), n = dim();
@@ -279,7 +358,7 @@ TEST_P(PartitionDifferentialTest, PartitionedMatchesUnpartitioned) {
   std::mt19937 rng(1234 + devices);
   int partitioned = 0, cases = 0;
   for (const Family& family : Families(mesh)) {
-    for (int round = 0; round < 6; ++round) {
+    for (int round = 0; round < family.rounds; ++round) {
       auto dim = [&] { return 16 * std::uniform_int_distribution<int64_t>(1, 3)(rng); };
       std::vector<Dims> shapes = family.shapes(dim);
       std::vector<Array> args;

@@ -352,7 +352,8 @@ absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
   const int64_t rank = static_cast<int64_t>(x.dims().size());
   const int64_t batch = static_cast<int64_t>(indices.dims().size()) - 1;
   bool rows = IndexArrayOfRows(x, indices) && a.start_index_map_size() == 1 &&
-              a.start_index_map(0) == 0 && a.collapsed_slice_dims_size() == 1 && a.collapsed_slice_dims(0) == 0 &&
+              a.start_index_map(0) == 0 && a.collapsed_slice_dims_size() == 1 &&
+              a.collapsed_slice_dims(0) == 0 &&
               a.operand_batching_dims_size() == 0 && a.slice_sizes_size() == rank &&
               a.slice_sizes(0) == 1 && a.offset_dims_size() == rank - 1;
   for (int64_t d = 1; d < rank && rows; ++d) {
