@@ -9,7 +9,6 @@
 // so the window fits; FILL_OR_DROP gives fill_value for a gather window that does not fit. A
 // scatter clamps with CLIP, and otherwise drops a window that does not fit, as XLA does.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -149,15 +148,7 @@ Results Scatter(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* 
   const ir::ScatterAttrs& a = op.scatter();
   const Tensor& x = in[0];
   const Tensor& updates = in[2];
-  Tensor out;
-  if (x.unique()) {
-    // Donated at its last use (backends/reference/evaluator.h): update it in place. The fence
-    // orders these writes after the reads of a holder that released it on another thread.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    out = x;
-  } else {
-    out = x.Copy(allocator);
-  }
+  Tensor out = WritableOrCopy(x, allocator);
   const Dims update_window = ToDims(a.update_window_dims());
   const Dims batching = ToDims(a.operand_batching_dims());
   const Dims window = ir::WindowDims(x.dims().size(), a.inserted_window_dims(), batching);

@@ -1,5 +1,6 @@
 #include "backends/reference/kernel.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <type_traits>
@@ -60,6 +61,12 @@ absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& 
                     ir::TypesToString(types)));
   }
   return absl::OkStatus();
+}
+
+ir::Tensor WritableOrCopy(const ir::Tensor& x, ir::Allocator* allocator) {
+  if (!x.unique()) return x.Copy(allocator);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return x;
 }
 
 int64_t IndexValue(const ir::Tensor& t, int64_t i) {

@@ -36,6 +36,12 @@ ir::ShapedType ResultType(const ir::Op& op, int i = 0);
 // operand types and the mismatch otherwise).
 absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& operands);
 
+// The buffer a kernel that updates `x` writes into: x's own when the kernel holds its only
+// reference (the evaluator donated it at its last use), after an acquire fence that orders the
+// writes after the reads of a holder that released its copy on another thread; else a copy in
+// `allocator`'s memory.
+ir::Tensor WritableOrCopy(const ir::Tensor& x, ir::Allocator* allocator);
+
 // Element i of integer tensor `t` (an index of any integer dtype) as an int64; u64 values past
 // the int64 range saturate (out of range of every dimension either way).
 int64_t IndexValue(const ir::Tensor& t, int64_t i);

@@ -1,7 +1,6 @@
 #include "backends/x86/copy_kernels.h"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -237,15 +236,7 @@ Results DynamicUpdateSliceKernel(const ir::Op& op, const std::vector<ir::Tensor>
                    reference::ClampedStarts(op.opcode(), operands, 2, x.dims(), update.dims()));
   if (update.num_elements() == 0) return std::vector<ir::Tensor>{x};
   if (update.dims() == x.dims()) return std::vector<ir::Tensor>{update};
-  ir::Tensor out;
-  if (x.unique()) {
-    // Donated at its last use: nothing else reads this buffer. The fence orders our writes after
-    // the reads of a holder that released its copy on another thread.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    out = x;
-  } else {
-    out = x.Copy(allocator);
-  }
+  ir::Tensor out = reference::WritableOrCopy(x, allocator);
   const Dims strides = ir::RowMajorStrides(x.dims());
   int64_t offset = 0;
   for (size_t i = 0; i < strides.size(); ++i) offset += starts[i] * strides[i];
@@ -405,14 +396,7 @@ absl::StatusOr<std::vector<ir::Tensor>> ScatterAddRowsKernel(
            updates.dims()[batch + d - 1] == x.dims()[d];
   }
   if (!rows) return absl::UnimplementedError("scatter_add: not a scatter_add of whole f32 rows");
-  ir::Tensor out;
-  if (x.unique()) {
-    // Donated at its last use: nothing else reads this buffer (see DynamicUpdateSliceKernel).
-    std::atomic_thread_fence(std::memory_order_acquire);
-    out = x;
-  } else {
-    out = x.Copy(allocator);
-  }
+  ir::Tensor out = reference::WritableOrCopy(x, allocator);
   const int64_t count = indices.num_elements(), limit = x.dims()[0] - 1;
   const int64_t row = x.num_elements() / x.dims()[0];
   if (row == 0) return std::vector<ir::Tensor>{std::move(out)};

@@ -114,6 +114,20 @@ std::vector<int64_t> StartCases(int64_t extent, int64_t size) {
 
 class CopyKernelsTest : public IsaLevelTest {
  protected:
+  // s32 row indices [batch..., 1] into a leading dim of n: in range, at both ends, past them and
+  // negative (clamped into range for PROMISE_IN_BOUNDS, which promises them in bounds).
+  Tensor RowIndices(const Dims& batch, int64_t n, ir::GatherScatterMode mode) {
+    const std::vector<int64_t> picks = {0, n - 1, n, n + 5, -1, -n - 2, n / 2};
+    Dims dims = batch;
+    dims.push_back(1);
+    Tensor ids = Tensor::Empty({DType::kS32, dims});
+    for (int64_t i = 0; i < ids.num_elements(); ++i) {
+      int64_t v = picks[(i + rng_()) % picks.size()];
+      if (mode == ir::PROMISE_IN_BOUNDS) v = std::clamp<int64_t>(v, 0, n - 1);
+      ids.data_as<int32_t>()[i] = static_cast<int32_t>(v);
+    }
+    return ids;
+  }
   std::mt19937 rng_{7};
 };
 
@@ -287,17 +301,10 @@ TEST_P(CopyKernelsTest, GatherOfWholeRows) {
       if (dims[0] == 0) continue;
       Tensor x = RandomTensor(dtype, dims, rng_);
       const int64_t n = dims[0];
-      const std::vector<int64_t> picks = {0, n - 1, n, n + 5, -1, -n - 2, n / 2};
       for (const Dims& batch : index_batches) {
         for (auto mode : {ir::CLIP, ir::FILL_OR_DROP, ir::PROMISE_IN_BOUNDS}) {
-          Dims index_dims = batch;
-          index_dims.push_back(1);
-          Tensor ids = Tensor::Empty({DType::kS32, index_dims});
-          for (int64_t i = 0; i < ids.num_elements(); ++i) {
-            int64_t v = picks[(i + rng_()) % picks.size()];
-            if (mode == ir::PROMISE_IN_BOUNDS) v = std::clamp<int64_t>(v, 0, n - 1);
-            ids.data_as<int32_t>()[i] = static_cast<int32_t>(v);
-          }
+          const Tensor ids = RowIndices(batch, n, mode);
+          const Dims& index_dims = ids.dims();
           ir::Op op;
           op.set_opcode("gather");
           ir::GatherAttrs& a = *op.mutable_gather();
@@ -357,17 +364,10 @@ TEST_P(CopyKernelsTest, ScatterAddOfWholeRows) {
   const std::vector<Dims> shapes = {{1}, {7}, {5, 3}, {3, 0}, {17, 40}, {4, 5, 6}, {6, 2100}};
   for (const Dims& dims : shapes) {
     const int64_t n = dims[0];
-    const std::vector<int64_t> picks = {0, n - 1, n, n + 5, -1, -n - 2, n / 2, 0};
     for (const Dims& batch : std::vector<Dims>{{}, {1}, {9}, {0}, {2, 3}}) {
       for (auto mode : {ir::CLIP, ir::FILL_OR_DROP, ir::PROMISE_IN_BOUNDS}) {
-        Dims index_dims = batch;
-        index_dims.push_back(1);
-        Tensor ids = Tensor::Empty({DType::kS32, index_dims});
-        for (int64_t i = 0; i < ids.num_elements(); ++i) {
-          int64_t v = picks[(i + rng_()) % picks.size()];
-          if (mode == ir::PROMISE_IN_BOUNDS) v = std::clamp<int64_t>(v, 0, n - 1);
-          ids.data_as<int32_t>()[i] = static_cast<int32_t>(v);
-        }
+        const Tensor ids = RowIndices(batch, n, mode);
+        const Dims& index_dims = ids.dims();
         Dims update_dims = batch;
         update_dims.insert(update_dims.end(), dims.begin() + 1, dims.end());
         Tensor table = random_f32(dims);

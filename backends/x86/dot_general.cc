@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -318,15 +317,8 @@ absl::StatusOr<std::vector<ir::Tensor>> DotAccumulate(const ir::Op& op,
   const Dims strides = ir::RowMajorStrides(acc.dims());
   int64_t offset = 0;
   for (size_t d = 0; d < strides.size(); ++d) offset += starts[d] * strides[d];
-  ir::Tensor out;
-  if (acc.unique()) {
-    // Donated at its last use (a ring's running result): updated in place. The fence orders our
-    // writes after the reads of a holder that released its copy on another thread.
-    std::atomic_thread_fence(std::memory_order_acquire);
-    out = acc;
-  } else {
-    out = acc.Copy(allocator);
-  }
+  // In place into a ring's running result donated at its last use.
+  ir::Tensor out = reference::WritableOrCopy(acc, allocator);
   char* base = static_cast<char*>(out.data()) + offset * ir::DTypeSize(acc.dtype());
   // On Unimplemented the reference kernel runs (acc is unchanged).
   RETURN_IF_ERROR(DotInto(op.dot_general(), operands[1], operands[2], product[0], base, strides,
