@@ -20,6 +20,8 @@ ir::GatherScatterMode ToProto(lax::GatherScatterMode mode) {
 
 // JAX's fill value for out-of-bounds gathers: NaN for floats, the smallest signed and the largest
 // unsigned integer, true for pred; none for u64 (2^64 - 1 has no exact f64 literal).
+// JAX's fill for FILL_OR_DROP gathers: NaN, the smallest signed and the largest unsigned integer,
+// true. u64's has no double: GatherOp sets it as fill_bits.
 std::optional<double> DefaultFill(DType dtype) {
   if (dtype == DType::kPred) return 1;
   if (dtype == DType::kU64) return std::nullopt;
@@ -114,15 +116,11 @@ Tracer gather(Tracer operand, Tracer start_indices, GatherDimensionNumbers d,
   SetAll(a->mutable_slice_sizes(), slice_sizes);
   a->set_mode(ToProto(mode));
   if (!fill_value) fill_value = DefaultFill(operand.dtype());
-  if (!fill_value && mode == GatherScatterMode::kFillOrDrop) {
-    t->RecordError(absl::InvalidArgumentError(fmt::format(
-                       "gather: a {} operand needs an explicit fill_value in kFillOrDrop mode "
-                       "(JAX's default, 2^64 - 1, has no exact f64 literal)",
-                       operand.type().ToString())),
-                   loc);
-    return Tracer();
+  if (fill_value) {
+    a->set_fill_value(*fill_value);
+  } else {
+    a->set_fill_bits(~uint64_t{0});  // u64's largest value
   }
-  a->set_fill_value(fill_value.value_or(0));
   return t->Emit1(std::move(op), {operand, start_indices}, loc);
 }
 

@@ -38,7 +38,8 @@ struct ScatterDimensionNumbers {
 };
 
 // jax.lax.gather. fill_value (kFillOrDrop) defaults, as in JAX, to NaN for floats, the smallest
-// signed and the largest unsigned integer, and true for pred; u64 operands need an explicit one.
+// signed and the largest unsigned integer (u64's, 2^64 - 1, as the op's fill_bits), and true for
+// pred.
 Tracer gather(Tracer operand, Tracer start_indices, GatherDimensionNumbers dimension_numbers,
               std::vector<int64_t> slice_sizes,
               GatherScatterMode mode = GatherScatterMode::kFillOrDrop,

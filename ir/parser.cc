@@ -202,6 +202,18 @@ class Parser {
     if (*end != '\0' || errno == ERANGE) return Error("bad integer \"{}\"", text);
     return static_cast<int64_t>(v);
   }
+  absl::StatusOr<uint64_t> Unsigned() {
+    const Token& t = lex_.Peek();
+    if (t.kind != Tok::kNumber) return Error("expected an unsigned integer");
+    std::string text = lex_.Next().text;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (text[0] == '-' || *end != '\0' || errno == ERANGE) {
+      return Error("bad unsigned integer \"{}\"", text);
+    }
+    return static_cast<uint64_t>(v);
+  }
   absl::StatusOr<double> Double() {
     const Token& t = lex_.Peek();
     if (t.kind == Tok::kIdent && (t.text == "inf" || t.text == "nan")) {
@@ -430,6 +442,11 @@ class Parser {
           rep ? r->AddInt32(m, f, static_cast<int32_t>(v))
               : r->SetInt32(m, f, static_cast<int32_t>(v));
         }
+        return absl::OkStatus();
+      }
+      case FieldDescriptor::CPPTYPE_UINT64: {
+        ASSIGN_OR_RETURN(uint64_t v, Unsigned());
+        rep ? r->AddUInt64(m, f, v) : r->SetUInt64(m, f, v);
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_BOOL: {

@@ -128,6 +128,8 @@ class Printer {
         return fmt::format("{}", rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f));
       case FieldDescriptor::CPPTYPE_INT32:
         return fmt::format("{}", rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
+      case FieldDescriptor::CPPTYPE_UINT64:
+        return fmt::format("{}", rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
       case FieldDescriptor::CPPTYPE_BOOL:
         return (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "True" : "False";
       case FieldDescriptor::CPPTYPE_DOUBLE:

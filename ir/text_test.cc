@@ -108,6 +108,11 @@ std::vector<Case> Cases() {
                    "    c:f32[3,2,5] = gather[offset_dims=(2) collapsed_slice_dims=(0) "
                    "start_index_map=(0) slice_sizes=(1,5) mode=FILL_OR_DROP fill_value=nan] a b\n",
                    "c"});
+  cases.push_back({"gather_fill_bits", "a:u64[7,5] b:s32[3,1]",
+                   "    c:u64[3,5] = gather[offset_dims=(1) collapsed_slice_dims=(0) "
+                   "start_index_map=(0) slice_sizes=(1,5) mode=FILL_OR_DROP fill_value=0 "
+                   "fill_bits=18446744073709551615] a b\n",
+                   "c"});
   for (const char* op : {"scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"}) {
     cases.push_back({op, "a:f32[7,5] b:s32[3,1] c:f32[3,5]",
                      std::string("    d:f32[7,5] = ") + op +

@@ -421,6 +421,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "input_output_aliases=(0) kernel={ lambda ; d:ref[f32[8]] e:ref[f32[4]]. let\n"
                   "        in () }] a\n",
                   "b", {"output 0 (f32[4]) is aliased to operand 0 of type f32[8]"}},
+        BadModule{"GatherFillBitsPastTheDType", "per_device", "a:u8[4] b:s32[2,1]",
+                  "    c:u8[2] = gather[offset_dims=() collapsed_slice_dims=(0) "
+                  "start_index_map=(0) slice_sizes=(1) mode=FILL_OR_DROP fill_bits=256] a b\n",
+                  "c", {"gather: fill_bits=256 has bits past the 8 bits of u8"}},
         BadModule{"PbroadcastSourcePastAxis", "per_device", "a:f32[2]",
                   "    b:f32[2] = pbroadcast[axes=(x) source=2] a\n", "b",
                   {"pbroadcast: source 2 is out of range for axis size 2"}}),

@@ -125,7 +125,7 @@ Results Gather(const ir::Op& op, const std::vector<Tensor>& in, ir::Allocator* a
   const IndexWalk walk(in[1], ToDims(a.start_index_map()), batching,
                        ToDims(a.start_indices_batching_dims()), x.dims().size());
   const bool fill = a.mode() == ir::FILL_OR_DROP;
-  Tensor fill_value = Tensor::FromDoubles({x.dtype(), {}}, {a.fill_value()});
+  Tensor fill_value = GatherFill(a, x.dtype());
   char* dst = out.data_as<char>();
   const char* src = x.data_as<char>();
   Dims position, start;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <type_traits>
 
@@ -67,6 +68,14 @@ ir::Tensor WritableOrCopy(const ir::Tensor& x, ir::Allocator* allocator) {
   if (!x.unique()) return x.Copy(allocator);
   std::atomic_thread_fence(std::memory_order_acquire);
   return x;
+}
+
+ir::Tensor GatherFill(const ir::GatherAttrs& a, ir::DType dtype) {
+  if (!a.has_fill_bits()) return ir::Tensor::FromDoubles({dtype, {}}, {a.fill_value()});
+  ir::Tensor fill = ir::Tensor::Empty({dtype, {}});
+  const uint64_t bits = a.fill_bits();
+  std::memcpy(fill.data(), &bits, fill.byte_size());  // the low bytes: x86 is little-endian
+  return fill;
 }
 
 int64_t IndexValue(const ir::Tensor& t, int64_t i) {

@@ -42,6 +42,10 @@ absl::Status CheckOperandTypes(const ir::Op& op, const std::vector<ir::Tensor>& 
 // `allocator`'s memory.
 ir::Tensor WritableOrCopy(const ir::Tensor& x, ir::Allocator* allocator);
 
+// A gather's FILL_OR_DROP value, an array of shape [] and `dtype`: fill_bits when set, else
+// fill_value.
+ir::Tensor GatherFill(const ir::GatherAttrs& a, ir::DType dtype);
+
 // Element i of integer tensor `t` (an index of any integer dtype) as an int64; u64 values past
 // the int64 range saturate (out of range of every dimension either way).
 int64_t IndexValue(const ir::Tensor& t, int64_t i);

@@ -357,7 +357,7 @@ absl::StatusOr<std::vector<ir::Tensor>> GatherRowsKernel(const ir::Op& op,
   const int64_t row_bytes = x.byte_size() / x.dims()[0];
   const bool fill = a.mode() == ir::FILL_OR_DROP;
   const ir::Tensor fill_row =
-      fill ? ir::Tensor::FromDoubles({x.dtype(), {}}, {a.fill_value()}) : ir::Tensor();
+      fill ? reference::GatherFill(a, x.dtype()) : ir::Tensor();
   if (row_bytes == 0) return std::vector<ir::Tensor>{std::move(out)};  // empty rows: no data
   const char* src = static_cast<const char*>(x.data());
   char* dst = static_cast<char*>(out.data());

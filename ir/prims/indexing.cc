@@ -88,6 +88,11 @@ absl::StatusOr<Types> Gather(const ShapeContext&, const Types& operands, const O
   const Dims sizes = ToVector(a.slice_sizes());
   RETURN_IF_ERROR(CheckMode(op, operands, a.mode()));
   RETURN_IF_ERROR(CheckLiteralFits(op, operands, "fill_value", a.fill_value(), x.dtype));
+  if (a.has_fill_bits() && DTypeSize(x.dtype) < 8 &&
+      a.fill_bits() >> (8 * DTypeSize(x.dtype)) != 0) {
+    return RuleError(op, operands, "fill_bits={} has bits past the {} bits of {}", a.fill_bits(),
+                     8 * DTypeSize(x.dtype), DTypeName(x.dtype));
+  }
   if (static_cast<int64_t>(sizes.size()) != x.rank()) {
     return RuleError(op, operands, "slice_sizes has {} entries for rank {}", sizes.size(),
                      x.rank());
