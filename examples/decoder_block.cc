@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include "examples/moe_layer.h"
+
 namespace shardjit::examples {
 namespace {
 
@@ -41,7 +43,7 @@ Tracer Rope(Tracer x, double theta) {
   return lax::concatenate({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, 3);
 }
 
-Tracer DecoderBlock(Tracer x, const DecoderWeights& w, int64_t heads) {
+Tracer AttentionResidual(Tracer x, const DecoderWeights& w, int64_t heads) {
   const int64_t b = x.shape()[0], s = x.shape()[1];
   const int64_t inner = w.wq.shape()[1], dh = inner / heads;
   // Attention.
@@ -67,10 +69,40 @@ Tracer DecoderBlock(Tracer x, const DecoderWeights& w, int64_t heads) {
   // out [B, H, S, Dh] = probs . v over T, batched over (B, H); back to [B, S, H * Dh].
   Tracer out = lax::dot_general(probs, v, DotDims{{3}, {1}, {0, 1}, {0, 2}});
   out = lax::reshape(lax::transpose(out, {0, 2, 1, 3}), {b, s, inner});
-  x = x + Linear(out, w.wo);
+  return x + Linear(out, w.wo);
+}
+
+Tracer DecoderBlock(Tracer x, const DecoderWeights& w, int64_t heads) {
+  x = AttentionResidual(x, w, heads);
   // SwiGLU MLP.
   Tracer m = RmsNorm(x, w.mlp_norm);
   return x + Linear(Silu(Linear(m, w.w_gate)) * Linear(m, w.w_up), w.w_down);
+}
+
+Tracer MoeDecoderBlock(Tracer x, const DecoderWeights& w, const MoeWeights& moe, int64_t heads,
+                       const Mesh& mesh, const std::string& batch_axis,
+                       const std::string& expert_axis, int64_t k, int64_t capacity) {
+  x = AttentionResidual(x, w, heads);
+  // Each device's tokens [b, s, D] as rows, through the experts, back to [b, s, D].
+  auto experts = [expert_axis, k, capacity](Tracer tokens, Tracer router, Tracer gate,
+                                            Tracer up, Tracer down) {
+    const std::vector<int64_t> shape = tokens.shape();
+    Tracer rows = lax::reshape(tokens, {shape[0] * shape[1], shape[2]});
+    ExpertFn swiglu = [gate, up, down](Tracer r, Tracer sizes) {
+      Tracer hidden =
+          Silu(lax::gmm(r, gate, sizes, r.dtype())) * lax::gmm(r, up, sizes, r.dtype());
+      return lax::gmm(hidden, down, sizes, r.dtype());
+    };
+    Tracer out =
+        RoutedMoeLayer(rows, router, gate.shape()[0], swiglu, expert_axis, k, capacity);
+    return lax::reshape(out, shape);
+  };
+  const PartitionSpec tokens = P(batch_axis, expert_axis, None);
+  const PartitionSpec by_expert = P(expert_axis, None, None);
+  Tracer mixed = shard_map(experts, mesh, {tokens, P(), by_expert, by_expert, by_expert},
+                           {tokens})(RmsNorm(x, moe.norm), moe.router, moe.w_gate, moe.w_up,
+                                     moe.w_down);
+  return x + mixed;
 }
 
 }  // namespace shardjit::examples

@@ -4,11 +4,13 @@
 // residual.
 // It is a global-view function: jit partitions it from the shardings of its arguments alone
 // (batch over one mesh axis, the heads and the MLP's hidden units over another, as Megatron
-// splits them).
+// splits them). MoeDecoderBlock has a mixture of SwiGLU experts in place of the MLP, sharded
+// over a mesh axis (examples/moe_layer.h).
 #ifndef SHARDJIT_EXAMPLES_DECODER_BLOCK_H_
 #define SHARDJIT_EXAMPLES_DECODER_BLOCK_H_
 
 #include <cstdint>
+#include <string>
 
 #include "frontend/shardjit.h"
 
@@ -33,6 +35,28 @@ Tracer Rope(Tracer x, double theta = 10000.0);
 
 // x [B, S, D] -> [B, S, D]: x + attention(RmsNorm(x)), then + SwiGLU MLP of its RmsNorm.
 Tracer DecoderBlock(Tracer x, const DecoderWeights& w, int64_t heads);
+
+// x + attention(RmsNorm(x)): the block's first half (the attention fields of `w`).
+Tracer AttentionResidual(Tracer x, const DecoderWeights& w, int64_t heads);
+
+// A mixture of E SwiGLU experts (F their hidden width).
+struct MoeWeights {
+  Tracer norm;          // [D]
+  Tracer router;        // [D, E]
+  Tracer w_gate, w_up;  // [E, D, F]
+  Tracer w_down;        // [E, F, D]
+};
+
+// The block with the mixture in place of the MLP: AttentionResidual (the attention fields of
+// `w`), then + the experts on its RmsNorm. Each token takes its top `k` experts by router logits
+// (ties to the lower expert), weighted by the softmax of those logits. On `mesh` the tokens are
+// split over `batch_axis` (the batch) and `expert_axis` (the sequence) and the experts over
+// `expert_axis`: tokens travel to their experts' devices and back by ragged_all_to_all
+// (RoutedMoeLayer), and every expert takes at most `capacity` of a device's (token, expert)
+// pairs.
+Tracer MoeDecoderBlock(Tracer x, const DecoderWeights& w, const MoeWeights& moe, int64_t heads,
+                       const Mesh& mesh, const std::string& batch_axis,
+                       const std::string& expert_axis, int64_t k, int64_t capacity);
 
 }  // namespace shardjit::examples
 

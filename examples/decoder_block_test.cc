@@ -1,14 +1,17 @@
 // The decoder block against an f64 implementation written here, on one device, and partitioned
 // from its arguments' shardings on a 2x2 mesh (batch over x; heads and MLP units over y) against
-// the one-device run, on both backends.
+// the one-device run, on both backends; the same for the block with a mixture of experts (the
+// experts over y).
 #include "examples/decoder_block.h"
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -74,7 +77,8 @@ void RopeF64(Vec& t) {
       }
 }
 
-Vec DecoderF64(const Host& p) {
+// x + attention(RmsNorm(x)) in f64.
+Vec AttentionResidualF64(const Host& p) {
   const int64_t rows = kB * kS;
   Vec h = RmsNormF64(p.x, p.attention_norm, rows, kD);
   Vec q = MatMul(h, p.wq, rows, kD, kInner), k = MatMul(h, p.wk, rows, kD, kInner);
@@ -105,6 +109,12 @@ Vec DecoderF64(const Host& p) {
   Vec x = p.x;
   Vec o = MatMul(attn, p.wo, rows, kInner, kD);
   for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+  return x;
+}
+
+Vec DecoderF64(const Host& p) {
+  const int64_t rows = kB * kS;
+  Vec x = AttentionResidualF64(p);
   Vec m = RmsNormF64(x, p.mlp_norm, rows, kD);
   Vec gate = MatMul(m, p.w_gate, rows, kD, kF), up = MatMul(m, p.w_up, rows, kD, kF);
   for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1 + std::exp(-gate[i])) * up[i];
@@ -247,6 +257,115 @@ TEST_P(DecoderBlockTest, TrainingOnTwoByTwoMatchesOneDevice) {
   }
   EXPECT_LT(losses.back(), losses.front() * 0.9);
   EXPECT_THAT(step.lower(a4)->as_text(), Not(HasSubstr("unpartitioned")));
+}
+
+// The block with a mixture of experts: E = 4 SwiGLU experts of width 8, the top 2 per token.
+constexpr int64_t kExperts = 4, kTop = 2, kExpertWidth = 8;
+
+struct MoeHost {
+  Vec norm = Values(kD, 0.2, 4.1), router = Values(kD * kExperts, 2.0, 4.7);
+  Vec gate = Values(kExperts * kD * kExpertWidth, 0.3, 5.3);
+  Vec up = Values(kExperts * kD * kExpertWidth, 0.3, 5.9);
+  Vec down = Values(kExperts * kExpertWidth * kD, 0.3, 6.1);
+};
+
+// The f64 block: each row's top kTop experts by router logits, their SwiGLU outputs weighted by
+// the softmax of those logits. Fails if a row's kTop-th and next logits are too close for f32
+// to pick the same experts.
+Vec MoeDecoderF64(const Host& p, const MoeHost& moe) {
+  const int64_t rows = kB * kS;
+  Vec x = AttentionResidualF64(p);
+  const Vec m = RmsNormF64(x, moe.norm, rows, kD);
+  const Vec logits = MatMul(m, moe.router, rows, kD, kExperts);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int64_t> order(kExperts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return logits[r * kExperts + a] > logits[r * kExperts + b];
+    });
+    EXPECT_GT(logits[r * kExperts + order[kTop - 1]] - logits[r * kExperts + order[kTop]], 1e-3)
+        << "row " << r << ": a tie too close to route";
+    double total = 0;
+    Vec gates(kTop);
+    for (int64_t j = 0; j < kTop; ++j) {
+      total += gates[j] = std::exp(logits[r * kExperts + order[j]] -
+                                   logits[r * kExperts + order[0]]);
+    }
+    const Vec row(m.begin() + r * kD, m.begin() + (r + 1) * kD);
+    for (int64_t j = 0; j < kTop; ++j) {
+      const int64_t e = order[j];
+      const auto expert = [&](const Vec& w, int64_t in, int64_t out) {
+        return Vec(w.begin() + e * in * out, w.begin() + (e + 1) * in * out);
+      };
+      Vec g = MatMul(row, expert(moe.gate, kD, kExpertWidth), 1, kD, kExpertWidth);
+      const Vec u = MatMul(row, expert(moe.up, kD, kExpertWidth), 1, kD, kExpertWidth);
+      for (int64_t i = 0; i < kExpertWidth; ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      const Vec y = MatMul(g, expert(moe.down, kExpertWidth, kD), 1, kExpertWidth, kD);
+      for (int64_t c = 0; c < kD; ++c) x[r * kD + c] += gates[j] / total * y[c];
+    }
+  }
+  return x;
+}
+
+// The MoE block on one device against f64, and on 2x2 (batch over x, the sequence and the
+// experts over y, the attention split as Megatron's) against one device. The capacity keeps
+// every pair, so that both meshes compute the same thing.
+TEST_P(DecoderBlockTest, MoeBlockOnTwoByTwoMatchesOneDeviceAndF64) {
+  const Host p;
+  const MoeHost moe;
+  const Vec want = MoeDecoderF64(p, moe);
+  const int64_t capacity = kB * kS * kTop;
+  auto run = [&](const Mesh& mesh, const std::vector<PartitionSpec>& specs,
+                 const std::vector<PartitionSpec>& moe_specs,
+                 std::string* text) -> absl::StatusOr<Vec> {
+    std::vector<Array> args = Arguments(p, mesh, specs);
+    const std::vector<std::pair<const Vec*, std::vector<int64_t>>> extra = {
+        {&moe.norm, {kD}},
+        {&moe.router, {kD, kExperts}},
+        {&moe.gate, {kExperts, kD, kExpertWidth}},
+        {&moe.up, {kExperts, kD, kExpertWidth}},
+        {&moe.down, {kExperts, kExpertWidth, kD}}};
+    for (size_t i = 0; i < extra.size(); ++i) {
+      args.push_back(*device_put(HostTensor(DType::kF32, extra[i].second, *extra[i].first),
+                                 NamedSharding(mesh, moe_specs[i])));
+    }
+    auto block = jit(
+        [&mesh, capacity](const std::vector<Tracer>& a) {
+          DecoderWeights w{a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]};
+          return MoeDecoderBlock(a[0], w, {a[10], a[11], a[12], a[13], a[14]}, kHeads, mesh, "x",
+                                 "y", kTop, capacity);
+        },
+        {.backend = GetParam()});
+    ASSIGN_OR_RETURN(Array out, block.call(args));
+    ASSIGN_OR_RETURN(LoweredBase lowered, block.lower(args));
+    *text = lowered.as_text();
+    return out.to_host()->ToDoubles();
+  };
+  Runtime one({.num_devices = 1});
+  Mesh single = *make_mesh(one, {{"x", 1}, {"y", 1}});
+  std::string text;
+  absl::StatusOr<Vec> got = run(single, std::vector<PartitionSpec>(10, P()),
+                                std::vector<PartitionSpec>(5, P()), &text);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR((*got)[i], want[i], 2e-5 * std::max(1.0, std::abs(want[i]))) << i;
+  }
+  Runtime four({.num_devices = 4});
+  Mesh mesh = *make_mesh(four, {{"x", 2}, {"y", 2}});
+  const std::vector<PartitionSpec> specs = {
+      P("x", None, None), P(), P(None, "y"), P(None, "y"), P(None, "y"), P("y", None),
+      P(),                P(None, "y"), P(None, "y"), P("y", None)};
+  const PartitionSpec by_expert = P("y", None, None);
+  absl::StatusOr<Vec> sharded =
+      run(mesh, specs, {P(), P(), by_expert, by_expert, by_expert}, &text);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  // The tokens travel to their experts and back over y; the attention is partitioned.
+  EXPECT_THAT(text, HasSubstr("ragged_all_to_all[axes=(y)"));
+  EXPECT_THAT(text, Not(HasSubstr("unpartitioned")));
+  for (size_t i = 0; i < got->size(); ++i) {
+    EXPECT_NEAR((*sharded)[i], (*got)[i], 1e-5 * std::max(1.0, std::abs((*got)[i]))) << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DecoderBlockTest,

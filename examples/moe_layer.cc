@@ -6,12 +6,32 @@ namespace shardjit::examples {
 
 Tracer ExclusiveCumsum(Tracer x, int64_t dim) { return lax::cumsum(x, dim) - x; }
 
+namespace {
+
+// One gmm by the device's expert weights [L, H, F].
+ExpertFn Gmm(Tracer weights) {
+  return [weights](Tracer rows, Tracer group_sizes) {
+    return lax::gmm(rows, weights, group_sizes, rows.dtype());
+  };
+}
+
+}  // namespace
+
 Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string& axis,
                 int64_t capacity) {
+  return MoeLayer(tokens, counts, weights.shape()[0], Gmm(weights), axis, capacity);
+}
+
+Tracer RoutedMoeLayer(Tracer tokens, Tracer router, Tracer weights, const std::string& axis,
+                      int64_t k, int64_t capacity) {
+  return RoutedMoeLayer(tokens, router, weights.shape()[0], Gmm(weights), axis, k, capacity);
+}
+
+Tracer MoeLayer(Tracer tokens, Tracer counts, int64_t local, const ExpertFn& expert_fn,
+                const std::string& axis, int64_t capacity) {
   const int64_t experts = counts.shape()[0];
-  const int64_t local = weights.shape()[0];
   const int64_t devices = experts / local;
-  const int64_t t = tokens.shape()[0], f = weights.shape()[2];
+  const int64_t t = tokens.shape()[0];
   const Tracer d = lax::axis_index(axis);
   const Tracer my_first = d * static_cast<int32_t>(local);
   // sent[s, e]: rows device s sends to expert e.
@@ -43,9 +63,10 @@ Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string&
   Tracer received = lax::ragged_all_to_all(
       tokens, lax::full({capacity, tokens.shape()[1]}, 0, tokens.dtype()),
       ExclusiveCumsum(counts, 0), counts, in_block_before + senders_before, recv_sizes, axis);
-  // Every local expert's rows, contiguous: one grouped matmul.
+  // Every local expert's rows, contiguous (as gmm groups them).
   const Tracer group_sizes = lax::reduce_sum(mine, {0});  // [L]
-  Tracer out = lax::gmm(received, weights, group_sizes, tokens.dtype());
+  Tracer out = expert_fn(received, group_sizes);
+  const int64_t f = out.shape()[1];
   // Back: slice s*L + j (my expert j's rows from sender s) returns to s, at the row where s
   // kept those tokens: its exclusive prefix sum of counts at expert d*L + j.
   const Tracer back_offsets =
@@ -57,10 +78,10 @@ Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string&
                                 lax::reshape(home, {experts}), counts, axis);
 }
 
-Tracer RoutedMoeLayer(Tracer tokens, Tracer router, Tracer weights, const std::string& axis,
-                      int64_t k, int64_t capacity) {
+Tracer RoutedMoeLayer(Tracer tokens, Tracer router, int64_t local, const ExpertFn& expert_fn,
+                      const std::string& axis, int64_t k, int64_t capacity) {
   const int64_t t = tokens.shape()[0], experts = router.shape()[1];
-  const int64_t pairs = t * k, local = weights.shape()[0];
+  const int64_t pairs = t * k;
   const int64_t devices = experts / local;
   // Routing: the top k logits of each token and their softmax.
   auto [top, chosen] = lax::top_k(jnp::matmul(tokens, router), k);  // [T, k]
@@ -100,7 +121,7 @@ Tracer RoutedMoeLayer(Tracer tokens, Tracer router, Tracer weights, const std::s
   Tracer home = lax::scatter(lax::full({pairs}, static_cast<double>(t), DType::kS32), row,
                              sorted_token, elements);
   Tracer weight = lax::scatter(lax::full({pairs}, 0, gates.dtype()), row, sorted_gate, elements);
-  Tracer out = MoeLayer(dispatched, kept, weights, axis, pairs * devices);  // [pairs, F]
+  Tracer out = MoeLayer(dispatched, kept, local, expert_fn, axis, pairs * devices);  // [pairs, F]
   // Combine: each pair's result, weighted by its gate, added to its token (unused rows, whose
   // home is t, are dropped).
   const int64_t f = out.shape()[1];

@@ -7,6 +7,7 @@
 #define SHARDJIT_EXAMPLES_MOE_LAYER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "frontend/shardjit.h"
@@ -30,6 +31,18 @@ Tracer MoeLayer(Tracer tokens, Tracer counts, Tracer weights, const std::string&
 // come back summed per token, weighted by their gates. Returns [T, F].
 Tracer RoutedMoeLayer(Tracer tokens, Tracer router, Tracer weights, const std::string& axis,
                       int64_t k, int64_t capacity);
+
+// A device's experts on the rows it received: rows [R, H] grouped by local expert (group_sizes
+// s32[L]; rows past their sum unused) -> [R, F].
+using ExpertFn = std::function<Tracer(Tracer rows, Tracer group_sizes)>;
+
+// MoeLayer and RoutedMoeLayer with `local_experts` experts per device computed by `experts`
+// (the forms above: one gmm by `weights`).
+Tracer MoeLayer(Tracer tokens, Tracer counts, int64_t local_experts, const ExpertFn& experts,
+                const std::string& axis, int64_t capacity);
+Tracer RoutedMoeLayer(Tracer tokens, Tracer router, int64_t local_experts,
+                      const ExpertFn& experts, const std::string& axis, int64_t k,
+                      int64_t capacity);
 
 // An exclusive prefix sum of s32 `x` along `dim` (out[.., i, ..] = sum of x[.., j, ..], j < i).
 Tracer ExclusiveCumsum(Tracer x, int64_t dim);
