@@ -105,4 +105,41 @@ Tracer MoeDecoderBlock(Tracer x, const DecoderWeights& w, const MoeWeights& moe,
   return x + mixed;
 }
 
+Tracer GlobalMoeDecoderBlock(Tracer x, const DecoderWeights& w, const MoeWeights& moe,
+                             int64_t heads, int64_t k, int64_t capacity) {
+  x = AttentionResidual(x, w, heads);
+  const std::vector<int64_t> shape = x.shape();
+  const int64_t t = shape[0] * shape[1], d = shape[2], e = moe.router.shape()[1];
+  Tracer tokens = lax::reshape(RmsNorm(x, moe.norm), {t, d});
+  // Routing: the top k experts of each token, their gates the softmax of their logits.
+  auto [top, chosen] = lax::top_k(Linear(tokens, moe.router), k);  // [T, k]
+  Tracer ex = lax::exp(top - lax::broadcast_in_dim(lax::reduce_max(top, {1}), {t, k}, {0}));
+  Tracer gates = ex / lax::broadcast_in_dim(lax::reduce_sum(ex, {1}), {t, k}, {0});
+  // Per (token, expert): chosen or not, and its gate (the k choices are distinct experts).
+  Tracer onehot = lax::convert_element_type(
+      lax::eq(lax::broadcast_in_dim(chosen, {t, k, e}, {0, 1}),
+              lax::broadcasted_iota(DType::kS32, {t, k, e}, 2)),
+      DType::kF32);
+  Tracer selected = lax::reduce_sum(onehot, {1});                                        // [T, E]
+  Tracer gate = lax::reduce_sum(onehot * lax::broadcast_in_dim(gates, {t, k, e}, {0, 1}), {1});
+  // The pair's slot in its expert: the pairs of earlier tokens before it; past the capacity,
+  // no slot matches and the pair is dropped.
+  Tracer slot = lax::cumsum(selected, 0) - selected;
+  const std::vector<int64_t> tec = {t, e, capacity};
+  Tracer dispatch = lax::convert_element_type(
+      lax::eq(lax::broadcast_in_dim(slot, tec, {0, 1}),
+              lax::broadcasted_iota(DType::kF32, tec, 2)),
+      DType::kF32) * lax::broadcast_in_dim(selected, tec, {0, 1});
+  // Slots [E, C, D], the experts batched over E, and back to the tokens weighted by the gates.
+  Tracer slots = lax::dot_general(dispatch, tokens, DotDims{{0}, {0}});  // [E, C, D]
+  auto batched = [](Tracer a, Tracer b) {  // [E, C, K] x [E, K, N] -> [E, C, N]
+    return lax::dot_general(a, b, DotDims{{2}, {1}, {0}, {0}});
+  };
+  Tracer hidden = Silu(batched(slots, moe.w_gate)) * batched(slots, moe.w_up);
+  Tracer outputs = batched(hidden, moe.w_down);                               // [E, C, D]
+  Tracer combine = dispatch * lax::broadcast_in_dim(gate, tec, {0, 1});       // [T, E, C]
+  Tracer mixed = lax::dot_general(combine, outputs, DotDims{{1, 2}, {0, 1}});  // [T, D]
+  return x + lax::reshape(mixed, shape);
+}
+
 }  // namespace shardjit::examples

@@ -58,6 +58,15 @@ Tracer MoeDecoderBlock(Tracer x, const DecoderWeights& w, const MoeWeights& moe,
                        const Mesh& mesh, const std::string& batch_axis,
                        const std::string& expert_axis, int64_t k, int64_t capacity);
 
+// The same block as a global-view function (GShard's dense dispatch, no shard_map), which jit
+// partitions from the arguments' shardings alone: each (token, expert) pair gets a slot c <
+// `capacity` of its expert by token order (later pairs are dropped), tokens reach their slots by
+// a product with the one-hot dispatch tensor [T, E, C], the experts run batched over E, and a
+// second product with the gates brings the results back. On one device and with the same
+// capacity it equals MoeDecoderBlock.
+Tracer GlobalMoeDecoderBlock(Tracer x, const DecoderWeights& w, const MoeWeights& moe,
+                             int64_t heads, int64_t k, int64_t capacity);
+
 }  // namespace shardjit::examples
 
 #endif  // SHARDJIT_EXAMPLES_DECODER_BLOCK_H_

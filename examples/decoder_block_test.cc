@@ -307,14 +307,16 @@ Vec MoeDecoderF64(const Host& p, const MoeHost& moe) {
   return x;
 }
 
-// The MoE block on one device against f64, and on 2x2 (batch over x, the sequence and the
-// experts over y, the attention split as Megatron's) against one device. The capacity keeps
-// every pair, so that both meshes compute the same thing.
+// The MoE block, by shard_map and in global view, on one device against f64, and on 2x2 (batch
+// over x, the attention split as Megatron's, the experts over y; the shard_map form splits the
+// sequence over y too) against one device. The capacity keeps every pair, so that both meshes
+// compute the same thing; with a capacity that drops pairs, the two forms agree on one device.
 TEST_P(DecoderBlockTest, MoeBlockOnTwoByTwoMatchesOneDeviceAndF64) {
   const Host p;
   const MoeHost moe;
   const Vec want = MoeDecoderF64(p, moe);
-  const int64_t capacity = kB * kS * kTop;
+  int64_t capacity = kB * kS * kTop;
+  bool global = false;
   auto run = [&](const Mesh& mesh, const std::vector<PartitionSpec>& specs,
                  const std::vector<PartitionSpec>& moe_specs,
                  std::string* text) -> absl::StatusOr<Vec> {
@@ -330,10 +332,12 @@ TEST_P(DecoderBlockTest, MoeBlockOnTwoByTwoMatchesOneDeviceAndF64) {
                                  NamedSharding(mesh, moe_specs[i])));
     }
     auto block = jit(
-        [&mesh, capacity](const std::vector<Tracer>& a) {
+        [&mesh, capacity, global](const std::vector<Tracer>& a) {
           DecoderWeights w{a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9]};
-          return MoeDecoderBlock(a[0], w, {a[10], a[11], a[12], a[13], a[14]}, kHeads, mesh, "x",
-                                 "y", kTop, capacity);
+          const MoeWeights experts{a[10], a[11], a[12], a[13], a[14]};
+          return global ? GlobalMoeDecoderBlock(a[0], w, experts, kHeads, kTop, capacity)
+                        : MoeDecoderBlock(a[0], w, experts, kHeads, mesh, "x", "y", kTop,
+                                          capacity);
         },
         {.backend = GetParam()});
     ASSIGN_OR_RETURN(Array out, block.call(args));
@@ -343,29 +347,50 @@ TEST_P(DecoderBlockTest, MoeBlockOnTwoByTwoMatchesOneDeviceAndF64) {
   };
   Runtime one({.num_devices = 1});
   Mesh single = *make_mesh(one, {{"x", 1}, {"y", 1}});
-  std::string text;
-  absl::StatusOr<Vec> got = run(single, std::vector<PartitionSpec>(10, P()),
-                                std::vector<PartitionSpec>(5, P()), &text);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR((*got)[i], want[i], 2e-5 * std::max(1.0, std::abs(want[i]))) << i;
-  }
   Runtime four({.num_devices = 4});
   Mesh mesh = *make_mesh(four, {{"x", 2}, {"y", 2}});
   const std::vector<PartitionSpec> specs = {
       P("x", None, None), P(), P(None, "y"), P(None, "y"), P(None, "y"), P("y", None),
       P(),                P(None, "y"), P(None, "y"), P("y", None)};
   const PartitionSpec by_expert = P("y", None, None);
-  absl::StatusOr<Vec> sharded =
-      run(mesh, specs, {P(), P(), by_expert, by_expert, by_expert}, &text);
-  ASSERT_TRUE(sharded.ok()) << sharded.status();
-  // The tokens travel to their experts and back over y; the attention is partitioned.
-  EXPECT_THAT(text, HasSubstr("ragged_all_to_all[axes=(y)"));
-  EXPECT_THAT(text, Not(HasSubstr("unpartitioned")));
-  for (size_t i = 0; i < got->size(); ++i) {
-    EXPECT_NEAR((*sharded)[i], (*got)[i], 1e-5 * std::max(1.0, std::abs((*got)[i]))) << i;
+  std::string text;
+  for (bool form : {false, true}) {
+    global = form;
+    SCOPED_TRACE(global ? "global view" : "shard_map");
+    absl::StatusOr<Vec> got = run(single, std::vector<PartitionSpec>(10, P()),
+                                  std::vector<PartitionSpec>(5, P()), &text);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR((*got)[i], want[i], 2e-5 * std::max(1.0, std::abs(want[i]))) << i;
+    }
+    absl::StatusOr<Vec> sharded =
+        run(mesh, specs, {P(), P(), by_expert, by_expert, by_expert}, &text);
+    ASSERT_TRUE(sharded.ok()) << sharded.status();
+    // The attention is partitioned; the shard_map form sends the tokens to their experts and
+    // back over y.
+    EXPECT_THAT(text, Not(HasSubstr("unpartitioned")));
+    if (!global) EXPECT_THAT(text, HasSubstr("ragged_all_to_all[axes=(y)"));
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_NEAR((*sharded)[i], (*got)[i], 1e-5 * std::max(1.0, std::abs((*got)[i]))) << i;
+    }
   }
+  // Three slots an expert: the later pairs are dropped, the same ones in both forms.
+  capacity = 3;
+  std::vector<Vec> dropped;
+  for (bool form : {false, true}) {
+    global = form;
+    absl::StatusOr<Vec> got = run(single, std::vector<PartitionSpec>(10, P()),
+                                  std::vector<PartitionSpec>(5, P()), &text);
+    ASSERT_TRUE(got.ok()) << got.status();
+    dropped.push_back(*got);
+  }
+  double moved = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(dropped[1][i], dropped[0][i], 1e-5 * std::max(1.0, std::abs(dropped[0][i]))) << i;
+    moved = std::max(moved, std::abs(dropped[0][i] - want[i]));
+  }
+  EXPECT_GT(moved, 1e-4);  // some pairs were dropped (f32 noise is about 1e-6 here)
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DecoderBlockTest,
