@@ -29,23 +29,25 @@ absl::StatusOr<Tensor> normal(Key key, std::vector<int64_t> shape, DType dtype =
 absl::StatusOr<Tensor> uniform(Key key, std::vector<int64_t> shape, DType dtype = DType::kF32,
                                double minval = 0.0, double maxval = 1.0);
 
-// jax.random.PRNGKey(seed): the key [0, seed] as s32[2].
+// jax.random.PRNGKey(seed): the key [0, seed] as u32[2].
 Tracer prng_key(uint32_t seed, Loc loc = Loc::current());
 // jax.random.split(key, num): num keys, [num, 2].
 Tracer split(Tracer key, int64_t num = 2, Loc loc = Loc::current());
 // jax.random.fold_in(key, data): a key from `key` and `data`.
 Tracer fold_in(Tracer key, uint32_t data, Loc loc = Loc::current());
-// jax.random.bits(key, shape) with dtype uint32: u32.
-Tracer bits(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
-// jax.random.uniform(key, shape, float32, minval, maxval): bit for bit on [0, 1); scaled to
-// other ranges within a few ulp where u * (maxval - minval) + minval cancels (XLA computes it
-// with one FMA, shardjit rounds the product and the sum).
+// jax.random.bits(key, shape, dtype): u8, u16, u32 (the default) or u64, JAX's bits.
+Tracer bits(Tracer key, std::vector<int64_t> shape, DType dtype = DType::kU32,
+            Loc loc = Loc::current());
+// jax.random.uniform(key, shape, dtype, minval, maxval) for f32 (the default), bf16, f16 and
+// f64: bit for bit on [0, 1); scaled to other ranges within a few ulp where u * (maxval - minval)
+// + minval cancels (XLA may compute it with one FMA, shardjit rounds the product and the sum).
 Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval = 0.0, double maxval = 1.0,
-               Loc loc = Loc::current());
-// jax.random.normal(key, shape, float32): sqrt(2) erf_inv(u) for u uniform in (-1, 1), as JAX;
-// erf_inv is shardjit's (correctly rounded), XLA's is an f32 approximation: values agree to a
-// few ulp, not always bit for bit.
-Tracer normal(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
+               DType dtype = DType::kF32, Loc loc = Loc::current());
+// jax.random.normal(key, shape, dtype): sqrt(2) erf_inv(u) for u uniform in (-1, 1), as JAX;
+// erf_inv is shardjit's (correctly rounded), XLA's an approximation: values agree to a few ulp,
+// not always bit for bit.
+Tracer normal(Tracer key, std::vector<int64_t> shape, DType dtype = DType::kF32,
+              Loc loc = Loc::current());
 // jax.random.bernoulli(key, p, shape): pred, true with probability p (uniform < p).
 Tracer bernoulli(Tracer key, double p, std::vector<int64_t> shape, Loc loc = Loc::current());
 // jax.random.gumbel(key, shape): -log(-log(u)), u uniform in [tiny, 1).

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,101 @@ TEST_P(RandomTest, MatchesJaxRandom) {
     // gumbel: -log(-log(u)); XLA's f32 log is an approximation, shardjit's correctly rounded.
     ExpectWithinUlps(FloatBits((*out)[10]), e.gumbel6, 4);
   }
+}
+
+// The raw element bits of a 2- or 8-byte array, widened to u64.
+std::vector<uint64_t> RawBits(const Array& a) {
+  absl::StatusOr<Tensor> t = a.to_host();
+  std::vector<uint64_t> out;
+  if (!t.ok()) return out;
+  for (int64_t i = 0; i < t->num_elements(); ++i) {
+    out.push_back(t->byte_size() / t->num_elements() == 2 ? t->data_as<uint16_t>()[i]
+                                                          : t->data_as<uint64_t>()[i]);
+  }
+  return out;
+}
+
+// Expects bit patterns of one sign within `max_ulps` of each other.
+void ExpectRawWithinUlps(const std::vector<uint64_t>& got, const std::vector<uint64_t>& want,
+                         uint64_t max_ulps) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_LE(got[i] > want[i] ? got[i] - want[i] : want[i] - got[i], max_ulps)
+        << "element " << i;
+  }
+}
+
+// bits of u8, u16 and u64, and uniform and normal in bf16, f16 and f64 (seed 42), against jax
+// 0.10.2 on CPU (with jax_enable_x64 for the 64-bit ones): bits and [0, 1) uniforms bit for bit,
+// the scaled uniforms and the normals within a few ulps (rounding of the scale; erf_inv).
+TEST_P(RandomTest, OtherDTypesMatchJax) {
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  Array dummy = *device_put(HostTensor(DType::kF32, {1}, {0}), NamedSharding(mesh, P()));
+  const std::vector<uint64_t> u16 = {5026, 12505, 63993, 49623, 29461, 20184};
+  const std::vector<uint64_t> u64 = {7871734211187709741u,  276886910877598708u,
+                                     10591095138341673235u, 13462782411356743825u,
+                                     12687676868490354166u, 11878554724538143822u};
+  struct Draws {
+    DType dtype;
+    std::vector<uint64_t> uniform, scaled, normal;
+  };
+  const std::vector<Draws> draws = {
+      {DType::kBF16,
+       {0x3f22, 0x3f58, 0x3f78, 0x3f56, 0x3da0, 0x3f58},
+       {0x4004, 0x4070, 0x4098, 0x406c, 0xc018, 0x4070},
+       {0x3eb0, 0x3f82, 0x3ff2, 0x3f7c, 0xbfb4, 0x3f82}},
+      {DType::kF16,
+       {0x2ce0, 0x3218, 0x3bce, 0x3a0e, 0x3730, 0x34ec},
+       {0xc0c8, 0xbde8, 0x44ce, 0x421c, 0x38c0, 0xb850},
+       {0xbdb8, 0xbb01, 0x3fe6, 0x3993, 0xb011, 0xb804}},
+      {DType::kF64,
+       {0x3fdb4f8123c40884, 0x3f8ebd996d6e8400, 0x3fe25f641d41e71a, 0x3fe75aad28c6a974,
+        0x3fe60275dc7869da, 0x3fe49b2352c6244a},
+       {0x3fda7c091e204420, 0xc0070a1334948be0, 0x3ff97d9075079c68, 0x4006b55a518d52e8,
+        0x400404ebb8f0d3b4, 0x40013646a58c4894},
+       {0xbfc7a4a26c962159, 0xc0015bccfaa7ba3a, 0x3fc7ed8110b50460, 0x3fe397ad84a04356,
+        0x3fdf5603e3665211, 0x3fd79dc43b3389fb}}};
+  auto f = jit(
+      [&draws](Tracer) {
+        Tracer key = random::prng_key(42);
+        std::vector<Tracer> out = {random::bits(key, {6}, DType::kU8),
+                                   random::bits(key, {6}, DType::kU16),
+                                   random::bits(key, {6}, DType::kU64)};
+        for (const Draws& d : draws) {
+          out.push_back(random::uniform(key, {6}, 0.0, 1.0, d.dtype));
+          out.push_back(random::uniform(key, {6}, -3.0, 5.0, d.dtype));
+          out.push_back(random::normal(key, {6}, d.dtype));
+        }
+        return out;
+      },
+      {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> out = f(dummy);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<double> u8;
+  for (uint64_t v : u16) u8.push_back(static_cast<double>(v & 0xff));  // the same words' low bits
+  EXPECT_EQ((*out)[0].to_host()->ToDoubles(), u8);
+  EXPECT_EQ(RawBits((*out)[1]), u16);
+  EXPECT_EQ(RawBits((*out)[2]), u64);
+  for (size_t i = 0; i < draws.size(); ++i) {
+    SCOPED_TRACE(std::string(ir::DTypeName(draws[i].dtype)));
+    EXPECT_EQ((*out)[3 + 3 * i].dtype(), draws[i].dtype);
+    EXPECT_EQ(RawBits((*out)[3 + 3 * i]), draws[i].uniform);
+    ExpectRawWithinUlps(RawBits((*out)[4 + 3 * i]), draws[i].scaled, 2);
+    ExpectRawWithinUlps(RawBits((*out)[5 + 3 * i]), draws[i].normal, 4);
+  }
+  // Integer samples and other bit widths are JAX's errors too.
+  auto error = [&](const std::function<Tracer(Tracer)>& draw) {
+    absl::StatusOr<Array> r = jit(draw)(dummy);
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  EXPECT_THAT(error([](Tracer) {
+                return random::uniform(random::prng_key(1), {2}, 0, 1, DType::kS32);
+              }),
+              HasSubstr("random::uniform: dtype must be f32, bf16, f16 or f64, got s32"));
+  EXPECT_THAT(
+      error([](Tracer) { return random::bits(random::prng_key(1), {2}, DType::kS32); }),
+      HasSubstr("random::bits: dtype must be u8, u16, u32 or u64, got s32"));
 }
 
 TEST_P(RandomTest, ShardedSamplesAreTheUnshardedOnes) {

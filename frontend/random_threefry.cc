@@ -63,45 +63,91 @@ Tracer fold_in(Tracer key, uint32_t data, Loc loc) {
   return lax::concatenate({a, b}, 0, loc);
 }
 
-Tracer bits(Tracer key, std::vector<int64_t> shape, Loc loc) {
+Tracer bits(Tracer key, std::vector<int64_t> shape, DType dtype, Loc loc) {
   if (!CheckKey(key, "bits", loc)) return Tracer();
+  if (dtype != DType::kU8 && dtype != DType::kU16 && dtype != DType::kU32 &&
+      dtype != DType::kU64) {
+    key.state()->RecordError(
+        absl::InvalidArgumentError(fmt::format(
+            "random::bits: dtype must be u8, u16, u32 or u64, got {}", ir::DTypeName(dtype))),
+        loc);
+    return Tracer();
+  }
   auto [a, b] = HashIndices(key, shape, loc);
-  return lax::bitwise_xor(a, b, loc);
+  if (dtype == DType::kU64) {  // the two words, the first high
+    Tracer high = lax::convert_element_type(a, DType::kU64, loc);
+    return lax::bitwise_or(lax::shift_left(high, lax::scalar(32, DType::kU64, loc), loc),
+                           lax::convert_element_type(b, DType::kU64, loc), loc);
+  }
+  // Narrower words keep the low bits of the 32-bit ones.
+  return lax::convert_element_type(lax::bitwise_xor(a, b, loc), dtype, loc);
 }
 
-Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval, double maxval, Loc loc) {
+Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval, double maxval, DType dtype,
+               Loc loc) {
   if (!CheckKey(key, "uniform", loc)) return Tracer();
-  // 23 random mantissa bits under the exponent of 1: a float in [1, 2), less 1. Scalars are
-  // broadcast by the binary ops.
-  auto u32 = [&](double v) { return lax::scalar(v, DType::kU32, loc); };
-  auto f32 = [&](double v) { return lax::scalar(v, DType::kF32, loc); };
-  Tracer mantissa = lax::shift_right_logical(bits(key, shape, loc), u32(9), loc);
-  Tracer one_to_two =
-      lax::bitcast_convert_type(lax::bitwise_or(mantissa, u32(0x3F800000), loc), DType::kF32, loc);
-  // The bounds and their difference in f32, as JAX computes them.
-  const float lo = static_cast<float>(minval), hi = static_cast<float>(maxval);
-  Tracer unit = lax::sub(one_to_two, f32(1.0), loc);
-  Tracer scaled = lax::add(lax::mul(unit, f32(hi - lo), loc), f32(lo), loc);
-  return lax::max(f32(lo), scaled, loc);
+  int mantissa_bits = 0;
+  DType word = DType::kInvalid;
+  switch (dtype) {
+    case DType::kF32:
+      mantissa_bits = 23, word = DType::kU32;
+      break;
+    case DType::kBF16:
+      mantissa_bits = 7, word = DType::kU16;
+      break;
+    case DType::kF16:
+      mantissa_bits = 10, word = DType::kU16;
+      break;
+    case DType::kF64:
+      mantissa_bits = 52, word = DType::kU64;
+      break;
+    default:
+      key.state()->RecordError(
+          absl::InvalidArgumentError(fmt::format(
+              "random::uniform: dtype must be f32, bf16, f16 or f64, got {}",
+              ir::DTypeName(dtype))),
+          loc);
+      return Tracer();
+  }
+  // Random mantissa bits under the exponent of 1: a float in [1, 2), less 1. As JAX draws them:
+  // the top bits of a word as wide as the float, but bf16 (under 8 mantissa bits) takes its
+  // 7 from 8 random bits. Scalars are broadcast by the binary ops.
+  const int random_bits = mantissa_bits < 8 ? 8 : 8 * ir::DTypeSize(word);
+  Tracer drawn = bits(key, shape, random_bits == 8 ? DType::kU8 : word, loc);
+  if (random_bits == 8) drawn = lax::convert_element_type(drawn, word, loc);
+  auto in_word = [&](double v) { return lax::scalar(v, word, loc); };
+  auto in_dtype = [&](double v) { return lax::scalar(v, dtype, loc); };
+  Tracer one = lax::bitcast_convert_type(in_dtype(1.0), word, loc);
+  Tracer mantissa = lax::shift_right_logical(drawn, in_word(random_bits - mantissa_bits), loc);
+  Tracer one_to_two = lax::bitcast_convert_type(lax::bitwise_or(mantissa, one, loc), dtype, loc);
+  // The bounds and their difference in the dtype, as JAX computes them.
+  Tracer lo = in_dtype(minval), hi = in_dtype(maxval);
+  Tracer unit = lax::sub(one_to_two, in_dtype(1.0), loc);
+  Tracer scaled = lax::add(lax::mul(unit, lax::sub(hi, lo, loc), loc), lo, loc);
+  return lax::max(lo, scaled, loc);
 }
 
-Tracer normal(Tracer key, std::vector<int64_t> shape, Loc loc) {
+Tracer normal(Tracer key, std::vector<int64_t> shape, DType dtype, Loc loc) {
   if (!CheckKey(key, "normal", loc)) return Tracer();
-  const float lo = std::nextafter(-1.0f, 0.0f);
-  Tracer u = uniform(key, shape, lo, 1.0, loc);
-  return lax::mul(lax::full(shape, static_cast<float>(std::sqrt(2.0)), DType::kF32, loc),
-                  lax::erf_inv(u, loc), loc);
+  // The float next to -1 towards 0 in the dtype: below 1 the floats are 2^-(mantissa + 1) apart.
+  const int mantissa_bits = dtype == DType::kBF16 ? 7 : dtype == DType::kF16 ? 10 : 0;
+  const double lo = dtype == DType::kF32   ? std::nextafter(-1.0f, 0.0f)
+                    : dtype == DType::kF64 ? std::nextafter(-1.0, 0.0)
+                                           : -1.0 + std::ldexp(1.0, -(mantissa_bits + 1));
+  Tracer u = uniform(key, shape, lo, 1.0, dtype, loc);
+  if (!u.valid()) return u;
+  return lax::mul(lax::scalar(std::sqrt(2.0), dtype, loc), lax::erf_inv(u, loc), loc);
 }
 
 Tracer bernoulli(Tracer key, double p, std::vector<int64_t> shape, Loc loc) {
   if (!CheckKey(key, "bernoulli", loc)) return Tracer();
-  Tracer u = uniform(key, shape, 0.0, 1.0, loc);
+  Tracer u = uniform(key, shape, 0.0, 1.0, DType::kF32, loc);
   return lax::lt(u, lax::full(shape, static_cast<float>(p), DType::kF32, loc), loc);
 }
 
 Tracer gumbel(Tracer key, std::vector<int64_t> shape, Loc loc) {
   if (!CheckKey(key, "gumbel", loc)) return Tracer();
-  Tracer u = uniform(key, shape, std::numeric_limits<float>::min(), 1.0, loc);
+  Tracer u = uniform(key, shape, std::numeric_limits<float>::min(), 1.0, DType::kF32, loc);
   return lax::neg(lax::log(lax::neg(lax::log(u, loc), loc), loc), loc);
 }
 
