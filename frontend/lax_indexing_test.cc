@@ -143,6 +143,35 @@ TEST_P(LaxIndexingTest, GatherWindowsAndScatterModes) {
   EXPECT_EQ((*out)[2].to_host()->ToDoubles(), want);
 }
 
+// The JVP of a gather fills its tangent's out-of-bounds slices with 0, whatever the primal's fill
+// (jax's _gather_jvp_rule): the primal's row past the end is NaN (JAX's default float fill), its
+// tangent 0.
+TEST_P(LaxIndexingTest, GatherTangentsOfOutOfBoundsSlicesAreZero) {
+  Runtime rt({.num_devices = 1});
+  Mesh mesh = *make_mesh(rt, {{"x", 1}});
+  Array x = *device_put(HostTensor(DType::kF32, {3}, {1, 2, 3}), NamedSharding(mesh, P()));
+  auto f = jit(
+      [](Tracer x) {
+        Tracer ids = lax::reshape(
+            lax::concatenate({lax::full({1}, 2, DType::kS32), lax::full({1}, 7, DType::kS32)}, 0),
+            {2, 1});
+        JvpOut j = jvp(
+            [ids](Tracer t) {
+              return lax::gather(t, ids, {.collapsed_slice_dims = {0}, .start_index_map = {0}},
+                                 {1});
+            },
+            {x}, {x * 10.0});
+        return std::vector<Tracer>{j.primals_out[0], j.tangents_out[0]};
+      },
+      {.backend = GetParam()});
+  absl::StatusOr<std::vector<Array>> out = f(x);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::vector<double> primal = (*out)[0].to_host()->ToDoubles();
+  EXPECT_EQ(primal[0], 3);
+  EXPECT_TRUE(std::isnan(primal[1]));
+  EXPECT_EQ((*out)[1].to_host()->ToDoubles(), (std::vector<double>{30, 0}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, LaxIndexingTest,
                          ::testing::Values(Backend::kX86, Backend::kReference),
                          [](const auto& info) { return AbslUnparseFlag(info.param); });

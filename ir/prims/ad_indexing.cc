@@ -64,7 +64,12 @@ absl::StatusOr<int64_t> GatherOfScatter(AdEmitter& e, const ScatterAttrs& s, int
 
 AdRules GatherRule() {
   return {.jvp = [](AdEmitter& e, const JvpArgs& a) -> IdsOr {
-            return e.Emit(OpAttrs(a.op), {a.tangents[0], a.primals[1]});
+            // The tangent's out-of-bounds slices are 0, whatever the primal's fill (jax's
+            // _gather_jvp_rule).
+            Op tangent = OpAttrs(a.op);
+            tangent.mutable_gather()->set_fill_value(0);
+            tangent.mutable_gather()->clear_fill_bits();
+            return e.Emit(std::move(tangent), {a.tangents[0], a.primals[1]});
           },
           .transpose = [](AdEmitter& e, const TransposeArgs& a) -> IdsOr {
             ASSIGN_OR_RETURN(int64_t c, ScatterAddOfGather(e, a.op.gather(), a.operands[1],
