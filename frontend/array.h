@@ -19,8 +19,9 @@ using ir::bf16;
 
 class Array {
  public:
-  // `shards[p]` is the block of mesh position p, in its device's memory; in a job of several
-  // processes, undefined (Tensor()) where p's device belongs to another process.
+  // `shards[p]` is the block of mesh position p, on its device (positions of a process holding the
+  // same block may share one buffer, as device_put makes them); in a job of several processes,
+  // undefined (Tensor()) where p's device belongs to another process. Shards are read-only.
   Array(ShapedType type, NamedSharding sharding, std::vector<Tensor> shards)
       : type_(std::move(type)), sharding_(std::move(sharding)), shards_(std::move(shards)) {}
 

@@ -303,8 +303,8 @@ namespace shardjit {
 namespace {
 
 // Devices holding the same block share its buffer, counted on the first of them; a program that
-// updates the block in place on every device (dynamic_update_slice of its operand) leaves the
-// array and the other replicas as they were.
+// writes into its operand on every device (dynamic_update_slice, which writes in place into a
+// buffer only it holds) leaves the array and the other replicas as they were.
 TEST(MemoryTest, ReplicasShareTheirBlockAndProgramsDoNotWriteIntoIt) {
   Runtime rt({.num_devices = 4});
   Mesh mesh = *make_mesh(rt, {{"x", 2}, {"y", 2}});

@@ -18,10 +18,9 @@ ir::GatherScatterMode ToProto(lax::GatherScatterMode mode) {
   return static_cast<ir::GatherScatterMode>(static_cast<int>(mode));
 }
 
-// JAX's fill value for out-of-bounds gathers: NaN for floats, the smallest signed and the largest
-// unsigned integer, true for pred; none for u64 (2^64 - 1 has no exact f64 literal).
-// JAX's fill for FILL_OR_DROP gathers: NaN, the smallest signed and the largest unsigned integer,
-// true. u64's has no double: GatherOp sets it as fill_bits.
+// JAX's fill for FILL_OR_DROP gathers: NaN for floats, the smallest signed and the largest
+// unsigned integer, true for pred; none for u64, whose 2^64 - 1 has no double (lax::gather sets it
+// as the op's fill_bits).
 std::optional<double> DefaultFill(DType dtype) {
   if (dtype == DType::kPred) return 1;
   if (dtype == DType::kU64) return std::nullopt;

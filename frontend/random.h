@@ -1,7 +1,7 @@
 // Random numbers. Host-side arrays from a seed (Key: counter-based SplitMix64, reproducible on
 // every machine, for test and benchmark data), and traced ones on JAX's threefry2x32 PRNG with
 // raw keys (jax.random.PRNGKey): the same bits as jax.random (jax_threefry_partitionable, the
-// default), keys (u32[2]) and bits u32 as JAX's.
+// default), keys (u32[2]) and bits (u32 by default) as JAX's.
 #ifndef SHARDJIT_FRONTEND_RANDOM_H_
 #define SHARDJIT_FRONTEND_RANDOM_H_
 

@@ -425,6 +425,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "    c:u8[2] = gather[offset_dims=() collapsed_slice_dims=(0) "
                   "start_index_map=(0) slice_sizes=(1) mode=FILL_OR_DROP fill_bits=256] a b\n",
                   "c", {"gather: fill_bits=256 has bits past the 8 bits of u8"}},
+        BadModule{"GatherFillBitsOfAPred", "per_device", "a:pred[4] b:s32[2,1]",
+                  "    c:pred[2] = gather[offset_dims=() collapsed_slice_dims=(0) "
+                  "start_index_map=(0) slice_sizes=(1) mode=FILL_OR_DROP fill_bits=2] a b\n",
+                  "c", {"gather: fill_bits=2 is not a pred (0 or 1)"}},
         BadModule{"PbroadcastSourcePastAxis", "per_device", "a:f32[2]",
                   "    b:f32[2] = pbroadcast[axes=(x) source=2] a\n", "b",
                   {"pbroadcast: source 2 is out of range for axis size 2"}}),

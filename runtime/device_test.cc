@@ -147,6 +147,32 @@ TEST(AccountingAllocator, ReusesLargeBlocksUpToTwiceThePeak) {
   EXPECT_EQ(a->stats().current_bytes, 0);
 }
 
+// Several blocks of a class kept: the class serves its most recent, and past the bound the
+// blocks kept longest go first, whatever their class.
+TEST(AccountingAllocator, EvictsTheOldestBlocksAcrossClasses) {
+  if (!kDeviceReusesBlocks) GTEST_SKIP() << "blocks go back to malloc under AddressSanitizer";
+  constexpr size_t kMiB = size_t{1} << 20;
+  auto a = std::make_shared<AccountingAllocator>();
+  // Two 1 MiB blocks live at once: peak 2 MiB, bound 4.25 MiB.
+  void* a1 = a->Allocate(kMiB);
+  void* a2 = a->Allocate(kMiB);
+  a->Deallocate(a1, kMiB);
+  a->Deallocate(a2, kMiB);
+  EXPECT_EQ(a->cached_bytes(), 2 * kMiB);
+  EXPECT_EQ(a->Allocate(kMiB), a2);  // the class's most recent
+  a->Deallocate(a2, kMiB);           // kept: a1, a2 oldest first
+  void* b = a->Allocate(kMiB + kMiB / 2);
+  a->Deallocate(b, kMiB + kMiB / 2);  // 3.5 MiB kept
+  void* c = a->Allocate(2 * kMiB);
+  a->Deallocate(c, 2 * kMiB);  // 5.5 MiB would pass the bound: a1, then a2, go
+  EXPECT_EQ(a->cached_bytes(), 3 * kMiB + kMiB / 2);
+  EXPECT_EQ(a->Allocate(kMiB + kMiB / 2), b);
+  EXPECT_EQ(a->Allocate(2 * kMiB), c);
+  EXPECT_EQ(a->cached_bytes(), 0u);
+  a->Deallocate(b, kMiB + kMiB / 2);
+  a->Deallocate(c, 2 * kMiB);
+}
+
 TEST(AccountingAllocator, AllocatesAndFreesFromManyThreads) {
   auto a = std::make_shared<AccountingAllocator>();
   std::vector<std::thread> threads;

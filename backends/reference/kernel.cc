@@ -1,6 +1,7 @@
 #include "backends/reference/kernel.h"
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -74,7 +75,8 @@ ir::Tensor GatherFill(const ir::GatherAttrs& a, ir::DType dtype) {
   if (!a.has_fill_bits()) return ir::Tensor::FromDoubles({dtype, {}}, {a.fill_value()});
   ir::Tensor fill = ir::Tensor::Empty({dtype, {}});
   const uint64_t bits = a.fill_bits();
-  std::memcpy(fill.data(), &bits, fill.byte_size());  // the low bytes: x86 is little-endian
+  static_assert(std::endian::native == std::endian::little, "fill_bits' low bytes come first");
+  std::memcpy(fill.data(), &bits, fill.byte_size());
   return fill;
 }
 

@@ -3,10 +3,10 @@
 // signatures). Each reduces its copy to the fewest strided loops (reference/strided_copy.h), then
 // copies contiguous runs with memcpy, runs under 128 bytes with two fixed-size moves each (the size
 // class chosen once per call), broadcast rows by replicating them inside the output and broadcast
-// scalars with vector fills. dynamic_update_slice writes into its operand's buffer when the kernel
-// holds the only reference to it (the evaluator donates a value at its last use). The copies move
-// bytes, so they serve every dtype and need no ISA dispatch: memcpy picks its own vector width at
-// run time.
+// scalars with vector fills. dynamic_update_slice and scatter_add write into their operand's buffer
+// when the kernel holds the only reference to it (the evaluator donates a value at its last use).
+// The copies move bytes, so they serve every dtype and need no ISA dispatch: memcpy picks its own
+// vector width at run time.
 #ifndef SHARDJIT_BACKENDS_X86_COPY_KERNELS_H_
 #define SHARDJIT_BACKENDS_X86_COPY_KERNELS_H_
 

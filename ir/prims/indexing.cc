@@ -93,6 +93,9 @@ absl::StatusOr<Types> Gather(const ShapeContext&, const Types& operands, const O
     return RuleError(op, operands, "fill_bits={} has bits past the {} bits of {}", a.fill_bits(),
                      8 * DTypeSize(x.dtype), DTypeName(x.dtype));
   }
+  if (a.has_fill_bits() && x.dtype == DType::kPred && a.fill_bits() > 1) {
+    return RuleError(op, operands, "fill_bits={} is not a pred (0 or 1)", a.fill_bits());
+  }
   if (static_cast<int64_t>(sizes.size()) != x.rank()) {
     return RuleError(op, operands, "slice_sizes has {} entries for rank {}", sizes.size(),
                      x.rank());
