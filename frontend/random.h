@@ -50,10 +50,12 @@ Tracer normal(Tracer key, std::vector<int64_t> shape, DType dtype = DType::kF32,
               Loc loc = Loc::current());
 // jax.random.bernoulli(key, p, shape): pred, true with probability p (uniform < p).
 Tracer bernoulli(Tracer key, double p, std::vector<int64_t> shape, Loc loc = Loc::current());
-// jax.random.gumbel(key, shape): -log(-log(u)), u uniform in [tiny, 1).
-Tracer gumbel(Tracer key, std::vector<int64_t> shape, Loc loc = Loc::current());
+// jax.random.gumbel(key, shape, dtype): -log(-log(u)), u uniform in [tiny, 1) (the dtype's
+// smallest normal), in f32 (the default), bf16, f16 or f64.
+Tracer gumbel(Tracer key, std::vector<int64_t> shape, DType dtype = DType::kF32,
+              Loc loc = Loc::current());
 // jax.random.categorical(key, logits, axis): s32 indices along `axis` (removed from the shape),
-// drawn by the Gumbel-max trick: argmax(gumbel + logits).
+// drawn by the Gumbel-max trick: argmax(gumbel + logits), the noise in the logits' dtype.
 Tracer categorical(Tracer key, Tracer logits, int64_t axis = -1, Loc loc = Loc::current());
 
 }  // namespace shardjit::random

@@ -144,9 +144,10 @@ void ExpectRawWithinUlps(const std::vector<uint64_t>& got, const std::vector<uin
   }
 }
 
-// bits of u8, u16 and u64, and uniform and normal in bf16, f16 and f64 (seed 42), against jax
-// 0.10.2 on CPU (with jax_enable_x64 for the 64-bit ones): bits and [0, 1) uniforms bit for bit,
-// the scaled uniforms and the normals within a few ulps (rounding of the scale; erf_inv).
+// bits of u8, u16 and u64, and uniform, normal, gumbel and categorical in bf16, f16 and f64 (seed
+// 42), against jax 0.10.2 on CPU (with jax_enable_x64 for the 64-bit ones): bits, [0, 1) uniforms
+// and categorical draws exactly, the scaled uniforms, normals and gumbels within a few ulps (the
+// rounding of the scale; erf_inv and log).
 TEST_P(RandomTest, OtherDTypesMatchJax) {
   Runtime rt({.num_devices = 1});
   Mesh mesh = *make_mesh(rt, {{"x", 1}});
@@ -157,39 +158,61 @@ TEST_P(RandomTest, OtherDTypesMatchJax) {
                                      12687676868490354166u, 11878554724538143822u};
   struct Draws {
     DType dtype;
-    std::vector<uint64_t> uniform, scaled, normal;
+    std::vector<uint64_t> uniform, scaled, normal, gumbel;
+    std::vector<double> categorical, categorical_axis0;
   };
   const std::vector<Draws> draws = {
       {DType::kBF16,
        {0x3f22, 0x3f58, 0x3f78, 0x3f56, 0x3da0, 0x3f58},
        {0x4004, 0x4070, 0x4098, 0x406c, 0xc018, 0x4070},
-       {0x3eb0, 0x3f82, 0x3ff2, 0x3f7c, 0xbfb4, 0x3f82}},
+       {0x3eb0, 0x3f82, 0x3ff2, 0x3f7c, 0xbfb4, 0x3f82},
+       {0x3f48, 0x3fe3, 0x405d, 0x3fdc, 0xbf6f, 0x3fe3},
+       {2, 0, 4},
+       {1, 0, 0, 0, 2}},
       {DType::kF16,
        {0x2ce0, 0x3218, 0x3bce, 0x3a0e, 0x3730, 0x34ec},
        {0xc0c8, 0xbde8, 0x44ce, 0x421c, 0x38c0, 0xb850},
-       {0xbdb8, 0xbb01, 0x3fe6, 0x3993, 0xb011, 0xb804}},
+       {0xbdb8, 0xbb01, 0x3fe6, 0x3993, 0xb011, 0xb804},
+       {0xbb90, 0xb80c, 0x4366, 0x3d1d, 0x3321, 0xb143},
+       {2, 3, 4},
+       {1, 1, 0, 1, 1}},
       {DType::kF64,
        {0x3fdb4f8123c40884, 0x3f8ebd996d6e8400, 0x3fe25f641d41e71a, 0x3fe75aad28c6a974,
         0x3fe60275dc7869da, 0x3fe49b2352c6244a},
        {0x3fda7c091e204420, 0xc0070a1334948be0, 0x3ff97d9075079c68, 0x4006b55a518d52e8,
         0x400404ebb8f0d3b4, 0x40013646a58c4894},
        {0xbfc7a4a26c962159, 0xc0015bccfaa7ba3a, 0x3fc7ed8110b50460, 0x3fe397ad84a04356,
-        0x3fdf5603e3665211, 0x3fd79dc43b3389fb}}};
+        0x3fdf5603e3665211, 0x3fd79dc43b3389fb},
+       {0x3fc48f6eaaf61cee, 0xbff6f529fdd24e87, 0x3fe2d9332776f2e1, 0x3ff27c29bdd6aedd,
+        0x3fef7335130f98c7, 0x3fea429ecb086fa4},
+       {3, 0, 3},
+       {1, 1, 2, 0, 0}}};
+  const std::vector<double> logit_values = {0.1, 0.5, -0.2, 1.0, 0.0, 2.0, -1.0, 0.3,
+                                            0.3, 0.7, 0,   0,   0,    0,   0};
+  std::vector<Array> logits;
+  for (const Draws& d : draws) {
+    logits.push_back(
+        *device_put(HostTensor(d.dtype, {3, 5}, logit_values), NamedSharding(mesh, P())));
+  }
   auto f = jit(
-      [&draws](Tracer) {
+      [&draws](const std::vector<Tracer>& logits) {
         Tracer key = random::prng_key(42);
         std::vector<Tracer> out = {random::bits(key, {6}, DType::kU8),
                                    random::bits(key, {6}, DType::kU16),
                                    random::bits(key, {6}, DType::kU64)};
-        for (const Draws& d : draws) {
-          out.push_back(random::uniform(key, {6}, 0.0, 1.0, d.dtype));
-          out.push_back(random::uniform(key, {6}, -3.0, 5.0, d.dtype));
-          out.push_back(random::normal(key, {6}, d.dtype));
+        for (size_t i = 0; i < draws.size(); ++i) {
+          const DType dtype = draws[i].dtype;
+          out.push_back(random::uniform(key, {6}, 0.0, 1.0, dtype));
+          out.push_back(random::uniform(key, {6}, -3.0, 5.0, dtype));
+          out.push_back(random::normal(key, {6}, dtype));
+          out.push_back(random::gumbel(key, {6}, dtype));
+          out.push_back(random::categorical(key, logits[i]));
+          out.push_back(random::categorical(key, logits[i], 0));
         }
         return out;
       },
       {.backend = GetParam()});
-  absl::StatusOr<std::vector<Array>> out = f(dummy);
+  absl::StatusOr<std::vector<Array>> out = f.call(logits);
   ASSERT_TRUE(out.ok()) << out.status();
   std::vector<double> u8;
   for (uint64_t v : u16) u8.push_back(static_cast<double>(v & 0xff));  // the same words' low bits
@@ -198,10 +221,15 @@ TEST_P(RandomTest, OtherDTypesMatchJax) {
   EXPECT_EQ(RawBits((*out)[2]), u64);
   for (size_t i = 0; i < draws.size(); ++i) {
     SCOPED_TRACE(std::string(ir::DTypeName(draws[i].dtype)));
-    EXPECT_EQ((*out)[3 + 3 * i].dtype(), draws[i].dtype);
-    EXPECT_EQ(RawBits((*out)[3 + 3 * i]), draws[i].uniform);
-    ExpectRawWithinUlps(RawBits((*out)[4 + 3 * i]), draws[i].scaled, 2);
-    ExpectRawWithinUlps(RawBits((*out)[5 + 3 * i]), draws[i].normal, 4);
+    const size_t at = 3 + 6 * i;
+    EXPECT_EQ((*out)[at].dtype(), draws[i].dtype);
+    EXPECT_EQ(RawBits((*out)[at]), draws[i].uniform);
+    ExpectRawWithinUlps(RawBits((*out)[at + 1]), draws[i].scaled, 2);
+    ExpectRawWithinUlps(RawBits((*out)[at + 2]), draws[i].normal, 4);
+    // gumbel: -log(-log(u)); XLA's logs are approximations, shardjit's correctly rounded.
+    ExpectRawWithinUlps(RawBits((*out)[at + 3]), draws[i].gumbel, 4);
+    EXPECT_EQ((*out)[at + 4].to_host()->ToDoubles(), draws[i].categorical);
+    EXPECT_EQ((*out)[at + 5].to_host()->ToDoubles(), draws[i].categorical_axis0);
   }
   // Integer samples and other bit widths are JAX's errors too.
   auto error = [&](const std::function<Tracer(Tracer)>& draw) {

@@ -145,23 +145,29 @@ Tracer bernoulli(Tracer key, double p, std::vector<int64_t> shape, Loc loc) {
   return lax::lt(u, lax::full(shape, static_cast<float>(p), DType::kF32, loc), loc);
 }
 
-Tracer gumbel(Tracer key, std::vector<int64_t> shape, Loc loc) {
+Tracer gumbel(Tracer key, std::vector<int64_t> shape, DType dtype, Loc loc) {
   if (!CheckKey(key, "gumbel", loc)) return Tracer();
-  Tracer u = uniform(key, shape, std::numeric_limits<float>::min(), 1.0, DType::kF32, loc);
+  // The smallest normal float of the dtype (bf16 shares f32's exponent range).
+  const double tiny = dtype == DType::kF16   ? std::ldexp(1.0, -14)
+                      : dtype == DType::kF64 ? std::numeric_limits<double>::min()
+                                             : std::numeric_limits<float>::min();
+  Tracer u = uniform(key, shape, tiny, 1.0, dtype, loc);
+  if (!u.valid()) return u;
   return lax::neg(lax::log(lax::neg(lax::log(u, loc), loc), loc), loc);
 }
 
 Tracer categorical(Tracer key, Tracer logits, int64_t axis, Loc loc) {
   if (!CheckKey(key, "categorical", loc) || !logits.valid()) return Tracer();
-  if (logits.dtype() != DType::kF32) {
+  if (!ir::IsFloating(logits.dtype())) {
     logits.state()->RecordError(
         absl::InvalidArgumentError(fmt::format(
-            "random::categorical: logits must be f32, got {}", logits.type().ToString())),
+            "random::categorical: logits must be floats, got {}", logits.type().ToString())),
         loc);
     return Tracer();
   }
-  return lax::argmax(lax::add(gumbel(key, logits.shape(), loc), logits, loc), axis,
-                     DType::kS32, loc);
+  Tracer noise = gumbel(key, logits.shape(), logits.dtype(), loc);
+  if (!noise.valid()) return noise;
+  return lax::argmax(lax::add(noise, logits, loc), axis, DType::kS32, loc);
 }
 
 }  // namespace shardjit::random
