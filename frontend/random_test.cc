@@ -243,6 +243,11 @@ TEST_P(RandomTest, OtherDTypesMatchJax) {
   EXPECT_THAT(
       error([](Tracer) { return random::bits(random::prng_key(1), {2}, DType::kS32); }),
       HasSubstr("random::bits: dtype must be u8, u16, u32 or u64, got s32"));
+  EXPECT_THAT(error([](Tracer) {
+                return random::categorical(random::prng_key(1),
+                                           lax::full({2, 3}, 1, DType::kS32));
+              }),
+              HasSubstr("random::categorical: logits must be floats, got s32[2,3]"));
 }
 
 TEST_P(RandomTest, ShardedSamplesAreTheUnshardedOnes) {
