@@ -3,6 +3,7 @@
 // shape is the 64-bit row-major index i as (high, low) words.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "fmt/format.h"
 #include "frontend/random.h"
@@ -26,6 +27,26 @@ std::pair<Tracer, Tracer> HashIndices(Tracer key, const std::vector<int64_t>& sh
   Tracer low = lax::reshape(lax::broadcasted_iota(DType::kU32, {n}, 0, loc), shape, loc);
   return lax::threefry2x32(KeyWord(key, 0, shape, loc), KeyWord(key, 1, shape, loc),
                            lax::full(shape, 0, DType::kU32, loc), low, loc);
+}
+
+// A float dtype's mantissa bits and the unsigned word of its width; none for other dtypes.
+struct FloatFormat {
+  int mantissa_bits;
+  DType word;
+};
+std::optional<FloatFormat> FormatOf(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return FloatFormat{23, DType::kU32};
+    case DType::kBF16:
+      return FloatFormat{7, DType::kU16};
+    case DType::kF16:
+      return FloatFormat{10, DType::kU16};
+    case DType::kF64:
+      return FloatFormat{52, DType::kU64};
+    default:
+      return std::nullopt;
+  }
 }
 
 // An error when `key` is not a traced u32[2] key.
@@ -86,29 +107,17 @@ Tracer bits(Tracer key, std::vector<int64_t> shape, DType dtype, Loc loc) {
 Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval, double maxval, DType dtype,
                Loc loc) {
   if (!CheckKey(key, "uniform", loc)) return Tracer();
-  int mantissa_bits = 0;
-  DType word = DType::kInvalid;
-  switch (dtype) {
-    case DType::kF32:
-      mantissa_bits = 23, word = DType::kU32;
-      break;
-    case DType::kBF16:
-      mantissa_bits = 7, word = DType::kU16;
-      break;
-    case DType::kF16:
-      mantissa_bits = 10, word = DType::kU16;
-      break;
-    case DType::kF64:
-      mantissa_bits = 52, word = DType::kU64;
-      break;
-    default:
-      key.state()->RecordError(
-          absl::InvalidArgumentError(fmt::format(
-              "random::uniform: dtype must be f32, bf16, f16 or f64, got {}",
-              ir::DTypeName(dtype))),
-          loc);
-      return Tracer();
+  const std::optional<FloatFormat> format = FormatOf(dtype);
+  if (!format) {
+    key.state()->RecordError(
+        absl::InvalidArgumentError(
+            fmt::format("random::uniform: dtype must be f32, bf16, f16 or f64, got {}",
+                        ir::DTypeName(dtype))),
+        loc);
+    return Tracer();
   }
+  const int mantissa_bits = format->mantissa_bits;
+  const DType word = format->word;
   // Random mantissa bits under the exponent of 1: a float in [1, 2), less 1. As JAX draws them:
   // the top bits of a word as wide as the float, but bf16 (under 8 mantissa bits) takes its
   // 7 from 8 random bits. Scalars are broadcast by the binary ops.
@@ -130,10 +139,8 @@ Tracer uniform(Tracer key, std::vector<int64_t> shape, double minval, double max
 Tracer normal(Tracer key, std::vector<int64_t> shape, DType dtype, Loc loc) {
   if (!CheckKey(key, "normal", loc)) return Tracer();
   // The float next to -1 towards 0 in the dtype: below 1 the floats are 2^-(mantissa + 1) apart.
-  const int mantissa_bits = dtype == DType::kBF16 ? 7 : dtype == DType::kF16 ? 10 : 0;
-  const double lo = dtype == DType::kF32   ? std::nextafter(-1.0f, 0.0f)
-                    : dtype == DType::kF64 ? std::nextafter(-1.0, 0.0)
-                                           : -1.0 + std::ldexp(1.0, -(mantissa_bits + 1));
+  const std::optional<FloatFormat> format = FormatOf(dtype);
+  const double lo = -1.0 + std::ldexp(1.0, -((format ? format->mantissa_bits : 23) + 1));
   Tracer u = uniform(key, shape, lo, 1.0, dtype, loc);
   if (!u.valid()) return u;
   return lax::mul(lax::scalar(std::sqrt(2.0), dtype, loc), lax::erf_inv(u, loc), loc);
