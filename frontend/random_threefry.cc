@@ -2,7 +2,6 @@
 // computes them with jax_threefry_partitionable (its default): the counter of element i of a
 // shape is the 64-bit row-major index i as (high, low) words.
 #include <cmath>
-#include <limits>
 #include <optional>
 
 #include "fmt/format.h"
@@ -29,21 +28,23 @@ std::pair<Tracer, Tracer> HashIndices(Tracer key, const std::vector<int64_t>& sh
                            lax::full(shape, 0, DType::kU32, loc), low, loc);
 }
 
-// A float dtype's mantissa bits and the unsigned word of its width; none for other dtypes.
+// A float dtype's mantissa bits, the exponent of its smallest normal value and the unsigned word
+// of its width; none for other dtypes.
 struct FloatFormat {
   int mantissa_bits;
+  int min_exponent;
   DType word;
 };
 std::optional<FloatFormat> FormatOf(DType dtype) {
   switch (dtype) {
     case DType::kF32:
-      return FloatFormat{23, DType::kU32};
+      return FloatFormat{23, -126, DType::kU32};
     case DType::kBF16:
-      return FloatFormat{7, DType::kU16};
+      return FloatFormat{7, -126, DType::kU16};
     case DType::kF16:
-      return FloatFormat{10, DType::kU16};
+      return FloatFormat{10, -14, DType::kU16};
     case DType::kF64:
-      return FloatFormat{52, DType::kU64};
+      return FloatFormat{52, -1022, DType::kU64};
     default:
       return std::nullopt;
   }
@@ -154,10 +155,9 @@ Tracer bernoulli(Tracer key, double p, std::vector<int64_t> shape, Loc loc) {
 
 Tracer gumbel(Tracer key, std::vector<int64_t> shape, DType dtype, Loc loc) {
   if (!CheckKey(key, "gumbel", loc)) return Tracer();
-  // The smallest normal float of the dtype (bf16 shares f32's exponent range).
-  const double tiny = dtype == DType::kF16   ? std::ldexp(1.0, -14)
-                      : dtype == DType::kF64 ? std::numeric_limits<double>::min()
-                                             : std::numeric_limits<float>::min();
+  // From the smallest normal float of the dtype (uniform reports a dtype that is no float).
+  const std::optional<FloatFormat> format = FormatOf(dtype);
+  const double tiny = std::ldexp(1.0, format ? format->min_exponent : -126);
   Tracer u = uniform(key, shape, tiny, 1.0, dtype, loc);
   if (!u.valid()) return u;
   return lax::neg(lax::log(lax::neg(lax::log(u, loc), loc), loc), loc);

@@ -14,13 +14,11 @@
 namespace shardjit::runtime {
 namespace {
 
-// Position `position`'s block of `global`, whose blocks are `local_dims` (checked by the caller).
-ir::Tensor CopyBlockOut(const ir::Tensor& global, const ir::Mesh& mesh,
-                        const ir::PartitionSpec& spec, const std::vector<int64_t>& local_dims,
-                        int64_t position, ir::Allocator* allocator) {
+// The block of `global` of `local_dims` at `offset` (checked by the caller).
+ir::Tensor CopyBlockOut(const ir::Tensor& global, const std::vector<int64_t>& offset,
+                        const std::vector<int64_t>& local_dims, ir::Allocator* allocator) {
   ir::Tensor shard = ir::Tensor::Empty({global.dtype(), local_dims}, allocator);
-  CopyBox(global, BlockOffset(mesh, spec, local_dims, position), shard,
-          std::vector<int64_t>(local_dims.size(), 0), local_dims);
+  CopyBox(global, offset, shard, std::vector<int64_t>(local_dims.size(), 0), local_dims);
   return shard;
 }
 
@@ -38,7 +36,7 @@ absl::StatusOr<ir::Tensor> ShardOf(const ir::Tensor& global, const ir::Mesh& mes
                                    const ir::PartitionSpec& spec, int64_t position,
                                    ir::Allocator* allocator, std::string_view what) {
   ASSIGN_OR_RETURN(std::vector<int64_t> local, ir::LocalDims(mesh, spec, global.dims(), what));
-  return CopyBlockOut(global, mesh, spec, local, position, allocator);
+  return CopyBlockOut(global, BlockOffset(mesh, spec, local, position), local, allocator);
 }
 
 absl::StatusOr<std::vector<ir::Tensor>> ScatterShards(const ir::Tensor& global,
@@ -53,7 +51,7 @@ absl::StatusOr<std::vector<ir::Tensor>> ScatterShards(const ir::Tensor& global,
   for (int64_t p = 0; p < n; ++p) {
     if (std::optional<ir::Allocator*> allocator = allocator_of(p)) {
       const auto [first, fresh] = holder.emplace(BlockOffset(mesh, spec, local, p), p);
-      shards[p] = fresh ? CopyBlockOut(global, mesh, spec, local, p, *allocator)
+      shards[p] = fresh ? CopyBlockOut(global, first->first, local, *allocator)
                         : shards[first->second];
     }
   }

@@ -299,26 +299,36 @@ namespace {
 // (their first 4 KiB; the hardware streams the rest): the rows lie anywhere in the table, and
 // each copy would otherwise wait for its row to come from memory. Rows under 1 KiB are left to
 // the copies, which keep enough of them in flight.
-struct RowPrefetch {
-  const char* table;
-  int64_t row_bytes, limit;  // limit: the last row
-  const ir::Tensor& indices;
+class RowPrefetch {
+ public:
+  // `limit`: the table's last row.
+  RowPrefetch(const char* table, int64_t row_bytes, int64_t limit, const ir::Tensor& indices)
+      : table_(table),
+        row_bytes_(row_bytes),
+        limit_(limit),
+        indices_(indices),
+        distance_(row_bytes < 1024 ? 0 : std::clamp<int64_t>((16 << 10) / row_bytes, 1, 16)) {}
 
-  // Prefetches the row used `distance()` positions after position g (and, at g = 0, those
+  // Prefetches the row used `distance_` positions after position g (and, at g = 0, those
   // before it).
   template <bool kWrite>
   void Ahead(int64_t g) const {
-    if (row_bytes < 1024) return;
-    const int64_t distance = std::clamp<int64_t>((16 << 10) / row_bytes, 1, 16);
-    for (int64_t p = g == 0 ? 0 : g + distance; p <= g + distance; ++p) {
-      if (p >= indices.num_elements()) return;
-      const int64_t i = std::clamp<int64_t>(reference::IndexValue(indices, p), 0, limit);
-      const char* row = table + i * row_bytes;
-      for (int64_t b = 0; b < std::min<int64_t>(row_bytes, 4096); b += 64) {
+    if (distance_ == 0) return;
+    const int64_t end = std::min(g + distance_ + 1, indices_.num_elements());
+    for (int64_t p = g == 0 ? 0 : g + distance_; p < end; ++p) {
+      const int64_t i = std::clamp<int64_t>(reference::IndexValue(indices_, p), 0, limit_);
+      const char* row = table_ + i * row_bytes_;
+      for (int64_t b = 0; b < std::min<int64_t>(row_bytes_, 4096); b += 64) {
         __builtin_prefetch(row + b, kWrite ? 1 : 0, 3);
       }
     }
   }
+
+ private:
+  const char* table_;
+  int64_t row_bytes_, limit_;
+  const ir::Tensor& indices_;
+  int64_t distance_;  // 0: rows too short to prefetch
 };
 
 // Whether `indices` ([..., 1]) pick whole rows of x by its leading dim: one index per batch

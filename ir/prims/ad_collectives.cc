@@ -84,6 +84,14 @@ Op PvaryOver(const google::protobuf::RepeatedPtrField<std::string>& axes) {
   return op;
 }
 
+// This device's index along `axes` (axis_index).
+Op AxisIndexOver(const google::protobuf::RepeatedPtrField<std::string>& axes) {
+  Op op;
+  op.set_opcode("axis_index");
+  *op.mutable_axis()->mutable_axes() = axes;
+  return op;
+}
+
 // psum and pmean: the same collective on the cotangent (psum_p: a psum is a psum + pbroadcast),
 // or, typed invariant (psum_invariant_p, check_vma), pvary of it (divided by the group size for
 // pmean).
@@ -123,10 +131,7 @@ AdRules AllGatherRule() {
             const ShapedType block = a.operand_types[0];
             // Untiled, the block is one index of the inserted dimension, dropped after.
             const int64_t size = g.tiled() ? block.dims[g.axis()] : 1;
-            Op index;
-            index.set_opcode("axis_index");
-            *index.mutable_axis()->mutable_axes() = g.axes();
-            ASSIGN_OR_RETURN(int64_t me, e.Emit1(std::move(index), {}));
+            ASSIGN_OR_RETURN(int64_t me, e.Emit1(AxisIndexOver(g.axes()), {}));
             ASSIGN_OR_RETURN(int64_t step, e.Full(static_cast<double>(size), e.TypeOf(me)));
             ASSIGN_OR_RETURN(int64_t start, e.Binary("mul", me, step));
             ASSIGN_OR_RETURN(int64_t zero, e.Full(0, e.TypeOf(me)));
@@ -168,10 +173,7 @@ AdRules PbroadcastRule() {
             psum.set_opcode("psum");
             *psum.mutable_all_reduce()->mutable_axes() = b.axes();
             ASSIGN_OR_RETURN(int64_t total, e.Emit1(std::move(psum), {a.cotangents[0]}));
-            Op index;
-            index.set_opcode("axis_index");
-            *index.mutable_axis()->mutable_axes() = b.axes();
-            ASSIGN_OR_RETURN(int64_t me, e.Emit1(std::move(index), {}));
+            ASSIGN_OR_RETURN(int64_t me, e.Emit1(AxisIndexOver(b.axes()), {}));
             ASSIGN_OR_RETURN(int64_t source, e.Full(static_cast<double>(b.source()),
                                                     e.TypeOf(me)));
             ASSIGN_OR_RETURN(int64_t is_source, e.Compare(me, source, EQ));
